@@ -1,0 +1,213 @@
+// Package action defines a step's resolved action: everything a step pod needs
+// to run one step, decided by the ATC before the pod exists. The ATC writes it
+// into the pod spec (so `kubectl get pod -o yaml` shows what ran) and the
+// sidecar reads it back. Secret values never appear here.
+package action
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+)
+
+// EnvVar is the environment variable that carries the JSON action into the
+// sidecar container.
+const EnvVar = "PORTER_ACTION"
+
+// Action is one resolved step.
+type Action struct {
+	// StepID is unique across all builds; it names the pod, the Secret and the
+	// step's audit prefix. DNS-label safe.
+	StepID string `json:"step_id"`
+	Build  Build  `json:"build"`
+	// StepName is the step's name in the plan (e.g. the task's name).
+	StepName string `json:"step_name"`
+	// Type is the kind of step: "task" (later "get", "put", "check").
+	Type  string `json:"type"`
+	Image string `json:"image"`
+	Run   Run    `json:"run"`
+	// Params are plain environment variables for the process. Secret ones
+	// travel through the step's Secret and are listed by name only.
+	Params       map[string]string `json:"params,omitempty"`
+	SecretParams []string          `json:"secret_params,omitempty"`
+	// WorkDir is the absolute directory inputs, outputs and caches live under,
+	// /tmp/build/<id> in a pod.
+	WorkDir    string   `json:"work_dir"`
+	Inputs     []Input  `json:"inputs,omitempty"`
+	Outputs    []Output `json:"outputs,omitempty"`
+	Caches     []Cache  `json:"caches,omitempty"`
+	Limits     Limits   `json:"limits,omitempty"`
+	Privileged bool     `json:"privileged,omitempty"`
+	// Timeout bounds the process's run time; zero means none.
+	Timeout Duration `json:"timeout,omitempty"`
+	// KeepAlive is how long the finished step stays interceptible before the
+	// pod ends on its own; zero means it ends as soon as it has reported.
+	KeepAlive Duration `json:"keep_alive,omitempty"`
+	// Stdin, when set, is given to the process on stdin (resource steps).
+	Stdin *string `json:"stdin,omitempty"`
+}
+
+// Build identifies the build a step belongs to.
+type Build struct {
+	ID       string `json:"id"`
+	Name     string `json:"name,omitempty"`
+	Team     string `json:"team"`
+	Pipeline string `json:"pipeline,omitempty"`
+	Job      string `json:"job,omitempty"`
+}
+
+// Run is the process to start.
+type Run struct {
+	Path string   `json:"path"`
+	Args []string `json:"args,omitempty"`
+	// Dir is relative to WorkDir (or absolute).
+	Dir string `json:"dir,omitempty"`
+	// User is a numeric uid[:gid] or a name from the image's /etc/passwd.
+	User string `json:"user,omitempty"`
+}
+
+// Input is an artifact fetched into WorkDir/Path before the process starts.
+type Input struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+	// Key is the artifact's blobstore key; empty only for an optional input
+	// nobody provided (the directory is then left out).
+	Key string `json:"key,omitempty"`
+	// Digest is "sha256:<hex>" of the stored artifact, checked on download.
+	Digest   string `json:"digest,omitempty"`
+	Optional bool   `json:"optional,omitempty"`
+}
+
+// Output is a directory uploaded as an artifact after a successful process.
+type Output struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+}
+
+// Cache is a directory restored before the process starts (when Key exists)
+// and saved after it succeeds.
+type Cache struct {
+	Path string `json:"path"`
+	Key  string `json:"key"`
+}
+
+// Limits are the task's container_limits.
+type Limits struct {
+	CPUShares   *uint64 `json:"cpu,omitempty"`
+	MemoryBytes *uint64 `json:"memory,omitempty"`
+}
+
+// Duration is a time.Duration written as Go duration text ("1h30m") in JSON.
+type Duration struct{ time.Duration }
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"1h30m\": %w", err)
+	}
+	if s == "" {
+		d.Duration = 0
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", s, err)
+	}
+	d.Duration = v
+	return nil
+}
+
+// Decode parses and validates a JSON action.
+func Decode(data []byte) (*Action, error) {
+	var a Action
+	if err := json.Unmarshal(data, &a); err != nil {
+		return nil, fmt.Errorf("decode action: %w", err)
+	}
+	if err := a.Validate(); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// Encode renders the action as compact JSON.
+func (a *Action) Encode() ([]byte, error) { return json.Marshal(a) }
+
+// Validate checks what the sidecar and the pod spec rely on.
+func (a *Action) Validate() error {
+	var errs *multierror.Error
+	bad := func(format string, args ...any) { errs = multierror.Append(errs, fmt.Errorf(format, args...)) }
+	if a.StepID == "" {
+		bad("step_id is empty")
+	}
+	if a.Run.Path == "" {
+		bad("run.path is empty")
+	}
+	if !path.IsAbs(a.WorkDir) {
+		bad("work_dir %q is not absolute", a.WorkDir)
+	}
+	seen := map[string]string{}
+	claim := func(kind, name, p string) {
+		if err := CheckRelPath(p); err != nil {
+			bad("%s %q: %v", kind, name, err)
+			return
+		}
+		clean := path.Clean(p)
+		if other, ok := seen[clean]; ok {
+			bad("%s %q: path %q is already used by %s", kind, name, p, other)
+			return
+		}
+		seen[clean] = fmt.Sprintf("%s %q", kind, name)
+	}
+	for _, in := range a.Inputs {
+		claim("input", in.Name, in.Path)
+		if in.Key == "" && !in.Optional {
+			bad("input %q has no artifact", in.Name)
+		}
+	}
+	for _, out := range a.Outputs {
+		claim("output", out.Name, out.Path)
+	}
+	for _, c := range a.Caches {
+		claim("cache", c.Path, c.Path)
+		if c.Key == "" {
+			bad("cache %q has no key", c.Path)
+		}
+	}
+	if a.Timeout.Duration < 0 {
+		bad("timeout %s is negative", a.Timeout)
+	}
+	if err := errs.ErrorOrNil(); err != nil {
+		return fmt.Errorf("invalid action: %w", err)
+	}
+	return nil
+}
+
+// CheckRelPath refuses paths that would leave the work directory.
+func CheckRelPath(p string) error {
+	switch {
+	case p == "":
+		return errors.New("path is empty")
+	case path.IsAbs(p):
+		return fmt.Errorf("path %q must be relative", p)
+	}
+	clean := path.Clean(p)
+	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+		return fmt.Errorf("path %q leaves the working directory", p)
+	}
+	return nil
+}
+
+// Dir resolves a path of the action (input, output, cache, run.dir) against WorkDir.
+func (a *Action) Dir(p string) string {
+	if path.IsAbs(p) {
+		return path.Clean(p)
+	}
+	return path.Join(a.WorkDir, p)
+}
