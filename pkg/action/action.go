@@ -152,30 +152,38 @@ func (a *Action) Validate() error {
 	if !path.IsAbs(a.WorkDir) {
 		bad("work_dir %q is not absolute", a.WorkDir)
 	}
-	seen := map[string]string{}
-	claim := func(kind, name, p string) {
+	// Paths are claimed per kind: an output may share its path with an input
+	// (Concourse's way of modifying an input in place), but no two inputs, no
+	// two outputs and no two caches may share one, and a cache may share with
+	// nothing.
+	inputPaths := map[string]string{}
+	outputPaths := map[string]string{}
+	cachePaths := map[string]string{}
+	claim := func(kind, name, p string, own map[string]string, others ...map[string]string) {
 		if err := CheckRelPath(p); err != nil {
 			bad("%s %q: %v", kind, name, err)
 			return
 		}
 		clean := path.Clean(p)
-		if other, ok := seen[clean]; ok {
-			bad("%s %q: path %q is already used by %s", kind, name, p, other)
-			return
+		for _, m := range append([]map[string]string{own}, others...) {
+			if other, ok := m[clean]; ok {
+				bad("%s %q: path %q is already used by %s", kind, name, p, other)
+				return
+			}
 		}
-		seen[clean] = fmt.Sprintf("%s %q", kind, name)
+		own[clean] = fmt.Sprintf("%s %q", kind, name)
 	}
 	for _, in := range a.Inputs {
-		claim("input", in.Name, in.Path)
+		claim("input", in.Name, in.Path, inputPaths)
 		if in.Key == "" && !in.Optional {
 			bad("input %q has no artifact", in.Name)
 		}
 	}
 	for _, out := range a.Outputs {
-		claim("output", out.Name, out.Path)
+		claim("output", out.Name, out.Path, outputPaths)
 	}
 	for _, c := range a.Caches {
-		claim("cache", c.Path, c.Path)
+		claim("cache", c.Path, c.Path, cachePaths, inputPaths, outputPaths)
 		if c.Key == "" {
 			bad("cache %q has no key", c.Path)
 		}

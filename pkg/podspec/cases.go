@@ -1,0 +1,156 @@
+package podspec
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/porter-ci/porter/pkg/action"
+)
+
+// Case is one named input of Build. GoldenCases lists the shapes the golden
+// files pin down; the e2e suite sends each to a real API server (server-side
+// dry run) to prove the API accepts them.
+type Case struct {
+	Name    string
+	Action  *action.Action
+	Worker  Worker
+	Secrets Secrets
+}
+
+// GoldenCases returns fresh copies of the golden cases on every call, so a
+// caller may modify them.
+func GoldenCases() []Case {
+	return []Case{
+		{
+			Name:    "minimal",
+			Action:  exampleAction("minimal"),
+			Worker:  exampleWorker(),
+			Secrets: exampleSecrets(),
+		},
+		{
+			Name: "artifacts",
+			Action: func() *action.Action {
+				a := exampleAction("artifacts")
+				a.Image = "registry.example.com/tools/builder@sha256:" + fakeDigest
+				a.Run = action.Run{Path: "sh", Args: []string{"-exc", "cp -r repo/. built/ && make -C built"}, Dir: "repo"}
+				a.Inputs = []action.Input{
+					{Name: "repo", Path: "repo", Key: "artifacts/" + fakeDigest + ".tar.zst", Digest: "sha256:" + fakeDigest},
+					{Name: "version", Path: "version", Key: "artifacts/" + otherDigest + ".tar.zst", Digest: "sha256:" + otherDigest},
+					{Name: "extra", Path: "extra", Optional: true},
+				}
+				a.Outputs = []action.Output{
+					{Name: "built", Path: "built"},
+					// Modifies the input of the same path.
+					{Name: "version", Path: "version"},
+				}
+				a.Caches = []action.Cache{
+					{Path: "repo/.cache/go-build", Key: "task-caches/main/porter/unit/test/repo/.cache/go-build.tar.zst"},
+				}
+				return a
+			}(),
+			Worker:  exampleWorker(),
+			Secrets: exampleSecrets(),
+		},
+		{
+			Name: "params",
+			Action: func() *action.Action {
+				a := exampleAction("params")
+				a.Run = action.Run{Path: "sh", Args: []string{"-c", `echo "deploying $APP to $REGION"`}}
+				a.Params = map[string]string{"REGION": "eu-west-1", "APP": "porter", "EMPTY": ""}
+				a.SecretParams = []string{"DEPLOY_TOKEN", "AWS_SECRET_ACCESS_KEY"}
+				return a
+			}(),
+			Worker: exampleWorker(),
+			Secrets: func() Secrets {
+				s := exampleSecrets()
+				s.Params = map[string]string{
+					"DEPLOY_TOKEN":          "secret-deploy-token-value",
+					"AWS_SECRET_ACCESS_KEY": "secret-aws-key-value",
+				}
+				return s
+			}(),
+		},
+		{
+			Name: "limits",
+			Action: func() *action.Action {
+				a := exampleAction("limits")
+				a.Run = action.Run{Path: "/bin/sh", Args: []string{"-c", "id && ulimit -a"}, User: "nobody"}
+				a.Limits = action.Limits{CPUShares: ptr(uint64(512)), MemoryBytes: ptr(uint64(1 << 30))}
+				a.Privileged = true
+				a.Timeout = action.Duration{Duration: 30 * time.Minute}
+				a.KeepAlive = action.Duration{Duration: 5 * time.Minute}
+				return a
+			}(),
+			Worker: func() Worker {
+				w := exampleWorker()
+				w.ImagePullPolicy = corev1.PullIfNotPresent
+				w.DNSPolicy = corev1.DNSDefault
+				w.UploadAllowance = 15 * time.Minute
+				return w
+			}(),
+			Secrets: exampleSecrets(),
+		},
+		{
+			Name:   "fallback-sidecar",
+			Action: exampleAction("fallback-sidecar"),
+			Worker: func() Worker {
+				w := exampleWorker()
+				w.NativeSidecars = false
+				// No static blobstore credentials: the sidecar uses the
+				// ambient ones, and the Secret holds only the step token.
+				w.BlobstoreSecure = false
+				w.ATCServerName = ""
+				return w
+			}(),
+			Secrets: Secrets{StepToken: "secret-step-token"},
+		},
+	}
+}
+
+const (
+	fakeDigest  = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	otherDigest = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"
+)
+
+func exampleAction(stepID string) *action.Action {
+	return &action.Action{
+		StepID: stepID,
+		Build: action.Build{
+			ID:       "42",
+			Name:     "7",
+			Team:     "main",
+			Pipeline: "hello-world",
+			Job:      "hello-world-job",
+		},
+		StepName: "hello-world-task",
+		Type:     "task",
+		Image:    "busybox:1.36",
+		Run:      action.Run{Path: "echo", Args: []string{"Hello, world!"}},
+		WorkDir:  "/tmp/build/" + stepID,
+	}
+}
+
+func exampleWorker() Worker {
+	return Worker{
+		Name:              "kind-default",
+		Namespace:         "porter-steps",
+		PorterImage:       "ghcr.io/porter-ci/porter:v0.1.0",
+		ATCAddress:        "atc.porter-system.svc:7788",
+		ATCServerName:     "atc.porter.example.com",
+		BlobstoreEndpoint: "minio.porter-system.svc:9000",
+		BlobstoreBucket:   "porter",
+		BlobstoreRegion:   "us-east-1",
+		BlobstoreSecure:   true,
+		NativeSidecars:    true,
+	}
+}
+
+func exampleSecrets() Secrets {
+	return Secrets{
+		StepToken:          "secret-step-token",
+		ATCCA:              []byte("-----BEGIN CERTIFICATE-----\nsecret-ca-body\n-----END CERTIFICATE-----\n"),
+		BlobstoreAccessKey: "secret-access-key-id",
+		BlobstoreSecretKey: "secret-secret-access-key",
+	}
+}

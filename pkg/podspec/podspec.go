@@ -1,0 +1,539 @@
+// Package podspec turns a step's resolved action and a worker's settings into
+// the step's pod and its per-step Secret. It is a pure function: it talks to
+// no API server, so the ATC, the tests and the e2e dry-run all see the same
+// shapes.
+package podspec
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/porter-ci/porter/pkg/action"
+)
+
+// Paths and names inside a step pod, shared with the porter binary.
+const (
+	// PorterDir is where the shared porter volume is mounted in every container.
+	PorterDir = "/porter"
+	// PorterBinDir is where `porter install` copies the binary.
+	PorterBinDir = PorterDir + "/bin"
+	// SocketPath is the control socket between the sidecar and the entrypoint.
+	SocketPath = PorterDir + "/run/control.sock"
+	// PorterImageBinary is where the porter image keeps its binary; absolute
+	// so nothing depends on the image's PATH.
+	PorterImageBinary = "/usr/local/bin/porter"
+
+	InstallContainerName = "install"
+	SidecarContainerName = "porter-sidecar"
+	StepContainerName    = "step"
+
+	porterVolumeName  = "porter"
+	workDirVolumeName = "workdir"
+)
+
+// Environment variables porter sets in the step pod.
+const (
+	EnvATCAddress         = "PORTER_ATC_ADDRESS"
+	EnvATCServerName      = "PORTER_ATC_SERVER_NAME"
+	EnvATCCAPEM           = "PORTER_ATC_CA_PEM"
+	EnvSocket             = "PORTER_SOCKET"
+	EnvPodName            = "PORTER_POD_NAME"
+	EnvStepToken          = "PORTER_STEP_TOKEN"
+	EnvBlobstoreEndpoint  = "PORTER_BLOBSTORE_ENDPOINT"
+	EnvBlobstoreBucket    = "PORTER_BLOBSTORE_BUCKET"
+	EnvBlobstoreRegion    = "PORTER_BLOBSTORE_REGION"
+	EnvBlobstoreSecure    = "PORTER_BLOBSTORE_SECURE"
+	EnvBlobstoreAccessKey = "PORTER_BLOBSTORE_ACCESS_KEY"
+	EnvBlobstoreSecretKey = "PORTER_BLOBSTORE_SECRET_KEY"
+)
+
+// Keys of the per-step Secret.
+const (
+	SecretKeyStepToken          = "step-token"
+	SecretKeyATCCA              = "atc-ca.crt"
+	SecretKeyBlobstoreAccessKey = "blobstore-access-key"
+	SecretKeyBlobstoreSecretKey = "blobstore-secret-key"
+	secretKeyParamPrefix        = "param-"
+)
+
+// Defaults applied when a Worker leaves a setting empty.
+const (
+	DefaultUploadAllowance = 10 * time.Minute
+	DefaultDNSPolicy       = corev1.DNSClusterFirst
+
+	// terminationGracePeriod is short because the entrypoint already handles
+	// abort and timeout itself; Kubernetes' grace period only matters when the
+	// pod is deleted from outside.
+	terminationGracePeriod = 10 * time.Second
+)
+
+// Worker is the part of a worker's configuration a step pod depends on.
+type Worker struct {
+	// Name is the worker's name, written into the pods' labels.
+	Name      string
+	Namespace string
+	// PorterImage is the image holding the porter binary at PorterImageBinary.
+	PorterImage string
+	// ATCAddress is the host:port sidecars dial.
+	ATCAddress string
+	// ATCServerName overrides the TLS server name checked on the ATC's
+	// certificate; empty means the host of ATCAddress.
+	ATCServerName string
+
+	BlobstoreEndpoint string
+	BlobstoreBucket   string
+	BlobstoreRegion   string
+	BlobstoreSecure   bool
+
+	// ImagePullPolicy applies to every container; empty leaves Kubernetes'
+	// default (Always for :latest, IfNotPresent otherwise).
+	ImagePullPolicy corev1.PullPolicy
+	// NativeSidecars runs the sidecar as an init container with restartPolicy
+	// Always (Kubernetes 1.29+). False makes it a regular container next to
+	// the step, for older clusters; it must then exit on its own.
+	NativeSidecars bool
+	// DNSPolicy defaults to ClusterFirst.
+	DNSPolicy corev1.DNSPolicy
+	// UploadAllowance is the time activeDeadlineSeconds leaves beyond the
+	// step's timeout and keep-alive for everything around the process: image
+	// pull, input downloads and output uploads. Defaults to
+	// DefaultUploadAllowance.
+	UploadAllowance time.Duration
+}
+
+// Secrets are the secret values of one step. They go into the step's Secret
+// only; the pod refers to them by key.
+type Secrets struct {
+	// StepToken authenticates the sidecar to the ATC.
+	StepToken string
+	// ATCCA is the PEM bundle the sidecar trusts for the ATC; empty means the
+	// system roots.
+	ATCCA []byte
+	// Blobstore credentials; both empty means the sidecar uses its ambient
+	// credentials (e.g. a cloud workload identity).
+	BlobstoreAccessKey string
+	BlobstoreSecretKey string
+	// Params holds the value of each of the action's SecretParams by name.
+	Params map[string]string
+}
+
+// Build returns the pod and the Secret for a step. The Secret must be created
+// first (the pod refers to it), then the pod, then OwnedBy/OwnerPatch ties
+// the Secret's lifetime to the pod.
+func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, error) {
+	if err := validate(a, w, s); err != nil {
+		return nil, nil, err
+	}
+	name := Name(a.StepID)
+	labels := StepLabels(a.StepID, a.Build.ID, a.Build.Team, w.Name)
+
+	secret, paramKeys := buildSecret(name, w.Namespace, labels, a, s)
+
+	actionJSON, err := a.Encode()
+	if err != nil {
+		return nil, nil, fmt.Errorf("build pod for step %s: encode action: %w", a.StepID, err)
+	}
+	resources, err := stepResources(a.Limits)
+	if err != nil {
+		return nil, nil, fmt.Errorf("build pod for step %s: %w", a.StepID, err)
+	}
+
+	volumes, sidecarMounts, stepMounts := buildVolumes(a)
+
+	install := corev1.Container{
+		Name:            InstallContainerName,
+		Image:           w.PorterImage,
+		ImagePullPolicy: w.ImagePullPolicy,
+		Command:         []string{PorterImageBinary, "install", PorterBinDir},
+		VolumeMounts:    []corev1.VolumeMount{{Name: porterVolumeName, MountPath: PorterDir}},
+		Resources:       smallRequests(),
+	}
+
+	sidecar := corev1.Container{
+		Name:                     SidecarContainerName,
+		Image:                    w.PorterImage,
+		ImagePullPolicy:          w.ImagePullPolicy,
+		Command:                  []string{PorterImageBinary, "sidecar"},
+		Env:                      sidecarEnv(name, string(actionJSON), w, s),
+		VolumeMounts:             sidecarMounts,
+		Resources:                smallRequests(),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+
+	step := corev1.Container{
+		Name:                     StepContainerName,
+		Image:                    a.Image,
+		ImagePullPolicy:          w.ImagePullPolicy,
+		Command:                  append([]string{PorterBinDir + "/porter", "entrypoint", "--", a.Run.Path}, a.Run.Args...),
+		WorkingDir:               a.WorkDir,
+		Env:                      stepEnv(name, a, paramKeys),
+		VolumeMounts:             stepMounts,
+		Resources:                resources,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	if a.Privileged {
+		step.SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)}
+	}
+
+	initContainers := []corev1.Container{install}
+	containers := []corev1.Container{step}
+	if w.NativeSidecars {
+		sidecar.RestartPolicy = ptr(corev1.ContainerRestartPolicyAlways)
+		initContainers = append(initContainers, sidecar)
+	} else {
+		containers = append(containers, sidecar)
+	}
+
+	dnsPolicy := w.DNSPolicy
+	if dnsPolicy == "" {
+		dnsPolicy = DefaultDNSPolicy
+	}
+
+	pod := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Namespace:   w.Namespace,
+			Labels:      labels,
+			Annotations: annotations(a),
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  ptr(false),
+			EnableServiceLinks:            ptr(false),
+			DNSPolicy:                     dnsPolicy,
+			TerminationGracePeriodSeconds: ptr(int64(terminationGracePeriod / time.Second)),
+			ActiveDeadlineSeconds:         activeDeadline(a, w),
+			InitContainers:                initContainers,
+			Containers:                    containers,
+			Volumes:                       volumes,
+		},
+	}
+	return pod, secret, nil
+}
+
+func validate(a *action.Action, w Worker, s Secrets) error {
+	if a == nil {
+		return errors.New("build pod: action is nil")
+	}
+	var errs *multierror.Error
+	if err := a.Validate(); err != nil {
+		errs = multierror.Append(errs, err)
+	}
+	bad := func(format string, args ...any) { errs = multierror.Append(errs, fmt.Errorf(format, args...)) }
+	if a.Image == "" {
+		bad("action has no image")
+	}
+	if w.Name == "" {
+		bad("worker name is empty")
+	}
+	if w.Namespace == "" {
+		bad("worker namespace is empty")
+	} else if msgs := validation.IsDNS1123Label(w.Namespace); len(msgs) > 0 {
+		bad("worker namespace %q is invalid: %v", w.Namespace, msgs)
+	}
+	if w.PorterImage == "" {
+		bad("worker porter image is empty")
+	}
+	if w.ATCAddress == "" {
+		bad("worker ATC address is empty")
+	}
+	if w.UploadAllowance < 0 {
+		bad("worker upload allowance %s is negative", w.UploadAllowance)
+	}
+	if s.StepToken == "" {
+		bad("step token is empty")
+	}
+	if (s.BlobstoreAccessKey == "") != (s.BlobstoreSecretKey == "") {
+		bad("blobstore access key and secret key must be given together")
+	}
+	secret := make(map[string]bool, len(a.SecretParams))
+	for _, name := range a.SecretParams {
+		if secret[name] {
+			bad("secret param %q is listed twice", name)
+		}
+		secret[name] = true
+		if _, ok := a.Params[name]; ok {
+			bad("param %q is both plain and secret", name)
+		}
+		if _, ok := s.Params[name]; !ok {
+			bad("secret param %q has no value", name)
+		}
+	}
+	for name := range s.Params {
+		if !secret[name] {
+			bad("secret value given for %q, which is not one of the action's secret params", name)
+		}
+	}
+	for name := range a.Params {
+		checkEnvName(name, bad)
+	}
+	for _, name := range a.SecretParams {
+		checkEnvName(name, bad)
+	}
+	if err := errs.ErrorOrNil(); err != nil {
+		return fmt.Errorf("build pod for step %q: %w", a.StepID, err)
+	}
+	return nil
+}
+
+func checkEnvName(name string, bad func(string, ...any)) {
+	if msgs := validation.IsRelaxedEnvVarName(name); len(msgs) > 0 {
+		bad("param name %q is invalid: %v", name, msgs)
+	}
+	if name == EnvSocket {
+		bad("param name %q is reserved by porter", name)
+	}
+}
+
+func annotations(a *action.Action) map[string]string {
+	m := map[string]string{AnnotationStepName: a.StepName}
+	if a.Build.Name != "" {
+		m[AnnotationBuildName] = a.Build.Name
+	}
+	return m
+}
+
+// activeDeadline is a backstop only: the entrypoint enforces the timeout
+// itself so that logs and the result still get out. The deadline leaves room
+// for everything around the process and for the keep-alive window.
+func activeDeadline(a *action.Action, w Worker) *int64 {
+	if a.Timeout.Duration <= 0 {
+		return nil
+	}
+	allowance := w.UploadAllowance
+	if allowance == 0 {
+		allowance = DefaultUploadAllowance
+	}
+	total := a.Timeout.Duration + allowance + a.KeepAlive.Duration
+	seconds := int64(math.Ceil(total.Seconds()))
+	return &seconds
+}
+
+func buildSecret(name, namespace string, labels map[string]string, a *action.Action, s Secrets) (*corev1.Secret, map[string]string) {
+	data := map[string][]byte{SecretKeyStepToken: []byte(s.StepToken)}
+	if len(s.ATCCA) > 0 {
+		data[SecretKeyATCCA] = s.ATCCA
+	}
+	if s.BlobstoreAccessKey != "" {
+		data[SecretKeyBlobstoreAccessKey] = []byte(s.BlobstoreAccessKey)
+		data[SecretKeyBlobstoreSecretKey] = []byte(s.BlobstoreSecretKey)
+	}
+	// Param names may hold characters Secret keys refuse, so keys are by
+	// position in SecretParams.
+	paramKeys := make(map[string]string, len(a.SecretParams))
+	for i, param := range a.SecretParams {
+		key := secretKeyParamPrefix + strconv.Itoa(i)
+		paramKeys[param] = key
+		data[key] = []byte(s.Params[param])
+	}
+	secret := &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: namespace,
+			Labels:    maps.Clone(labels),
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: data,
+	}
+	return secret, paramKeys
+}
+
+func sidecarEnv(secretName, actionJSON string, w Worker, s Secrets) []corev1.EnvVar {
+	env := []corev1.EnvVar{
+		{Name: action.EnvVar, Value: actionJSON},
+		{Name: EnvATCAddress, Value: w.ATCAddress},
+	}
+	if w.ATCServerName != "" {
+		env = append(env, corev1.EnvVar{Name: EnvATCServerName, Value: w.ATCServerName})
+	}
+	env = append(env,
+		corev1.EnvVar{Name: EnvSocket, Value: SocketPath},
+		corev1.EnvVar{Name: EnvPodName, ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"},
+		}},
+		corev1.EnvVar{Name: EnvBlobstoreEndpoint, Value: w.BlobstoreEndpoint},
+		corev1.EnvVar{Name: EnvBlobstoreBucket, Value: w.BlobstoreBucket},
+		corev1.EnvVar{Name: EnvBlobstoreRegion, Value: w.BlobstoreRegion},
+		corev1.EnvVar{Name: EnvBlobstoreSecure, Value: strconv.FormatBool(w.BlobstoreSecure)},
+		secretEnv(EnvStepToken, secretName, SecretKeyStepToken),
+	)
+	if len(s.ATCCA) > 0 {
+		env = append(env, secretEnv(EnvATCCAPEM, secretName, SecretKeyATCCA))
+	}
+	if s.BlobstoreAccessKey != "" {
+		env = append(env,
+			secretEnv(EnvBlobstoreAccessKey, secretName, SecretKeyBlobstoreAccessKey),
+			secretEnv(EnvBlobstoreSecretKey, secretName, SecretKeyBlobstoreSecretKey),
+		)
+	}
+	return env
+}
+
+func stepEnv(secretName string, a *action.Action, paramKeys map[string]string) []corev1.EnvVar {
+	env := make([]corev1.EnvVar, 0, len(a.Params)+len(a.SecretParams)+1)
+	for _, name := range sortedKeys(a.Params) {
+		env = append(env, corev1.EnvVar{Name: name, Value: a.Params[name]})
+	}
+	for _, name := range sortedKeys(paramKeys) {
+		env = append(env, secretEnv(name, secretName, paramKeys[name]))
+	}
+	return append(env, corev1.EnvVar{Name: EnvSocket, Value: SocketPath})
+}
+
+func secretEnv(name, secretName, key string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: secretName},
+			Key:                  key,
+		},
+	}}
+}
+
+// buildVolumes gives every distinct input, output and cache directory its own
+// emptyDir, mounted at the same place in the sidecar (which fills and
+// empties it) and in the step container (which uses it). An output at the
+// same path as an input is that input, modified, so it shares its volume.
+func buildVolumes(a *action.Action) (volumes []corev1.Volume, sidecarMounts, stepMounts []corev1.VolumeMount) {
+	volumes = []corev1.Volume{emptyDir(porterVolumeName), emptyDir(workDirVolumeName)}
+	porterMount := corev1.VolumeMount{Name: porterVolumeName, MountPath: PorterDir}
+	sidecarMounts = []corev1.VolumeMount{porterMount}
+	// The work directory is a volume of its own so that it exists and is
+	// writable whatever the image and the run user.
+	stepMounts = []corev1.VolumeMount{porterMount, {Name: workDirVolumeName, MountPath: a.WorkDir}}
+
+	byDir := map[string]bool{}
+	add := func(volume, p string) {
+		dir := a.Dir(p)
+		if byDir[dir] {
+			return
+		}
+		byDir[dir] = true
+		volumes = append(volumes, emptyDir(volume))
+		mount := corev1.VolumeMount{Name: volume, MountPath: dir}
+		sidecarMounts = append(sidecarMounts, mount)
+		stepMounts = append(stepMounts, mount)
+	}
+	for i, in := range a.Inputs {
+		// An optional input nobody provided has no directory.
+		if in.Key == "" && in.Optional {
+			continue
+		}
+		add(fmt.Sprintf("input-%d", i), in.Path)
+	}
+	for i, out := range a.Outputs {
+		add(fmt.Sprintf("output-%d", i), out.Path)
+	}
+	for i, c := range a.Caches {
+		add(fmt.Sprintf("cache-%d", i), c.Path)
+	}
+	return volumes, sidecarMounts, stepMounts
+}
+
+func emptyDir(name string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+}
+
+// stepResources turns Concourse's container_limits into Kubernetes resources.
+//
+// Concourse's cpu limit is in cgroup CPU shares, where 1024 shares weigh as
+// much as one CPU; Kubernetes itself converts a CPU request of 1 into 1024
+// shares. So a limit of N shares becomes N*1000/1024 millicores (at least
+// 1m), used as both request and limit. Memory is bytes, also both request and
+// limit, so that the scheduler places the pod where the memory exists.
+func stepResources(l action.Limits) (corev1.ResourceRequirements, error) {
+	var r corev1.ResourceRequirements
+	if l.CPUShares == nil && l.MemoryBytes == nil {
+		return r, nil
+	}
+	r.Requests = corev1.ResourceList{}
+	r.Limits = corev1.ResourceList{}
+	if l.CPUShares != nil {
+		shares := *l.CPUShares
+		if shares > math.MaxInt64/1000 {
+			return r, fmt.Errorf("cpu limit %d shares is too large", shares)
+		}
+		milli := max(int64(shares)*1000/1024, 1)
+		r.Requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(milli, resource.DecimalSI)
+		r.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(milli, resource.DecimalSI)
+	}
+	if l.MemoryBytes != nil {
+		bytes := *l.MemoryBytes
+		if bytes > math.MaxInt64 {
+			return r, fmt.Errorf("memory limit %d bytes is too large", bytes)
+		}
+		if bytes == 0 {
+			return r, errors.New("memory limit is zero")
+		}
+		r.Requests[corev1.ResourceMemory] = *resource.NewQuantity(int64(bytes), resource.BinarySI)
+		r.Limits[corev1.ResourceMemory] = *resource.NewQuantity(int64(bytes), resource.BinarySI)
+	}
+	return r, nil
+}
+
+// smallRequests are the requests of porter's own containers: they mostly
+// wait on the network, and requests keep them schedulable on busy nodes.
+func smallRequests() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("10m"),
+		corev1.ResourceMemory: resource.MustParse("32Mi"),
+	}}
+}
+
+// OwnedBy makes the created pod the owner of the step's Secret, so that
+// deleting the pod deletes the Secret too. The pod must have its UID, i.e.
+// be the object the API server returned.
+func OwnedBy(secret *corev1.Secret, pod *corev1.Pod) error {
+	ref, err := ownerReference(pod)
+	if err != nil {
+		return err
+	}
+	secret.OwnerReferences = []metav1.OwnerReference{ref}
+	return nil
+}
+
+// OwnerPatch is the JSON merge patch that makes pod the owner of its step's
+// Secret, for the ATC to send right after the pod was created.
+func OwnerPatch(pod *corev1.Pod) ([]byte, error) {
+	ref, err := ownerReference(pod)
+	if err != nil {
+		return nil, err
+	}
+	patch := map[string]any{"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{ref}}}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return nil, fmt.Errorf("owner patch for pod %q: %w", pod.Name, err)
+	}
+	return data, nil
+}
+
+func ownerReference(pod *corev1.Pod) (metav1.OwnerReference, error) {
+	if pod.Name == "" || pod.UID == "" {
+		return metav1.OwnerReference{}, fmt.Errorf("owner reference to pod %q: pod has no name or UID yet", pod.Name)
+	}
+	// No blockOwnerDeletion: setting it needs permission to update the pod's
+	// finalizers, and nothing waits on the Secret's deletion.
+	return metav1.OwnerReference{
+		APIVersion: "v1",
+		Kind:       "Pod",
+		Name:       pod.Name,
+		UID:        pod.UID,
+	}, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,574 @@
+package podspec_test
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/api/validate/content"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/podspec"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml from the current output")
+
+func TestGolden(t *testing.T) {
+	for _, c := range podspec.GoldenCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			pod, secret, err := podspec.Build(c.Action, c.Worker, c.Secrets)
+			if err != nil {
+				t.Fatalf("Build: %v", err)
+			}
+			got := marshalBoth(t, pod, secret)
+			file := filepath.Join("testdata", c.Name+".golden.yaml")
+			if *update {
+				if err := os.MkdirAll("testdata", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(file, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("read golden file (regenerate with go test ./pkg/podspec -update): %v", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s differs from Build's output (regenerate with -update if intended):\n--- got\n%s", file, got)
+			}
+		})
+	}
+}
+
+func marshalBoth(t *testing.T, pod *corev1.Pod, secret *corev1.Secret) []byte {
+	t.Helper()
+	p, err := yaml.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := yaml.Marshal(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(append(p, "---\n"...), s...)
+}
+
+func buildCase(t *testing.T, name string) (podspec.Case, *corev1.Pod, *corev1.Secret) {
+	t.Helper()
+	for _, c := range podspec.GoldenCases() {
+		if c.Name == name {
+			pod, secret, err := podspec.Build(c.Action, c.Worker, c.Secrets)
+			if err != nil {
+				t.Fatalf("Build(%s): %v", name, err)
+			}
+			return c, pod, secret
+		}
+	}
+	t.Fatalf("no golden case %q", name)
+	return podspec.Case{}, nil, nil
+}
+
+func TestNoSecretValueInPod(t *testing.T) {
+	for _, c := range podspec.GoldenCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			pod, secret, err := podspec.Build(c.Action, c.Worker, c.Secrets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			podYAML, err := yaml.Marshal(pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			values := []string{c.Secrets.StepToken, string(c.Secrets.ATCCA), c.Secrets.BlobstoreAccessKey, c.Secrets.BlobstoreSecretKey}
+			for _, v := range c.Secrets.Params {
+				values = append(values, v)
+			}
+			for _, v := range values {
+				if v != "" && bytes.Contains(podYAML, []byte(v)) {
+					t.Errorf("pod spec contains secret value %q", v)
+				}
+			}
+			// Every secret reference in the pod points at a key the Secret has.
+			for _, ctr := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+				for _, e := range ctr.Env {
+					if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+						continue
+					}
+					ref := e.ValueFrom.SecretKeyRef
+					if ref.Name != secret.Name {
+						t.Errorf("%s: env %s refers to Secret %q, want %q", ctr.Name, e.Name, ref.Name, secret.Name)
+					}
+					if _, ok := secret.Data[ref.Key]; !ok {
+						t.Errorf("%s: env %s refers to missing Secret key %q", ctr.Name, e.Name, ref.Key)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestObjectsAreWellFormed(t *testing.T) {
+	for _, c := range podspec.GoldenCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			pod, secret, err := podspec.Build(c.Action, c.Worker, c.Secrets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msgs := validation.IsDNS1123Label(pod.Name); len(msgs) > 0 {
+				t.Errorf("pod name %q: %v", pod.Name, msgs)
+			}
+			if secret.Name != pod.Name || secret.Namespace != pod.Namespace {
+				t.Errorf("secret %s/%s, pod %s/%s: want the same name and namespace", secret.Namespace, secret.Name, pod.Namespace, pod.Name)
+			}
+			for k, v := range pod.Labels {
+				if msgs := content.IsLabelValue(v); len(msgs) > 0 {
+					t.Errorf("label %s=%q: %v", k, v, msgs)
+				}
+				if secret.Labels[k] != v {
+					t.Errorf("secret label %s=%q, pod has %q", k, secret.Labels[k], v)
+				}
+			}
+			mounted := map[string]bool{}
+			for _, ctr := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+				paths := map[string]bool{}
+				for _, m := range ctr.VolumeMounts {
+					mounted[m.Name] = true
+					if paths[m.MountPath] {
+						t.Errorf("%s mounts %s twice", ctr.Name, m.MountPath)
+					}
+					paths[m.MountPath] = true
+				}
+			}
+			names := map[string]bool{}
+			for _, v := range pod.Spec.Volumes {
+				if msgs := validation.IsDNS1123Label(v.Name); len(msgs) > 0 {
+					t.Errorf("volume name %q: %v", v.Name, msgs)
+				}
+				if names[v.Name] {
+					t.Errorf("volume %q declared twice", v.Name)
+				}
+				names[v.Name] = true
+				if !mounted[v.Name] {
+					t.Errorf("volume %q is never mounted", v.Name)
+				}
+			}
+			// The action in the sidecar's environment is the action itself.
+			sidecar := findContainer(t, pod, podspec.SidecarContainerName)
+			decoded, err := action.Decode([]byte(envValue(sidecar, action.EnvVar)))
+			if err != nil {
+				t.Fatalf("decode %s: %v", action.EnvVar, err)
+			}
+			if decoded.StepID != c.Action.StepID || decoded.Image != c.Action.Image {
+				t.Errorf("sidecar's action = %+v, want %+v", decoded, c.Action)
+			}
+		})
+	}
+}
+
+func TestPodShape(t *testing.T) {
+	_, pod, _ := buildCase(t, "minimal")
+	spec := pod.Spec
+	if spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("restartPolicy = %q", spec.RestartPolicy)
+	}
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Error("automountServiceAccountToken is not false")
+	}
+	if spec.EnableServiceLinks == nil || *spec.EnableServiceLinks {
+		t.Error("enableServiceLinks is not false")
+	}
+	if spec.DNSPolicy != corev1.DNSClusterFirst {
+		t.Errorf("dnsPolicy = %q, want ClusterFirst by default", spec.DNSPolicy)
+	}
+	if spec.ActiveDeadlineSeconds != nil {
+		t.Errorf("activeDeadlineSeconds = %d without a timeout, want none", *spec.ActiveDeadlineSeconds)
+	}
+	if got := containerNames(spec.InitContainers); got != "install,porter-sidecar" {
+		t.Errorf("init containers = %s", got)
+	}
+	if got := containerNames(spec.Containers); got != "step" {
+		t.Errorf("containers = %s", got)
+	}
+	sidecar := spec.InitContainers[1]
+	if sidecar.RestartPolicy == nil || *sidecar.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Error("native sidecar has no restartPolicy Always")
+	}
+	step := spec.Containers[0]
+	wantCommand := "/porter/bin/porter entrypoint -- echo Hello, world!"
+	if got := strings.Join(step.Command, " "); got != wantCommand {
+		t.Errorf("step command = %q, want %q", got, wantCommand)
+	}
+	if step.WorkingDir != "/tmp/build/minimal" {
+		t.Errorf("step workingDir = %q", step.WorkingDir)
+	}
+	if step.SecurityContext != nil {
+		t.Errorf("step securityContext = %+v, want none", step.SecurityContext)
+	}
+	if got := envValue(step, podspec.EnvSocket); got != podspec.SocketPath {
+		t.Errorf("step %s = %q", podspec.EnvSocket, got)
+	}
+}
+
+func TestFallbackSidecar(t *testing.T) {
+	_, pod, secret := buildCase(t, "fallback-sidecar")
+	if got := containerNames(pod.Spec.InitContainers); got != "install" {
+		t.Errorf("init containers = %s", got)
+	}
+	if got := containerNames(pod.Spec.Containers); got != "step,porter-sidecar" {
+		t.Errorf("containers = %s", got)
+	}
+	if rp := pod.Spec.Containers[1].RestartPolicy; rp != nil {
+		t.Errorf("fallback sidecar has restartPolicy %q", *rp)
+	}
+	if len(secret.Data) != 1 {
+		t.Errorf("secret keys = %v, want only the step token", keys(secret.Data))
+	}
+	sidecar := pod.Spec.Containers[1]
+	for _, name := range []string{podspec.EnvATCCAPEM, podspec.EnvBlobstoreAccessKey, podspec.EnvBlobstoreSecretKey, podspec.EnvATCServerName} {
+		if hasEnv(sidecar, name) {
+			t.Errorf("sidecar sets %s though no value was given", name)
+		}
+	}
+}
+
+func TestArtifactVolumes(t *testing.T) {
+	c, pod, _ := buildCase(t, "artifacts")
+	sidecar := findContainer(t, pod, podspec.SidecarContainerName)
+	step := findContainer(t, pod, podspec.StepContainerName)
+
+	// Shared input/output path: one volume, mounted once per container.
+	versionDir := c.Action.Dir("version")
+	sidecarVol := mountAt(sidecar, versionDir)
+	stepVol := mountAt(step, versionDir)
+	if sidecarVol == "" || sidecarVol != stepVol {
+		t.Errorf("%s: sidecar mounts %q, step mounts %q; want the same volume", versionDir, sidecarVol, stepVol)
+	}
+	for _, dir := range []string{c.Action.Dir("repo"), c.Action.Dir("built"), c.Action.Dir("repo/.cache/go-build")} {
+		if mountAt(sidecar, dir) == "" || mountAt(sidecar, dir) != mountAt(step, dir) {
+			t.Errorf("%s: sidecar mounts %q, step mounts %q", dir, mountAt(sidecar, dir), mountAt(step, dir))
+		}
+	}
+	// The optional input nobody provided gets no directory.
+	if v := mountAt(step, c.Action.Dir("extra")); v != "" {
+		t.Errorf("unprovided optional input is mounted from %q", v)
+	}
+	// porter + workdir + repo + version + built + cache.
+	if n := len(pod.Spec.Volumes); n != 6 {
+		t.Errorf("%d volumes, want 6: %v", n, pod.Spec.Volumes)
+	}
+	if mountAt(step, c.Action.WorkDir) == "" {
+		t.Error("step does not mount its work directory")
+	}
+	for _, ctr := range []corev1.Container{sidecar, step} {
+		if mountAt(ctr, podspec.PorterDir) == "" {
+			t.Errorf("%s does not mount %s", ctr.Name, podspec.PorterDir)
+		}
+	}
+}
+
+func TestParams(t *testing.T) {
+	c, pod, secret := buildCase(t, "params")
+	step := findContainer(t, pod, podspec.StepContainerName)
+	var names []string
+	for _, e := range step.Env {
+		names = append(names, e.Name)
+	}
+	want := "APP,EMPTY,REGION,AWS_SECRET_ACCESS_KEY,DEPLOY_TOKEN,PORTER_SOCKET"
+	if got := strings.Join(names, ","); got != want {
+		t.Errorf("step env names = %s, want %s", got, want)
+	}
+	for _, name := range c.Action.SecretParams {
+		e := findEnv(t, step, name)
+		if e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+			t.Errorf("%s is not taken from the Secret: %+v", name, e)
+			continue
+		}
+		if got := string(secret.Data[e.ValueFrom.SecretKeyRef.Key]); got != c.Secrets.Params[name] {
+			t.Errorf("Secret key for %s holds %q, want %q", name, got, c.Secrets.Params[name])
+		}
+	}
+	if got := findEnv(t, step, "REGION").Value; got != "eu-west-1" {
+		t.Errorf("REGION = %q", got)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	_, pod, _ := buildCase(t, "limits")
+	step := findContainer(t, pod, podspec.StepContainerName)
+	cpu := resource.MustParse("500m") // 512 shares = half a CPU
+	mem := resource.MustParse("1Gi")
+	for what, list := range map[string]corev1.ResourceList{"requests": step.Resources.Requests, "limits": step.Resources.Limits} {
+		if q := list[corev1.ResourceCPU]; q.Cmp(cpu) != 0 {
+			t.Errorf("cpu %s = %s, want %s", what, q.String(), cpu.String())
+		}
+		if q := list[corev1.ResourceMemory]; q.Cmp(mem) != 0 {
+			t.Errorf("memory %s = %s, want %s", what, q.String(), mem.String())
+		}
+	}
+	if sc := step.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
+		t.Error("privileged step is not privileged")
+	}
+	if sc := step.SecurityContext; sc != nil && sc.RunAsUser != nil {
+		t.Error("runAsUser is set; the entrypoint switches user itself")
+	}
+	// 30m timeout + 15m allowance + 5m keep-alive.
+	if d := pod.Spec.ActiveDeadlineSeconds; d == nil || *d != 3000 {
+		t.Errorf("activeDeadlineSeconds = %v, want 3000", d)
+	}
+	if pod.Spec.DNSPolicy != corev1.DNSDefault {
+		t.Errorf("dnsPolicy = %q", pod.Spec.DNSPolicy)
+	}
+}
+
+func TestCPUSharesConversion(t *testing.T) {
+	for _, tc := range []struct {
+		shares uint64
+		want   string
+	}{
+		{1024, "1"},
+		{2048, "2"},
+		{512, "500m"},
+		{100, "97m"},
+		{1, "1m"},
+		{0, "1m"},
+	} {
+		a := podspec.GoldenCases()[0].Action
+		a.Limits.CPUShares = &tc.shares
+		pod, _, err := podspec.Build(a, podspec.GoldenCases()[0].Worker, podspec.GoldenCases()[0].Secrets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := findContainer(t, pod, podspec.StepContainerName).Resources.Limits[corev1.ResourceCPU]
+		if want := resource.MustParse(tc.want); q.Cmp(want) != 0 {
+			t.Errorf("%d shares = %s, want %s", tc.shares, q.String(), tc.want)
+		}
+	}
+}
+
+func TestActiveDeadlineDefaultAllowance(t *testing.T) {
+	c := podspec.GoldenCases()[0]
+	c.Action.Timeout = action.Duration{Duration: 90 * time.Second}
+	pod, _, err := podspec.Build(c.Action, c.Worker, c.Secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int64((90*time.Second + podspec.DefaultUploadAllowance) / time.Second)
+	if d := pod.Spec.ActiveDeadlineSeconds; d == nil || *d != want {
+		t.Errorf("activeDeadlineSeconds = %v, want %d", d, want)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	c := podspec.GoldenCases()[0]
+	c.Action.StepID = ""
+	c.Action.SecretParams = []string{"TOKEN", "PORTER_SOCKET"}
+	c.Action.Params = map[string]string{"A=B": "x"}
+	c.Worker.Namespace = ""
+	c.Worker.PorterImage = ""
+	c.Worker.ATCAddress = ""
+	c.Secrets.StepToken = ""
+	c.Secrets.Params = map[string]string{"PORTER_SOCKET": "x", "OTHER": "y"}
+	_, _, err := podspec.Build(c.Action, c.Worker, c.Secrets)
+	if err == nil {
+		t.Fatal("Build accepted an invalid step")
+	}
+	for _, want := range []string{
+		"step_id is empty",
+		"worker namespace is empty",
+		"worker porter image is empty",
+		"worker ATC address is empty",
+		"step token is empty",
+		`secret param "TOKEN" has no value`,
+		`"OTHER", which is not one of the action's secret params`,
+		`param name "A=B" is invalid`,
+		`param name "PORTER_SOCKET" is reserved`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q:\n%v", want, err)
+		}
+	}
+
+	c = podspec.GoldenCases()[0]
+	c.Worker.Namespace = "Not_A_Namespace"
+	if _, _, err := podspec.Build(c.Action, c.Worker, c.Secrets); err == nil || !strings.Contains(err.Error(), "worker namespace") {
+		t.Errorf("bad namespace: err = %v", err)
+	}
+
+	if _, _, err := podspec.Build(nil, c.Worker, c.Secrets); err == nil {
+		t.Error("Build accepted a nil action")
+	}
+}
+
+func TestName(t *testing.T) {
+	if got := podspec.Name("b42-s3"); got != "porter-b42-s3" {
+		t.Errorf("Name = %q", got)
+	}
+	long := strings.Repeat("a", 100)
+	n1, n2 := podspec.Name(long), podspec.Name(long+"b")
+	for _, n := range []string{n1, n2, podspec.Name("Upper_Case.Step"), podspec.Name("---")} {
+		if msgs := validation.IsDNS1123Label(n); len(msgs) > 0 {
+			t.Errorf("Name gave %q: %v", n, msgs)
+		}
+	}
+	if n1 == n2 {
+		t.Errorf("two long step IDs share the name %q", n1)
+	}
+	if podspec.Name("Step") == podspec.Name("step") {
+		t.Error("step IDs differing in case share a name")
+	}
+}
+
+func TestLabelValue(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"main", "main"},
+		{"my-team_1.x", "my-team_1.x"},
+		{"", ""},
+	} {
+		if got := podspec.LabelValue(tc.in); got != tc.want {
+			t.Errorf("LabelValue(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	seen := map[string]string{}
+	for _, in := range []string{"My Team", "My-Team", "team/with/slashes", "-leading", "trailing.", "ünïcødé", "!!!", strings.Repeat("x", 63), strings.Repeat("x", 64), strings.Repeat("x", 200)} {
+		got := podspec.LabelValue(in)
+		if msgs := content.IsLabelValue(got); len(msgs) > 0 {
+			t.Errorf("LabelValue(%q) = %q: %v", in, got, msgs)
+		}
+		if other, ok := seen[got]; ok {
+			t.Errorf("LabelValue(%q) = LabelValue(%q) = %q", in, other, got)
+		}
+		seen[got] = in
+	}
+}
+
+func TestSelectors(t *testing.T) {
+	c, pod, _ := buildCase(t, "minimal")
+	podLabels := labels.Set(pod.Labels)
+	for name, sel := range map[string]string{
+		"worker": podspec.WorkerSelector(c.Worker.Name),
+		"build":  podspec.BuildSelector(c.Worker.Name, c.Action.Build.ID),
+		"step":   podspec.StepSelector(c.Worker.Name, c.Action.StepID),
+	} {
+		s, err := labels.Parse(sel)
+		if err != nil {
+			t.Fatalf("%s selector %q: %v", name, sel, err)
+		}
+		if !s.Matches(podLabels) {
+			t.Errorf("%s selector %q does not match the pod's labels %v", name, sel, pod.Labels)
+		}
+	}
+	other, _ := labels.Parse(podspec.StepSelector(c.Worker.Name, "other-step"))
+	if other.Matches(podLabels) {
+		t.Error("another step's selector matches the pod")
+	}
+	otherWorker, _ := labels.Parse(podspec.WorkerSelector("other-worker"))
+	if otherWorker.Matches(podLabels) {
+		t.Error("another worker's selector matches the pod")
+	}
+}
+
+func TestOwnedBy(t *testing.T) {
+	_, pod, secret := buildCase(t, "minimal")
+	if err := podspec.OwnedBy(secret, pod); err == nil {
+		t.Error("OwnedBy accepted a pod without a UID")
+	}
+	if _, err := podspec.OwnerPatch(pod); err == nil {
+		t.Error("OwnerPatch accepted a pod without a UID")
+	}
+	pod.UID = types.UID("0b6c4f6e-1111-2222-3333-444455556666")
+	if err := podspec.OwnedBy(secret, pod); err != nil {
+		t.Fatal(err)
+	}
+	if len(secret.OwnerReferences) != 1 {
+		t.Fatalf("owner references = %v", secret.OwnerReferences)
+	}
+	ref := secret.OwnerReferences[0]
+	if ref.Kind != "Pod" || ref.APIVersion != "v1" || ref.Name != pod.Name || ref.UID != pod.UID {
+		t.Errorf("owner reference = %+v", ref)
+	}
+	patch, err := podspec.OwnerPatch(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"porter-minimal","uid":"0b6c4f6e-1111-2222-3333-444455556666"}]}}`
+	if string(patch) != want {
+		t.Errorf("patch = %s, want %s", patch, want)
+	}
+}
+
+func findContainer(t *testing.T, pod *corev1.Pod, name string) corev1.Container {
+	t.Helper()
+	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("pod has no container %q", name)
+	return corev1.Container{}
+}
+
+func containerNames(cs []corev1.Container) string {
+	var names []string
+	for _, c := range cs {
+		names = append(names, c.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+func findEnv(t *testing.T, c corev1.Container, name string) corev1.EnvVar {
+	t.Helper()
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e
+		}
+	}
+	t.Fatalf("%s has no env %s", c.Name, name)
+	return corev1.EnvVar{}
+}
+
+func hasEnv(c corev1.Container, name string) bool {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func envValue(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+func mountAt(c corev1.Container, path string) string {
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == path {
+			return m.Name
+		}
+	}
+	return ""
+}
+
+func keys(m map[string][]byte) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
