@@ -1,0 +1,601 @@
+// Package sidecar is the in-pod coordinator (`porter sidecar`), the entrypoint
+// wrapper around the step's process (`porter entrypoint`), and the local
+// control protocol between them.
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/sidecar/controlpb"
+)
+
+// Artifact is a stored directory.
+type Artifact struct {
+	Key    string `json:"key"`
+	Size   int64  `json:"size"`
+	Digest string `json:"digest"`
+}
+
+// Artifacts is what the sidecar needs from the blobstore.
+type Artifacts interface {
+	// Download extracts the artifact at key into dir, checking its digest when given.
+	Download(ctx context.Context, key, digest, dir string) (Artifact, error)
+	// Upload stores dir as a content-addressed artifact.
+	Upload(ctx context.Context, dir string) (Artifact, error)
+	// UploadTo stores dir under a fixed key (task caches).
+	UploadTo(ctx context.Context, dir, key string) (Artifact, error)
+	// Exists reports whether key is stored.
+	Exists(ctx context.Context, key string) (bool, error)
+	// PutObject stores a small object (audit records).
+	PutObject(ctx context.Context, key string, body []byte, contentType string) error
+}
+
+// Config is everything `porter sidecar` needs.
+type Config struct {
+	Action *action.Action
+	ATC    ATCConfig
+	// PodName is reported to the ATC and recorded in the audit trail.
+	PodName string
+	// SocketPath is the control socket the entrypoint attaches to.
+	SocketPath string
+	Artifacts  Artifacts
+	// JournalDir holds the step's event journal until it is uploaded.
+	JournalDir string
+	// KillGrace is how long the process group gets between TERM and KILL.
+	KillGrace time.Duration
+	// OutboxLimit bounds unacknowledged event bytes (default 32 MiB).
+	OutboxLimit int
+	// TransferRetry bounds how long an input or output transfer is retried (default 2m).
+	TransferRetry time.Duration
+	Log           *slog.Logger
+}
+
+// Result is how the step ended, as recorded in result.json.
+type Result struct {
+	Result     string     `json:"result"`
+	ExitStatus int32      `json:"exit_status"`
+	Error      string     `json:"error,omitempty"`
+	TimedOut   bool       `json:"timed_out,omitempty"`
+	Signal     string     `json:"signal,omitempty"`
+	Inputs     []Transfer `json:"inputs,omitempty"`
+	Outputs    []Transfer `json:"outputs,omitempty"`
+	Caches     []Transfer `json:"caches,omitempty"`
+}
+
+// Transfer is one artifact moved in or out of the step.
+type Transfer struct {
+	Name string `json:"name"`
+	Artifact
+	Seconds float64 `json:"seconds"`
+}
+
+// stepError marks an infrastructure failure (ERRORED, not FAILED).
+type stepError struct{ err error }
+
+func (e stepError) Error() string { return e.err.Error() }
+func (e stepError) Unwrap() error { return e.err }
+
+// run is one execution of the coordinator.
+type run struct {
+	cfg    Config
+	a      *action.Action
+	log    *slog.Logger
+	outbox *outbox
+	ctl    *controlServer
+	audit  *auditTrail
+
+	commands      chan *eventspb.ATCMessage
+	sessionOutput chan *eventspb.SessionOutput
+
+	mu       sync.Mutex
+	aborted  string // reason, once the ATC aborted the step
+	released bool
+	abortCh  chan struct{}
+	relCh    chan struct{}
+}
+
+// Run coordinates the step until it is released (or its keep-alive window
+// ends) and returns how it ended.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Action == nil {
+		return nil, errors.New("sidecar: no action")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.KillGrace == 0 {
+		cfg.KillGrace = 10 * time.Second
+	}
+	if cfg.OutboxLimit == 0 {
+		cfg.OutboxLimit = 32 << 20
+	}
+	if cfg.TransferRetry == 0 {
+		cfg.TransferRetry = 2 * time.Minute
+	}
+	if cfg.JournalDir == "" {
+		cfg.JournalDir = os.TempDir()
+	}
+	a := cfg.Action
+	log := cfg.Log.With("step", a.StepID)
+	audit, err := newAuditTrail(cfg.JournalDir, a, cfg.PodName, cfg.Artifacts)
+	if err != nil {
+		return nil, err
+	}
+	defer audit.close()
+
+	r := &run{
+		cfg: cfg, a: a, log: log, audit: audit,
+		outbox:        newOutbox(cfg.OutboxLimit, audit.record),
+		ctl:           newControlServer(),
+		commands:      make(chan *eventspb.ATCMessage, 16),
+		sessionOutput: make(chan *eventspb.SessionOutput, 64),
+		abortCh:       make(chan struct{}),
+		relCh:         make(chan struct{}),
+	}
+	stopControl, err := r.ctl.listen(ctx, cfg.SocketPath)
+	if err != nil {
+		return nil, err
+	}
+	defer stopControl()
+
+	linkCtx, stopLink := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLink()
+	link := &atcLink{cfg: cfg.ATC, stepID: a.StepID, podName: cfg.PodName, outbox: r.outbox, log: log,
+		commands: r.commands, sessionOutput: r.sessionOutput}
+	go link.run(linkCtx)
+	go r.dispatch(linkCtx)
+
+	res := r.execute(ctx)
+	if res.Error != "" {
+		log.Error("step errored", "err", res.Error)
+	}
+	finishedSeq := r.finish(ctx, res)
+
+	// Everything up to the finish event must reach the ATC before the pod may go.
+	flushCtx, cancelFlush := context.WithTimeout(ctx, flushWindow(a))
+	if err := r.outbox.WaitAcked(flushCtx, finishedSeq); err != nil {
+		log.Warn("ATC did not acknowledge the step's last events", "err", err)
+	}
+	cancelFlush()
+	r.keepAlive(ctx)
+	r.releaseEntrypoint()
+	return res, nil
+}
+
+// flushWindow is how long a finished step waits for the ATC to take its
+// last events: at least a minute, longer when the step asked to be kept.
+func flushWindow(a *action.Action) time.Duration {
+	return max(time.Minute, a.KeepAlive.Duration)
+}
+
+func (r *run) emit(ctx context.Context, ev *eventspb.Event) uint64 {
+	seq, err := r.outbox.Append(ctx, ev)
+	if err != nil {
+		r.log.Warn("event dropped", "err", err)
+	}
+	return seq
+}
+
+func (r *run) emitStatus(ctx context.Context, s eventspb.StepStatus, msg string) {
+	r.emit(ctx, &eventspb.Event{Payload: &eventspb.Event_Status{Status: &eventspb.StatusChanged{Status: s, Message: msg}}})
+}
+
+// dispatch routes the ATC's commands.
+func (r *run) dispatch(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case msg := <-r.commands:
+			switch m := msg.Msg.(type) {
+			case *eventspb.ATCMessage_Abort:
+				r.mu.Lock()
+				if r.aborted == "" {
+					r.aborted = m.Abort.GetReason()
+					if r.aborted == "" {
+						r.aborted = "aborted"
+					}
+					close(r.abortCh)
+				}
+				r.mu.Unlock()
+			case *eventspb.ATCMessage_Release:
+				r.mu.Lock()
+				if !r.released {
+					r.released = true
+					close(r.relCh)
+				}
+				r.mu.Unlock()
+			case *eventspb.ATCMessage_SessionOpen:
+				r.toEntrypointSession(ctx, m.SessionOpen.GetSessionId(), &controlpb.SidecarCommand{Msg: &controlpb.SidecarCommand_SessionOpen{SessionOpen: m.SessionOpen}})
+			case *eventspb.ATCMessage_SessionInput:
+				r.toEntrypointSession(ctx, m.SessionInput.GetSessionId(), &controlpb.SidecarCommand{Msg: &controlpb.SidecarCommand_SessionInput{SessionInput: m.SessionInput}})
+			case *eventspb.ATCMessage_SessionResize:
+				r.toEntrypointSession(ctx, m.SessionResize.GetSessionId(), &controlpb.SidecarCommand{Msg: &controlpb.SidecarCommand_SessionResize{SessionResize: m.SessionResize}})
+			case *eventspb.ATCMessage_SessionClose:
+				r.toEntrypointSession(ctx, m.SessionClose.GetSessionId(), &controlpb.SidecarCommand{Msg: &controlpb.SidecarCommand_SessionClose{SessionClose: m.SessionClose}})
+			}
+		}
+	}
+}
+
+func (r *run) toEntrypointSession(ctx context.Context, id string, cmd *controlpb.SidecarCommand) {
+	if err := r.ctl.send(ctx, cmd); err != nil {
+		r.sendSessionOutput(ctx, &eventspb.SessionOutput{SessionId: id, Exited: true, ExitStatus: -1, Error: err.Error()})
+	}
+}
+
+func (r *run) sendSessionOutput(ctx context.Context, out *eventspb.SessionOutput) {
+	select {
+	case r.sessionOutput <- out:
+	case <-ctx.Done():
+	}
+}
+
+func (r *run) abortReason() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.aborted
+}
+
+// execute fetches the inputs, runs the process and stores the outputs.
+func (r *run) execute(ctx context.Context) *Result {
+	a := r.a
+	res := &Result{}
+	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_INITIALIZING, "")
+	if err := r.audit.writeAction(ctx); err != nil {
+		r.log.Warn("write action.json", "err", err)
+	}
+
+	// Inputs are fetched while the main container starts; a cancelled fetch
+	// (abort) stops every transfer.
+	fetchCtx, cancelFetch := context.WithCancel(ctx)
+	defer cancelFetch()
+	go func() {
+		select {
+		case <-r.abortCh:
+			cancelFetch()
+		case <-fetchCtx.Done():
+		}
+	}()
+	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_FETCHING_INPUTS, fmt.Sprintf("%d inputs, %d caches", len(a.Inputs), len(a.Caches)))
+	inputs, caches, err := r.fetchInputs(fetchCtx)
+	res.Inputs, res.Caches = inputs, caches
+	if reason := r.abortReason(); reason != "" {
+		return r.failBeforeStart(ctx, res, "ABORTED", reason, 130)
+	}
+	if err != nil {
+		return r.failBeforeStart(ctx, res, "ERRORED", err.Error(), 1)
+	}
+
+	waiting, err := r.waitForEntrypoint(ctx)
+	if err != nil {
+		return r.failBeforeStart(ctx, res, resultFor(r.abortReason(), "ERRORED"), errOr(r.abortReason(), err), 1)
+	}
+	r.log.Info("starting process", "argv", waiting.GetArgv())
+	start := &controlpb.Start{
+		Dir:       a.Dir(a.Run.Dir),
+		User:      a.Run.User,
+		KillGrace: durationpb.New(r.cfg.KillGrace),
+	}
+	if a.Timeout.Duration > 0 {
+		start.Timeout = durationpb.New(a.Timeout.Duration)
+	}
+	if a.Stdin != nil {
+		start.Stdin, start.HasStdin = []byte(*a.Stdin), true
+	}
+	if err := r.ctl.send(ctx, &controlpb.SidecarCommand{Msg: &controlpb.SidecarCommand_Start{Start: start}}); err != nil {
+		return r.failBeforeStart(ctx, res, "ERRORED", fmt.Sprintf("start the process: %v", err), 1)
+	}
+	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_RUNNING, "")
+
+	exited, err := r.forwardUntilExit(ctx)
+	if err != nil {
+		res.Result, res.ExitStatus, res.Error = resultFor(r.abortReason(), "ERRORED"), -1, errOr(r.abortReason(), err)
+		return res
+	}
+	res.ExitStatus, res.TimedOut, res.Signal = exited.GetExitStatus(), exited.GetTimedOut(), exited.GetSignal()
+	switch {
+	case exited.GetStartError() != "":
+		res.Result, res.Error = "ERRORED", exited.GetStartError()
+		return res
+	case exited.GetAborted() || r.abortReason() != "":
+		res.Result, res.Error = "ABORTED", errOr(r.abortReason(), errors.New("aborted"))
+		return res
+	case exited.GetTimedOut():
+		res.Result, res.Error = "FAILED", fmt.Sprintf("timeout %s exceeded", a.Timeout.Duration)
+		return res
+	case exited.GetExitStatus() != 0:
+		res.Result = "FAILED"
+		return res
+	}
+
+	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_UPLOADING_OUTPUTS, fmt.Sprintf("%d outputs, %d caches", len(a.Outputs), len(a.Caches)))
+	outputs, savedCaches, err := r.storeOutputs(ctx)
+	res.Outputs, res.Caches = outputs, append(res.Caches, savedCaches...)
+	if err != nil {
+		res.Result, res.Error = "ERRORED", err.Error()
+		return res
+	}
+	res.Result = "SUCCEEDED"
+	return res
+}
+
+func resultFor(abortReason, otherwise string) string {
+	if abortReason != "" {
+		return "ABORTED"
+	}
+	return otherwise
+}
+
+func errOr(abortReason string, err error) string {
+	if abortReason != "" {
+		return abortReason
+	}
+	return err.Error()
+}
+
+// failBeforeStart ends a step whose process never ran: the entrypoint is told
+// so it exits instead of waiting.
+func (r *run) failBeforeStart(ctx context.Context, res *Result, result, msg string, exit int32) *Result {
+	res.Result, res.Error, res.ExitStatus = result, msg, exit
+	r.emit(ctx, &eventspb.Event{Payload: &eventspb.Event_Error{Error: &eventspb.Error{Message: msg}}})
+	go func() {
+		// The entrypoint may attach later (or never, if its image is missing).
+		select {
+		case <-r.ctl.ready:
+			_ = r.ctl.send(ctx, &controlpb.SidecarCommand{Msg: &controlpb.SidecarCommand_Fail{Fail: &controlpb.Fail{Message: msg, ExitStatus: exit}}})
+		case <-ctx.Done():
+		}
+	}()
+	return res
+}
+
+// waitForEntrypoint waits for the main container's wrapper to attach.
+func (r *run) waitForEntrypoint(ctx context.Context) (*controlpb.Waiting, error) {
+	for {
+		select {
+		case msg := <-r.ctl.fromEntrypoint:
+			if w := msg.GetWaiting(); w != nil {
+				return w, nil
+			}
+		case <-r.abortCh:
+			return nil, errors.New("aborted")
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for the step's entrypoint: %w", ctx.Err())
+		}
+	}
+}
+
+// forwardUntilExit turns the process's output into events until it exits.
+func (r *run) forwardUntilExit(ctx context.Context) (*controlpb.Exited, error) {
+	abort := r.abortCh
+	for {
+		select {
+		case msg := <-r.ctl.fromEntrypoint:
+			switch m := msg.Msg.(type) {
+			case *controlpb.EntrypointMessage_Output:
+				r.emit(ctx, &eventspb.Event{Time: m.Output.GetTime(), Payload: &eventspb.Event_Output{
+					Output: &eventspb.Output{Stream: m.Output.GetStream(), Data: m.Output.GetData()}}})
+			case *controlpb.EntrypointMessage_SessionOutput:
+				r.sendSessionOutput(ctx, m.SessionOutput)
+			case *controlpb.EntrypointMessage_Exited:
+				e := m.Exited
+				r.emit(ctx, &eventspb.Event{Time: timestamppb.Now(), Payload: &eventspb.Event_ProcessExited{ProcessExited: &eventspb.ProcessExited{
+					ExitStatus: e.GetExitStatus(), Signal: e.GetSignal(), TimedOut: e.GetTimedOut(), Aborted: e.GetAborted()}}})
+				go r.forwardSessions(ctx)
+				return e, nil
+			}
+		case <-abort:
+			abort = nil
+			if err := r.ctl.send(ctx, &controlpb.SidecarCommand{Msg: &controlpb.SidecarCommand_Abort{Abort: &controlpb.Abort{Reason: r.abortReason()}}}); err != nil {
+				return nil, fmt.Errorf("abort the process: %w", err)
+			}
+		case <-r.ctl.detached():
+			return nil, errors.New("the step's entrypoint went away before the process exited")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// forwardSessions keeps relaying intercept output after the process exited.
+func (r *run) forwardSessions(ctx context.Context) {
+	for {
+		select {
+		case msg := <-r.ctl.fromEntrypoint:
+			if s := msg.GetSessionOutput(); s != nil {
+				r.sendSessionOutput(ctx, s)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// fetchInputs downloads every input and restores every cache, in parallel.
+func (r *run) fetchInputs(ctx context.Context) ([]Transfer, []Transfer, error) {
+	a := r.a
+	inputs := make([]Transfer, len(a.Inputs))
+	caches := make([]Transfer, len(a.Caches))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, in := range a.Inputs {
+		dir := a.Dir(in.Path)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, stepError{fmt.Errorf("create input directory %q: %w", in.Path, err)}
+		}
+		if in.Key == "" {
+			continue // optional and not provided
+		}
+		g.Go(func() error {
+			t, err := r.transfer(gctx, "fetch input "+in.Name, func(ctx context.Context) (Artifact, error) {
+				return r.cfg.Artifacts.Download(ctx, in.Key, in.Digest, dir)
+			})
+			if err != nil {
+				return fmt.Errorf("input %q: %w", in.Name, err)
+			}
+			inputs[i] = Transfer{Name: in.Name, Artifact: t.Artifact, Seconds: t.Seconds}
+			r.emit(ctx, &eventspb.Event{Payload: &eventspb.Event_InputFetched{InputFetched: &eventspb.InputFetched{
+				Name: in.Name, Key: t.Key, Size: t.Size, Digest: t.Digest}}})
+			return nil
+		})
+	}
+	for i, c := range a.Caches {
+		dir := a.Dir(c.Path)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, stepError{fmt.Errorf("create cache directory %q: %w", c.Path, err)}
+		}
+		g.Go(func() error {
+			ok, err := r.cfg.Artifacts.Exists(gctx, c.Key)
+			if err != nil {
+				return fmt.Errorf("look up cache %q: %w", c.Path, err)
+			}
+			if !ok {
+				return nil // the first run of this step: an empty cache
+			}
+			t, err := r.transfer(gctx, "restore cache "+c.Path, func(ctx context.Context) (Artifact, error) {
+				return r.cfg.Artifacts.Download(ctx, c.Key, "", dir)
+			})
+			if err != nil {
+				return fmt.Errorf("restore cache %q: %w", c.Path, err)
+			}
+			caches[i] = Transfer{Name: c.Path, Artifact: t.Artifact, Seconds: t.Seconds}
+			return nil
+		})
+	}
+	err := g.Wait()
+	return compact(inputs), compact(caches), err
+}
+
+// storeOutputs uploads every output and saves every cache, in parallel.
+func (r *run) storeOutputs(ctx context.Context) ([]Transfer, []Transfer, error) {
+	a := r.a
+	outputs := make([]Transfer, len(a.Outputs))
+	caches := make([]Transfer, len(a.Caches))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, out := range a.Outputs {
+		g.Go(func() error {
+			t, err := r.transfer(gctx, "upload output "+out.Name, func(ctx context.Context) (Artifact, error) {
+				return r.cfg.Artifacts.Upload(ctx, a.Dir(out.Path))
+			})
+			if err != nil {
+				return fmt.Errorf("upload output %q: %w", out.Name, err)
+			}
+			outputs[i] = Transfer{Name: out.Name, Artifact: t.Artifact, Seconds: t.Seconds}
+			r.emit(ctx, &eventspb.Event{Payload: &eventspb.Event_OutputUploaded{OutputUploaded: &eventspb.ArtifactUploaded{
+				Name: out.Name, Key: t.Key, Size: t.Size, Digest: t.Digest}}})
+			return nil
+		})
+	}
+	for i, c := range a.Caches {
+		g.Go(func() error {
+			t, err := r.transfer(gctx, "save cache "+c.Path, func(ctx context.Context) (Artifact, error) {
+				return r.cfg.Artifacts.UploadTo(ctx, a.Dir(c.Path), c.Key)
+			})
+			if err != nil {
+				return fmt.Errorf("save cache %q: %w", c.Path, err)
+			}
+			caches[i] = Transfer{Name: c.Path, Artifact: t.Artifact, Seconds: t.Seconds}
+			r.emit(ctx, &eventspb.Event{Payload: &eventspb.Event_OutputUploaded{OutputUploaded: &eventspb.ArtifactUploaded{
+				Name: c.Path, Key: t.Key, Size: t.Size, Digest: t.Digest, Cache: true}}})
+			return nil
+		})
+	}
+	err := g.Wait()
+	return compact(outputs), compact(caches), err
+}
+
+// transfer retries a whole artifact transfer with backoff: the store's own
+// retries cover short blips, this covers a store that is away for longer.
+func (r *run) transfer(ctx context.Context, what string, do func(context.Context) (Artifact, error)) (Transfer, error) {
+	deadline := time.Now().Add(r.cfg.TransferRetry)
+	delay := 500 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		art, err := do(ctx)
+		if err == nil {
+			return Transfer{Artifact: art, Seconds: time.Since(start).Seconds()}, nil
+		}
+		if !retryable(err) || ctx.Err() != nil || time.Now().Add(delay).After(deadline) {
+			return Transfer{}, err
+		}
+		r.log.Warn("transfer failed; retrying", "what", what, "attempt", attempt, "err", err, "in", delay)
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return Transfer{}, err
+		}
+		delay = min(delay*2, 10*time.Second)
+	}
+}
+
+func compact(ts []Transfer) []Transfer {
+	out := ts[:0]
+	for _, t := range ts {
+		if t.Key != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// finish writes the audit record and reports the end of the step; it returns
+// the finish event's sequence number.
+func (r *run) finish(ctx context.Context, res *Result) uint64 {
+	result := map[string]eventspb.Result{
+		"SUCCEEDED": eventspb.Result_RESULT_SUCCEEDED, "FAILED": eventspb.Result_RESULT_FAILED,
+		"ERRORED": eventspb.Result_RESULT_ERRORED, "ABORTED": eventspb.Result_RESULT_ABORTED,
+	}[res.Result]
+	fin := &eventspb.StepFinished{Result: result, ExitStatus: res.ExitStatus, Error: res.Error}
+	for _, o := range res.Outputs {
+		fin.Outputs = append(fin.Outputs, &eventspb.ArtifactUploaded{Name: o.Name, Key: o.Key, Size: o.Size, Digest: o.Digest})
+	}
+	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_FINISHED, res.Result)
+	key, err := r.audit.writeResult(ctx, res)
+	if err != nil {
+		r.log.Error("write audit record", "err", err)
+	}
+	fin.AuditKey = key
+	return r.emit(ctx, &eventspb.Event{Payload: &eventspb.Event_StepFinished{StepFinished: fin}})
+}
+
+// keepAlive holds the finished step for intercept until the ATC releases it
+// or the step's keep-alive window ends.
+func (r *run) keepAlive(ctx context.Context) {
+	window := r.a.KeepAlive.Duration
+	if window <= 0 {
+		return
+	}
+	r.log.Info("step finished; staying interceptible", "for", window)
+	select {
+	case <-r.relCh:
+	case <-time.After(window):
+	case <-ctx.Done():
+	}
+}
+
+// releaseEntrypoint lets the wrapper exit with the process's code and waits
+// briefly for it to go.
+func (r *run) releaseEntrypoint() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	gone := r.ctl.detached()
+	if err := r.ctl.send(ctx, &controlpb.SidecarCommand{Msg: &controlpb.SidecarCommand_Release{Release: &controlpb.Release{}}}); err != nil {
+		return
+	}
+	select {
+	case <-gone:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,242 @@
+// Package stepserver is the ATC's end of the sidecar stream: it authenticates
+// each step pod's sidecar, stores the step's events exactly once and in order
+// (acknowledging only what is stored), and carries commands (abort, release,
+// intercept sessions) back to the pod over the same stream.
+package stepserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+)
+
+// Sink stores a step's events durably.
+type Sink interface {
+	// LastSeq is the highest sequence number stored for the step (0 if none).
+	LastSeq(ctx context.Context, stepID string) (uint64, error)
+	// Append stores events, whose sequence numbers follow LastSeq without gaps.
+	// It returns only once they are durable: they are acknowledged after.
+	Append(ctx context.Context, stepID string, events []*eventspb.Event) error
+}
+
+// Verifier checks a sidecar's token for a step.
+type Verifier interface {
+	Verify(token, stepID string) error
+}
+
+// Server implements eventspb.StepStreamServer.
+type Server struct {
+	eventspb.UnimplementedStepStreamServer
+
+	sink   Sink
+	verify Verifier
+	log    *slog.Logger
+
+	mu    sync.Mutex
+	steps map[string]*step
+}
+
+// step is what the server knows of one step across its connections.
+type step struct {
+	// conn is the live connection's outbox, nil while disconnected.
+	conn chan *eventspb.ATCMessage
+	// connID tells a stale connection's cleanup from the current one's.
+	connID uint64
+	// pending commands survive a disconnect and are sent on the next connect.
+	aborted  *eventspb.Abort
+	released bool
+	sessions map[string]*Session
+}
+
+// New returns a server storing events in sink and checking tokens with verify.
+func New(sink Sink, verify Verifier, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Server{sink: sink, verify: verify, log: log, steps: map[string]*step{}}
+}
+
+// Register adds the service to a gRPC server.
+func (s *Server) Register(g *grpc.Server) { eventspb.RegisterStepStreamServer(g, s) }
+
+// ErrNotConnected means the step's sidecar has no live stream.
+var ErrNotConnected = errors.New("step's sidecar is not connected")
+
+func (s *Server) stepLocked(id string) *step {
+	st, ok := s.steps[id]
+	if !ok {
+		st = &step{sessions: map[string]*Session{}}
+		s.steps[id] = st
+	}
+	return st
+}
+
+// Connected reports whether the step's sidecar has a live stream.
+func (s *Server) Connected(stepID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.steps[stepID]
+	return ok && st.conn != nil
+}
+
+// Abort asks the step to stop. It is delivered now if the sidecar is
+// connected, otherwise as soon as it connects; ErrNotConnected tells the
+// caller it may have to fall back to deleting the pod.
+func (s *Server) Abort(stepID, reason string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stepLocked(stepID)
+	st.aborted = &eventspb.Abort{Reason: reason}
+	return s.sendLocked(st, &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Abort{Abort: st.aborted}})
+}
+
+// Release ends the step's keep-alive window.
+func (s *Server) Release(stepID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stepLocked(stepID)
+	st.released = true
+	return s.sendLocked(st, &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Release{Release: &eventspb.Release{}}})
+}
+
+// Forget drops what the server remembers of a finished step.
+func (s *Server) Forget(stepID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.steps, stepID)
+}
+
+func (s *Server) sendLocked(st *step, msg *eventspb.ATCMessage) error {
+	if st.conn == nil {
+		return ErrNotConnected
+	}
+	select {
+	case st.conn <- msg:
+		return nil
+	default:
+		return fmt.Errorf("step's outbox is full")
+	}
+}
+
+// Connect serves one sidecar connection.
+func (s *Server) Connect(stream eventspb.StepStream_ConnectServer) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return status.Error(codes.InvalidArgument, "first message must be hello")
+	}
+	stepID := hello.GetStepId()
+	if err := s.verify.Verify(hello.GetToken(), stepID); err != nil {
+		s.log.Warn("refused sidecar", "step", stepID, "pod", hello.GetPodName(), "err", err)
+		return status.Errorf(codes.Unauthenticated, "step %q: %v", stepID, err)
+	}
+	last, err := s.sink.LastSeq(ctx, stepID)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "read stored events of step %q: %v", stepID, err)
+	}
+
+	out := make(chan *eventspb.ATCMessage, 256)
+	s.mu.Lock()
+	st := s.stepLocked(stepID)
+	st.connID++
+	connID := st.connID
+	st.conn = out
+	// The resume point comes first; commands given while disconnected follow it.
+	out <- ack(last)
+	if st.aborted != nil {
+		out <- &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Abort{Abort: st.aborted}}
+	}
+	if st.released {
+		out <- &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Release{Release: &eventspb.Release{}}}
+	}
+	s.mu.Unlock()
+	s.log.Info("sidecar connected", "step", stepID, "pod", hello.GetPodName(), "stored", last, "resend_from", hello.GetFirstUnackedSeq())
+
+	defer func() {
+		s.mu.Lock()
+		if cur, ok := s.steps[stepID]; ok && cur.connID == connID {
+			cur.conn = nil
+		}
+		s.mu.Unlock()
+	}()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sendErr := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				sendErr <- nil
+				return
+			case msg := <-out:
+				if err := stream.Send(msg); err != nil {
+					sendErr <- err
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+
+	recvErr := s.receive(ctx, stream, stepID, last, out)
+	cancel()
+	if err := <-sendErr; err != nil && recvErr == nil {
+		recvErr = err
+	}
+	s.log.Info("sidecar disconnected", "step", stepID, "err", recvErr)
+	return recvErr
+}
+
+func ack(seq uint64) *eventspb.ATCMessage {
+	return &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Ack{Ack: &eventspb.Ack{Seq: seq}}}
+}
+
+// receive stores events in order, skipping ones already stored, and routes
+// session output to its session.
+func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_ConnectServer, stepID string, last uint64, out chan<- *eventspb.ATCMessage) error {
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			if status.Code(err) == codes.Canceled || errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		}
+		switch m := msg.Msg.(type) {
+		case *eventspb.SidecarMessage_Event:
+			ev := m.Event
+			switch {
+			case ev.GetSeq() <= last:
+				continue // a resend of something already stored
+			case ev.GetSeq() != last+1:
+				return status.Errorf(codes.FailedPrecondition, "step %q: event %d does not follow stored event %d", stepID, ev.GetSeq(), last)
+			}
+			if err := s.sink.Append(ctx, stepID, []*eventspb.Event{ev}); err != nil {
+				return status.Errorf(codes.Unavailable, "store event %d of step %q: %v", ev.GetSeq(), stepID, err)
+			}
+			last = ev.GetSeq()
+			select {
+			case out <- ack(last):
+			case <-ctx.Done():
+				return nil
+			}
+		case *eventspb.SidecarMessage_SessionOutput:
+			s.deliverSession(stepID, m.SessionOutput)
+		case *eventspb.SidecarMessage_Hello:
+			return status.Error(codes.InvalidArgument, "hello sent twice")
+		}
+	}
+}
