@@ -398,4 +398,3 @@ func lookPath(name string, env []string) (string, error) {
 	}
 	return "", fmt.Errorf("executable file not found in PATH (%s)", path)
 }
-

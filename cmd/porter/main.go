@@ -1,0 +1,176 @@
+// Command porter is the one binary inside a step pod:
+//
+//	porter install DIR                 copy this binary into DIR (init container)
+//	porter sidecar                     coordinate the step (sidecar container)
+//	porter entrypoint -- CMD [ARGS...]  wrap the step's process (main container)
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/sidecar"
+)
+
+const defaultSocket = "/porter/run/control.sock"
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage:
+  porter install DIR
+  porter sidecar
+  porter entrypoint [--socket PATH] -- CMD [ARGS...]
+  porter version
+`)
+}
+
+func run(args []string) int {
+	if len(args) == 0 {
+		usage()
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("porter", args[0])
+	switch args[0] {
+	case "install":
+		if len(args) != 2 {
+			usage()
+			return 2
+		}
+		if err := install(args[1]); err != nil {
+			fmt.Fprintf(os.Stderr, "porter install: %v\n", err)
+			return 1
+		}
+		return 0
+	case "entrypoint":
+		fs := flag.NewFlagSet("entrypoint", flag.ContinueOnError)
+		socket := fs.String("socket", envOr("PORTER_SOCKET", defaultSocket), "control socket shared with the sidecar")
+		if err := fs.Parse(args[1:]); err != nil {
+			return 2
+		}
+		return sidecar.RunEntrypoint(ctx, sidecar.EntrypointConfig{
+			SocketPath: *socket, Argv: fs.Args(), Stdout: os.Stdout, Stderr: os.Stderr, Log: log})
+	case "sidecar":
+		if err := runSidecar(ctx, log); err != nil {
+			log.Error("sidecar failed", "err", err)
+			return 1
+		}
+		return 0
+	case "version":
+		fmt.Println(sidecar.Version)
+		return 0
+	default:
+		usage()
+		return 2
+	}
+}
+
+// install copies this executable into dir atomically (temp file + rename),
+// so a main container never sees half a binary.
+func install(dir string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", self, err)
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(dir, ".porter-*")
+	if err != nil {
+		return fmt.Errorf("create temp file in %s: %w", dir, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return fmt.Errorf("copy porter into %s: %w", dir, err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return fmt.Errorf("chmod: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write porter into %s: %w", dir, err)
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dir, "porter"))
+}
+
+func runSidecar(ctx context.Context, log *slog.Logger) error {
+	raw := os.Getenv(action.EnvVar)
+	if raw == "" {
+		return fmt.Errorf("%s is not set: the sidecar needs the step's action", action.EnvVar)
+	}
+	a, err := action.Decode([]byte(raw))
+	if err != nil {
+		return err
+	}
+	atc := sidecar.ATCConfig{
+		Address:    os.Getenv("PORTER_ATC_ADDRESS"),
+		ServerName: os.Getenv("PORTER_ATC_SERVER_NAME"),
+		Token:      os.Getenv("PORTER_STEP_TOKEN"),
+		CAPEM:      []byte(os.Getenv("PORTER_ATC_CA_PEM")),
+	}
+	if f := os.Getenv("PORTER_ATC_CA_FILE"); f != "" && len(atc.CAPEM) == 0 {
+		if atc.CAPEM, err = os.ReadFile(f); err != nil {
+			return fmt.Errorf("read PORTER_ATC_CA_FILE: %w", err)
+		}
+	}
+	var missing []error
+	if atc.Address == "" {
+		missing = append(missing, errors.New("PORTER_ATC_ADDRESS is not set"))
+	}
+	if atc.Token == "" {
+		missing = append(missing, errors.New("PORTER_STEP_TOKEN is not set"))
+	}
+	if err := errors.Join(missing...); err != nil {
+		return err
+	}
+	bcfg, err := blobstore.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	store, err := blobstore.Open(ctx, bcfg)
+	if err != nil {
+		return err
+	}
+	socket := envOr("PORTER_SOCKET", defaultSocket)
+	res, err := sidecar.Run(ctx, sidecar.Config{
+		Action:     a,
+		ATC:        atc,
+		PodName:    os.Getenv("PORTER_POD_NAME"),
+		SocketPath: socket,
+		Artifacts:  sidecar.BlobArtifacts(store),
+		JournalDir: filepath.Dir(socket),
+		Log:        log,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("step done", "result", res.Result, "exit_status", res.ExitStatus)
+	return nil
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}

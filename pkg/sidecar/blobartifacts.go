@@ -1,0 +1,50 @@
+package sidecar
+
+import (
+	"bytes"
+	"context"
+	"errors"
+
+	"github.com/porter-ci/porter/pkg/blobstore"
+)
+
+// BlobArtifacts adapts a blobstore.Store to what the sidecar needs.
+func BlobArtifacts(store blobstore.Store) Artifacts { return blobArtifacts{store} }
+
+type blobArtifacts struct{ store blobstore.Store }
+
+func fromBlob(a blobstore.Artifact) Artifact {
+	return Artifact{Key: a.Key, Size: a.Size, Digest: a.Digest}
+}
+
+func (b blobArtifacts) Download(ctx context.Context, key, digest, dir string) (Artifact, error) {
+	a, err := blobstore.DownloadDir(ctx, b.store, key, digest, dir)
+	return fromBlob(a), err
+}
+
+func (b blobArtifacts) Upload(ctx context.Context, dir string) (Artifact, error) {
+	a, err := blobstore.UploadDir(ctx, b.store, dir, blobstore.UploadOptions{})
+	return fromBlob(a), err
+}
+
+func (b blobArtifacts) UploadTo(ctx context.Context, dir, key string) (Artifact, error) {
+	a, err := blobstore.UploadDirTo(ctx, b.store, dir, key)
+	return fromBlob(a), err
+}
+
+func (b blobArtifacts) Exists(ctx context.Context, key string) (bool, error) {
+	_, err := b.store.Stat(ctx, key)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, blobstore.ErrNotFound):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+func (b blobArtifacts) PutObject(ctx context.Context, key string, body []byte, contentType string) error {
+	_, err := b.store.Put(ctx, key, bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{ContentType: contentType})
+	return err
+}
