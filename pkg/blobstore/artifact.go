@@ -1,0 +1,241 @@
+package blobstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-multierror"
+	"github.com/klauspost/compress/zstd"
+)
+
+// ArtifactContentType is the content type of stored artifacts.
+const ArtifactContentType = "application/vnd.porter.artifact.tar+zstd"
+
+// Bounds of the decoder, whatever the stream asks for: a hostile or corrupt
+// artifact cannot make a reader allocate more than this.
+const (
+	maxDecoderWindow = 32 << 20
+	maxDecoderMemory = 256 << 20
+)
+
+// Artifact is a directory stored as one tar+zstd object.
+type Artifact struct {
+	Key    string
+	Size   int64  // bytes of the stored (compressed) stream
+	Digest string // "sha256:<hex>" of the stored stream
+}
+
+// UploadOptions tune UploadDir.
+type UploadOptions struct {
+	// PartSize and Concurrency steer the multipart upload (zero: the
+	// driver's defaults). Memory is bounded by about PartSize×Concurrency.
+	PartSize    int64
+	Concurrency int
+	// EncoderConcurrency is the number of zstd encoder goroutines; it is at
+	// least 2 (zero: GOMAXPROCS, at least 2).
+	EncoderConcurrency int
+}
+
+// UploadDir stores dir as a content-addressed artifact: the tar+zstd stream
+// is uploaded to a staging key while its digest is computed, then copied
+// server-side to ArtifactKey(digest) unless that key already exists, and the
+// staging object is deleted. A failed upload leaves nothing under
+// ArtifactKey.
+func UploadDir(ctx context.Context, store Store, dir string, opts UploadOptions) (Artifact, error) {
+	staging := StagingKey(uuid.NewString())
+	a, err := uploadStaged(ctx, store, dir, staging, opts)
+	if err != nil {
+		return Artifact{}, fmt.Errorf("upload %s: %w", dir, err)
+	}
+	a.Key = ArtifactKey(a.Digest)
+	err = promote(ctx, store, staging, a.Key, true)
+	if err != nil {
+		return Artifact{}, fmt.Errorf("upload %s: %w", dir, err)
+	}
+	return a, nil
+}
+
+// UploadDirTo stores dir under a fixed key (task caches). Like UploadDir it
+// goes through a staging object, so readers of key see either the previous
+// object or the complete new one.
+func UploadDirTo(ctx context.Context, store Store, dir, key string) (Artifact, error) {
+	staging := StagingKey(uuid.NewString())
+	a, err := uploadStaged(ctx, store, dir, staging, UploadOptions{})
+	if err != nil {
+		return Artifact{}, fmt.Errorf("upload %s to %q: %w", dir, key, err)
+	}
+	a.Key = key
+	if err := promote(ctx, store, staging, key, false); err != nil {
+		return Artifact{}, fmt.Errorf("upload %s to %q: %w", dir, key, err)
+	}
+	return a, nil
+}
+
+// uploadStaged streams dir as tar → zstd → (sha256, counter) → Put(staging).
+func uploadStaged(ctx context.Context, store Store, dir, staging string, opts UploadOptions) (Artifact, error) {
+	encConc := opts.EncoderConcurrency
+	if encConc <= 0 {
+		encConc = runtime.GOMAXPROCS(0)
+	}
+	encConc = max(encConc, 2)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := writeCompressed(ctx, pw, dir, encConc)
+		pw.CloseWithError(err) // nil closes with EOF
+		done <- err
+	}()
+
+	h := sha256.New()
+	body := &countingReader{r: io.TeeReader(pr, h)}
+	start := time.Now()
+	info, putErr := store.Put(ctx, staging, body, -1, PutOptions{
+		ContentType: ArtifactContentType,
+		PartSize:    opts.PartSize,
+		Concurrency: opts.Concurrency,
+	})
+	// Stop the writer if Put gave up early, then wait for it either way.
+	pr.CloseWithError(errors.New("upload stopped"))
+	cancel()
+	writeErr := <-done
+
+	var result *multierror.Error
+	if writeErr != nil {
+		result = multierror.Append(result, writeErr)
+	}
+	if putErr != nil {
+		result = multierror.Append(result, putErr)
+	}
+	if err := result.ErrorOrNil(); err != nil {
+		// Put is atomic, but should it have completed before the writer's
+		// error reached it, the staging object is garbage.
+		deleteQuietly(ctx, store, staging)
+		return Artifact{}, err
+	}
+	if info.Size > 0 && info.Size != body.n {
+		deleteQuietly(ctx, store, staging)
+		return Artifact{}, fmt.Errorf("stored %d bytes but streamed %d", info.Size, body.n)
+	}
+	a := Artifact{Size: body.n, Digest: "sha256:" + hex.EncodeToString(h.Sum(nil))}
+	slog.DebugContext(ctx, "artifact uploaded", "dir", dir, "digest", a.Digest, "bytes", a.Size, "took", time.Since(start))
+	return a, nil
+}
+
+func writeCompressed(ctx context.Context, w io.Writer, dir string, encConc int) error {
+	enc, err := zstd.NewWriter(w,
+		zstd.WithEncoderConcurrency(encConc),
+		zstd.WithEncoderLevel(zstd.SpeedDefault),
+		// Frame checksums are redundant with the sha256 over the stream.
+		zstd.WithEncoderCRC(false),
+	)
+	if err != nil {
+		return fmt.Errorf("zstd encoder: %w", err)
+	}
+	if err := WriteTar(ctx, enc, dir); err != nil {
+		enc.Close()
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("zstd: %w", err)
+	}
+	return nil
+}
+
+// promote copies staging to key (unless dedup and key exists) and always
+// deletes staging.
+func promote(ctx context.Context, store Store, staging, key string, dedup bool) (err error) {
+	defer deleteQuietly(ctx, store, staging)
+	if dedup {
+		_, err := store.Stat(ctx, key)
+		if err == nil {
+			return nil // same digest, same bytes: already stored
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	_, err = store.Copy(ctx, staging, key)
+	return err
+}
+
+// deleteQuietly removes a staging object even when ctx was canceled; a
+// leftover is only garbage for GC, so failures are logged, not returned.
+func deleteQuietly(ctx context.Context, store Store, key string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := store.Delete(ctx, key); err != nil {
+		slog.WarnContext(ctx, "could not delete staging object", "key", key, "err", err)
+	}
+}
+
+// DownloadDir streams the artifact at key into dir (which must exist):
+// Get → sha256 → zstd → tar extraction. If wantDigest is not empty and the
+// stream's digest differs, it returns an error; the files already extracted
+// must then be treated as garbage (the stream is checked as it arrives, to
+// keep memory and disk bounded).
+func DownloadDir(ctx context.Context, store Store, key, wantDigest, dir string) (Artifact, error) {
+	rc, _, err := store.Get(ctx, key)
+	if err != nil {
+		return Artifact{}, fmt.Errorf("download %q: %w", key, err)
+	}
+	defer rc.Close()
+	h := sha256.New()
+	body := &countingReader{r: io.TeeReader(rc, h)}
+	a, err := readArtifact(ctx, body, h, dir)
+	if err != nil {
+		return Artifact{}, fmt.Errorf("download %q into %s: %w", key, dir, err)
+	}
+	a.Key = key
+	if wantDigest != "" && a.Digest != wantDigest {
+		return Artifact{}, fmt.Errorf("download %q into %s: digest mismatch: want %s, got %s (the extracted files are not trustworthy)", key, dir, wantDigest, a.Digest)
+	}
+	return a, nil
+}
+
+func readArtifact(ctx context.Context, body *countingReader, h hash.Hash, dir string) (Artifact, error) {
+	dec, err := zstd.NewReader(body,
+		zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderConcurrency(2),
+		zstd.WithDecoderMaxWindow(maxDecoderWindow),
+		zstd.WithDecoderMaxMemory(maxDecoderMemory),
+	)
+	if err != nil {
+		return Artifact{}, fmt.Errorf("zstd decoder: %w", err)
+	}
+	defer dec.Close()
+	if err := Extract(ctx, dec, dir); err != nil {
+		return Artifact{}, err
+	}
+	// The digest covers the whole stored stream: read what the tar reader
+	// left (its end-of-archive padding, the end of the zstd frame).
+	if _, err := io.Copy(io.Discard, dec); err != nil {
+		return Artifact{}, fmt.Errorf("zstd: %w", err)
+	}
+	if _, err := io.Copy(io.Discard, body); err != nil {
+		return Artifact{}, fmt.Errorf("read: %w", err)
+	}
+	return Artifact{Size: body.n, Digest: "sha256:" + hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

@@ -1,0 +1,470 @@
+package blobstore_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/test/testenv"
+)
+
+const (
+	testPartSize      = 5 << 20 // S3's minimum
+	testCopyThreshold = 6 << 20
+)
+
+// openStore opens driver on cfg with small parts, so that the multipart
+// paths run with objects of a few MiB.
+func openStore(ctx context.Context, driver string, cfg blobstore.Config) blobstore.Store {
+	cfg.Driver = driver
+	s, err := blobstore.Open(ctx, cfg)
+	Expect(err).NotTo(HaveOccurred())
+	switch s := s.(type) {
+	case *blobstore.MinioStore:
+		s.PartSize, s.Concurrency = testPartSize, 4
+		s.MultipartCopyThreshold, s.CopyPartSize = testCopyThreshold, testPartSize
+	case *blobstore.S3Store:
+		s.PartSize, s.Concurrency = testPartSize, 4
+		s.MultipartCopyThreshold, s.CopyPartSize = testCopyThreshold, testPartSize
+	default:
+		Fail(fmt.Sprintf("unexpected store type %T", s))
+	}
+	return s
+}
+
+// rawClient looks at the bucket behind the drivers' backs (incomplete
+// multipart uploads).
+func rawClient() *minio.Client {
+	c, err := minio.New(minioServer.Endpoint, &minio.Options{
+		Creds:  credentials.NewStaticV4(minioServer.AccessKey, minioServer.SecretKey, ""),
+		Region: "us-east-1",
+	})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+func incompleteUploads(ctx context.Context, bucket, prefix string) []string {
+	var keys []string
+	for u := range rawClient().ListIncompleteUploads(ctx, bucket, prefix, true) {
+		Expect(u.Err).NotTo(HaveOccurred())
+		keys = append(keys, u.Key)
+	}
+	return keys
+}
+
+func getAll(ctx context.Context, s blobstore.Store, key string) []byte {
+	rc, _, err := s.Get(ctx, key)
+	Expect(err).NotTo(HaveOccurred())
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	Expect(err).NotTo(HaveOccurred())
+	return b
+}
+
+// onlyReader hides every interface but io.Reader (sizes, seeking).
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
+
+// failingReader yields n bytes of data, then err.
+type failingReader struct {
+	data []byte
+	n    int
+	err  error
+	pos  int
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if f.pos >= f.n {
+		return 0, f.err
+	}
+	k := copy(p, f.data[f.pos:min(f.n, len(f.data))])
+	f.pos += k
+	return k, nil
+}
+
+// hookReader calls hook once, after at bytes were read.
+type hookReader struct {
+	r    io.Reader
+	at   int64
+	n    int64
+	hook func()
+	done bool
+}
+
+func (h *hookReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	h.n += int64(n)
+	if !h.done && h.n >= h.at {
+		h.done = true
+		h.hook()
+	}
+	return n, err
+}
+
+var errBoom = errors.New("boom: disk went away")
+
+var _ = Describe("Store conformance", func() {
+	for _, driver := range []string{blobstore.DriverMinio, blobstore.DriverS3} {
+		Context("driver "+driver, func() {
+			var (
+				store  blobstore.Store
+				bucket string
+			)
+
+			BeforeEach(func(ctx SpecContext) {
+				var err error
+				bucket, err = minioServer.NewBucket(ctx)
+				Expect(err).NotTo(HaveOccurred())
+				store = openStore(ctx, driver, minioServer.Config(bucket))
+			})
+
+			It("puts, stats and gets an object with its metadata", func(ctx SpecContext) {
+				body := []byte("hello, porter")
+				info, err := store.Put(ctx, "a/b.txt", bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{
+					ContentType: "text/plain",
+					Metadata:    map[string]string{"Porter-Step": "build"},
+				})
+				Expect(err).NotTo(HaveOccurred())
+				Expect(info.Key).To(Equal("a/b.txt"))
+				Expect(info.Size).To(Equal(int64(len(body))))
+				Expect(info.ETag).NotTo(BeEmpty())
+
+				st, err := store.Stat(ctx, "a/b.txt")
+				Expect(err).NotTo(HaveOccurred())
+				Expect(st.Size).To(Equal(int64(len(body))))
+				Expect(st.ETag).To(Equal(info.ETag))
+				Expect(st.ContentType).To(Equal("text/plain"))
+				Expect(st.Metadata).To(HaveKeyWithValue("porter-step", "build"))
+				Expect(st.LastModified).To(BeTemporally("~", time.Now(), time.Minute))
+
+				rc, gi, err := store.Get(ctx, "a/b.txt")
+				Expect(err).NotTo(HaveOccurred())
+				defer rc.Close()
+				Expect(gi.Size).To(Equal(int64(len(body))))
+				Expect(gi.Metadata).To(HaveKeyWithValue("porter-step", "build"))
+				Expect(io.ReadAll(rc)).To(Equal(body))
+			})
+
+			It("stores an empty object", func(ctx SpecContext) {
+				_, err := store.Put(ctx, "empty", bytes.NewReader(nil), 0, blobstore.PutOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				_, err = store.Put(ctx, "empty-unknown", onlyReader{bytes.NewReader(nil)}, -1, blobstore.PutOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				for _, k := range []string{"empty", "empty-unknown"} {
+					st, err := store.Stat(ctx, k)
+					Expect(err).NotTo(HaveOccurred())
+					Expect(st.Size).To(BeZero())
+				}
+			})
+
+			It("lists by prefix in key order", func(ctx SpecContext) {
+				for _, k := range []string{"b/2", "a/2", "a/1", "ab", "a/sub/3"} {
+					_, err := store.Put(ctx, k, strings.NewReader(k), int64(len(k)), blobstore.PutOptions{})
+					Expect(err).NotTo(HaveOccurred())
+				}
+				got, err := store.List(ctx, "a/")
+				Expect(err).NotTo(HaveOccurred())
+				var keys []string
+				for _, o := range got {
+					keys = append(keys, o.Key)
+					Expect(o.Size).To(Equal(int64(len(o.Key))))
+				}
+				Expect(keys).To(Equal([]string{"a/1", "a/2", "a/sub/3"}))
+				none, err := store.List(ctx, "zzz/")
+				Expect(err).NotTo(HaveOccurred())
+				Expect(none).To(BeEmpty())
+			})
+
+			It("maps missing objects to ErrNotFound, naming the key", func(ctx SpecContext) {
+				_, err := store.Stat(ctx, "missing/key")
+				Expect(err).To(MatchError(blobstore.ErrNotFound))
+				Expect(err.Error()).To(ContainSubstring(`"missing/key"`))
+
+				_, _, err = store.Get(ctx, "missing/key")
+				Expect(err).To(MatchError(blobstore.ErrNotFound))
+				Expect(err.Error()).To(ContainSubstring(`get "missing/key"`))
+
+				_, err = store.Copy(ctx, "missing/key", "dst")
+				Expect(err).To(MatchError(blobstore.ErrNotFound))
+
+				Expect(store.Delete(ctx, "missing/key")).To(Succeed())
+			})
+
+			It("does not map a missing bucket to ErrNotFound", func(ctx SpecContext) {
+				other := openStore(ctx, driver, minioServer.Config("no-such-bucket-"+bucket))
+				_, err := other.Put(ctx, "k", strings.NewReader("x"), 1, blobstore.PutOptions{})
+				Expect(err).To(HaveOccurred())
+				Expect(errors.Is(err, blobstore.ErrNotFound)).To(BeFalse(), "err: %v", err)
+			})
+
+			It("deletes", func(ctx SpecContext) {
+				_, err := store.Put(ctx, "gone", strings.NewReader("x"), 1, blobstore.PutOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				Expect(store.Delete(ctx, "gone")).To(Succeed())
+				_, err = store.Stat(ctx, "gone")
+				Expect(err).To(MatchError(blobstore.ErrNotFound))
+			})
+
+			It("copies a small object with one CopyObject, keeping metadata", func(ctx SpecContext) {
+				body := randomBytes(1, 1<<20)
+				_, err := store.Put(ctx, "src", bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{Metadata: map[string]string{"k": "v"}})
+				Expect(err).NotTo(HaveOccurred())
+				info, err := store.Copy(ctx, "src", "dst")
+				Expect(err).NotTo(HaveOccurred())
+				Expect(info.Size).To(Equal(int64(len(body))))
+				Expect(info.ETag).NotTo(ContainSubstring("-"), "a single copy has a plain MD5 ETag")
+				Expect(info.Metadata).To(HaveKeyWithValue("k", "v"))
+				Expect(getAll(ctx, store, "dst")).To(Equal(body))
+			})
+
+			It("copies an object above the threshold part by part", func(ctx SpecContext) {
+				body := randomBytes(2, 15<<20) // 3 parts of 5 MiB
+				_, err := store.Put(ctx, "big", bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{Metadata: map[string]string{"k": "v"}})
+				Expect(err).NotTo(HaveOccurred())
+				info, err := store.Copy(ctx, "big", "big-copy")
+				Expect(err).NotTo(HaveOccurred())
+				Expect(info.Size).To(Equal(int64(len(body))))
+				// A multipart object's ETag ends in -<number of parts>.
+				Expect(info.ETag).To(HaveSuffix("-3"))
+				Expect(info.Metadata).To(HaveKeyWithValue("k", "v"))
+				Expect(getAll(ctx, store, "big-copy")).To(Equal(body))
+				Expect(incompleteUploads(ctx, bucket, "")).To(BeEmpty())
+			})
+
+			It("uploads a large body of unknown size in parallel parts", func(ctx SpecContext) {
+				body := randomBytes(3, 40<<20)
+				info, err := store.Put(ctx, "unknown-size", onlyReader{bytes.NewReader(body)}, -1, blobstore.PutOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				Expect(info.Size).To(Equal(int64(len(body))))
+				st, err := store.Stat(ctx, "unknown-size")
+				Expect(err).NotTo(HaveOccurred())
+				Expect(st.Size).To(Equal(int64(len(body))))
+				Expect(st.ETag).To(HaveSuffix("-8"), "40 MiB in 5 MiB parts")
+				got := getAll(ctx, store, "unknown-size")
+				Expect(sha256.Sum256(got)).To(Equal(sha256.Sum256(body)))
+			})
+
+			It("uploads a large body of known size in parts", func(ctx SpecContext) {
+				body := randomBytes(4, 11<<20)
+				_, err := store.Put(ctx, "known-size", onlyReader{bytes.NewReader(body)}, int64(len(body)), blobstore.PutOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				st, err := store.Stat(ctx, "known-size")
+				Expect(err).NotTo(HaveOccurred())
+				Expect(st.ETag).To(HaveSuffix("-3"))
+				Expect(getAll(ctx, store, "known-size")).To(Equal(body))
+			})
+
+			Describe("atomicity", func() {
+				expectNothingUnder := func(ctx context.Context, key string) {
+					_, err := store.Stat(ctx, key)
+					Expect(err).To(MatchError(blobstore.ErrNotFound))
+					objs, err := store.List(ctx, "")
+					Expect(err).NotTo(HaveOccurred())
+					Expect(objs).To(BeEmpty())
+					Expect(incompleteUploads(ctx, bucket, "")).To(BeEmpty(), "the multipart upload must be aborted")
+				}
+
+				It("leaves no object when the reader fails half way through a multipart upload", func(ctx SpecContext) {
+					data := randomBytes(5, 40<<20)
+					_, err := store.Put(ctx, "half", &failingReader{data: data, n: 20 << 20, err: errBoom}, -1, blobstore.PutOptions{})
+					Expect(err).To(MatchError(errBoom))
+					Expect(err.Error()).To(ContainSubstring(`put "half"`))
+					expectNothingUnder(ctx, "half")
+				})
+
+				It("leaves no object when the reader fails within the first part", func(ctx SpecContext) {
+					data := randomBytes(6, 1<<20)
+					_, err := store.Put(ctx, "small-half", &failingReader{data: data, n: 1000, err: errBoom}, -1, blobstore.PutOptions{})
+					Expect(err).To(MatchError(errBoom))
+					expectNothingUnder(ctx, "small-half")
+				})
+
+				It("does not take a bare io.ErrUnexpectedEOF for the end of the body", func(ctx SpecContext) {
+					data := randomBytes(7, 20<<20)
+					_, err := store.Put(ctx, "truncated", &failingReader{data: data, n: 12 << 20, err: io.ErrUnexpectedEOF}, -1, blobstore.PutOptions{})
+					Expect(err).To(MatchError(io.ErrUnexpectedEOF))
+					expectNothingUnder(ctx, "truncated")
+				})
+
+				It("refuses a body shorter than its announced size", func(ctx SpecContext) {
+					for _, n := range []int{100, 12 << 20} {
+						data := randomBytes(8, n)
+						_, err := store.Put(ctx, "short", onlyReader{bytes.NewReader(data)}, int64(n)+10, blobstore.PutOptions{})
+						Expect(err).To(HaveOccurred(), "announced %d+10 bytes", n)
+						expectNothingUnder(ctx, "short")
+					}
+				})
+
+				It("leaves no object when the context is canceled mid-upload", func(ctx SpecContext) {
+					cctx, cancel := context.WithCancel(ctx)
+					defer cancel()
+					data := randomBytes(9, 40<<20)
+					_, err := store.Put(cctx, "canceled", &hookReader{r: bytes.NewReader(data), at: 15 << 20, hook: cancel}, -1, blobstore.PutOptions{})
+					Expect(err).To(MatchError(context.Canceled))
+					expectNothingUnder(ctx, "canceled")
+				})
+			})
+
+			It("rides out a few seconds of the server being unreachable", func(ctx SpecContext) {
+				proxy, err := testenv.StartProxy(minioServer.Endpoint)
+				Expect(err).NotTo(HaveOccurred())
+				DeferCleanup(proxy.Close)
+				cfg := minioServer.Config(bucket)
+				cfg.Endpoint = proxy.Addr
+				flaky := openStore(ctx, driver, cfg)
+
+				data := randomBytes(10, 30<<20)
+				var upAt atomic.Int64
+				outage := func() {
+					proxy.Down()
+					go func() {
+						time.Sleep(4 * time.Second)
+						upAt.Store(time.Now().UnixNano())
+						Expect(proxy.Up()).To(Succeed())
+					}()
+				}
+				start := time.Now()
+				_, err = flaky.Put(ctx, "through-outage", &hookReader{r: onlyReader{bytes.NewReader(data)}, at: 10 << 20, hook: outage}, -1, blobstore.PutOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				Expect(upAt.Load()).NotTo(BeZero(), "the upload finished before the proxy came back: the outage did not happen")
+				Expect(time.Since(start)).To(BeNumerically(">", 4*time.Second))
+				Expect(getAll(ctx, store, "through-outage")).To(Equal(data))
+			}, SpecTimeout(2*time.Minute))
+
+			Describe("artifacts", func() {
+				var tmp string
+				BeforeEach(func() { tmp = GinkgoT().TempDir() })
+
+				It("round-trips a tree: modes, symlinks, empty dirs, mtimes, hard links, 10k files, a multi-part file", func(ctx SpecContext) {
+					src := filepath.Join(tmp, "src")
+					buildRichTree(src, 10_000, 12<<20)
+					want, err := snapshot(src)
+					Expect(err).NotTo(HaveOccurred())
+
+					a, err := blobstore.UploadDir(ctx, store, src, blobstore.UploadOptions{})
+					Expect(err).NotTo(HaveOccurred())
+					Expect(a.Digest).To(MatchRegexp(`^sha256:[0-9a-f]{64}$`))
+					Expect(a.Key).To(Equal(blobstore.ArtifactKey(a.Digest)))
+					st, err := store.Stat(ctx, a.Key)
+					Expect(err).NotTo(HaveOccurred())
+					Expect(st.Size).To(Equal(a.Size))
+					Expect(store.List(ctx, "staging/")).To(BeEmpty(), "the staging object is deleted")
+
+					dst := filepath.Join(tmp, "dst")
+					Expect(os.Mkdir(dst, 0o755)).To(Succeed())
+					got, err := blobstore.DownloadDir(ctx, store, a.Key, a.Digest, dst)
+					Expect(err).NotTo(HaveOccurred())
+					Expect(got).To(Equal(a))
+
+					have, err := snapshot(dst)
+					Expect(err).NotTo(HaveOccurred())
+					Expect(have).To(HaveLen(len(want)))
+					Expect(have).To(Equal(want))
+					Expect(inode(filepath.Join(dst, "hard/a"))).To(Equal(inode(filepath.Join(dst, "hard/b"))), "hard links stay linked")
+				}, SpecTimeout(5*time.Minute))
+
+				It("fails a download whose digest does not match", func(ctx SpecContext) {
+					src := filepath.Join(tmp, "src")
+					Expect(os.MkdirAll(src, 0o755)).To(Succeed())
+					Expect(os.WriteFile(filepath.Join(src, "f"), []byte("content"), 0o644)).To(Succeed())
+					a, err := blobstore.UploadDir(ctx, store, src, blobstore.UploadOptions{})
+					Expect(err).NotTo(HaveOccurred())
+					wrong := "sha256:" + strings.Repeat("0", 64)
+					dst := filepath.Join(tmp, "dst")
+					Expect(os.Mkdir(dst, 0o755)).To(Succeed())
+					_, err = blobstore.DownloadDir(ctx, store, a.Key, wrong, dst)
+					Expect(err).To(MatchError(ContainSubstring("digest mismatch")))
+					Expect(err.Error()).To(ContainSubstring(a.Digest))
+
+					dst2 := filepath.Join(tmp, "dst2")
+					Expect(os.Mkdir(dst2, 0o755)).To(Succeed())
+					_, err = blobstore.DownloadDir(ctx, store, a.Key, "", dst2)
+					Expect(err).NotTo(HaveOccurred(), "an empty digest skips the check")
+				})
+
+				It("fails a download of a missing artifact with ErrNotFound", func(ctx SpecContext) {
+					_, err := blobstore.DownloadDir(ctx, store, blobstore.ArtifactKey("sha256:"+strings.Repeat("a", 64)), "", tmp)
+					Expect(err).To(MatchError(blobstore.ErrNotFound))
+				})
+
+				It("stores the same content once", func(ctx SpecContext) {
+					src := filepath.Join(tmp, "src")
+					buildRichTree(src, 50, 1<<20)
+					a1, err := blobstore.UploadDir(ctx, store, src, blobstore.UploadOptions{})
+					Expect(err).NotTo(HaveOccurred())
+					first, err := store.List(ctx, "artifacts/")
+					Expect(err).NotTo(HaveOccurred())
+					Expect(first).To(HaveLen(1))
+					a2, err := blobstore.UploadDir(ctx, store, src, blobstore.UploadOptions{})
+					Expect(err).NotTo(HaveOccurred())
+					Expect(a2).To(Equal(a1))
+					objs, err := store.List(ctx, "artifacts/")
+					Expect(err).NotTo(HaveOccurred())
+					Expect(objs).To(HaveLen(1))
+					Expect(objs[0]).To(Equal(first[0]), "the second upload did not copy over the first")
+					Expect(store.List(ctx, "staging/")).To(BeEmpty())
+
+					Expect(os.WriteFile(filepath.Join(src, "new"), []byte("x"), 0o644)).To(Succeed())
+					a3, err := blobstore.UploadDir(ctx, store, src, blobstore.UploadOptions{})
+					Expect(err).NotTo(HaveOccurred())
+					Expect(a3.Key).NotTo(Equal(a1.Key))
+					Expect(store.List(ctx, "artifacts/")).To(HaveLen(2))
+				})
+
+				It("replaces a fixed key atomically (task caches)", func(ctx SpecContext) {
+					key := blobstore.TaskCacheKey("main", "p", "j", "s", "cache/go")
+					src := filepath.Join(tmp, "src")
+					Expect(os.MkdirAll(src, 0o755)).To(Succeed())
+					Expect(os.WriteFile(filepath.Join(src, "v"), []byte("one"), 0o644)).To(Succeed())
+					a, err := blobstore.UploadDirTo(ctx, store, src, key)
+					Expect(err).NotTo(HaveOccurred())
+					Expect(a.Key).To(Equal(key))
+
+					_, err = blobstore.UploadDirTo(ctx, store, filepath.Join(tmp, "does-not-exist"), key)
+					Expect(err).To(HaveOccurred())
+					Expect(store.List(ctx, "staging/")).To(BeEmpty())
+
+					Expect(os.WriteFile(filepath.Join(src, "v"), []byte("two"), 0o644)).To(Succeed())
+					b, err := blobstore.UploadDirTo(ctx, store, src, key)
+					Expect(err).NotTo(HaveOccurred())
+					Expect(b.Digest).NotTo(Equal(a.Digest))
+
+					dst := filepath.Join(tmp, "dst")
+					Expect(os.Mkdir(dst, 0o755)).To(Succeed())
+					_, err = blobstore.DownloadDir(ctx, store, key, b.Digest, dst)
+					Expect(err).NotTo(HaveOccurred())
+					Expect(os.ReadFile(filepath.Join(dst, "v"))).To(Equal([]byte("two")))
+				})
+
+				for _, h := range hostileCases() {
+					It("refuses "+h.Name+" without touching anything outside the target", func(ctx SpecContext) {
+						sb, err := newSandbox(tmp)
+						Expect(err).NotTo(HaveOccurred())
+						key := "artifacts/hostile.tar.zst"
+						body := zstdBytes(makeTar(h.resolve(sb)...))
+						_, err = store.Put(ctx, key, bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{})
+						Expect(err).NotTo(HaveOccurred())
+						_, err = blobstore.DownloadDir(ctx, store, key, "", sb.Target)
+						Expect(err).To(MatchError(ContainSubstring(h.WantErr)))
+						Expect(sb.escapes()).To(BeEmpty())
+					})
+				}
+			})
+		})
+	}
+})

@@ -1,0 +1,443 @@
+package blobstore
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// copyBufSize is the buffer of file copies in and out of tar streams.
+const copyBufSize = 1 << 20
+
+// WriteTar writes dir as a tar stream (PAX format) to w: regular files,
+// directories (also empty ones), symlinks and hard links, with modes,
+// mtimes and numeric ownership. Entries are sorted by name so the same tree
+// gives the same bytes (artifacts are content-addressed). Sockets, devices
+// and FIFOs are skipped with a warning. Nothing outside dir is read: the walk
+// goes through an os.Root and never follows symlinks.
+func WriteTar(ctx context.Context, w io.Writer, dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", dir, err)
+	}
+	defer root.Close()
+	tw := tar.NewWriter(w)
+	a := &archiver{root: root, tw: tw, links: map[fileID]string{}, buf: make([]byte, copyBufSize)}
+	if err := a.walk(ctx, "."); err != nil {
+		return fmt.Errorf("archive %s: %w", dir, err)
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("archive %s: finish tar: %w", dir, err)
+	}
+	return nil
+}
+
+type fileID struct{ dev, ino uint64 }
+
+type archiver struct {
+	root  *os.Root
+	tw    *tar.Writer
+	links map[fileID]string // first name of each multiply-linked file
+	buf   []byte
+}
+
+func (a *archiver) walk(ctx context.Context, rel string) error {
+	f, err := a.root.Open(rel)
+	if err != nil {
+		return err
+	}
+	entries, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("read directory %s: %w", rel, err)
+	}
+	slices.SortFunc(entries, func(x, y fs.DirEntry) int { return strings.Compare(x.Name(), y.Name()) })
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		name := path.Join(rel, e.Name())
+		fi, err := a.root.Lstat(name)
+		if err != nil {
+			return err
+		}
+		if err := a.add(ctx, name, fi); err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			if err := a.walk(ctx, name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (a *archiver) add(ctx context.Context, name string, fi fs.FileInfo) error {
+	hdr := &tar.Header{
+		Name:    name,
+		Mode:    tarMode(fi.Mode()),
+		ModTime: fi.ModTime(),
+		Format:  tar.FormatPAX,
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if st != nil {
+		hdr.Uid, hdr.Gid = int(st.Uid), int(st.Gid)
+	}
+	switch m := fi.Mode(); {
+	case m.IsDir():
+		hdr.Typeflag = tar.TypeDir
+		hdr.Name += "/"
+	case m&fs.ModeSymlink != 0:
+		target, err := a.root.Readlink(name)
+		if err != nil {
+			return err
+		}
+		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
+	case m.IsRegular():
+		if st != nil && st.Nlink > 1 {
+			id := fileID{uint64(st.Dev), st.Ino}
+			if first, ok := a.links[id]; ok {
+				hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
+				return a.tw.WriteHeader(hdr)
+			}
+			a.links[id] = name
+		}
+		hdr.Typeflag, hdr.Size = tar.TypeReg, fi.Size()
+		return a.addFile(ctx, hdr)
+	default:
+		slog.Warn("archive: skipping special file", "path", name, "mode", m.String())
+		return nil
+	}
+	return a.tw.WriteHeader(hdr)
+}
+
+func (a *archiver) addFile(ctx context.Context, hdr *tar.Header) error {
+	f, err := a.root.Open(hdr.Name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := a.tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	n, err := io.CopyBuffer(a.tw, io.LimitReader(ctxReader{ctx, f}, hdr.Size), a.buf)
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", hdr.Name, err)
+	}
+	if n != hdr.Size {
+		return fmt.Errorf("archive %s: file shrank from %d to %d bytes while being archived", hdr.Name, hdr.Size, n)
+	}
+	return nil
+}
+
+// tarMode is the tar header mode of an fs.FileMode: permissions plus the
+// setuid, setgid and sticky bits.
+func tarMode(m fs.FileMode) int64 {
+	mode := int64(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		mode |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		mode |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		mode |= 0o1000
+	}
+	return mode
+}
+
+// fileMode is the inverse of tarMode.
+func fileMode(mode int64) fs.FileMode {
+	m := fs.FileMode(mode & 0o777)
+	if mode&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if mode&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if mode&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+// ErrUnsafePath is returned (wrapped) for an entry that would land outside
+// the extraction target or that may not be extracted at all (devices).
+var ErrUnsafePath = errors.New("unsafe tar entry")
+
+// Extract unpacks the tar stream r into dir (which must exist). It keeps
+// modes, symlinks, empty directories, mtimes (directories' after their
+// contents), and, when running as root, numeric ownership. Every filesystem
+// operation goes through an os.Root on dir, so nothing can be created or
+// written outside it; entries with absolute names or ".." components, hard
+// links to outside names, and device files and FIFOs are refused with
+// ErrUnsafePath. Existing non-directories are replaced.
+func Extract(ctx context.Context, r io.Reader, dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("extract into %s: %w", dir, err)
+	}
+	defer root.Close()
+	x := &extractor{root: root, chown: os.Geteuid() == 0, buf: make([]byte, copyBufSize)}
+	if err := x.run(ctx, tar.NewReader(r)); err != nil {
+		return fmt.Errorf("extract into %s: %w", dir, err)
+	}
+	return nil
+}
+
+type dirAttrs struct {
+	name  string
+	mode  fs.FileMode
+	mtime time.Time
+	atime time.Time
+}
+
+type extractor struct {
+	root  *os.Root
+	chown bool
+	buf   []byte
+	// dirs get their modes and mtimes at the end: writing their contents
+	// would change the mtime, and a read-only mode would stop the writes.
+	dirs []dirAttrs
+}
+
+func (x *extractor) run(ctx context.Context, tr *tar.Reader) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read tar: %w", err)
+		}
+		if err := x.entry(ctx, hdr, tr); err != nil {
+			return err
+		}
+	}
+	// Deepest first, so setting a parent's mtime comes after its children's.
+	for i := len(x.dirs) - 1; i >= 0; i-- {
+		d := x.dirs[i]
+		if err := x.root.Chmod(d.name, d.mode); err != nil {
+			return fmt.Errorf("%s: %w", d.name, err)
+		}
+		if !d.mtime.IsZero() {
+			if err := x.root.Chtimes(d.name, d.atime, d.mtime); err != nil {
+				return fmt.Errorf("%s: %w", d.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// cleanName validates a tar name and returns it relative to the target.
+// "" means the target itself.
+func cleanName(name string) (string, error) {
+	if name == "" {
+		return "", fmt.Errorf("%w: empty name", ErrUnsafePath)
+	}
+	if strings.HasPrefix(name, "/") || strings.Contains(name, "\\") || strings.ContainsRune(name, 0) {
+		return "", fmt.Errorf("%w: %q is absolute or not a portable path", ErrUnsafePath, name)
+	}
+	for _, part := range strings.Split(name, "/") {
+		if part == ".." {
+			return "", fmt.Errorf("%w: %q has a .. component", ErrUnsafePath, name)
+		}
+	}
+	clean := path.Clean(name)
+	if clean == "." {
+		return "", nil
+	}
+	return clean, nil
+}
+
+func (x *extractor) entry(ctx context.Context, hdr *tar.Header, r io.Reader) error {
+	name, err := cleanName(hdr.Name)
+	if err != nil {
+		return err
+	}
+	mode := fileMode(hdr.Mode)
+	mtime := hdr.ModTime
+	atime := hdr.AccessTime
+	if atime.IsZero() {
+		atime = mtime
+	}
+	if name == "" {
+		// The target itself: it is not ours to re-mode.
+		return nil
+	}
+	if dir := path.Dir(name); dir != "." {
+		// Parents missing from the stream; MkdirAll through the root refuses
+		// a parent that is a symlink leading outside.
+		if err := x.root.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("%s: create parent: %w", name, err)
+		}
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		fi, err := x.root.Lstat(name)
+		switch {
+		case err == nil && fi.IsDir():
+		case err == nil:
+			if err := x.root.Remove(name); err != nil {
+				return fmt.Errorf("%s: replace: %w", name, err)
+			}
+			fallthrough
+		case errors.Is(err, fs.ErrNotExist):
+			if err := x.root.Mkdir(name, 0o700); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		default:
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if err := x.own(name, hdr); err != nil {
+			return err
+		}
+		x.dirs = append(x.dirs, dirAttrs{name: name, mode: mode, mtime: mtime, atime: atime})
+		return nil
+
+	case tar.TypeReg, tar.TypeRegA:
+		if isSparse(hdr) {
+			// A sparse entry can claim any logical size with no data behind
+			// it: extracting its holes could fill the disk.
+			return fmt.Errorf("%w: %q is a sparse file", ErrUnsafePath, hdr.Name)
+		}
+		if err := x.replace(name); err != nil {
+			return err
+		}
+		f, err := x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		_, err = io.CopyBuffer(f, ctxReader{ctx, r}, x.buf)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return x.attrs(name, hdr, mode, atime, mtime)
+
+	case tar.TypeSymlink:
+		if hdr.Linkname == "" {
+			return fmt.Errorf("%w: symlink %q has no target", ErrUnsafePath, hdr.Name)
+		}
+		if err := x.replace(name); err != nil {
+			return err
+		}
+		// The target is stored as is: it may point anywhere, but nothing is
+		// ever written through it (the root refuses to leave the target).
+		if err := x.root.Symlink(hdr.Linkname, name); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return x.own(name, hdr)
+
+	case tar.TypeLink:
+		target, err := cleanName(hdr.Linkname)
+		if err != nil || target == "" {
+			return fmt.Errorf("%w: hard link %q to %q leaves the target", ErrUnsafePath, hdr.Name, hdr.Linkname)
+		}
+		if target == name {
+			return nil
+		}
+		if err := x.replace(name); err != nil {
+			return err
+		}
+		if err := x.root.Link(target, name); err != nil {
+			return fmt.Errorf("%s: hard link to %s: %w", name, target, err)
+		}
+		return nil
+
+	case tar.TypeGNUSparse:
+		return fmt.Errorf("%w: %q is a sparse file", ErrUnsafePath, hdr.Name)
+
+	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+		return fmt.Errorf("%w: %q is a device file or FIFO", ErrUnsafePath, hdr.Name)
+
+	case tar.TypeXGlobalHeader:
+		return nil
+
+	default:
+		return fmt.Errorf("%s: unsupported tar entry type %q", hdr.Name, hdr.Typeflag)
+	}
+}
+
+// isSparse reports PAX sparse-file records (archive/tar expands the holes).
+func isSparse(hdr *tar.Header) bool {
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
+}
+
+// replace removes an existing non-directory at name so that a new entry
+// never writes through an old symlink or into an old hard link.
+func (x *extractor) replace(name string) error {
+	fi, err := x.root.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: %w", name, err)
+	case fi.IsDir():
+		return fmt.Errorf("%s: a directory is in the way", name)
+	}
+	if err := x.root.Remove(name); err != nil {
+		return fmt.Errorf("%s: replace: %w", name, err)
+	}
+	return nil
+}
+
+func (x *extractor) own(name string, hdr *tar.Header) error {
+	if !x.chown {
+		return nil
+	}
+	if err := x.root.Lchown(name, hdr.Uid, hdr.Gid); err != nil {
+		return fmt.Errorf("%s: chown: %w", name, err)
+	}
+	return nil
+}
+
+// attrs sets ownership first (chown clears setuid bits), then mode and times.
+func (x *extractor) attrs(name string, hdr *tar.Header, mode fs.FileMode, atime, mtime time.Time) error {
+	if err := x.own(name, hdr); err != nil {
+		return err
+	}
+	if err := x.root.Chmod(name, mode); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if !mtime.IsZero() {
+		if err := x.root.Chtimes(name, atime, mtime); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// ctxReader stops a long copy when ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

@@ -1,0 +1,317 @@
+// Command artifacts measures artifact upload/download throughput against a
+// local MinIO (started by test/testenv) and prints a table of MB/s. It
+// compares Porter's artifact format (tar → parallel zstd → parallel multipart)
+// with raw minio-go object transfers of the same bytes and with a
+// single-stream tar+gzip. It prints figures and never fails on timing.
+//
+//	go run ./test/bench/artifacts [-big-size 1073741824] [-small-files 10000]
+package main
+
+import (
+	"compress/gzip"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/test/testenv"
+)
+
+func main() {
+	bigSize := flag.Int64("big-size", 1<<30, "bytes of the one-file data set")
+	smallFiles := flag.Int("small-files", 10_000, "files in the many-small-files data set")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *bigSize, *smallFiles); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-artifacts:", err)
+		os.Exit(1)
+	}
+}
+
+type result struct {
+	dataset, method, direction string
+	bytes, stored              int64
+	took                       time.Duration
+}
+
+func run(ctx context.Context, bigSize int64, smallFiles int) (err error) {
+	tmp, err := os.MkdirTemp("", "porter-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	slog.Info("starting MinIO")
+	m, err := testenv.StartMinIO(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if terr := m.Terminate(tctx); terr != nil && err == nil {
+			err = terr
+		}
+	}()
+	bucket, err := m.NewBucket(ctx)
+	if err != nil {
+		return err
+	}
+	store, err := blobstore.NewMinio(m.Config(bucket))
+	if err != nil {
+		return err
+	}
+
+	sets := []struct{ name, dir string }{
+		{fmt.Sprintf("1 file, %s", human(bigSize)), filepath.Join(tmp, "big")},
+		{fmt.Sprintf("%d small files", smallFiles), filepath.Join(tmp, "small")},
+	}
+	slog.Info("generating data", "dir", tmp)
+	if err := makeBig(sets[0].dir, bigSize); err != nil {
+		return err
+	}
+	if err := makeSmall(sets[1].dir, smallFiles); err != nil {
+		return err
+	}
+
+	var results []result
+	for i, set := range sets {
+		size, files, err := dirSize(set.dir)
+		if err != nil {
+			return err
+		}
+		for _, m := range []struct {
+			name string
+			fn   func(context.Context, *blobstore.MinioStore, string, string, []string, int64) ([]result, error)
+		}{
+			{"porter UploadDir/DownloadDir (tar+zstd)", benchPorter},
+			{"raw minio-go PutObject/GetObject", benchRaw},
+			{"tar+gzip, single stream (stdlib)", benchTarGzip},
+		} {
+			slog.Info("running", "dataset", set.name, "method", m.name)
+			out := filepath.Join(tmp, fmt.Sprintf("out-%d", i))
+			rs, err := m.fn(ctx, store, set.dir, out, files, size)
+			if err != nil {
+				return fmt.Errorf("%s, %s: %w", set.name, m.name, err)
+			}
+			for _, r := range rs {
+				r.dataset, r.method, r.bytes = set.name, m.name, size
+				results = append(results, r)
+			}
+			if err := os.RemoveAll(out); err != nil {
+				return err
+			}
+		}
+	}
+
+	fmt.Printf("\nartifact throughput (MB/s of directory content; %d CPUs, GOMAXPROCS %d)\n\n", runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "data set\tmethod\tdirection\tseconds\tMB/s\tstored\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.1f\t%s\t\n", r.dataset, r.method, r.direction,
+			r.took.Seconds(), float64(r.bytes)/1e6/r.took.Seconds(), human(r.stored))
+	}
+	return tw.Flush()
+}
+
+func benchPorter(ctx context.Context, s *blobstore.MinioStore, dir, out string, _ []string, _ int64) ([]result, error) {
+	start := time.Now()
+	a, err := blobstore.UploadDir(ctx, s, dir, blobstore.UploadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	up := time.Since(start)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, err
+	}
+	start = time.Now()
+	if _, err := blobstore.DownloadDir(ctx, s, a.Key, a.Digest, out); err != nil {
+		return nil, err
+	}
+	return []result{{direction: "upload", took: up, stored: a.Size}, {direction: "download", took: time.Since(start), stored: a.Size}}, nil
+}
+
+// benchRaw moves every file as its own object (8 at a time), with
+// minio-go's defaults otherwise: the floor of what the network path costs.
+func benchRaw(ctx context.Context, s *blobstore.MinioStore, dir, out string, files []string, size int64) ([]result, error) {
+	const workers = 8
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for _, rel := range files {
+		g.Go(func() error {
+			f, err := os.Open(filepath.Join(dir, rel))
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			fi, err := f.Stat()
+			if err != nil {
+				return err
+			}
+			_, err = s.Client.PutObject(gctx, s.Bucket, "raw/"+rel, f, fi.Size(), minio.PutObjectOptions{})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	up := time.Since(start)
+
+	start = time.Now()
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for _, rel := range files {
+		g.Go(func() error {
+			p := filepath.Join(out, rel)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			return s.Client.FGetObject(gctx, s.Bucket, "raw/"+rel, p, minio.GetObjectOptions{})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return []result{{direction: "upload", took: up, stored: size}, {direction: "download", took: time.Since(start), stored: size}}, nil
+}
+
+// benchTarGzip is the classic one-stream approach: tar → gzip → one
+// sequential multipart upload, and back.
+func benchTarGzip(ctx context.Context, s *blobstore.MinioStore, dir, out string, _ []string, _ int64) ([]result, error) {
+	key := "targz/" + filepath.Base(dir) + ".tar.gz"
+	start := time.Now()
+	pr, pw := io.Pipe()
+	go func() {
+		zw := gzip.NewWriter(pw)
+		err := blobstore.WriteTar(ctx, zw, dir)
+		if cerr := zw.Close(); err == nil {
+			err = cerr
+		}
+		pw.CloseWithError(err)
+	}()
+	info, err := s.Client.PutObject(ctx, s.Bucket, key, pr, -1, minio.PutObjectOptions{PartSize: uint64(blobstore.DefaultPartSize)})
+	pr.Close()
+	if err != nil {
+		return nil, err
+	}
+	up := time.Since(start)
+
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, err
+	}
+	start = time.Now()
+	obj, err := s.Client.GetObject(ctx, s.Bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Close()
+	zr, err := gzip.NewReader(obj)
+	if err != nil {
+		return nil, err
+	}
+	if err := blobstore.Extract(ctx, zr, out); err != nil {
+		return nil, err
+	}
+	return []result{{direction: "upload", took: up, stored: info.Size}, {direction: "download", took: time.Since(start), stored: info.Size}}, nil
+}
+
+// makeBig writes one file of incompressible bytes from a fast PRNG.
+func makeBig(dir string, size int64) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "data.bin"))
+	if err != nil {
+		return err
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 1<<20)
+	for written := int64(0); written < size; {
+		fill(r, buf)
+		n := int(min(int64(len(buf)), size-written))
+		if _, err := f.Write(buf[:n]); err != nil {
+			f.Close()
+			return err
+		}
+		written += int64(n)
+	}
+	return f.Close()
+}
+
+// makeSmall writes n files of 512 B to 8 KiB of hex text (compressible
+// about 2:1, like sources and build outputs) in 100 directories.
+func makeSmall(dir string, n int) error {
+	r := rand.New(rand.NewPCG(3, 4))
+	const hexdigits = "0123456789abcdef"
+	buf := make([]byte, 8<<10)
+	for i := range n {
+		size := 512 + r.IntN(len(buf)-512)
+		for j := range size {
+			buf[j] = hexdigits[r.IntN(16)]
+		}
+		p := filepath.Join(dir, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%05d.txt", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, buf[:size], 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func fill(r *rand.Rand, b []byte) {
+	for i := 0; i+8 <= len(b); i += 8 {
+		v := r.Uint64()
+		b[i], b[i+1], b[i+2], b[i+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+		b[i+4], b[i+5], b[i+6], b[i+7] = byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56)
+	}
+}
+
+// dirSize returns the bytes of the regular files under dir and their
+// relative paths.
+func dirSize(dir string) (int64, []string, error) {
+	var total int64
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		total += fi.Size()
+		rel, _ := filepath.Rel(dir, p)
+		files = append(files, rel)
+		return nil
+	})
+	return total, files, err
+}
+
+func human(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	default:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+}
