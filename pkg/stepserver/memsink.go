@@ -40,6 +40,9 @@ func (m *MemorySink) Append(_ context.Context, stepID string, events []*eventspb
 	return nil
 }
 
+// Sync implements Sink: memory is as durable as this sink gets.
+func (m *MemorySink) Sync(context.Context, string, uint64) error { return nil }
+
 // Events returns a copy of the step's stored events.
 func (m *MemorySink) Events(stepID string) []*eventspb.Event {
 	m.mu.Lock()

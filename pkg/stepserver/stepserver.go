@@ -18,13 +18,18 @@ import (
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 )
 
-// Sink stores a step's events durably.
+// Sink stores a step's events durably. Appending and making durable are
+// separate so a sink can commit in groups while the stream keeps flowing:
+// events are acknowledged to the sidecar only after Sync.
 type Sink interface {
-	// LastSeq is the highest sequence number stored for the step (0 if none).
+	// LastSeq is the highest sequence number durably stored for the step
+	// (0 if none); anything appended before is made durable first.
 	LastSeq(ctx context.Context, stepID string) (uint64, error)
-	// Append stores events, whose sequence numbers follow LastSeq without gaps.
-	// It returns only once they are durable: they are acknowledged after.
+	// Append takes events whose sequence numbers follow the last appended
+	// one without gaps.
 	Append(ctx context.Context, stepID string, events []*eventspb.Event) error
+	// Sync returns once every event of the step up to seq is durable.
+	Sync(ctx context.Context, stepID string, seq uint64) error
 }
 
 // Verifier checks a sidecar's token for a step.
@@ -205,8 +210,12 @@ func ack(seq uint64) *eventspb.ATCMessage {
 }
 
 // receive stores events in order, skipping ones already stored, and routes
-// session output to its session.
+// session output to its session. Acknowledgements trail behind, sent by
+// acker once the sink says the events are durable.
 func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_ConnectServer, stepID string, last uint64, out chan<- *eventspb.ATCMessage) error {
+	appended := make(chan uint64, 1)
+	ackErr := make(chan error, 1)
+	go func() { ackErr <- s.acker(ctx, stepID, appended, out) }()
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
@@ -228,15 +237,43 @@ func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_Connect
 				return status.Errorf(codes.Unavailable, "store event %d of step %q: %v", ev.GetSeq(), stepID, err)
 			}
 			last = ev.GetSeq()
+			// Only the newest matters to the acker: replace an unread value.
 			select {
-			case out <- ack(last):
-			case <-ctx.Done():
-				return nil
+			case <-appended:
+			default:
 			}
+			appended <- last
 		case *eventspb.SidecarMessage_SessionOutput:
 			s.deliverSession(stepID, m.SessionOutput)
 		case *eventspb.SidecarMessage_Hello:
 			return status.Error(codes.InvalidArgument, "hello sent twice")
+		}
+		select {
+		case err := <-ackErr:
+			return err
+		default:
+		}
+	}
+}
+
+// acker acknowledges appended events once they are durable.
+func (s *Server) acker(ctx context.Context, stepID string, appended <-chan uint64, out chan<- *eventspb.ATCMessage) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case seq := <-appended:
+			if err := s.sink.Sync(ctx, stepID, seq); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return status.Errorf(codes.Unavailable, "store events of step %q: %v", stepID, err)
+			}
+			select {
+			case out <- ack(seq):
+			case <-ctx.Done():
+				return nil
+			}
 		}
 	}
 }

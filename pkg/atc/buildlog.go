@@ -1,0 +1,332 @@
+package atc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/events"
+)
+
+// record is one entry of a build's log: a build event people see, and/or
+// the sidecar sequence number it came from (so a reconnecting sidecar
+// resumes after the last event that is durably stored).
+type record struct {
+	ID    uint64           `json:"id"`
+	Step  string           `json:"step,omitempty"`
+	Seq   uint64           `json:"seq,omitempty"`
+	Event *events.Envelope `json:"event,omitempty"`
+}
+
+// buildLog is a build's event log. Appends are cheap and in memory; a
+// flusher commits them to the blobstore in groups, as chunk objects named by
+// their first record ID, and Sync waits for that. A finished build's records
+// are dropped from memory once durable and read back from the chunks.
+type buildLog struct {
+	store  blobstore.Store
+	prefix string // e.g. atc/builds/000000000042/events/
+	log    *slog.Logger
+
+	mu        sync.Mutex
+	records   []record // records[i].ID == base+i+1
+	base      uint64   // records with ID <= base are not in memory
+	durable   uint64   // highest durable ID
+	stepSeq   map[string]uint64
+	changed   chan struct{}
+	flushReq  chan struct{}
+	closed    bool
+	flushErr  error
+	evictable bool
+}
+
+func newBuildLog(store blobstore.Store, prefix string, log *slog.Logger) *buildLog {
+	return &buildLog{store: store, prefix: prefix, log: log, stepSeq: map[string]uint64{},
+		changed: make(chan struct{}), flushReq: make(chan struct{}, 1)}
+}
+
+// flushInterval bounds how long an event waits to be committed; it is the
+// price of group commit in acknowledgement latency.
+const flushInterval = 100 * time.Millisecond
+
+func (l *buildLog) notifyLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// lastID is the ID of the newest record.
+func (l *buildLog) lastID() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.base + uint64(len(l.records))
+}
+
+// append adds records, numbering them, and returns the last ID.
+func (l *buildLog) append(recs ...record) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range recs {
+		r.ID = l.base + uint64(len(l.records)) + 1
+		if r.Step != "" && r.Seq > l.stepSeq[r.Step] {
+			l.stepSeq[r.Step] = r.Seq
+		}
+		l.records = append(l.records, r)
+	}
+	l.notifyLocked()
+	select {
+	case l.flushReq <- struct{}{}:
+	default:
+	}
+	return l.base + uint64(len(l.records))
+}
+
+// appendEvent adds one build event.
+func (l *buildLog) appendEvent(e events.Event, step string, seq uint64) uint64 {
+	env, err := events.NewEnvelope(e)
+	if err != nil {
+		l.log.Error("encode build event", "err", err)
+		return l.append(record{Step: step, Seq: seq})
+	}
+	return l.append(record{Step: step, Seq: seq, Event: &env})
+}
+
+// sync waits until the record with ID id is durable.
+func (l *buildLog) sync(ctx context.Context, id uint64) error {
+	for {
+		l.mu.Lock()
+		done, ch, err := l.durable >= id, l.changed, l.flushErr
+		l.mu.Unlock()
+		if done {
+			return nil
+		}
+		if err != nil && ctx.Err() == nil {
+			// A failing store is retried by the flusher; report it while waiting.
+			l.log.Warn("build log not yet durable", "err", err)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// stepDurable is the highest durable sidecar sequence number of a step.
+func (l *buildLog) stepDurable(ctx context.Context, step string) (uint64, error) {
+	l.mu.Lock()
+	seq := l.stepSeq[step]
+	last := l.base + uint64(len(l.records))
+	l.mu.Unlock()
+	if err := l.sync(ctx, last); err != nil {
+		return 0, err
+	}
+	return seq, nil
+}
+
+// run commits appended records until ctx ends, then once more.
+func (l *buildLog) run(ctx context.Context) {
+	ticker := time.NewTicker(flushInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			l.flush(fctx)
+			cancel()
+			return
+		case <-l.flushReq:
+			// Group commit: let a burst gather before writing.
+			select {
+			case <-time.After(flushInterval / 4):
+			case <-ctx.Done():
+			}
+		case <-ticker.C:
+		}
+		l.flush(ctx)
+		if l.isDone() {
+			return
+		}
+	}
+}
+
+func (l *buildLog) isDone() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed && l.durable == l.base+uint64(len(l.records))
+}
+
+// finish marks the log complete: after the last flush its records leave memory.
+func (l *buildLog) finish() {
+	l.mu.Lock()
+	l.closed, l.evictable = true, true
+	l.mu.Unlock()
+	select {
+	case l.flushReq <- struct{}{}:
+	default:
+	}
+}
+
+func chunkKey(prefix string, firstID uint64) string {
+	return fmt.Sprintf("%s%020d.jsonl.zst", prefix, firstID)
+}
+
+// flush writes the records not yet durable as one chunk.
+func (l *buildLog) flush(ctx context.Context) {
+	l.mu.Lock()
+	from := l.durable
+	pending := append([]record(nil), l.records[from-l.base:]...)
+	l.mu.Unlock()
+	if len(pending) == 0 {
+		return
+	}
+	var buf bytes.Buffer
+	enc, _ := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	je := json.NewEncoder(enc)
+	for _, r := range pending {
+		if err := je.Encode(r); err != nil {
+			enc.Close()
+			l.setFlushErr(fmt.Errorf("encode build log record %d: %w", r.ID, err))
+			return
+		}
+	}
+	enc.Close()
+	// A retry after a failed write uses the same key with more records: the
+	// later object is a superset, and readers skip IDs they have seen.
+	key := chunkKey(l.prefix, from+1)
+	if _, err := l.store.Put(ctx, key, bytes.NewReader(buf.Bytes()), int64(buf.Len()), blobstore.PutOptions{ContentType: "application/zstd"}); err != nil {
+		l.setFlushErr(fmt.Errorf("write build log chunk %s: %w", key, err))
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.durable = from + uint64(len(pending))
+	l.flushErr = nil
+	if l.evictable && l.durable == l.base+uint64(len(l.records)) {
+		l.base, l.records = l.durable, nil
+	}
+	l.notifyLocked()
+}
+
+func (l *buildLog) setFlushErr(err error) {
+	l.log.Warn("build log flush failed; will retry", "err", err)
+	l.mu.Lock()
+	l.flushErr = err
+	l.mu.Unlock()
+}
+
+// since returns the records after id and a channel closed on the next
+// append. Records no longer in memory are read back from the blobstore.
+func (l *buildLog) since(ctx context.Context, id uint64) ([]record, <-chan struct{}, error) {
+	l.mu.Lock()
+	base, ch := l.base, l.changed
+	var mem []record
+	if id >= base {
+		if n := id - base; n < uint64(len(l.records)) {
+			mem = append(mem, l.records[n:]...)
+		}
+	} else {
+		mem = append(mem, l.records...)
+	}
+	l.mu.Unlock()
+	if id >= base {
+		return mem, ch, nil
+	}
+	stored, err := readChunks(ctx, l.store, l.prefix, id, base)
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(stored, mem...), ch, nil
+}
+
+// readChunks reads the durable records with after < ID <= upto (upto 0: all).
+func readChunks(ctx context.Context, store blobstore.Store, prefix string, after, upto uint64) ([]record, error) {
+	objs, err := store.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("list build log chunks: %w", err)
+	}
+	firsts := make([]uint64, 0, len(objs))
+	keys := make([]string, 0, len(objs))
+	for _, o := range objs {
+		first, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(o.Key, prefix), ".jsonl.zst"), 10, 64)
+		if err == nil {
+			firsts, keys = append(firsts, first), append(keys, o.Key)
+		}
+	}
+	var out []record
+	last := after
+	for i, key := range keys {
+		// A chunk ends where the next begins: skip chunks wholly at or before `after`.
+		if i+1 < len(firsts) && firsts[i+1] <= after+1 {
+			continue
+		}
+		recs, err := readChunk(ctx, store, key)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			if r.ID <= last || (upto > 0 && r.ID > upto) {
+				continue
+			}
+			if r.ID != last+1 {
+				return nil, fmt.Errorf("build log %s: record %d follows %d", prefix, r.ID, last)
+			}
+			out = append(out, r)
+			last = r.ID
+		}
+	}
+	return out, nil
+}
+
+func readChunk(ctx context.Context, store blobstore.Store, key string) ([]record, error) {
+	rc, _, err := store.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read build log chunk %s: %w", key, err)
+	}
+	defer rc.Close()
+	dec, err := zstd.NewReader(rc, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, fmt.Errorf("read build log chunk %s: %w", key, err)
+	}
+	defer dec.Close()
+	var out []record
+	sc := bufio.NewScanner(dec)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var r record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("decode build log chunk %s: %w", key, err)
+		}
+		out = append(out, r)
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		return nil, fmt.Errorf("read build log chunk %s: %w", key, err)
+	}
+	return out, nil
+}
+
+// loadBuildLog restores a build's log from its chunks after a restart.
+func loadBuildLog(ctx context.Context, store blobstore.Store, prefix string, log *slog.Logger) (*buildLog, error) {
+	l := newBuildLog(store, prefix, log)
+	recs, err := readChunks(ctx, store, prefix, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		if r.Step != "" && r.Seq > l.stepSeq[r.Step] {
+			l.stepSeq[r.Step] = r.Seq
+		}
+	}
+	l.records = recs
+	l.durable = uint64(len(recs))
+	return l, nil
+}

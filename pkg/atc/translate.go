@@ -1,0 +1,51 @@
+package atc
+
+import (
+	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/taskconfig"
+)
+
+// taskEventConfig summarises a task config the way Concourse's task events do.
+func taskEventConfig(cfg *taskconfig.Config, image string) events.TaskConfig {
+	tc := events.TaskConfig{Platform: cfg.Platform, Image: image,
+		Run: events.TaskRunConfig{Path: cfg.Run.Path, Args: cfg.Run.Args, Dir: cfg.Run.Dir}}
+	for _, in := range cfg.Inputs {
+		tc.Inputs = append(tc.Inputs, events.TaskInputInfo{Name: in.Name, Path: in.DirPath()})
+	}
+	return tc
+}
+
+// translate turns one sidecar event into the build event people see, or nil
+// for events that only matter to the ATC (they are still recorded, so the
+// step's resume point survives a restart).
+func (st *stepState) translate(ev *eventspb.Event) events.Event {
+	origin := events.Origin{ID: st.id}
+	t := ev.GetTime().AsTime().Unix()
+	switch p := ev.Payload.(type) {
+	case *eventspb.Event_Output:
+		origin.Source = events.OriginSourceStdout
+		if p.Output.GetStream() == eventspb.Stream_STREAM_STDERR {
+			origin.Source = events.OriginSourceStderr
+		}
+		return events.Log{Time: t, Origin: origin, Payload: string(p.Output.GetData())}
+	case *eventspb.Event_Status:
+		if p.Status.GetStatus() == eventspb.StepStatus_STEP_STATUS_RUNNING {
+			return events.StartTask{Time: t, Origin: origin, Config: st.eventConfig}
+		}
+	case *eventspb.Event_ProcessExited:
+		// Concourse reports no exit status for an interrupted process.
+		if !p.ProcessExited.GetAborted() && !p.ProcessExited.GetTimedOut() {
+			return events.FinishTask{Time: t, Origin: origin, ExitStatus: int(p.ProcessExited.GetExitStatus())}
+		}
+	case *eventspb.Event_Error:
+		st.lastError = p.Error.GetMessage()
+		return events.Error{Time: t, Origin: origin, Message: p.Error.GetMessage()}
+	case *eventspb.Event_StepFinished:
+		if msg := p.StepFinished.GetError(); msg != "" && msg != st.lastError {
+			st.lastError = msg
+			return events.Error{Time: t, Origin: origin, Message: msg}
+		}
+	}
+	return nil
+}

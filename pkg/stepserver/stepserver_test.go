@@ -1,0 +1,195 @@
+package stepserver_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/stepserver"
+	"github.com/porter-ci/porter/pkg/steptoken"
+)
+
+// serve runs a real gRPC server on loopback and returns a client.
+func serve(t *testing.T, sink stepserver.Sink, keys *steptoken.Keyring) (eventspb.StepStreamClient, *stepserver.Server) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := stepserver.New(sink, keys, slog.New(slog.DiscardHandler))
+	gs := grpc.NewServer()
+	srv.Register(gs)
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return eventspb.NewStepStreamClient(conn), srv
+}
+
+func keyring(t *testing.T) *steptoken.Keyring {
+	key, _ := steptoken.NewKey()
+	k, err := steptoken.NewKeyring(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func hello(step, token string) *eventspb.SidecarMessage {
+	return &eventspb.SidecarMessage{Msg: &eventspb.SidecarMessage_Hello{Hello: &eventspb.Hello{StepId: step, Token: token, FirstUnackedSeq: 1}}}
+}
+
+func event(seq uint64, text string) *eventspb.SidecarMessage {
+	return &eventspb.SidecarMessage{Msg: &eventspb.SidecarMessage_Event{Event: &eventspb.Event{Seq: seq,
+		Payload: &eventspb.Event_Output{Output: &eventspb.Output{Stream: eventspb.Stream_STREAM_STDOUT, Data: []byte(text)}}}}}
+}
+
+func TestRefusesBadTokens(t *testing.T) {
+	keys := keyring(t)
+	client, _ := serve(t, stepserver.NewMemorySink(), keys)
+	other := keyring(t)
+	forged, _ := other.Mint("step-a", time.Hour)
+	expired, _ := keys.Mint("step-a", -time.Second)
+	otherStep, _ := keys.Mint("step-b", time.Hour)
+	for name, token := range map[string]string{"forged": forged, "expired": expired, "other step's": otherStep, "empty": ""} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			stream, err := client.Connect(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := stream.Send(hello("step-a", token)); err != nil {
+				t.Fatal(err)
+			}
+			_, err = stream.Recv()
+			if status.Code(err) != codes.Unauthenticated {
+				t.Fatalf("Recv = %v, want Unauthenticated", err)
+			}
+		})
+	}
+}
+
+func TestStoresEachEventOnceAndAcks(t *testing.T) {
+	keys := keyring(t)
+	sink := stepserver.NewMemorySink()
+	client, _ := serve(t, sink, keys)
+	token, _ := keys.Mint("step-a", time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	connect := func() (eventspb.StepStream_ConnectClient, uint64) {
+		stream, err := client.Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(hello("step-a", token)); err != nil {
+			t.Fatal(err)
+		}
+		first, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stream, first.GetAck().GetSeq()
+	}
+
+	stream, resume := connect()
+	if resume != 0 {
+		t.Fatalf("fresh step resumes at %d", resume)
+	}
+	for seq := uint64(1); seq <= 3; seq++ {
+		if err := stream.Send(event(seq, "x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var acked uint64
+	for acked < 3 {
+		msg, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked = msg.GetAck().GetSeq()
+	}
+	stream.CloseSend()
+
+	// A reconnecting sidecar resends 2..4: only 4 is new.
+	stream, resume = connect()
+	if resume != 3 {
+		t.Fatalf("resume point = %d, want 3", resume)
+	}
+	for seq := uint64(2); seq <= 4; seq++ {
+		if err := stream.Send(event(seq, "y")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for acked < 4 {
+		msg, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked = msg.GetAck().GetSeq()
+	}
+	evs := sink.Events("step-a")
+	if len(evs) != 4 {
+		t.Fatalf("stored %d events, want 4", len(evs))
+	}
+	for i, e := range evs {
+		if e.GetSeq() != uint64(i+1) {
+			t.Fatalf("event %d has seq %d", i, e.GetSeq())
+		}
+	}
+	if string(evs[2].GetOutput().GetData()) != "x" || string(evs[3].GetOutput().GetData()) != "y" {
+		t.Fatal("a resent event replaced the stored one")
+	}
+
+	// A gap is a protocol error.
+	if err := stream.Send(event(9, "gap")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := stream.Recv()
+		if err != nil {
+			if status.Code(err) != codes.FailedPrecondition {
+				t.Fatalf("gap: %v, want FailedPrecondition", err)
+			}
+			break
+		}
+	}
+}
+
+func TestAbortWhileDisconnectedIsDeliveredOnConnect(t *testing.T) {
+	keys := keyring(t)
+	client, srv := serve(t, stepserver.NewMemorySink(), keys)
+	if err := srv.Abort("step-a", "stop"); err != stepserver.ErrNotConnected {
+		t.Fatalf("Abort = %v, want ErrNotConnected", err)
+	}
+	token, _ := keys.Mint("step-a", time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := client.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.Send(hello("step-a", token))
+	if _, err := stream.Recv(); err != nil { // the resume point
+		t.Fatal(err)
+	}
+	msg, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.GetAbort().GetReason() != "stop" {
+		t.Fatalf("got %v, want the pending abort", msg)
+	}
+}
