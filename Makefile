@@ -19,3 +19,26 @@ generate: ## regenerate the protobuf code from the .proto files
 .PHONY: tools
 tools: ## build the pinned third-party binaries (Kubernetes, etcd, MinIO) from the module proxy
 	hack/build-tools.sh
+
+.PHONY: docker-up
+docker-up: ## start a local Docker engine (for testcontainers) unless one answers
+	hack/docker.sh up
+
+.PHONY: docker-down
+docker-down: ## stop the Docker engine that docker-up started
+	hack/docker.sh down
+
+.PHONY: test-blobstore
+test-blobstore: docker-up ## blobstore conformance suite (both drivers) against a MinIO container
+	TESTCONTAINERS_RYUK_DISABLED=true $(GO) test ./pkg/blobstore/... ./test/testenv/...
+
+.PHONY: fuzz-extract
+fuzz-extract: ## fuzz tar extraction (FUZZTIME=1m)
+	$(GO) test ./pkg/blobstore -run '^$$' -fuzz FuzzExtract -fuzztime $(or $(FUZZTIME),1m)
+
+.PHONY: bench-artifacts
+bench-artifacts: docker-up ## artifact upload/download MB/s table against a MinIO container
+	TESTCONTAINERS_RYUK_DISABLED=true $(GO) run ./test/bench/artifacts
+
+.PHONY: bench
+bench: bench-artifacts ## every benchmark
