@@ -1,0 +1,63 @@
+# Settings and helpers shared by cluster-up.sh, cluster-down.sh, images.sh and
+# test.sh. Source it; it defines variables and functions only.
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# Where the cluster keeps things. cluster-down deletes STATE and RUN and keeps LOGS
+# so a failed CI run can still be examined.
+CLUSTER_STATE=/var/lib/porter-cluster
+CLUSTER_RUN=/run/porter-cluster
+CLUSTER_LOGS=/var/log/porter-cluster
+
+# Files other tools read: tests, the ATC, people.
+ADMIN_KUBECONFIG=$CLUSTER_STATE/admin.kubeconfig
+MINIO_ENV_FILE=$CLUSTER_STATE/minio.env
+
+# Network. The node IP is a /32 alias on lo: the kubelet refuses a loopback node IP,
+# the kernel has no dummy interface, and eth0 must not be used. Pods live on their
+# own bridge and cannot route anywhere but the bridge and this host.
+NODE_NAME=porter-node
+NODE_IP=10.245.0.1
+POD_SUBNET=10.244.0.0/24
+POD_GATEWAY=10.244.0.1
+SERVICE_CIDR=10.96.0.0/24
+BRIDGE=porterbr0
+APISERVER_URL=https://127.0.0.1:6443
+# Ports this cluster listens on (all on 127.0.0.1 or NODE_IP); cluster-up refuses
+# to start if something else already holds one of them.
+CLUSTER_PORTS="2379 2380 6443 9000 10248 10250 10257 10259"
+
+# MinIO runs as a host-network pod on NODE_IP, so the host and pods use one address.
+MINIO_ENDPOINT=$NODE_IP:9000
+MINIO_BUCKET=porter
+MINIO_NAMESPACE=porter-minio
+
+CONTAINERD_SOCK=$CLUSTER_RUN/containerd.sock
+PAUSE_IMAGE=porter.local/pause:dev
+# Built images are cached here as OCI archives; cluster-up imports them all.
+IMAGE_CACHE=$PORTER_CACHE/images
+
+# Components in start order; each one's PID is in $CLUSTER_RUN/<name>.pid.
+CLUSTER_COMPONENTS=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet)
+
+# ctr talks to our containerd only, in the namespace the CRI plugin uses.
+cluster_ctr() { ctr -a "$CONTAINERD_SOCK" -n k8s.io "$@"; }
+
+cluster_kubectl() { "$TOOLS_BIN/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
+
+# component_pid NAME: prints the recorded PID if that process is still alive.
+component_pid() {
+  local pid
+  pid=$(cat "$CLUSTER_RUN/$1.pid" 2>/dev/null) || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  echo "$pid"
+}
+
+containerd_running() { component_pid containerd >/dev/null && [ -S "$CONTAINERD_SOCK" ]; }
+
+# go_tool NAME: builds hack/tools/NAME into $TOOLS_BIN (a no-op when up to date:
+# go build is incremental) and prints its path.
+go_tool() {
+  (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -o "$TOOLS_BIN/$1" "./hack/tools/$1") || return 1
+  echo "$TOOLS_BIN/$1"
+}

@@ -1,0 +1,478 @@
+#!/usr/bin/env bash
+# Brings up a real single-node Kubernetes cluster plus MinIO on this machine, from
+# binaries built by hack/build-tools.sh and Debian packages only:
+#
+#   etcd -> kube-apiserver -> kube-controller-manager + kube-scheduler
+#   containerd (a private instance, CRI on) -> kubelet (cgroupfs, CNI bridge)
+#   MinIO as a host-network pod on the node IP, bucket "porter"
+#
+# Everything listens on 127.0.0.1 or on the node IP (a /32 alias on lo); pods can
+# reach each other and this host, nothing else. Image pulls fail at once and
+# locally: images come from hack/images.sh.
+#
+# Idempotent: when the cluster is already up this only checks its health (and
+# imports images that changed). A half-running cluster is torn down and restarted.
+# Every process is recorded by PID in $CLUSTER_RUN; hack/cluster-down.sh stops them.
+#
+# usage: hack/cluster-up.sh
+set -euo pipefail
+. "$(dirname "$0")/cluster-lib.sh"
+
+SYS_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+PKI=$CLUSTER_STATE/pki
+T_START=$(date +%s%N)
+
+die() {
+  log "cluster-up: $* (component logs: $CLUSTER_LOGS; hack/cluster-down.sh cleans up)"
+  exit 1
+}
+
+elapsed() { awk -v a="$T_START" -v b="$(date +%s%N)" 'BEGIN{printf "%.1f", (b-a)/1e9}'; }
+
+# wait_until TIMEOUT WHAT CMD...: retries CMD every 0.2s until it succeeds.
+wait_until() {
+  local timeout=$1 what=$2 deadline
+  shift 2
+  deadline=$(($(date +%s) + timeout))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || die "timed out after ${timeout}s waiting for $what"
+    sleep 0.2
+  done
+}
+
+# start_component NAME CMD...: runs CMD in its own session with a clean
+# environment, output to $CLUSTER_LOGS/NAME.log, PID to $CLUSTER_RUN/NAME.pid.
+# setsid and env both exec, so the recorded PID is the component itself.
+start_component() {
+  local name=$1
+  shift
+  setsid env -i PATH="$SYS_PATH" HOME="$HOME" "$@" </dev/null >"$CLUSTER_LOGS/$name.log" 2>&1 &
+  echo $! >"$CLUSTER_RUN/$name.pid"
+}
+
+require_alive() {
+  component_pid "$1" >/dev/null && return 0
+  tail -n 30 "$CLUSTER_LOGS/$1.log" >&2 || true
+  die "$1 exited"
+}
+
+# ---------------------------------------------------------------- health of a running cluster
+node_ready() {
+  [ "$(cluster_kubectl get node "$NODE_NAME" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+minio_ready() { curl -fsS --noproxy '*' -o /dev/null --max-time 2 "http://$MINIO_ENDPOINT/minio/health/ready"; }
+
+check_health() {
+  local c
+  for c in "${CLUSTER_COMPONENTS[@]}"; do require_alive "$c"; done
+  cluster_kubectl get --raw /readyz >/dev/null || die "kube-apiserver is not ready"
+  node_ready || die "node $NODE_NAME is not Ready"
+  minio_ready || die "MinIO at $MINIO_ENDPOINT is not ready"
+  [ -f "$MINIO_ENV_FILE" ] || die "$MINIO_ENV_FILE is missing"
+}
+
+# ---------------------------------------------------------------- phases of a fresh start
+preflight() {
+  [ "$(id -u)" = 0 ] || die "must run as root"
+  ensure_apt
+  local b
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl minio; do
+    [ -x "$TOOLS_BIN/$b" ] || die "$TOOLS_BIN/$b is missing: run hack/build-tools.sh"
+  done
+  for b in /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/firewall; do
+    [ -x "$b" ] || die "$b is missing (package containernetworking-plugins)"
+  done
+  # A distro etcd, another cluster or a leftover MinIO would make a confusing failure later.
+  local p
+  for p in $CLUSTER_PORTS; do
+    if ss -Hltn "sport = :$p" | grep -q .; then
+      die "port $p is already in use: $(ss -Hltnp "sport = :$p" | head -1)"
+    fi
+  done
+  CRICTL=$(go_tool crictl-lite)
+  mkdir -p "$CLUSTER_STATE" "$CLUSTER_RUN" "$CLUSTER_LOGS/previous"
+  # Keep one generation of logs from the previous run for post-mortems.
+  find "$CLUSTER_LOGS" -maxdepth 1 -name '*.log' -exec mv -f {} "$CLUSTER_LOGS/previous/" \;
+}
+
+prepare_host() {
+  ip -4 addr show dev lo | grep -q " $NODE_IP/32" || ip addr add "$NODE_IP/32" dev lo
+  # Pods reach this host through the bridge; bridged pod<->pod traffic goes through
+  # iptables so the CNI firewall plugin's rules apply. br_netfilter is built in here.
+  sysctl -qw net.ipv4.ip_forward=1
+  sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
+  mkdir -p /var/run/netns
+}
+
+# make_cert NAME SUBJECT EXTENDED-KEY-USAGE [SUBJECT-ALT-NAMES]: a leaf signed by the CA.
+make_cert() {
+  openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -subj "$2" \
+    -keyout "$PKI/$1.key" -out "$PKI/$1.csr" 2>/dev/null
+  {
+    echo "basicConstraints=critical,CA:FALSE"
+    echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    echo "extendedKeyUsage=$3"
+    [ -z "${4:-}" ] || echo "subjectAltName=$4"
+  } >"$PKI/$1.ext"
+  openssl x509 -req -sha256 -days 365 -in "$PKI/$1.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" \
+    -CAcreateserial -extfile "$PKI/$1.ext" -out "$PKI/$1.crt" 2>/dev/null
+  rm -f "$PKI/$1.csr" "$PKI/$1.ext"
+}
+
+# write_kubeconfig FILE USER CERT: a kubeconfig with the credentials embedded.
+write_kubeconfig() {
+  cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: porter
+  cluster:
+    server: $APISERVER_URL
+    certificate-authority-data: $(base64 -w0 "$PKI/ca.crt")
+users:
+- name: $2
+  user:
+    client-certificate-data: $(base64 -w0 "$PKI/$3.crt")
+    client-key-data: $(base64 -w0 "$PKI/$3.key")
+contexts:
+- name: porter
+  context: {cluster: porter, user: $2, namespace: default}
+current-context: porter
+EOF
+  chmod 600 "$1"
+}
+
+# EC P-256 everywhere: generating the whole PKI takes about half a second.
+generate_pki() {
+  rm -rf "$PKI"
+  mkdir -p "$PKI"
+  chmod 700 "$PKI"
+  openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -sha256 -days 3650 \
+    -subj "/CN=porter-cluster-ca" -keyout "$PKI/ca.key" -out "$PKI/ca.crt" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+  make_cert apiserver "/CN=kube-apiserver" serverAuth \
+    "IP:127.0.0.1,IP:$NODE_IP,IP:${SERVICE_CIDR%.0/*}.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  # The apiserver's client identity towards the kubelet (logs, exec).
+  make_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+  make_cert admin "/O=system:masters/CN=porter-admin" clientAuth
+  # The RBAC bootstrap policy binds these exact user names.
+  make_cert controller-manager "/CN=system:kube-controller-manager" clientAuth
+  make_cert scheduler "/CN=system:kube-scheduler" clientAuth
+  # Node authorizer and NodeRestriction recognise the kubelet by this identity.
+  make_cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
+  openssl genpkey -algorithm ec -pkeyopt ec_paramgen_curve:prime256v1 -out "$PKI/service-account.key" 2>/dev/null
+  openssl pkey -in "$PKI/service-account.key" -pubout -out "$PKI/service-account.pub" 2>/dev/null
+  write_kubeconfig "$ADMIN_KUBECONFIG" porter-admin admin
+  write_kubeconfig "$PKI/controller-manager.kubeconfig" controller-manager controller-manager
+  write_kubeconfig "$PKI/scheduler.kubeconfig" scheduler scheduler
+  write_kubeconfig "$PKI/kubelet.kubeconfig" kubelet kubelet
+}
+
+start_etcd() {
+  mkdir -p "$CLUSTER_STATE/etcd"
+  chmod 700 "$CLUSTER_STATE/etcd"
+  # Plain HTTP on loopback only (nothing else can reach it), peer URL included so
+  # etcd binds no other address. The data is thrown away on cluster-down, so fsync
+  # buys nothing.
+  start_component etcd "$TOOLS_BIN/etcd" --name porter --data-dir "$CLUSTER_STATE/etcd" --unsafe-no-fsync \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster porter=http://127.0.0.1:2380 --initial-cluster-state new \
+    --logger zap --log-outputs stderr --log-level warn
+}
+
+# A containerd of our own, apart from the one dockerd runs: own root, state, socket
+# and runc root, so neither sees the other's containers or images.
+start_containerd() {
+  local root=$CLUSTER_STATE/containerd state=$CLUSTER_RUN/containerd
+  mkdir -p "$root" "$state" "$CLUSTER_STATE/cni/net.d" "$CLUSTER_STATE/cni/ipam"
+  # Why each setting:
+  #  sandbox_image           the local pause image; registry.k8s.io is unreachable.
+  #  restrict_oom_score_adj  root here lacks CAP_SYS_RESOURCE, so runc cannot set the
+  #                          -998 the kubelet asks for the pause container ("can't get
+  #                          final child's PID from pipe"); clamp to containerd's own score.
+  #  SystemdCgroup = false   no systemd; matches the kubelet's cgroupfs driver.
+  #  Root (runc)             runc's default /run/containerd/runc/k8s.io could be shared
+  #                          with another containerd.
+  #  bin_dir                 Debian installs the CNI plugins in /usr/lib/cni.
+  #  stream_server_address   exec/attach/port-forward served on loopback only.
+  cat >"$root/config.toml" <<EOF
+version = 2
+root = "$root"
+state = "$state"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "$CONTAINERD_SOCK"
+[ttrpc]
+  address = "$CONTAINERD_SOCK.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$root/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$CLUSTER_RUN/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$CLUSTER_STATE/cni/net.d"
+    max_conf_num = 1
+EOF
+  # The proxy is a closed loopback port: a pull of a missing image fails at once,
+  # on this machine, instead of resolving and dialling a registry.
+  start_component containerd HTTP_PROXY=http://127.0.0.1:1 HTTPS_PROXY=http://127.0.0.1:1 \
+    containerd --config "$root/config.toml" --log-level warn
+}
+
+start_apiserver() {
+  # --bind-address 127.0.0.1: only this host reaches the API.
+  # --advertise-address: the "kubernetes" Service endpoint; must not be loopback.
+  # --kubelet-preferred-address-types InternalIP: the node IP, where the kubelet listens.
+  # Node,RBAC + NodeRestriction: the kubelet gets node permissions only, as with kubeadm.
+  start_component kube-apiserver "$TOOLS_BIN/kube-apiserver" \
+    --etcd-servers=http://127.0.0.1:2379 \
+    --bind-address=127.0.0.1 --secure-port=6443 --advertise-address="$NODE_IP" \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --client-ca-file="$PKI/ca.crt" \
+    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI/service-account.pub" \
+    --service-account-signing-key-file="$PKI/service-account.key" \
+    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+    --allow-privileged=true --profiling=false --event-ttl=1h
+}
+
+# bridge: one veth per pod on $BRIDGE; ipMasq off, since pod traffic has nowhere
+#   to go but this host. firewall: per-pod ACCEPT rules in FORWARD, needed because
+#   dockerd sets the FORWARD policy to DROP and bridged traffic passes FORWARD.
+configure_cni() {
+  cat >"$CLUSTER_STATE/cni/net.d/10-porter.conflist" <<EOF
+{
+  "cniVersion": "0.4.0",
+  "name": "porter",
+  "plugins": [
+    {
+      "type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+      "ipam": {
+        "type": "host-local", "dataDir": "$CLUSTER_STATE/cni/ipam",
+        "ranges": [[{"subnet": "$POD_SUBNET", "gateway": "$POD_GATEWAY"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "firewall", "backend": "iptables"}
+  ]
+}
+EOF
+  # Pods may reach each other and this host; anything they try to route elsewhere
+  # (eth0, docker0) is rejected. cluster-down removes the rule by its comment.
+  iptables -C FORWARD -s "$POD_SUBNET" ! -o "$BRIDGE" -m comment --comment porter-cluster-isolation -j REJECT 2>/dev/null ||
+    iptables -I FORWARD 1 -s "$POD_SUBNET" ! -o "$BRIDGE" -m comment --comment porter-cluster-isolation -j REJECT
+}
+
+# Builds the base images if they are not cached yet (a no-op otherwise) and imports
+# every cached image. Runs in the background while the control plane starts: the
+# kubelet needs the pause image only once a pod is scheduled.
+import_images() {
+  local start rc=0
+  start=$(date +%s%N)
+  wait_until 30 "containerd's socket" cluster_ctr version
+  require_alive containerd
+  "$REPO_ROOT/hack/images.sh" --import-cached base || rc=$?
+  log "$(printf '%-30s %7.1fs' "images into containerd" "$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN{print (b-a)/1e9}')")"
+  return $rc
+}
+
+start_controllers() {
+  # --leader-elect=false: one instance, no lease to wait for.
+  # --kube-api-qps/burst: the defaults throttle start-up, when every controller gets
+  #   its service account and token; the default ServiceAccount then appears ~4s later.
+  # --root-ca-file: published as the kube-root-ca.crt ConfigMap that token volumes need.
+  # --flex-volume-plugin-dir: the default creates /usr/libexec/kubernetes/... on the host.
+  start_component kube-controller-manager "$TOOLS_BIN/kube-controller-manager" \
+    --kubeconfig="$PKI/controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$PKI/controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$PKI/controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 --leader-elect=false --use-service-account-credentials=true \
+    --kube-api-qps=200 --kube-api-burst=400 \
+    --root-ca-file="$PKI/ca.crt" --service-account-private-key-file="$PKI/service-account.key" \
+    --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+    --service-cluster-ip-range="$SERVICE_CIDR" --profiling=false \
+    --flex-volume-plugin-dir="$CLUSTER_STATE/controller-manager/volume-plugins"
+  start_component kube-scheduler "$TOOLS_BIN/kube-scheduler" \
+    --kubeconfig="$PKI/scheduler.kubeconfig" \
+    --authentication-kubeconfig="$PKI/scheduler.kubeconfig" \
+    --authorization-kubeconfig="$PKI/scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 --leader-elect=false --profiling=false
+}
+
+start_kubelet() {
+  local dir=$CLUSTER_STATE/kubelet
+  mkdir -p "$dir" "$CLUSTER_STATE/pod-logs"
+  cat >"$dir/config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# The kubelet API (logs, exec) on the node IP only; health on loopback.
+address: $NODE_IP
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $PKI/ca.crt}
+authorization: {mode: Webhook}
+containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
+# No systemd here; containerd uses cgroupfs too.
+cgroupDriver: cgroupfs
+# This host is cgroup v1 (hybrid); kubelets since 1.35 refuse that unless told.
+failCgroupV1: false
+failSwapOn: false
+# Root lacks CAP_SYS_RESOURCE: the kubelet can neither lower its oom_score_adj
+# (default -999) nor raise RLIMIT_NOFILE past the hard limit (default 1000000).
+oomScoreAdj: 0
+maxOpenFiles: $(ulimit -Hn)
+# No nameserver in pods: nothing in a pod tries to resolve names off this host.
+resolvConf: ""
+podLogsDir: $CLUSTER_STATE/pod-logs
+serializeImagePulls: false
+# Images cannot be pulled back, so never garbage-collect them.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+# Do not evict CI pods because a shared machine's disk or memory is fairly full.
+evictionHard: {memory.available: "100Mi", nodefs.available: "2%", imagefs.available: "2%", nodefs.inodesFree: "2%"}
+# The default /usr/libexec/kubernetes/... would litter the host.
+volumePluginDir: $dir/volume-plugins
+maxPods: 110
+EOF
+  # --root-dir/--cert-dir keep volumes and the kubelet's serving cert under our state.
+  # --hostname-override matches the name in the kubelet's client certificate.
+  start_component kubelet "$TOOLS_BIN/kubelet" \
+    --config="$dir/config.yaml" --kubeconfig="$PKI/kubelet.kubeconfig" \
+    --root-dir="$dir" --cert-dir="$dir/pki" \
+    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --v=1
+}
+
+wait_apiserver() {
+  wait_until 60 "kube-apiserver /readyz" cluster_kubectl get --raw /readyz
+  require_alive kube-apiserver
+}
+
+no_taints() { [ -z "$(cluster_kubectl get node "$NODE_NAME" -o 'jsonpath={.spec.taints}')" ]; }
+
+wait_node() {
+  wait_until 60 "node $NODE_NAME to register" cluster_kubectl get node "$NODE_NAME"
+  cluster_kubectl wait --for=condition=Ready "node/$NODE_NAME" --timeout=120s >/dev/null ||
+    die "node $NODE_NAME did not become Ready"
+  # Pods need the default ServiceAccount (admission) and kube-root-ca.crt (token
+  # volume); the not-ready taint goes once the node controller has seen Ready.
+  wait_until 60 "the default ServiceAccount" cluster_kubectl -n default get serviceaccount default
+  wait_until 60 "the kube-root-ca.crt ConfigMap" cluster_kubectl -n default get configmap kube-root-ca.crt
+  wait_until 60 "the node's taints to clear" no_taints
+  local c
+  for c in "${CLUSTER_COMPONENTS[@]}"; do require_alive "$c"; done
+}
+
+secret_value() {
+  cluster_kubectl -n "$MINIO_NAMESPACE" get secret minio-credentials -o "jsonpath={.data.$1}" | base64 -d
+}
+
+start_minio() {
+  cluster_kubectl apply -k "$REPO_ROOT/deploy/minio" >/dev/null
+  cluster_kubectl -n "$MINIO_NAMESPACE" rollout status deployment/minio --timeout=120s >/dev/null ||
+    die "MinIO did not become ready (kubectl -n $MINIO_NAMESPACE describe pod -l app.kubernetes.io/name=minio)"
+  wait_until 30 "MinIO at $MINIO_ENDPOINT" minio_ready
+  # The credentials' one source is the Secret in deploy/minio.
+  local access secret status
+  access=$(secret_value MINIO_ROOT_USER)
+  secret=$(secret_value MINIO_ROOT_PASSWORD)
+  # S3 CreateBucket, signed by curl itself; 409 means it exists already.
+  status=$(curl -sS --noproxy '*' -o /dev/null -w '%{http_code}' -X PUT \
+    --aws-sigv4 "aws:amz:us-east-1:s3" --user "$access:$secret" "http://$MINIO_ENDPOINT/$MINIO_BUCKET")
+  case $status in 200 | 409) ;; *) die "creating bucket $MINIO_BUCKET failed: HTTP $status" ;; esac
+  write_env_files "$access" "$secret"
+}
+
+# Two files for other tools: minio.env (MinIO only) and cluster.env (everything).
+# Both are shell- and dotenv-compatible KEY=VALUE lines.
+write_env_files() {
+  local minio=(
+    "PORTER_CLUSTER_MINIO_ENDPOINT=$MINIO_ENDPOINT"
+    "PORTER_CLUSTER_MINIO_POD_ENDPOINT=$MINIO_ENDPOINT"
+    "PORTER_CLUSTER_MINIO_ACCESS_KEY=$1"
+    "PORTER_CLUSTER_MINIO_SECRET_KEY=$2"
+    "PORTER_CLUSTER_MINIO_BUCKET=$MINIO_BUCKET"
+    "PORTER_CLUSTER_MINIO_REGION=us-east-1"
+    "PORTER_CLUSTER_MINIO_SECURE=false"
+  )
+  (umask 077 && printf '%s\n' "${minio[@]}" >"$MINIO_ENV_FILE")
+  (umask 077 && printf '%s\n' "PORTER_KUBECONFIG=$ADMIN_KUBECONFIG" "PORTER_CLUSTER_NODE_IP=$NODE_IP" \
+    "${minio[@]}" >"$CLUSTER_STATE/cluster.env")
+}
+
+print_summary() {
+  cat >&2 <<EOF
+cluster is up ($(elapsed)s)
+  kubeconfig:     export KUBECONFIG=$ADMIN_KUBECONFIG   (kubectl: $TOOLS_BIN/kubectl)
+  node:           $NODE_NAME, node IP $NODE_IP, pods $POD_SUBNET on $BRIDGE
+  MinIO:          http://$MINIO_ENDPOINT from the host and from pods, bucket $MINIO_BUCKET
+  credentials:    $MINIO_ENV_FILE (all settings: $CLUSTER_STATE/cluster.env)
+  logs:           $CLUSTER_LOGS
+EOF
+}
+
+main() {
+  local c alive=0 dead=0
+  for c in "${CLUSTER_COMPONENTS[@]}"; do
+    if component_pid "$c" >/dev/null; then alive=$((alive + 1)); else dead=$((dead + 1)); fi
+  done
+  if [ $dead = 0 ]; then
+    timed "verify running cluster" check_health
+    timed "import changed images" "$REPO_ROOT/hack/images.sh" --import-cached
+    print_summary
+    return 0
+  fi
+  if [ $alive -gt 0 ] || [ -d "$CLUSTER_RUN" ] || [ -d "$CLUSTER_STATE" ]; then
+    log "cluster-up: found a partial cluster ($alive of ${#CLUSTER_COMPONENTS[@]} components running); tearing it down first"
+    "$REPO_ROOT/hack/cluster-down.sh"
+  fi
+
+  timed "preflight (apt, tools, ports)" preflight
+  timed "host network" prepare_host
+  timed "PKI" generate_pki
+  # Start order is for speed: etcd and containerd together; the images are imported
+  # and CNI configured while the apiserver initialises; controllers and kubelet
+  # together; MinIO once the node is Ready and the images are in.
+  start_etcd
+  start_containerd
+  wait_until 30 "etcd" curl -fsS --noproxy '*' http://127.0.0.1:2379/health
+  require_alive etcd
+  start_apiserver
+  import_images &
+  local images_pid=$!
+  configure_cni
+  timed "kube-apiserver ready" wait_apiserver
+  start_controllers
+  start_kubelet
+  timed "node Ready, default SA" wait_node
+  wait "$images_pid" || die "importing the images failed"
+  timed "MinIO ready, bucket" start_minio
+  print_summary
+}
+
+main "$@"

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Builds the images the local cluster runs and imports them into its containerd.
+# Nothing can be pulled there, so every image is assembled here from local files
+# (hack/tools/mkimage writes an OCI archive; no dockerd, no registry) and cached in
+# $IMAGE_CACHE. When the cluster is up the archives are imported with
+# `ctr -n k8s.io images import`; an image whose digest containerd already has is
+# skipped. When it is down, cluster-up imports the cached archives.
+#
+# usage: hack/images.sh [--no-import|--import-cached] [GROUP|NAME...]   (default: every image)
+#   --no-import      build the archives only
+#   --import-cached  build the named images (if any), then import every cached archive
+#   groups: base (pause busybox minio), project (porter atc-porter-runtime), all
+#   PORTER_IMAGES_GO_DIR=dir builds the go: sources from that module instead of the repo.
+set -euo pipefail
+. "$(dirname "$0")/cluster-lib.sh"
+
+# ---------------------------------------------------------------- the image table
+# One line per image:  image GROUP NAME REFERENCE [mkimage flags] SOURCE...
+# A SOURCE is SRC:/DST (a file or a directory tree), go:PKG:/DST (a static binary
+# of the project built from PKG, a package path relative to the module),
+# tool:NAME:/DST (hack/tools/NAME, built static), or busybox:/ (a busybox userland
+# with its applet links and a minimal /etc).
+define_images() {
+  image base    pause   "$PAUSE_IMAGE"                     -entrypoint '["/pause"]' tool:pause:/pause
+  image base    busybox docker.io/library/busybox:latest   -cmd '["sh"]'            busybox:/
+  image base    minio   porter.local/minio:dev             -entrypoint '["/minio"]' -env HOME=/tmp "$TOOLS_BIN/minio:/minio"
+  image project porter  porter.local/porter:dev            -entrypoint '["/porter"]' go:./cmd/porter:/porter
+  image project atc-porter-runtime porter.local/atc-porter-runtime:dev -entrypoint '["/atc-porter-runtime"]' go:./cmd/atc-porter-runtime:/atc-porter-runtime
+}
+
+IMAGE_NAMES=()
+declare -A IMAGE_GROUP IMAGE_REF IMAGE_ARGS
+image() {
+  local group=$1 name=$2 ref=$3; shift 3
+  IMAGE_NAMES+=("$name")
+  IMAGE_GROUP[$name]=$group
+  IMAGE_REF[$name]=$ref
+  # The remaining words are kept NUL-free and quoted, so flags with JSON survive.
+  IMAGE_ARGS[$name]=$(printf '%q ' "$@")
+}
+
+GO_DIR=${PORTER_IMAGES_GO_DIR:-$REPO_ROOT}
+GO_BIN_DIR=$IMAGE_CACHE/bin
+BUSYBOX_ROOTFS=$IMAGE_CACHE/rootfs/busybox
+
+# build_go_binaries PKG...: one `go build` for every package, so they compile in
+# parallel. The flags are those of `make build`, so both share Go's build cache.
+build_go_binaries() {
+  [ $# -gt 0 ] || return 0
+  mkdir -p "$GO_BIN_DIR"
+  (cd "$GO_DIR" && CGO_ENABLED=0 go build -trimpath -o "$GO_BIN_DIR/" "$@")
+}
+
+# prepare_busybox_rootfs: a busybox userland from Debian's busybox-static, rebuilt
+# only when that binary changes.
+prepare_busybox_rootfs() {
+  local bb=/bin/busybox stamp sum
+  sum=$(sha256sum "$bb" | cut -d' ' -f1)
+  stamp=$BUSYBOX_ROOTFS.sha256
+  [ -d "$BUSYBOX_ROOTFS" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$sum" ] && return 0
+  rm -rf "$BUSYBOX_ROOTFS"
+  mkdir -p "$BUSYBOX_ROOTFS"/{bin,sbin,usr/bin,usr/sbin,etc,root}
+  cp "$bb" "$BUSYBOX_ROOTFS/bin/busybox"
+  local applet
+  for applet in $("$bb" --list-full); do
+    [ "$applet" = bin/busybox ] && continue
+    # Relative links, so they also resolve when the tree is inspected on the host.
+    ln -sf "$(realpath -m --relative-to="$(dirname "/$applet")" /bin/busybox)" "$BUSYBOX_ROOTFS/$applet"
+  done
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$BUSYBOX_ROOTFS/etc/passwd"
+  printf 'root:x:0:\nnobody:x:65534:\n' >"$BUSYBOX_ROOTFS/etc/group"
+  echo "$sum" >"$stamp"
+}
+
+# build_image NAME: writes $IMAGE_CACHE/NAME.tar (+ .digest). The Go binaries and
+# the busybox tree must already be there.
+build_image() {
+  local name=$1 arg args=() pkg
+  eval "local raw=(${IMAGE_ARGS[$name]})"
+  # shellcheck disable=SC2154 # raw is set by the eval above
+  for arg in "${raw[@]}"; do
+    case $arg in
+      go:*) pkg=${arg#go:}; pkg=${pkg%%:*}; args+=("$GO_BIN_DIR/$(basename "$pkg"):${arg##*:}") ;;
+      tool:*) pkg=${arg#tool:}; pkg=${pkg%%:*}; args+=("$(go_tool "$pkg"):${arg##*:}") ;;
+      busybox:*) args+=("$BUSYBOX_ROOTFS:${arg#busybox:}") ;;
+      *) args+=("$arg") ;;
+    esac
+  done
+  # mkimage reads every byte to compute the digest (the MinIO binary alone is over
+  # 100 MB); skip it when no input changed since the archive was written.
+  local inputs stamp=$IMAGE_CACHE/$name.inputs
+  inputs=$({
+    printf '%s\n' "${IMAGE_REF[$name]}" "${args[@]}"
+    for arg in "${args[@]}"; do
+      case $arg in /*:/*) find "${arg%:*}" -printf '%P %s %T@ %m %l\n' ;; esac
+    done
+  } | sha256sum)
+  if [ -f "$IMAGE_CACHE/$name.tar.digest" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$inputs" ]; then
+    return 0
+  fi
+  "$MKIMAGE" -ref "${IMAGE_REF[$name]}" -o "$IMAGE_CACHE/$name.tar" "${args[@]}" >/dev/null
+  echo "$inputs" >"$stamp"
+}
+
+# import_image NAME: imports the archive unless containerd already has that digest.
+import_image() {
+  local name=$1 ref=${IMAGE_REF[$1]} want have
+  want=$(cat "$IMAGE_CACHE/$name.tar.digest")
+  have=$(cluster_ctr images ls "name==$ref" | awk 'NR>1{print $3}')
+  if [ "$have" = "$want" ]; then
+    log "image $ref: unchanged (${want:7:12})"
+    return 0
+  fi
+  cluster_ctr images import "$IMAGE_CACHE/$name.tar" >/dev/null
+  have=$(cluster_ctr images ls "name==$ref" | awk 'NR>1{print $3}')
+  [ "$have" = "$want" ] || { log "image $ref: import did not produce $want (containerd has '${have}')"; return 1; }
+  log "image $ref: imported ${want:7:12}"
+}
+
+# import_cached: imports every archive in the cache (cluster-up uses this).
+import_cached() {
+  local name
+  for name in "${IMAGE_NAMES[@]}"; do
+    [ -f "$IMAGE_CACHE/$name.tar.digest" ] && import_image "$name"
+  done
+  return 0
+}
+
+main() {
+  local do_import=1 import_all=0 want=() name sel
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --no-import) do_import=0 ;;
+      --import-cached) import_all=1 ;;
+      -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; return 0 ;;
+      *) want+=("$1") ;;
+    esac
+    shift
+  done
+  define_images
+  if [ $import_all = 1 ] && [ ${#want[@]} -eq 0 ]; then
+    import_cached
+    return
+  fi
+  [ ${#want[@]} -gt 0 ] || want=(all)
+
+  local selected=()
+  for sel in "${want[@]}"; do
+    local found=0
+    for name in "${IMAGE_NAMES[@]}"; do
+      if [ "$sel" = all ] || [ "$sel" = "${IMAGE_GROUP[$name]}" ] || [ "$sel" = "$name" ]; then
+        [[ " ${selected[*]} " == *" $name "* ]] || selected+=("$name")
+        found=1
+      fi
+    done
+    [ $found = 1 ] || { log "images: unknown image or group '$sel'"; return 2; }
+  done
+
+  mkdir -p "$IMAGE_CACHE"
+  MKIMAGE=$(go_tool mkimage)
+  local pkgs=() arg need_busybox=0
+  for name in "${selected[@]}"; do
+    eval "local raw=(${IMAGE_ARGS[$name]})"
+    for arg in "${raw[@]}"; do
+      case $arg in
+        go:*) arg=${arg#go:}; pkgs+=("${arg%%:*}") ;;
+        busybox:*) need_busybox=1 ;;
+      esac
+    done
+  done
+  timed "images: go build (${#pkgs[@]} binaries)" build_go_binaries "${pkgs[@]}"
+  [ $need_busybox = 0 ] || prepare_busybox_rootfs
+  for name in "${selected[@]}"; do
+    build_image "$name"
+  done
+  log "images built in $IMAGE_CACHE: ${selected[*]}"
+
+  if [ $do_import = 0 ]; then return 0; fi
+  if ! containerd_running; then
+    log "images: the cluster is not running; cluster-up imports the cached images"
+    return 0
+  fi
+  if [ $import_all = 1 ]; then
+    import_cached
+    return
+  fi
+  for name in "${selected[@]}"; do
+    import_image "$name"
+  done
+}
+
+main "$@"

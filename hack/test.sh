@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# What `make test` (and so CI) runs, from a fresh machine or a warm one:
+#
+#   apt -> tool builds -> docker up -> images -> cluster-up -> go test ./... -> teardown
+#
+# Each phase is timed and a summary is printed at the end. The cluster and Docker
+# are torn down in an EXIT trap, also when something failed, and the exit status
+# is that of the first failed phase (normally `go test`).
+#
+# Test suites find the cluster through the exported PORTER_KUBECONFIG,
+# PORTER_CLUSTER_NODE_IP and PORTER_CLUSTER_MINIO_* (see docs/local-cluster.md).
+#
+# usage: hack/test.sh
+#   GO_TEST_FLAGS   flags for go test (default: -timeout 60m)
+#   GO_TEST_PKGS    packages (default: ./...)
+#   PORTER_KEEP_CLUSTER=1  leave the cluster and Docker running afterwards
+#   PORTER_TEST_DOCKER=0   neither start nor stop Docker (e.g. one is already in use)
+set -euo pipefail
+. "$(dirname "$0")/cluster-lib.sh"
+
+GO_TEST_FLAGS=${GO_TEST_FLAGS:--timeout 60m}
+GO_TEST_PKGS=${GO_TEST_PKGS:-./...}
+
+PHASES=()
+declare -A PHASE_SECONDS PHASE_STATUS
+T_START=$(date +%s%N)
+DOCKER_STARTED=0
+CLUSTER_STARTED=0
+
+# phase NAME CMD...: runs CMD, records its time and status.
+phase() {
+  local name=$1 start rc=0
+  shift
+  PHASES+=("$name")
+  log "=== $name"
+  start=$(date +%s%N)
+  "$@" || rc=$?
+  PHASE_SECONDS[$name]=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN{printf "%.1f", (b-a)/1e9}')
+  PHASE_STATUS[$name]=$([ $rc = 0 ] && echo ok || echo "failed ($rc)")
+  return $rc
+}
+
+summary() {
+  local name
+  printf '\n%-24s %9s  %s\n' phase seconds status >&2
+  for name in "${PHASES[@]}"; do
+    printf '%-24s %9s  %s\n' "$name" "${PHASE_SECONDS[$name]}" "${PHASE_STATUS[$name]}" >&2
+  done
+  printf '%-24s %9s\n' total "$(awk -v a="$T_START" -v b="$(date +%s%N)" 'BEGIN{printf "%.1f", (b-a)/1e9}')" >&2
+}
+
+teardown() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ "${PORTER_KEEP_CLUSTER:-}" = 1 ]; then
+    log "PORTER_KEEP_CLUSTER=1: leaving the cluster and Docker running"
+  else
+    [ $CLUSTER_STARTED = 0 ] || phase "cluster-down" "$REPO_ROOT/hack/cluster-down.sh" || true
+    [ $DOCKER_STARTED = 0 ] || phase "docker down" "$REPO_ROOT/hack/docker.sh" down || true
+  fi
+  summary
+  [ $rc = 0 ] && log "test: PASS" || log "test: FAIL (exit $rc; cluster logs: $CLUSTER_LOGS)"
+  exit $rc
+}
+trap teardown EXIT
+# Turn signals into a normal exit so the trap tears down.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+docker_up() {
+  # hack/docker.sh belongs to the Docker-based suites; older trees lack it.
+  if [ "${PORTER_TEST_DOCKER:-1}" = 0 ]; then
+    log "PORTER_TEST_DOCKER=0: not touching Docker"
+    return 0
+  fi
+  if [ ! -x "$REPO_ROOT/hack/docker.sh" ]; then
+    log "hack/docker.sh not present; skipping"
+    return 0
+  fi
+  DOCKER_STARTED=1
+  "$REPO_ROOT/hack/docker.sh" up
+}
+
+cluster_up() {
+  CLUSTER_STARTED=1
+  "$REPO_ROOT/hack/cluster-up.sh"
+}
+
+run_go_tests() {
+  # Every suite that needs the cluster or MinIO reads these.
+  set -a
+  # shellcheck disable=SC1091 # written by cluster-up
+  . "$CLUSTER_STATE/cluster.env"
+  set +a
+  export PORTER_CLUSTER_MINIO_ENV_FILE=$MINIO_ENV_FILE
+  export PORTER_KUBECTL=$TOOLS_BIN/kubectl
+  # shellcheck disable=SC2086 # GO_TEST_FLAGS and GO_TEST_PKGS are word lists
+  (cd "$REPO_ROOT" && go test $GO_TEST_FLAGS $GO_TEST_PKGS)
+}
+
+phase "apt" ensure_apt
+phase "tool builds" "$REPO_ROOT/hack/build-tools.sh"
+phase "docker up" docker_up
+phase "images" "$REPO_ROOT/hack/images.sh" --no-import all
+phase "cluster-up" cluster_up
+phase "go test" run_go_tests
