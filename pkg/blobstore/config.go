@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -110,6 +111,9 @@ func (c Config) Validate() error {
 	}
 	if c.Endpoint == "" {
 		return errors.New("blobstore config: endpoint is empty")
+	}
+	if strings.Contains(c.Endpoint, "/") {
+		return fmt.Errorf("blobstore config: endpoint %q must be host:port, without scheme or path (use Secure for https)", c.Endpoint)
 	}
 	if _, _, err := net.SplitHostPort(c.Endpoint); err != nil {
 		return fmt.Errorf("blobstore config: endpoint %q is not host:port: %w", c.Endpoint, err)
