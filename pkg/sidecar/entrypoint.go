@@ -249,6 +249,11 @@ func (e *entrypoint) startProcess(st *controlpb.Start) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
+	if dir := st.GetDir(); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create working directory %s: %w", dir, err)
+		}
+	}
 	argv := e.cfg.Argv
 	env := processEnv(os.Environ(), st.GetEnv(), home, cred != nil)
 	path, err := lookPath(argv[0], env)
