@@ -20,6 +20,22 @@ generate: ## regenerate the protobuf code from the .proto files
 tools: ## build the pinned third-party binaries (Kubernetes, etcd, MinIO) from the module proxy
 	hack/build-tools.sh
 
+.PHONY: cluster-up
+cluster-up: ## start the local Kubernetes cluster + MinIO (no-op health check when it is up)
+	hack/cluster-up.sh
+
+.PHONY: cluster-down
+cluster-down: ## stop the local cluster and remove everything it left on the host
+	hack/cluster-down.sh
+
+.PHONY: images
+images: ## rebuild the porter and atc-porter-runtime images and import them into the cluster
+	hack/images.sh project
+
+.PHONY: test
+test: ## everything CI runs: tools, images, cluster, go test ./..., teardown
+	hack/test.sh
+
 .PHONY: docker-up
 docker-up: ## start a local Docker engine (for testcontainers) unless one answers
 	hack/docker.sh up
@@ -40,5 +56,9 @@ fuzz-extract: ## fuzz tar extraction (FUZZTIME=1m)
 bench-artifacts: docker-up ## artifact upload/download MB/s table against a MinIO container
 	TESTCONTAINERS_RYUK_DISABLED=true $(GO) run ./test/bench/artifacts
 
+.PHONY: bench-sidecar
+bench-sidecar: docker-up ## log latency at 10,000 lines/s and sidecar peak RSS moving a 2 GiB artifact
+	TESTCONTAINERS_RYUK_DISABLED=true $(GO) run ./test/bench/sidecar
+
 .PHONY: bench
-bench: bench-artifacts ## every benchmark
+bench: bench-artifacts bench-sidecar ## every benchmark

@@ -7,12 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -24,6 +21,7 @@ import (
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/stepserver"
 	"github.com/porter-ci/porter/pkg/steptoken"
+	"github.com/porter-ci/porter/test/stepproc"
 )
 
 // testATC plays the ATC: the real step stream server on a fixed loopback
@@ -174,19 +172,13 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// stepRun is one step run as a pod would run it: `porter sidecar` and
-// `porter entrypoint` as real processes sharing directories the way a pod's
-// containers share emptyDir volumes.
+// stepRun is one step run as a pod would run it.
 type stepRun struct {
-	action        *action.Action
-	root          string
-	sidecar       *exec.Cmd
-	entrypoint    *exec.Cmd
-	sidecarLog    *syncBuffer
-	entryStdout   *syncBuffer
-	entryStderr   *syncBuffer
-	sidecarDone   chan struct{}
-	entrypointEnd chan struct{}
+	*stepproc.Step
+	action      *action.Action
+	sidecarLog  *syncBuffer
+	entryStdout *syncBuffer
+	entryStderr *syncBuffer
 }
 
 type stepOptions struct {
@@ -211,76 +203,31 @@ func newAction(name string, argv ...string) *action.Action {
 	}
 }
 
-func blobEnv(c blobstore.Config) []string {
-	return []string{
-		"PORTER_BLOBSTORE_DRIVER=" + c.Driver,
-		"PORTER_BLOBSTORE_ENDPOINT=" + c.Endpoint,
-		"PORTER_BLOBSTORE_BUCKET=" + c.Bucket,
-		"PORTER_BLOBSTORE_REGION=" + c.Region,
-		"PORTER_BLOBSTORE_ACCESS_KEY=" + c.AccessKey,
-		"PORTER_BLOBSTORE_SECRET_KEY=" + c.SecretKey,
-		fmt.Sprintf("PORTER_BLOBSTORE_SECURE=%t", c.Secure),
-	}
-}
-
 // runStep starts both processes of a step.
 func runStep(atc *testATC, a *action.Action, opts stepOptions) *stepRun {
 	Expect(a.Validate()).To(Succeed())
-	actionJSON, err := a.Encode()
-	Expect(err).NotTo(HaveOccurred())
-	root := GinkgoT().TempDir()
-	socket := filepath.Join(root, "porter", "run", "control.sock")
 	token := opts.token
 	if token == "" {
 		token = atc.token(a.StepID)
 	}
-	r := &stepRun{action: a, root: root, sidecarLog: &syncBuffer{}, entryStdout: &syncBuffer{}, entryStderr: &syncBuffer{},
-		sidecarDone: make(chan struct{}), entrypointEnd: make(chan struct{})}
-
-	r.sidecar = exec.Command(porterBin, "sidecar")
-	r.sidecar.Env = append(os.Environ(), blobEnv(opts.blob)...)
-	r.sidecar.Env = append(r.sidecar.Env,
-		action.EnvVar+"="+string(actionJSON),
-		"PORTER_ATC_ADDRESS="+atc.addr,
-		"PORTER_STEP_TOKEN="+token,
-		"PORTER_SOCKET="+socket,
-		"PORTER_POD_NAME=pod-"+a.StepID,
-	)
-	r.sidecar.Stdout, r.sidecar.Stderr = r.sidecarLog, r.sidecarLog
-	r.sidecar.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-
-	argv := append([]string{"entrypoint", "--socket", socket, "--", a.Run.Path}, a.Run.Args...)
-	r.entrypoint = exec.Command(porterBin, argv...)
-	r.entrypoint.Env = append(os.Environ(), "STEP_ENV=from-container")
-	r.entrypoint.Stdout, r.entrypoint.Stderr = r.entryStdout, r.entryStderr
-	r.entrypoint.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-
-	// The main container may well start before the sidecar: start it first.
-	Expect(r.entrypoint.Start()).To(Succeed())
-	Expect(r.sidecar.Start()).To(Succeed())
-	go func() { r.entrypoint.Wait(); close(r.entrypointEnd) }()
-	go func() { r.sidecar.Wait(); close(r.sidecarDone) }()
-	DeferCleanup(r.kill)
+	r := &stepRun{action: a, sidecarLog: &syncBuffer{}, entryStdout: &syncBuffer{}, entryStderr: &syncBuffer{}}
+	step, err := stepproc.Start(stepproc.Options{
+		Porter: porterBin, Action: a, ATCAddress: atc.addr, Token: token, Blobstore: opts.blob,
+		Root: GinkgoT().TempDir(), EntrypointEnv: []string{"STEP_ENV=from-container"},
+		Stdout: r.entryStdout, Stderr: r.entryStderr, SidecarLog: r.sidecarLog,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	r.Step = step
+	DeferCleanup(step.Kill)
 	return r
-}
-
-// kill ends whatever is left of the step (cleanup, even on failure).
-func (r *stepRun) kill() {
-	for _, c := range []*exec.Cmd{r.entrypoint, r.sidecar} {
-		if c.Process != nil && c.ProcessState == nil {
-			syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-		}
-	}
-	<-r.sidecarDone
-	<-r.entrypointEnd
 }
 
 // wait waits for both processes to exit and returns the entrypoint's exit code.
 func (r *stepRun) wait(within time.Duration) int {
-	Eventually(r.entrypointEnd).WithTimeout(within).Should(BeClosed(), "entrypoint still running; stderr:\n%s", r.entryStderr.String())
-	Eventually(r.sidecarDone).WithTimeout(within).Should(BeClosed(), "sidecar still running; log:\n%s", r.sidecarLog.String())
-	Expect(r.sidecar.ProcessState.ExitCode()).To(Equal(0), "sidecar log:\n%s", r.sidecarLog.String())
-	return r.entrypoint.ProcessState.ExitCode()
+	Eventually(r.EntrypointDone).WithTimeout(within).Should(BeClosed(), "entrypoint still running; stderr:\n%s", r.entryStderr.String())
+	Eventually(r.SidecarDone).WithTimeout(within).Should(BeClosed(), "sidecar still running; log:\n%s", r.sidecarLog.String())
+	Expect(r.Sidecar.ProcessState.ExitCode()).To(Equal(0), "sidecar log:\n%s", r.sidecarLog.String())
+	return r.Entrypoint.ProcessState.ExitCode()
 }
 
 // stepRecord reads a step's result.json from the blobstore.

@@ -6,14 +6,13 @@ package inpod_test
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
 	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/test/stepproc"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -33,11 +32,8 @@ var _ = BeforeSuite(func(ctx context.Context) {
 	dir, err := os.MkdirTemp("", "porter-inpod-")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(os.RemoveAll, dir)
-	porterBin = filepath.Join(dir, "porter")
-	build := exec.Command("go", "build", "-o", porterBin, "github.com/porter-ci/porter/cmd/porter")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), string(out))
+	porterBin, err = stepproc.BuildPorter(ctx, dir)
+	Expect(err).NotTo(HaveOccurred())
 
 	minio, err = testenv.StartMinIO(ctx)
 	Expect(err).NotTo(HaveOccurred())

@@ -211,7 +211,7 @@ var _ = Describe("a step run by porter sidecar and porter entrypoint", func() {
 		a.KeepAlive = action.Duration{Duration: 5 * time.Minute}
 		r := runStep(atc, a, stepOptions{blob: blobCfg})
 		atc.waitFinished(a.StepID, time.Minute)
-		Consistently(r.entrypointEnd).WithTimeout(time.Second).ShouldNot(BeClosed(), "the step stays for intercept")
+		Consistently(r.EntrypointDone).WithTimeout(time.Second).ShouldNot(BeClosed(), "the step stays for intercept")
 
 		// A plain session: stdin in, stdout and exit status out.
 		sess, err := atc.server().OpenSession(ctx, a.StepID, &eventspb.SessionOpen{Command: []string{"sh"}})
