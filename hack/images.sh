@@ -24,8 +24,8 @@ define_images() {
   image base    pause   "$PAUSE_IMAGE"                     -entrypoint '["/pause"]' tool:pause:/pause
   image base    busybox docker.io/library/busybox:latest   -cmd '["sh"]'            busybox:/
   image base    minio   porter.local/minio:dev             -entrypoint '["/minio"]' -env HOME=/tmp "$TOOLS_BIN/minio:/minio"
-  image project porter  porter.local/porter:dev            -entrypoint '["/porter"]' go:./cmd/porter:/porter
-  image project atc-porter-runtime porter.local/atc-porter-runtime:dev -entrypoint '["/atc-porter-runtime"]' go:./cmd/atc-porter-runtime:/atc-porter-runtime
+  image project porter  porter.local/porter:dev            -entrypoint '["/usr/local/bin/porter"]' go:./cmd/porter:/usr/local/bin/porter
+  image project atc-porter-runtime porter.local/atc-porter-runtime:dev -entrypoint '["/usr/local/bin/atc-porter-runtime"]' go:./cmd/atc-porter-runtime:/usr/local/bin/atc-porter-runtime
 }
 
 IMAGE_NAMES=()
