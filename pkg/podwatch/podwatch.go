@@ -40,7 +40,9 @@ type PodEnd struct {
 
 // Watcher watches one worker's step pods.
 type Watcher struct {
+	client    kubernetes.Interface
 	namespace string
+	selector  string
 	log       *slog.Logger
 	factory   informers.SharedInformerFactory
 	informer  cache.SharedIndexInformer
@@ -67,7 +69,9 @@ func New(client kubernetes.Interface, namespace, worker string, log *slog.Logger
 	)
 	pods := factory.Core().V1().Pods()
 	w := &Watcher{
+		client:    client,
 		namespace: namespace,
+		selector:  selector,
 		log:       log.With("namespace", namespace, "worker", worker),
 		factory:   factory,
 		informer:  pods.Informer(),
@@ -81,6 +85,11 @@ func New(client kubernetes.Interface, namespace, worker string, log *slog.Logger
 // error if ctx ends first. The informer keeps running until ctx is done.
 // Call it once.
 func (w *Watcher) Run(ctx context.Context) error {
+	// The informer retries a forbidden list forever; one list up front turns
+	// missing RBAC into an error the caller sees at once.
+	if _, err := w.client.CoreV1().Pods(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: w.selector, Limit: 1}); err != nil {
+		return fmt.Errorf("watch step pods in %s: list pods: %w", w.namespace, err)
+	}
 	_, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.observe(obj) },
 		UpdateFunc: func(_, obj any) { w.observe(obj) },

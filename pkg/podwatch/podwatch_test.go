@@ -2,6 +2,7 @@ package podwatch
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -212,15 +214,19 @@ func TestStoppedTrackerGetsNothing(t *testing.T) {
 	expectQuiet(t, tr)
 }
 
-func TestRunFailsWhenContextEndsBeforeSync(t *testing.T) {
+func TestRunFailsWhenPodsCannotBeListed(t *testing.T) {
 	client := fake.NewClientset()
 	client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, context.DeadlineExceeded
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("no RBAC"))
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	w := New(client, "ns", "w1", slog.New(slog.DiscardHandler))
-	if err := w.Run(ctx); err == nil {
-		t.Fatal("Run returned nil without a synced cache")
+	err := w.Run(ctx)
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("Run = %v, want a Forbidden error", err)
+	}
+	if !strings.Contains(err.Error(), "watch step pods in ns") {
+		t.Errorf("error %q does not say what failed", err)
 	}
 }
