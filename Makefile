@@ -50,7 +50,7 @@ test-blobstore: docker-up ## blobstore conformance suite (both drivers) against 
 
 .PHONY: fuzz-extract
 fuzz-extract: ## fuzz tar extraction (FUZZTIME=1m)
-	$(GO) test ./pkg/blobstore -run '^$$' -fuzz FuzzExtract -fuzztime $(or $(FUZZTIME),1m)
+	$(GO) test ./pkg/blobstore -run '^$$' -fuzz FuzzExtract -fuzztime $(or $(FUZZTIME),1m) -fuzzminimizetime 2s
 
 .PHONY: bench-artifacts
 bench-artifacts: docker-up ## artifact upload/download MB/s table against a MinIO container

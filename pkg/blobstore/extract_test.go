@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -118,6 +119,22 @@ var _ = Describe("WriteTar and Extract", func() {
 		Expect(inode(filepath.Join(tmp, "a"))).To(Equal(inode(filepath.Join(tmp, "sub/b"))))
 	})
 
+	It("refuses sparse files, whose holes could claim any size", func(ctx SpecContext) {
+		const realSize = 256 << 20
+		data := sparseTar("s", realSize)
+		// The crafted archive really is sparse for archive/tar.
+		tr := tar.NewReader(bytes.NewReader(data))
+		hdr, err := tr.Next()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(hdr.Size).To(Equal(int64(realSize)))
+		Expect(hdr.PAXRecords).To(HaveKey("GNU.sparse.realsize"))
+
+		err = blobstore.Extract(ctx, bytes.NewReader(data), tmp)
+		Expect(err).To(MatchError(blobstore.ErrUnsafePath))
+		Expect(err.Error()).To(ContainSubstring("sparse"))
+		Expect(dirEntries(tmp)).To(BeEmpty())
+	})
+
 	It("fails on a truncated stream", func(ctx SpecContext) {
 		data := makeTar(tarEntry{Name: "f", Type: tar.TypeReg, Body: string(randomBytes(1, 10000))})
 		err := blobstore.Extract(ctx, bytes.NewReader(data[:5000]), tmp)
@@ -143,10 +160,51 @@ var _ = Describe("WriteTar and Extract", func() {
 	}
 })
 
-func makeTarWith(write func(tw *tar.Writer)) []byte {
+func makeTarWith(write func(tw *tar.Writer), patch ...func([]byte)) []byte {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	write(tw)
 	Expect(tw.Close()).To(Succeed())
-	return buf.Bytes()
+	b := buf.Bytes()
+	for _, p := range patch {
+		p(b)
+	}
+	return b
+}
+
+// sparseTar crafts a PAX (GNU 1.0) sparse file of realSize bytes holding one
+// byte of data: archive/tar's writer refuses to write sparse records, so the
+// PAX header is a regular entry with its type byte and checksum patched.
+func sparseTar(name string, realSize int64) []byte {
+	record := func(k, v string) string {
+		n := len(k) + len(v) + 3
+		for {
+			r := fmt.Sprintf("%d %s=%s\n", n, k, v)
+			if len(r) == n {
+				return r
+			}
+			n = len(r)
+		}
+	}
+	pax := record("GNU.sparse.major", "1") + record("GNU.sparse.minor", "0") +
+		record("GNU.sparse.name", name) + record("GNU.sparse.realsize", fmt.Sprint(realSize))
+	block := make([]byte, 512)
+	copy(block, fmt.Sprintf("1\n%d\n1\n", realSize-1)) // one 1-byte fragment at the end
+	return makeTarWith(func(tw *tar.Writer) {
+		Expect(tw.WriteHeader(&tar.Header{Name: "PaxHeaders/" + name, Typeflag: tar.TypeReg, Size: int64(len(pax)), Mode: 0o644, Format: tar.FormatUSTAR})).To(Succeed())
+		_, err := tw.Write([]byte(pax))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(tw.WriteHeader(&tar.Header{Name: "GNUSparseFile.0/" + name, Typeflag: tar.TypeReg, Size: 513, Mode: 0o644, Format: tar.FormatUSTAR})).To(Succeed())
+		_, err = tw.Write(append(block, 'x'))
+		Expect(err).NotTo(HaveOccurred())
+	}, func(b []byte) {
+		// First header: make it a PAX extended header.
+		b[156] = tar.TypeXHeader
+		copy(b[148:156], "        ")
+		sum := 0
+		for _, c := range b[:512] {
+			sum += int(c)
+		}
+		copy(b[148:156], fmt.Sprintf("%06o\x00 ", sum))
+	})
 }

@@ -13,7 +13,10 @@ import (
 // changes anything outside its target (checked on a sibling directory with a
 // victim file, and on the parent directory).
 //
-//	go test ./pkg/blobstore -run '^$' -fuzz FuzzExtract -fuzztime 1m
+//	go test ./pkg/blobstore -run '^$' -fuzz FuzzExtract -fuzztime 1m -fuzzminimizetime 2s
+//
+// (the default minimization budget, 60s per new input, stalls the run:
+// every execution touches the file system)
 func FuzzExtract(f *testing.F) {
 	// Seeds: every hostile case (with a relative stand-in for the absolute
 	// paths, which differ per run), plus benign archives to mutate from.
