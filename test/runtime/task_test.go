@@ -144,13 +144,16 @@ run:
 	})
 
 	It("puts container_limits on the pod and runs privileged when asked", func(ctx SpecContext) {
-		code, stdout, stderr := run(ctx, "execute", "--privileged", "-c", taskFile(busyboxTask+`container_limits:
+		task := taskFile(busyboxTask + `container_limits:
   cpu: 512
   memory: 128MB
 run:
   path: sh
-  args: ["-c", "mount -t tmpfs none /mnt && echo mounted"]
-`))
+  args: ["-c", "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m && echo mounted"]
+`)
+		code, _, _ := run(ctx, "execute", "-c", task)
+		Expect(code).NotTo(Equal(0), "an unprivileged container may not mount")
+		code, stdout, stderr := run(ctx, "execute", "--privileged", "-c", task)
 		Expect(code).To(Equal(0), stderr)
 		Expect(stdout).To(Equal("mounted\n"), "only a privileged container may mount")
 		step := container(stepPod(ctx, latestBuild(ctx)), podspec.StepContainerName)
