@@ -58,6 +58,7 @@ containerd_running() { component_pid containerd >/dev/null && [ -S "$CONTAINERD_
 # go_tool NAME: builds hack/tools/NAME into $TOOLS_BIN (a no-op when up to date:
 # go build is incremental) and prints its path.
 go_tool() {
-  (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -o "$TOOLS_BIN/$1" "./hack/tools/$1") || return 1
+  # -buildvcs=false: the binaries (and so the pause image) stay the same across commits.
+  (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -o "$TOOLS_BIN/$1" "./hack/tools/$1") || return 1
   echo "$TOOLS_BIN/$1"
 }

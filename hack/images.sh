@@ -55,7 +55,8 @@ build_go_binaries() {
 # only when that binary changes.
 prepare_busybox_rootfs() {
   local bb=/bin/busybox stamp sum
-  sum=$(sha256sum "$bb" | cut -d' ' -f1)
+  # The layout version is part of the stamp, so changing the layout rebuilds the tree.
+  sum="layout-2 $(sha256sum "$bb" | cut -d' ' -f1)"
   stamp=$BUSYBOX_ROOTFS.sha256
   [ -d "$BUSYBOX_ROOTFS" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$sum" ] && return 0
   rm -rf "$BUSYBOX_ROOTFS"
@@ -64,8 +65,9 @@ prepare_busybox_rootfs() {
   local applet
   for applet in $("$bb" --list-full); do
     [ "$applet" = bin/busybox ] && continue
-    # Relative links, so they also resolve when the tree is inspected on the host.
-    ln -sf "$(realpath -m --relative-to="$(dirname "/$applet")" /bin/busybox)" "$BUSYBOX_ROOTFS/$applet"
+    # Absolute links, resolved inside the container. (Relative ones computed with
+    # realpath would follow the host's merged-/usr /bin -> usr/bin link and break.)
+    ln -sf /bin/busybox "$BUSYBOX_ROOTFS/$applet"
   done
   printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$BUSYBOX_ROOTFS/etc/passwd"
   printf 'root:x:0:\nnobody:x:65534:\n' >"$BUSYBOX_ROOTFS/etc/group"

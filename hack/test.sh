@@ -5,7 +5,8 @@
 #
 # Each phase is timed and a summary is printed at the end. The cluster and Docker
 # are torn down in an EXIT trap, also when something failed, and the exit status
-# is that of the first failed phase (normally `go test`).
+# is that of the first failed phase (normally `go test`). A cluster or Docker
+# engine that was already running before (a developer's) is used and left alone.
 #
 # Test suites find the cluster through the exported PORTER_KUBECONFIG,
 # PORTER_CLUSTER_NODE_IP and PORTER_CLUSTER_MINIO_* (see docs/local-cluster.md).
@@ -77,20 +78,33 @@ docker_up() {
     log "hack/docker.sh not present; skipping"
     return 0
   fi
+  # A Docker engine that already answers belongs to someone else: use it, and
+  # leave it running afterwards.
+  if docker info >/dev/null 2>&1; then
+    log "docker: already running; it will be left running"
+    return 0
+  fi
   DOCKER_STARTED=1
   "$REPO_ROOT/hack/docker.sh" up
 }
 
+# A cluster that is already fully up (a developer's) is reused and left running;
+# otherwise this run owns it and tears it down.
 cluster_up() {
-  CLUSTER_STARTED=1
+  local c
+  for c in "${CLUSTER_COMPONENTS[@]}"; do
+    component_pid "$c" >/dev/null || CLUSTER_STARTED=1
+  done
+  [ $CLUSTER_STARTED = 1 ] || log "cluster: already running; it will be left running (make cluster-down for a fresh one)"
   "$REPO_ROOT/hack/cluster-up.sh"
 }
 
 run_go_tests() {
   # Every suite that needs the cluster or MinIO reads these.
+  # (Functions run by phase() are in an || list, where set -e is off: check by hand.)
   set -a
   # shellcheck disable=SC1091 # written by cluster-up
-  . "$CLUSTER_STATE/cluster.env"
+  . "$CLUSTER_STATE/cluster.env" || return 1
   set +a
   export PORTER_CLUSTER_MINIO_ENV_FILE=$MINIO_ENV_FILE
   export PORTER_KUBECTL=$TOOLS_BIN/kubectl

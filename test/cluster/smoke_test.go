@@ -39,8 +39,11 @@ var _ = Describe("the local cluster", func() {
 				InitContainers: []corev1.Container{
 					{
 						// Like `porter install`: copy a binary into a shared volume.
+						// `env` (/usr/bin/env) is exec'd directly, not through sh,
+						// which would run busybox applets even if the image's applet
+						// links were broken.
 						Name: "install", Image: busyboxImage, ImagePullPolicy: corev1.PullNever,
-						Command:      []string{"sh", "-c", "cp /bin/busybox /tools/busybox && echo installed"},
+						Command:      []string{"env", "sh", "-c", "cp /bin/busybox /tools/busybox && echo installed"},
 						VolumeMounts: []corev1.VolumeMount{tools},
 					},
 					{
