@@ -23,7 +23,7 @@ import (
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
-	"github.com/porter-ci/porter/test/faultproxy"
+	"github.com/porter-ci/porter/test/testenv"
 )
 
 var _ = Describe("a step run by porter sidecar and porter entrypoint", func() {
@@ -143,7 +143,7 @@ var _ = Describe("a step run by porter sidecar and porter entrypoint", func() {
 	})
 
 	It("retries uploads while MinIO is unreachable for a few seconds and still succeeds", func(ctx SpecContext) {
-		proxy, err := faultproxy.Start(blobCfg.Endpoint)
+		proxy, err := testenv.StartProxy(blobCfg.Endpoint)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(proxy.Close)
 		viaProxy := blobCfg
@@ -152,14 +152,25 @@ var _ = Describe("a step run by porter sidecar and porter entrypoint", func() {
 		a := newAction("upload-retry", "sh", "-c", `mkdir -p out && head -c 67108864 /dev/urandom > out/blob && sha256sum out/blob | cut -d' ' -f1 > out/blob.sha256`)
 		a.Outputs = []action.Output{{Name: "out", Path: "out"}}
 		r := runStep(atc, a, stepOptions{blob: viaProxy})
+		// MinIO goes away while the process runs, so the upload starts into the outage.
+		atc.waitFor(a.StepID, time.Minute, func(e *eventspb.Event) bool {
+			return e.GetStatus().GetStatus() == eventspb.StepStatus_STEP_STATUS_RUNNING
+		})
+		proxy.Down()
 		atc.waitFor(a.StepID, time.Minute, func(e *eventspb.Event) bool {
 			return e.GetStatus().GetStatus() == eventspb.StepStatus_STEP_STATUS_UPLOADING_OUTPUTS
 		})
-		proxy.Outage(3 * time.Second)
+		time.Sleep(3 * time.Second)
+		backAt := time.Now()
+		Expect(proxy.Up()).To(Succeed())
 
 		evs, fin := atc.waitFinished(a.StepID, 3*time.Minute)
 		Expect(fin.GetResult()).To(Equal(eventspb.Result_RESULT_SUCCEEDED), "%s\nsidecar log:\n%s", describe(evs), r.sidecarLog.String())
-		Expect(proxy.Cuts()).To(BeNumerically(">", 0), "the outage really cut connections")
+		for _, e := range evs {
+			if e.GetOutputUploaded() != nil {
+				Expect(e.GetTime().AsTime()).To(BeTemporally(">=", backAt), "the upload could only finish once MinIO was back")
+			}
+		}
 		Expect(r.wait(30 * time.Second)).To(Equal(0))
 
 		// The artifact is complete: download it and compare with the checksum the step wrote.
