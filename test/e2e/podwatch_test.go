@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -94,9 +96,11 @@ func waitRunning(ctx context.Context, pod *corev1.Pod) {
 }
 
 // expectFailure waits for the tracker's failure and checks its kind.
-func expectFailure(tr *podwatch.Tracker, kind podwatch.Kind) *podwatch.Failure {
+func expectFailure(ctx context.Context, ns string, tr *podwatch.Tracker, kind podwatch.Kind) *podwatch.Failure {
 	var err error
-	Eventually(tr.Failed()).WithTimeout(reportWithin).Should(Receive(&err), "no failure reported for pod %s", tr.Pod())
+	Eventually(tr.Failed()).WithTimeout(reportWithin).Should(Receive(&err), func() string {
+		return "no failure reported; " + describePod(ctx, ns, tr.Pod())
+	})
 	f, ok := podwatch.AsFailure(err)
 	Expect(ok).To(BeTrue(), "failure %v is not a *podwatch.Failure", err)
 	Expect(f.Kind).To(Equal(kind), "failure: %v", err)
@@ -104,10 +108,40 @@ func expectFailure(tr *podwatch.Tracker, kind podwatch.Kind) *podwatch.Failure {
 	return f
 }
 
-func expectEnd(tr *podwatch.Tracker) podwatch.PodEnd {
+func expectEnd(ctx context.Context, ns string, tr *podwatch.Tracker) podwatch.PodEnd {
 	var end podwatch.PodEnd
-	Eventually(tr.Ended()).WithTimeout(reportWithin).Should(Receive(&end), "pod %s never ended", tr.Pod())
+	Eventually(tr.Ended()).WithTimeout(reportWithin).Should(Receive(&end), func() string {
+		return "no end reported; " + describePod(ctx, ns, tr.Pod())
+	})
 	return end
+}
+
+// describePod is the pod's state as the API server has it, for failure
+// messages.
+func describePod(ctx context.Context, ns, name string) string {
+	p, err := cluster.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Sprintf("pod %s/%s: %v", ns, name, err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "pod %s/%s: phase=%s reason=%q", ns, name, p.Status.Phase, p.Status.Reason)
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			fmt.Fprintf(&b, " %s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+	for _, s := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+		switch {
+		case s.State.Waiting != nil:
+			fmt.Fprintf(&b, " %s=waiting(%s: %s)", s.Name, s.State.Waiting.Reason, s.State.Waiting.Message)
+		case s.State.Running != nil:
+			fmt.Fprintf(&b, " %s=running", s.Name)
+		case s.State.Terminated != nil:
+			t := s.State.Terminated
+			fmt.Fprintf(&b, " %s=terminated(%d %s: %s)", s.Name, t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
+		}
+	}
+	return b.String()
 }
 
 var _ = Describe("podwatch on a real cluster", func() {
@@ -126,7 +160,7 @@ var _ = Describe("podwatch on a real cluster", func() {
 		pod.Spec.Containers[0].Image = "porter.local/no-such-image:dev"
 		createPod(ctx, cluster.client, pod)
 
-		f := expectFailure(tr, podwatch.KindImage)
+		f := expectFailure(ctx, ns, tr, podwatch.KindImage)
 		Expect(f.Container).To(Equal(podspec.StepContainerName))
 		Expect(f.Error()).To(And(
 			HavePrefix("pod "+ns+"/"+pod.Name+": "),
@@ -160,7 +194,7 @@ var _ = Describe("podwatch on a real cluster", func() {
 		pod.Spec.NodeSelector = map[string]string{"porter.dev/no-such-label": "anywhere"}
 		createPod(ctx, cluster.client, pod)
 
-		f := expectFailure(tr, podwatch.KindUnschedulable)
+		f := expectFailure(ctx, ns, tr, podwatch.KindUnschedulable)
 		Expect(f.Error()).To(And(
 			HavePrefix("pod "+ns+"/"+pod.Name+": cannot be scheduled: "),
 			ContainSubstring("0/1 nodes are available"),
@@ -174,18 +208,22 @@ var _ = Describe("podwatch on a real cluster", func() {
 		DeferCleanup(tr.Stop)
 
 		pod := stepPod(ns, "oom", "")
-		// tail keeps the endless "line" of /dev/zero in memory, far past 16Mi.
-		pod.Spec.Containers[0].Command = []string{"tail", "/dev/zero"}
+		// dd fills a 200M buffer, far past 16Mi. It starts a second late, as a
+		// step's process does (after the inputs): this cluster's containerd
+		// (1.6, cgroup v1) listens for OOM events only once the container has
+		// started, and reports an OOM kill in the first moments as Error.
+		pod.Spec.Containers[0].Command = []string{"sh", "-c",
+			"sleep 1; exec dd if=/dev/zero of=/dev/null bs=200M count=1"}
 		pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")},
 		}
 		createPod(ctx, cluster.client, pod)
 
-		f := expectFailure(tr, podwatch.KindOOMKilled)
+		f := expectFailure(ctx, ns, tr, podwatch.KindOOMKilled)
 		Expect(f.Error()).To(Equal("pod " + ns + "/" + pod.Name +
 			": step container was killed for exceeding its memory limit of 16Mi (OOMKilled)"))
-		end := expectEnd(tr)
+		end := expectEnd(ctx, ns, tr)
 		Expect(end.Phase).To(Equal(corev1.PodFailed))
 		Expect(end.MainExited).To(BeTrue())
 		Expect(end.ExitCode).To(BeEquivalentTo(137))
@@ -202,7 +240,7 @@ var _ = Describe("podwatch on a real cluster", func() {
 		Expect(tr.Failed()).NotTo(Receive(), "a running pod is no failure")
 
 		Expect(cluster.client.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{})).To(Succeed())
-		f := expectFailure(tr, podwatch.KindDeleted)
+		f := expectFailure(ctx, ns, tr, podwatch.KindDeleted)
 		Expect(f.Error()).To(Equal("pod " + ns + "/" + pod.Name + ": deleted before the step finished"))
 	}, SpecTimeout(2*time.Minute))
 
@@ -218,7 +256,7 @@ var _ = Describe("podwatch on a real cluster", func() {
 		// Removed from the API at once: the informer sees only the delete.
 		Expect(cluster.client.CoreV1().Pods(ns).Delete(ctx, pod.Name,
 			metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})).To(Succeed())
-		expectFailure(tr, podwatch.KindDeleted)
+		expectFailure(ctx, ns, tr, podwatch.KindDeleted)
 	}, SpecTimeout(2*time.Minute))
 
 	It("reports activeDeadlineSeconds exceeded", func(ctx SpecContext) {
@@ -230,9 +268,9 @@ var _ = Describe("podwatch on a real cluster", func() {
 		pod.Spec.ActiveDeadlineSeconds = new(int64(3))
 		createPod(ctx, cluster.client, pod)
 
-		f := expectFailure(tr, podwatch.KindDeadlineExceeded)
+		f := expectFailure(ctx, ns, tr, podwatch.KindDeadlineExceeded)
 		Expect(f.Error()).To(HavePrefix("pod " + ns + "/" + pod.Name + ": activeDeadlineSeconds (3s) exceeded"))
-		Expect(expectEnd(tr).Phase).To(Equal(corev1.PodFailed))
+		Expect(expectEnd(ctx, ns, tr).Phase).To(Equal(corev1.PodFailed))
 	}, SpecTimeout(2*time.Minute))
 
 	It("reports a healthy pod's end as Succeeded and no failure", func(ctx SpecContext) {
@@ -241,7 +279,7 @@ var _ = Describe("podwatch on a real cluster", func() {
 		DeferCleanup(tr.Stop)
 
 		createPod(ctx, cluster.client, stepPod(ns, "healthy", "echo hello"))
-		end := expectEnd(tr)
+		end := expectEnd(ctx, ns, tr)
 		Expect(end.Phase).To(Equal(corev1.PodSucceeded))
 		Expect(end.MainExited).To(BeTrue())
 		Expect(end.ExitCode).To(BeZero())

@@ -167,7 +167,7 @@ var _ = Describe("the ATC's RBAC (deploy/atc)", func() {
 		}).WithContext(ctx).WithTimeout(rbacPropagation).Should(Succeed())
 
 		// The Secret and its owner patch, as the ATC does for every step.
-		pod := stepPod(ns, "as-atc", "echo hello from the ATC's pod")
+		pod := stepPod(ns, "as-atc", "echo hello from the ATC pod")
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Labels: pod.Labels}}
 		_, err = sa.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred(), "the ATC creating a step Secret")
@@ -182,12 +182,12 @@ var _ = Describe("the ATC's RBAC (deploy/atc)", func() {
 		_, err = sa.CoreV1().Secrets(ns).Patch(ctx, secret.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		Expect(err).NotTo(HaveOccurred(), "the ATC tying the Secret to its pod")
 
-		end := expectEnd(tr)
+		end := expectEnd(ctx, ns, tr)
 		Expect(end.Phase).To(Equal(corev1.PodSucceeded))
 		Expect(tr.Failed()).NotTo(Receive())
 		logs, err := sa.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: podspec.StepContainerName}).DoRaw(ctx)
 		Expect(err).NotTo(HaveOccurred(), "the ATC reading a step's logs")
-		Expect(string(logs)).To(ContainSubstring("hello from the ATC's pod"))
+		Expect(string(logs)).To(ContainSubstring("hello from the ATC pod"))
 
 		// Reaching into the pod is refused before anything else is looked at.
 		for _, sub := range []string{"exec", "attach"} {
