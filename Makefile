@@ -60,5 +60,9 @@ bench-artifacts: docker-up ## artifact upload/download MB/s table against a MinI
 bench-sidecar: docker-up ## log latency at 10,000 lines/s and sidecar peak RSS moving a 2 GiB artifact
 	TESTCONTAINERS_RYUK_DISABLED=true $(GO) run ./test/bench/sidecar
 
+.PHONY: bench-overhead
+bench-overhead: cluster-up images ## a `true` task through Porter vs a bare `true` pod, median of 20, on the local cluster
+	$(GO) run ./test/bench/overhead -n 20
+
 .PHONY: bench
-bench: bench-artifacts bench-sidecar ## every benchmark
+bench: bench-artifacts bench-sidecar bench-overhead ## every benchmark (prints figures; never fails on timing)
