@@ -12,6 +12,14 @@ help: ## list the targets
 build: ## build porter and atc-porter-runtime into bin/
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
 
+.PHONY: demo
+demo: ## from nothing to real builds on the local cluster with MinIO; leaves the ATC running
+	hack/demo.sh up
+
+.PHONY: demo-down
+demo-down: ## stop the demo's ATC runtime and the local cluster
+	hack/demo.sh down
+
 .PHONY: generate
 generate: ## regenerate the protobuf code from the .proto files
 	hack/generate.sh

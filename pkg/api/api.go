@@ -8,9 +8,14 @@
 //	GET  /api/v1/builds/{id}             Build
 //	GET  /api/v1/builds/{id}/events      server-sent events in Concourse's shapes, ending with "end"
 //	PUT  /api/v1/builds/{id}/abort       204
+//	GET  /api/v1/builds/{id}/audit       Audit: the build's audit objects in the blobstore
 package api
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
 
 // Build statuses, as Concourse names them.
 const (
@@ -97,3 +102,20 @@ type Error struct {
 
 // BuildPath is the path of a build's resource.
 func BuildPath(id int64) string { return fmt.Sprintf("/api/v1/builds/%d", id) }
+
+// Audit is a finished build's audit trail, read back from the blobstore.
+type Audit struct {
+	// Objects are every object under the build's audit prefix.
+	Objects []AuditObject `json:"objects"`
+	// Build is builds/<id>/build.json.
+	Build json.RawMessage `json:"build,omitempty"`
+	// Steps maps step IDs to their result.json.
+	Steps map[string]json.RawMessage `json:"steps,omitempty"`
+}
+
+// AuditObject is one stored audit object.
+type AuditObject struct {
+	Key          string    `json:"key"`
+	Size         int64     `json:"size"`
+	LastModified time.Time `json:"last_modified"`
+}

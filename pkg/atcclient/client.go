@@ -178,3 +178,10 @@ func (c *Client) Build(ctx context.Context, id int64) (api.Build, error) {
 func (c *Client) AbortBuild(ctx context.Context, id int64) error {
 	return c.do(ctx, "abort build "+strconv.FormatInt(id, 10), http.MethodPut, api.BuildPath(id)+"/abort", nil, nil)
 }
+
+// Audit reads a build's audit trail: GET /api/v1/builds/{id}/audit.
+func (c *Client) Audit(ctx context.Context, id int64) (api.Audit, error) {
+	var a api.Audit
+	err := c.do(ctx, "audit build "+strconv.FormatInt(id, 10), http.MethodGet, api.BuildPath(id)+"/audit", nil, &a)
+	return a, err
+}

@@ -155,6 +155,7 @@ commands:
   watch     stream a build's output and exit with its result
   abort     abort a build
   builds    list builds
+  audit     show a build's audit trail from the blobstore
   version   print the version
 
 The ATC is --atc URL, else $` + ATCURLEnv + `, else ` + DefaultATCURL + `.
@@ -189,6 +190,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.abort(ctx, rest)
 	case "builds":
 		return a.builds(ctx, rest)
+	case "audit":
+		return a.audit(ctx, rest)
 	case "version":
 		return a.version(rest)
 	case "help":

@@ -131,6 +131,28 @@ run:
 		Expect(stdout).To(Equal("Hello from make-a-file\n"))
 	})
 
+	It("writes an audit trail a person can read back", func(ctx SpecContext) {
+		files := GinkgoT().TempDir()
+		code, _, stderr := run(ctx, "execute", "-o", "files="+files, "-c", taskFile(busyboxTask+`outputs:
+- name: files
+run:
+  path: sh
+  args: ["-c", "echo audited > files/f"]
+`))
+		Expect(code).To(Equal(0), stderr)
+		b := latestBuild(ctx)
+		step := b.Steps[0]
+		code, stdout, stderr := run(ctx, "audit", fmt.Sprint(b.ID))
+		Expect(code).To(Equal(0), stderr)
+		prefix := fmt.Sprintf("builds/%d/", b.ID)
+		for _, obj := range []string{"build.json", "steps/" + step.ID + "/action.json", "steps/" + step.ID + "/events.jsonl.zst", "steps/" + step.ID + "/result.json"} {
+			Expect(stdout).To(ContainSubstring(prefix+obj), "audit lists %s", obj)
+		}
+		Expect(stdout).To(ContainSubstring(fmt.Sprintf("step %s (one-off): SUCCEEDED, exit status 0", step.ID)))
+		Expect(stdout).To(ContainSubstring("pod:      " + step.Pod))
+		Expect(stdout).To(ContainSubstring(step.Outputs["files"].Digest))
+	})
+
 	It("passes params as environment, step params over the config's", func(ctx SpecContext) {
 		code, stdout, stderr := run(ctx, "execute", "-p", "GREETING=hey", "-c", taskFile(busyboxTask+`params:
   GREETING: hello

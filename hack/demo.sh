@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# `make demo`: from nothing to a real build on the local cluster with MinIO.
+# Builds what is missing, brings the cluster up, starts the ATC runtime on the
+# host (left running for you, PID in $ATC_RUN/atc.pid) and runs the examples.
+# `make demo-down` stops the ATC and the cluster.
+#
+# usage: hack/demo.sh [up|down]
+set -euo pipefail
+. "$(dirname "$0")/cluster-lib.sh"
+
+ATC_RUN=/run/porter-atc
+ATC_STATE=/var/lib/porter-atc
+ATC_LOG=/var/log/porter-atc.log
+ATC_URL=http://127.0.0.1:8080
+DEMO_NAMESPACE=porter-demo
+ATC=$REPO_ROOT/bin/atc-porter-runtime
+
+die() {
+  log "demo: $*"
+  exit 1
+}
+
+atc_running() {
+  local pid
+  pid=$(cat "$ATC_RUN/atc.pid" 2>/dev/null) || return 1
+  kill -0 "$pid" 2>/dev/null && curl -fsS "$ATC_URL/healthz" >/dev/null 2>&1
+}
+
+start_atc() {
+  if atc_running; then
+    log "ATC runtime already running (pid $(cat "$ATC_RUN/atc.pid"))"
+    return 0
+  fi
+  "$TOOLS_BIN/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" create namespace "$DEMO_NAMESPACE" --dry-run=client -o yaml |
+    "$TOOLS_BIN/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" apply -f - >/dev/null
+  mkdir -p "$ATC_RUN" "$ATC_STATE"
+  # shellcheck disable=SC1090
+  . "$CLUSTER_STATE/cluster.env"
+  PORTER_BLOBSTORE_ENDPOINT=$PORTER_CLUSTER_MINIO_ENDPOINT \
+  PORTER_BLOBSTORE_BUCKET=$PORTER_CLUSTER_MINIO_BUCKET \
+  PORTER_BLOBSTORE_REGION=$PORTER_CLUSTER_MINIO_REGION \
+  PORTER_BLOBSTORE_ACCESS_KEY=$PORTER_CLUSTER_MINIO_ACCESS_KEY \
+  PORTER_BLOBSTORE_SECRET_KEY=$PORTER_CLUSTER_MINIO_SECRET_KEY \
+    setsid "$ATC" serve \
+      --kubeconfig "$ADMIN_KUBECONFIG" --namespace "$DEMO_NAMESPACE" --worker local \
+      --grpc-listen "$NODE_IP:7777" --http-listen 127.0.0.1:8080 --state-dir "$ATC_STATE" \
+      --porter-image porter.local/porter:dev --dns-policy Default --keep-alive 10m \
+      >>"$ATC_LOG" 2>&1 </dev/null &
+  echo $! >"$ATC_RUN/atc.pid"
+  for _ in $(seq 100); do
+    atc_running && { log "ATC runtime up (pid $(cat "$ATC_RUN/atc.pid"), log $ATC_LOG)"; return 0; }
+    kill -0 "$(cat "$ATC_RUN/atc.pid")" 2>/dev/null || break
+    sleep 0.1
+  done
+  tail -20 "$ATC_LOG" >&2
+  die "the ATC runtime did not start"
+}
+
+stop_atc() {
+  local pid
+  pid=$(cat "$ATC_RUN/atc.pid" 2>/dev/null) || return 0
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid"
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$ATC_RUN/atc.pid"
+  log "ATC runtime stopped"
+}
+
+case ${1:-up} in
+  up)
+    timed "tools (Kubernetes, etcd, MinIO)" "$HACK_DIR/build-tools.sh"
+    timed "porter binaries" make -C "$REPO_ROOT" --no-print-directory build
+    timed "cluster up" "$HACK_DIR/cluster-up.sh"
+    timed "images" "$HACK_DIR/images.sh" project
+    timed "ATC runtime" start_atc
+    cd "$REPO_ROOT"
+    out=$(mktemp -d)
+    trap 'rm -rf "$out"' EXIT
+    echo
+    echo "\$ atc-porter-runtime execute -c examples/hello-world.yml"
+    "$ATC" execute -c examples/hello-world.yml
+    echo
+    echo "\$ atc-porter-runtime execute -c examples/make-a-file.yml -o files=$out/files"
+    "$ATC" execute -c examples/make-a-file.yml -o "files=$out/files"
+    echo
+    echo "\$ atc-porter-runtime execute -c examples/consume-the-file.yml -i files=$out/files"
+    "$ATC" execute -c examples/consume-the-file.yml -i "files=$out/files"
+    echo
+    echo "\$ atc-porter-runtime builds"
+    "$ATC" builds
+    echo
+    echo "The ATC runtime keeps running at $ATC_URL (log: $ATC_LOG); 'make demo-down' stops it and the cluster."
+    ;;
+  down)
+    stop_atc
+    "$HACK_DIR/cluster-down.sh"
+    ;;
+  *) die "usage: hack/demo.sh [up|down]" ;;
+esac
