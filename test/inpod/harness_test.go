@@ -1,7 +1,6 @@
 package inpod_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"github.com/porter-ci/porter/pkg/stepserver"
 	"github.com/porter-ci/porter/pkg/steptoken"
 	"github.com/porter-ci/porter/test/stepproc"
+	"github.com/porter-ci/porter/test/testenv"
 )
 
 // testATC plays the ATC: the real step stream server on a fixed loopback
@@ -153,32 +153,13 @@ func describe(evs []*eventspb.Event) string {
 	return b.String()
 }
 
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	GinkgoWriter.Write(p)
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // stepRun is one step run as a pod would run it.
 type stepRun struct {
 	*stepproc.Step
 	action      *action.Action
-	sidecarLog  *syncBuffer
-	entryStdout *syncBuffer
-	entryStderr *syncBuffer
+	sidecarLog  *testenv.Buffer
+	entryStdout *testenv.Buffer
+	entryStderr *testenv.Buffer
 }
 
 type stepOptions struct {
@@ -210,7 +191,7 @@ func runStep(atc *testATC, a *action.Action, opts stepOptions) *stepRun {
 	if token == "" {
 		token = atc.token(a.StepID)
 	}
-	r := &stepRun{action: a, sidecarLog: &syncBuffer{}, entryStdout: &syncBuffer{}, entryStderr: &syncBuffer{}}
+	r := &stepRun{action: a, sidecarLog: &testenv.Buffer{Tee: GinkgoWriter}, entryStdout: &testenv.Buffer{Tee: GinkgoWriter}, entryStderr: &testenv.Buffer{Tee: GinkgoWriter}}
 	step, err := stepproc.Start(stepproc.Options{
 		Porter: porterBin, Action: a, ATCAddress: atc.addr, Token: token, Blobstore: opts.blob,
 		Root: GinkgoT().TempDir(), EntrypointEnv: []string{"STEP_ENV=from-container"},

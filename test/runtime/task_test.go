@@ -1,14 +1,12 @@
 package runtime_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -21,30 +19,15 @@ import (
 	"github.com/porter-ci/porter/pkg/atcclient"
 	"github.com/porter-ci/porter/pkg/cli"
 	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/test/testenv"
 )
 
-// lockedBuffer is written by the command while the spec reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	GinkgoWriter.Write(p)
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is written by a command while the spec reads it.
+type lockedBuffer = testenv.Buffer
 
 // run runs a client command against the server, as a person would type it.
 func run(ctx context.Context, args ...string) (code int, stdout, stderr string) {
-	var out, errOut lockedBuffer
+	out, errOut := lockedBuffer{Tee: GinkgoWriter}, lockedBuffer{Tee: GinkgoWriter}
 	code = cli.Main(ctx, append([]string{"--atc", server.url()}, args...), strings.NewReader(""), &out, &errOut)
 	return code, out.String(), errOut.String()
 }

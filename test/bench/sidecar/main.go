@@ -220,9 +220,9 @@ func (b *bench) runStep(ctx context.Context, a *action.Action) (*stepproc.Step, 
 	if err != nil {
 		return nil, err
 	}
-	var sidecarLog strings.Builder
+	var sidecarLog testenv.Buffer
 	step, err := stepproc.Start(stepproc.Options{Porter: b.porter, Action: a, ATCAddress: b.addr, Token: token,
-		Blobstore: b.blob, Root: filepath.Join(b.tmp, "root-"+a.StepID), Stdout: io.Discard, Stderr: io.Discard, SidecarLog: &lockedWriter{w: &sidecarLog}})
+		Blobstore: b.blob, Root: filepath.Join(b.tmp, "root-"+a.StepID), Stdout: io.Discard, Stderr: io.Discard, SidecarLog: &sidecarLog})
 	if err != nil {
 		return nil, err
 	}
@@ -237,17 +237,6 @@ func (b *bench) runStep(ctx context.Context, a *action.Action) (*stepproc.Step, 
 		return nil, fmt.Errorf("step %s exited %d; sidecar log:\n%s", a.StepID, code, sidecarLog.String())
 	}
 	return step, nil
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // writeRandomFile writes incompressible data quickly (a PRNG, not crypto).
