@@ -1,6 +1,7 @@
 package atc
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
@@ -212,7 +214,24 @@ func (s *Server) createPod(ctx context.Context, a *action.Action) error {
 		s.log.Warn("could not tie the step's secret to its pod", "step", a.StepID, "err", err)
 	}
 	s.log.Info("step pod created", "step", a.StepID, "pod", created.Name, "image", a.Image)
+	s.writePodAudit(ctx, a, created)
 	return nil
+}
+
+// writePodAudit records the pod as declared (not its changing status) in the
+// step's audit trail: where and how the step ran.
+func (s *Server) writePodAudit(ctx context.Context, a *action.Action, pod *corev1.Pod) {
+	declared := pod.DeepCopy()
+	declared.Status = corev1.PodStatus{}
+	declared.ManagedFields = nil
+	body, err := yaml.Marshal(declared)
+	if err == nil {
+		key := blobstore.StepPrefix(a.Build.ID, a.StepID) + blobstore.PodObject
+		_, err = s.store.Put(ctx, key, bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{ContentType: "application/yaml"})
+	}
+	if err != nil {
+		s.log.Warn("audit pod spec", "step", a.StepID, "err", err)
+	}
 }
 
 // superviseTask waits for the step to end: its sidecar reports, Kubernetes

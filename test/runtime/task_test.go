@@ -128,7 +128,7 @@ run:
 		code, stdout, stderr := run(ctx, "audit", fmt.Sprint(b.ID))
 		Expect(code).To(Equal(0), stderr)
 		prefix := fmt.Sprintf("builds/%d/", b.ID)
-		for _, obj := range []string{"build.json", "steps/" + step.ID + "/action.json", "steps/" + step.ID + "/events.jsonl.zst", "steps/" + step.ID + "/result.json"} {
+		for _, obj := range []string{"build.json", "steps/" + step.ID + "/action.json", "steps/" + step.ID + "/pod.yaml", "steps/" + step.ID + "/events.jsonl.zst", "steps/" + step.ID + "/result.json"} {
 			Expect(stdout).To(ContainSubstring(prefix+obj), "audit lists %s", obj)
 		}
 		Expect(stdout).To(ContainSubstring(fmt.Sprintf("step %s (one-off): SUCCEEDED, exit status 0", step.ID)))
