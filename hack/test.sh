@@ -12,14 +12,14 @@
 # PORTER_CLUSTER_NODE_IP and PORTER_CLUSTER_MINIO_* (see docs/local-cluster.md).
 #
 # usage: hack/test.sh
-#   GO_TEST_FLAGS   flags for go test (default: -timeout 60m)
+#   GO_TEST_FLAGS   flags for go test (default: -count=1 -timeout 60m: CI always really runs the suites)
 #   GO_TEST_PKGS    packages (default: ./...)
 #   PORTER_KEEP_CLUSTER=1  leave the cluster and Docker running afterwards
 #   PORTER_TEST_DOCKER=0   neither start nor stop Docker (e.g. one is already in use)
 set -euo pipefail
 . "$(dirname "$0")/cluster-lib.sh"
 
-GO_TEST_FLAGS=${GO_TEST_FLAGS:--timeout 60m}
+GO_TEST_FLAGS=${GO_TEST_FLAGS:--count=1 -timeout 60m}
 GO_TEST_PKGS=${GO_TEST_PKGS:-./...}
 
 PHASES=()
