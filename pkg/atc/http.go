@@ -22,6 +22,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/builds/{id}", s.handleGetBuild)
 	mux.HandleFunc("GET /api/v1/builds/{id}/events", s.handleBuildEvents)
 	mux.HandleFunc("PUT /api/v1/builds/{id}/abort", s.handleAbortBuild)
+	mux.HandleFunc("GET /api/v1/builds/{id}/intercept", s.handleIntercept)
 	mux.HandleFunc("GET /api/v1/builds/{id}/audit", s.handleAudit)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	return mux

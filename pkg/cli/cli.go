@@ -154,6 +154,7 @@ commands:
   execute   run a task file as a one-off build with local inputs
   watch     stream a build's output and exit with its result
   abort     abort a build
+  intercept open a shell in a build's step (while it runs, or is kept)
   builds    list builds
   audit     show a build's audit trail from the blobstore
   version   print the version
@@ -188,6 +189,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.watch(ctx, rest)
 	case "abort":
 		return a.abort(ctx, rest)
+	case "intercept":
+		return a.intercept(ctx, rest)
 	case "builds":
 		return a.builds(ctx, rest)
 	case "audit":

@@ -146,6 +146,7 @@ type atcServer struct {
 	dir, kubeconfig, nodeIP, podBlobstore string
 	grpcAddr, httpAddr                    string
 	env                                   []string
+	keepAlive                             time.Duration // serve --keep-alive
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -170,6 +171,7 @@ func (s *atcServer) start() {
 		// The local cluster has no cluster DNS; nothing here resolves names.
 		"--dns-policy", "Default",
 		"--pod-retention", "10m",
+		"--keep-alive", s.keepAlive.String(),
 		"--pod-blobstore-endpoint", s.podBlobstore,
 	)
 	s.cmd.Env = append(os.Environ(), s.env...)
