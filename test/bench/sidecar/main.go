@@ -64,18 +64,20 @@ func generate(args []string) int {
 	duration := fs.Duration("duration", 10*time.Second, "how long")
 	fs.Parse(args)
 	w := bufio.NewWriterSize(os.Stdout, 64<<10)
-	perTick := max(*rate/1000, 1)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	end := time.Now().Add(*duration)
+	start := time.Now()
+	sent := 0
 	for now := range tick.C {
-		if now.After(end) {
-			break
-		}
-		for range perTick {
+		elapsed := min(now.Sub(start), *duration)
+		// Catch up on ticks the scheduler skipped, so the average rate is exact.
+		for due := int(elapsed.Seconds() * float64(*rate)); sent < due; sent++ {
 			fmt.Fprintf(w, "t=%d\n", time.Now().UnixNano())
 		}
 		w.Flush()
+		if elapsed >= *duration {
+			break
+		}
 	}
 	return 0
 }
