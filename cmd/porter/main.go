@@ -160,6 +160,8 @@ func runSidecar(ctx context.Context, log *slog.Logger) error {
 		Artifacts:  sidecar.BlobArtifacts(store),
 		JournalDir: filepath.Dir(socket),
 		Log:        log,
+		// Set by podspec for native sidecars (see sidecar.Config).
+		StayUntilTerminated: os.Getenv("PORTER_NATIVE_SIDECAR") == "true",
 	})
 	if err != nil {
 		return err

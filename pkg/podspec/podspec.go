@@ -50,6 +50,7 @@ const (
 	EnvATCCAPEM           = "PORTER_ATC_CA_PEM"
 	EnvSocket             = "PORTER_SOCKET"
 	EnvPodName            = "PORTER_POD_NAME"
+	EnvNativeSidecar      = "PORTER_NATIVE_SIDECAR"
 	EnvStepToken          = "PORTER_STEP_TOKEN"
 	EnvBlobstoreEndpoint  = "PORTER_BLOBSTORE_ENDPOINT"
 	EnvBlobstoreBucket    = "PORTER_BLOBSTORE_BUCKET"
@@ -373,6 +374,11 @@ func sidecarEnv(secretName, actionJSON string, w Worker, s Secrets) []corev1.Env
 	)
 	if len(s.ATCCA) > 0 {
 		env = append(env, secretEnv(EnvATCCAPEM, secretName, SecretKeyATCCA))
+	}
+	if w.NativeSidecars {
+		// A native sidecar that exits is restarted: it must wait for the
+		// kubelet's TERM, which comes once the main container has ended.
+		env = append(env, corev1.EnvVar{Name: EnvNativeSidecar, Value: "true"})
 	}
 	if s.BlobstoreAccessKey != "" {
 		env = append(env,

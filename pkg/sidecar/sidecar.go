@@ -59,7 +59,11 @@ type Config struct {
 	OutboxLimit int
 	// TransferRetry bounds how long an input or output transfer is retried (default 2m).
 	TransferRetry time.Duration
-	Log           *slog.Logger
+	// StayUntilTerminated keeps the sidecar after the step until ctx ends:
+	// a native sidecar that exited would be restarted by the kubelet, which
+	// instead sends TERM once the main container has ended.
+	StayUntilTerminated bool
+	Log                 *slog.Logger
 }
 
 // Result is how the step ended, as recorded in result.json.
@@ -102,8 +106,10 @@ type run struct {
 	mu       sync.Mutex
 	aborted  string // reason, once the ATC aborted the step
 	released bool
-	abortCh  chan struct{}
-	relCh    chan struct{}
+	// failure, when the process never ran, is what the entrypoint is told.
+	failure *controlpb.Fail
+	abortCh chan struct{}
+	relCh   chan struct{}
 }
 
 // Run coordinates the step until it is released (or its keep-alive window
@@ -169,8 +175,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		log.Warn("ATC did not acknowledge the step's last events", "err", err)
 	}
 	cancelFlush()
-	r.keepAlive(ctx)
-	r.releaseEntrypoint()
+	// A person who aborted a step asked for it to stop: it is not kept.
+	if res.Result != "ABORTED" {
+		r.keepAlive(ctx)
+	}
+	r.releaseEntrypoint(ctx)
+	if cfg.StayUntilTerminated {
+		<-ctx.Done()
+	}
 	return res, nil
 }
 
@@ -346,19 +358,14 @@ func errOr(abortReason string, err error) string {
 	return err.Error()
 }
 
-// failBeforeStart ends a step whose process never ran: the entrypoint is told
-// so it exits instead of waiting.
+// failBeforeStart ends a step whose process never ran; the entrypoint is
+// told (by releaseEntrypoint) so it exits instead of waiting.
 func (r *run) failBeforeStart(ctx context.Context, res *Result, result, msg string, exit int32) *Result {
 	res.Result, res.Error, res.ExitStatus = result, msg, exit
 	r.emit(ctx, &eventspb.Event{Payload: &eventspb.Event_Error{Error: &eventspb.Error{Message: msg}}})
-	go func() {
-		// The entrypoint may attach later (or never, if its image is missing).
-		select {
-		case <-r.ctl.ready:
-			_ = r.ctl.send(ctx, &controlpb.SidecarCommand{Msg: &controlpb.SidecarCommand_Fail{Fail: &controlpb.Fail{Message: msg, ExitStatus: exit}}})
-		case <-ctx.Done():
-		}
-	}()
+	r.mu.Lock()
+	r.failure = &controlpb.Fail{Message: msg, ExitStatus: exit}
+	r.mu.Unlock()
 	return res
 }
 
@@ -585,17 +592,30 @@ func (r *run) keepAlive(ctx context.Context) {
 	}
 }
 
-// releaseEntrypoint lets the wrapper exit with the process's code and waits
-// briefly for it to go.
-func (r *run) releaseEntrypoint() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// releaseEntrypoint lets the wrapper exit with the process's code (or tells
+// it the step cannot run) and waits for it to go. An entrypoint that has not
+// attached yet is waited for: leaving first would strand it. If its image
+// never starts, the ATC deletes the pod, which ends ctx.
+func (r *run) releaseEntrypoint(ctx context.Context) {
+	select {
+	case <-r.ctl.ready:
+	case <-ctx.Done():
+		return
+	}
+	r.mu.Lock()
+	cmd := &controlpb.SidecarCommand{Msg: &controlpb.SidecarCommand_Release{Release: &controlpb.Release{}}}
+	if r.failure != nil {
+		cmd = &controlpb.SidecarCommand{Msg: &controlpb.SidecarCommand_Fail{Fail: r.failure}}
+	}
+	r.mu.Unlock()
+	sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	gone := r.ctl.detached()
-	if err := r.ctl.send(ctx, &controlpb.SidecarCommand{Msg: &controlpb.SidecarCommand_Release{Release: &controlpb.Release{}}}); err != nil {
+	if err := r.ctl.send(sendCtx, cmd); err != nil {
 		return
 	}
 	select {
 	case <-gone:
-	case <-ctx.Done():
+	case <-sendCtx.Done():
 	}
 }

@@ -110,3 +110,14 @@ func (s *Server) deliverSession(stepID string, out *eventspb.SessionOutput) {
 		close(sess.output)
 	}
 }
+
+// end finishes a session from the server's side with an error as its last
+// message (or, if its reader is far behind, by closing it).
+func (sess *Session) end(reason string) {
+	select {
+	case sess.output <- &eventspb.SessionOutput{SessionId: sess.ID, Exited: true, ExitStatus: -1, Error: reason}:
+		close(sess.output)
+	default:
+		sess.closeOnce.Do(func() { close(sess.done) })
+	}
+}

@@ -173,6 +173,12 @@ func (s *Server) Connect(stream eventspb.StepStream_ConnectServer) error {
 		s.mu.Lock()
 		if cur, ok := s.steps[stepID]; ok && cur.connID == connID {
 			cur.conn = nil
+			// The sessions' processes may live on in the pod, but nothing
+			// carries their output any more: end them for the person.
+			for id, sess := range cur.sessions {
+				sess.end("the step's sidecar disconnected")
+				delete(cur.sessions, id)
+			}
 		}
 		s.mu.Unlock()
 	}()

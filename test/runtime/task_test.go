@@ -91,6 +91,9 @@ var _ = Describe("task steps on the real cluster", func() {
 		pod := stepPod(ctx, b)
 		Expect(pod.Spec.AutomountServiceAccountToken).To(HaveValue(BeFalse()))
 		Expect(pod.Spec.Containers[0].Command[:3]).To(Equal([]string{"/porter/bin/porter", "entrypoint", "--"}))
+		// Released, the wrapper exits with the task's code and the native
+		// sidecar is stopped by the kubelet: Kubernetes agrees on the result.
+		Eventually(func() corev1.PodPhase { return stepPod(ctx, b).Status.Phase }).WithTimeout(time.Minute).Should(Equal(corev1.PodSucceeded))
 	})
 
 	It("passes a file from make-a-file to consume-the-file", func(ctx SpecContext) {
@@ -174,7 +177,14 @@ run:
 `))
 		Expect(code).To(Equal(7))
 		Expect(stdout).To(Equal("failing\n"))
-		Expect(latestBuild(ctx).Status).To(Equal(api.StatusFailed))
+		b := latestBuild(ctx)
+		Expect(b.Status).To(Equal(api.StatusFailed))
+		Eventually(func() corev1.PodPhase { return stepPod(ctx, b).Status.Phase }).WithTimeout(time.Minute).Should(Equal(corev1.PodFailed))
+		for _, s := range stepPod(ctx, b).Status.ContainerStatuses {
+			if s.Name == podspec.StepContainerName {
+				Expect(s.State.Terminated.ExitCode).To(Equal(int32(7)))
+			}
+		}
 	})
 
 	It("aborts a running build within seconds, killing the process", func(ctx SpecContext) {
