@@ -292,19 +292,22 @@ func (s *Server) deletePod(ctx context.Context, stepID string) {
 	}
 }
 
-var resultStatus = map[eventspb.Result]string{
-	eventspb.Result_RESULT_SUCCEEDED: api.StatusSucceeded,
-	eventspb.Result_RESULT_FAILED:    api.StatusFailed,
-	eventspb.Result_RESULT_ERRORED:   api.StatusErrored,
-	eventspb.Result_RESULT_ABORTED:   api.StatusAborted,
+// buildStatus is the build status a step result gives.
+func buildStatus(r eventspb.Result) string {
+	switch r {
+	case eventspb.Result_RESULT_SUCCEEDED:
+		return api.StatusSucceeded
+	case eventspb.Result_RESULT_FAILED:
+		return api.StatusFailed
+	case eventspb.Result_RESULT_ABORTED:
+		return api.StatusAborted
+	}
+	return api.StatusErrored
 }
 
 // finishStep records how the step ended and ends the build with it.
 func (s *Server) finishStep(ctx context.Context, b *build, st *stepState, fin *eventspb.StepFinished) {
-	status := resultStatus[fin.GetResult()]
-	if status == "" {
-		status = api.StatusErrored
-	}
+	status := buildStatus(fin.GetResult())
 	if fin.GetError() != "" && fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
 		st.mu.Lock()
 		shown := fin.GetError() != st.lastError

@@ -58,7 +58,7 @@ func dialATC(cfg ATCConfig) (*grpc.ClientConn, error) {
 	conn, err := grpc.NewClient(cfg.Address,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 5 * time.Second, Backoff: fastBackoff}),
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 5 * time.Second, Backoff: fastBackoff()}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("dial ATC at %s: %w", cfg.Address, err)

@@ -560,11 +560,7 @@ func compact(ts []Transfer) []Transfer {
 // finish writes the audit record and reports the end of the step; it returns
 // the finish event's sequence number.
 func (r *run) finish(ctx context.Context, res *Result) uint64 {
-	result := map[string]eventspb.Result{
-		"SUCCEEDED": eventspb.Result_RESULT_SUCCEEDED, "FAILED": eventspb.Result_RESULT_FAILED,
-		"ERRORED": eventspb.Result_RESULT_ERRORED, "ABORTED": eventspb.Result_RESULT_ABORTED,
-	}[res.Result]
-	fin := &eventspb.StepFinished{Result: result, ExitStatus: res.ExitStatus, Error: res.Error}
+	fin := &eventspb.StepFinished{Result: eventspb.Result(eventspb.Result_value["RESULT_"+res.Result]), ExitStatus: res.ExitStatus, Error: res.Error}
 	for _, o := range res.Outputs {
 		fin.Outputs = append(fin.Outputs, &eventspb.ArtifactUploaded{Name: o.Name, Key: o.Key, Size: o.Size, Digest: o.Digest})
 	}

@@ -10,4 +10,6 @@ import (
 var Version = "dev"
 
 // fastBackoff reconnects quickly: a step pod's ATC is usually back within seconds.
-var fastBackoff = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second}
+func fastBackoff() backoff.Config {
+	return backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second}
+}
