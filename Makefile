@@ -10,7 +10,7 @@ help: ## list the targets
 
 .PHONY: build
 build: ## build porter and atc-porter-runtime into bin/
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$$(. hack/lib.sh && porter_ldflags)" -o bin/ ./cmd/...
 
 .PHONY: demo
 demo: ## from nothing to real builds on the local cluster with MinIO; leaves the ATC running

@@ -48,7 +48,7 @@ BUSYBOX_ROOTFS=$IMAGE_CACHE/rootfs/busybox
 build_go_binaries() {
   [ $# -gt 0 ] || return 0
   mkdir -p "$GO_BIN_DIR"
-  (cd "$GO_DIR" && CGO_ENABLED=0 go build -trimpath -o "$GO_BIN_DIR/" "$@")
+  (cd "$GO_DIR" && CGO_ENABLED=0 go build -trimpath -ldflags "$(porter_ldflags)" -o "$GO_BIN_DIR/" "$@")
 }
 
 # prepare_busybox_rootfs: a busybox userland from Debian's busybox-static, rebuilt

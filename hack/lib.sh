@@ -37,3 +37,11 @@ ensure_apt() {
     apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"
   }
 }
+
+# porter_ldflags: the link flags of the project's binaries. The version is the
+# commit (with -dirty for local changes), so audit records say what ran.
+porter_ldflags() {
+  local v
+  v=$(git -C "$REPO_ROOT" describe --always --dirty 2>/dev/null || echo dev)
+  echo "-X github.com/porter-ci/porter/pkg/sidecar.Version=$v"
+}
