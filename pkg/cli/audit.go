@@ -9,6 +9,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/porter-ci/porter/pkg/api"
 )
 
 const auditUsage = `usage: ` + Program + ` audit [--atc URL] [--json] BUILD
@@ -20,32 +22,6 @@ under builds/BUILD/, and for each step what ran, where, with which inputs
 options:
       --json   print the trail as JSON
 `
-
-// stepRecord is the part of a step's result.json that audit prints.
-type stepRecord struct {
-	StepID        string          `json:"step_id"`
-	StepName      string          `json:"step_name"`
-	Pod           string          `json:"pod"`
-	Image         string          `json:"image"`
-	PorterVersion string          `json:"porter_version"`
-	StartedAt     time.Time       `json:"started_at"`
-	FinishedAt    time.Time       `json:"finished_at"`
-	Result        string          `json:"result"`
-	ExitStatus    int             `json:"exit_status"`
-	Error         string          `json:"error"`
-	Inputs        []auditArtifact `json:"inputs"`
-	Outputs       []auditArtifact `json:"outputs"`
-	Caches        []auditArtifact `json:"caches"`
-	EventsKey     string          `json:"events_key"`
-	EventsDigest  string          `json:"events_digest"`
-}
-
-type auditArtifact struct {
-	Name   string `json:"name"`
-	Key    string `json:"key"`
-	Size   int64  `json:"size"`
-	Digest string `json:"digest"`
-}
 
 func (a *app) audit(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
@@ -85,7 +61,7 @@ func (a *app) audit(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stdout, "  %-72s %10s\n", o.Key, formatBytes(o.Size))
 	}
 	for _, stepID := range slices.Sorted(maps.Keys(trail.Steps)) {
-		var rec stepRecord
+		var rec api.StepRecord
 		if err := json.Unmarshal(trail.Steps[stepID], &rec); err != nil {
 			a.printError("audit", fmt.Errorf("decode the result of step %s: %w", stepID, err))
 			return ExitFailed
@@ -99,7 +75,7 @@ func (a *app) audit(ctx context.Context, args []string) int {
 			rec.FinishedAt.Sub(rec.StartedAt).Round(time.Millisecond))
 		for _, group := range []struct {
 			what string
-			arts []auditArtifact
+			arts []api.StepArtifact
 		}{{"input", rec.Inputs}, {"output", rec.Outputs}, {"cache", rec.Caches}} {
 			for _, art := range group.arts {
 				fmt.Fprintf(a.stdout, "  %-8s  %s: %s %s (%s)\n", group.what+":", art.Name, art.Key, art.Digest, formatBytes(art.Size))

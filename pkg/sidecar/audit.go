@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 )
@@ -96,26 +97,11 @@ func (t *auditTrail) writeAction(ctx context.Context) error {
 	return err
 }
 
-// stepRecord is result.json.
-type stepRecord struct {
-	StepID        string    `json:"step_id"`
-	BuildID       string    `json:"build_id"`
-	StepName      string    `json:"step_name"`
-	Pod           string    `json:"pod,omitempty"`
-	Image         string    `json:"image"`
-	PorterVersion string    `json:"porter_version"`
-	StartedAt     time.Time `json:"started_at"`
-	FinishedAt    time.Time `json:"finished_at"`
-	*Result
-	EventsKey    string `json:"events_key,omitempty"`
-	EventsDigest string `json:"events_digest,omitempty"`
-}
-
 // writeResult uploads the event journal and then result.json, whose
 // presence marks the audit record complete. It returns result.json's key.
 func (t *auditTrail) writeResult(ctx context.Context, res *Result) (string, error) {
-	rec := stepRecord{StepID: t.a.StepID, BuildID: t.a.Build.ID, StepName: t.a.StepName, Pod: t.pod, Image: t.a.Image,
-		PorterVersion: Version, StartedAt: t.startedAt, FinishedAt: time.Now().UTC(), Result: res}
+	rec := api.StepRecord{StepID: t.a.StepID, BuildID: t.a.Build.ID, StepName: t.a.StepName, Pod: t.pod, Image: t.a.Image,
+		PorterVersion: Version, StartedAt: t.startedAt, FinishedAt: time.Now().UTC(), StepResult: *res}
 	var errs *multierror.Error
 	if events, digest, err := t.compressedJournal(); err != nil {
 		errs = multierror.Append(errs, err)

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/sidecar/controlpb"
 )
@@ -67,23 +68,10 @@ type Config struct {
 }
 
 // Result is how the step ended, as recorded in result.json.
-type Result struct {
-	Result     string     `json:"result"`
-	ExitStatus int32      `json:"exit_status"`
-	Error      string     `json:"error,omitempty"`
-	TimedOut   bool       `json:"timed_out,omitempty"`
-	Signal     string     `json:"signal,omitempty"`
-	Inputs     []Transfer `json:"inputs,omitempty"`
-	Outputs    []Transfer `json:"outputs,omitempty"`
-	Caches     []Transfer `json:"caches,omitempty"`
-}
+type Result = api.StepResult
 
 // Transfer is one artifact moved in or out of the step.
-type Transfer struct {
-	Name string `json:"name"`
-	Artifact
-	Seconds float64 `json:"seconds"`
-}
+type Transfer = api.StepArtifact
 
 // stepError marks an infrastructure failure (ERRORED, not FAILED).
 type stepError struct{ err error }
@@ -452,7 +440,8 @@ func (r *run) fetchInputs(ctx context.Context) ([]Transfer, []Transfer, error) {
 			if err != nil {
 				return fmt.Errorf("input %q: %w", in.Name, err)
 			}
-			inputs[i] = Transfer{Name: in.Name, Artifact: t.Artifact, Seconds: t.Seconds}
+			t.Name = in.Name
+			inputs[i] = t
 			r.emit(ctx, &eventspb.Event{Payload: &eventspb.Event_InputFetched{InputFetched: &eventspb.InputFetched{
 				Name: in.Name, Key: t.Key, Size: t.Size, Digest: t.Digest}}})
 			return nil
@@ -477,7 +466,8 @@ func (r *run) fetchInputs(ctx context.Context) ([]Transfer, []Transfer, error) {
 			if err != nil {
 				return fmt.Errorf("restore cache %q: %w", c.Path, err)
 			}
-			caches[i] = Transfer{Name: c.Path, Artifact: t.Artifact, Seconds: t.Seconds}
+			t.Name = c.Path
+			caches[i] = t
 			return nil
 		})
 	}
@@ -499,7 +489,8 @@ func (r *run) storeOutputs(ctx context.Context) ([]Transfer, []Transfer, error) 
 			if err != nil {
 				return fmt.Errorf("upload output %q: %w", out.Name, err)
 			}
-			outputs[i] = Transfer{Name: out.Name, Artifact: t.Artifact, Seconds: t.Seconds}
+			t.Name = out.Name
+			outputs[i] = t
 			r.emit(ctx, &eventspb.Event{Payload: &eventspb.Event_OutputUploaded{OutputUploaded: &eventspb.ArtifactUploaded{
 				Name: out.Name, Key: t.Key, Size: t.Size, Digest: t.Digest}}})
 			return nil
@@ -513,7 +504,8 @@ func (r *run) storeOutputs(ctx context.Context) ([]Transfer, []Transfer, error) 
 			if err != nil {
 				return fmt.Errorf("save cache %q: %w", c.Path, err)
 			}
-			caches[i] = Transfer{Name: c.Path, Artifact: t.Artifact, Seconds: t.Seconds}
+			t.Name = c.Path
+			caches[i] = t
 			r.emit(ctx, &eventspb.Event{Payload: &eventspb.Event_OutputUploaded{OutputUploaded: &eventspb.ArtifactUploaded{
 				Name: c.Path, Key: t.Key, Size: t.Size, Digest: t.Digest, Cache: true}}})
 			return nil
@@ -532,7 +524,7 @@ func (r *run) transfer(ctx context.Context, what string, do func(context.Context
 		start := time.Now()
 		art, err := do(ctx)
 		if err == nil {
-			return Transfer{Artifact: art, Seconds: time.Since(start).Seconds()}, nil
+			return Transfer{Key: art.Key, Size: art.Size, Digest: art.Digest, Seconds: time.Since(start).Seconds()}, nil
 		}
 		if !retryable(err) || ctx.Err() != nil || time.Now().Add(delay).After(deadline) {
 			return Transfer{}, err
