@@ -139,6 +139,17 @@ run:
 		Expect(stdout).To(ContainSubstring(step.Outputs["files"].Digest))
 	})
 
+	It("runs as run.user, from the image's /etc/passwd, in run.dir", func(ctx SpecContext) {
+		code, stdout, stderr := run(ctx, "execute", "-c", taskFile(busyboxTask+`run:
+  path: sh
+  args: ["-c", "echo $(id -u):$(id -g) $HOME $(pwd)"]
+  user: nobody
+  dir: some/dir
+`))
+		Expect(code).To(Equal(0), stderr)
+		Expect(stdout).To(MatchRegexp(`^65534:65534 /nonexistent /tmp/build/[0-9a-f]+/some/dir\n$`))
+	})
+
 	It("passes params as environment, step params over the config's", func(ctx SpecContext) {
 		code, stdout, stderr := run(ctx, "execute", "-p", "GREETING=hey", "-c", taskFile(busyboxTask+`params:
   GREETING: hello
