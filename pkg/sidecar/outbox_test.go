@@ -1,0 +1,116 @@
+package sidecar
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+)
+
+func output(n int) *eventspb.Event {
+	return &eventspb.Event{Payload: &eventspb.Event_Output{Output: &eventspb.Output{Data: make([]byte, n)}}}
+}
+
+func TestOutboxNumbersKeepsAndResends(t *testing.T) {
+	var recorded []uint64
+	o := newOutbox(1<<20, func(e *eventspb.Event) { recorded = append(recorded, e.Seq) })
+	ctx := context.Background()
+	for i := 1; i <= 5; i++ {
+		seq, err := o.Append(ctx, output(10))
+		if err != nil || seq != uint64(i) {
+			t.Fatalf("Append %d = %d, %v", i, seq, err)
+		}
+	}
+	if len(recorded) != 5 || recorded[4] != 5 {
+		t.Fatalf("journal saw %v", recorded)
+	}
+	o.Ack(3)
+	if got := o.FirstUnacked(); got != 4 {
+		t.Fatalf("FirstUnacked = %d, want 4", got)
+	}
+	// A reconnect resends what the ATC has not stored, from its resume point.
+	evs, _ := o.After(3)
+	if len(evs) != 2 || evs[0].Seq != 4 || evs[1].Seq != 5 {
+		t.Fatalf("After(3) = %v", evs)
+	}
+	// A stale ack (an older connection's) changes nothing.
+	o.Ack(2)
+	if got := o.FirstUnacked(); got != 4 {
+		t.Fatalf("FirstUnacked after a stale ack = %d", got)
+	}
+	done := make(chan error, 1)
+	go func() { done <- o.WaitAcked(ctx, 5) }()
+	select {
+	case <-done:
+		t.Fatal("WaitAcked returned before the ack")
+	case <-time.After(50 * time.Millisecond):
+	}
+	o.Ack(5)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOutboxPushesBackWhenFull(t *testing.T) {
+	o := newOutbox(1000, nil)
+	ctx := context.Background()
+	if _, err := o.Append(ctx, output(600)); err != nil {
+		t.Fatal(err)
+	}
+	appended := make(chan uint64, 1)
+	go func() {
+		seq, _ := o.Append(ctx, output(600))
+		appended <- seq
+	}()
+	select {
+	case <-appended:
+		t.Fatal("Append went past the limit")
+	case <-time.After(50 * time.Millisecond):
+	}
+	o.Ack(1)
+	select {
+	case seq := <-appended:
+		if seq != 2 {
+			t.Fatalf("seq %d, want 2", seq)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Append still blocked after the ack made room")
+	}
+	// A single event larger than the limit still goes through when the outbox is empty.
+	o.Ack(2)
+	if _, err := o.Append(ctx, output(5000)); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := o.Append(cctx, output(10)); err == nil {
+		t.Fatal("Append on a full outbox ignored its cancelled context")
+	}
+}
+
+func TestProcessEnvDropsPorterSettingsAndFollowsUser(t *testing.T) {
+	env := processEnv([]string{"PATH=/bin", "PORTER_STEP_TOKEN=secret", "HOME=/root", "A=1"}, []string{"B=2"}, "/home/u", true)
+	want := []string{"PATH=/bin", "A=1", "HOME=/home/u", "B=2"}
+	if len(env) != len(want) {
+		t.Fatalf("env = %v, want %v", env, want)
+	}
+	for i := range want {
+		if env[i] != want[i] {
+			t.Fatalf("env = %v, want %v", env, want)
+		}
+	}
+}
+
+func TestLookupUser(t *testing.T) {
+	if cred, _, err := lookupUser(""); err != nil || cred != nil {
+		t.Fatalf("empty user: %v, %v", cred, err)
+	}
+	if _, _, err := lookupUser("no-such-user-here"); err == nil {
+		t.Fatal("unknown user accepted")
+	}
+	cred, _, err := lookupUser("0:0")
+	if err != nil || cred.Uid != 0 || cred.Gid != 0 {
+		t.Fatalf("0:0 = %+v, %v", cred, err)
+	}
+}
