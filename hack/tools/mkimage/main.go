@@ -199,8 +199,8 @@ func build(opts options) (string, error) {
 
 	tmpOut := filepath.Join(work, "image.tar")
 	if err := writeArchive(tmpOut, layerPath, layerDigest, map[string][]byte{
-		"oci-layout": []byte(`{"imageLayoutVersion":"1.0.0"}`),
-		"index.json": index,
+		"oci-layout":                            []byte(`{"imageLayoutVersion":"1.0.0"}`),
+		"index.json":                            index,
 		blobPath(configDesc["digest"].(string)): config,
 		blobPath(manifestDigest):                manifest,
 	}); err != nil {
