@@ -182,3 +182,25 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
 	return hex.EncodeToString(b)
 }
+
+// WithMinIOBucket starts a MinIO, creates a bucket, runs fn with the
+// bucket's blobstore config and terminates the MinIO afterwards, whatever fn
+// returned (for programs; suites use StartMinIO with DeferCleanup).
+func WithMinIOBucket(ctx context.Context, fn func(m *MinIO, cfg blobstore.Config) error) (err error) {
+	m, err := StartMinIO(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if terr := m.Terminate(tctx); terr != nil && err == nil {
+			err = terr
+		}
+	}()
+	bucket, err := m.NewBucket(ctx)
+	if err != nil {
+		return err
+	}
+	return fn(m, m.Config(bucket))
+}

@@ -57,22 +57,13 @@ func run(ctx context.Context, bigSize int64, smallFiles int) (err error) {
 	defer os.RemoveAll(tmp)
 
 	slog.Info("starting MinIO")
-	m, err := testenv.StartMinIO(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if terr := m.Terminate(tctx); terr != nil && err == nil {
-			err = terr
-		}
-	}()
-	bucket, err := m.NewBucket(ctx)
-	if err != nil {
-		return err
-	}
-	store, err := blobstore.NewMinio(m.Config(bucket))
+	return testenv.WithMinIOBucket(ctx, func(m *testenv.MinIO, cfg blobstore.Config) error {
+		return measure(ctx, tmp, m, cfg, bigSize, smallFiles)
+	})
+}
+
+func measure(ctx context.Context, tmp string, m *testenv.MinIO, cfg blobstore.Config, bigSize int64, smallFiles int) error {
+	store, err := blobstore.NewMinio(cfg)
 	if err != nil {
 		return err
 	}

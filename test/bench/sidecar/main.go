@@ -131,22 +131,13 @@ func run(ctx context.Context, rate int, duration time.Duration, size int64) (err
 	if b.porter, err = stepproc.BuildPorter(ctx, tmp); err != nil {
 		return err
 	}
-	m, err := testenv.StartMinIO(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if terr := m.Terminate(tctx); terr != nil && err == nil {
-			err = terr
-		}
-	}()
-	bucket, err := m.NewBucket(ctx)
-	if err != nil {
-		return err
-	}
-	b.blob = m.Config(bucket)
+	return testenv.WithMinIOBucket(ctx, func(_ *testenv.MinIO, cfg blobstore.Config) error {
+		b.blob = cfg
+		return b.measure(ctx, rate, duration, size)
+	})
+}
+
+func (b *bench) measure(ctx context.Context, rate int, duration time.Duration, size int64) (err error) {
 	key, _ := steptoken.NewKey()
 	if b.keys, err = steptoken.NewKeyring(key); err != nil {
 		return err
@@ -182,7 +173,7 @@ func run(ctx context.Context, rate int, duration time.Duration, size int64) (err
 	if err != nil {
 		return err
 	}
-	src := filepath.Join(tmp, "src")
+	src := filepath.Join(b.tmp, "src")
 	if err := writeRandomFile(filepath.Join(src, "big.bin"), size); err != nil {
 		return err
 	}
