@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/porter-ci/porter/pkg/api"
@@ -232,6 +233,8 @@ func (s *Server) restore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list stored builds: %w", err)
 	}
+	finishedSteps := map[string]time.Time{}
+	defer func() { s.collectFinishedPods(ctx, finishedSteps) }()
 	for _, o := range objs {
 		rc, _, err := s.store.Get(ctx, o.Key)
 		if err != nil {
@@ -255,6 +258,9 @@ func (s *Server) restore(ctx context.Context) error {
 		if api.Finished(sb.Status) || sb.Task == nil {
 			log.finish()
 			close(b.done)
+			if sb.Task != nil {
+				finishedSteps[sb.Task.StepID] = time.Unix(sb.EndTime, 0)
+			}
 			continue
 		}
 		s.log.Info("resuming build", "build", sb.ID, "step", sb.Task.StepID)
@@ -373,4 +379,29 @@ func parseBuildID(s string) (int64, error) {
 		return 0, errors.New("build id must be a positive number")
 	}
 	return id, nil
+}
+
+// collectFinishedPods schedules the deletion of pods whose builds ended
+// before a restart: their retention timers died with the old process.
+func (s *Server) collectFinishedPods(ctx context.Context, ended map[string]time.Time) {
+	pods, err := s.kube.CoreV1().Pods(s.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: podspec.WorkerSelector(s.cfg.Worker)})
+	if err != nil {
+		s.log.Warn("list step pods left from before the restart", "err", err)
+		return
+	}
+	keep := max(s.cfg.PodRetention, s.cfg.KeepAlive)
+	byLabel := make(map[string]string, len(ended))
+	for stepID := range ended {
+		byLabel[podspec.LabelValue(stepID)] = stepID
+	}
+	for _, pod := range pods.Items {
+		stepID, ok := byLabel[pod.Labels[podspec.LabelStep]]
+		if !ok {
+			continue
+		}
+		endedAt := ended[stepID]
+		time.AfterFunc(max(time.Until(endedAt.Add(keep)), 0), func() {
+			s.deletePod(context.Background(), stepID)
+		})
+	}
 }

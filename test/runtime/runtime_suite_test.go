@@ -147,6 +147,7 @@ type atcServer struct {
 	grpcAddr, httpAddr                    string
 	env                                   []string
 	keepAlive                             time.Duration // serve --keep-alive
+	podRetention                          time.Duration // serve --pod-retention (default 10m)
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -170,7 +171,7 @@ func (s *atcServer) start() {
 		"--porter-image", "porter.local/porter:dev",
 		// The local cluster has no cluster DNS; nothing here resolves names.
 		"--dns-policy", "Default",
-		"--pod-retention", "10m",
+		"--pod-retention", s.retention().String(),
 		"--keep-alive", s.keepAlive.String(),
 		"--pod-blobstore-endpoint", s.podBlobstore,
 	)
@@ -220,4 +221,11 @@ func (s *atcServer) stop() {
 func (s *atcServer) logText() string {
 	b, _ := os.ReadFile(filepath.Join(s.dir, "atc.log"))
 	return string(b)
+}
+
+func (s *atcServer) retention() time.Duration {
+	if s.podRetention == 0 {
+		return 10 * time.Minute
+	}
+	return s.podRetention
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -309,6 +310,27 @@ run: {path: ls}
 		code, stdout, _ = run(ctx, "builds")
 		Expect(code).To(Equal(0))
 		Expect(stdout).To(ContainSubstring(fmt.Sprint(b.ID)))
+	})
+
+	It("removes the pods of builds that ended before a restart once their retention is over", func(ctx SpecContext) {
+		code, _, stderr := run(ctx, "execute", "-c", taskFile(busyboxTask+"run: {path: \"true\"}\n"))
+		Expect(code).To(Equal(0), stderr)
+		b := latestBuild(ctx)
+		Expect(stepPod(ctx, b)).NotTo(BeNil())
+		// The pod's retention timer dies with the crashed server; the next
+		// server finds the pod and removes it.
+		server.stopWith(9)
+		server.podRetention = time.Second
+		server.start()
+		DeferCleanup(func() {
+			server.stopWith(syscall.SIGTERM)
+			server.podRetention = 0
+			server.start()
+		})
+		Eventually(func() error {
+			_, err := admin.CoreV1().Pods(namespace).Get(ctx, b.Steps[0].Pod, metav1.GetOptions{})
+			return err
+		}).WithTimeout(time.Minute).Should(MatchError(ContainSubstring("not found")))
 	})
 
 	It("finishes a running build across a crash of the server, losing no line", func(ctx SpecContext) {
