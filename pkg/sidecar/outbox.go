@@ -76,6 +76,11 @@ func (o *outbox) Ack(seq uint64) {
 		return
 	}
 	o.acked = seq
+	// The ATC holds more than this process numbered (a restarted sidecar):
+	// continue after it, or new events would be taken for resends.
+	if seq >= o.nextSeq {
+		o.nextSeq = seq + 1
+	}
 	n := 0
 	for n < len(o.pending) && o.pending[n].Seq <= seq {
 		o.bytes -= proto.Size(o.pending[n])

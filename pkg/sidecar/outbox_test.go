@@ -114,3 +114,13 @@ func TestLookupUser(t *testing.T) {
 		t.Fatalf("0:0 = %+v, %v", cred, err)
 	}
 }
+
+func TestOutboxContinuesAfterTheATCsResumePoint(t *testing.T) {
+	// A restarted sidecar starts from nothing while the ATC has 50 events.
+	o := newOutbox(1<<20, nil)
+	o.Ack(50)
+	seq, err := o.Append(context.Background(), output(1))
+	if err != nil || seq != 51 {
+		t.Fatalf("first event after the resume point = %d, %v; want 51", seq, err)
+	}
+}

@@ -53,8 +53,12 @@ type Server struct {
 type step struct {
 	// conn is the live connection's outbox, nil while disconnected.
 	conn chan *eventspb.ATCMessage
-	// connID tells a stale connection's cleanup from the current one's.
+	// connID tells a stale connection from the current one.
 	connID uint64
+	// appended is the last sequence number given to the sink. It lives here,
+	// not in a connection, so a superseded connection that is still
+	// delivering cannot append an event twice.
+	appended uint64
 	// pending commands survive a disconnect and are sent on the next connect.
 	aborted  *eventspb.Abort
 	released bool
@@ -158,6 +162,7 @@ func (s *Server) Connect(stream eventspb.StepStream_ConnectServer) error {
 	st.connID++
 	connID := st.connID
 	st.conn = out
+	st.appended = last
 	// The resume point comes first; commands given while disconnected follow it.
 	out <- ack(last)
 	if st.aborted != nil {
@@ -202,7 +207,7 @@ func (s *Server) Connect(stream eventspb.StepStream_ConnectServer) error {
 		}
 	}()
 
-	recvErr := s.receive(ctx, stream, stepID, last, out)
+	recvErr := s.receive(ctx, stream, stepID, connID, out)
 	cancel()
 	if err := <-sendErr; err != nil && recvErr == nil {
 		recvErr = err
@@ -218,7 +223,7 @@ func ack(seq uint64) *eventspb.ATCMessage {
 // receive stores events in order, skipping ones already stored, and routes
 // session output to its session. Acknowledgements trail behind, sent by
 // acker once the sink says the events are durable.
-func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_ConnectServer, stepID string, last uint64, out chan<- *eventspb.ATCMessage) error {
+func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_ConnectServer, stepID string, connID uint64, out chan<- *eventspb.ATCMessage) error {
 	appended := make(chan uint64, 1)
 	ackErr := make(chan error, 1)
 	go func() { ackErr <- s.acker(ctx, stepID, appended, out) }()
@@ -232,23 +237,19 @@ func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_Connect
 		}
 		switch m := msg.Msg.(type) {
 		case *eventspb.SidecarMessage_Event:
-			ev := m.Event
-			switch {
-			case ev.GetSeq() <= last:
+			seq, stored, err := s.append(ctx, stepID, connID, m.Event)
+			if err != nil {
+				return err
+			}
+			if !stored {
 				continue // a resend of something already stored
-			case ev.GetSeq() != last+1:
-				return status.Errorf(codes.FailedPrecondition, "step %q: event %d does not follow stored event %d", stepID, ev.GetSeq(), last)
 			}
-			if err := s.sink.Append(ctx, stepID, []*eventspb.Event{ev}); err != nil {
-				return status.Errorf(codes.Unavailable, "store event %d of step %q: %v", ev.GetSeq(), stepID, err)
-			}
-			last = ev.GetSeq()
 			// Only the newest matters to the acker: replace an unread value.
 			select {
 			case <-appended:
 			default:
 			}
-			appended <- last
+			appended <- seq
 		case *eventspb.SidecarMessage_SessionOutput:
 			s.deliverSession(stepID, m.SessionOutput)
 		case *eventspb.SidecarMessage_Hello:
@@ -260,6 +261,28 @@ func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_Connect
 		default:
 		}
 	}
+}
+
+// append gives one event to the sink unless it is stored already. Steps are
+// serialised here, so two connections of one step (a reconnect racing a
+// half-dead stream) cannot store an event twice.
+func (s *Server) append(ctx context.Context, stepID string, connID uint64, ev *eventspb.Event) (uint64, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.steps[stepID]
+	switch {
+	case !ok || st.connID != connID:
+		return 0, false, status.Errorf(codes.Aborted, "step %q: superseded by a newer connection", stepID)
+	case ev.GetSeq() <= st.appended:
+		return 0, false, nil
+	case ev.GetSeq() != st.appended+1:
+		return 0, false, status.Errorf(codes.FailedPrecondition, "step %q: event %d does not follow stored event %d", stepID, ev.GetSeq(), st.appended)
+	}
+	if err := s.sink.Append(ctx, stepID, []*eventspb.Event{ev}); err != nil {
+		return 0, false, status.Errorf(codes.Unavailable, "store event %d of step %q: %v", ev.GetSeq(), stepID, err)
+	}
+	st.appended = ev.GetSeq()
+	return st.appended, true, nil
 }
 
 // acker acknowledges appended events once they are durable.

@@ -193,3 +193,56 @@ func TestAbortWhileDisconnectedIsDeliveredOnConnect(t *testing.T) {
 		t.Fatalf("got %v, want the pending abort", msg)
 	}
 }
+
+func TestASupersededConnectionCannotStoreTwice(t *testing.T) {
+	keys := keyring(t)
+	sink := stepserver.NewMemorySink()
+	client, _ := serve(t, sink, keys)
+	token, _ := keys.Mint("step-a", time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	connect := func() eventspb.StepStream_ConnectClient {
+		stream, err := client.Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream.Send(hello("step-a", token))
+		if _, err := stream.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		return stream
+	}
+	waitAck := func(stream eventspb.StepStream_ConnectClient, seq uint64) {
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg.GetAck().GetSeq() >= seq {
+				return
+			}
+		}
+	}
+
+	old := connect()
+	old.Send(event(1, "a"))
+	waitAck(old, 1)
+	// The sidecar reconnects while the old stream is half dead.
+	fresh := connect()
+	fresh.Send(event(2, "b"))
+	waitAck(fresh, 2)
+	old.Send(event(2, "stale"))
+	for {
+		_, err := old.Recv()
+		if err != nil {
+			if status.Code(err) != codes.Aborted {
+				t.Fatalf("old stream ended with %v, want Aborted", err)
+			}
+			break
+		}
+	}
+	evs := sink.Events("step-a")
+	if len(evs) != 2 || string(evs[1].GetOutput().GetData()) != "b" {
+		t.Fatalf("stored %v", evs)
+	}
+}
