@@ -434,13 +434,12 @@ func (r *run) fetchInputs(ctx context.Context) ([]Transfer, []Transfer, error) {
 			continue // optional and not provided
 		}
 		g.Go(func() error {
-			t, err := r.transfer(gctx, "fetch input "+in.Name, func(ctx context.Context) (Artifact, error) {
+			t, err := r.transfer(gctx, fmt.Sprintf("input %q", in.Name), in.Name, func(ctx context.Context) (Artifact, error) {
 				return r.cfg.Artifacts.Download(ctx, in.Key, in.Digest, dir)
 			})
 			if err != nil {
-				return fmt.Errorf("input %q: %w", in.Name, err)
+				return err
 			}
-			t.Name = in.Name
 			inputs[i] = t
 			r.emit(ctx, &eventspb.Event{Payload: &eventspb.Event_InputFetched{InputFetched: &eventspb.InputFetched{
 				Name: in.Name, Key: t.Key, Size: t.Size, Digest: t.Digest}}})
@@ -460,15 +459,11 @@ func (r *run) fetchInputs(ctx context.Context) ([]Transfer, []Transfer, error) {
 			if !ok {
 				return nil // the first run of this step: an empty cache
 			}
-			t, err := r.transfer(gctx, "restore cache "+c.Path, func(ctx context.Context) (Artifact, error) {
+			t, err := r.transfer(gctx, fmt.Sprintf("restore cache %q", c.Path), c.Path, func(ctx context.Context) (Artifact, error) {
 				return r.cfg.Artifacts.Download(ctx, c.Key, "", dir)
 			})
-			if err != nil {
-				return fmt.Errorf("restore cache %q: %w", c.Path, err)
-			}
-			t.Name = c.Path
 			caches[i] = t
-			return nil
+			return err
 		})
 	}
 	err := g.Wait()
@@ -483,13 +478,12 @@ func (r *run) storeOutputs(ctx context.Context) ([]Transfer, []Transfer, error) 
 	g, gctx := errgroup.WithContext(ctx)
 	for i, out := range a.Outputs {
 		g.Go(func() error {
-			t, err := r.transfer(gctx, "upload output "+out.Name, func(ctx context.Context) (Artifact, error) {
+			t, err := r.transfer(gctx, fmt.Sprintf("upload output %q", out.Name), out.Name, func(ctx context.Context) (Artifact, error) {
 				return r.cfg.Artifacts.Upload(ctx, a.Dir(out.Path))
 			})
 			if err != nil {
-				return fmt.Errorf("upload output %q: %w", out.Name, err)
+				return err
 			}
-			t.Name = out.Name
 			outputs[i] = t
 			r.emit(ctx, &eventspb.Event{Payload: &eventspb.Event_OutputUploaded{OutputUploaded: &eventspb.ArtifactUploaded{
 				Name: out.Name, Key: t.Key, Size: t.Size, Digest: t.Digest}}})
@@ -498,13 +492,12 @@ func (r *run) storeOutputs(ctx context.Context) ([]Transfer, []Transfer, error) 
 	}
 	for i, c := range a.Caches {
 		g.Go(func() error {
-			t, err := r.transfer(gctx, "save cache "+c.Path, func(ctx context.Context) (Artifact, error) {
+			t, err := r.transfer(gctx, fmt.Sprintf("save cache %q", c.Path), c.Path, func(ctx context.Context) (Artifact, error) {
 				return r.cfg.Artifacts.UploadTo(ctx, a.Dir(c.Path), c.Key)
 			})
 			if err != nil {
-				return fmt.Errorf("save cache %q: %w", c.Path, err)
+				return err
 			}
-			t.Name = c.Path
 			caches[i] = t
 			r.emit(ctx, &eventspb.Event{Payload: &eventspb.Event_OutputUploaded{OutputUploaded: &eventspb.ArtifactUploaded{
 				Name: c.Path, Key: t.Key, Size: t.Size, Digest: t.Digest, Cache: true}}})
@@ -515,25 +508,26 @@ func (r *run) storeOutputs(ctx context.Context) ([]Transfer, []Transfer, error) 
 	return compact(outputs), compact(caches), err
 }
 
-// transfer retries a whole artifact transfer with backoff: the store's own
-// retries cover short blips, this covers a store that is away for longer.
-func (r *run) transfer(ctx context.Context, what string, do func(context.Context) (Artifact, error)) (Transfer, error) {
+// transfer moves one artifact, named name in the step's record, retrying the
+// whole transfer with backoff: the store's own retries cover short blips,
+// this covers a store that is away for longer. Errors say what was moved.
+func (r *run) transfer(ctx context.Context, what, name string, do func(context.Context) (Artifact, error)) (Transfer, error) {
 	deadline := time.Now().Add(r.cfg.TransferRetry)
 	delay := 500 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		art, err := do(ctx)
 		if err == nil {
-			return Transfer{Key: art.Key, Size: art.Size, Digest: art.Digest, Seconds: time.Since(start).Seconds()}, nil
+			return Transfer{Name: name, Key: art.Key, Size: art.Size, Digest: art.Digest, Seconds: time.Since(start).Seconds()}, nil
 		}
 		if !retryable(err) || ctx.Err() != nil || time.Now().Add(delay).After(deadline) {
-			return Transfer{}, err
+			return Transfer{}, fmt.Errorf("%s: %w", what, err)
 		}
 		r.log.Warn("transfer failed; retrying", "what", what, "attempt", attempt, "err", err, "in", delay)
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
-			return Transfer{}, err
+			return Transfer{}, fmt.Errorf("%s: %w", what, err)
 		}
 		delay = min(delay*2, 10*time.Second)
 	}

@@ -8,7 +8,6 @@ package runtime_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -135,10 +134,9 @@ func writeKubeconfig(cfg *rest.Config, ns, path string) {
 }
 
 func freeAddr(host string) string {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	addr, err := testenv.FreeAddr(host)
 	Expect(err).NotTo(HaveOccurred())
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // atcServer is the `atc-porter-runtime serve` process.

@@ -33,6 +33,18 @@ func run(ctx context.Context, args ...string) (code int, stdout, stderr string) 
 	return code, out.String(), errOut.String()
 }
 
+// executeInBackground runs `execute -c task` while the spec goes on; done
+// delivers its exit code.
+func executeInBackground(ctx context.Context, task string) (stdout, stderr *lockedBuffer, done <-chan int) {
+	stdout, stderr = &lockedBuffer{Tee: GinkgoWriter}, &lockedBuffer{Tee: GinkgoWriter}
+	codes := make(chan int, 1)
+	go func() {
+		defer GinkgoRecover()
+		codes <- cli.Main(ctx, []string{"--atc", server.url(), "execute", "-c", task}, strings.NewReader(""), stdout, stderr)
+	}()
+	return stdout, stderr, codes
+}
+
 // taskFile writes a task config into a fresh directory and returns its path.
 func taskFile(yaml string) string {
 	path := filepath.Join(GinkgoT().TempDir(), "task.yml")
@@ -200,16 +212,10 @@ run:
 	})
 
 	It("aborts a running build within seconds, killing the process", func(ctx SpecContext) {
-		var out, errOut lockedBuffer
-		done := make(chan int, 1)
-		task := taskFile(busyboxTask + `run:
+		out, _, done := executeInBackground(ctx, taskFile(busyboxTask+`run:
   path: sh
   args: ["-c", "echo started; sleep 600"]
-`)
-		go func() {
-			defer GinkgoRecover()
-			done <- cli.Main(ctx, []string{"--atc", server.url(), "execute", "-c", task}, strings.NewReader(""), &out, &errOut)
-		}()
+`))
 		Eventually(out.String).WithTimeout(2 * time.Minute).Should(ContainSubstring("started"))
 		b := latestBuild(ctx)
 		abortedAt := time.Now()
@@ -334,16 +340,10 @@ run: {path: ls}
 	})
 
 	It("finishes a running build across a crash of the server, losing no line", func(ctx SpecContext) {
-		var out, errOut lockedBuffer
-		done := make(chan int, 1)
-		task := taskFile(busyboxTask + `run:
+		out, errOut, done := executeInBackground(ctx, taskFile(busyboxTask+`run:
   path: sh
   args: ["-c", "i=1; while [ $i -le 60 ]; do echo line $i; i=$((i+1)); sleep 0.1; done"]
-`)
-		go func() {
-			defer GinkgoRecover()
-			done <- cli.Main(ctx, []string{"--atc", server.url(), "execute", "-c", task}, strings.NewReader(""), &out, &errOut)
-		}()
+`))
 		Eventually(out.String).WithTimeout(2 * time.Minute).Should(ContainSubstring("line 10\n"))
 		b := latestBuild(ctx)
 		server.stopWith(9)

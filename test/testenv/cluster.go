@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 )
@@ -38,4 +39,14 @@ func ClusterEnv() (map[string]string, error) {
 		return nil, fmt.Errorf("%w: no MinIO settings (PORTER_CLUSTER_MINIO_* or %s); run `make cluster-up`", ErrNoCluster, ClusterEnvFile)
 	}
 	return env, nil
+}
+
+// FreeAddr returns host:port with a port that was free on host a moment ago.
+func FreeAddr(host string) (string, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", fmt.Errorf("find a free port on %s: %w", host, err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }

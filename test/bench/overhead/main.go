@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -72,7 +71,14 @@ func run(ctx context.Context, n int) error {
 	}
 	defer os.RemoveAll(state)
 
-	grpcAddr, httpAddr := freeAddr(env["PORTER_CLUSTER_NODE_IP"]), freeAddr("127.0.0.1")
+	grpcAddr, err := testenv.FreeAddr(env["PORTER_CLUSTER_NODE_IP"])
+	if err != nil {
+		return err
+	}
+	httpAddr, err := testenv.FreeAddr("127.0.0.1")
+	if err != nil {
+		return err
+	}
 	srv, err := atc.New(ctx, atc.Config{
 		Namespace: ns, Worker: "bench", GRPCListen: grpcAddr, HTTPListen: httpAddr, StateDir: state,
 		PorterImage: "porter.local/porter:dev", NativeSidecars: true, DNSPolicy: corev1.DNSDefault,
@@ -121,15 +127,6 @@ func run(ctx context.Context, n int) error {
 	fmt.Printf("  overhead, pod to pod (difference of medians): %s; as a person sees it (build finished vs bare pod): %s\n",
 		(mpp - mb).Round(time.Millisecond), (mp - mb).Round(time.Millisecond))
 	return nil
-}
-
-func freeAddr(host string) string {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func waitHealthy(ctx context.Context, c *atcclient.Client) error {
