@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -265,10 +266,20 @@ func (s *Server) restore(ctx context.Context) error {
 		}
 		s.log.Info("resuming build", "build", sb.ID, "step", sb.Task.StepID)
 		st := s.registerStep(b, sb.Task.StepID, sb.Task.EventConfig)
+		podGone, err := s.podGone(ctx, sb.Task.StepID)
+		if err != nil {
+			return err
+		}
 		s.runs.Add(1)
 		go func() {
 			defer s.runs.Done()
 			go log.run(ctx)
+			if podGone {
+				// Nothing in the cluster can report this step any more.
+				s.finishStep(ctx, b, st, &eventspb.StepFinished{Result: eventspb.Result_RESULT_ERRORED, ExitStatus: -1,
+					Error: fmt.Sprintf("pod %s is gone: it was deleted, or never created, while the ATC was down", podspec.Name(st.id))})
+				return
+			}
 			s.superviseTask(ctx, b, st)
 		}()
 	}
@@ -403,5 +414,23 @@ func (s *Server) collectFinishedPods(ctx context.Context, ended map[string]time.
 		time.AfterFunc(max(time.Until(endedAt.Add(keep)), 0), func() {
 			s.deletePod(context.Background(), stepID)
 		})
+	}
+}
+
+// podGone reports whether a step's pod no longer exists (its Secret, if
+// left behind, is removed with it).
+func (s *Server) podGone(ctx context.Context, stepID string) (bool, error) {
+	name := podspec.Name(stepID)
+	_, err := s.kube.CoreV1().Pods(s.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return false, nil
+	case apierrors.IsNotFound(err):
+		if err := s.kube.CoreV1().Secrets(s.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			s.log.Warn("delete a gone step's secret", "step", stepID, "err", err)
+		}
+		return true, nil
+	default:
+		return false, fmt.Errorf("look up pod %s of a resumed build: %w", name, err)
 	}
 }

@@ -339,6 +339,27 @@ run: {path: ls}
 		}).WithTimeout(time.Minute).Should(MatchError(ContainSubstring("not found")))
 	})
 
+	It("errors a running build whose pod went away while the server was down", func(ctx SpecContext) {
+		out, _, done := executeInBackground(ctx, taskFile(busyboxTask+`run:
+  path: sh
+  args: ["-c", "echo started; sleep 600"]
+`))
+		Eventually(out.String).WithTimeout(2 * time.Minute).Should(ContainSubstring("started"))
+		b := latestBuild(ctx)
+		server.stopWith(9)
+		grace := int64(0)
+		Expect(admin.CoreV1().Pods(namespace).Delete(ctx, b.Steps[0].Pod, metav1.DeleteOptions{GracePeriodSeconds: &grace})).To(Succeed())
+		Eventually(func() error {
+			_, err := admin.CoreV1().Pods(namespace).Get(ctx, b.Steps[0].Pod, metav1.GetOptions{})
+			return err
+		}).WithTimeout(time.Minute).Should(MatchError(ContainSubstring("not found")))
+		server.start()
+		Eventually(done).WithTimeout(time.Minute).Should(Receive(Equal(2)), "execute follows the resumed build to its error")
+		code, _, stderr := run(ctx, "watch", fmt.Sprint(b.ID))
+		Expect(code).To(Equal(2))
+		Expect(stderr).To(ContainSubstring("is gone: it was deleted, or never created, while the ATC was down"))
+	})
+
 	It("finishes a running build across a crash of the server, losing no line", func(ctx SpecContext) {
 		out, errOut, done := executeInBackground(ctx, taskFile(busyboxTask+`run:
   path: sh
