@@ -163,6 +163,40 @@ run:
 		Expect(stdout).To(MatchRegexp(`^65534:65534 /nonexistent /tmp/build/[0-9a-f]+/some/dir\n$`))
 	})
 
+	It("applies input_mapping and output_mapping", func(ctx SpecContext) {
+		repo := GinkgoT().TempDir()
+		Expect(os.WriteFile(filepath.Join(repo, "README"), []byte("mapped\n"), 0o644)).To(Succeed())
+		task := busyboxTask + `inputs:
+- name: source
+outputs:
+- name: result
+run:
+  path: sh
+  args: ["-c", "cat source/README; cp source/README result/"]
+`
+		// The person's artifact "repo" is the task's input "source".
+		code, stdout, stderr := run(ctx, "execute", "-i", "repo="+repo, "-m", "source=repo", "-c", taskFile(task))
+		Expect(code).To(Equal(0), stderr)
+		Expect(stdout).To(Equal("mapped\n"))
+
+		// Through the API: the task's output "result" becomes the build's "built".
+		in := latestBuild(ctx).Steps[0]
+		Expect(in.Outputs).To(HaveKey("result"))
+		b, err := client().CreateBuild(ctx, api.CreateBuildRequest{Task: api.TaskStep{Config: task,
+			Inputs:        map[string]api.ArtifactRef{"repo": in.Outputs["result"]},
+			InputMapping:  map[string]string{"source": "repo"},
+			OutputMapping: map[string]string{"result": "built"},
+		}})
+		Expect(err).NotTo(HaveOccurred())
+		code, stdout, _ = run(ctx, "watch", fmt.Sprint(b.ID))
+		Expect(code).To(Equal(0))
+		Expect(stdout).To(Equal("mapped\n"))
+		done, err := client().Build(ctx, b.ID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(done.Steps[0].Outputs).To(HaveKey("built"))
+		Expect(done.Steps[0].Outputs).NotTo(HaveKey("result"))
+	})
+
 	It("passes params as environment, step params over the config's", func(ctx SpecContext) {
 		code, stdout, stderr := run(ctx, "execute", "-p", "GREETING=hey", "-c", taskFile(busyboxTask+`params:
   GREETING: hello
