@@ -2,7 +2,8 @@
 # Stops the local cluster that hack/cluster-up.sh started and removes everything it
 # left on the host: processes (by recorded PID only, never by name), containers,
 # mounts, network namespaces, veths, the bridge, the lo alias, iptables chains,
-# cgroups and all state. Logs stay in $CLUSTER_LOGS for post-mortems.
+# cgroups and all state, and PostgreSQL (hack/postgres.sh down). Logs stay in
+# $CLUSTER_LOGS for post-mortems.
 #
 # Idempotent: when nothing is left it does nothing and says so.
 #
@@ -148,6 +149,9 @@ remove_kubelet_strays() {
 }
 
 main() {
+  # PostgreSQL keeps its own state dirs, so it is stopped (and its data deleted)
+  # whether or not the cluster left anything.
+  "$REPO_ROOT/hack/postgres.sh" down
   if ! leftovers; then
     log "cluster-down: nothing to do, the cluster is not running"
     return 0

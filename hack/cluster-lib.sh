@@ -32,6 +32,17 @@ MINIO_ENDPOINT=$NODE_IP:9000
 MINIO_BUCKET=porter
 MINIO_NAMESPACE=porter-minio
 
+# PostgreSQL (hack/postgres.sh) runs on the host, as the postgres user, apart from
+# the cluster's dirs: it can be up without the cluster, and cluster-up's check for
+# a half-running cluster must not see it.
+POSTGRES_BIN=/usr/lib/postgresql/$POSTGRES_MAJOR/bin
+POSTGRES_STATE=/var/lib/porter-postgres
+POSTGRES_RUN=/run/porter-postgres
+POSTGRES_LOG=$CLUSTER_LOGS/postgres/postgres.log
+POSTGRES_PORT=${PORTER_POSTGRES_PORT:-15432}
+# PORTER_POSTGRES_DSN (the admin DSN) for tests and the ATC.
+POSTGRES_ENV_FILE=$POSTGRES_STATE/postgres.env
+
 CONTAINERD_SOCK=$CLUSTER_RUN/containerd.sock
 PAUSE_IMAGE=porter.local/pause:dev
 # Built images are cached here as OCI archives; cluster-up imports them all.

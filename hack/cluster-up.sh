@@ -5,6 +5,7 @@
 #   etcd -> kube-apiserver -> kube-controller-manager + kube-scheduler
 #   containerd (a private instance, CRI on) -> kubelet (cgroupfs, CNI bridge)
 #   MinIO as a host-network pod on the node IP, bucket "porter"
+#   PostgreSQL on 127.0.0.1:$POSTGRES_PORT (hack/postgres.sh; on the host, not a pod)
 #
 # Everything listens on 127.0.0.1 or on the node IP (a /32 alias on lo); pods can
 # reach each other and this host, nothing else. Image pulls fail at once and
@@ -432,6 +433,7 @@ cluster is up ($(elapsed)s)
   node:           $NODE_NAME, node IP $NODE_IP, pods $POD_SUBNET on $BRIDGE
   MinIO:          http://$MINIO_ENDPOINT from the host and from pods, bucket $MINIO_BUCKET
   credentials:    $MINIO_ENV_FILE (all settings: $CLUSTER_STATE/cluster.env)
+  PostgreSQL:     127.0.0.1:$POSTGRES_PORT, admin DSN in $POSTGRES_ENV_FILE
   logs:           $CLUSTER_LOGS
 EOF
 }
@@ -444,6 +446,7 @@ main() {
   if [ $dead = 0 ]; then
     timed "verify running cluster" check_health
     timed "import changed images" "$REPO_ROOT/hack/images.sh" --import-cached
+    timed "postgres" "$REPO_ROOT/hack/postgres.sh" up
     print_summary
     return 0
   fi
@@ -466,11 +469,15 @@ main() {
   import_images &
   local images_pid=$!
   configure_cni
+  # PostgreSQL needs nothing of the cluster; it starts while the apiserver does.
+  timed "postgres" "$REPO_ROOT/hack/postgres.sh" up &
+  local postgres_pid=$!
   timed "kube-apiserver ready" wait_apiserver
   start_controllers
   start_kubelet
   timed "node Ready, default SA" wait_node
   wait "$images_pid" || die "importing the images failed"
+  wait "$postgres_pid" || die "starting PostgreSQL failed (hack/postgres.sh up)"
   timed "MinIO ready, bucket" start_minio
   print_summary
 }

@@ -9,7 +9,8 @@
 # engine that was already running before (a developer's) is used and left alone.
 #
 # Test suites find the cluster through the exported PORTER_KUBECONFIG,
-# PORTER_CLUSTER_NODE_IP and PORTER_CLUSTER_MINIO_* (see docs/local-cluster.md).
+# PORTER_CLUSTER_NODE_IP, PORTER_CLUSTER_MINIO_* (see docs/local-cluster.md) and
+# PORTER_POSTGRES_DSN (hack/postgres.sh).
 #
 # usage: hack/test.sh
 #   GO_TEST_FLAGS   flags for go test (default: -count=1 -timeout 60m: CI always really runs the suites)
@@ -105,6 +106,9 @@ run_go_tests() {
   set -a
   # shellcheck disable=SC1091 # written by cluster-up
   . "$CLUSTER_STATE/cluster.env" || return 1
+  # PORTER_POSTGRES_DSN: the admin DSN; suites create their own databases.
+  # shellcheck disable=SC1090 # written by hack/postgres.sh
+  . "$POSTGRES_ENV_FILE" || return 1
   set +a
   export PORTER_CLUSTER_MINIO_ENV_FILE=$MINIO_ENV_FILE
   export PORTER_KUBECTL=$TOOLS_BIN/kubectl
