@@ -1,10 +1,10 @@
 package atcclient
 
 import (
+	"archive/tar"
+	"bufio"
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,65 +12,73 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
-	"strings"
+	"os/exec"
+	"path"
+	"slices"
+	"strconv"
 
-	"github.com/klauspost/compress/zstd"
+	"github.com/klauspost/compress/gzip"
 
-	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/concourse"
 )
 
-// UploadContentType is the Content-Type of an artifact upload: a tar stream
-// compressed with zstd.
-const UploadContentType = "application/zstd"
+// UploadOptions tune UploadArtifact.
+type UploadOptions struct {
+	// IncludeIgnored sends every file; otherwise, in a git work tree, the
+	// files git would ignore stay home, as with fly.
+	IncludeIgnored bool
+	// Platform is the query's platform; empty means "linux".
+	Platform string
+	// Tags are worker tags, sent as fly sends them.
+	Tags []string
+	// Progress, if not nil, is called with the number of compressed bytes
+	// sent so far, from the goroutine that sends them.
+	Progress func(bytes int64)
+}
 
-// Bounds of the download decoder, whatever the stream asks for, so that a
-// broken or hostile server cannot make the client allocate without limit.
-const (
-	maxDecoderWindow = 32 << 20
-	maxDecoderMemory = 256 << 20
-)
-
-// errUploadStopped closes the upload pipe when the HTTP request is over, so
-// that the archiving goroutine stops writing.
+// errUploadStopped closes the upload pipe when the request is over, so that
+// the archiving goroutine stops writing.
 var errUploadStopped = errors.New("upload request ended")
 
-// UploadArtifact stores dir on the ATC: POST /api/v1/artifacts with the
-// directory streamed as tar → zstd → request body, without a temporary file
-// and in bounded memory. progress, if not nil, is called with the number of
-// compressed bytes sent so far, from the goroutine that sends them. The
-// digest the ATC answers with is checked against the stream sent.
-func (c *Client) UploadArtifact(ctx context.Context, dir string, progress func(bytes int64)) (api.ArtifactRef, error) {
-	const op = "upload artifact"
+// UploadArtifact sends dir to team (the client's team when empty) as fly's
+// `execute -i` does: POST /api/v1/teams/{team}/artifacts?platform=linux
+// with the directory streamed as tar + gzip, without a temporary file.
+func (c *Client) UploadArtifact(ctx context.Context, team, dir string, opts UploadOptions) (concourse.WorkerArtifact, error) {
+	op := "upload " + dir
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return api.ArtifactRef{}, fmt.Errorf("%s: %w", op, err)
+		return concourse.WorkerArtifact{}, fmt.Errorf("%s: %w", op, err)
 	}
 	if !fi.IsDir() {
-		return api.ArtifactRef{}, fmt.Errorf("%s: %s is not a directory", op, dir)
+		return concourse.WorkerArtifact{}, fmt.Errorf("%s: not a directory", op)
+	}
+	files, err := UploadFiles(ctx, dir, opts.IncludeIgnored)
+	if err != nil {
+		return concourse.WorkerArtifact{}, fmt.Errorf("%s: %w", op, err)
 	}
 
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := writeTarZstd(ctx, pw, dir)
+		err := WriteTarGz(ctx, pw, dir, files)
 		pw.CloseWithError(err) // nil closes with EOF
 		done <- err
 	}()
 
-	h := sha256.New()
-	body := &progressReader{r: io.TeeReader(pr, h), progress: progress}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url("/api/v1/artifacts"), body)
-	if err != nil {
-		pr.CloseWithError(errUploadStopped)
-		<-done
-		return api.ArtifactRef{}, fmt.Errorf("%s: %w", op, err)
+	platform := opts.Platform
+	if platform == "" {
+		platform = "linux"
 	}
-	req.ContentLength = -1 // streamed: the size is known only at the end
-	req.Header.Set("Content-Type", UploadContentType)
-	req.Header.Set("Accept", "application/json")
-	resp, doErr := c.http.Do(req)
+	q := url.Values{"platform": {platform}}
+	if len(opts.Tags) > 0 {
+		q["tags"] = opts.Tags
+	}
+	var out concourse.WorkerArtifact
+	doErr := c.do(ctx, request{
+		op: op, method: http.MethodPost, path: c.teamPath(team) + "/artifacts", query: q,
+		body: &progressReader{r: pr, progress: opts.Progress}, contentType: "application/octet-stream",
+	}, &out)
 	// The transport may stop reading early (an error answer, a cut
 	// connection): unblock the writer, then wait for it either way.
 	pr.CloseWithError(errUploadStopped)
@@ -78,50 +86,226 @@ func (c *Client) UploadArtifact(ctx context.Context, dir string, progress func(b
 	if errors.Is(writeErr, errUploadStopped) {
 		writeErr = nil // a consequence, not a cause
 	}
-
-	if doErr != nil {
-		if writeErr != nil {
-			// The transport's error wraps the writer's; the writer's says
-			// what went wrong locally without the noise.
-			return api.ArtifactRef{}, fmt.Errorf("%s: %w", op, writeErr)
-		}
-		return api.ArtifactRef{}, fmt.Errorf("%s: %w", op, doErr)
-	}
-	if resp.StatusCode/100 != 2 {
-		return api.ArtifactRef{}, statusError(op, resp)
-	}
-	defer resp.Body.Close()
 	if writeErr != nil {
-		return api.ArtifactRef{}, fmt.Errorf("%s: %w", op, writeErr)
+		// The writer's error says what went wrong locally without the noise
+		// of the transport's, which wraps it.
+		return concourse.WorkerArtifact{}, fmt.Errorf("%s: %w", op, writeErr)
 	}
-	var ref api.ArtifactRef
-	if err := json.NewDecoder(resp.Body).Decode(&ref); err != nil {
-		return api.ArtifactRef{}, fmt.Errorf("%s: decode answer: %w", op, err)
+	if doErr != nil {
+		return concourse.WorkerArtifact{}, doErr
 	}
-	sent := "sha256:" + hex.EncodeToString(h.Sum(nil))
-	if ref.Digest != sent {
-		return api.ArtifactRef{}, fmt.Errorf("%s: the ATC stored digest %q but the stream sent was %s", op, ref.Digest, sent)
-	}
-	if ref.Size != 0 && ref.Size != body.n {
-		return api.ArtifactRef{}, fmt.Errorf("%s: the ATC stored %d bytes but %d were sent", op, ref.Size, body.n)
-	}
-	if ref.Key == "" {
-		return api.ArtifactRef{}, fmt.Errorf("%s: the ATC answered without a key", op)
-	}
-	return ref, nil
+	return out, nil
 }
 
-func writeTarZstd(ctx context.Context, w io.Writer, dir string) error {
-	enc, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedDefault))
-	if err != nil {
-		return fmt.Errorf("zstd encoder: %w", err)
+// UploadFiles lists what an upload of dir sends, as fly decides it: with
+// includeIgnored, or when dir is not in a git work tree, "." (everything);
+// otherwise the files git knows (less those deleted from the work tree) and
+// the untracked ones it does not ignore, relative to dir.
+func UploadFiles(ctx context.Context, dir string, includeIgnored bool) ([]string, error) {
+	if includeIgnored {
+		return []string{"."}, nil
 	}
-	if err := blobstore.WriteTar(ctx, enc, dir); err != nil {
-		enc.Close()
+	tracked, err := gitLS(ctx, dir)
+	if err != nil {
+		// Not a work tree, or no git: everything goes, as with fly.
+		return []string{"."}, nil
+	}
+	deleted, err := gitLS(ctx, dir, "--deleted")
+	if err != nil {
+		return nil, err
+	}
+	untracked, err := gitLS(ctx, dir, "--others", "--exclude-standard")
+	if err != nil {
+		return nil, err
+	}
+	files := slices.DeleteFunc(tracked, func(f string) bool { return slices.Contains(deleted, f) })
+	return append(files, untracked...), nil
+}
+
+func gitLS(ctx context.Context, dir string, flags ...string) ([]string, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"ls-files", "-z"}, flags...)...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git ls-files %v in %s: %w: %s", flags, dir, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	var files []string
+	for f := range bytes.SplitSeq(out, []byte{0}) {
+		if len(f) > 0 {
+			files = append(files, string(f))
+		}
+	}
+	return files, nil
+}
+
+// WriteTarGz writes the files of dir (paths relative to it; "." is all of
+// it) to w as a gzip-compressed tar stream. A directory in files is sent
+// whole; the parent directories of files are sent too, so their modes
+// survive. Nothing outside dir is read: files are opened through an
+// os.Root and symlinks are sent as symlinks, never followed.
+func WriteTarGz(ctx context.Context, w io.Writer, dir string, files []string) error {
+	gz := gzip.NewWriter(w)
+	if slices.Contains(files, ".") {
+		// blobstore's writer keeps hard links, ownership and empty dirs.
+		if err := blobstore.WriteTar(ctx, gz, dir); err != nil {
+			return err
+		}
+		return closeGzip(gz)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", dir, err)
+	}
+	defer root.Close()
+	a := &listArchiver{ctx: ctx, root: root, tw: tar.NewWriter(gz), sent: map[string]bool{}}
+	for _, f := range files {
+		name := path.Clean(f)
+		if !fs.ValidPath(name) {
+			return fmt.Errorf("archive %s: %q is not a path inside it", dir, f)
+		}
+		if err := a.addParents(name); err != nil {
+			return fmt.Errorf("archive %s: %w", dir, err)
+		}
+		err := a.add(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			// git listed a file that a concurrent change removed.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("archive %s: %w", dir, err)
+		}
+	}
+	if err := a.tw.Close(); err != nil {
+		return fmt.Errorf("archive %s: finish tar: %w", dir, err)
+	}
+	return closeGzip(gz)
+}
+
+func closeGzip(gz *gzip.Writer) error {
+	if err := gz.Close(); err != nil {
+		return fmt.Errorf("gzip: %w", err)
+	}
+	return nil
+}
+
+// listArchiver writes chosen entries of a directory, each once.
+type listArchiver struct {
+	ctx  context.Context
+	root *os.Root
+	tw   *tar.Writer
+	sent map[string]bool
+}
+
+// addParents sends name's parent directories (without their contents),
+// outermost first, so that they keep their modes.
+func (a *listArchiver) addParents(name string) error {
+	parent := path.Dir(name)
+	if parent == "." || a.sent[parent] {
+		return nil
+	}
+	if err := a.addParents(parent); err != nil {
 		return err
 	}
-	if err := enc.Close(); err != nil {
-		return fmt.Errorf("zstd: %w", err)
+	return a.entry(parent, false)
+}
+
+// add sends name, and a directory's contents.
+func (a *listArchiver) add(name string) error { return a.entry(name, true) }
+
+func (a *listArchiver) entry(name string, recurse bool) error {
+	if err := a.ctx.Err(); err != nil {
+		return err
+	}
+	if a.sent[name] && !recurse {
+		return nil
+	}
+	fi, err := a.root.Lstat(name)
+	if err != nil {
+		return err
+	}
+	mode := fi.Mode()
+	if !mode.IsRegular() && !mode.IsDir() && mode&fs.ModeSymlink == 0 {
+		return nil // sockets, devices and FIFOs have no place in an artifact
+	}
+	if !a.sent[name] {
+		a.sent[name] = true
+		if err := a.header(name, fi); err != nil {
+			return err
+		}
+	}
+	if fi.IsDir() && recurse {
+		entries, err := fs.ReadDir(a.root.FS(), name)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := a.entry(path.Join(name, e.Name()), true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (a *listArchiver) header(name string, fi fs.FileInfo) error {
+	var link string
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		var err error
+		if link, err = a.root.Readlink(name); err != nil {
+			return err
+		}
+	}
+	hdr, err := tar.FileInfoHeader(fi, link)
+	if err != nil {
+		return err
+	}
+	hdr.Name = name
+	if fi.IsDir() {
+		hdr.Name += "/"
+	}
+	// User and group names mean nothing where the artifact is unpacked.
+	hdr.Uname, hdr.Gname = "", ""
+	if err := a.tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	f, err := a.root.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := io.Copy(a.tw, f); err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
+	}
+	return nil
+}
+
+// DownloadArtifact fetches an artifact of team (the client's team when
+// empty) into dir, creating it if needed: GET
+// /api/v1/teams/{team}/artifacts/{id}, a tar + gzip stream extracted with
+// blobstore.Extract, which refuses entries that would land outside dir.
+// progress, if not nil, is called with the compressed bytes read so far.
+func (c *Client) DownloadArtifact(ctx context.Context, team string, id int64, dir string, progress func(int64)) error {
+	op := fmt.Sprintf("download artifact %d into %s", id, dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	resp, err := c.send(ctx, request{op: op, method: http.MethodGet, path: c.teamPath(team) + "/artifacts/" + strconv.FormatInt(id, 10)})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	gz, err := gzip.NewReader(bufio.NewReader(&progressReader{r: resp.Body, progress: progress}))
+	if err != nil {
+		return fmt.Errorf("%s: gzip: %w", op, err)
+	}
+	defer gz.Close()
+	if err := blobstore.Extract(ctx, gz, dir); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
 }
@@ -141,163 +325,4 @@ func (p *progressReader) Read(b []byte) (int, error) {
 		}
 	}
 	return n, err
-}
-
-// artifactPath is the API path of an artifact, each segment of its key
-// escaped.
-func artifactPath(key string) string {
-	segs := strings.Split(key, "/")
-	for i, s := range segs {
-		segs[i] = url.PathEscape(s)
-	}
-	return "/api/v1/artifacts/" + strings.Join(segs, "/")
-}
-
-// DownloadArtifact fetches an artifact into dir, creating dir if needed:
-// GET /api/v1/artifacts/{key} streamed through sha256 and zstd into a safe
-// extraction. The files land in a staging directory next to dir first and
-// move into dir only once the stream's digest matches ref.Digest, so a
-// mismatch leaves dir as it was. Files already in dir are kept unless the
-// artifact has the same name; then the artifact's wins.
-func (c *Client) DownloadArtifact(ctx context.Context, ref api.ArtifactRef, dir string) error {
-	op := fmt.Sprintf("download artifact %s", ref.Key)
-	algo, want, ok := strings.Cut(ref.Digest, ":")
-	if !ok || algo != "sha256" || len(want) != sha256.Size*2 {
-		// Without a digest nothing says the files are the build's.
-		return fmt.Errorf("%s: cannot verify digest %q: want sha256:<hex>", op, ref.Digest)
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(artifactPath(ref.Key)), nil)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return statusError(op, resp)
-	}
-	defer resp.Body.Close()
-
-	// Same filesystem as dir, so the files can be renamed into it.
-	staging, err := os.MkdirTemp(filepath.Dir(abs), "."+filepath.Base(abs)+".download-")
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	defer removeAll(staging)
-
-	var body io.Reader = resp.Body
-	if ref.Size > 0 {
-		// One byte more than announced is enough to see that it is too long.
-		body = io.LimitReader(body, ref.Size+1)
-	}
-	h := sha256.New()
-	counted := &progressReader{r: io.TeeReader(body, h)}
-	if err := extractTarZstd(ctx, counted, staging); err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	got := hex.EncodeToString(h.Sum(nil))
-	if got != want {
-		return fmt.Errorf("%s: digest mismatch: want %s, got sha256:%s; %s was left untouched", op, ref.Digest, got, dir)
-	}
-	if ref.Size > 0 && counted.n != ref.Size {
-		return fmt.Errorf("%s: size mismatch: want %d bytes, got %d; %s was left untouched", op, ref.Size, counted.n, dir)
-	}
-	if err := mergeInto(staging, abs); err != nil {
-		return fmt.Errorf("%s: move files into %s: %w", op, dir, err)
-	}
-	return nil
-}
-
-func extractTarZstd(ctx context.Context, r io.Reader, dir string) error {
-	dec, err := zstd.NewReader(r,
-		zstd.WithDecoderLowmem(true),
-		zstd.WithDecoderMaxWindow(maxDecoderWindow),
-		zstd.WithDecoderMaxMemory(maxDecoderMemory),
-	)
-	if err != nil {
-		return fmt.Errorf("zstd decoder: %w", err)
-	}
-	defer dec.Close()
-	if err := blobstore.Extract(ctx, dec, dir); err != nil {
-		return err
-	}
-	// The digest covers the whole stream: read what the tar reader left
-	// (end-of-archive padding, the end of the zstd frame).
-	if _, err := io.Copy(io.Discard, dec); err != nil {
-		return fmt.Errorf("zstd: %w", err)
-	}
-	if _, err := io.Copy(io.Discard, r); err != nil {
-		return fmt.Errorf("read: %w", err)
-	}
-	return nil
-}
-
-// mergeInto moves the entries of src into dst: entries dst lacks are
-// renamed into it, directories both have are merged (taking src's mode and
-// mtime), and anything else in dst with a name from src is replaced. dst's
-// entries are looked at with Lstat, so a symlink in dst is replaced, never
-// followed.
-func mergeInto(src, dst string) error {
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		s, d := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
-		sfi, err := os.Lstat(s)
-		if err != nil {
-			return err
-		}
-		dfi, err := os.Lstat(d)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			return err
-		case sfi.IsDir() && dfi.IsDir():
-			// Moving entries out of s needs write access to it, which the
-			// artifact's mode may not give; s is thrown away afterwards.
-			if err := os.Chmod(s, sfi.Mode()|0o700); err != nil {
-				return err
-			}
-			if err := mergeInto(s, d); err != nil {
-				return err
-			}
-			if err := os.Chmod(d, sfi.Mode()); err != nil {
-				return err
-			}
-			if err := os.Chtimes(d, sfi.ModTime(), sfi.ModTime()); err != nil {
-				return err
-			}
-			continue
-		default:
-			if err := os.RemoveAll(d); err != nil {
-				return err
-			}
-		}
-		if err := os.Rename(s, d); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// removeAll removes a staging tree even where the artifact made directories
-// read-only.
-func removeAll(dir string) {
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	_ = os.RemoveAll(dir)
 }

@@ -1,11 +1,15 @@
-// Package atcclient is a typed HTTP client for the ATC runtime's API (see
-// package api): builds, their event streams, and artifact uploads and
-// downloads.
+// Package atcclient is a typed HTTP client for the part of Concourse's API
+// that fly speaks and that Porter's server answers: info, login, teams,
+// one-off builds and their event streams, artifacts, containers (for
+// intercept), plus Porter's own audit route. It is what the
+// atc-porter-runtime client commands use, so that they work against Porter
+// and Concourse alike.
 package atcclient
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,133 +17,233 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
+	"time"
 
-	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/concourse"
 )
 
-// Client talks to one ATC. It is safe for concurrent use.
-type Client struct {
-	base *url.URL
-	http *http.Client
-	log  *slog.Logger
+// DefaultTeam is the team a target uses when none is named, as in fly.
+const DefaultTeam = "main"
+
+// Options say which server to reach and how.
+type Options struct {
+	// URL is the server's base URL, e.g. "https://ci.example.com".
+	URL string
+	// Team is the default team of team routes; empty means DefaultTeam.
+	Team string
+	// Token is the bearer token; empty for info and login only.
+	Token string
+	// HTTPClient reaches the server; nil means one built from TLSConfig.
+	// It must not have a Timeout: event streams and artifact transfers
+	// last as long as they need; bound them with the context instead.
+	HTTPClient *http.Client
+	// TLSConfig is used when HTTPClient is nil, and for intercept's
+	// WebSocket either way.
+	TLSConfig *tls.Config
+	// Logger gets debug lines (reconnects); nil means slog.Default().
+	Logger *slog.Logger
 }
 
-// Option configures a Client.
-type Option func(*Client)
+// Client talks to one server as one user. It is safe for concurrent use.
+type Client struct {
+	base  *url.URL
+	team  string
+	token string
+	http  *http.Client
+	tls   *tls.Config
+	log   *slog.Logger
+}
 
-// WithHTTPClient sets the HTTP client. It must not have a Timeout: event
-// streams and artifact transfers last as long as they need; bound them with
-// the context instead.
-func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
-
-// WithLogger sets the logger for reconnects and other things worth a debug line.
-func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
-
-// New returns a client for the ATC at baseURL, e.g. "http://127.0.0.1:8080".
-func New(baseURL string, opts ...Option) (*Client, error) {
-	u, err := url.Parse(baseURL)
+// New returns a client for the server that opts names.
+func New(opts Options) (*Client, error) {
+	u, err := url.Parse(opts.URL)
 	if err != nil {
-		return nil, fmt.Errorf("ATC URL %q: %w", baseURL, err)
+		return nil, fmt.Errorf("parse server URL %q: %w", opts.URL, err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("ATC URL %q: scheme must be http or https", baseURL)
+		return nil, fmt.Errorf("server URL %q: scheme must be http or https", opts.URL)
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("ATC URL %q: no host", baseURL)
+		return nil, fmt.Errorf("server URL %q: no host", opts.URL)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	u.RawQuery, u.Fragment = "", ""
-	c := &Client{base: u, http: http.DefaultClient, log: slog.Default()}
-	for _, o := range opts {
-		o(c)
+	c := &Client{base: u, team: opts.Team, token: opts.Token, http: opts.HTTPClient, tls: opts.TLSConfig, log: opts.Logger}
+	if c.team == "" {
+		c.team = DefaultTeam
+	}
+	if c.http == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = opts.TLSConfig
+		c.http = &http.Client{Transport: t}
+	}
+	if c.log == nil {
+		c.log = slog.Default()
 	}
 	return c, nil
 }
 
-// URL is the ATC's base URL.
+// URL is the server's base URL.
 func (c *Client) URL() string { return c.base.String() }
 
-// BuildURL is the URL of a build's resource, which is what a person is
-// shown to find the build again.
-func (c *Client) BuildURL(id int64) string { return c.url(api.BuildPath(id)) }
+// Team is the client's default team.
+func (c *Client) Team() string { return c.team }
+
+// BuildURL is the web page of a build, which is what fly shows a person.
+func (c *Client) BuildURL(id int64) string { return fmt.Sprintf("%s/builds/%d", c.URL(), id) }
 
 func (c *Client) url(path string) string { return c.base.String() + path }
 
-// StatusError is an answer of the ATC with an error status.
-type StatusError struct {
+// AuthHeader is the Authorization header of the client's token, for
+// requests made outside the client (intercept's WebSocket).
+func (c *Client) AuthHeader() http.Header {
+	h := http.Header{}
+	if c.token != "" {
+		h.Set("Authorization", "Bearer "+c.token)
+	}
+	return h
+}
+
+// TLSConfig is the TLS configuration the client was given, if any.
+func (c *Client) TLSConfig() *tls.Config { return c.tls }
+
+// Error is the server's answer with an error status.
+type Error struct {
 	// Op is what the client was doing, e.g. "create build".
-	Op string
-	// StatusCode and Status are the HTTP status ("400 Bad Request").
+	Op         string
 	StatusCode int
-	Status     string
-	// Message is the server's {"error": ...} message, or the start of the
-	// body when it was not one.
+	// Message is the server's message (its JSON "error" or "errors", or the
+	// start of the body).
 	Message string
 }
 
-func (e *StatusError) Error() string {
-	if e.Message == "" {
-		return fmt.Sprintf("%s: %s", e.Op, e.Status)
+func (e *Error) Error() string {
+	var hint string
+	switch e.StatusCode {
+	case http.StatusUnauthorized:
+		hint = "not authorized: not logged in or the token expired; log in again"
+	case http.StatusForbidden:
+		hint = "forbidden: the token's teams do not include this"
+	default:
+		hint = fmt.Sprintf("%d %s", e.StatusCode, http.StatusText(e.StatusCode))
 	}
-	return fmt.Sprintf("%s: %s: %s", e.Op, e.Status, e.Message)
+	if e.Message == "" {
+		return fmt.Sprintf("%s: %s", e.Op, hint)
+	}
+	return fmt.Sprintf("%s: %s: %s", e.Op, hint, e.Message)
 }
 
-// IsNotFound reports whether err is the ATC's 404.
-func IsNotFound(err error) bool {
-	var se *StatusError
-	return errors.As(err, &se) && se.StatusCode == http.StatusNotFound
+func hasStatus(err error, code int) bool {
+	var e *Error
+	return errors.As(err, &e) && e.StatusCode == code
 }
+
+// IsUnauthorized reports whether err is the server's 401: no token, or one
+// that expired.
+func IsUnauthorized(err error) bool { return hasStatus(err, http.StatusUnauthorized) }
+
+// IsForbidden reports whether err is the server's 403: another team's thing.
+func IsForbidden(err error) bool { return hasStatus(err, http.StatusForbidden) }
+
+// IsNotFound reports whether err is the server's 404.
+func IsNotFound(err error) bool { return hasStatus(err, http.StatusNotFound) }
 
 // maxErrorBody bounds what is read of an error answer.
 const maxErrorBody = 64 << 10
 
-// statusError reads the error answer resp and closes its body.
-func statusError(op string, resp *http.Response) error {
+// readError reads the error answer resp and closes its body.
+func readError(op string, resp *http.Response) error {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	se := &StatusError{Op: op, StatusCode: resp.StatusCode, Status: resp.Status}
-	var e api.Error
-	if json.Unmarshal(body, &e) == nil && e.Error != "" {
-		se.Message = e.Error
-	} else {
-		// Not our JSON (a proxy's page, say): the first line is the best hint.
+	e := &Error{Op: op, StatusCode: resp.StatusCode}
+	// Porter answers {"error": "..."}, Concourse {"errors": [...]} or text.
+	var j struct {
+		Error  string   `json:"error"`
+		Errors []string `json:"errors"`
+	}
+	switch {
+	case json.Unmarshal(body, &j) == nil && j.Error != "":
+		e.Message = j.Error
+	case len(j.Errors) > 0:
+		e.Message = strings.Join(j.Errors, "; ")
+	default:
+		// Not JSON (a proxy's page, say): the first line is the best hint.
 		line, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
 		if len(line) > 200 {
 			line = line[:200] + "..."
 		}
-		se.Message = line
+		e.Message = line
 	}
-	return se
+	return e
 }
 
-// do sends a JSON request (in may be nil) and decodes a JSON answer into
-// out (which may be nil). Any 2xx is success: the contract names the exact
-// code, but a client has nothing to gain from refusing another success.
-func (c *Client) do(ctx context.Context, op, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		data, err := json.Marshal(in)
+// request is one API call.
+type request struct {
+	op     string
+	method string
+	path   string
+	query  url.Values
+	// json is encoded as the body when body is nil.
+	json        any
+	body        io.Reader
+	contentType string
+	// noAuth leaves the token out (info, login).
+	noAuth bool
+}
+
+// send makes the request and returns the response of a 2xx answer; any
+// other status becomes an *Error. The caller closes the body.
+func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
+	return c.sendHeader(ctx, r, nil)
+}
+
+// sendHeader is send with extra request headers; empty values are left out.
+func (c *Client) sendHeader(ctx context.Context, r request, header http.Header) (*http.Response, error) {
+	body, contentType := r.body, r.contentType
+	if body == nil && r.json != nil {
+		data, err := json.Marshal(r.json)
 		if err != nil {
-			return fmt.Errorf("%s: encode request: %w", op, err)
+			return nil, fmt.Errorf("%s: encode request: %w", r.op, err)
 		}
-		body = bytes.NewReader(data)
+		body, contentType = bytes.NewReader(data), "application/json"
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.url(path), body)
+	u := c.url(r.path)
+	if len(r.query) > 0 {
+		u += "?" + r.query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, u, body)
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", r.op, err)
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
-	req.Header.Set("Accept", "application/json")
+	for k, vs := range header {
+		for _, v := range vs {
+			if v != "" {
+				req.Header.Add(k, v)
+			}
+		}
+	}
+	if !r.noAuth && c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", r.op, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return statusError(op, resp)
+		return nil, readError(r.op, resp)
+	}
+	return resp, nil
+}
+
+// do makes the request and decodes a JSON answer into out (nil: discard).
+func (c *Client) do(ctx context.Context, r request, out any) error {
+	resp, err := c.send(ctx, r)
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
 	if out == nil {
@@ -147,41 +251,123 @@ func (c *Client) do(ctx context.Context, op, method, path string, in, out any) e
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("%s: decode answer: %w", op, err)
+		return fmt.Errorf("%s: decode answer: %w", r.op, err)
 	}
 	return nil
 }
 
-// CreateBuild starts a one-off build: POST /api/v1/builds.
-func (c *Client) CreateBuild(ctx context.Context, req api.CreateBuildRequest) (api.Build, error) {
-	var b api.Build
-	err := c.do(ctx, "create build", http.MethodPost, "/api/v1/builds", req, &b)
-	return b, err
+// Info is GET /api/v1/info; it needs no token.
+func (c *Client) Info(ctx context.Context) (concourse.Info, error) {
+	var info concourse.Info
+	err := c.do(ctx, request{op: "get server info", method: http.MethodGet, path: "/api/v1/info", noAuth: true}, &info)
+	return info, err
 }
 
-// Builds lists the builds, newest first: GET /api/v1/builds.
-func (c *Client) Builds(ctx context.Context) ([]api.Build, error) {
-	var bs []api.Build
-	err := c.do(ctx, "list builds", http.MethodGet, "/api/v1/builds", nil, &bs)
-	return bs, err
+// Token is a login's answer.
+type Token struct {
+	// Type is the token type as the server names it ("bearer"); fly saves
+	// it in ~/.flyrc as is.
+	Type  string
+	Value string
+	// Expiry is when the token stops working; zero if the server did not say.
+	Expiry time.Time
 }
 
-// Build gets one build: GET /api/v1/builds/{id}.
-func (c *Client) Build(ctx context.Context, id int64) (api.Build, error) {
-	var b api.Build
-	err := c.do(ctx, "get build "+strconv.FormatInt(id, 10), http.MethodGet, api.BuildPath(id), nil, &b)
-	return b, err
+// Login trades a user name and password for a token: fly's password grant,
+// POST /sky/issuer/token with fly's client credentials.
+func (c *Client) Login(ctx context.Context, username, password string) (Token, error) {
+	const op = "log in"
+	form := url.Values{
+		"grant_type": {"password"},
+		"username":   {username},
+		"password":   {password},
+		"scope":      {"openid profile email federated:id groups"},
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url("/sky/issuer/token"), strings.NewReader(form.Encode()))
+	if err != nil {
+		return Token{}, fmt.Errorf("%s: %w", op, err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	// fly's OAuth client: id "fly", secret "Zmx5".
+	req.SetBasicAuth("fly", "Zmx5")
+	now := time.Now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return Token{}, fmt.Errorf("%s: %w", op, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if err != nil {
+		return Token{}, fmt.Errorf("%s: read answer: %w", op, err)
+	}
+	// The token endpoint answers OAuth2 errors: {"error": "invalid_grant",
+	// "error_description": "..."}, usually with 401.
+	var t struct {
+		AccessToken      string `json:"access_token"`
+		TokenType        string `json:"token_type"`
+		ExpiresIn        int64  `json:"expires_in"`
+		Error            string `json:"error"`
+		ErrorDescription string `json:"error_description"`
+	}
+	_ = json.Unmarshal(body, &t)
+	if resp.StatusCode/100 != 2 {
+		msg := strings.TrimSpace(t.ErrorDescription)
+		if msg == "" {
+			msg = t.Error
+		}
+		if msg == "" {
+			msg, _, _ = strings.Cut(strings.TrimSpace(string(body)), "\n")
+		}
+		return Token{}, &Error{Op: op, StatusCode: resp.StatusCode, Message: msg}
+	}
+	if t.AccessToken == "" {
+		return Token{}, fmt.Errorf("%s: the server answered without an access token", op)
+	}
+	tok := Token{Type: t.TokenType, Value: t.AccessToken}
+	if tok.Type == "" {
+		tok.Type = "bearer"
+	}
+	if t.ExpiresIn > 0 {
+		tok.Expiry = now.Add(time.Duration(t.ExpiresIn) * time.Second)
+	}
+	return tok, nil
 }
 
-// AbortBuild asks the ATC to abort a build: PUT /api/v1/builds/{id}/abort.
-// The build ends later; its event stream says when.
-func (c *Client) AbortBuild(ctx context.Context, id int64) error {
-	return c.do(ctx, "abort build "+strconv.FormatInt(id, 10), http.MethodPut, api.BuildPath(id)+"/abort", nil, nil)
+// User is GET /api/v1/user: who the token belongs to.
+//
+// It is decoded here rather than from pkg/auth so that the client does not
+// depend on the server's packages; the JSON is Concourse's.
+type User struct {
+	Subject       string              `json:"sub"`
+	Name          string              `json:"name"`
+	UserID        string              `json:"user_id"`
+	UserName      string              `json:"user_name"`
+	Email         string              `json:"email"`
+	IsAdmin       bool                `json:"is_admin"`
+	IsSystem      bool                `json:"is_system"`
+	Teams         map[string][]string `json:"teams"`
+	Connector     string              `json:"connector"`
+	DisplayUserID string              `json:"display_user_id"`
 }
 
-// Audit reads a build's audit trail: GET /api/v1/builds/{id}/audit.
-func (c *Client) Audit(ctx context.Context, id int64) (api.Audit, error) {
-	var a api.Audit
-	err := c.do(ctx, "audit build "+strconv.FormatInt(id, 10), http.MethodGet, api.BuildPath(id)+"/audit", nil, &a)
-	return a, err
+// UserInfo is GET /api/v1/user.
+func (c *Client) UserInfo(ctx context.Context) (User, error) {
+	var u User
+	err := c.do(ctx, request{op: "get user info", method: http.MethodGet, path: "/api/v1/user"}, &u)
+	return u, err
+}
+
+// Teams is GET /api/v1/teams: the teams the token may see.
+func (c *Client) Teams(ctx context.Context) ([]concourse.Team, error) {
+	var ts []concourse.Team
+	err := c.do(ctx, request{op: "list teams", method: http.MethodGet, path: "/api/v1/teams"}, &ts)
+	return ts, err
+}
+
+// teamPath is /api/v1/teams/{team}, the client's team when team is empty.
+func (c *Client) teamPath(team string) string {
+	if team == "" {
+		team = c.team
+	}
+	return "/api/v1/teams/" + url.PathEscape(team)
 }

@@ -8,13 +8,12 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/events"
 )
 
 // Reconnects of an event stream: attempts in a row without an event, and
 // the backoff between them (doubling from the first to the last). About a
-// minute and a half in all, long enough for an ATC to restart.
+// minute and a half in all, long enough for a server to restart.
 const (
 	maxReconnectAttempts = 20
 	firstReconnectDelay  = 100 * time.Millisecond
@@ -22,7 +21,7 @@ const (
 )
 
 // EventStream reads a build's events. When the stream is cut before its
-// end (the connection broke, the ATC restarted) it reconnects with the
+// end (the connection broke, the server restarted) it reconnects with the
 // Last-Event-ID of the last event read, so no event is lost or repeated.
 // It is not safe for concurrent use.
 type EventStream struct {
@@ -40,12 +39,12 @@ type EventStream struct {
 	lastErr  error
 }
 
-// Events follows a build's events: GET /api/v1/builds/{id}/events. fromID
-// is the id of the last event already seen ("" for the start). The first
-// connection is made now, so that an unknown build or an unreachable ATC is
-// reported at once. ctx bounds the whole stream, reconnects included.
-func (c *Client) Events(ctx context.Context, buildID int64, fromID string) (*EventStream, error) {
-	s := &EventStream{c: c, ctx: ctx, buildID: buildID, lastID: fromID}
+// BuildEvents follows a build's events from its start:
+// GET /api/v1/builds/{id}/events. The first connection is made now, so that
+// an unknown build, a missing token or an unreachable server is reported at
+// once. ctx bounds the whole stream, reconnects included.
+func (c *Client) BuildEvents(ctx context.Context, buildID int64) (*EventStream, error) {
+	s := &EventStream{c: c, ctx: ctx, buildID: buildID}
 	if err := s.connect(); err != nil {
 		return nil, err
 	}
@@ -129,9 +128,9 @@ func (s *EventStream) reconnect() error {
 		if err == nil {
 			return nil
 		}
-		var se *StatusError
+		var se *Error
 		if (errors.As(err, &se) && se.StatusCode/100 == 4) || s.ctx.Err() != nil {
-			// The ATC answered and said no (or we were told to stop):
+			// The server answered and said no (or we were told to stop):
 			// asking again would not change that.
 			return err
 		}
@@ -142,21 +141,10 @@ func (s *EventStream) reconnect() error {
 }
 
 func (s *EventStream) connect() error {
-	op := fmt.Sprintf("follow build %d's events", s.buildID)
-	req, err := http.NewRequestWithContext(s.ctx, http.MethodGet, s.c.url(api.BuildPath(s.buildID)+"/events"), nil)
+	r := request{op: fmt.Sprintf("follow build %d's events", s.buildID), method: http.MethodGet, path: buildPath(s.buildID) + "/events"}
+	resp, err := s.c.sendHeader(s.ctx, r, http.Header{"Accept": {"text/event-stream"}, "Last-Event-ID": {s.lastID}})
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if s.lastID != "" {
-		req.Header.Set("Last-Event-ID", s.lastID)
-	}
-	resp, err := s.c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return statusError(op, resp)
+		return err
 	}
 	s.body = &recordingBody{rc: resp.Body}
 	s.r = events.NewBuildStreamReader(s.body)

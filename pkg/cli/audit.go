@@ -1,60 +1,61 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/porter-ci/porter/pkg/api"
 )
 
-const auditUsage = `usage: ` + Program + ` audit [--atc URL] [--json] BUILD
+func (a *app) auditCommand() *cobra.Command {
+	var build string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "audit -b BUILD [--json]",
+		Short: "Show a build's audit trail from the blobstore (Porter's own)",
+		Long: `Shows a build's audit trail as stored in the blobstore: every object under
+builds/BUILD/, and for each step what ran, where, with which inputs (by
+digest) and what came out.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			id, err := parseBuildID(build)
+			if err != nil {
+				return err
+			}
+			c, err := a.client("")
+			if err != nil {
+				return err
+			}
+			ctx, cancel := withTimeout(cmd.Context())
+			defer cancel()
+			trail, err := c.Audit(ctx, id)
+			if err != nil {
+				return err
+			}
+			return a.printAudit(id, trail, asJSON)
+		},
+	}
+	cmd.Flags().StringVarP(&build, "build", "b", "", "the build's ID")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the records themselves, as JSON")
+	_ = cmd.MarkFlagRequired("build")
+	return cmd
+}
 
-Shows build BUILD's audit trail as stored in the blobstore: every object
-under builds/BUILD/, and for each step what ran, where, with which inputs
-(by digest) and what came out.
-
-options:
-      --json   print the trail as JSON
-`
-
-func (a *app) audit(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	atc := addATCFlag(fs)
-	asJSON := fs.Bool("json", false, "")
-	rest, err := parseFlags(fs, args)
-	if err != nil {
-		return a.usageError(fmt.Errorf("audit: %w", err), auditUsage)
-	}
-	id, err := buildArg("audit", rest)
-	if err != nil {
-		return a.usageError(err, auditUsage)
-	}
-	c, err := a.client(*atc)
-	if err != nil {
-		a.printError("audit", err)
-		return ExitFailed
-	}
-	trail, err := c.Audit(ctx, id)
-	if err != nil {
-		a.printError("audit", err)
-		return ExitFailed
-	}
-	if *asJSON {
+// printAudit shows an audit trail.
+func (a *app) printAudit(id int64, trail api.Audit, asJSON bool) error {
+	if asJSON {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(trail)
-		return ExitSucceeded
+		return enc.Encode(trail)
 	}
 	if len(trail.Objects) == 0 {
 		fmt.Fprintf(a.stdout, "build %d has no audit records yet (they are written as its steps run)\n", id)
-		return ExitSucceeded
+		return nil
 	}
 	fmt.Fprintf(a.stdout, "objects:\n")
 	for _, o := range trail.Objects {
@@ -63,8 +64,7 @@ func (a *app) audit(ctx context.Context, args []string) int {
 	for _, stepID := range slices.Sorted(maps.Keys(trail.Steps)) {
 		var rec api.StepRecord
 		if err := json.Unmarshal(trail.Steps[stepID], &rec); err != nil {
-			a.printError("audit", fmt.Errorf("decode the result of step %s: %w", stepID, err))
-			return ExitFailed
+			return fmt.Errorf("decode the result of step %s: %w", stepID, err)
 		}
 		fmt.Fprintf(a.stdout, "\nstep %s (%s): %s, exit status %d\n", rec.StepID, rec.StepName, rec.Result, rec.ExitStatus)
 		if rec.Error != "" {
@@ -85,5 +85,5 @@ func (a *app) audit(ctx context.Context, args []string) int {
 			fmt.Fprintf(a.stdout, "  events:   %s %s\n", rec.EventsKey, rec.EventsDigest)
 		}
 	}
-	return ExitSucceeded
+	return nil
 }

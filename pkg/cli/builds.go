@@ -3,190 +3,274 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
-	"io"
 	"strconv"
-	"text/tabwriter"
+	"strings"
 	"time"
 
-	"github.com/porter-ci/porter/pkg/api"
+	"github.com/spf13/cobra"
+
+	"github.com/porter-ci/porter/pkg/atcclient"
+	"github.com/porter-ci/porter/pkg/concourse"
 )
 
-const watchUsage = `usage: ` + Program + ` watch [--atc URL] BUILD
-
-Streams the output of build BUILD (from its start, also when it is over)
-and exits as execute does: the task's exit status when it failed, 0 when it
-succeeded, 2 when it errored, 3 when it was aborted.
-Ctrl-C stops watching; the build goes on.
-`
-
-const abortUsage = `usage: ` + Program + ` abort [--atc URL] BUILD
-
-Aborts build BUILD.
-`
-
-const buildsUsage = `usage: ` + Program + ` builds [--atc URL] [-c COUNT] [--json]
-
-Lists builds, newest first.
-
-options:
-  -c, --count COUNT   show at most COUNT builds (default 50; 0: all)
-      --json          print the builds as JSON
-`
-
-// buildArg parses the BUILD argument of a command.
-func buildArg(cmd string, rest []string) (int64, error) {
-	if len(rest) != 1 {
-		return 0, fmt.Errorf("%s: want one BUILD argument, got %d", cmd, len(rest))
-	}
-	id, err := strconv.ParseInt(rest[0], 10, 64)
+// parseBuildID reads -b: a global build ID.
+func parseBuildID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, fmt.Errorf("%s: %q is not a build id", cmd, rest[0])
+		return 0, fmt.Errorf("-b %q is not a build ID", s)
 	}
 	return id, nil
 }
 
-func (a *app) watch(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	atc := addATCFlag(fs)
-	rest, err := parseFlags(fs, args)
+// latestOneOff is the newest build that is not a job's, as fly's watch and
+// intercept pick it when no build is named.
+func latestOneOff(ctx context.Context, c *atcclient.Client) (int64, error) {
+	builds, err := c.Builds(ctx, 100)
 	if err != nil {
-		return a.usageError(fmt.Errorf("watch: %w", err), watchUsage)
+		return 0, fmt.Errorf("failed to get builds %w", err)
 	}
-	id, err := buildArg("watch", rest)
-	if err != nil {
-		return a.usageError(err, watchUsage)
-	}
-	c, err := a.client(*atc)
-	if err != nil {
-		a.printError("watch", err)
-		return ExitErrored
-	}
-	res, err := a.follow(ctx, c, id, false)
-	if err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintln(a.stderr, "\ninterrupted; the build goes on")
-			return ExitInterrupted
+	for _, b := range builds {
+		if b.JobName == "" {
+			return b.ID, nil
 		}
-		a.printError("watch", err)
-		return ExitErrored
 	}
-	return res.exitCode()
+	return 0, errors.New("no builds match job")
 }
 
-func (a *app) abort(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("abort", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	atc := addATCFlag(fs)
-	rest, err := parseFlags(fs, args)
-	if err != nil {
-		return a.usageError(fmt.Errorf("abort: %w", err), abortUsage)
+func (a *app) watchCommand() *cobra.Command {
+	var build string
+	var timestamps bool
+	cmd := &cobra.Command{
+		Use:   "watch [-b BUILD]",
+		Short: "Stream a build's output and exit with its result",
+		Long: `Streams the output of a build (from its start, also when it is over) and
+exits as execute does. Without -b, the newest one-off build.
+Ctrl-C stops watching; the build goes on.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			c, err := a.client("")
+			if err != nil {
+				return err
+			}
+			var id int64
+			if build != "" {
+				if id, err = parseBuildID(build); err != nil {
+					return err
+				}
+			} else if id, err = latestOneOff(ctx, c); err != nil {
+				return err
+			}
+			res, err := a.follow(ctx, c, id, false)
+			if err != nil {
+				if ctx.Err() != nil {
+					return exitStatus(ExitInterrupted)
+				}
+				return err
+			}
+			if code := res.exitCode(); code != 0 {
+				return exitStatus(code)
+			}
+			return nil
+		},
 	}
-	id, err := buildArg("abort", rest)
-	if err != nil {
-		return a.usageError(err, abortUsage)
-	}
-	c, err := a.client(*atc)
-	if err != nil {
-		a.printError("abort", err)
-		return ExitFailed
-	}
-	if err := c.AbortBuild(ctx, id); err != nil {
-		a.printError("abort", err)
-		return ExitFailed
-	}
-	fmt.Fprintf(a.stdout, "build %d is being aborted\n", id)
-	return ExitSucceeded
+	cmd.Flags().StringVarP(&build, "build", "b", "", "the build's ID")
+	// fly's is -t, which is the target here.
+	cmd.Flags().BoolVar(&timestamps, "timestamps", false, "accepted for fly's sake; output is not timestamped")
+	_ = cmd.Flags().MarkHidden("timestamps")
+	return cmd
 }
 
-func (a *app) builds(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("builds", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	atc := addATCFlag(fs)
-	var count int
-	var asJSON bool
-	for _, name := range []string{"c", "count"} {
-		fs.IntVar(&count, name, 50, "")
+func (a *app) abortCommand() *cobra.Command {
+	var build string
+	cmd := &cobra.Command{
+		Use:   "abort -b BUILD",
+		Short: "Abort a build",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := withTimeout(cmd.Context())
+			defer cancel()
+			id, err := parseBuildID(build)
+			if err != nil {
+				return err
+			}
+			c, err := a.client("")
+			if err != nil {
+				return err
+			}
+			if _, err := c.Build(ctx, id); err != nil {
+				if atcclient.IsNotFound(err) {
+					return errors.New("build does not exist")
+				}
+				return err
+			}
+			if err := c.AbortBuild(ctx, id); err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout, "build successfully aborted")
+			return nil
+		},
 	}
-	fs.BoolVar(&asJSON, "json", false, "")
-	rest, err := parseFlags(fs, args)
+	cmd.Flags().StringVarP(&build, "build", "b", "", "the build's ID")
+	_ = cmd.MarkFlagRequired("build")
+	return cmd
+}
+
+type buildsFlags struct {
+	count       int
+	asJSON      bool
+	teams       []string
+	allTeams    bool
+	currentTeam bool
+}
+
+func (a *app) buildsCommand() *cobra.Command {
+	var f buildsFlags
+	cmd := &cobra.Command{
+		Use:   "builds [-c COUNT] [--json]",
+		Short: "List builds, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.builds(cmd.Context(), &f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVarP(&f.count, "count", "c", 50, "number of builds to show")
+	fl.BoolVar(&f.asJSON, "json", false, "print the builds as JSON")
+	fl.StringArrayVarP(&f.teams, "team", "n", nil, "show builds of this team (repeatable)")
+	fl.BoolVarP(&f.allTeams, "all-teams", "a", false, "show builds of every team the token reaches")
+	fl.BoolVar(&f.currentTeam, "current-team", false, "show builds of the target's team")
+	return cmd
+}
+
+func (a *app) builds(ctx context.Context, f *buildsFlags) error {
+	switch {
+	case f.currentTeam && f.allTeams:
+		return errors.New("Cannot specify both --all-teams and --current-team")
+	case len(f.teams) > 0 && f.allTeams:
+		return errors.New("Cannot specify both --all-teams and --team")
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	c, err := a.client("")
 	if err != nil {
-		return a.usageError(fmt.Errorf("builds: %w", err), buildsUsage)
+		return err
 	}
-	if len(rest) > 0 {
-		return a.usageError(fmt.Errorf("builds: unexpected argument %q", rest[0]), buildsUsage)
+	teams := f.teams
+	if f.currentTeam {
+		teams = append([]string{c.Team()}, teams...)
 	}
-	if count < 0 {
-		return a.usageError(fmt.Errorf("builds: --count %d is negative", count), buildsUsage)
+	if f.allTeams {
+		all, err := c.Teams(ctx)
+		if err != nil {
+			return err
+		}
+		for _, t := range all {
+			teams = append(teams, t.Name)
+		}
 	}
-	c, err := a.client(*atc)
-	if err != nil {
-		a.printError("builds", err)
-		return ExitFailed
+	var builds []concourse.Build
+	if len(teams) == 0 {
+		if builds, err = c.Builds(ctx, f.count); err != nil {
+			return err
+		}
 	}
-	bs, err := c.Builds(ctx)
-	if err != nil {
-		a.printError("builds", err)
-		return ExitFailed
+	for _, team := range teams {
+		tb, err := c.TeamBuilds(ctx, team, f.count)
+		if err != nil {
+			return err
+		}
+		builds = append(builds, tb...)
 	}
-	if count > 0 && len(bs) > count {
-		bs = bs[:count]
+	if f.count >= 0 && len(builds) > f.count {
+		builds = builds[:f.count]
 	}
-	if asJSON {
-		if bs == nil {
-			bs = []api.Build{}
+	if f.asJSON {
+		if builds == nil {
+			builds = []concourse.Build{}
 		}
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(bs); err != nil {
-			a.printError("builds", err)
-			return ExitFailed
+		return enc.Encode(builds)
+	}
+	rows := [][]string{}
+	for _, b := range builds {
+		rows = append(rows, buildRow(b, time.Now()))
+	}
+	a.table([]string{"id", "name", "status", "start", "end", "duration", "team", "created by"}, rows)
+	return nil
+}
+
+// buildTimeLayout is fly's.
+const buildTimeLayout = "2006-01-02@15:04:05-0700"
+
+// buildRow is a build as fly's builds table shows it.
+func buildRow(b concourse.Build, now time.Time) []string {
+	var names []string
+	for _, n := range []string{b.PipelineName, b.JobName, b.ResourceName} {
+		if n != "" {
+			names = append(names, n)
 		}
-		return ExitSucceeded
 	}
-	a.buildsTable(bs)
-	return ExitSucceeded
+	names = append(names, b.Name)
+	start, end, duration := "n/a", "n/a", "n/a"
+	if b.StartTime != 0 {
+		st := time.Unix(b.StartTime, 0)
+		start = st.Local().Format(buildTimeLayout)
+		if b.EndTime == 0 {
+			d := now.Sub(st)
+			duration = fmt.Sprintf("%v+", d-d%time.Second)
+		} else {
+			duration = time.Unix(b.EndTime, 0).Sub(st).String()
+		}
+	}
+	if b.EndTime != 0 {
+		end = time.Unix(b.EndTime, 0).Local().Format(buildTimeLayout)
+	}
+	createdBy := "system"
+	if b.CreatedBy != nil {
+		createdBy = *b.CreatedBy
+	}
+	return []string{strconv.FormatInt(b.ID, 10), strings.Join(names, "/"), string(b.Status), start, end, duration, b.TeamName, createdBy}
 }
 
-// buildsTable prints builds as fly builds does: one line each, aligned.
-func (a *app) buildsTable(bs []api.Build) {
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "id\tname\tstatus\tteam\tstarted\tduration")
-	now := a.now()
-	for _, b := range bs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n",
-			b.ID, orNA(b.Name), orNA(b.Status), orNA(b.Team), startedAt(b), duration(b, now))
+// table prints rows as fly does: columns padded to their widest cell,
+// two spaces apart; headers only on a terminal or with
+// --print-table-headers.
+func (a *app) table(headers []string, rows [][]string) {
+	withHeaders := a.stdoutTTY || a.printTableHeaders
+	widths := make([]int, len(headers))
+	if withHeaders {
+		for i, h := range headers {
+			widths[i] = len(h)
+		}
 	}
-	tw.Flush()
-}
-
-func orNA(s string) string {
-	if s == "" {
-		return "n/a"
+	for _, r := range rows {
+		for i, cell := range r {
+			widths[i] = max(widths[i], len(cell))
+		}
 	}
-	return s
-}
-
-// fly's time format, in local time.
-const timeFormat = "2006-01-02@15:04:05-0700"
-
-func startedAt(b api.Build) string {
-	if b.StartTime == 0 {
-		return "n/a"
+	var b strings.Builder
+	line := func(cells []string, bold bool) {
+		for i, cell := range cells {
+			pad := strings.Repeat(" ", widths[i]-len(cell))
+			if bold {
+				cell = a.styled(styleBold, cell)
+			}
+			b.WriteString(cell + pad)
+			if i+1 < len(cells) {
+				b.WriteString("  ")
+			}
+		}
+		b.WriteString("\n")
 	}
-	return time.Unix(b.StartTime, 0).Format(timeFormat)
-}
-
-func duration(b api.Build, now time.Time) string {
-	switch {
-	case b.StartTime == 0:
-		return "n/a"
-	case b.EndTime != 0:
-		return (time.Duration(b.EndTime-b.StartTime) * time.Second).String()
-	case api.Finished(b.Status):
-		return "n/a"
+	if withHeaders {
+		line(headers, true)
 	}
-	return now.Sub(time.Unix(b.StartTime, 0)).Truncate(time.Second).String() + "+"
+	for _, r := range rows {
+		line(r, false)
+	}
+	fmt.Fprint(a.stdout, b.String())
 }

@@ -1,24 +1,27 @@
-// Package cli holds the commands people type into atc-porter-runtime:
-// execute, watch, abort, builds and version (serve is the server's, in
-// package atc). Everything runs through Run, which takes its streams and
-// environment as arguments and returns the exit status, so that tests and
-// other programs can drive the commands in-process.
+// Package cli holds the commands people type into atc-porter-runtime. serve
+// is the server's (package atc); the client commands (login, execute,
+// watch, abort, builds, intercept, audit) speak Concourse's HTTP API as fly
+// does, with fly's flags and fly's ~/.flyrc targets, so that machines
+// without fly can use a Porter (or Concourse) server the same way.
+// Everything runs through Run, which takes its streams and environment as
+// arguments and returns the exit status, so that tests and other programs
+// can drive the commands in-process.
 package cli
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/porter-ci/porter/pkg/atcclient"
@@ -27,23 +30,18 @@ import (
 // Program is the binary's name, as usage texts show it.
 const Program = "atc-porter-runtime"
 
-// DefaultATCURL is where the client commands look for the ATC when neither
-// --atc nor PORTER_ATC_URL says.
-const DefaultATCURL = "http://127.0.0.1:8080"
-
-// ATCURLEnv is the environment variable naming the ATC.
-const ATCURLEnv = "PORTER_ATC_URL"
-
-// Exit statuses, as fly uses them for builds. A failed build exits with its
-// task's exit status instead (ExitFailed when it is unknown).
+// Exit statuses, as fly's. A build's end maps to 0 (succeeded), 1
+// (failed, or its task's exit status), 2 (errored) and 3 (aborted); a
+// command that could not do its job exits 1, as fly does.
 const (
 	ExitSucceeded = 0
 	ExitFailed    = 1
-	// ExitErrored is also the status of usage errors and of a command that
-	// could not do its job (ATC unreachable, invalid task file).
-	ExitErrored = 2
-	ExitAborted = 3
-	// ExitInterrupted: watch was interrupted (128 + SIGINT).
+	ExitErrored   = 2
+	ExitAborted   = 3
+	// ExitError is a command's failure (bad flags, server unreachable,
+	// not logged in).
+	ExitError = 1
+	// ExitInterrupted: intercept was interrupted (128 + SIGINT).
 	ExitInterrupted = 130
 )
 
@@ -52,18 +50,22 @@ type Env struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
-	// Getenv reads the environment; nil means os.Getenv.
-	Getenv func(string) string
-	// IsTerminal says whether w is a terminal (for progress and colors);
-	// nil means: an *os.File that golang.org/x/term says is one.
-	IsTerminal func(w io.Writer) bool
-	// Now is the clock (durations of running builds); nil means time.Now.
-	Now func() time.Time
+	// LookupEnv reads the environment (HOME, FLY_HOME, task params, TERM);
+	// nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// IsTerminal says whether a stream is a terminal (colors, progress,
+	// table headers, intercept's TTY); nil means: an *os.File that
+	// golang.org/x/term says is one.
+	IsTerminal func(f any) bool
+	// WorkDir is the directory fly's "input named after the current
+	// directory" rule looks at; empty means the process's.
+	WorkDir string
 	// Serve runs `serve ARGS...`; nil means this program has no server.
 	Serve func(ctx context.Context, args []string) int
 	// Version is what `version` prints ("dev" if empty).
 	Version string
-	// HTTPClient reaches the ATC; nil means http.DefaultClient.
+	// HTTPClient reaches the server; nil means one built from the
+	// target's TLS settings.
 	HTTPClient *http.Client
 }
 
@@ -78,7 +80,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 // follows it to the end, the other commands stop.
 func Run(ctx context.Context, args []string, env Env) int {
 	a := newApp(env)
-	return a.run(ctx, args)
+	root := a.rootCommand()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	return a.exitCode(err)
 }
 
 // app is one run of the program.
@@ -86,13 +91,14 @@ type app struct {
 	env    Env
 	stdout io.Writer
 	stderr io.Writer
-	// stderrTTY: progress lines; color: escape codes on stderr.
+	log    *slog.Logger
+	// stdoutTTY: escape codes in rendered builds, table headers.
+	stdoutTTY bool
 	stderrTTY bool
-	color     bool
-	log       *slog.Logger
-	now       func() time.Time
-	// atcURL is the global --atc, if given before the command.
-	atcURL string
+
+	// Global flags.
+	targetName        string
+	printTableHeaders bool
 }
 
 func newApp(env Env) *app {
@@ -105,33 +111,36 @@ func newApp(env Env) *app {
 	if env.Stderr == nil {
 		env.Stderr = io.Discard
 	}
-	if env.Getenv == nil {
-		env.Getenv = os.Getenv
+	if env.LookupEnv == nil {
+		env.LookupEnv = os.LookupEnv
 	}
 	if env.IsTerminal == nil {
 		env.IsTerminal = isTerminal
 	}
-	a := &app{env: env, now: env.Now}
-	if a.now == nil {
-		a.now = time.Now
-	}
+	a := &app{env: env}
+	_, noColor := env.LookupEnv("NO_COLOR")
+	a.stdoutTTY = env.IsTerminal(env.Stdout) && !noColor
 	a.stderrTTY = env.IsTerminal(env.Stderr)
-	a.color = a.stderrTTY && env.Getenv("NO_COLOR") == ""
 	// Streams are written from several goroutines (progress, abort notes,
 	// event output); a lock keeps lines whole and test buffers race-free.
 	a.stdout = &lockedWriter{w: env.Stdout}
 	a.stderr = &lockedWriter{w: env.Stderr}
 	level := slog.LevelWarn
-	if v := env.Getenv("PORTER_LOG_LEVEL"); v != "" {
+	if v := a.getenv("PORTER_LOG_LEVEL"); v != "" {
 		_ = level.UnmarshalText([]byte(v))
 	}
 	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 	return a
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(interface{ Fd() uintptr })
-	return ok && term.IsTerminal(int(f.Fd()))
+func (a *app) getenv(k string) string {
+	v, _ := a.env.LookupEnv(k)
+	return v
+}
+
+func isTerminal(f any) bool {
+	fd, ok := f.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(fd.Fd()))
 }
 
 type lockedWriter struct {
@@ -145,141 +154,139 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-const usageText = `usage: ` + Program + ` [--atc URL] COMMAND [ARGS...]
+// exitStatus is an error that only carries the exit status of a command
+// that has already said what there was to say (a build's result).
+type exitStatus int
 
-Runs Concourse-style builds natively on Kubernetes.
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-commands:
-  serve     run the ATC runtime server
-  execute   run a task file as a one-off build with local inputs
-  watch     stream a build's output and exit with its result
-  abort     abort a build
-  intercept open a shell in a build's step (while it runs, or is kept)
-  builds    list builds
-  audit     show a build's audit trail from the blobstore
-  version   print the version
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   Program,
+		Short: "Run Concourse builds natively on Kubernetes",
+		Long: `Runs Concourse-style builds natively on Kubernetes.
 
-The ATC is --atc URL, else $` + ATCURLEnv + `, else ` + DefaultATCURL + `.
-Run '` + Program + ` COMMAND -h' for a command's options.
-`
-
-func (a *app) run(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet(Program, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&a.atcURL, "atc", "", "")
-	if err := fs.Parse(args); err != nil {
-		return a.usageError(err, usageText)
+serve runs the server. The other commands are a client of a Porter (or
+Concourse) server with fly's flags: log in once with
+  ` + Program + ` -t NAME login -c URL -u USER -p PASSWORD
+and name the target with -t NAME afterwards. Targets live in fly's own
+~/.flyrc, so fly and ` + Program + ` share them.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// No completion command: the program has no use for one.
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
-	args = fs.Args()
-	if len(args) == 0 {
-		fmt.Fprint(a.stderr, usageText)
-		return ExitErrored
+	root.SetIn(a.env.Stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.PersistentFlags().StringVarP(&a.targetName, "target", "t", "", "the target (from ~/.flyrc) to talk to")
+	root.PersistentFlags().BoolVar(&a.printTableHeaders, "print-table-headers", false, "print table headers even when stdout is not a terminal")
+	root.AddCommand(
+		a.serveCommand(),
+		a.loginCommand(),
+		a.executeCommand(),
+		a.watchCommand(),
+		a.abortCommand(),
+		a.buildsCommand(),
+		a.interceptCommand(),
+		a.auditCommand(),
+		a.versionCommand(),
+	)
+	return root
+}
+
+func (a *app) serveCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve [FLAGS]",
+		Short: "Run the server (" + Program + " serve -h for its flags)",
+		// serve parses its own flags (package atc).
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if a.env.Serve == nil {
+				return errors.New("serve is not part of this program")
+			}
+			if code := a.env.Serve(cmd.Context(), args); code != 0 {
+				return exitStatus(code)
+			}
+			return nil
+		},
 	}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "serve":
-		if a.env.Serve == nil {
-			fmt.Fprintf(a.stderr, "%s: serve is not part of this program\n", Program)
-			return ExitErrored
-		}
-		return a.env.Serve(ctx, rest)
-	case "execute":
-		return a.execute(ctx, rest)
-	case "watch":
-		return a.watch(ctx, rest)
-	case "abort":
-		return a.abort(ctx, rest)
-	case "intercept":
-		return a.intercept(ctx, rest)
-	case "builds":
-		return a.builds(ctx, rest)
-	case "audit":
-		return a.audit(ctx, rest)
-	case "version":
-		return a.version(rest)
-	case "help":
-		fmt.Fprint(a.stdout, usageText)
+}
+
+func (a *app) versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			v := a.env.Version
+			if v == "" {
+				v = "dev"
+			}
+			fmt.Fprintln(a.stdout, v)
+			return nil
+		},
+	}
+}
+
+// exitCode prints what err says, as fly would, and returns the status.
+func (a *app) exitCode(err error) int {
+	var es exitStatus
+	var netErr net.Error
+	var unknown unknownTargetError
+	switch {
+	case err == nil:
 		return ExitSucceeded
+	case errors.As(err, &es):
+		return int(es)
+	case atcclient.IsUnauthorized(err):
+		fmt.Fprintf(a.stderr, "%v\n\nnot authorized. run the following to log in:\n\n    %s\n\n", err, a.loginHint())
+	case errors.Is(err, errNoTarget):
+		fmt.Fprintf(a.stderr, "no target specified. specify the target with -t or log in like so:\n\n    %s -t (alias) login -c (concourse url)\n\n", Program)
+	case errors.As(err, &unknown):
+		fmt.Fprintf(a.stderr, "%v\n\nlog in to it first:\n\n    %s -t %s login -c (concourse url)\n\n", err, Program, unknown.name)
+	case errors.As(err, &netErr):
+		fmt.Fprintf(a.stderr, "could not reach the server of target %s:\n\n    %v\n\nis it running?\n", a.targetName, err)
+	default:
+		fmt.Fprintf(a.stderr, "error: %v\n", err)
 	}
-	fmt.Fprintf(a.stderr, "%s: unknown command %q\n\n%s", Program, cmd, usageText)
-	return ExitErrored
+	return ExitError
 }
 
-// usageError reports a flag parsing error: -h prints the usage on stdout
-// and succeeds, anything else prints the error and the usage on stderr.
-func (a *app) usageError(err error, usage string) int {
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(a.stdout, usage)
-		return ExitSucceeded
+func (a *app) loginHint() string {
+	name := a.targetName
+	if name == "" {
+		name = "(alias)"
 	}
-	fmt.Fprintf(a.stderr, "%v\n\n%s", err, usage)
-	return ExitErrored
+	return fmt.Sprintf("%s -t %s login", Program, name)
 }
 
-// parseFlags parses flags wherever they are among the arguments (`watch 42
-// --atc URL` as well as `watch --atc URL 42`) and returns the others; after
-// "--" everything is an argument.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return positional, nil
-		}
-		// fs.Parse eats a "--" and stops: then all that is left is an argument.
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(positional, rest...), nil
-		}
-		positional = append(positional, rest[0])
-		args = rest[1:]
+// client returns a client for the target -t names, for team (the target's
+// team when empty).
+func (a *app) client(team string) (*atcclient.Client, error) {
+	t, err := a.selectTarget()
+	if err != nil {
+		return nil, err
 	}
+	return a.clientFor(t, team)
 }
 
-// addATCFlag declares --atc on a command.
-func addATCFlag(fs *flag.FlagSet) *string { return fs.String("atc", "", "") }
-
-// client returns a client for the ATC that --atc (the command's, then the
-// global one), PORTER_ATC_URL or the default names.
-func (a *app) client(flagURL string) (*atcclient.Client, error) {
-	u := flagURL
-	for _, v := range []string{a.atcURL, a.env.Getenv(ATCURLEnv), DefaultATCURL} {
-		if u == "" {
-			u = v
-		}
+func (a *app) clientFor(t target, team string) (*atcclient.Client, error) {
+	tlsCfg, err := t.tlsConfig()
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", a.targetName, err)
 	}
-	opts := []atcclient.Option{atcclient.WithLogger(a.log)}
-	if a.env.HTTPClient != nil {
-		opts = append(opts, atcclient.WithHTTPClient(a.env.HTTPClient))
+	if team == "" {
+		team = t.Team
 	}
-	return atcclient.New(u, opts...)
+	opts := atcclient.Options{URL: t.API, Team: team, TLSConfig: tlsCfg, HTTPClient: a.env.HTTPClient, Logger: a.log}
+	if t.Token != nil {
+		opts.Token = t.Token.Value
+	}
+	return atcclient.New(opts)
 }
 
-// printError prints "PREFIX: ERR"; the errors of a multierror go one per
-// line.
-func (a *app) printError(prefix string, err error) {
-	var me *multierror.Error
-	if !errors.As(err, &me) || len(me.Errors) == 0 {
-		fmt.Fprintf(a.stderr, "%s: %v\n", prefix, err)
-		return
-	}
-	// Keep what the multierror was wrapped with: "invalid task configuration".
-	if outer := strings.TrimSuffix(strings.TrimSuffix(err.Error(), me.Error()), ": "); outer != "" && outer != err.Error() {
-		prefix += ": " + outer
-	}
-	if len(me.Errors) == 1 {
-		fmt.Fprintf(a.stderr, "%s: %v\n", prefix, me.Errors[0])
-		return
-	}
-	fmt.Fprintf(a.stderr, "%s:\n", prefix)
-	for _, e := range me.Errors {
-		fmt.Fprintf(a.stderr, "  - %v\n", e)
-	}
-}
-
-// ANSI styles for stderr when it is a terminal.
+// ANSI styles, used only when stdout is a terminal.
 const (
 	styleBold  = "\x1b[1m"
 	styleRed   = "\x1b[31m"
@@ -289,31 +296,13 @@ const (
 )
 
 func (a *app) styled(style, s string) string {
-	if !a.color {
+	if !a.stdoutTTY {
 		return s
 	}
 	return style + s + styleReset
 }
 
-const versionUsage = `usage: ` + Program + ` version
-
-Prints the version of ` + Program + `.
-`
-
-func (a *app) version(args []string) int {
-	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	rest, err := parseFlags(fs, args)
-	if err != nil {
-		return a.usageError(err, versionUsage)
-	}
-	if len(rest) > 0 {
-		return a.usageError(fmt.Errorf("version: unexpected argument %q", rest[0]), versionUsage)
-	}
-	v := a.env.Version
-	if v == "" {
-		v = "dev"
-	}
-	fmt.Fprintln(a.stdout, v)
-	return ExitSucceeded
+// withTimeout bounds a short API call that must not hang forever.
+func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, time.Minute)
 }

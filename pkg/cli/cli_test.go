@@ -1,631 +1,439 @@
-package cli_test
+package cli
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"io"
-	"io/fs"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
+	"github.com/gorilla/websocket"
 
-	"github.com/porter-ci/porter/pkg/api"
-	"github.com/porter-ci/porter/pkg/atcclient/atcfake"
-	"github.com/porter-ci/porter/pkg/blobstore"
-	"github.com/porter-ci/porter/pkg/cli"
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/taskconfig"
 )
 
-// syncBuffer is a bytes.Buffer that a test can read while a command writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-type run struct {
-	code           int
-	stdout, stderr string
-}
-
-type opts struct {
-	atcURL   string
-	terminal bool
-	ctx      context.Context
-	// started, if set, is called with the stderr buffer once the command runs.
-	started func(stderr *syncBuffer)
-}
-
-func runCLI(t *testing.T, o opts, args ...string) run {
-	t.Helper()
-	var stdout, stderr syncBuffer
-	ctx := o.ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	env := cli.Env{
-		Stdin:  strings.NewReader(""),
-		Stdout: &stdout,
-		Stderr: &stderr,
-		Getenv: func(k string) string {
-			if k == cli.ATCURLEnv {
-				return o.atcURL
-			}
-			return ""
-		},
-		IsTerminal: func(io.Writer) bool { return o.terminal },
-		Now:        func() time.Time { return time.Unix(1_700_000_600, 0) },
-		Version:    "v1.2.3",
-	}
-	if o.started != nil {
-		o.started(&stderr)
-	}
-	code := cli.Run(ctx, args, env)
-	return run{code: code, stdout: stdout.String(), stderr: stderr.String()}
-}
-
-const oneInputTask = `platform: linux
-image_resource:
-  type: registry-image
-  source: {repository: busybox}
-inputs:
-- name: repo
-outputs:
-- name: out
-run:
-  path: sh
-  args: [-c, "make"]
-`
-
-const twoInputTask = `platform: linux
-image_resource:
-  type: registry-image
-  source: {repository: busybox}
-inputs:
-- name: repo
-- name: tools
-- name: extra
-  optional: true
-outputs:
-- name: out
-- name: report
-run: {path: make}
-`
-
-func writeFile(t *testing.T, dir, name, text string) string {
+func writeFile(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-func logEv(source, payload string) events.Event {
-	return events.Log{Origin: events.Origin{ID: "task", Source: source}, Payload: payload}
-}
+const busybox = "platform: linux\nimage_resource: {type: registry-image, source: {repository: busybox}}\n"
 
-// scripted returns an OnCreate that ends builds with status and, for
-// tasks that ran, exit status; outputs are attached to the task step.
-func scripted(status events.BuildStatus, exit *int, outputs map[string]api.ArtifactRef, extra ...events.Event) func(api.CreateBuildRequest) (*atcfake.Build, error) {
-	return func(api.CreateBuildRequest) (*atcfake.Build, error) {
-		evs := []events.Event{
-			events.Status{Status: events.StatusStarted},
-			events.InitializeTask{Origin: events.Origin{ID: "task"}},
-			events.StartTask{Origin: events.Origin{ID: "task"}, Config: events.TaskConfig{Run: events.TaskRunConfig{Path: "sh", Args: []string{"-c", "make"}}}},
-			logEv("stdout", "building\n"),
-			logEv("stderr", "warning: careful\n"),
-		}
-		evs = append(evs, extra...)
-		if exit != nil {
-			evs = append(evs, events.FinishTask{Origin: events.Origin{ID: "task"}, ExitStatus: *exit})
-		}
-		evs = append(evs, events.Status{Status: status})
-		return &atcfake.Build{
-			Build: api.Build{Name: "one-off", Team: "main", Status: string(status),
-				Steps: []api.Step{{ID: "task", Name: "one-off", Type: "task", Status: string(status), ExitStatus: exit, Outputs: outputs}}},
-			Events: evs,
-		}, nil
-	}
-}
-
-func intp(i int) *int { return &i }
-
-// extractUpload extracts an uploaded artifact and returns its files.
-func extractUpload(t *testing.T, srv *atcfake.Server, ref api.ArtifactRef) map[string]string {
+// planJSON renders a plan without its IDs, to compare shapes.
+func planShape(t *testing.T, p concourse.Plan) any {
 	t.Helper()
-	data, ok := srv.Artifact(ref.Key)
-	if !ok {
-		t.Fatalf("artifact %s not stored", ref.Key)
-	}
-	dec, err := zstd.NewReader(bytes.NewReader(data))
+	data, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dec.Close()
-	dir := t.TempDir()
-	if err := blobstore.Extract(context.Background(), dec, dir); err != nil {
-		t.Fatalf("upload is not a tar.zst: %v", err)
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
 	}
-	return files(t, dir)
+	var strip func(any) any
+	strip = func(v any) any {
+		switch v := v.(type) {
+		case map[string]any:
+			delete(v, "id")
+			for k, x := range v {
+				v[k] = strip(x)
+			}
+		case []any:
+			for i, x := range v {
+				v[i] = strip(x)
+			}
+		}
+		return v
+	}
+	return strip(v)
 }
 
-// files maps the regular files under dir to their contents.
-func files(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(dir, p)
-		out[rel] = string(data)
-		return err
-	})
+func TestExecutePlanIsFlys(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := taskconfig.Parse([]byte(busybox + "inputs: [{name: src}]\noutputs: [{name: out}]\nrun: {path: make}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
-}
-
-func TestUsage(t *testing.T) {
-	for _, tc := range []struct {
-		args     []string
-		code     int
-		stdout   string
-		stderr   string
-		noStdout bool
-	}{
-		{args: nil, code: 2, stderr: "usage: atc-porter-runtime"},
-		{args: []string{"-h"}, code: 0, stdout: "commands:"},
-		{args: []string{"help"}, code: 0, stdout: "commands:"},
-		{args: []string{"frobnicate"}, code: 2, stderr: `unknown command "frobnicate"`},
-		{args: []string{"execute", "-h"}, code: 0, stdout: "-i, --input NAME=DIR"},
-		{args: []string{"execute", "--help"}, code: 0, stdout: "usage: atc-porter-runtime execute"},
-		{args: []string{"watch", "-h"}, code: 0, stdout: "usage: atc-porter-runtime watch"},
-		{args: []string{"abort", "-h"}, code: 0, stdout: "usage: atc-porter-runtime abort"},
-		{args: []string{"builds", "-h"}, code: 0, stdout: "--count"},
-		{args: []string{"version", "-h"}, code: 0, stdout: "usage: atc-porter-runtime version"},
-		{args: []string{"version"}, code: 0, stdout: "v1.2.3\n"},
-		{args: []string{"execute"}, code: 2, stderr: "-c TASK.yml is required"},
-		{args: []string{"execute", "-c", "t.yml", "stray"}, code: 2, stderr: `unexpected argument "stray"`},
-		{args: []string{"execute", "-c", "t.yml", "-i", "noequals"}, code: 2, stderr: `"noequals" is not NAME=DIR`},
-		{args: []string{"execute", "-c", "t.yml", "--timeout", "soon"}, code: 2, stderr: `--timeout "soon"`},
-		{args: []string{"execute", "--bogus"}, code: 2, stderr: "flag provided but not defined: -bogus"},
-		{args: []string{"watch"}, code: 2, stderr: "want one BUILD argument"},
-		{args: []string{"watch", "x"}, code: 2, stderr: `"x" is not a build id`},
-		{args: []string{"abort", "1", "2"}, code: 2, stderr: "want one BUILD argument, got 2"},
-		{args: []string{"serve"}, code: 2, stderr: "serve is not part of this program"},
-	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			r := runCLI(t, opts{atcURL: "http://127.0.0.1:1"}, tc.args...)
-			if r.code != tc.code {
-				t.Errorf("exit %d, want %d\nstderr: %s", r.code, tc.code, r.stderr)
-			}
-			if !strings.Contains(r.stdout, tc.stdout) {
-				t.Errorf("stdout %q does not contain %q", r.stdout, tc.stdout)
-			}
-			if !strings.Contains(r.stderr, tc.stderr) {
-				t.Errorf("stderr %q does not contain %q", r.stderr, tc.stderr)
-			}
-		})
+	spec := executeSpec{config: cfg,
+		inputs:  []localInput{{Name: "repo", Path: dir}},
+		mapping: map[string]string{"src": "repo"},
+		outputs: []localOutput{{Name: "out", Path: dir}},
 	}
-}
-
-func TestServeIsDelegated(t *testing.T) {
-	var got []string
-	code := cli.Run(context.Background(), []string{"serve", "--listen", ":9"}, cli.Env{
-		Serve: func(_ context.Context, args []string) int { got = args; return 7 },
+	f := &executeFlags{privileged: true, tags: []string{"gpu"}}
+	ids := newPlanIDs(time.Unix(0x6b045a00, 0))
+	plan, err := executePlan(ids, spec, map[string]int64{"repo": 4}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every ID is unique.
+	seen := map[concourse.PlanID]bool{}
+	plan.Each(func(p *concourse.Plan) {
+		if p.ID == "" || seen[p.ID] {
+			t.Errorf("plan ID %q empty or repeated", p.ID)
+		}
+		seen[p.ID] = true
 	})
-	if code != 7 || !reflect.DeepEqual(got, []string{"--listen", ":9"}) {
-		t.Fatalf("code %d args %q", code, got)
+	config, _ := json.Marshal(cfg)
+	var configAny any
+	_ = json.Unmarshal(config, &configAny)
+	want := map[string]any{"ensure": map[string]any{
+		"step": map[string]any{"do": []any{
+			map[string]any{"in_parallel": map[string]any{"steps": []any{
+				map[string]any{"artifact_input": map[string]any{"artifact_id": float64(4), "name": "repo"}},
+			}}},
+			map[string]any{"task": map[string]any{"name": "one-off", "privileged": true, "hermetic": false,
+				"tags": []any{"gpu"}, "config": configAny, "input_mapping": map[string]any{"src": "repo"}}},
+		}},
+		"ensure": map[string]any{"in_parallel": map[string]any{"steps": []any{
+			map[string]any{"artifact_output": map[string]any{"name": "out"}},
+		}}},
+	}}
+	if got := planShape(t, plan); !reflect.DeepEqual(got, any(want)) {
+		g, _ := json.MarshalIndent(got, "", " ")
+		w, _ := json.MarshalIndent(want, "", " ")
+		t.Errorf("plan\n%s\nwant\n%s", g, w)
+	}
+
+	// Without inputs or outputs: do[in_parallel{steps: null}, task], as in
+	// the capture of fly execute.
+	plan, err = executePlan(ids, executeSpec{config: cfg}, nil, &executeFlags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(plan)
+	if !strings.Contains(string(data), `"in_parallel":{"steps":null}`) || plan.Do == nil || plan.Ensure != nil {
+		t.Errorf("plan without inputs and outputs: %s", data)
 	}
 }
 
-func TestExecuteRefusesBadTaskFilesBeforeUploading(t *testing.T) {
-	srv := atcfake.New(t)
+func TestReadTaskConfigVarsParamsAndArgs(t *testing.T) {
 	dir := t.TempDir()
-	repo := filepath.Join(dir, "repo")
-	writeFile(t, repo, "f", "x")
+	file := writeFile(t, dir, "task.yml", busybox+`params:
+  GREETING: hello
+  NAME: ((name))
+  COUNT: ((count))
+  UNSET: ((nobody))
+run:
+  path: echo
+  args: ["((greeting)), ((who.first))"]
+`)
+	vars := writeFile(t, dir, "vars.yml", "name: from-file\ngreeting: hi\n")
+	tv, err := loadVars([]string{"name=from-flag", "who.first=Ann"}, []string{"count=3"}, []string{vars})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"GREETING": "from-env", "OTHER": "x"}
+	cfg, err := readTaskConfig(file, tv, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, []string{"--", "extra"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantParams := taskconfig.Params{"GREETING": "from-env", "NAME": "from-flag", "COUNT": "3", "UNSET": "((nobody))"}
+	if !reflect.DeepEqual(cfg.Params, wantParams) {
+		t.Errorf("params %v, want %v", cfg.Params, wantParams)
+	}
+	if want := []string{"hi, Ann", "--", "extra"}; !reflect.DeepEqual(cfg.Run.Args, want) {
+		t.Errorf("args %q, want %q", cfg.Run.Args, want)
+	}
+
+	bad := writeFile(t, dir, "bad.yml", "platform: linux\nrun: {}\n")
+	if _, err := readTaskConfig(bad, templateVars{}, os.LookupEnv, nil); err == nil || !strings.Contains(err.Error(), "missing path") {
+		t.Errorf("invalid task: %v", err)
+	}
+}
+
+func TestDetermineInputs(t *testing.T) {
+	work := filepath.Join(t.TempDir(), "repo")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	other := t.TempDir()
+	file := writeFile(t, other, "f", "x")
+	cfg, err := taskconfig.Parse([]byte(busybox + "inputs: [{name: repo}, {name: tools}, {name: maybe, optional: true}]\nrun: {path: x}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
-		name string
-		task string
-		args []string
-		want []string
+		name           string
+		inputs, mapped []string
+		want           []localInput
+		mapping        map[string]string
+		err            string
 	}{
-		{name: "bad yaml", task: "platform: [linux\n", want: []string{"task.yml: parse task config"}},
-		{name: "unknown field", task: oneInputTask + "bogus: 1\n", want: []string{"task.yml: parse task config", "bogus"}},
-		{name: "invalid", task: "inputs: [{name: a}]\n", want: []string{
-			"task.yml: invalid task configuration:", "  - missing 'platform'", "  - missing path to executable to run"}},
-		{name: "missing input", task: twoInputTask, args: []string{"-i", "repo=" + repo},
-			want: []string{`missing input "tools": give it with -i tools=DIR`}},
-		{name: "several missing inputs", task: twoInputTask,
-			want: []string{`missing input "repo"`, `missing input "tools"`}},
-		{name: "unknown input", task: oneInputTask, args: []string{"-i", "rpeo=" + repo},
-			want: []string{`-i rpeo: the task has no input "rpeo" (its inputs: repo)`}},
-		{name: "unknown output", task: oneInputTask, args: []string{"-o", "result=" + dir},
-			want: []string{`-o result: the task has no output "result" (its outputs: out)`}},
-		{name: "input is not a directory", task: oneInputTask, args: []string{"-i", "repo=" + filepath.Join(repo, "f")},
-			want: []string{"not a directory"}},
-		{name: "input does not exist", task: oneInputTask, args: []string{"-i", "repo=" + filepath.Join(dir, "nope")},
-			want: []string{"no such file or directory"}},
-		{name: "mapping of an unknown input", task: oneInputTask, args: []string{"-m", "nope=repo"},
-			want: []string{`--input-mapping nope=repo: the task has no input "nope"`}},
-		{name: "input given twice", task: oneInputTask, args: []string{"-i", "repo=" + repo, "-i", "repo=" + repo},
-			want: []string{"-i repo is given more than once"}},
+		{name: "cwd named like an input", inputs: []string{"tools=" + other}, want: []localInput{{"tools", other}, {"repo", "."}}},
+		{name: "unknown", inputs: []string{"nope=" + other}, err: "unknown input `nope`"},
+		{name: "missing", inputs: []string{"repo=" + other}, err: "missing required input `tools`"},
+		{name: "not a folder", inputs: []string{"tools=" + file}, err: "not a folder"},
+		{name: "mapping", inputs: []string{"t2=" + other}, mapped: []string{"tools=t2"},
+			want: []localInput{{"t2", other}, {"repo", "."}}, mapping: map[string]string{"tools": "t2"}},
+		{name: "mapping of no input", mapped: []string{"nope=x"}, err: "unknown input `nope`"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			task := writeFile(t, t.TempDir(), "task.yml", tc.task)
-			args := append([]string{"execute", "-c", task}, tc.args...)
-			r := runCLI(t, opts{atcURL: srv.URL}, args...)
-			if r.code != 2 {
-				t.Errorf("exit %d, want 2", r.code)
-			}
-			for _, w := range tc.want {
-				w = strings.ReplaceAll(w, "task.yml", task)
-				if !strings.Contains(r.stderr, w) {
-					t.Errorf("stderr does not contain %q:\n%s", w, r.stderr)
+			got, mapping, err := determineInputs(cfg, tc.inputs, tc.mapped, work)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
 				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) || !reflect.DeepEqual(mapping, tc.mapping) {
+				t.Errorf("inputs %v mapping %v, want %v %v", got, mapping, tc.want, tc.mapping)
 			}
 		})
 	}
-	if n := len(srv.Uploads()); n != 0 {
-		t.Fatalf("%d uploads after refused task files", n)
-	}
-	if n := len(srv.Creates()); n != 0 {
-		t.Fatalf("%d builds created after refused task files", n)
-	}
 }
 
-func TestExecuteRunsAndDownloadsOutputs(t *testing.T) {
-	srv := atcfake.New(t)
-	dir := t.TempDir()
-	repo := filepath.Join(dir, "repo")
-	writeFile(t, repo, "main.go", "package main\n")
-	writeFile(t, repo, "sub/data.txt", "data\n")
-	tools := filepath.Join(dir, "tools")
-	writeFile(t, tools, "bin/tool", "#!/bin/sh\n")
-
-	// The task's output: an artifact the fake already has.
-	produced := filepath.Join(dir, "produced")
-	writeFile(t, produced, "result.txt", "42\n")
-	outRef := uploadDir(t, srv, produced)
-	srv.OnCreate = scripted(events.StatusSucceeded, intp(0), map[string]api.ArtifactRef{"out": outRef})
-
-	task := writeFile(t, dir, "ci/task.yml", twoInputTask)
-	outDir := filepath.Join(dir, "results", "out")
-	r := runCLI(t, opts{atcURL: srv.URL}, "execute", "-c", task,
-		"-i", "repo="+repo, "--input", "toolbox="+tools, "--input-mapping", "tools=toolbox",
-		"-o", "out="+outDir, "-p", "A=1", "--param", "B=two=2",
-		"--privileged", "--timeout", "30m", "--image", "alpine:3")
-	t.Logf("stderr:\n%s", r.stderr)
-	if r.code != 0 {
-		t.Fatalf("exit %d\nstderr: %s", r.code, r.stderr)
-	}
-	if r.stdout != "building\n" {
-		t.Errorf("stdout = %q, want only the task's stdout", r.stdout)
-	}
-	for _, w := range []string{"executing build 1 at " + srv.URL + "/api/v1/builds/1\n", "warning: careful\n",
-		"initializing\n", "running sh -c make\n", "succeeded\n"} {
-		if !strings.Contains(r.stderr, w) {
-			t.Errorf("stderr does not contain %q:\n%s", w, r.stderr)
+func TestExitCodeByStatus(t *testing.T) {
+	for _, tc := range []struct {
+		res  buildResult
+		want int
+	}{
+		{buildResult{Status: concourse.StatusSucceeded}, 0},
+		{buildResult{Status: concourse.StatusFailed}, 1},
+		{buildResult{Status: concourse.StatusFailed, ExitStatus: 7}, 7},
+		{buildResult{Status: concourse.StatusErrored}, 2},
+		{buildResult{Status: concourse.StatusAborted}, 3},
+		{buildResult{Status: concourse.StatusAborted, ExitStatus: 143}, 143},
+	} {
+		if got := tc.res.exitCode(); got != tc.want {
+			t.Errorf("%+v: exit %d, want %d", tc.res, got, tc.want)
 		}
 	}
-	if strings.Contains(r.stderr, "\x1b[") || strings.Contains(r.stderr, "uploading") {
-		t.Errorf("stderr is not a terminal, yet has escapes or progress:\n%q", r.stderr)
-	}
+}
 
-	creates := srv.Creates()
-	if len(creates) != 1 {
-		t.Fatalf("%d builds created", len(creates))
+func taskEvents(status concourse.BuildStatus, exit int) []events.Event {
+	o := events.Origin{ID: "t"}
+	evs := []events.Event{
+		events.Status{Status: events.StatusStarted},
+		events.InitializeTask{Origin: o},
+		events.SelectedWorker{Origin: o, WorkerName: "local"},
+		events.StartTask{Origin: o, Config: events.TaskConfig{Run: events.TaskRunConfig{Path: "echo", Args: []string{"hi"}}}},
+		events.Log{Origin: events.Origin{ID: "t", Source: "stdout"}, Payload: "hi\r\n"},
 	}
-	step := creates[0].Task
-	if step.Config != twoInputTask {
-		t.Errorf("config sent = %q", step.Config)
+	if status == concourse.StatusErrored {
+		evs = append(evs, events.Error{Origin: o, Message: "image not found"})
+	} else {
+		evs = append(evs, events.FinishTask{Origin: o, ExitStatus: exit})
 	}
-	if !reflect.DeepEqual(step.InputMapping, map[string]string{"tools": "toolbox"}) ||
-		!reflect.DeepEqual(step.Params, map[string]string{"A": "1", "B": "two=2"}) ||
-		!step.Privileged || step.Timeout != "30m" || step.Image != "alpine:3" {
-		t.Errorf("step sent = %+v", step)
-	}
-	if len(step.Inputs) != 2 {
-		t.Fatalf("inputs sent = %v", step.Inputs)
-	}
-	if got, want := extractUpload(t, srv, step.Inputs["repo"]), files(t, repo); !reflect.DeepEqual(got, want) {
-		t.Errorf("repo uploaded as %v, want %v", got, want)
-	}
-	if got, want := extractUpload(t, srv, step.Inputs["toolbox"]), files(t, tools); !reflect.DeepEqual(got, want) {
-		t.Errorf("toolbox uploaded as %v, want %v", got, want)
-	}
-	if got := files(t, outDir); !reflect.DeepEqual(got, map[string]string{"result.txt": "42\n"}) {
-		t.Errorf("output downloaded as %v", got)
+	return append(evs, events.Status{Status: events.BuildStatus(status)})
+}
+
+func TestExecuteRendersLikeFlyAndExitsByStatus(t *testing.T) {
+	for _, tc := range []struct {
+		status concourse.BuildStatus
+		exit   int
+		code   int
+		last   string
+	}{
+		{concourse.StatusSucceeded, 0, 0, "succeeded"},
+		{concourse.StatusFailed, 7, 7, "failed"},
+		{concourse.StatusErrored, 0, 2, "image not found\nerrored"},
+		{concourse.StatusAborted, 0, 3, "aborted"},
+	} {
+		t.Run(string(tc.status), func(t *testing.T) {
+			srv := newFakeServer(t)
+			srv.events = taskEvents(tc.status, tc.exit)
+			r := newRunner(t)
+			r.loginTo(srv, "good")
+			task := writeFile(t, r.dir, "task.yml", busybox+"run: {path: echo, args: [hi]}\n")
+			res := r.run(context.Background(), nil, "-t", "x", "execute", "-c", task)
+			want := "executing build 42 at " + srv.URL + "/builds/42\ninitializing\nselected worker: local\nrunning echo hi\nhi\r\n" + tc.last + "\n"
+			if res.code != tc.code || res.stdout != want {
+				t.Errorf("exit %d stdout %q stderr %q\nwant exit %d stdout %q", res.code, res.stdout, res.stderr, tc.code, want)
+			}
+		})
 	}
 }
 
-func uploadDir(t *testing.T, srv *atcfake.Server, dir string) api.ArtifactRef {
-	t.Helper()
-	var buf bytes.Buffer
-	enc, err := zstd.NewWriter(&buf)
+func TestExecuteUploadsInputsAndDownloadsOutputs(t *testing.T) {
+	srv := newFakeServer(t)
+	srv.events = taskEvents(concourse.StatusSucceeded, 0)
+	srv.artifacts = map[string]map[string]string{"out": {"result.txt": "made"}}
+	r := newRunner(t)
+	r.loginTo(srv, "good")
+	in := t.TempDir()
+	writeFile(t, in, "src/main.go", "package main")
+	outDir := filepath.Join(t.TempDir(), "out")
+	task := writeFile(t, t.TempDir(), "task.yml", busybox+"inputs: [{name: src}]\noutputs: [{name: out}]\nrun: {path: make}\n")
+	res := r.run(context.Background(), nil, "-t", "x", "execute", "-c", task, "-i", "src="+in, "-o", "out="+outDir)
+	if res.code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", res.code, res.stdout, res.stderr)
+	}
+	if got, _ := os.ReadFile(filepath.Join(outDir, "result.txt")); string(got) != "made" {
+		t.Errorf("output file %q", got)
+	}
+	if len(srv.uploads) != 1 || !strings.Contains(strings.Join(srv.uploads[1], " "), "src/main.go") {
+		t.Errorf("uploads %v", srv.uploads)
+	}
+	p := srv.plans[0]
+	if p.Ensure == nil || (*p.Ensure.Step.Do)[0].InParallel.Steps[0].ArtifactInput.ArtifactID != 1 {
+		t.Errorf("plan %+v", p)
+	}
+}
+
+func TestBadTaskUploadsNothing(t *testing.T) {
+	srv := newFakeServer(t)
+	r := newRunner(t)
+	r.loginTo(srv, "good")
+	task := writeFile(t, t.TempDir(), "task.yml", "platform: linux\ninputs: [{name: src}]\nrun: {}\n")
+	res := r.run(context.Background(), nil, "-t", "x", "execute", "-c", task, "-i", "src="+t.TempDir())
+	if res.code != ExitError || !strings.Contains(res.stderr, "missing path to executable") {
+		t.Errorf("exit %d stderr %q", res.code, res.stderr)
+	}
+	if len(srv.uploads) != 0 || len(srv.plans) != 0 {
+		t.Errorf("uploads %v plans %v: want none", srv.uploads, srv.plans)
+	}
+}
+
+func TestUnauthorizedSaysToLogIn(t *testing.T) {
+	srv := newFakeServer(t)
+	r := newRunner(t)
+	r.loginTo(srv, "expired")
+	res := r.run(context.Background(), nil, "-t", "x", "builds")
+	if res.code != ExitError || !strings.Contains(res.stderr, "not authorized. run the following to log in:") ||
+		!strings.Contains(res.stderr, "atc-porter-runtime -t x login") {
+		t.Errorf("exit %d stderr %q", res.code, res.stderr)
+	}
+	res = r.run(context.Background(), nil, "builds")
+	if res.code != ExitError || !strings.Contains(res.stderr, "no target specified") {
+		t.Errorf("without -t: exit %d stderr %q", res.code, res.stderr)
+	}
+}
+
+func TestLoginWritesATargetFlyReads(t *testing.T) {
+	srv := newFakeServer(t)
+	r := newRunner(t)
+	// An existing target of fly's survives.
+	writeFile(t, r.home, ".flyrc", "targets:\n  other:\n    api: https://ci.example.com\n    team: dev\n    token: {type: bearer, value: abc}\n")
+	res := r.run(context.Background(), nil, "-t", "x", "login", "-c", srv.URL, "-u", "test", "-p", "wrong")
+	if res.code != ExitError || !strings.Contains(res.stderr, "Invalid username or password") {
+		t.Fatalf("wrong password: exit %d stderr %q", res.code, res.stderr)
+	}
+	res = r.run(context.Background(), nil, "-t", "x", "login", "-c", srv.URL, "-u", "test", "-p", "secret")
+	if res.code != 0 || res.stdout != "logging in to team 'main'\n\n\ntarget saved\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", res.code, res.stdout, res.stderr)
+	}
+	a := newApp(Env{LookupEnv: func(k string) (string, bool) { return r.home, k == "HOME" }})
+	targets, err := a.loadTargets()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := blobstore.WriteTar(context.Background(), enc, dir); err != nil {
-		t.Fatal(err)
+	want := map[string]target{
+		"x":     {API: srv.URL, Team: "main", Token: &targetToken{Type: "bearer", Value: "good"}},
+		"other": {API: "https://ci.example.com", Team: "dev", Token: &targetToken{Type: "bearer", Value: "abc"}},
 	}
-	if err := enc.Close(); err != nil {
-		t.Fatal(err)
+	if !reflect.DeepEqual(targets, want) {
+		t.Errorf("targets %+v, want %+v", targets, want)
 	}
-	return srv.PutArtifact(buf.Bytes())
-}
+	if fi, _ := os.Stat(filepath.Join(r.home, ".flyrc")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", fi.Mode())
+	}
+	// A second login without -c uses the saved URL.
+	if res := r.run(context.Background(), nil, "-t", "x", "login", "-u", "test", "-p", "secret"); res.code != 0 {
+		t.Errorf("login again: exit %d stderr %q", res.code, res.stderr)
+	}
 
-func TestExecuteOneInputUsesTheCurrentDirectory(t *testing.T) {
-	srv := atcfake.New(t)
-	cwd := t.TempDir()
-	writeFile(t, cwd, "Makefile", "all:\n")
-	task := writeFile(t, t.TempDir(), "task.yml", oneInputTask)
-	t.Chdir(cwd)
-	r := runCLI(t, opts{atcURL: srv.URL}, "execute", "-c", task)
-	if r.code != 0 {
-		t.Fatalf("exit %d\nstderr: %s", r.code, r.stderr)
+	fly := "/work/shared/tools/fly"
+	if _, err := os.Stat(fly); err != nil {
+		t.Skipf("no fly here: %v", err)
 	}
-	creates := srv.Creates()
-	if len(creates) != 1 {
-		t.Fatalf("%d builds created", len(creates))
-	}
-	if got := extractUpload(t, srv, creates[0].Task.Inputs["repo"]); !reflect.DeepEqual(got, map[string]string{"Makefile": "all:\n"}) {
-		t.Fatalf("repo uploaded as %v", got)
-	}
-}
-
-func TestExecuteExitStatuses(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		status events.BuildStatus
-		exit   *int
-		want   int
-	}{
-		{"succeeded", events.StatusSucceeded, intp(0), 0},
-		{"failed with the task's status", events.StatusFailed, intp(5), 5},
-		{"failed without a task status", events.StatusFailed, nil, 1},
-		{"errored", events.StatusErrored, nil, 2},
-		{"aborted", events.StatusAborted, nil, 3},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			srv := atcfake.New(t)
-			srv.OnCreate = scripted(tc.status, tc.exit, nil,
-				events.Error{Message: "something broke", Origin: events.Origin{ID: "task"}})
-			dir := t.TempDir()
-			task := writeFile(t, dir, "task.yml", oneInputTask)
-			r := runCLI(t, opts{atcURL: srv.URL}, "execute", "-c", task, "-i", "repo="+dir)
-			if r.code != tc.want {
-				t.Errorf("exit %d, want %d\nstderr: %s", r.code, tc.want, r.stderr)
-			}
-			if !strings.Contains(r.stderr, "something broke\n") || !strings.Contains(r.stderr, string(tc.status)+"\n") {
-				t.Errorf("stderr = %q", r.stderr)
-			}
-
-			// watch of the finished build replays it and ends the same way.
-			w := runCLI(t, opts{atcURL: srv.URL}, "watch", "1")
-			if w.code != tc.want || w.stdout != "building\n" {
-				t.Errorf("watch: exit %d, stdout %q; want %d", w.code, w.stdout, tc.want)
-			}
-		})
-	}
-}
-
-func TestExecuteShowsServerErrors(t *testing.T) {
-	srv := atcfake.New(t)
-	srv.OnCreate = func(api.CreateBuildRequest) (*atcfake.Build, error) {
-		return nil, errors.New("task config: image is not allowed")
-	}
-	dir := t.TempDir()
-	task := writeFile(t, dir, "task.yml", oneInputTask)
-	r := runCLI(t, opts{atcURL: srv.URL}, "execute", "-c", task, "-i", "repo="+dir)
-	if r.code != 2 || !strings.Contains(r.stderr, "execute: create build: 400 Bad Request: task config: image is not allowed\n") {
-		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
-	}
-}
-
-func TestExecuteATCUnreachable(t *testing.T) {
-	dir := t.TempDir()
-	task := writeFile(t, dir, "task.yml", oneInputTask)
-	r := runCLI(t, opts{atcURL: "http://127.0.0.1:1"}, "execute", "-c", task, "-i", "repo="+dir)
-	if r.code != 2 || !strings.Contains(r.stderr, `upload input "repo"`) {
-		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
-	}
-}
-
-func TestATCURLPrecedence(t *testing.T) {
-	srv := atcfake.New(t)
-	srv.AddBuild(&atcfake.Build{Build: api.Build{ID: 3, Status: api.StatusSucceeded}})
-	bad := "http://127.0.0.1:1"
-	for _, tc := range []struct {
-		name string
-		env  string
-		args []string
-	}{
-		{"environment", srv.URL, []string{"builds"}},
-		{"global flag over environment", bad, []string{"--atc", srv.URL, "builds"}},
-		{"command flag over global flag", bad, []string{"--atc", bad, "builds", "--atc", srv.URL}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := runCLI(t, opts{atcURL: tc.env}, tc.args...)
-			if r.code != 0 {
-				t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
-			}
-		})
-	}
-}
-
-func TestExecuteProgressOnlyOnATerminal(t *testing.T) {
-	for _, terminal := range []bool{false, true} {
-		srv := atcfake.New(t)
-		dir := t.TempDir()
-		writeFile(t, dir, "big", strings.Repeat("x", 1<<20))
-		task := writeFile(t, t.TempDir(), "task.yml", oneInputTask)
-		r := runCLI(t, opts{atcURL: srv.URL, terminal: terminal}, "execute", "-c", task, "-i", "repo="+dir)
-		if r.code != 0 {
-			t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
-		}
-		// The last drawing of the line shows the whole stream and ends it.
-		final := fmt.Sprintf("\r\x1b[Kuploading repo: %d B\n", srv.Uploads()[0].Ref.Size)
-		hasProgress := strings.Contains(r.stderr, final)
-		if hasProgress != terminal {
-			t.Errorf("terminal=%v: progress shown=%v\nstderr: %q", terminal, hasProgress, r.stderr)
-		}
-		if hasColor := strings.Contains(r.stderr, "\x1b[32msucceeded\x1b[0m"); hasColor != terminal {
-			t.Errorf("terminal=%v: colored result=%v", terminal, hasColor)
-		}
-	}
-}
-
-func TestExecuteInterruptAbortsAndFollowsToTheEnd(t *testing.T) {
-	srv := atcfake.New(t)
-	srv.OnCreate = func(api.CreateBuildRequest) (*atcfake.Build, error) {
-		return &atcfake.Build{
-			Build:        api.Build{Name: "one-off", Status: api.StatusStarted},
-			Events:       []events.Event{events.Status{Status: events.StatusStarted}, logEv("stdout", "working\n")},
-			WaitForAbort: true,
-		}, nil
-	}
-	dir := t.TempDir()
-	task := writeFile(t, dir, "task.yml", oneInputTask)
-	ctx, interrupt := context.WithCancel(context.Background())
-	defer interrupt()
-	r := runCLI(t, opts{atcURL: srv.URL, ctx: ctx, started: func(stderr *syncBuffer) {
-		go func() {
-			// Ctrl-C once the build's output shows.
-			for !strings.Contains(stderr.String(), "executing build") {
-				time.Sleep(10 * time.Millisecond)
-			}
-			time.Sleep(50 * time.Millisecond)
-			interrupt()
-		}()
-	}}, "execute", "-c", task, "-i", "repo="+dir, "-o", "out="+filepath.Join(dir, "out"))
-	t.Logf("stderr:\n%s", r.stderr)
-	if r.code != 3 {
-		t.Fatalf("exit %d, want 3\nstderr: %s", r.code, r.stderr)
-	}
-	if got := srv.Aborts(); !reflect.DeepEqual(got, []int64{1}) {
-		t.Fatalf("aborts = %v", got)
-	}
-	for _, w := range []string{"interrupted: aborting build 1", "aborted\n", "outputs not downloaded"} {
-		if !strings.Contains(r.stderr, w) {
-			t.Errorf("stderr does not contain %q:\n%s", w, r.stderr)
-		}
-	}
-	if r.stdout != "working\n" {
-		t.Errorf("stdout = %q", r.stdout)
-	}
-}
-
-func TestWatchReconnectsOnACutStream(t *testing.T) {
-	srv := atcfake.New(t)
-	var evs []events.Event
-	for _, l := range []string{"one\n", "two\n", "three\n", "four\n"} {
-		evs = append(evs, logEv("stdout", l))
-	}
-	evs = append(evs, events.FinishTask{ExitStatus: 9}, events.Status{Status: events.StatusFailed})
-	srv.AddBuild(&atcfake.Build{Build: api.Build{ID: 12, Status: api.StatusFailed}, Events: evs, BreakAfter: 2})
-	r := runCLI(t, opts{atcURL: srv.URL}, "watch", "12")
-	if r.code != 9 || r.stdout != "one\ntwo\nthree\nfour\n" {
-		t.Fatalf("exit %d stdout %q\nstderr: %s", r.code, r.stdout, r.stderr)
-	}
-	if ids := srv.LastEventIDs(); !reflect.DeepEqual(ids, []string{"", "2"}) {
-		t.Fatalf("Last-Event-IDs = %q", ids)
-	}
-}
-
-func TestWatchInterruptLeavesTheBuild(t *testing.T) {
-	srv := atcfake.New(t)
-	srv.AddBuild(&atcfake.Build{Build: api.Build{ID: 4, Status: api.StatusStarted},
-		Events: []events.Event{logEv("stdout", "busy\n")}, WaitForAbort: true})
-	ctx, interrupt := context.WithCancel(context.Background())
-	time.AfterFunc(200*time.Millisecond, interrupt)
-	r := runCLI(t, opts{atcURL: srv.URL, ctx: ctx}, "watch", "4")
-	if r.code != cli.ExitInterrupted || len(srv.Aborts()) != 0 {
-		t.Fatalf("exit %d, aborts %v\nstderr: %s", r.code, srv.Aborts(), r.stderr)
-	}
-}
-
-func TestWatchUnknownBuild(t *testing.T) {
-	srv := atcfake.New(t)
-	r := runCLI(t, opts{atcURL: srv.URL}, "watch", "77")
-	if r.code != 2 || !strings.Contains(r.stderr, "watch: follow build 77's events: 404 Not Found: build 77 not found") {
-		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
-	}
-}
-
-func TestAbort(t *testing.T) {
-	srv := atcfake.New(t)
-	srv.AddBuild(&atcfake.Build{Build: api.Build{ID: 5, Status: api.StatusStarted}})
-	r := runCLI(t, opts{atcURL: srv.URL}, "abort", "5")
-	if r.code != 0 || r.stdout != "build 5 is being aborted\n" || !reflect.DeepEqual(srv.Aborts(), []int64{5}) {
-		t.Fatalf("exit %d stdout %q aborts %v", r.code, r.stdout, srv.Aborts())
-	}
-	r = runCLI(t, opts{atcURL: srv.URL}, "abort", "6")
-	if r.code != 1 || !strings.Contains(r.stderr, "abort: abort build 6: 404 Not Found: build 6 not found") {
-		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	cmd := exec.Command(fly, "-t", "x", "status")
+	cmd.Env = []string{"HOME=" + r.home, "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "logged in successfully") {
+		t.Errorf("fly status: %v\n%s", err, out)
 	}
 }
 
 func TestBuildsTable(t *testing.T) {
-	srv := atcfake.New(t)
-	start := int64(1_700_000_000)
-	srv.AddBuild(&atcfake.Build{Build: api.Build{ID: 1, Name: "one-off", Team: "main", Status: api.StatusSucceeded, StartTime: start, EndTime: start + 83}})
-	srv.AddBuild(&atcfake.Build{Build: api.Build{ID: 2, Name: "one-off", Team: "main", Status: api.StatusStarted, StartTime: start}})
-	srv.AddBuild(&atcfake.Build{Build: api.Build{ID: 3, Status: api.StatusPending}})
-	t.Setenv("TZ", "UTC")
-	r := runCLI(t, opts{atcURL: srv.URL}, "builds")
-	if r.code != 0 {
-		t.Fatalf("exit %d stderr %s", r.code, r.stderr)
+	srv := newFakeServer(t)
+	r := newRunner(t)
+	r.loginTo(srv, "good")
+	res := r.run(context.Background(), nil, "-t", "x", "builds", "--print-table-headers")
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	if res.code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "id  name  status     start") ||
+		!strings.Contains(lines[1], "42  42    succeeded") || !strings.Contains(lines[1], "3s        main  system") {
+		t.Errorf("exit %d stdout:\n%s\nstderr %s", res.code, res.stdout, res.stderr)
 	}
-	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
-	if len(lines) != 4 {
-		t.Fatalf("table:\n%s", r.stdout)
+}
+
+func TestAbort(t *testing.T) {
+	srv := newFakeServer(t)
+	r := newRunner(t)
+	r.loginTo(srv, "good")
+	res := r.run(context.Background(), nil, "-t", "x", "abort", "-b", "42")
+	if res.code != 0 || res.stdout != "build successfully aborted\n" || len(srv.aborted) != 1 {
+		t.Errorf("exit %d stdout %q stderr %q aborted %v", res.code, res.stdout, res.stderr, srv.aborted)
 	}
-	fields := func(i int) []string { return strings.Fields(lines[i]) }
-	if got := fields(0); !reflect.DeepEqual(got, []string{"id", "name", "status", "team", "started", "duration"}) {
-		t.Errorf("header = %q", got)
-	}
-	started := time.Unix(start, 0).Format("2006-01-02@15:04:05-0700")
-	for i, want := range [][]string{
-		{"3", "n/a", "pending", "n/a", "n/a", "n/a"},
-		{"2", "one-off", "started", "main", started, "10m0s+"},
-		{"1", "one-off", "succeeded", "main", started, "1m23s"},
-	} {
-		if got := fields(i + 1); !reflect.DeepEqual(got, want) {
-			t.Errorf("row %d = %q, want %q", i+1, got, want)
+}
+
+func TestInterceptPipesStdinAndRetriesSh(t *testing.T) {
+	srv := newFakeServer(t)
+	srv.hijack = func(spec concourse.HijackProcessSpec, conn *websocket.Conn) {
+		if spec.Path == "bash" {
+			_ = conn.WriteJSON(concourse.HijackOutput{ExecutableNotFound: true})
+			_ = conn.WriteJSON(concourse.HijackOutput{Error: `exec: "bash": executable file not found in $PATH`})
+			return
 		}
+		var stdin []byte
+		for {
+			var in concourse.HijackInput
+			if err := conn.ReadJSON(&in); err != nil {
+				return
+			}
+			stdin = append(stdin, in.Stdin...)
+			if in.Closed {
+				break
+			}
+		}
+		_ = conn.WriteJSON(concourse.HijackOutput{Stdout: stdin})
+		_ = conn.WriteJSON(concourse.HijackOutput{Stderr: []byte("ready\n")})
+		status := 7
+		_ = conn.WriteJSON(concourse.HijackOutput{ExitStatus: &status})
+	}
+	r := newRunner(t)
+	r.loginTo(srv, "good")
+	res := r.run(context.Background(), strings.NewReader("echo hi\n"), "-t", "x", "intercept", "-b", "42", "-s", "one-off")
+	if res.code != 7 || res.stdout != "echo hi\n" || !strings.Contains(res.stderr, `retrying with "sh"`) || !strings.HasSuffix(res.stderr, "ready\n") {
+		t.Errorf("exit %d stdout %q stderr %q", res.code, res.stdout, res.stderr)
+	}
+	if len(srv.specs) != 2 || srv.specs[1].Path != "sh" || srv.specs[1].Dir != "/tmp/build/x" || srv.specs[1].User != "root" || srv.specs[1].TTY != nil {
+		t.Errorf("specs %+v", srv.specs)
 	}
 
-	r = runCLI(t, opts{atcURL: srv.URL}, "builds", "-c", "1", "--json")
-	if r.code != 0 || !strings.Contains(r.stdout, `"id": 3`) || strings.Contains(r.stdout, `"id": 2`) {
-		t.Fatalf("exit %d json %s", r.code, r.stdout)
+	// A command after -- runs as is; "hijack" is intercept.
+	res = r.run(context.Background(), nil, "-t", "x", "hijack", "-b", "42", "--", "ls", "-l")
+	if res.code != 7 || srv.specs[2].Path != "ls" || !reflect.DeepEqual(srv.specs[2].Args, []string{"-l"}) {
+		t.Errorf("exit %d spec %+v stderr %q", res.code, srv.specs[2], res.stderr)
+	}
+
+	res = r.run(context.Background(), nil, "-t", "x", "intercept", "-b", "7")
+	if res.code != ExitError || !strings.Contains(res.stderr, "no containers matched your search parameters!") {
+		t.Errorf("no containers: exit %d stderr %q", res.code, res.stderr)
+	}
+}
+
+func TestServeGetsItsArgsUntouched(t *testing.T) {
+	var got []string
+	code := Run(context.Background(), []string{"serve", "--listen", ":1", "-h"}, Env{
+		Serve: func(_ context.Context, args []string) int { got = args; return 4 },
+	})
+	if code != 4 || !reflect.DeepEqual(got, []string{"--listen", ":1", "-h"}) {
+		t.Errorf("exit %d args %q", code, got)
 	}
 }

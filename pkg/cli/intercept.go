@@ -3,144 +3,196 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"slices"
+	"strings"
+	"sync"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/porter-ci/porter/pkg/atcclient"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/hijack"
 )
 
-const interceptUsage = `usage: ` + Program + ` intercept [--step NAME] [--atc URL] BUILD [-- COMMAND [ARGS...]]
+type interceptFlags struct {
+	build    string
+	step     string
+	stepType string
+	attempt  string
+	handle   string
+	team     string
+}
 
-Runs a shell (or COMMAND) inside the main container of a step of build
-BUILD: in the step's image, working directory and volumes, as its user.
-A step can be intercepted while it runs, and after it has finished for as
-long as the server keeps its pod (serve --keep-alive).
+func (a *app) interceptCommand() *cobra.Command {
+	var f interceptFlags
+	cmd := &cobra.Command{
+		Use:     "intercept [-b BUILD] [-s STEP] [-- COMMAND [ARGS...]]",
+		Aliases: []string{"hijack"},
+		Short:   "Run a shell (or COMMAND) in a build step's container",
+		Long: `Runs a shell (bash, else sh) or COMMAND inside the main container of a
+build's step: in the step's image, working directory and volumes, as its
+user. A step can be intercepted while it runs, and after it finished for
+as long as the server keeps its pod. Without -b, the newest one-off build.
 
 When stdin is a terminal the session gets one (raw mode, resized with the
 window); otherwise stdin is piped to the process and closed at its end, and
 the process's stdout and stderr come out apart.
 
-options:
-  -s, --step NAME   the step's name or ID (default: the build's only step)
-      --atc URL     the ATC (default: $` + ATCURLEnv + `, else ` + DefaultATCURL + `)
-
-Exit status: the process's; 2 when the session could not be opened or broke
-off, 130 when interrupted.
-`
-
-// stdinChunk is how much of stdin goes into one message.
-const stdinChunk = 32 << 10
-
-func (a *app) intercept(ctx context.Context, args []string) int {
-	// Everything after "--" is the command, never options of intercept.
-	var command []string
-	if i := slices.Index(args, "--"); i >= 0 {
-		args, command = args[:i], args[i+1:]
-		if len(command) == 0 {
-			return a.usageError(errors.New("intercept: no COMMAND after --"), interceptUsage)
-		}
+Exit status: the process's; 255 when the server reported an error; 1 when
+no session could be opened.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.intercept(cmd.Context(), &f, args)
+		},
 	}
-	fs := flag.NewFlagSet("intercept", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var step string
-	for _, name := range []string{"s", "step"} {
-		fs.StringVar(&step, name, "", "")
-	}
-	atc := addATCFlag(fs)
-	rest, err := parseFlags(fs, args)
-	if err != nil {
-		return a.usageError(fmt.Errorf("intercept: %w", err), interceptUsage)
-	}
-	if len(rest) > 1 {
-		return a.usageError(fmt.Errorf("intercept: unexpected argument %q (the command goes after --)", rest[1]), interceptUsage)
-	}
-	id, err := buildArg("intercept", rest)
-	if err != nil {
-		return a.usageError(err, interceptUsage)
-	}
-	c, err := a.client(*atc)
-	if err != nil {
-		a.printError("intercept", err)
-		return ExitErrored
-	}
-	status, err := a.runIntercept(ctx, c, id, atcclient.InterceptOptions{Step: step, Command: command})
-	switch {
-	case err != nil && ctx.Err() != nil:
-		fmt.Fprintln(a.stderr, "interrupted; the session is closed")
-		return ExitInterrupted
-	case err != nil:
-		a.printError("intercept", err)
-		return ExitErrored
-	case status < 0 || status > 255:
-		fmt.Fprintf(a.stderr, "intercept: the process ended without an exit status (%d)\n", status)
-		return ExitErrored
-	}
-	return status
+	fl := cmd.Flags()
+	fl.StringVarP(&f.build, "build", "b", "", "the build's ID")
+	fl.StringVarP(&f.step, "step", "s", "", "the step's name (e.g. one-off)")
+	fl.StringVar(&f.stepType, "step-type", "", "the step's type (get, put, task)")
+	fl.StringVarP(&f.attempt, "attempt", "a", "", "the step's attempt number (N[,N,...])")
+	fl.StringVar(&f.handle, "handle", "", "the container's handle, instead of searching")
+	fl.StringVar(&f.team, "team", "", "the team of the container, if not the target's")
+	return cmd
 }
 
-// runIntercept runs the session to its end and returns the process's exit
-// status. The terminal, if it was put in raw mode, is restored before it
-// returns, so that the caller can print errors normally.
-func (a *app) runIntercept(ctx context.Context, c *atcclient.Client, id int64, opts atcclient.InterceptOptions) (int, error) {
+func (a *app) intercept(ctx context.Context, f *interceptFlags, command []string) error {
+	c, err := a.client(f.team)
+	if err != nil {
+		return err
+	}
+	container, err := a.chooseContainer(ctx, c, f)
+	if err != nil {
+		return err
+	}
+
+	spec := concourse.HijackProcessSpec{
+		Env:  []string{"TERM=" + a.getenv("TERM")},
+		User: container.User,
+		Dir:  container.WorkingDirectory,
+		// fly asks for a privileged process; the server decides.
+		Privileged: true,
+	}
+	defaultShell := len(command) == 0
+	if defaultShell {
+		spec.Path = "bash"
+	} else {
+		spec.Path, spec.Args = command[0], command[1:]
+	}
+
 	fd, tty := terminalFd(a.env.Stdin)
-	opts.TTY = tty
+	var resize <-chan concourse.HijackWindowSize
 	if tty {
 		if cols, rows, err := term.GetSize(fd); err == nil && rows > 0 && cols > 0 {
-			opts.Rows, opts.Cols = uint32(rows), uint32(cols)
+			spec.TTY = &concourse.HijackTTYSpec{WindowSize: concourse.HijackWindowSize{Columns: uint16(cols), Rows: uint16(rows)}}
 		}
-	}
-	sess, err := c.Intercept(ctx, id, opts)
-	if err != nil {
-		return -1, err
-	}
-	defer sess.Close()
-	// Canceling ctx (Ctrl-C without a terminal) closes the session, which
-	// unblocks the read below and kills the process.
-	stop := context.AfterFunc(ctx, func() { _ = sess.Close() })
-	defer stop()
-
-	if tty {
 		old, err := term.MakeRaw(fd)
 		if err != nil {
-			return -1, fmt.Errorf("put the terminal in raw mode: %w", err)
+			return fmt.Errorf("put the terminal in raw mode: %w", err)
 		}
+		// Restored before anything is printed below.
 		defer term.Restore(fd, old)
-		stopResizes := forwardResizes(fd, sess, a.log)
+		var stopResizes func()
+		resize, stopResizes = forwardResizes(fd)
 		defer stopResizes()
 	}
-	go a.pumpStdin(sess, a.env.Stdin)
-	return sess.ExitStatus(a.stdout, a.stderr)
+
+	stdin := newStdinPump(a.env.Stdin)
+	defer stdin.stop()
+	run := func() (int, error) {
+		done := make(chan struct{})
+		defer close(done)
+		return hijack.Run(ctx, hijack.ClientOptions{
+			URL:       c.HijackURL("", container.ID),
+			Header:    c.AuthHeader(),
+			Spec:      spec,
+			Stdin:     stdin.reader(done),
+			Stdout:    a.stdout,
+			Stderr:    a.stderr,
+			Resize:    resize,
+			TLSConfig: c.TLSConfig(),
+		})
+	}
+	status, err := run()
+	if errors.Is(err, hijack.ErrExecutableNotFound) && defaultShell {
+		// No process read what the first session sent: send it again.
+		stdin.replay()
+		spec.Path = "sh"
+		fmt.Fprint(a.stderr, "\rCouldn't find \"bash\" on container, retrying with \"sh\"\n\r")
+		status, err = run()
+	}
+
+	var sessErr *hijack.SessionError
+	var statusErr *hijack.StatusError
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		fmt.Fprintln(a.stderr, "\ninterrupted; the session is closed")
+		return exitStatus(ExitInterrupted)
+	case errors.As(err, &sessErr):
+		fmt.Fprintln(a.stderr, a.styled(styleRed, sessErr.Message))
+		return exitStatus(255)
+	case errors.As(err, &statusErr):
+		return &atcclient.Error{Op: "intercept container " + container.ID, StatusCode: statusErr.StatusCode, Message: statusErr.Body}
+	default:
+		return fmt.Errorf("intercept container %s: %w", container.ID, err)
+	}
+	if status != 0 {
+		return exitStatus(status)
+	}
+	return nil
 }
 
-// pumpStdin sends stdin to the session and closes the session's stdin at
-// its end. It stops when the session does; a read from a terminal that
-// never ends is left behind, which only matters until the program exits.
-func (a *app) pumpStdin(sess *atcclient.InterceptSession, stdin io.Reader) {
-	buf := make([]byte, stdinChunk)
-	for {
-		n, err := stdin.Read(buf)
-		if n > 0 {
-			if serr := sess.Input(buf[:n]); serr != nil {
-				return
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			if serr := sess.CloseInput(); serr != nil {
-				a.log.Debug("intercept: close stdin", "err", serr)
-			}
-			return
-		}
-		if err != nil {
-			a.log.Warn("intercept: read stdin", "err", err)
-			_ = sess.CloseInput()
-			return
+// noContainers is fly's message when nothing matches.
+const noContainers = "no containers matched your search parameters!\n\nthey may have expired if your build hasn't recently finished."
+
+// chooseContainer finds the one container the flags mean, as fly does:
+// created (or failed) containers of the build (the newest one-off build
+// when -b is not given), narrowed by step, type and attempt.
+func (a *app) chooseContainer(ctx context.Context, c *atcclient.Client, f *interceptFlags) (concourse.Container, error) {
+	if f.handle != "" {
+		return concourse.Container{ID: f.handle}, nil
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	filter := atcclient.ContainerFilter{StepName: f.step, Type: f.stepType, Attempt: f.attempt}
+	var err error
+	if f.build != "" {
+		filter.BuildID, err = parseBuildID(f.build)
+	} else {
+		filter.BuildID, err = latestOneOff(ctx, c)
+	}
+	if err != nil {
+		return concourse.Container{}, err
+	}
+	all, err := c.Containers(ctx, "", filter)
+	if err != nil {
+		return concourse.Container{}, err
+	}
+	var found []concourse.Container
+	for _, ct := range all {
+		switch ct.State {
+		case concourse.ContainerCreated, concourse.ContainerFailed, "":
+			found = append(found, ct)
 		}
 	}
+	switch len(found) {
+	case 0:
+		return concourse.Container{}, errors.New(noContainers)
+	case 1:
+		return found[0], nil
+	}
+	// fly asks which; a script cannot answer, so say how to choose.
+	var b strings.Builder
+	b.WriteString("several containers match; choose one with -s STEP, --step-type TYPE, -a ATTEMPT or --handle:")
+	for _, ct := range found {
+		fmt.Fprintf(&b, "\n  handle: %s, step: %s, type: %s", ct.ID, ct.StepName, ct.Type)
+		if ct.Attempt != "" {
+			fmt.Fprintf(&b, ", attempt: %s", ct.Attempt)
+		}
+	}
+	return concourse.Container{}, errors.New(b.String())
 }
 
 // terminalFd returns stdin's file descriptor if it is a terminal.
@@ -151,3 +203,103 @@ func terminalFd(stdin io.Reader) (int, bool) {
 	}
 	return int(f.Fd()), true
 }
+
+// stdinPump reads stdin in one goroutine for every session of a command,
+// so that a session that ended (bash was not found) cannot keep a read in
+// flight that would swallow the next session's input, and so that what
+// such a session read can be sent again.
+type stdinPump struct {
+	r    io.Reader
+	once sync.Once
+	data chan []byte
+	quit chan struct{}
+
+	mu     sync.Mutex
+	spare  []byte // read from stdin, not yet by a session
+	sent   []byte // read by the current session, for replay
+	closed bool   // stdin ended with err
+	err    error
+}
+
+func newStdinPump(r io.Reader) *stdinPump {
+	return &stdinPump{r: r, data: make(chan []byte), quit: make(chan struct{})}
+}
+
+// stop lets the pump's goroutine go once its read in flight returns.
+func (p *stdinPump) stop() { close(p.quit) }
+
+func (p *stdinPump) start() {
+	go func() {
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := p.r.Read(buf)
+			if n > 0 {
+				select {
+				case p.data <- buf[:n]:
+				case <-p.quit:
+					return
+				}
+			}
+			if err != nil {
+				p.mu.Lock()
+				p.closed, p.err = true, err
+				p.mu.Unlock()
+				close(p.data)
+				return
+			}
+		}
+	}()
+}
+
+// reader is one session's view of stdin, which ends when done is closed.
+func (p *stdinPump) reader(done <-chan struct{}) io.Reader {
+	p.once.Do(p.start)
+	return readerFunc(func(b []byte) (int, error) {
+		for {
+			p.mu.Lock()
+			select {
+			case <-done:
+				p.mu.Unlock()
+				return 0, io.EOF
+			default:
+			}
+			if len(p.spare) > 0 {
+				n := copy(b, p.spare)
+				p.sent = append(p.sent, p.spare[:n]...)
+				p.spare = p.spare[n:]
+				p.mu.Unlock()
+				return n, nil
+			}
+			if p.closed {
+				p.mu.Unlock()
+				return 0, p.err
+			}
+			p.mu.Unlock()
+			select {
+			case chunk, ok := <-p.data:
+				if ok {
+					// Kept in spare: a session that ended meanwhile
+					// leaves it to the next one.
+					p.mu.Lock()
+					p.spare = append(p.spare, chunk...)
+					p.mu.Unlock()
+				}
+			case <-done:
+				return 0, io.EOF
+			}
+		}
+	})
+}
+
+// replay makes the next session read again what the last one read. Call
+// it only once the last session has ended.
+func (p *stdinPump) replay() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.spare = append(p.sent, p.spare...)
+	p.sent = nil
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(b []byte) (int, error) { return f(b) }

@@ -2,12 +2,8 @@
 
 package cli
 
-import (
-	"log/slog"
-
-	"github.com/porter-ci/porter/pkg/atcclient"
-)
+import "github.com/porter-ci/porter/pkg/concourse"
 
 // forwardResizes does nothing where there is no SIGWINCH: the session keeps
 // the size it was opened with.
-func forwardResizes(int, *atcclient.InterceptSession, *slog.Logger) (stop func()) { return func() {} }
+func forwardResizes(int) (<-chan concourse.HijackWindowSize, func()) { return nil, func() {} }

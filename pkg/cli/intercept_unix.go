@@ -3,21 +3,21 @@
 package cli
 
 import (
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"golang.org/x/term"
 
-	"github.com/porter-ci/porter/pkg/atcclient"
+	"github.com/porter-ci/porter/pkg/concourse"
 )
 
-// forwardResizes sends the terminal's size to the session whenever the
-// window changes (SIGWINCH), until the returned function is called.
-func forwardResizes(fd int, sess *atcclient.InterceptSession, log *slog.Logger) (stop func()) {
+// forwardResizes sends the terminal's size on the returned channel
+// whenever the window changes (SIGWINCH), until stop is called.
+func forwardResizes(fd int) (sizes <-chan concourse.HijackWindowSize, stop func()) {
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
+	out := make(chan concourse.HijackWindowSize, 1)
 	done := make(chan struct{})
 	go func() {
 		for {
@@ -29,14 +29,15 @@ func forwardResizes(fd int, sess *atcclient.InterceptSession, log *slog.Logger) 
 				if err != nil || rows <= 0 || cols <= 0 {
 					continue
 				}
-				if err := sess.Resize(uint32(rows), uint32(cols)); err != nil {
-					log.Debug("intercept: resize", "err", err)
+				select {
+				case out <- concourse.HijackWindowSize{Columns: uint16(cols), Rows: uint16(rows)}:
+				case <-done:
 					return
 				}
 			}
 		}
 	}()
-	return func() {
+	return out, func() {
 		signal.Stop(winch)
 		close(done)
 	}
