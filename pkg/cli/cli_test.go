@@ -437,3 +437,35 @@ func TestServeGetsItsArgsUntouched(t *testing.T) {
 		t.Errorf("exit %d args %q", code, got)
 	}
 }
+
+func TestInterruptAbortsTheBuildAndFollowsIt(t *testing.T) {
+	srv := newFakeServer(t)
+	srv.events = taskEvents(concourse.StatusStarted, 0)[:5]
+	srv.untilAbort = make(chan struct{})
+	r := newRunner(t)
+	r.loginTo(srv, "good")
+	task := writeFile(t, t.TempDir(), "task.yml", busybox+"run: {path: sleep, args: ['600']}\n")
+	out := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"-t", "x", "execute", "-c", task}, Env{
+			Stdout: out, Stderr: out,
+			LookupEnv: func(k string) (string, bool) { return r.home, k == "HOME" },
+		})
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "hi\r\n"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the build's output did not arrive: %q", out.String())
+		}
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitAborted || !strings.Contains(out.String(), "aborting...") || !strings.HasSuffix(out.String(), "aborted\n") {
+			t.Errorf("exit %d output %q", code, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("execute did not end after the abort")
+	}
+}

@@ -38,6 +38,9 @@ type fakeServer struct {
 	// artifacts are what the build kept: name -> files.
 	artifacts map[string]map[string]string
 	aborted   []string
+	// untilAbort, if not nil, holds the event stream open after the
+	// events until the build is aborted, then ends it as aborted.
+	untilAbort chan struct{}
 	// hijack plays an intercept session.
 	hijack func(spec concourse.HijackProcessSpec, conn *websocket.Conn)
 	specs  []concourse.HijackProcessSpec
@@ -102,6 +105,9 @@ func newFakeServer(t *testing.T) *fakeServer {
 	mux.HandleFunc("PUT /api/v1/builds/42/abort", authed(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.aborted = append(f.aborted, "42")
+		if f.untilAbort != nil && len(f.aborted) == 1 {
+			close(f.untilAbort)
+		}
 		f.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	}))
@@ -118,7 +124,15 @@ func newFakeServer(t *testing.T) *fakeServer {
 			}
 			_ = events.WriteSSE(w, uint64(i), env)
 		}
-		_ = events.WriteSSEEnd(w, uint64(len(evs)))
+		n := uint64(len(evs))
+		if f.untilAbort != nil {
+			w.(http.Flusher).Flush()
+			<-f.untilAbort
+			env, _ := events.NewEnvelope(events.Status{Status: events.StatusAborted})
+			_ = events.WriteSSE(w, n, env)
+			n++
+		}
+		_ = events.WriteSSEEnd(w, n)
 	}))
 	mux.HandleFunc("GET /api/v1/builds/42/artifacts", authed(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
