@@ -1,0 +1,72 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// minBcryptCost is the weakest given hash --add-local-user accepts, as in
+// Concourse.
+const minBcryptCost = 10
+
+// Users is what the token endpoint needs to know about users.
+type Users interface {
+	// LocalUserHash is the bcrypt hash of local user name's password. Any error
+	// refuses the login.
+	LocalUserHash(ctx context.Context, name string) (string, error)
+	// UserTeams are the roles of user ("local:<name>") on each team.
+	UserTeams(ctx context.Context, user string) (map[string][]string, error)
+}
+
+// HashPassword bcrypts pw for storing.
+func HashPassword(pw string) (string, error) {
+	h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+	if err != nil {
+		return "", fmt.Errorf("hash password: %w", err)
+	}
+	return string(h), nil
+}
+
+// ParseLocalUser parses an --add-local-user value, "name:password". As in
+// Concourse the password may already be a bcrypt hash ("$2a$", "$2b$" or
+// "$2y$", cost at least 10); otherwise it is hashed here. The name ends at the
+// first colon, so passwords may contain colons.
+func ParseLocalUser(s string) (name, hash string, err error) {
+	name, pw, ok := strings.Cut(s, ":")
+	switch {
+	case !ok:
+		return "", "", errors.New(`local user must be "name:password"`)
+	case name == "":
+		return "", "", errors.New(`local user has an empty name; want "name:password"`)
+	case pw == "":
+		return "", "", fmt.Errorf("local user %q has an empty password", name)
+	}
+	if isBcryptHash(pw) {
+		cost, err := bcrypt.Cost([]byte(pw))
+		if err != nil {
+			return "", "", fmt.Errorf("local user %q: password looks like a bcrypt hash but is not one: %w", name, err)
+		}
+		if cost < minBcryptCost {
+			return "", "", fmt.Errorf("local user %q: bcrypt cost %d is below the minimum of %d", name, cost, minBcryptCost)
+		}
+		return name, pw, nil
+	}
+	hash, err = HashPassword(pw)
+	if err != nil {
+		return "", "", fmt.Errorf("local user %q: %w", name, err)
+	}
+	return name, hash, nil
+}
+
+func isBcryptHash(s string) bool {
+	for _, prefix := range []string{"$2a$", "$2b$", "$2y$"} {
+		if strings.HasPrefix(s, prefix) {
+			return true
+		}
+	}
+	return false
+}
