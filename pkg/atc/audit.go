@@ -10,18 +10,15 @@ import (
 
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/db"
 )
 
 // handleAudit reads a build's audit trail back from the blobstore: what the
 // sidecars and the ATC wrote under builds/<id>/, so a person can check what
 // ran, where, with which inputs and what came out.
-func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
-	b, ok := s.buildFromPath(w, r)
-	if !ok {
-		return
-	}
+func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, b db.Build) {
 	ctx := r.Context()
-	prefix := blobstore.BuildPrefix(b.snapshot().Name)
+	prefix := blobstore.BuildPrefix(b.Name)
 	objs, err := s.store.List(ctx, prefix)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, fmt.Errorf("list %s: %w", prefix, err))

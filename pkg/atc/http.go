@@ -3,29 +3,64 @@ package atc
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
+	"time"
 
-	"github.com/porter-ci/porter/pkg/api"
-	"github.com/porter-ci/porter/pkg/blobstore"
-	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/auth"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
 )
 
+// routes are Concourse's API as `fly` uses it, plus Porter's audit trail.
+// Every route but the info, login and public reads needs a token.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /api/v1/artifacts", s.handleUploadArtifact)
-	mux.HandleFunc("GET /api/v1/artifacts/{key...}", s.handleDownloadArtifact)
-	mux.HandleFunc("POST /api/v1/builds", s.handleCreateBuild)
+	mux.HandleFunc("GET /api/v1/info", s.handleInfo)
+	mux.Handle("POST /sky/issuer/token", auth.TokenHandler(s.issuer, s.db, s.log.With("component", "login")))
+	mux.HandleFunc("GET /api/v1/cli", s.handleCLI)
+	mux.HandleFunc("GET /api/v1/user", s.authed(s.handleUser))
+	mux.HandleFunc("GET /api/v1/teams", s.handleTeams)
+	mux.HandleFunc("PUT /api/v1/teams/{team_name}", s.authed(s.handleSetTeam))
+	mux.HandleFunc("GET /api/v1/workers", s.authed(s.handleWorkers))
+
 	mux.HandleFunc("GET /api/v1/builds", s.handleListBuilds)
-	mux.HandleFunc("GET /api/v1/builds/{id}", s.handleGetBuild)
-	mux.HandleFunc("GET /api/v1/builds/{id}/events", s.handleBuildEvents)
-	mux.HandleFunc("PUT /api/v1/builds/{id}/abort", s.handleAbortBuild)
-	mux.HandleFunc("GET /api/v1/builds/{id}/intercept", s.handleIntercept)
-	mux.HandleFunc("GET /api/v1/builds/{id}/audit", s.handleAudit)
+	mux.HandleFunc("GET /api/v1/teams/{team_name}/builds", s.team(auth.ActionRead, s.handleTeamBuilds))
+	mux.HandleFunc("POST /api/v1/teams/{team_name}/builds", s.team(auth.ActionCreateBuild, s.handleCreateBuild))
+	mux.HandleFunc("GET /api/v1/builds/{build_id}", s.buildRead(s.handleGetBuild))
+	mux.HandleFunc("GET /api/v1/builds/{build_id}/plan", s.buildRead(s.handleBuildPlan))
+	mux.HandleFunc("GET /api/v1/builds/{build_id}/events", s.buildRead(s.handleBuildEvents))
+	mux.HandleFunc("GET /api/v1/builds/{build_id}/artifacts", s.buildRead(s.handleBuildArtifacts))
+	mux.HandleFunc("GET /api/v1/builds/{build_id}/audit", s.buildRead(s.handleAudit))
+	mux.HandleFunc("PUT /api/v1/builds/{build_id}/abort", s.buildAction(auth.ActionAbortBuild, s.handleAbortBuild))
+
+	mux.HandleFunc("POST /api/v1/teams/{team_name}/artifacts", s.team(auth.ActionCreateBuild, s.handleCreateArtifact))
+	mux.HandleFunc("GET /api/v1/teams/{team_name}/artifacts/{artifact_id}", s.team(auth.ActionCreateBuild, s.handleGetArtifact))
+	mux.HandleFunc("GET /api/v1/teams/{team_name}/containers", s.team(auth.ActionRead, s.handleContainers))
+	mux.HandleFunc("GET /api/v1/teams/{team_name}/containers/{id}", s.team(auth.ActionRead, s.handleContainer))
+	mux.HandleFunc("GET /api/v1/teams/{team_name}/containers/{id}/hijack", s.team(auth.ActionHijack, s.handleHijack))
+	mux.HandleFunc("GET /api/v1/teams/{team_name}/volumes", s.team(auth.ActionRead, s.handleVolumes))
+
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-	return mux
+	var h http.Handler = mux
+	h = auth.RefuseCrossOrigin(s.cfg.ExternalURL)(h)
+	h = auth.Authenticate(s.issuer, s.log.With("component", "auth"))(h)
+	return concourseHeaders(h)
+}
+
+// concourseHeaders sets what Concourse's API sets on every answer.
+func concourseHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Concourse-Version", concourse.Version)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "deny")
+		h.Set("Content-Security-Policy", "frame-ancestors 'none'")
+		h.Set("Cache-Control", "no-store, private")
+		next.ServeHTTP(w, r)
+	})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -34,156 +69,344 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// writeError answers with Concourse's error body ({"errors": [...]}),
+// which fly prints as it is.
 func writeError(w http.ResponseWriter, code int, err error) {
-	writeJSON(w, code, api.Error{Error: err.Error()})
+	writeJSON(w, code, map[string][]string{"errors": {err.Error()}})
 }
 
-func (s *Server) handleUploadArtifact(w http.ResponseWriter, r *http.Request) {
-	a, err := blobstore.UploadStream(r.Context(), s.store, r.Body)
-	if err != nil {
-		s.log.Warn("artifact upload failed", "err", err)
-		writeError(w, http.StatusBadGateway, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, api.ArtifactRef{Key: a.Key, Digest: a.Digest, Size: a.Size})
-}
+// badRequest marks errors in what the client sent (HTTP 400).
+type badRequest struct{ error }
 
-func (s *Server) handleDownloadArtifact(w http.ResponseWriter, r *http.Request) {
-	key := r.PathValue("key")
-	// Only artifacts are served: not audit records, caches or the ATC's state.
-	if !strings.HasPrefix(key, "artifacts/") || strings.Contains(key, "..") {
-		writeError(w, http.StatusNotFound, errors.New("no such artifact"))
-		return
-	}
-	rc, info, err := s.store.Get(r.Context(), key)
-	if errors.Is(err, blobstore.ErrNotFound) {
-		writeError(w, http.StatusNotFound, errors.New("no such artifact"))
-		return
-	}
-	if err != nil {
-		writeError(w, http.StatusBadGateway, err)
-		return
-	}
-	defer rc.Close()
-	w.Header().Set("Content-Type", blobstore.ArtifactContentType)
-	if info.Size > 0 {
-		w.Header().Set("Content-Length", strconv.FormatInt(info.Size, 10))
-	}
-	_, _ = io.Copy(w, rc)
-}
-
-func (s *Server) handleCreateBuild(w http.ResponseWriter, r *http.Request) {
-	var req api.CreateBuildRequest
-	dec := json.NewDecoder(io.LimitReader(r.Body, 4<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, errors.New("decode build request: "+err.Error()))
-		return
-	}
-	b, err := s.CreateBuild(r.Context(), req)
+// errorCode maps an error onto an HTTP status.
+func errorCode(err error) int {
 	var bad badRequest
 	switch {
 	case errors.As(err, &bad):
-		writeError(w, http.StatusBadRequest, err)
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, err)
-	default:
-		w.Header().Set("Location", api.BuildPath(b.ID))
-		writeJSON(w, http.StatusCreated, b)
+		return http.StatusBadRequest
+	case errors.Is(err, db.ErrNotFound):
+		return http.StatusNotFound
+	}
+	return http.StatusInternalServerError
+}
+
+// unauthorized answers 401, saying why a token that was sent was refused.
+func unauthorized(w http.ResponseWriter, r *http.Request) {
+	msg := "not authorized: log in first"
+	if err := auth.TokenError(r.Context()); err != nil {
+		msg = "not authorized: " + err.Error() + "; log in again"
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = io.WriteString(w, msg+"\n")
+}
+
+func forbidden(w http.ResponseWriter, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusForbidden)
+	_, _ = io.WriteString(w, msg+"\n")
+}
+
+// authed needs a valid token.
+func (s *Server) authed(h func(http.ResponseWriter, *http.Request, auth.Claims)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		claims, ok := auth.FromContext(r.Context())
+		if !ok {
+			unauthorized(w, r)
+			return
+		}
+		h(w, r, claims)
 	}
 }
 
-func (s *Server) handleListBuilds(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.listBuilds())
+// team needs a token allowed to do action in the path's team.
+func (s *Server) team(action auth.Action, h func(http.ResponseWriter, *http.Request, auth.Claims, db.Team)) http.HandlerFunc {
+	return s.authed(func(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+		name := r.PathValue("team_name")
+		if !claims.Can(name, action) {
+			forbidden(w, fmt.Sprintf("you are not allowed to %s in team %q", action, name))
+			return
+		}
+		team, err := s.db.Team(r.Context(), name)
+		if err != nil {
+			writeError(w, errorCode(err), fmt.Errorf("team %q: %w", name, err))
+			return
+		}
+		h(w, r, claims, team)
+	})
 }
 
-func (s *Server) buildFromPath(w http.ResponseWriter, r *http.Request) (*build, bool) {
-	id, err := parseBuildID(r.PathValue("id"))
+// buildRead finds the path's build and checks that the caller may see it:
+// one-off builds are never public, so anonymous callers get 401 and other
+// teams 403, as in Concourse.
+func (s *Server) buildRead(h func(http.ResponseWriter, *http.Request, db.Build)) http.HandlerFunc {
+	return s.buildAction(auth.ActionRead, func(w http.ResponseWriter, r *http.Request, _ auth.Claims, b db.Build) { h(w, r, b) })
+}
+
+func (s *Server) buildAction(action auth.Action, h func(http.ResponseWriter, *http.Request, auth.Claims, db.Build)) http.HandlerFunc {
+	return s.authed(func(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+		id, err := strconv.ParseInt(r.PathValue("build_id"), 10, 64)
+		if err != nil || id <= 0 {
+			writeError(w, http.StatusBadRequest, errors.New("build id must be a positive number"))
+			return
+		}
+		b, err := s.db.Build(r.Context(), id)
+		if err != nil {
+			writeError(w, errorCode(err), fmt.Errorf("build %d: %w", id, err))
+			return
+		}
+		if !claims.Can(b.TeamName, action) {
+			forbidden(w, fmt.Sprintf("build %d belongs to team %q: you are not allowed to %s there", id, b.TeamName, action))
+			return
+		}
+		h(w, r, claims, b)
+	})
+}
+
+func (s *Server) handleInfo(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, concourse.Info{
+		Version: concourse.Version, WorkerVersion: concourse.WorkerVersion,
+		FeatureFlags: map[string]bool{"build_rerun": false, "cache_streamed_volumes": false, "global_resources": false, "resource_causality": false},
+		ExternalURL:  s.cfg.ExternalURL, ClusterName: s.cfg.ClusterName,
+	})
+}
+
+// handleCLI answers `fly sync`: Porter serves the API of Concourse 8.2.5,
+// not fly binaries.
+func (s *Server) handleCLI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusNotFound)
+	fmt.Fprintf(w, "Porter does not distribute fly: use Concourse's fly %s (the version this server speaks)\n", concourse.Version)
+}
+
+func (s *Server) handleUser(w http.ResponseWriter, _ *http.Request, claims auth.Claims) {
+	writeJSON(w, http.StatusOK, claims.UserInfo())
+}
+
+func apiTeam(t db.Team) concourse.Team {
+	out := concourse.Team{ID: t.ID, Name: t.Name, Auth: concourse.TeamAuth{}}
+	for role, m := range t.Auth {
+		out.Auth[role] = map[string][]string{"users": nonNil(m.Users), "groups": nonNil(m.Groups)}
+	}
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// handleTeams lists the teams the caller belongs to (all for an admin,
+// none for an anonymous caller).
+func (s *Server) handleTeams(w http.ResponseWriter, r *http.Request) {
+	teams, err := s.db.Teams(r.Context())
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
-		return nil, false
-	}
-	b, ok := s.build(id)
-	if !ok {
-		writeError(w, http.StatusNotFound, errors.New("no such build"))
-		return nil, false
-	}
-	return b, true
-}
-
-func (s *Server) handleGetBuild(w http.ResponseWriter, r *http.Request) {
-	if b, ok := s.buildFromPath(w, r); ok {
-		writeJSON(w, http.StatusOK, b.snapshot())
-	}
-}
-
-func (s *Server) handleAbortBuild(w http.ResponseWriter, r *http.Request) {
-	if b, ok := s.buildFromPath(w, r); ok {
-		b.abort()
-		w.WriteHeader(http.StatusNoContent)
-	}
-}
-
-// handleBuildEvents streams a build's events as server-sent events, from
-// the start or after Last-Event-ID, live until the build ends.
-func (s *Server) handleBuildEvents(w http.ResponseWriter, r *http.Request) {
-	b, ok := s.buildFromPath(w, r)
-	if !ok {
+		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	var from uint64
-	if last := r.Header.Get("Last-Event-ID"); last != "" {
-		v, err := strconv.ParseUint(last, 10, 64)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, errors.New("Last-Event-ID must be a number"))
-			return
+	claims, _ := auth.FromContext(r.Context())
+	out := []concourse.Team{}
+	for _, t := range teams {
+		if claims.CanRead(t.Name) {
+			out = append(out, apiTeam(t))
 		}
-		from = v
 	}
-	flusher, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-ATC-Stream-Version", "2.0")
-	w.WriteHeader(http.StatusOK)
-	ctx := r.Context()
-	for {
-		// Whether the build had ended is read before the records, so the
-		// records read include everything it ever logged.
-		var finished bool
-		select {
-		case <-b.done:
-			finished = true
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleSetTeam is `fly set-team`: admins only.
+func (s *Server) handleSetTeam(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	if !claims.IsAdmin {
+		forbidden(w, "only an admin (an owner of team main) can set teams")
+		return
+	}
+	var in concourse.Team
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("decode team: %w", err))
+		return
+	}
+	name := r.PathValue("team_name")
+	if err := validName(name); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("team name: %w", err))
+		return
+	}
+	teamAuth := db.TeamAuth{}
+	for role, m := range in.Auth {
+		switch role {
+		case "owner", "member", "pipeline-operator", "viewer":
 		default:
-		}
-		recs, changed, err := b.log.since(ctx, from)
-		if err != nil {
-			s.log.Warn("read build events", "build", b.info.ID, "err", err)
+			writeError(w, http.StatusBadRequest, fmt.Errorf("unknown role %q: want owner, member, pipeline-operator or viewer", role))
 			return
 		}
-		for _, rec := range recs {
-			from = rec.ID
-			if rec.Event == nil {
-				continue
-			}
-			if err := events.WriteSSE(w, rec.ID, *rec.Event); err != nil {
+		teamAuth[role] = db.RoleMembers{Users: m["users"], Groups: m["groups"]}
+	}
+	if len(teamAuth) == 0 {
+		writeError(w, http.StatusBadRequest, errors.New("auth config for the team must not be empty"))
+		return
+	}
+	_, existed := s.db.Team(r.Context(), name)
+	t, err := s.db.EnsureTeam(r.Context(), name, teamAuth)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	code := http.StatusOK
+	if existed != nil {
+		code = http.StatusCreated
+	}
+	writeJSON(w, code, map[string]any{"team": apiTeam(t)})
+}
+
+func (s *Server) handleWorkers(w http.ResponseWriter, r *http.Request, _ auth.Claims) {
+	workers, err := s.db.Workers(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	out := []concourse.Worker{}
+	for _, wk := range workers {
+		out = append(out, concourse.Worker{
+			Name: wk.Name, Platform: wk.Platform, Tags: nonNil(wk.Tags), Team: wk.Team, State: wk.State,
+			Version: wk.Version, StartTime: wk.StartTime.Unix(), ActiveContainers: wk.ActiveContainers,
+			ResourceTypes: []concourse.WorkerResourceType{},
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// apiBuild is a build's API shape.
+func apiBuild(b db.Build) concourse.Build {
+	out := concourse.Build{ID: b.ID, TeamName: b.TeamName, Name: b.Name, Status: concourse.BuildStatus(b.Status),
+		APIURL: concourse.BuildAPIURL(b.ID), StartTime: unix(b.StartTime), EndTime: unix(b.EndTime)}
+	if b.CreatedBy != "" {
+		by := b.CreatedBy
+		out.CreatedBy = &by
+	}
+	return out
+}
+
+func unix(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
+}
+
+// listBuilds answers a page of builds (Concourse's limit/since/until).
+func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, teamIDs []int) {
+	q := r.URL.Query()
+	f := db.BuildFilter{TeamIDs: teamIDs}
+	for name, dst := range map[string]*int64{"since": &f.Before, "until": &f.After} {
+		if v := q.Get(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, fmt.Errorf("%s=%q: want a build id", name, v))
 				return
 			}
+			*dst = n
 		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		if finished {
-			_ = events.WriteSSEEnd(w, from+1)
-			if flusher != nil {
-				flusher.Flush()
-			}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("limit=%q: want a positive number", v))
 			return
 		}
-		select {
-		case <-changed:
-		case <-b.done:
-		case <-ctx.Done():
+		f.Limit = n
+	}
+	builds, err := s.db.Builds(r.Context(), f)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	out := []concourse.Build{}
+	for _, b := range builds {
+		out = append(out, apiBuild(b))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleListBuilds lists the builds of the caller's teams. One-off builds
+// are never public, so an anonymous caller sees none.
+func (s *Server) handleListBuilds(w http.ResponseWriter, r *http.Request) {
+	claims, ok := auth.FromContext(r.Context())
+	if !ok {
+		writeJSON(w, http.StatusOK, []concourse.Build{})
+		return
+	}
+	var ids []int
+	if !claims.IsAdmin {
+		teams, err := s.db.Teams(r.Context())
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		ids = []int{}
+		for _, t := range teams {
+			if claims.CanRead(t.Name) {
+				ids = append(ids, t.ID)
+			}
+		}
+		if len(ids) == 0 {
+			writeJSON(w, http.StatusOK, []concourse.Build{})
 			return
 		}
 	}
+	s.listBuilds(w, r, ids)
+}
+
+func (s *Server) handleTeamBuilds(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
+	s.listBuilds(w, r, []int{team.ID})
+}
+
+func (s *Server) handleCreateBuild(w http.ResponseWriter, r *http.Request, claims auth.Claims, team db.Team) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("read the plan: %w", err))
+		return
+	}
+	var plan concourse.Plan
+	if err := json.Unmarshal(raw, &plan); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("decode the plan: %w", err))
+		return
+	}
+	b, err := s.createBuild(r.Context(), team, claims.UserID, plan, raw)
+	if err != nil {
+		writeError(w, errorCode(err), err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, apiBuild(b))
+}
+
+func (s *Server) handleGetBuild(w http.ResponseWriter, _ *http.Request, b db.Build) {
+	writeJSON(w, http.StatusOK, apiBuild(b))
+}
+
+// handleAbortBuild aborts a running build: here when this server runs it,
+// otherwise through the database for the server that does.
+func (s *Server) handleAbortBuild(w http.ResponseWriter, r *http.Request, _ auth.Claims, rec db.Build) {
+	if b, ok := s.running(rec.ID); ok {
+		b.abort(errAborted)
+	} else if !concourse.BuildStatus(rec.Status).Finished() {
+		if err := s.db.RequestAbort(r.Context(), rec.ID); err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleBuildArtifacts(w http.ResponseWriter, r *http.Request, b db.Build) {
+	arts, err := s.db.BuildArtifacts(r.Context(), b.ID)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	out := []concourse.WorkerArtifact{}
+	for _, a := range arts {
+		out = append(out, concourse.WorkerArtifact{ID: a.ID, Name: a.Name, BuildID: a.BuildID, CreatedAt: a.CreateTime.Unix()})
+	}
+	writeJSON(w, http.StatusOK, out)
 }

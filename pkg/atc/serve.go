@@ -1,14 +1,17 @@
-// Package atc is the ATC runtime server: builds, step pods, the sidecar
-// stream, build events and the HTTP API.
+// Package atc is the ATC runtime server: Concourse's API, builds and their
+// plans, step pods, the sidecar stream and build events.
 package atc
 
 import (
 	"context"
+	"crypto"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,21 +19,50 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/db"
 )
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// serveFlags are serve's settings beyond Config.
+type serveFlags struct {
+	kubeconfig     string
+	postgresDSN    string
+	localUsers     listFlag
+	mainTeamUsers  listFlag
+	signingSecret  string
+	signingKeyFile string
+}
 
 // ServeCommand runs `atc-porter-runtime serve ARGS...` and returns the exit code.
 func ServeCommand(ctx context.Context, args []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var cfg Config
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the worker's cluster (empty: in-cluster service account)")
+	var sf serveFlags
+	var tags listFlag
+	fs.StringVar(&sf.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the worker's cluster (empty: in-cluster service account)")
+	fs.StringVar(&sf.postgresDSN, "postgres-dsn", os.Getenv("PORTER_POSTGRES_DSN"), "PostgreSQL connection string (env PORTER_POSTGRES_DSN)")
+	fs.Var(&sf.localUsers, "add-local-user", "a local user NAME:PASSWORD (the password may be a bcrypt hash); repeatable")
+	fs.Var(&sf.mainTeamUsers, "main-team-local-user", "a local user who owns team main (an admin); repeatable")
+	fs.StringVar(&sf.signingSecret, "signing-key-secret", "", "keep the token signing key in this Secret of --namespace (in-cluster) instead of the state directory")
 	fs.StringVar(&cfg.Namespace, "namespace", envOr("PORTER_NAMESPACE", "default"), "namespace the worker's step pods run in")
 	fs.StringVar(&cfg.Worker, "worker", envOr("PORTER_WORKER", "local"), "the worker's name (pod labels)")
+	fs.Var(&tags, "tag", "a tag of the worker: steps with tags run only on workers that have them; repeatable")
 	fs.StringVar(&cfg.GRPCListen, "grpc-listen", "127.0.0.1:7777", "address sidecars connect to")
 	fs.StringVar(&cfg.GRPCAdvertise, "grpc-advertise", "", "address written into step pods for sidecars to dial (default: --grpc-listen)")
 	fs.StringVar(&cfg.HTTPListen, "http-listen", "127.0.0.1:8080", "address of the HTTP API")
-	fs.StringVar(&cfg.StateDir, "state-dir", envOr("PORTER_STATE_DIR", defaultStateDir()), "directory for the step token key and the gRPC CA")
+	fs.StringVar(&cfg.ExternalURL, "external-url", "", "URL people reach the API at (default: http://<--http-listen>)")
+	fs.StringVar(&cfg.ClusterName, "cluster-name", "porter", "name shown by fly and the web UI")
+	fs.StringVar(&cfg.ServerID, "server-id", "", "this server's name among several sharing a database (default: --worker)")
+	fs.DurationVar(&cfg.TokenTTL, "token-ttl", 24*time.Hour, "how long a login lasts")
+	fs.StringVar(&cfg.StateDir, "state-dir", envOr("PORTER_STATE_DIR", defaultStateDir()), "directory for the step token key, the gRPC CA and the token signing key")
 	fs.BoolVar(&cfg.Insecure, "insecure-grpc", false, "serve sidecars without TLS (tests only)")
 	fs.StringVar(&cfg.PorterImage, "porter-image", "porter.local/porter:dev", "image holding the porter binary")
 	fs.BoolVar(&cfg.NativeSidecars, "native-sidecars", true, "run the sidecar as a native sidecar (Kubernetes 1.29+)")
@@ -46,20 +78,27 @@ func ServeCommand(ctx context.Context, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	cfg.WorkerTags = tags
 	var err error
 	if cfg.ImagePullPolicy, err = podImagePullPolicy(*pull); err != nil {
 		fmt.Fprintf(os.Stderr, "serve: %v\n", err)
 		return 2
 	}
 	cfg.DNSPolicy = corev1.DNSPolicy(*dns)
-	if err := serve(ctx, cfg, *kubeconfig, log); err != nil {
+	if err := serve(ctx, cfg, sf, log); err != nil {
 		log.Error("serve failed", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, cfg Config, kubeconfig string, log *slog.Logger) error {
+func serve(ctx context.Context, cfg Config, sf serveFlags, log *slog.Logger) error {
+	if sf.postgresDSN == "" {
+		return errors.New("no database: set --postgres-dsn or PORTER_POSTGRES_DSN")
+	}
+	if err := validName(cfg.Worker); err != nil {
+		return fmt.Errorf("worker name: %w", err)
+	}
 	var err error
 	if cfg.Blobstore, err = blobstore.ConfigFromEnv(); err != nil {
 		return err
@@ -68,8 +107,8 @@ func serve(ctx context.Context, cfg Config, kubeconfig string, log *slog.Logger)
 		return fmt.Errorf("create state directory: %w", err)
 	}
 	var rc *rest.Config
-	if kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if sf.kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", sf.kubeconfig)
 	} else {
 		rc, err = rest.InClusterConfig()
 	}
@@ -81,11 +120,70 @@ func serve(ctx context.Context, cfg Config, kubeconfig string, log *slog.Logger)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	srv, err := New(ctx, cfg, kube, log)
+	database, err := db.Open(ctx, sf.postgresDSN, log.With("component", "db"))
+	if err != nil {
+		return err
+	}
+	defer database.Close()
+	if err := bootstrapUsers(ctx, database, sf, log); err != nil {
+		return err
+	}
+	var key crypto.Signer
+	if sf.signingSecret != "" {
+		key, err = auth.LoadOrCreateKeySecret(ctx, kube, cfg.Namespace, sf.signingSecret)
+	} else {
+		key, err = auth.LoadOrCreateKeyFile(filepath.Join(cfg.StateDir, "token-signing.pem"))
+	}
+	if err != nil {
+		return fmt.Errorf("token signing key: %w", err)
+	}
+	store, err := blobstore.Open(ctx, cfg.Blobstore)
+	if err != nil {
+		return err
+	}
+	if err := blobstore.EnsureBucket(ctx, store); err != nil {
+		return fmt.Errorf("blobstore bucket %q: %w", cfg.Blobstore.Bucket, err)
+	}
+	srv, err := New(ctx, cfg, Deps{Kube: kube, DB: database, Store: store, SigningKey: key, Log: log})
 	if err != nil {
 		return err
 	}
 	return srv.Run(ctx)
+}
+
+// bootstrapUsers records the local users and team main's owners given as
+// flags, as Concourse's web node does at start.
+func bootstrapUsers(ctx context.Context, database *db.DB, sf serveFlags, log *slog.Logger) error {
+	known := map[string]bool{}
+	for _, spec := range sf.localUsers {
+		name, hash, err := auth.ParseLocalUser(spec)
+		if err != nil {
+			return fmt.Errorf("--add-local-user: %w", err)
+		}
+		if err := database.UpsertLocalUser(ctx, name, hash); err != nil {
+			return fmt.Errorf("add local user %q: %w", name, err)
+		}
+		known[name] = true
+	}
+	owners := db.RoleMembers{Users: []string{}, Groups: []string{}}
+	for _, name := range sf.mainTeamUsers {
+		if !known[name] {
+			if _, err := database.LocalUserHash(ctx, name); err != nil {
+				return fmt.Errorf("--main-team-local-user %q: no such local user (add it with --add-local-user)", name)
+			}
+		}
+		owners.Users = append(owners.Users, "local:"+name)
+	}
+	if len(owners.Users) == 0 {
+		if _, err := database.Team(ctx, "main"); err == nil {
+			return nil
+		}
+		log.Warn("team main has no owner: nobody can log in as an admin (set --main-team-local-user)")
+	}
+	if _, err := database.EnsureTeam(ctx, "main", db.TeamAuth{"owner": owners}); err != nil {
+		return fmt.Errorf("set up team main: %w", err)
+	}
+	return nil
 }
 
 func defaultStateDir() string {

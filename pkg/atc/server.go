@@ -2,14 +2,12 @@ package atc
 
 import (
 	"context"
-	"encoding/json"
+	"crypto"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,9 +20,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
-	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/podwatch"
@@ -36,12 +35,20 @@ import (
 type Config struct {
 	Namespace string
 	Worker    string
+	// WorkerTags are the worker's tags: a step with tags runs only on a
+	// worker that has them all.
+	WorkerTags []string
 	// GRPCListen is where sidecars connect; GRPCAdvertise is the address
 	// written into step pods (defaults to GRPCListen).
 	GRPCListen    string
 	GRPCAdvertise string
 	HTTPListen    string
-	// StateDir keeps the step token key and the gRPC CA across restarts.
+	// ExternalURL is how people reach the HTTP API (tokens' issuer, CSRF
+	// origin); default http://<HTTPListen>.
+	ExternalURL string
+	ClusterName string
+	// StateDir keeps the step token key, the gRPC CA and the token signing
+	// key across restarts.
 	StateDir string
 	// Insecure serves gRPC without TLS (tests only).
 	Insecure        bool
@@ -58,67 +65,63 @@ type Config struct {
 	// the endpoint step pods use instead (a different network view).
 	Blobstore            blobstore.Config
 	PodBlobstoreEndpoint string
-	Team                 string
+	// TokenTTL is how long a login lasts.
+	TokenTTL time.Duration
+	// ServerID names this server in the builds it runs, so that with
+	// several servers each resumes only its own builds.
+	ServerID string
+}
+
+// Deps are what the server is given rather than opening itself.
+type Deps struct {
+	Kube       kubernetes.Interface
+	DB         *db.DB
+	Store      blobstore.Store
+	SigningKey crypto.Signer
+	Log        *slog.Logger
 }
 
 // Server is a running ATC runtime.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
+	db      *db.DB
 	store   blobstore.Store
 	kube    kubernetes.Interface
 	pods    *podwatch.Watcher
 	streams *stepserver.Server
 	keys    *steptoken.Keyring
+	issuer  *auth.Issuer
 	worker  podspec.Worker
 	caPEM   []byte
 
+	// base is Run's context: builds stop (to be resumed) when it ends.
+	base context.Context
+
 	mu     sync.Mutex
-	builds map[int64]*build
-	steps  map[string]*stepState
-	nextID int64
+	builds map[int64]*build      // builds this server is running
+	steps  map[string]*stepState // by step ID (the pod's)
 	runs   sync.WaitGroup
 }
 
-type build struct {
-	mu        sync.Mutex
-	info      api.Build
-	task      *taskRecord
-	log       *buildLog
-	abortCh   chan struct{}
-	abortOnce sync.Once
-	done      chan struct{}
-}
-
-// stepState is what the server tracks of a running step.
-type stepState struct {
-	id          string
-	b           *build
-	eventConfig events.TaskConfig
-	finished    chan *eventspb.StepFinished
-
-	mu        sync.Mutex
-	lastError string
-}
-
-// New prepares a server: it connects to the blobstore and the cluster and
-// restores the builds stored by an earlier run.
-func New(ctx context.Context, cfg Config, kube kubernetes.Interface, log *slog.Logger) (*Server, error) {
+// New prepares a server from its configuration and dependencies.
+func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
+	log := deps.Log
 	if log == nil {
 		log = slog.Default()
 	}
 	if cfg.GRPCAdvertise == "" {
 		cfg.GRPCAdvertise = cfg.GRPCListen
 	}
-	if cfg.Team == "" {
-		cfg.Team = "main"
+	if cfg.ExternalURL == "" {
+		cfg.ExternalURL = "http://" + cfg.HTTPListen
 	}
-	store, err := blobstore.Open(ctx, cfg.Blobstore)
-	if err != nil {
-		return nil, err
+	cfg.ExternalURL = strings.TrimRight(cfg.ExternalURL, "/")
+	if cfg.TokenTTL <= 0 {
+		cfg.TokenTTL = 24 * time.Hour
 	}
-	if err := blobstore.EnsureBucket(ctx, store); err != nil {
-		return nil, fmt.Errorf("blobstore bucket %q: %w", cfg.Blobstore.Bucket, err)
+	if cfg.ServerID == "" {
+		cfg.ServerID = cfg.Worker
 	}
 	key, err := tokenKey(cfg.StateDir, steptoken.NewKey)
 	if err != nil {
@@ -128,10 +131,11 @@ func New(ctx context.Context, cfg Config, kube kubernetes.Interface, log *slog.L
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: store, kube: kube, keys: keys,
+	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys,
+		issuer: auth.NewIssuer(deps.SigningKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL),
 		builds: map[int64]*build{}, steps: map[string]*stepState{}}
 	s.streams = stepserver.New(s, keys, log.With("component", "stepserver"))
-	s.pods = podwatch.New(kube, cfg.Namespace, cfg.Worker, log.With("component", "podwatch"))
+	s.pods = podwatch.New(deps.Kube, cfg.Namespace, cfg.Worker, log.With("component", "podwatch"))
 	podEndpoint := cfg.PodBlobstoreEndpoint
 	if podEndpoint == "" {
 		podEndpoint = cfg.Blobstore.Endpoint
@@ -145,7 +149,7 @@ func New(ctx context.Context, cfg Config, kube kubernetes.Interface, log *slog.L
 	return s, nil
 }
 
-// Run serves gRPC and HTTP until ctx ends.
+// Run serves gRPC and HTTP until ctx ends. A listener that dies is an error.
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.pods.Run(ctx); err != nil {
 		return fmt.Errorf("watch step pods: %w", err)
@@ -175,140 +179,71 @@ func (s *Server) Run(ctx context.Context) error {
 		gln.Close()
 		return fmt.Errorf("listen for the API on %s: %w", s.cfg.HTTPListen, err)
 	}
-	hs := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
-	if err := s.restore(ctx); err != nil {
+	s.base = ctx
+	if err := s.registerWorker(ctx); err != nil {
+		gln.Close()
+		hln.Close()
+		return err
+	}
+	if err := s.resume(ctx); err != nil {
+		gln.Close()
+		hln.Close()
 		return err
 	}
 	s.log.Info("serving", "grpc", gln.Addr().String(), "advertised", s.cfg.GRPCAdvertise, "http", hln.Addr().String(),
-		"namespace", s.cfg.Namespace, "worker", s.cfg.Worker, "tls", !s.cfg.Insecure)
+		"external_url", s.cfg.ExternalURL, "namespace", s.cfg.Namespace, "worker", s.cfg.Worker, "tls", !s.cfg.Insecure)
 	errc := make(chan error, 2)
-	go func() { errc <- gs.Serve(gln) }()
-	go func() { errc <- hs.Serve(hln) }()
+	go func() { errc <- fmt.Errorf("serve sidecars: %w", gs.Serve(gln)) }()
+	go func() { errc <- fmt.Errorf("serve the API: %w", hs.Serve(hln)) }()
+	heartbeatDone := make(chan struct{})
+	hbCtx, stopHeartbeat := context.WithCancel(ctx)
+	go func() { defer close(heartbeatDone); s.heartbeat(hbCtx) }()
+
+	var runErr error
 	select {
 	case <-ctx.Done():
-	case err := <-errc:
-		s.log.Error("server stopped", "err", err)
+	case runErr = <-errc:
+		s.log.Error("server stopped", "err", runErr)
 	}
+	stopHeartbeat()
+	<-heartbeatDone
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(shutdown)
 	gs.Stop()
 	s.runs.Wait()
-	return nil
+	return runErr
 }
 
-// Object keys of the ATC's own (mutable) state, apart from the audit trail.
-func buildKey(id int64) string          { return fmt.Sprintf("atc/builds/%012d.json", id) }
-func buildEventsPrefix(id int64) string { return fmt.Sprintf("atc/events/%012d/", id) }
-
-// taskRecord is what a build needs to be resumed after a restart.
-type taskRecord struct {
-	StepID      string            `json:"step_id"`
-	EventConfig events.TaskConfig `json:"event_config"`
-	KeepAlive   time.Duration     `json:"keep_alive"`
-}
-
-type storedBuild struct {
-	api.Build
-	Task *taskRecord `json:"task,omitempty"`
-}
-
-func (s *Server) saveBuild(ctx context.Context, b *build) error {
-	b.mu.Lock()
-	body, err := json.Marshal(storedBuild{Build: b.info, Task: b.task})
-	id := b.info.ID
-	b.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("encode build %d: %w", id, err)
-	}
-	if _, err := s.store.Put(ctx, buildKey(id), strings.NewReader(string(body)), int64(len(body)), blobstore.PutOptions{ContentType: "application/json"}); err != nil {
-		return fmt.Errorf("save build %d: %w", id, err)
+// registerWorker records this server's worker (its namespace) in the database.
+func (s *Server) registerWorker(ctx context.Context) error {
+	if err := s.db.UpsertWorker(ctx, s.workerRecord()); err != nil {
+		return fmt.Errorf("register worker %s: %w", s.cfg.Worker, err)
 	}
 	return nil
 }
 
-// restore loads stored builds and resumes the ones that were running.
-func (s *Server) restore(ctx context.Context) error {
-	objs, err := s.store.List(ctx, "atc/builds/")
-	if err != nil {
-		return fmt.Errorf("list stored builds: %w", err)
-	}
-	finishedSteps := map[string]time.Time{}
-	defer func() { s.collectFinishedPods(ctx, finishedSteps) }()
-	for _, o := range objs {
-		rc, _, err := s.store.Get(ctx, o.Key)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", o.Key, err)
-		}
-		var sb storedBuild
-		err = json.NewDecoder(rc).Decode(&sb)
-		rc.Close()
-		if err != nil {
-			return fmt.Errorf("decode %s: %w", o.Key, err)
-		}
-		log, err := loadBuildLog(ctx, s.store, buildEventsPrefix(sb.ID), s.log.With("build", sb.ID))
-		if err != nil {
-			return err
-		}
-		b := &build{info: sb.Build, task: sb.Task, log: log, abortCh: make(chan struct{}), done: make(chan struct{})}
-		s.mu.Lock()
-		s.builds[sb.ID] = b
-		s.nextID = max(s.nextID, sb.ID)
-		s.mu.Unlock()
-		if api.Finished(sb.Status) || sb.Task == nil {
-			log.finish()
-			close(b.done)
-			if sb.Task != nil {
-				finishedSteps[sb.Task.StepID] = time.Unix(sb.EndTime, 0)
+func (s *Server) workerRecord() db.Worker {
+	return db.Worker{Name: s.cfg.Worker, Platform: "linux", State: "running", Namespace: s.cfg.Namespace,
+		Version: concourse.WorkerVersion, StartTime: time.Now()}
+}
+
+// heartbeat keeps the worker's record fresh until ctx ends.
+func (s *Server) heartbeat(ctx context.Context) {
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := s.db.UpsertWorker(ctx, s.workerRecord()); err != nil && ctx.Err() == nil {
+				s.log.Warn("worker heartbeat", "err", err)
 			}
-			continue
 		}
-		s.log.Info("resuming build", "build", sb.ID, "step", sb.Task.StepID)
-		st := s.registerStep(b, sb.Task.StepID, sb.Task.EventConfig)
-		podGone, err := s.podGone(ctx, sb.Task.StepID)
-		if err != nil {
-			return err
-		}
-		s.runs.Add(1)
-		go func() {
-			defer s.runs.Done()
-			go log.run(ctx)
-			if podGone {
-				// Nothing in the cluster can report this step any more.
-				s.finishStep(ctx, b, st, &eventspb.StepFinished{Result: eventspb.Result_RESULT_ERRORED, ExitStatus: -1,
-					Error: fmt.Sprintf("pod %s is gone: it was deleted, or never created, while the ATC was down", podspec.Name(st.id))})
-				return
-			}
-			s.superviseTask(ctx, b, st)
-		}()
 	}
-	return nil
-}
-
-func (s *Server) registerStep(b *build, id string, cfg events.TaskConfig) *stepState {
-	st := &stepState{id: id, b: b, eventConfig: cfg, finished: make(chan *eventspb.StepFinished, 1)}
-	s.mu.Lock()
-	s.steps[id] = st
-	s.mu.Unlock()
-	return st
-}
-
-func (s *Server) step(id string) (*stepState, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.steps[id]
-	if !ok {
-		return nil, fmt.Errorf("unknown step %q", id)
-	}
-	return st, nil
-}
-
-func (s *Server) build(id int64) (*build, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.builds[id]
-	return b, ok
 }
 
 // LastSeq implements stepserver.Sink.
@@ -355,66 +290,28 @@ func (s *Server) Sync(ctx context.Context, stepID string, _ uint64) error {
 	return st.b.log.sync(ctx, st.b.log.lastID())
 }
 
-// listBuilds returns every build, newest first.
-func (s *Server) listBuilds() []api.Build {
+func (s *Server) step(id string) (*stepState, error) {
 	s.mu.Lock()
-	bs := make([]*build, 0, len(s.builds))
-	for _, b := range s.builds {
-		bs = append(bs, b)
+	defer s.mu.Unlock()
+	st, ok := s.steps[id]
+	if !ok {
+		return nil, fmt.Errorf("unknown step %q", id)
 	}
+	return st, nil
+}
+
+func (s *Server) forgetStep(id string) {
+	s.mu.Lock()
+	delete(s.steps, id)
 	s.mu.Unlock()
-	out := make([]api.Build, 0, len(bs))
-	for _, b := range bs {
-		b.mu.Lock()
-		out = append(out, b.info)
-		b.mu.Unlock()
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
-	return out
 }
 
-// abort asks a build to stop.
-func (b *build) abort() { b.abortOnce.Do(func() { close(b.abortCh) }) }
-
-func (b *build) snapshot() api.Build {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	info := b.info
-	info.Steps = append([]api.Step(nil), b.info.Steps...)
-	return info
-}
-
-func parseBuildID(s string) (int64, error) {
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id <= 0 {
-		return 0, errors.New("build id must be a positive number")
-	}
-	return id, nil
-}
-
-// collectFinishedPods schedules the deletion of pods whose builds ended
-// before a restart: their retention timers died with the old process.
-func (s *Server) collectFinishedPods(ctx context.Context, ended map[string]time.Time) {
-	pods, err := s.kube.CoreV1().Pods(s.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: podspec.WorkerSelector(s.cfg.Worker)})
-	if err != nil {
-		s.log.Warn("list step pods left from before the restart", "err", err)
-		return
-	}
-	keep := max(s.cfg.PodRetention, s.cfg.KeepAlive)
-	byLabel := make(map[string]string, len(ended))
-	for stepID := range ended {
-		byLabel[podspec.LabelValue(stepID)] = stepID
-	}
-	for _, pod := range pods.Items {
-		stepID, ok := byLabel[pod.Labels[podspec.LabelStep]]
-		if !ok {
-			continue
-		}
-		endedAt := ended[stepID]
-		time.AfterFunc(max(time.Until(endedAt.Add(keep)), 0), func() {
-			s.deletePod(context.Background(), stepID)
-		})
-	}
+// running returns the build if this server runs it.
+func (s *Server) running(id int64) (*build, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.builds[id]
+	return b, ok
 }
 
 // podGone reports whether a step's pod no longer exists (its Secret, if
@@ -434,3 +331,21 @@ func (s *Server) podGone(ctx context.Context, stepID string) (bool, error) {
 		return false, fmt.Errorf("look up pod %s of a resumed build: %w", name, err)
 	}
 }
+
+func (s *Server) deletePod(ctx context.Context, stepID string) {
+	grace := int64(0)
+	err := s.kube.CoreV1().Pods(s.cfg.Namespace).Delete(context.WithoutCancel(ctx), podspec.Name(stepID), metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	if err != nil && !apierrors.IsNotFound(err) {
+		s.log.Warn("delete step pod", "step", stepID, "err", err)
+	}
+}
+
+func (s *Server) shutdownCtx() context.Context {
+	if s.base == nil {
+		return context.Background()
+	}
+	return s.base
+}
+
+// errNotRunningHere marks a build another server runs.
+var errNotRunningHere = errors.New("the build runs on another server")

@@ -8,13 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
@@ -22,164 +21,310 @@ import (
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/taskconfig"
 )
 
-// badRequest marks errors in what the client sent (HTTP 400).
-type badRequest struct{ error }
-
-// resolvedTask is a task step checked and turned into an action.
-type resolvedTask struct {
-	action      *action.Action
+// stepState is what the server tracks of a running step pod.
+type stepState struct {
+	id          string // the pod's step ID
+	planID      concourse.PlanID
+	b           *build
 	eventConfig events.TaskConfig
-	// outputNames maps an output's path to its name in the build.
-	outputNames map[string]string
+	finished    chan *eventspb.StepFinished
+
+	mu        sync.Mutex
+	lastError string
 }
 
-// resolveTask validates a task step the way Concourse does before anything
-// runs: a bad config or an input nobody provides fails here, before any pod
-// exists.
-func (s *Server) resolveTask(buildID int64, team string, req api.TaskStep) (*resolvedTask, error) {
-	cfg, err := taskconfig.Parse([]byte(req.Config))
+func (s *Server) registerStep(b *build, id string, planID concourse.PlanID, cfg events.TaskConfig) *stepState {
+	st := &stepState{id: id, planID: planID, b: b, eventConfig: cfg, finished: make(chan *eventspb.StepFinished, 1)}
+	s.mu.Lock()
+	s.steps[id] = st
+	s.mu.Unlock()
+	return st
+}
+
+// taskConfig reads a task step's config, with the step's mappings,
+// container limits and params applied.
+func taskConfig(tp *concourse.TaskPlan) (*taskconfig.Config, map[string]string, error) {
+	if tp.ConfigPath != "" {
+		return nil, nil, fmt.Errorf("task %q: file: (a task config from an artifact) is not supported by this server yet", tp.Name)
+	}
+	if tp.ImageArtifactName != "" {
+		return nil, nil, fmt.Errorf("task %q: image: (an image from an artifact) is not supported by this server yet", tp.Name)
+	}
+	if len(tp.Config) == 0 {
+		return nil, nil, fmt.Errorf("task %q has no config", tp.Name)
+	}
+	cfg, err := taskconfig.Parse(tp.Config)
 	if err != nil {
-		return nil, badRequest{fmt.Errorf("task config: %w", err)}
+		return nil, nil, fmt.Errorf("task %q: %w", tp.Name, err)
 	}
-	taskconfig.ApplyInputMapping(cfg, req.InputMapping)
-	taskconfig.ApplyOutputMapping(cfg, req.OutputMapping)
-	provided := map[string]bool{}
-	for name := range req.Inputs {
-		provided[name] = true
+	if len(tp.Limits) > 0 && string(tp.Limits) != "null" {
+		var limits taskconfig.ContainerLimits
+		if err := json.Unmarshal(tp.Limits, &limits); err != nil {
+			return nil, nil, fmt.Errorf("task %q: container_limits: %w", tp.Name, err)
+		}
+		cfg.Limits = &limits
 	}
-	if missing := taskconfig.MissingInputs(cfg, provided, nil); len(missing) > 0 {
-		return nil, badRequest{fmt.Errorf("missing inputs: %s", strings.Join(missing, ", "))}
+	taskconfig.ApplyInputMapping(cfg, tp.InputMapping)
+	taskconfig.ApplyOutputMapping(cfg, tp.OutputMapping)
+	var params taskconfig.Params
+	if len(tp.Params) > 0 {
+		body, err := json.Marshal(tp.Params)
+		if err == nil {
+			err = json.Unmarshal(body, &params)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("task %q: params: %w", tp.Name, err)
+		}
 	}
-	known := map[string]bool{}
+	return cfg, params, nil
+}
+
+// task runs a task step as one pod, or follows its pod again after a
+// restart, or replays its recorded result.
+func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
+	s, b, tp := x.s, x.b, p.Task
+	r := x.b.record(p.ID, tp.Name, "task")
+	var (
+		rec  stepRecord
+		done bool
+	)
+	b.update(func() { rec, done = *r, r.finished() })
+	if done {
+		for name, a := range rec.Outputs {
+			x.setArtifact(name, a)
+		}
+		return stepOutcome(rec.Status, rec.Error)
+	}
+	var fin *eventspb.StepFinished
+	if rec.StepID != "" {
+		st := s.registerStep(b, rec.StepID, p.ID, rec.EventConfig)
+		gone, err := s.podGone(ctx, rec.StepID)
+		switch {
+		case err != nil:
+			fin = errored(err.Error())
+		case gone:
+			fin = errored(fmt.Sprintf("pod %s is gone: it was deleted, or never created, while the ATC was down", podspec.Name(rec.StepID)))
+		default:
+			fin = s.superviseTask(ctx, st)
+		}
+		return x.endTask(ctx, p, r, st, fin)
+	}
+
+	a, eventConfig, err := x.resolveTask(p)
+	origin := events.Origin{ID: string(p.ID)}
+	if err != nil {
+		b.log.appendEvent(events.Error{Time: time.Now().Unix(), Origin: origin, Message: err.Error()}, "", 0)
+		b.update(func() { r.Status, r.Error = string(concourse.StatusErrored), err.Error() })
+		s.saveState(ctx, b)
+		return false, err
+	}
+	now := time.Now().Unix()
+	b.log.appendEvent(events.InitializeTask{Time: now, Origin: origin, Config: eventConfig}, "", 0)
+	b.log.appendEvent(events.SelectedWorker{Time: now, Origin: origin, WorkerName: s.cfg.Worker}, "", 0)
+	c, err := s.db.CreateContainer(ctx, db.Container{TeamID: b.teamID, BuildID: b.id, BuildName: b.name, PlanID: string(p.ID),
+		StepName: tp.Name, Type: "task", WorkerName: s.cfg.Worker, Namespace: s.cfg.Namespace, PodName: podspec.Name(a.StepID),
+		StepID: a.StepID, State: concourse.ContainerCreating, WorkingDirectory: a.WorkDir, User: a.Run.User})
+	if err != nil {
+		return false, fmt.Errorf("record the container of task %q: %w", tp.Name, err)
+	}
+	b.update(func() {
+		r.StepID, r.Container, r.EventConfig, r.Status = a.StepID, c.Handle, eventConfig, string(concourse.StatusStarted)
+	})
+	s.saveState(ctx, b)
+	st := s.registerStep(b, a.StepID, p.ID, eventConfig)
+	if err := s.createPod(ctx, a); err != nil {
+		fin = errored(err.Error())
+	} else {
+		if err := s.db.SetContainerState(ctx, c.Handle, concourse.ContainerCreated); err != nil {
+			s.log.Warn("container state", "container", c.Handle, "err", err)
+		}
+		fin = s.superviseTask(ctx, st)
+	}
+	return x.endTask(ctx, p, r, st, fin)
+}
+
+func errored(msg string) *eventspb.StepFinished {
+	return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ERRORED, ExitStatus: -1, Error: msg}
+}
+
+// stepOutcome is the executor's view of a step's status.
+func stepOutcome(status, msg string) (bool, error) {
+	switch concourse.BuildStatus(status) {
+	case concourse.StatusSucceeded:
+		return true, nil
+	case concourse.StatusFailed:
+		return false, nil
+	case concourse.StatusAborted:
+		return false, errAborted
+	}
+	if msg == "" {
+		msg = "the step errored"
+	}
+	return false, errors.New(msg)
+}
+
+// endTask records how a task ended (fin nil: the server is stopping and
+// the step is left to the next one).
+func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *stepRecord, st *stepState, fin *eventspb.StepFinished) (bool, error) {
+	s, b := x.s, x.b
+	if fin == nil {
+		return false, interrupted(ctx)
+	}
+	status := string(buildStatus(fin.GetResult()))
+	if fin.GetError() != "" && fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
+		st.mu.Lock()
+		shown := fin.GetError() != st.lastError
+		st.lastError = fin.GetError()
+		st.mu.Unlock()
+		if shown {
+			b.log.appendEvent(events.Error{Message: fin.GetError(), Origin: events.Origin{ID: string(p.ID)}, Time: time.Now().Unix()}, "", 0)
+		}
+	}
+	outputs := map[string]api.ArtifactRef{}
+	for _, o := range fin.GetOutputs() {
+		outputs[o.GetName()] = api.ArtifactRef{Key: o.GetKey(), Digest: o.GetDigest(), Size: o.GetSize()}
+	}
+	var container string
+	b.update(func() {
+		r.Status, r.Error, r.AuditKey, r.EndTime = string(status), fin.GetError(), fin.GetAuditKey(), time.Now().Unix()
+		if fin.GetExitStatus() >= 0 {
+			code := int(fin.GetExitStatus())
+			r.ExitStatus = &code
+		}
+		if len(outputs) > 0 {
+			r.Outputs = outputs
+		}
+		container = r.Container
+	})
+	s.saveState(ctx, b)
+	for name, a := range outputs {
+		x.setArtifact(name, a)
+		if _, err := s.db.CreateArtifact(context.WithoutCancel(ctx), db.Artifact{TeamID: b.teamID, BuildID: b.id, Name: name,
+			Key: a.Key, Digest: a.Digest, Size: a.Size, WorkerName: s.cfg.Worker}); err != nil {
+			s.log.Warn("record an output volume", "build", b.id, "output", name, "err", err)
+		}
+	}
+	s.retire(st.id, container)
+	if cause := context.Cause(ctx); cause != nil && status == string(concourse.StatusAborted) {
+		// Stopped by a timeout or a failing sibling rather than a person.
+		return false, cause
+	}
+	return stepOutcome(status, fin.GetError())
+}
+
+// retire keeps a finished step's pod for kubectl logs and intercept for a
+// while, then removes it and its container record.
+func (s *Server) retire(stepID, container string) {
+	keep := max(s.cfg.PodRetention, s.cfg.KeepAlive)
+	time.AfterFunc(keep, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s.deletePod(ctx, stepID)
+		s.streams.Forget(stepID)
+		s.forgetStep(stepID)
+		if container != "" {
+			if err := s.db.DeleteContainer(ctx, container); err != nil && !errors.Is(err, db.ErrNotFound) {
+				s.log.Warn("remove a container record", "container", container, "err", err)
+			}
+		}
+	})
+}
+
+// resolveTask turns a task step into an action, the way Concourse checks a
+// task before anything runs: a bad config or a missing input fails here,
+// before any pod exists.
+func (x *executor) resolveTask(p *concourse.Plan) (*action.Action, events.TaskConfig, error) {
+	tp := p.Task
+	cfg, params, err := taskConfig(tp)
+	if err != nil {
+		return nil, events.TaskConfig{}, err
+	}
+	if err := x.s.checkTags(tp.Tags); err != nil {
+		return nil, events.TaskConfig{}, err
+	}
+	var missing []string
+	inputs := map[string]api.ArtifactRef{}
 	for _, in := range cfg.Inputs {
-		known[in.Name] = true
-	}
-	for _, name := range slices.Sorted(maps.Keys(req.Inputs)) {
-		if !known[name] {
-			return nil, badRequest{fmt.Errorf("unknown input %q: the task has no such input", name)}
+		if a, ok := x.artifact(in.Name); ok {
+			inputs[in.Name] = a
+		} else if !in.Optional {
+			missing = append(missing, in.Name)
 		}
 	}
-	image := req.Image
-	if image == "" {
-		if image, err = cfg.ImageRef(); err != nil {
-			return nil, badRequest{fmt.Errorf("task config: %w", err)}
-		}
+	if len(missing) > 0 {
+		return nil, events.TaskConfig{}, fmt.Errorf("missing inputs: %s", strings.Join(missing, ", "))
+	}
+	image, err := cfg.ImageRef()
+	if err != nil {
+		return nil, events.TaskConfig{}, fmt.Errorf("task config: %w", err)
 	}
 	var timeout time.Duration
-	if req.Timeout != "" {
-		if timeout, err = time.ParseDuration(req.Timeout); err != nil || timeout <= 0 {
-			return nil, badRequest{fmt.Errorf("timeout %q is not a positive duration like \"30m\"", req.Timeout)}
+	if tp.Timeout != "" {
+		if timeout, err = time.ParseDuration(tp.Timeout); err != nil || timeout <= 0 {
+			return nil, events.TaskConfig{}, fmt.Errorf("timeout %q is not a positive duration like \"30m\"", tp.Timeout)
 		}
 	}
-	name := req.Name
+	name := tp.Name
 	if name == "" {
-		name = "one-off"
+		name = "task"
 	}
-	stepID := fmt.Sprintf("b%d-%s-%s", buildID, podspec.LabelValue(strings.ToLower(name)), randomSuffix())
+	b := x.b
+	stepID := fmt.Sprintf("b%d-%s-%s", b.id, podspec.LabelValue(strings.ToLower(name)), randomSuffix())
 	a := &action.Action{
 		StepID:   stepID,
-		Build:    action.Build{ID: fmt.Sprint(buildID), Name: fmt.Sprint(buildID), Team: team},
+		Build:    action.Build{ID: fmt.Sprint(b.id), Name: b.name, Team: b.team},
 		StepName: name, Type: "task", Image: image,
 		Run:        action.Run{Path: cfg.Run.Path, Args: cfg.Run.Args, Dir: cfg.Run.Dir, User: cfg.Run.User},
-		Params:     taskconfig.MergeParams(cfg.Params, req.Params),
+		Params:     taskconfig.MergeParams(cfg.Params, params),
 		WorkDir:    "/tmp/build/" + randomSuffix(),
 		Limits:     cfg.ActionLimits(),
-		Privileged: req.Privileged,
+		Privileged: tp.Privileged,
 		Timeout:    action.Duration{Duration: timeout},
-		KeepAlive:  action.Duration{Duration: s.cfg.KeepAlive},
+		KeepAlive:  action.Duration{Duration: x.s.cfg.KeepAlive},
 	}
-	outputNames := map[string]string{}
 	for _, in := range cfg.Inputs {
-		ref, ok := req.Inputs[in.Name]
+		ref, ok := inputs[in.Name]
 		a.Inputs = append(a.Inputs, action.Input{Name: in.Name, Path: in.DirPath(), Key: ref.Key, Digest: ref.Digest, Optional: in.Optional && !ok})
 	}
 	for _, out := range cfg.Outputs {
 		a.Outputs = append(a.Outputs, action.Output{Name: out.Name, Path: out.DirPath()})
-		outputNames[out.DirPath()] = out.Name
 	}
 	for _, c := range cfg.Caches {
-		a.Caches = append(a.Caches, action.Cache{Path: c.Path, Key: blobstore.TaskCacheKey(team, "", "", name, c.Path)})
+		a.Caches = append(a.Caches, action.Cache{Path: c.Path, Key: blobstore.TaskCacheKey(b.team, "", "", name, c.Path)})
 	}
 	if err := a.Validate(); err != nil {
-		return nil, badRequest{err}
+		return nil, events.TaskConfig{}, err
 	}
-	return &resolvedTask{action: a, eventConfig: taskEventConfig(cfg, image), outputNames: outputNames}, nil
+	return a, taskEventConfig(cfg, image), nil
+}
+
+// checkTags refuses a step whose tags no worker has.
+func (s *Server) checkTags(tags []string) error {
+	var unknown []string
+	for _, t := range tags {
+		if t != "" && !slices.Contains(s.cfg.WorkerTags, t) {
+			unknown = append(unknown, t)
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("no worker satisfies the step's tags: worker %q has tags [%s], the step asks for [%s]",
+			s.cfg.Worker, strings.Join(s.cfg.WorkerTags, ", "), strings.Join(tags, ", "))
+	}
+	return nil
 }
 
 func randomSuffix() string {
 	b := make([]byte, 3)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// CreateBuild validates a one-off task build, records it and starts it.
-func (s *Server) CreateBuild(ctx context.Context, req api.CreateBuildRequest) (api.Build, error) {
-	team := req.Team
-	if team == "" {
-		team = s.cfg.Team
-	}
-	s.mu.Lock()
-	s.nextID++
-	id := s.nextID
-	s.mu.Unlock()
-	task, err := s.resolveTask(id, team, req.Task)
-	if err != nil {
-		return api.Build{}, err
-	}
-	now := time.Now().Unix()
-	b := &build{
-		info: api.Build{ID: id, Name: fmt.Sprint(id), Team: team, Status: api.StatusPending, CreatedAt: now,
-			Steps: []api.Step{{ID: task.action.StepID, Name: task.action.StepName, Type: "task",
-				Pod: podspec.Name(task.action.StepID), Status: api.StatusPending}}},
-		task:    &taskRecord{StepID: task.action.StepID, EventConfig: task.eventConfig, KeepAlive: s.cfg.KeepAlive},
-		log:     newBuildLog(s.store, buildEventsPrefix(id), s.log.With("build", id)),
-		abortCh: make(chan struct{}),
-		done:    make(chan struct{}),
-	}
-	if err := s.saveBuild(ctx, b); err != nil {
-		return api.Build{}, err
-	}
-	s.mu.Lock()
-	s.builds[id] = b
-	s.mu.Unlock()
-	st := s.registerStep(b, task.action.StepID, task.eventConfig)
-
-	// The build outlives the request that created it.
-	runCtx := context.WithoutCancel(ctx)
-	s.runs.Add(1)
-	go func() {
-		defer s.runs.Done()
-		go b.log.run(runCtx)
-		s.startTask(runCtx, b, st, task)
-	}()
-	return b.snapshot(), nil
-}
-
-// startTask creates the step's Secret and pod, then supervises the step.
-func (s *Server) startTask(ctx context.Context, b *build, st *stepState, task *resolvedTask) {
-	a := task.action
-	origin := events.Origin{ID: st.id}
-	b.log.appendEvent(events.Status{Status: events.StatusStarted, Time: time.Now().Unix()}, "", 0)
-	b.log.appendEvent(events.InitializeTask{Time: time.Now().Unix(), Origin: origin, Config: task.eventConfig}, "", 0)
-	b.log.appendEvent(events.SelectedWorker{Time: time.Now().Unix(), Origin: origin, WorkerName: s.cfg.Worker}, "", 0)
-	b.mu.Lock()
-	b.info.Status, b.info.StartTime = api.StatusStarted, time.Now().Unix()
-	b.info.Steps[0].Status = api.StatusStarted
-	b.mu.Unlock()
-	if err := s.saveBuild(ctx, b); err != nil {
-		s.log.Warn("save build", "build", b.info.ID, "err", err)
-	}
-	if err := s.createPod(ctx, a); err != nil {
-		s.finishStep(ctx, b, st, &eventspb.StepFinished{Result: eventspb.Result_RESULT_ERRORED, ExitStatus: -1, Error: err.Error()})
-		return
-	}
-	s.superviseTask(ctx, b, st)
 }
 
 // createPod creates the Secret, then the pod in one call, then ties the
@@ -235,26 +380,24 @@ func (s *Server) writePodAudit(ctx context.Context, a *action.Action, pod *corev
 }
 
 // superviseTask waits for the step to end: its sidecar reports, Kubernetes
-// says it cannot succeed, or a person aborts it.
-func (s *Server) superviseTask(ctx context.Context, b *build, st *stepState) {
+// says it cannot succeed, or the build is aborted or times out. It returns
+// nil when the server is stopping: the next server follows the step.
+func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.StepFinished {
 	tracker := s.pods.Track(st.id)
 	defer tracker.Stop()
 	var podEnded, abortGiveUp <-chan time.Time
-	abortCh := b.abortCh
+	stopping := ctx.Done()
 	aborting := false
 	for {
 		select {
 		case fin := <-st.finished:
-			s.finishStep(ctx, b, st, fin)
-			return
+			return fin
 		case err := <-tracker.Failed():
 			s.deletePod(ctx, st.id)
-			result := eventspb.Result_RESULT_ERRORED
 			if aborting {
-				result = eventspb.Result_RESULT_ABORTED
+				return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1, Error: err.Error()}
 			}
-			s.finishStep(ctx, b, st, &eventspb.StepFinished{Result: result, ExitStatus: -1, Error: err.Error()})
-			return
+			return errored(err.Error())
 		case end := <-tracker.Ended():
 			// The sidecar's last events may still be on their way.
 			s.log.Info("step pod ended", "step", st.id, "phase", end.Phase, "reason", end.Reason)
@@ -262,118 +405,38 @@ func (s *Server) superviseTask(ctx context.Context, b *build, st *stepState) {
 				podEnded = time.After(15 * time.Second)
 			}
 		case <-podEnded:
-			s.finishStep(ctx, b, st, &eventspb.StepFinished{Result: eventspb.Result_RESULT_ERRORED, ExitStatus: -1,
-				Error: fmt.Sprintf("pod %s ended without its sidecar reporting the step's end", podspec.Name(st.id))})
-			return
-		case <-abortCh:
-			aborting, abortCh = true, nil
-			if err := s.streams.Abort(st.id, "aborted"); err != nil {
+			return errored(fmt.Sprintf("pod %s ended without its sidecar reporting the step's end", podspec.Name(st.id)))
+		case <-stopping:
+			// Only the server stopping leaves the step running; an abort, a
+			// timeout or a failing sibling stops it.
+			if errors.Is(context.Cause(ctx), errShutdown) {
+				return nil
+			}
+			aborting, stopping = true, nil
+			if err := s.streams.Abort(st.id, context.Cause(ctx).Error()); err != nil {
 				// Nobody in the pod to tell: stopping the pod is all that is left.
 				s.deletePod(ctx, st.id)
-				s.finishStep(ctx, b, st, &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1})
-				return
+				return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1}
 			}
 			abortGiveUp = time.After(30 * time.Second)
 		case <-abortGiveUp:
 			s.deletePod(ctx, st.id)
-			s.finishStep(ctx, b, st, &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1})
-			return
-		case <-ctx.Done():
-			return // shutting down: the build resumes on the next start
+			return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1}
 		}
 	}
 }
 
-func (s *Server) deletePod(ctx context.Context, stepID string) {
-	grace := int64(0)
-	err := s.kube.CoreV1().Pods(s.cfg.Namespace).Delete(context.WithoutCancel(ctx), podspec.Name(stepID), metav1.DeleteOptions{GracePeriodSeconds: &grace})
-	if err != nil && !apierrors.IsNotFound(err) {
-		s.log.Warn("delete step pod", "step", stepID, "err", err)
-	}
-}
-
-// buildStatus is the build status a step result gives.
-func buildStatus(r eventspb.Result) string {
+// buildStatus is the status a step result gives.
+func buildStatus(r eventspb.Result) concourse.BuildStatus {
 	switch r {
 	case eventspb.Result_RESULT_SUCCEEDED:
-		return api.StatusSucceeded
+		return concourse.StatusSucceeded
 	case eventspb.Result_RESULT_FAILED:
-		return api.StatusFailed
+		return concourse.StatusFailed
 	case eventspb.Result_RESULT_ABORTED:
-		return api.StatusAborted
+		return concourse.StatusAborted
 	}
-	return api.StatusErrored
-}
-
-// finishStep records how the step ended and ends the build with it.
-func (s *Server) finishStep(ctx context.Context, b *build, st *stepState, fin *eventspb.StepFinished) {
-	status := buildStatus(fin.GetResult())
-	if fin.GetError() != "" && fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
-		st.mu.Lock()
-		shown := fin.GetError() != st.lastError
-		st.lastError = fin.GetError()
-		st.mu.Unlock()
-		if shown {
-			b.log.appendEvent(events.Error{Message: fin.GetError(), Origin: events.Origin{ID: st.id}, Time: time.Now().Unix()}, "", 0)
-		}
-	}
-	now := time.Now().Unix()
-	b.log.appendEvent(events.Status{Status: events.BuildStatus(status), Time: now}, "", 0)
-
-	b.mu.Lock()
-	b.info.Status, b.info.EndTime = status, now
-	step := &b.info.Steps[0]
-	step.Status, step.Error, step.AuditKey = status, fin.GetError(), fin.GetAuditKey()
-	if fin.GetExitStatus() >= 0 {
-		code := int(fin.GetExitStatus())
-		step.ExitStatus = &code
-	}
-	if len(fin.GetOutputs()) > 0 {
-		step.Outputs = map[string]api.ArtifactRef{}
-		for _, o := range fin.GetOutputs() {
-			step.Outputs[o.GetName()] = api.ArtifactRef{Key: o.GetKey(), Digest: o.GetDigest(), Size: o.GetSize()}
-		}
-	}
-	b.mu.Unlock()
-
-	syncCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	if err := b.log.sync(syncCtx, b.log.lastID()); err != nil {
-		s.log.Error("build log not durable", "build", b.info.ID, "err", err)
-	}
-	if err := s.saveBuild(syncCtx, b); err != nil {
-		s.log.Error("save build", "build", b.info.ID, "err", err)
-	}
-	s.writeBuildAudit(syncCtx, b)
-	b.log.finish()
-	s.log.Info("build finished", "build", b.info.ID, "status", status, "error", fin.GetError())
-
-	// Keep the pod for kubectl logs (and intercept) for a while, then remove it.
-	keep := max(s.cfg.PodRetention, s.cfg.KeepAlive)
-	time.AfterFunc(keep, func() {
-		s.deletePod(context.Background(), st.id)
-		s.streams.Forget(st.id)
-	})
-	close(b.done)
-}
-
-// writeBuildAudit writes builds/<id>/build.json once, when the build ends.
-func (s *Server) writeBuildAudit(ctx context.Context, b *build) {
-	info := b.snapshot()
-	body, err := json.MarshalIndent(info, "", "  ")
-	if err != nil {
-		return
-	}
-	key := blobstore.BuildPrefix(info.Name) + "build.json"
-	if _, err := s.store.Stat(ctx, key); err == nil {
-		return
-	} else if !errors.Is(err, blobstore.ErrNotFound) {
-		s.log.Warn("audit build record", "key", key, "err", err)
-		return
-	}
-	if _, err := s.store.Put(ctx, key, strings.NewReader(string(body)), int64(len(body)), blobstore.PutOptions{ContentType: "application/json"}); err != nil {
-		s.log.Warn("audit build record", "key", key, "err", err)
-	}
+	return concourse.StatusErrored
 }
 
 // podImagePullPolicy parses the serve flag.

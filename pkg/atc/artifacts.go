@@ -1,0 +1,100 @@
+package atc
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/porter-ci/porter/pkg/auth"
+	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+)
+
+// maxArtifactUpload bounds one `fly execute -i` upload (compressed).
+const maxArtifactUpload = 8 << 30
+
+// handleCreateArtifact stores a directory `fly execute -i` uploads (tar
+// through gzip, as fly sends it) as a content-addressed artifact (tar
+// through zstd). A broken stream stores nothing.
+func (s *Server) handleCreateArtifact(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
+	if p := r.URL.Query().Get("platform"); p != "" && p != "linux" {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("platform %q: this server runs linux steps only", p))
+		return
+	}
+	a, err := uploadTgz(r.Context(), s.store, http.MaxBytesReader(w, r.Body, maxArtifactUpload))
+	if err != nil {
+		s.log.Warn("artifact upload failed", "team", team.Name, "err", err)
+		writeError(w, http.StatusBadRequest, fmt.Errorf("store the uploaded directory: %w", err))
+		return
+	}
+	rec, err := s.db.CreateArtifact(r.Context(), db.Artifact{TeamID: team.ID, Key: a.Key, Digest: a.Digest, Size: a.Size, WorkerName: s.cfg.Worker})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, concourse.WorkerArtifact{ID: rec.ID, CreatedAt: rec.CreateTime.Unix()})
+}
+
+// uploadTgz recompresses a tar+gzip stream into the blobstore's format.
+func uploadTgz(ctx context.Context, store blobstore.Store, body io.Reader) (blobstore.Artifact, error) {
+	gz, err := gzip.NewReader(body)
+	if err != nil {
+		return blobstore.Artifact{}, fmt.Errorf("read gzip: %w", err)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		enc, err := zstd.NewWriter(pw, zstd.WithEncoderLevel(zstd.SpeedFastest))
+		if err == nil {
+			_, err = io.Copy(enc, gz)
+			err = errors.Join(err, enc.Close())
+		}
+		pw.CloseWithError(err)
+	}()
+	a, err := blobstore.UploadStream(ctx, store, pr)
+	pr.CloseWithError(err)
+	return a, err
+}
+
+// handleGetArtifact sends an artifact as tar+gzip, as fly expects.
+func (s *Server) handleGetArtifact(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
+	id, err := strconv.ParseInt(r.PathValue("artifact_id"), 10, 64)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, errors.New("artifact id must be a number"))
+		return
+	}
+	a, err := s.db.Artifact(r.Context(), id)
+	if err == nil && a.TeamID != team.ID {
+		err = db.ErrNotFound
+	}
+	if err != nil {
+		writeError(w, errorCode(err), fmt.Errorf("artifact %d: %w", id, err))
+		return
+	}
+	rc, _, err := s.store.Get(r.Context(), a.Key)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, fmt.Errorf("read artifact %d: %w", id, err))
+		return
+	}
+	defer rc.Close()
+	dec, err := zstd.NewReader(rc, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(32<<20))
+	if err != nil {
+		writeError(w, http.StatusBadGateway, err)
+		return
+	}
+	defer dec.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(http.StatusOK)
+	gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if _, err := io.Copy(gz, dec); err != nil {
+		s.log.Warn("send artifact", "artifact", id, "err", err)
+		return
+	}
+	_ = gz.Close()
+}

@@ -1,0 +1,110 @@
+package atc
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/porter-ci/porter/pkg/auth"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/hijack"
+)
+
+func apiContainer(c db.Container) concourse.Container {
+	return concourse.Container{ID: c.Handle, WorkerName: c.WorkerName, State: c.State, Type: c.Type, StepName: c.StepName,
+		BuildID: c.BuildID, BuildName: c.BuildName, User: c.User, WorkingDirectory: c.WorkingDirectory}
+}
+
+// handleContainers lists the team's step pods, filtered as fly asks
+// (build_id, step_name, type).
+func (s *Server) handleContainers(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
+	q := r.URL.Query()
+	f := db.ContainerFilter{TeamID: team.ID, StepName: q.Get("step_name"), Type: q.Get("type")}
+	if v := q.Get("build_id"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("build_id=%q: want a number", v))
+			return
+		}
+		f.BuildID = id
+	}
+	cs, err := s.db.Containers(r.Context(), f)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	out := []concourse.Container{}
+	for _, c := range cs {
+		out = append(out, apiContainer(c))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// teamContainer finds a container of the team; another team's is unknown.
+func (s *Server) teamContainer(ctx context.Context, team db.Team, handle string) (db.Container, error) {
+	c, err := s.db.Container(ctx, handle)
+	if err == nil && c.TeamID != team.ID {
+		err = db.ErrNotFound
+	}
+	if err != nil {
+		return db.Container{}, fmt.Errorf("container %s: %w", handle, err)
+	}
+	return c, nil
+}
+
+func (s *Server) handleContainer(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
+	c, err := s.teamContainer(r.Context(), team, r.PathValue("id"))
+	if err != nil {
+		writeError(w, errorCode(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiContainer(c))
+}
+
+// handleHijack is `fly intercept`: a process in the step's main container,
+// carried over the step sidecar's own gRPC stream (no pods/exec, no way
+// into the pod needed).
+func (s *Server) handleHijack(w http.ResponseWriter, r *http.Request, claims auth.Claims, team db.Team) {
+	c, err := s.teamContainer(r.Context(), team, r.PathValue("id"))
+	if err != nil {
+		writeError(w, errorCode(err), err)
+		return
+	}
+	if !s.streams.Connected(c.StepID) {
+		writeError(w, http.StatusNotFound, fmt.Errorf("step %q of build %s is no longer interceptible: its pod is not running or not connected "+
+			"(a finished step stays interceptible only for the server's --keep-alive)", c.StepName, c.BuildName))
+		return
+	}
+	log := s.log.With("build", c.BuildID, "step", c.StepID, "user", claims.UserID)
+	how := hijack.Serve(w, r, hijack.ServeOptions{
+		Open: func(ctx context.Context, open *eventspb.SessionOpen) (hijack.Session, error) {
+			sess, err := s.streams.OpenSession(ctx, c.StepID, open)
+			if err != nil {
+				return nil, err
+			}
+			log.Info("intercept session opened", "session", sess.ID, "tty", open.GetTty(), "command", open.GetCommand())
+			return sess, nil
+		},
+		Alive: func() bool { return s.streams.Connected(c.StepID) },
+		Log:   log,
+	})
+	log.Info("intercept session ended", "how", how)
+}
+
+// handleVolumes lists the team's stored artifacts: Porter's volumes live
+// in the blobstore, not on workers.
+func (s *Server) handleVolumes(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
+	arts, err := s.db.Artifacts(r.Context(), team.ID)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	out := []concourse.Volume{}
+	for _, a := range arts {
+		out = append(out, concourse.Volume{ID: strconv.FormatInt(a.ID, 10), WorkerName: a.WorkerName, Type: "artifact", Path: a.Key, StepName: a.Name})
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,77 @@
+package atc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+)
+
+// validatePlan checks a one-off build's plan before anything is recorded:
+// every step is one this server runs, every task config is valid, every
+// uploaded input is the team's. The errors name the step.
+func (s *Server) validatePlan(ctx context.Context, team db.Team, plan *concourse.Plan) error {
+	var errs []error
+	ids := map[concourse.PlanID]bool{}
+	plan.Each(func(p *concourse.Plan) {
+		if p.ID != "" {
+			if ids[p.ID] {
+				errs = append(errs, fmt.Errorf("plan id %q is used twice", p.ID))
+			}
+			ids[p.ID] = true
+		}
+		switch {
+		case p.Do != nil, p.InParallel != nil, p.Retry != nil, p.OnSuccess != nil, p.OnFailure != nil,
+			p.OnAbort != nil, p.OnError != nil, p.Ensure != nil, p.Try != nil:
+		case p.Timeout != nil:
+			if _, err := parsePositiveDuration(p.Timeout.Duration); err != nil {
+				errs = append(errs, fmt.Errorf("timeout: %w", err))
+			}
+		case p.Task != nil:
+			if _, _, err := taskConfig(p.Task); err != nil {
+				errs = append(errs, err)
+			} else if err := s.checkTags(p.Task.Tags); err != nil {
+				errs = append(errs, fmt.Errorf("task %q: %w", p.Task.Name, err))
+			}
+		case p.ArtifactInput != nil:
+			a, err := s.db.Artifact(ctx, p.ArtifactInput.ArtifactID)
+			switch {
+			case errors.Is(err, db.ErrNotFound) || (err == nil && a.TeamID != team.ID):
+				errs = append(errs, fmt.Errorf("input %q: artifact %d does not exist in team %q", p.ArtifactInput.Name, p.ArtifactInput.ArtifactID, team.Name))
+			case err != nil:
+				errs = append(errs, fmt.Errorf("input %q: %w", p.ArtifactInput.Name, err))
+			}
+		case p.ArtifactOutput != nil:
+			if p.ArtifactOutput.Name == "" {
+				errs = append(errs, errors.New("an artifact_output step has no name"))
+			}
+		default:
+			errs = append(errs, unsupportedStep(p))
+		}
+	})
+	if len(errs) > 0 {
+		return badRequest{errors.Join(errs...)}
+	}
+	return nil
+}
+
+// validName checks a team name: what Concourse allows, and what an object
+// key or a label can hold safely.
+func validName(name string) error {
+	if !regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`).MatchString(name) {
+		return fmt.Errorf("%q: use lowercase letters, digits, '-', '_' and '.', starting with a letter or digit (at most 63)", name)
+	}
+	return nil
+}
+
+func parsePositiveDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is not a positive duration like \"30m\"", s)
+	}
+	return d, nil
+}
