@@ -14,6 +14,20 @@ ATC_LOG=/var/log/porter-atc.log
 ATC_URL=http://127.0.0.1:8080
 DEMO_NAMESPACE=porter-demo
 ATC=$REPO_ROOT/bin/atc-porter-runtime
+# Like Concourse's quickstart: a local user who owns team main. Demo only:
+# real installs set their own users (serve --add-local-user).
+DEMO_USER=test
+DEMO_PASSWORD=test
+
+# find_fly: Concourse's own fly when there is one ($FLY, ../shared/tools/fly,
+# fly on PATH), else Porter's CLI, which takes the same commands and flags.
+find_fly() {
+  local f
+  for f in "${FLY:-}" "$REPO_ROOT/../shared/tools/fly" "$(command -v fly 2>/dev/null)"; do
+    [ -n "$f" ] && [ -x "$f" ] && { echo "$f"; return; }
+  done
+  echo "$ATC"
+}
 
 die() {
   log "demo: $*"
@@ -48,6 +62,7 @@ start_atc() {
       --kubeconfig "$ADMIN_KUBECONFIG" --namespace "$DEMO_NAMESPACE" --worker local \
       --grpc-listen "$NODE_IP:7777" --http-listen 127.0.0.1:8080 --state-dir "$ATC_STATE" \
       --porter-image porter.local/porter:dev --dns-policy Default --keep-alive 10m \
+      --add-local-user "$DEMO_USER:$DEMO_PASSWORD" --main-team-local-user "$DEMO_USER" \
       >>"$ATC_LOG" 2>&1 </dev/null &
   echo $! >"$ATC_RUN/atc.pid"
   for _ in $(seq 100); do
@@ -81,20 +96,23 @@ case ${1:-up} in
     cd "$REPO_ROOT"
     out=$(mktemp -d)
     trap 'rm -rf "$out"' EXIT
-    echo
-    echo "\$ atc-porter-runtime execute -c examples/hello-world.yml"
-    "$ATC" execute -c examples/hello-world.yml
-    echo
-    echo "\$ atc-porter-runtime execute -c examples/make-a-file.yml -o files=$out/files"
-    "$ATC" execute -c examples/make-a-file.yml -o "files=$out/files"
-    echo
-    echo "\$ atc-porter-runtime execute -c examples/consume-the-file.yml -i files=$out/files"
-    "$ATC" execute -c examples/consume-the-file.yml -i "files=$out/files"
-    echo
-    echo "\$ atc-porter-runtime builds"
-    "$ATC" builds
+    FLY_BIN=$(find_fly)
+    fly_name=$(basename "$FLY_BIN")
+    [ "$fly_name" = atc-porter-runtime ] || fly_name=fly
+    # A home of its own, so the demo's login does not touch your ~/.flyrc.
+    export HOME=$ATC_STATE/home
+    mkdir -p "$HOME"
+    show() { echo; echo "\$ $fly_name $*"; "$FLY_BIN" "$@"; }
+    show -t porter login -c "$ATC_URL" -u "$DEMO_USER" -p "$DEMO_PASSWORD"
+    show -t porter execute -c examples/hello-world.yml
+    show -t porter execute -c examples/make-a-file.yml -o "files=$out/files"
+    show -t porter execute -c examples/consume-the-file.yml -i "files=$out/files"
+    show -t porter builds
     echo
     echo "The ATC runtime keeps running at $ATC_URL (log: $ATC_LOG); 'make demo-down' stops it and the cluster."
+    echo "Log in like Concourse's quickstart (demo user $DEMO_USER, password $DEMO_PASSWORD, owner of team main):"
+    echo
+    echo "  $fly_name -t porter login -c $ATC_URL -u $DEMO_USER -p $DEMO_PASSWORD"
     ;;
   down)
     stop_atc

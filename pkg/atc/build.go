@@ -124,11 +124,15 @@ func (s *Server) createBuild(ctx context.Context, team db.Team, createdBy string
 
 func (s *Server) newBuild(rec db.Build, team db.Team) *build {
 	return &build{id: rec.ID, name: rec.Name, team: team.Name, teamID: team.ID,
-		log:  newBuildLog(s.store, buildEventsPrefix(rec.ID), s.log.With("build", rec.ID)),
+		log:  newBuildLog(s.chunks(rec.ID), s.log.With("build", rec.ID)),
 		done: make(chan struct{})}
 }
 
-func buildEventsPrefix(id int64) string { return fmt.Sprintf("atc/events/%012d/", id) }
+// chunks is where a build's log lives: chunk objects under
+// atc/events/<build>/, indexed in the database.
+func (s *Server) chunks(id int64) chunkSource {
+	return chunkSource{store: s.store, prefix: fmt.Sprintf("atc/events/%012d/", id), index: s.db, buildID: id}
+}
 
 // startBuild runs the build in the background. The build outlives the
 // request that created it, but not the server: on shutdown it stops where
@@ -241,7 +245,7 @@ func (s *Server) resume(ctx context.Context) error {
 		if err := json.Unmarshal(rec.Plan, &plan); err != nil {
 			return fmt.Errorf("resume build %d: decode its plan: %w", rec.ID, err)
 		}
-		log, err := loadBuildLog(ctx, s.store, buildEventsPrefix(rec.ID), s.log.With("build", rec.ID))
+		log, err := loadBuildLog(ctx, s.chunks(rec.ID), s.log.With("build", rec.ID))
 		if err != nil {
 			return err
 		}

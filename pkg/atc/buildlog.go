@@ -16,6 +16,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
 )
 
@@ -34,9 +35,8 @@ type record struct {
 // their first record ID, and Sync waits for that. A finished build's records
 // are dropped from memory once durable and read back from the chunks.
 type buildLog struct {
-	store  blobstore.Store
-	prefix string // e.g. atc/builds/000000000042/events/
-	log    *slog.Logger
+	src chunkSource
+	log *slog.Logger
 
 	mu        sync.Mutex
 	records   []record // records[i].ID == base+i+1
@@ -50,9 +50,50 @@ type buildLog struct {
 	evictable bool
 }
 
-func newBuildLog(store blobstore.Store, prefix string, log *slog.Logger) *buildLog {
-	return &buildLog{store: store, prefix: prefix, log: log, stepSeq: map[string]uint64{},
+func newBuildLog(src chunkSource, log *slog.Logger) *buildLog {
+	return &buildLog{src: src, log: log, stepSeq: map[string]uint64{},
 		changed: make(chan struct{}), flushReq: make(chan struct{}, 1)}
+}
+
+// chunkIndex is the database's index of a build's log chunks.
+type chunkIndex interface {
+	AddEventChunk(ctx context.Context, buildID int64, firstID, lastID uint64, key string) error
+	EventChunks(ctx context.Context, buildID int64) ([]db.EventChunk, error)
+}
+
+// chunkSource is where a build's log chunks live: objects under prefix,
+// indexed in the database (when index is set) so reading a log needs no
+// bucket listing.
+type chunkSource struct {
+	store   blobstore.Store
+	prefix  string // e.g. atc/events/000000000042/
+	index   chunkIndex
+	buildID int64
+}
+
+// list returns the chunks' keys and first record IDs, in order.
+func (c chunkSource) list(ctx context.Context) (keys []string, firsts []uint64, err error) {
+	if c.index != nil {
+		chunks, err := c.index.EventChunks(ctx, c.buildID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list build log chunks: %w", err)
+		}
+		for _, ch := range chunks {
+			keys, firsts = append(keys, ch.Key), append(firsts, ch.FirstID)
+		}
+		return keys, firsts, nil
+	}
+	objs, err := c.store.List(ctx, c.prefix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list build log chunks: %w", err)
+	}
+	for _, o := range objs {
+		first, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(o.Key, c.prefix), ".jsonl.zst"), 10, 64)
+		if err == nil {
+			firsts, keys = append(firsts, first), append(keys, o.Key)
+		}
+	}
+	return keys, firsts, nil
 }
 
 // flushInterval bounds how long an event waits to be committed; it is the
@@ -202,10 +243,18 @@ func (l *buildLog) flush(ctx context.Context) {
 	enc.Close()
 	// A retry after a failed write uses the same key with more records: the
 	// later object is a superset, and readers skip IDs they have seen.
-	key := chunkKey(l.prefix, from+1)
-	if _, err := l.store.Put(ctx, key, bytes.NewReader(buf.Bytes()), int64(buf.Len()), blobstore.PutOptions{ContentType: "application/zstd"}); err != nil {
+	key := chunkKey(l.src.prefix, from+1)
+	if _, err := l.src.store.Put(ctx, key, bytes.NewReader(buf.Bytes()), int64(buf.Len()), blobstore.PutOptions{ContentType: "application/zstd"}); err != nil {
 		l.setFlushErr(fmt.Errorf("write build log chunk %s: %w", key, err))
 		return
+	}
+	if l.src.index != nil {
+		// A chunk already indexed is the same key: the object above is its superset.
+		err := l.src.index.AddEventChunk(ctx, l.src.buildID, from+1, from+uint64(len(pending)), key)
+		if err != nil && !errors.Is(err, db.ErrConflict) {
+			l.setFlushErr(fmt.Errorf("index build log chunk %s: %w", key, err))
+			return
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -241,7 +290,7 @@ func (l *buildLog) since(ctx context.Context, id uint64) ([]record, <-chan struc
 	if id >= base {
 		return mem, ch, nil
 	}
-	stored, err := readChunks(ctx, l.store, l.prefix, id, base)
+	stored, err := readChunks(ctx, l.src, id, base)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -249,18 +298,10 @@ func (l *buildLog) since(ctx context.Context, id uint64) ([]record, <-chan struc
 }
 
 // readChunks reads the durable records with after < ID <= upto (upto 0: all).
-func readChunks(ctx context.Context, store blobstore.Store, prefix string, after, upto uint64) ([]record, error) {
-	objs, err := store.List(ctx, prefix)
+func readChunks(ctx context.Context, src chunkSource, after, upto uint64) ([]record, error) {
+	keys, firsts, err := src.list(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list build log chunks: %w", err)
-	}
-	firsts := make([]uint64, 0, len(objs))
-	keys := make([]string, 0, len(objs))
-	for _, o := range objs {
-		first, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(o.Key, prefix), ".jsonl.zst"), 10, 64)
-		if err == nil {
-			firsts, keys = append(firsts, first), append(keys, o.Key)
-		}
+		return nil, err
 	}
 	var out []record
 	last := after
@@ -269,7 +310,7 @@ func readChunks(ctx context.Context, store blobstore.Store, prefix string, after
 		if i+1 < len(firsts) && firsts[i+1] <= after+1 {
 			continue
 		}
-		recs, err := readChunk(ctx, store, key)
+		recs, err := readChunk(ctx, src.store, key)
 		if err != nil {
 			return nil, err
 		}
@@ -278,7 +319,7 @@ func readChunks(ctx context.Context, store blobstore.Store, prefix string, after
 				continue
 			}
 			if r.ID != last+1 {
-				return nil, fmt.Errorf("build log %s: record %d follows %d", prefix, r.ID, last)
+				return nil, fmt.Errorf("build log %s: record %d follows %d", src.prefix, r.ID, last)
 			}
 			out = append(out, r)
 			last = r.ID
@@ -315,9 +356,9 @@ func readChunk(ctx context.Context, store blobstore.Store, key string) ([]record
 }
 
 // loadBuildLog restores a build's log from its chunks after a restart.
-func loadBuildLog(ctx context.Context, store blobstore.Store, prefix string, log *slog.Logger) (*buildLog, error) {
-	l := newBuildLog(store, prefix, log)
-	recs, err := readChunks(ctx, store, prefix, 0, 0)
+func loadBuildLog(ctx context.Context, src chunkSource, log *slog.Logger) (*buildLog, error) {
+	l := newBuildLog(src, log)
+	recs, err := readChunks(ctx, src, 0, 0)
 	if err != nil {
 		return nil, err
 	}

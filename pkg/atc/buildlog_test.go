@@ -39,7 +39,7 @@ func TestBuildLogIsDurableAndReadBackAfterEviction(t *testing.T) {
 	store := minioStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	log := newBuildLog(store, "atc/events/000000000001/", slog.New(slog.DiscardHandler))
+	log := newBuildLog(chunkSource{store: store, prefix: "atc/events/000000000001/"}, slog.New(slog.DiscardHandler))
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { log.run(runCtx); close(done) }()
@@ -82,7 +82,7 @@ func TestBuildLogIsDurableAndReadBackAfterEviction(t *testing.T) {
 	}
 
 	// A restarted server restores the log and every step's resume point.
-	restored, err := loadBuildLog(ctx, store, "atc/events/000000000001/", slog.New(slog.DiscardHandler))
+	restored, err := loadBuildLog(ctx, chunkSource{store: store, prefix: "atc/events/000000000001/"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestReadChunksToleratesARetriedChunk(t *testing.T) {
 	ctx := context.Background()
 	prefix := "atc/events/000000000002/"
 	put := func(first uint64, ids ...uint64) {
-		l := newBuildLog(store, prefix, slog.New(slog.DiscardHandler))
+		l := newBuildLog(chunkSource{store: store, prefix: prefix}, slog.New(slog.DiscardHandler))
 		for _, id := range ids {
 			l.records = append(l.records, record{ID: id, Step: "s", Seq: id})
 		}
@@ -112,7 +112,7 @@ func TestReadChunksToleratesARetriedChunk(t *testing.T) {
 	put(1, 1, 2, 3)
 	put(1, 1, 2, 3, 4, 5)
 	put(6, 6, 7)
-	recs, err := readChunks(ctx, store, prefix, 0, 0)
+	recs, err := readChunks(ctx, chunkSource{store: store, prefix: prefix}, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func (s *Server) streamLive(ctx context.Context, b *build, from *uint64, write f
 func (s *Server) streamStored(ctx context.Context, rec db.Build, from *uint64, write func([]record) bool) {
 	for {
 		finished := concourse.BuildStatus(rec.Status).Finished()
-		recs, err := readChunks(ctx, s.store, buildEventsPrefix(rec.ID), *from, 0)
+		recs, err := readChunks(ctx, s.chunks(rec.ID), *from, 0)
 		if err != nil {
 			s.log.Warn("read build events", "build", rec.ID, "err", err)
 			return

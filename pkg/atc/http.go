@@ -265,11 +265,20 @@ func (s *Server) handleWorkers(w http.ResponseWriter, r *http.Request, _ auth.Cl
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
+	containers, err := s.db.Containers(r.Context(), db.ContainerFilter{})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	active := map[string]int{}
+	for _, c := range containers {
+		active[c.WorkerName]++
+	}
 	out := []concourse.Worker{}
 	for _, wk := range workers {
 		out = append(out, concourse.Worker{
 			Name: wk.Name, Platform: wk.Platform, Tags: nonNil(wk.Tags), Team: wk.Team, State: wk.State,
-			Version: wk.Version, StartTime: wk.StartTime.Unix(), ActiveContainers: wk.ActiveContainers,
+			Version: wk.Version, StartTime: wk.StartTime.Unix(), ActiveContainers: active[wk.Name],
 			ResourceTypes: []concourse.WorkerResourceType{},
 		})
 	}

@@ -95,6 +95,8 @@ type Server struct {
 	worker  podspec.Worker
 	caPEM   []byte
 
+	started time.Time
+
 	// base is Run's context: builds stop (to be resumed) when it ends.
 	base context.Context
 
@@ -133,7 +135,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys,
 		issuer: auth.NewIssuer(deps.SigningKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL),
-		builds: map[int64]*build{}, steps: map[string]*stepState{}}
+		builds: map[int64]*build{}, steps: map[string]*stepState{}, started: time.Now()}
 	s.streams = stepserver.New(s, keys, log.With("component", "stepserver"))
 	s.pods = podwatch.New(deps.Kube, cfg.Namespace, cfg.Worker, log.With("component", "podwatch"))
 	podEndpoint := cfg.PodBlobstoreEndpoint
@@ -226,8 +228,8 @@ func (s *Server) registerWorker(ctx context.Context) error {
 }
 
 func (s *Server) workerRecord() db.Worker {
-	return db.Worker{Name: s.cfg.Worker, Platform: "linux", State: "running", Namespace: s.cfg.Namespace,
-		Version: concourse.WorkerVersion, StartTime: time.Now()}
+	return db.Worker{Name: s.cfg.Worker, Platform: "linux", Tags: s.cfg.WorkerTags, State: "running", Namespace: s.cfg.Namespace,
+		Version: concourse.WorkerVersion, StartTime: s.started}
 }
 
 // heartbeat keeps the worker's record fresh until ctx ends.
