@@ -38,10 +38,13 @@ type Config struct {
 
 // ImageResource is the resource that provides the task's image.
 type ImageResource struct {
+	// Name is set by fly when it sends a task config in a plan.
+	Name    string            `json:"name,omitempty"`
 	Type    string            `json:"type"`
 	Source  map[string]any    `json:"source"`
 	Params  map[string]any    `json:"params,omitempty"`
 	Version map[string]string `json:"version,omitempty"`
+	Tags    []string          `json:"tags,omitempty"`
 }
 
 // Run is the process a task starts.
@@ -77,6 +80,8 @@ func (out Output) DirPath() string { return pathOrName(out.Path, out.Name) }
 // Cache is a directory kept between builds of the same task.
 type Cache struct {
 	Path string `json:"path"`
+	// TTL is accepted as Concourse does; Porter's caches live until GC.
+	TTL string `json:"ttl,omitempty"`
 }
 
 func pathOrName(p, name string) string {
