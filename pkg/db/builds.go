@@ -1,0 +1,270 @@
+package db
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Build statuses, as Concourse names them.
+const (
+	StatusPending   = "pending"
+	StatusStarted   = "started"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusErrored   = "errored"
+	StatusAborted   = "aborted"
+)
+
+// isFinal says whether a build ends in status; it never leaves it.
+func isFinal(status string) bool {
+	switch status {
+	case StatusSucceeded, StatusFailed, StatusErrored, StatusAborted:
+		return true
+	}
+	return false
+}
+
+// Build is one build (for now: one-off builds from `execute`).
+type Build struct {
+	ID       int64
+	TeamID   int
+	TeamName string
+	Name     string
+	Status   string          // pending, started, succeeded, failed, errored, aborted
+	Plan     json.RawMessage // the plan as the client sent it (Concourse's JSON)
+	// State is the server's own record of the build's steps, to resume it
+	// after a restart; opaque here.
+	State                          json.RawMessage
+	CreatedBy                      string
+	CreateTime, StartTime, EndTime time.Time // zero when unset
+	Server                         string    // the id of the server that runs it
+	AbortRequested                 bool
+}
+
+const buildColumns = `b.id, b.team_id, t.name, b.name, b.status, b.plan, b.state, b.created_by,
+	b.create_time, b.start_time, b.end_time, b.server, b.abort_requested`
+
+const buildFrom = " FROM builds b JOIN teams t ON t.id = b.team_id "
+
+func scanBuild(row pgx.Row) (Build, error) {
+	var b Build
+	var plan, state []byte
+	var start, end *time.Time
+	err := row.Scan(&b.ID, &b.TeamID, &b.TeamName, &b.Name, &b.Status, &plan, &state, &b.CreatedBy,
+		&b.CreateTime, &start, &end, &b.Server, &b.AbortRequested)
+	if err != nil {
+		return Build{}, err
+	}
+	b.Plan, b.State = plan, state
+	b.StartTime, b.EndTime = nullTime(start), nullTime(end)
+	return b, nil
+}
+
+func collectBuilds(rows pgx.Rows) ([]Build, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Build, error) { return scanBuild(r) })
+}
+
+// CreateOneOffBuild records a pending build of teamID whose name is its id.
+func (d *DB) CreateOneOffBuild(ctx context.Context, teamID int, plan json.RawMessage, createdBy, server string) (Build, error) {
+	// The id is drawn first so the name can be the id itself, in one statement.
+	b, err := scanBuild(d.pool.QueryRow(ctx, `
+		WITH n AS (SELECT nextval(pg_get_serial_sequence('builds', 'id')) AS id),
+		b AS (
+			INSERT INTO builds (id, team_id, name, status, plan, created_by, server)
+			SELECT n.id, $1, n.id::text, 'pending', $2::jsonb, $3, $4 FROM n
+			RETURNING *
+		)
+		SELECT `+buildColumns+" FROM b JOIN teams t ON t.id = b.team_id",
+		teamID, jsonArg(plan), createdBy, server))
+	if err != nil {
+		return Build{}, classify(err, "create build of team %d", teamID)
+	}
+	return b, nil
+}
+
+// Build looks a build up by id.
+func (d *DB) Build(ctx context.Context, id int64) (Build, error) {
+	b, err := scanBuild(d.pool.QueryRow(ctx, "SELECT "+buildColumns+buildFrom+"WHERE b.id = $1", id))
+	if err != nil {
+		return Build{}, classify(err, "build %d", id)
+	}
+	return b, nil
+}
+
+// BuildFilter selects builds. Before and After are exclusive id bounds, as
+// Concourse's page "until" and "since".
+type BuildFilter struct {
+	TeamIDs []int // nil: every team
+	Limit   int   // 0: 50
+	Before  int64 // only ids below; 0: no bound
+	After   int64 // only ids above; 0: no bound
+	Running bool  // only pending and started builds
+}
+
+// Builds lists builds, newest first. With only After set, it is the Limit
+// builds right after After (the next page towards the newest), not the newest.
+func (d *DB) Builds(ctx context.Context, f BuildFilter) ([]Build, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	order := "DESC"
+	if f.After != 0 && f.Before == 0 {
+		order = "ASC"
+	}
+	rows, err := d.pool.Query(ctx, "SELECT "+buildColumns+buildFrom+`
+		WHERE ($1::int[] IS NULL OR b.team_id = ANY($1))
+		  AND ($2 = 0 OR b.id < $2)
+		  AND ($3 = 0 OR b.id > $3)
+		  AND (NOT $4 OR b.status IN ('pending', 'started'))
+		ORDER BY b.id `+order+" LIMIT $5",
+		f.TeamIDs, f.Before, f.After, f.Running, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list builds: %w", err)
+	}
+	bs, err := collectBuilds(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list builds: %w", err)
+	}
+	if order == "ASC" {
+		slices.Reverse(bs)
+	}
+	return bs, nil
+}
+
+// StartBuild marks a pending build started. Starting a started build again (a
+// resume) is a no-op; a finished one is ErrConflict.
+func (d *DB) StartBuild(ctx context.Context, id int64, at time.Time) error {
+	tag, err := d.pool.Exec(ctx, `
+		UPDATE builds SET status = 'started', start_time = $2
+		WHERE id = $1 AND status = 'pending'`, id, at)
+	if err != nil {
+		return fmt.Errorf("start build %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	status, err := d.buildStatus(ctx, id)
+	if err != nil {
+		return fmt.Errorf("start build %d: %w", id, err)
+	}
+	if status == StatusStarted {
+		return nil
+	}
+	return fmt.Errorf("start build %d: it is %s: %w", id, status, ErrConflict)
+}
+
+// FinishBuild sets a final status. It returns ErrConflict if the build
+// already has one: the first final status wins.
+func (d *DB) FinishBuild(ctx context.Context, id int64, status string, at time.Time) error {
+	if !isFinal(status) {
+		return fmt.Errorf("finish build %d: %q is not a final status", id, status)
+	}
+	tag, err := d.pool.Exec(ctx, `
+		UPDATE builds SET status = $2, end_time = $3
+		WHERE id = $1 AND status IN ('pending', 'started')`, id, status, at)
+	if err != nil {
+		return fmt.Errorf("finish build %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	current, err := d.buildStatus(ctx, id)
+	if err != nil {
+		return fmt.Errorf("finish build %d: %w", id, err)
+	}
+	return fmt.Errorf("finish build %d as %s: it is %s already: %w", id, status, current, ErrConflict)
+}
+
+func (d *DB) buildStatus(ctx context.Context, id int64) (string, error) {
+	var s string
+	if err := d.pool.QueryRow(ctx, "SELECT status FROM builds WHERE id = $1", id).Scan(&s); err != nil {
+		return "", classify(err, "build %d", id)
+	}
+	return s, nil
+}
+
+// SaveBuildState replaces the server's record of the build's steps.
+func (d *DB) SaveBuildState(ctx context.Context, id int64, state json.RawMessage) error {
+	tag, err := d.pool.Exec(ctx, "UPDATE builds SET state = $2::jsonb WHERE id = $1", id, jsonArg(state))
+	if err != nil {
+		return fmt.Errorf("save state of build %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("save state of build %d: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// RequestAbort records that someone asked to abort the build; the server that
+// runs it acts on it.
+func (d *DB) RequestAbort(ctx context.Context, id int64) error {
+	tag, err := d.pool.Exec(ctx, "UPDATE builds SET abort_requested = true WHERE id = $1", id)
+	if err != nil {
+		return fmt.Errorf("request abort of build %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("request abort of build %d: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// UnfinishedBuilds lists the pending and started builds of a server, oldest
+// first, for it to resume after a restart.
+func (d *DB) UnfinishedBuilds(ctx context.Context, server string) ([]Build, error) {
+	rows, err := d.pool.Query(ctx, "SELECT "+buildColumns+buildFrom+`
+		WHERE b.server = $1 AND b.status IN ('pending', 'started') ORDER BY b.id`, server)
+	if err != nil {
+		return nil, fmt.Errorf("unfinished builds of server %s: %w", server, err)
+	}
+	bs, err := collectBuilds(rows)
+	if err != nil {
+		return nil, fmt.Errorf("unfinished builds of server %s: %w", server, err)
+	}
+	return bs, nil
+}
+
+// EventChunk is one blobstore object of a build's log: events FirstID to
+// LastID, inclusive.
+type EventChunk struct {
+	FirstID, LastID uint64
+	Key             string
+}
+
+// AddEventChunk records a chunk of the build's events stored at key. A second
+// chunk starting at the same event is ErrConflict.
+func (d *DB) AddEventChunk(ctx context.Context, buildID int64, firstID, lastID uint64, key string) error {
+	// Event ids count from 0 and never reach 2^63.
+	_, err := d.pool.Exec(ctx, `
+		INSERT INTO build_event_chunks (build_id, first_id, last_id, key) VALUES ($1, $2, $3, $4)`,
+		buildID, int64(firstID), int64(lastID), key)
+	if err != nil {
+		return classify(err, "add event chunk %d-%d of build %d", firstID, lastID, buildID)
+	}
+	return nil
+}
+
+// EventChunks lists the chunks of a build's log in event order.
+func (d *DB) EventChunks(ctx context.Context, buildID int64) ([]EventChunk, error) {
+	rows, err := d.pool.Query(ctx, `
+		SELECT first_id, last_id, key FROM build_event_chunks WHERE build_id = $1 ORDER BY first_id`, buildID)
+	if err != nil {
+		return nil, fmt.Errorf("event chunks of build %d: %w", buildID, err)
+	}
+	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EventChunk, error) {
+		var first, last int64
+		var c EventChunk
+		err := r.Scan(&first, &last, &c.Key)
+		c.FirstID, c.LastID = uint64(first), uint64(last)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("event chunks of build %d: %w", buildID, err)
+	}
+	return cs, nil
+}

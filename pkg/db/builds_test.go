@@ -1,0 +1,207 @@
+package db
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestBuildNumbersAreUniqueUnderConcurrency(t *testing.T) {
+	d1, dsn := openTest(t)
+	d2, err := Open(t.Context(), dsn, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	team, err := d1.EnsureTeam(t.Context(), "main", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	ids := make(chan Build, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		d := []*DB{d1, d2}[i%2]
+		wg.Go(func() {
+			b, err := d.CreateOneOffBuild(t.Context(), team.ID, json.RawMessage(`{"id":"x"}`), "local:test", "server-a")
+			if err != nil {
+				t.Errorf("create build: %v", err)
+				return
+			}
+			ids <- b
+		})
+	}
+	wg.Wait()
+	close(ids)
+	seen := map[int64]bool{}
+	names := map[string]bool{}
+	for b := range ids {
+		if seen[b.ID] || names[b.Name] {
+			t.Errorf("build %d (%s) twice", b.ID, b.Name)
+		}
+		seen[b.ID], names[b.Name] = true, true
+		if b.Name != strconv.FormatInt(b.ID, 10) || b.Status != StatusPending || b.TeamName != "main" {
+			t.Errorf("build %+v", b)
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d builds, want %d", len(seen), n)
+	}
+}
+
+func TestBuildLifecycle(t *testing.T) {
+	d, _ := openTest(t)
+	ctx := t.Context()
+	main, err := d.EnsureTeam(ctx, "main", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := d.EnsureTeam(ctx, "other", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := json.RawMessage(`{"id": "1", "task": {"name": "hello"}}`)
+	b, err := d.CreateOneOffBuild(ctx, main.ID, plan, "local:alice", "server-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.StartTime.IsZero() || !b.EndTime.IsZero() || b.CreateTime.IsZero() || b.CreatedBy != "local:alice" {
+		t.Fatalf("new build %+v", b)
+	}
+	var gotPlan, wantPlan any
+	_ = json.Unmarshal(b.Plan, &gotPlan)
+	_ = json.Unmarshal(plan, &wantPlan)
+	if b2, _ := json.Marshal(gotPlan); string(b2) != string(mustJSON(t, wantPlan)) {
+		t.Fatalf("plan %s, want %s", b.Plan, plan)
+	}
+
+	start := time.Now().Truncate(time.Microsecond)
+	if err := d.StartBuild(ctx, b.ID, start); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.StartBuild(ctx, b.ID, start); err != nil {
+		t.Fatalf("start again (resume): %v", err)
+	}
+	if err := d.SaveBuildState(ctx, b.ID, json.RawMessage(`{"steps":[1,2]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RequestAbort(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	unfinished, err := d.UnfinishedBuilds(ctx, "server-a")
+	if err != nil || len(unfinished) != 1 || unfinished[0].ID != b.ID {
+		t.Fatalf("unfinished %v %v", unfinished, err)
+	}
+	if u, _ := d.UnfinishedBuilds(ctx, "server-b"); len(u) != 0 {
+		t.Fatalf("server-b has %v", u)
+	}
+	got, err := d.Build(ctx, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != StatusStarted || !got.StartTime.Equal(start) || !got.AbortRequested || string(got.State) != `{"steps": [1, 2]}` {
+		t.Fatalf("started build %+v (state %s)", got, got.State)
+	}
+
+	end := start.Add(time.Second)
+	if err := d.FinishBuild(ctx, b.ID, StatusAborted, end); err != nil {
+		t.Fatal(err)
+	}
+	err = d.FinishBuild(ctx, b.ID, StatusSucceeded, end.Add(time.Second))
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("second final status: want ErrConflict, got %v", err)
+	}
+	if err := d.StartBuild(ctx, b.ID, end); !errors.Is(err, ErrConflict) {
+		t.Fatalf("start a finished build: want ErrConflict, got %v", err)
+	}
+	if err := d.FinishBuild(ctx, b.ID, StatusStarted, end); err == nil {
+		t.Fatal("finish with a non-final status succeeded")
+	}
+	got, _ = d.Build(ctx, b.ID)
+	if got.Status != StatusAborted || !got.EndTime.Equal(end) {
+		t.Fatalf("finished build %+v", got)
+	}
+
+	// Paging: ids of main's builds, newest first.
+	var mainIDs []int64
+	for range 5 {
+		b, err := d.CreateOneOffBuild(ctx, main.ID, nil, "", "server-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mainIDs = append(mainIDs, b.ID)
+	}
+	ob, err := d.CreateOneOffBuild(ctx, other.ID, nil, "", "server-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, _ := d.Builds(ctx, BuildFilter{})
+	if len(all) != 7 || all[0].ID != ob.ID {
+		t.Fatalf("all builds: %d, first %d", len(all), all[0].ID)
+	}
+	onlyMain, _ := d.Builds(ctx, BuildFilter{TeamIDs: []int{main.ID}, Limit: 2})
+	if len(onlyMain) != 2 || onlyMain[0].ID != mainIDs[4] || onlyMain[1].ID != mainIDs[3] {
+		t.Fatalf("main, limit 2: %v", buildIDs(onlyMain))
+	}
+	before, _ := d.Builds(ctx, BuildFilter{TeamIDs: []int{main.ID}, Before: mainIDs[3], Limit: 2})
+	if ids := buildIDs(before); len(ids) != 2 || ids[0] != mainIDs[2] || ids[1] != mainIDs[1] {
+		t.Fatalf("before %d: %v", mainIDs[3], ids)
+	}
+	after, _ := d.Builds(ctx, BuildFilter{TeamIDs: []int{main.ID}, After: mainIDs[0], Limit: 2})
+	if ids := buildIDs(after); len(ids) != 2 || ids[0] != mainIDs[2] || ids[1] != mainIDs[1] {
+		t.Fatalf("after %d: %v", mainIDs[0], ids)
+	}
+	running, _ := d.Builds(ctx, BuildFilter{Running: true})
+	if len(running) != 6 {
+		t.Fatalf("running: %v", buildIDs(running))
+	}
+	none, _ := d.Builds(ctx, BuildFilter{TeamIDs: []int{}})
+	if len(none) != 0 {
+		t.Fatalf("no teams: %v", buildIDs(none))
+	}
+}
+
+func TestEventChunks(t *testing.T) {
+	d, _ := openTest(t)
+	ctx := t.Context()
+	team, _ := d.EnsureTeam(ctx, "main", nil)
+	b, err := d.CreateOneOffBuild(ctx, team.ID, nil, "", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []EventChunk{{100, 149, "c2"}, {0, 99, "c1"}, {150, 150, "c3"}} {
+		if err := d.AddEventChunk(ctx, b.ID, c.FirstID, c.LastID, c.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.AddEventChunk(ctx, b.ID, 100, 120, "dup"); !errors.Is(err, ErrConflict) {
+		t.Fatalf("duplicate chunk: want ErrConflict, got %v", err)
+	}
+	cs, err := d.EventChunks(ctx, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 3 || cs[0].Key != "c1" || cs[1].Key != "c2" || cs[2] != (EventChunk{150, 150, "c3"}) {
+		t.Fatalf("chunks %+v", cs)
+	}
+}
+
+func buildIDs(bs []Build) []int64 {
+	ids := make([]int64, len(bs))
+	for i, b := range bs {
+		ids[i] = b.ID
+	}
+	return ids
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

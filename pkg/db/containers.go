@@ -1,0 +1,120 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Container is a step pod as Concourse's API shows it.
+type Container struct {
+	Handle           string // a UUID
+	TeamID           int    // 0: none
+	BuildID          int64  // 0: none
+	BuildName        string
+	PlanID           string
+	StepName         string
+	Type             string // task, get, put, check
+	WorkerName       string
+	Namespace        string
+	PodName          string
+	StepID           string
+	State            string // creating, created, destroying
+	WorkingDirectory string
+	User             string
+	CreateTime       time.Time
+}
+
+const containerColumns = `handle, coalesce(team_id, 0), coalesce(build_id, 0), build_name, plan_id,
+	step_name, type, worker_name, namespace, pod_name, step_id, state, working_directory, "user", create_time`
+
+func scanContainer(row pgx.Row) (Container, error) {
+	var c Container
+	err := row.Scan(&c.Handle, &c.TeamID, &c.BuildID, &c.BuildName, &c.PlanID, &c.StepName, &c.Type,
+		&c.WorkerName, &c.Namespace, &c.PodName, &c.StepID, &c.State, &c.WorkingDirectory, &c.User, &c.CreateTime)
+	return c, err
+}
+
+// CreateContainer records a container; an empty Handle gets a new UUID, an
+// empty State is "creating". A handle in use is ErrConflict.
+func (d *DB) CreateContainer(ctx context.Context, c Container) (Container, error) {
+	if c.State == "" {
+		c.State = "creating"
+	}
+	out, err := scanContainer(d.pool.QueryRow(ctx, `
+		INSERT INTO containers (handle, team_id, build_id, build_name, plan_id, step_name, type,
+			worker_name, namespace, pod_name, step_id, state, working_directory, "user")
+		VALUES (coalesce(nullif($1, ''), gen_random_uuid()::text), $2, $3, $4, $5, $6, $7,
+			$8, $9, $10, $11, $12, $13, $14)
+		RETURNING `+containerColumns,
+		c.Handle, zeroNull(c.TeamID), zeroNull(c.BuildID), c.BuildName, c.PlanID, c.StepName, c.Type,
+		c.WorkerName, c.Namespace, c.PodName, c.StepID, c.State, c.WorkingDirectory, c.User))
+	if err != nil {
+		return Container{}, classify(err, "create container %s (%s %s of build %d)", c.Handle, c.Type, c.StepName, c.BuildID)
+	}
+	return out, nil
+}
+
+// SetContainerState moves a container to state (creating, created, destroying).
+func (d *DB) SetContainerState(ctx context.Context, handle, state string) error {
+	tag, err := d.pool.Exec(ctx, "UPDATE containers SET state = $2 WHERE handle = $1", handle, state)
+	if err != nil {
+		return fmt.Errorf("set container %s %s: %w", handle, state, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("set container %s %s: %w", handle, state, ErrNotFound)
+	}
+	return nil
+}
+
+// Container looks a container up by handle.
+func (d *DB) Container(ctx context.Context, handle string) (Container, error) {
+	c, err := scanContainer(d.pool.QueryRow(ctx, "SELECT "+containerColumns+" FROM containers WHERE handle = $1", handle))
+	if err != nil {
+		return Container{}, classify(err, "container %s", handle)
+	}
+	return c, nil
+}
+
+// ContainerFilter selects containers; zero fields match everything.
+type ContainerFilter struct {
+	TeamID   int
+	BuildID  int64
+	StepName string
+	Type     string
+	PlanID   string
+}
+
+// Containers lists the containers that match f, oldest first.
+func (d *DB) Containers(ctx context.Context, f ContainerFilter) ([]Container, error) {
+	rows, err := d.pool.Query(ctx, "SELECT "+containerColumns+` FROM containers
+		WHERE ($1 = 0 OR team_id = $1)
+		  AND ($2 = 0 OR build_id = $2)
+		  AND ($3 = '' OR step_name = $3)
+		  AND ($4 = '' OR type = $4)
+		  AND ($5 = '' OR plan_id = $5)
+		ORDER BY create_time, handle`,
+		f.TeamID, f.BuildID, f.StepName, f.Type, f.PlanID)
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Container, error) { return scanContainer(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	return cs, nil
+}
+
+// DeleteContainer forgets a container (its pod is gone).
+func (d *DB) DeleteContainer(ctx context.Context, handle string) error {
+	tag, err := d.pool.Exec(ctx, "DELETE FROM containers WHERE handle = $1", handle)
+	if err != nil {
+		return fmt.Errorf("delete container %s: %w", handle, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete container %s: %w", handle, ErrNotFound)
+	}
+	return nil
+}
