@@ -9,7 +9,8 @@
 # usage: hack/images.sh [--no-import|--import-cached] [GROUP|NAME...]   (default: every image)
 #   --no-import      build the archives only
 #   --import-cached  build the named images (if any), then import every cached archive
-#   groups: base (pause busybox minio), project (porter atc-porter-runtime), all
+#   groups: base (pause busybox minio), project (porter atc-porter-runtime),
+#           extra (postgres: for deploy/postgres, not needed by cluster-up), all
 #   PORTER_IMAGES_GO_DIR=dir builds the go: sources from that module instead of the repo.
 set -euo pipefail
 . "$(dirname "$0")/cluster-lib.sh"
@@ -26,6 +27,28 @@ define_images() {
   image base    minio   porter.local/minio:dev             -entrypoint '["/minio"]' -env HOME=/tmp "$TOOLS_BIN/minio:/minio"
   image project porter  porter.local/porter:dev            -entrypoint '["/usr/local/bin/porter"]' go:./cmd/porter:/usr/local/bin/porter
   image project atc-porter-runtime porter.local/atc-porter-runtime:dev -entrypoint '["/usr/local/bin/atc-porter-runtime"]' go:./cmd/atc-porter-runtime:/usr/local/bin/atc-porter-runtime
+  # shellcheck disable=SC2046 # one SRC:/DST word per file
+  image extra   postgres porter.local/postgres:dev -entrypoint '["/usr/local/bin/postgres-entrypoint"]' -user 999:999 -env TZ=UTC \
+    busybox:/ $(postgres_image_files) "$REPO_ROOT/deploy/postgres/image/rootfs:/"
+}
+
+# postgres_image_files: SRC:/DST words for Debian's PostgreSQL server at its own
+# paths: the binaries the entrypoint runs, the server's modules (without the JIT,
+# whose LLVM is large and optional), its share dir, the UTC zone, and every shared
+# library they load (ldd) with the dynamic loader.
+postgres_image_files() {
+  local lib=/usr/lib/postgresql/$POSTGRES_MAJOR/lib elf files=() f
+  files=("$POSTGRES_BIN/postgres" "$POSTGRES_BIN/initdb" "$POSTGRES_BIN/pg_isready")
+  for f in "$lib"/*.so; do
+    case $f in */llvmjit*) ;; *) files+=("$f") ;; esac
+  done
+  for f in "${files[@]}"; do echo "$f:$f"; done
+  echo "/usr/share/postgresql/$POSTGRES_MAJOR:/usr/share/postgresql/$POSTGRES_MAJOR"
+  echo "/usr/share/zoneinfo/Etc/UTC:/usr/share/zoneinfo/Etc/UTC"
+  echo "/usr/share/zoneinfo/Etc/UTC:/usr/share/zoneinfo/UTC"
+  # Libraries at the path the loader resolved, from the real file behind any link.
+  for elf in "${files[@]}"; do ldd "$elf"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\/.*ld-linux/ {print $1}' |
+    sort -u | while read -r f; do echo "$(readlink -f "$f"):$f"; done
 }
 
 IMAGE_NAMES=()
