@@ -1,0 +1,124 @@
+package fly_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/porter-ci/porter/test/testenv"
+)
+
+var _ = Describe("fly workers, containers, volumes, curl, sync", func() {
+	It("lists the server's worker with its tag (workers)", func(ctx SpecContext) {
+		res := succeed(ctx, s.adminFly, "workers")
+		Expect(plain(res.Stdout)).To(MatchRegexp(`(?m)^`+sharedWorker+`\s+\d+\s+linux\s+`+workerTag+`\s+none\s+running\s+\S+\s+\S+\s*$`), res.String())
+
+		res = succeed(ctx, s.adminFly, "workers", "--json")
+		var workers []struct {
+			Name     string   `json:"name"`
+			Platform string   `json:"platform"`
+			Tags     []string `json:"tags"`
+			State    string   `json:"state"`
+		}
+		Expect(json.Unmarshal([]byte(res.Stdout), &workers)).To(Succeed(), res.String())
+		Expect(workers).To(HaveLen(1))
+		Expect(workers[0].Name).To(Equal(sharedWorker))
+		Expect(workers[0].Tags).To(Equal([]string{workerTag}))
+		Expect(workers[0].State).To(Equal("running"))
+	})
+
+	It("lists a build's step pod (containers)", func(ctx SpecContext) {
+		id := buildID(succeed(ctx, s.adminFly, "execute", "-c", shTask("true")).Stdout)
+		cs := containersOf(ctx, id)
+		Expect(cs).To(HaveLen(1))
+		Expect(cs[0].WorkerName).To(Equal(sharedWorker))
+		Expect(cs[0].Type).To(Equal("task"))
+		Expect(cs[0].StepName).To(Equal("one-off"))
+
+		res := succeed(ctx, s.adminFly, "containers")
+		n := strconv.Itoa(id)
+		// handle, worker, pipeline, job, build #, build id, type, name, attempt
+		Expect(plain(res.Stdout)).To(MatchRegexp(`(?m)^`+cs[0].ID+`\s+`+sharedWorker+`\s+none\s+none\s+`+n+`\s+`+n+`\s+task\s+one-off\s+n/a\s*$`), res.String())
+	})
+
+	It("lists an output as a volume (volumes)", func(ctx SpecContext) {
+		type volume struct {
+			ID         string `json:"id"`
+			WorkerName string `json:"worker_name"`
+			Type       string `json:"type"`
+		}
+		volumes := func() []volume {
+			res := succeed(ctx, s.adminFly, "volumes", "--json")
+			var vs []volume
+			Expect(json.Unmarshal([]byte(res.Stdout), &vs)).To(Succeed(), res.String())
+			return vs
+		}
+		before := volumes()
+		succeed(ctx, s.adminFly, "execute", "-o", "out="+GinkgoT().TempDir(), "-c", taskFile(`outputs: [{name: out}]
+run: {path: sh, args: [-c, "echo x > out/x"]}
+`))
+		after := volumes()
+		Expect(len(after)).To(BeNumerically(">", len(before)), "no new volume for the output")
+		var added volume
+		for _, v := range after {
+			if !slices.Contains(before, v) {
+				added = v
+			}
+		}
+		Expect(added.WorkerName).To(Equal(sharedWorker))
+
+		res := succeed(ctx, s.adminFly, "volumes")
+		// handle, worker, type, identifier
+		Expect(plain(res.Stdout)).To(MatchRegexp(`(?m)^`+regexp.QuoteMeta(added.ID)+`\s+`+sharedWorker+`\s+`+added.Type+`\s+\S+\s*$`), res.String())
+	})
+
+	It("calls the API with the target's token (curl)", func(ctx SpecContext) {
+		res := succeed(ctx, s.adminFly, "curl", "/api/v1/info", "--", "-sS")
+		var info map[string]any
+		Expect(json.Unmarshal([]byte(res.Stdout), &info)).To(Succeed(), res.String())
+		Expect(info).To(HaveKeyWithValue("version", "8.2.5"))
+		Expect(info).To(HaveKeyWithValue("worker_version", "2.5"))
+
+		// The token goes along: a route that needs one answers.
+		res = succeed(ctx, s.adminFly, "curl", "/api/v1/user", "--", "-sS", "-w", `\n%{http_code}`)
+		Expect(res.Stdout).To(HaveSuffix("\n200"), res.String())
+	})
+
+	It("reports a version this fly accepts, without a mismatch warning", func(ctx SpecContext) {
+		code, body := call(ctx, http.MethodGet, s.server.URL()+"/api/v1/info", "", nil, nil)
+		Expect(code).To(Equal(http.StatusOK))
+		Expect(body).To(ContainSubstring(`"version":"8.2.5"`))
+		for _, cmd := range [][]string{{"workers"}, {"builds"}, {"teams"}, {"containers"}} {
+			res := succeed(ctx, s.adminFly, cmd...)
+			Expect(res.Stderr).NotTo(ContainSubstring("out of sync"), res.String())
+			Expect(res.Stderr).NotTo(ContainSubstring("WARNING"), res.String())
+		}
+		res := succeed(ctx, s.adminFly, "sync")
+		Expect(res.Stdout).To(Equal("version 8.2.5 already matches; skipping\n"))
+	})
+
+	It("fails fly sync --force clearly and leaves fly alone", func(ctx SpecContext) {
+		// A copy: a sync that worked would replace the binary it runs from.
+		bin := filepath.Join(GinkgoT().TempDir(), "fly")
+		orig, err := os.ReadFile(s.flyBin)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(bin, orig, 0o755)).To(Succeed())
+		f := testenv.NewFly(bin, s.adminFly.Home, s.adminFly.Target)
+		f.Log = GinkgoWriter
+
+		res := run(ctx, f, "sync", "--force")
+		Expect(res.ExitCode).To(Equal(1), res.String())
+		Expect(strings.ToLower(res.Stderr)).To(ContainSubstring("does not distribute fly"), res.String())
+		after, err := os.ReadFile(bin)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(after).To(Equal(orig), "fly sync replaced the binary")
+	})
+})
