@@ -94,7 +94,7 @@ func (s *Server) saveState(ctx context.Context, b *build) {
 	body, err := json.Marshal(b.state)
 	b.mu.Unlock()
 	if err == nil {
-		err = s.db.SaveBuildState(context.WithoutCancel(ctx), b.id, body)
+		err = s.retryDB(ctx, "save the build's state", func(ctx context.Context) error { return s.db.SaveBuildState(ctx, b.id, body) })
 	}
 	if err != nil {
 		s.log.Error("save build state", "build", b.id, "err", err)
@@ -188,7 +188,8 @@ func (s *Server) finishBuild(ctx context.Context, b *build, status concourse.Bui
 		s.log.Error("build log not durable", "build", b.id, "err", err)
 	}
 	s.saveState(ctx, b)
-	if err := s.db.FinishBuild(ctx, b.id, string(status), now); err != nil && !errors.Is(err, db.ErrConflict) {
+	err := s.retryDB(ctx, "record the build's end", func(ctx context.Context) error { return s.db.FinishBuild(ctx, b.id, string(status), now) })
+	if err != nil && !errors.Is(err, db.ErrConflict) {
 		s.log.Error("record the build's end", "build", b.id, "err", err)
 	}
 	s.writeBuildAudit(ctx, b, status, now)

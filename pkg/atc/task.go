@@ -129,9 +129,13 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	now := time.Now().Unix()
 	b.log.appendEvent(events.InitializeTask{Time: now, Origin: origin, Config: eventConfig}, "", 0)
 	b.log.appendEvent(events.SelectedWorker{Time: now, Origin: origin, WorkerName: s.cfg.Worker}, "", 0)
-	c, err := s.db.CreateContainer(ctx, db.Container{TeamID: b.teamID, BuildID: b.id, BuildName: b.name, PlanID: string(p.ID),
-		StepName: tp.Name, Type: "task", WorkerName: s.cfg.Worker, Namespace: s.cfg.Namespace, PodName: podspec.Name(a.StepID),
-		StepID: a.StepID, State: concourse.ContainerCreating, WorkingDirectory: a.WorkDir, User: a.Run.User})
+	var c db.Container
+	err = s.retryDB(ctx, "record the step's container", func(ctx context.Context) (err error) {
+		c, err = s.db.CreateContainer(ctx, db.Container{TeamID: b.teamID, BuildID: b.id, BuildName: b.name, PlanID: string(p.ID),
+			StepName: tp.Name, Type: "task", WorkerName: s.cfg.Worker, Namespace: s.cfg.Namespace, PodName: podspec.Name(a.StepID),
+			StepID: a.StepID, State: concourse.ContainerCreating, WorkingDirectory: a.WorkDir, User: a.Run.User})
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("record the container of task %q: %w", tp.Name, err)
 	}
@@ -143,7 +147,9 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	if err := s.createPod(ctx, a); err != nil {
 		fin = errored(err.Error())
 	} else {
-		if err := s.db.SetContainerState(ctx, c.Handle, concourse.ContainerCreated); err != nil {
+		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
+			return s.db.SetContainerState(ctx, c.Handle, concourse.ContainerCreated)
+		}); err != nil {
 			s.log.Warn("container state", "container", c.Handle, "err", err)
 		}
 		fin = s.superviseTask(ctx, st)
@@ -207,10 +213,6 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *stepRecord
 	s.saveState(ctx, b)
 	for name, a := range outputs {
 		x.setArtifact(name, a)
-		if _, err := s.db.CreateArtifact(context.WithoutCancel(ctx), db.Artifact{TeamID: b.teamID, BuildID: b.id, Name: name,
-			Key: a.Key, Digest: a.Digest, Size: a.Size, WorkerName: s.cfg.Worker}); err != nil {
-			s.log.Warn("record an output volume", "build", b.id, "output", name, "err", err)
-		}
 	}
 	s.retire(st.id, container)
 	if cause := context.Cause(ctx); cause != nil && status == string(concourse.StatusAborted) {
