@@ -36,9 +36,11 @@ MINIO_NAMESPACE=porter-minio
 # the cluster's dirs: it can be up without the cluster, and cluster-up's check for
 # a half-running cluster must not see it.
 POSTGRES_BIN=/usr/lib/postgresql/$POSTGRES_MAJOR/bin
-POSTGRES_STATE=/var/lib/porter-postgres
-POSTGRES_RUN=/run/porter-postgres
-POSTGRES_LOG=$CLUSTER_LOGS/postgres/postgres.log
+# A suite that must restart its database without disturbing the others runs
+# a private server: it sets these three and PORTER_POSTGRES_PORT.
+POSTGRES_STATE=${PORTER_POSTGRES_STATE:-/var/lib/porter-postgres}
+POSTGRES_RUN=${PORTER_POSTGRES_RUN:-/run/porter-postgres}
+POSTGRES_LOG=${PORTER_POSTGRES_LOG:-$CLUSTER_LOGS/postgres/postgres.log}
 POSTGRES_PORT=${PORTER_POSTGRES_PORT:-15432}
 # PORTER_POSTGRES_DSN (the admin DSN) for tests and the ATC.
 POSTGRES_ENV_FILE=$POSTGRES_STATE/postgres.env

@@ -125,24 +125,90 @@ func Postgres(t testing.TB) string {
 	return ""
 }
 
-// RestartPostgres stops the shared server (fast shutdown: every client is
-// disconnected) and starts it again with its data, for specs about a
-// database that goes away mid-build. It runs hack/postgres.sh, so it needs
-// root, like the cluster scripts.
-func RestartPostgres(ctx context.Context) error {
-	if err := postgresScript(ctx, "stop"); err != nil {
-		return err
-	}
-	return postgresScript(ctx, "start")
+// PrivatePostgres is a PostgreSQL server of one suite's own, for specs
+// that restart or stop their database: the shared server stays untouched,
+// so suites running at the same time are not disturbed.
+type PrivatePostgres struct {
+	dir string
+	env []string
+	// DSN is its admin DSN.
+	DSN string
 }
 
-func postgresScript(ctx context.Context, verb string) error {
+// StartPrivatePostgres runs hack/postgres.sh up with its state in a new
+// directory under dir and a free port. Stop it with Down.
+func StartPrivatePostgres(ctx context.Context, dir string) (*PrivatePostgres, error) {
+	pgDir, err := os.MkdirTemp(dir, "postgres-")
+	if err != nil {
+		return nil, err
+	}
+	// The server runs as the postgres user, which must reach its directory.
+	for d := pgDir; d != filepath.Dir(d) && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	addr, err := FreeAddr("127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	_, port, _ := strings.Cut(addr, ":")
+	p := &PrivatePostgres{dir: pgDir, env: []string{
+		"PORTER_POSTGRES_STATE=" + filepath.Join(pgDir, "state"),
+		"PORTER_POSTGRES_RUN=" + filepath.Join(pgDir, "run"),
+		"PORTER_POSTGRES_LOG=" + filepath.Join(pgDir, "postgres.log"),
+		"PORTER_POSTGRES_PORT=" + port,
+	}}
+	if err := p.script(ctx, "up"); err != nil {
+		return nil, err
+	}
+	envFile, err := os.ReadFile(filepath.Join(pgDir, "state", "postgres.env"))
+	if err != nil {
+		return nil, fmt.Errorf("private PostgreSQL: %w", err)
+	}
+	for _, line := range strings.Split(string(envFile), "\n") {
+		if v, ok := strings.CutPrefix(line, "PORTER_POSTGRES_DSN="); ok {
+			p.DSN = strings.Trim(v, `'"`)
+		}
+	}
+	if p.DSN == "" {
+		return nil, errors.New("private PostgreSQL: no DSN in its env file")
+	}
+	return p, nil
+}
+
+// Restart stops the server (fast shutdown: every client is disconnected)
+// and starts it again with its data.
+func (p *PrivatePostgres) Restart(ctx context.Context) error {
+	if err := p.Stop(ctx); err != nil {
+		return err
+	}
+	return p.Start(ctx)
+}
+
+// Stop stops the server and keeps its data.
+func (p *PrivatePostgres) Stop(ctx context.Context) error { return p.script(ctx, "stop") }
+
+// Start starts a stopped server.
+func (p *PrivatePostgres) Start(ctx context.Context) error { return p.script(ctx, "start") }
+
+// Down stops the server and removes everything it had.
+func (p *PrivatePostgres) Down(ctx context.Context) error {
+	return errors.Join(p.script(ctx, "down"), os.RemoveAll(p.dir))
+}
+
+func (p *PrivatePostgres) script(ctx context.Context, verb string) error {
+	return postgresScript(ctx, p.env, verb)
+}
+
+func postgresScript(ctx context.Context, env []string, verb string) error {
 	root, err := RepoRoot()
 	if err != nil {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "postgres.sh"), verb)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
