@@ -30,7 +30,7 @@ func expectInOrder(res testenv.FlyResult, parts ...string) {
 
 // Every execute flag gets its own spec, but the builds behind them run at
 // once in BeforeAll: pod start-up, not fly, is what takes the time.
-var _ = Describe("fly execute", Ordered, func() {
+var _ = Describe("fly execute", Ordered, ContinueOnFailure, func() {
 	var (
 		results             map[string]testenv.FlyResult
 		outputs, inputs     string // -o's directory; -i's directory

@@ -16,10 +16,15 @@ import (
 )
 
 var _ = Describe("the database", func() {
-	// It restarts the PostgreSQL server every suite shares: the label lets a
-	// run that has other suites going at the same time leave it out.
-	It("restarting mid-build loses nothing: the build finishes with every line", Label("restarts-postgres"), func(ctx SpecContext) {
-		srv := newServer(ctx, testenv.ATCConfig{})
+	It("restarting mid-build loses nothing: the build finishes with every line", func(ctx SpecContext) {
+		// A PostgreSQL of this spec's own: restarting the shared one would
+		// cut off every suite running alongside.
+		pg, err := testenv.StartPrivatePostgres(ctx, GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(pg.Down)
+		dsn, _, err := testenv.NewPostgresDatabase(ctx, pg.DSN) // gone with pg
+		Expect(err).NotTo(HaveOccurred())
+		srv := newServer(ctx, testenv.ATCConfig{Database: dsn})
 		f := newFly("restart")
 		login(ctx, f, srv, adminUser, s.adminPassword)
 
@@ -31,7 +36,7 @@ var _ = Describe("the database", func() {
 		Eventually(func() string { return p.Stdout.String() }).WithTimeout(time.Minute).Should(ContainSubstring("line-1\n"))
 		id := buildID(p.Stdout.String())
 
-		Expect(testenv.RestartPostgres(ctx)).To(Succeed())
+		Expect(pg.Restart(ctx)).To(Succeed())
 		Expect(p.Stdout.String()).NotTo(ContainSubstring(fmt.Sprintf("line-%d\n", n)), "the build ended before the database was back")
 
 		res, err := p.Wait(ctx)

@@ -15,7 +15,7 @@ import (
 
 // The shared server keeps finished steps interceptible (--keep-alive), so
 // these specs reach into builds that have ended.
-var _ = Describe("fly intercept", Ordered, func() {
+var _ = Describe("fly intercept", Ordered, ContinueOnFailure, func() {
 	var id string
 
 	BeforeAll(func(ctx SpecContext) {
