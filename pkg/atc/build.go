@@ -140,6 +140,10 @@ func (s *Server) chunks(id int64) chunkSource {
 func (s *Server) startBuild(ctx context.Context, b *build, plan concourse.Plan) {
 	runCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
 	b.abort = abort
+	// The log outlives an abort (the build's last events must be written)
+	// and ends on its own once the finished build is durable, or when the
+	// server stops.
+	logCtx, stopLog := context.WithCancel(context.WithoutCancel(ctx))
 	s.mu.Lock()
 	s.builds[b.id] = b
 	s.mu.Unlock()
@@ -147,9 +151,9 @@ func (s *Server) startBuild(ctx context.Context, b *build, plan concourse.Plan) 
 	go func() {
 		defer s.runs.Done()
 		logDone := make(chan struct{})
-		go func() { defer close(logDone); b.log.run(runCtx) }()
-		defer func() { <-logDone }()
-		stop := context.AfterFunc(s.shutdownCtx(), func() { abort(errShutdown) })
+		go func() { defer close(logDone); b.log.run(logCtx) }()
+		defer func() { stopLog(); <-logDone }()
+		stop := context.AfterFunc(s.shutdownCtx(), func() { abort(errShutdown); stopLog() })
 		defer stop()
 		x := newExecutor(s, b)
 		ok, err := x.run(runCtx, &plan)
@@ -183,7 +187,8 @@ func (s *Server) finishBuild(ctx context.Context, b *build, status concourse.Bui
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	now := time.Now()
-	b.log.appendEvent(events.Status{Status: events.BuildStatus(status), Time: now.Unix()}, "", 0)
+	// The database learns the end first, so that whoever saw the status
+	// event (fly does, then exits) finds the build finished in the API.
 	if err := b.log.sync(ctx, b.log.lastID()); err != nil {
 		s.log.Error("build log not durable", "build", b.id, "err", err)
 	}
@@ -191,6 +196,10 @@ func (s *Server) finishBuild(ctx context.Context, b *build, status concourse.Bui
 	err := s.retryDB(ctx, "record the build's end", func(ctx context.Context) error { return s.db.FinishBuild(ctx, b.id, string(status), now) })
 	if err != nil && !errors.Is(err, db.ErrConflict) {
 		s.log.Error("record the build's end", "build", b.id, "err", err)
+	}
+	b.log.appendEvent(events.Status{Status: events.BuildStatus(status), Time: now.Unix()}, "", 0)
+	if err := b.log.sync(ctx, b.log.lastID()); err != nil {
+		s.log.Error("build log not durable", "build", b.id, "err", err)
 	}
 	s.writeBuildAudit(ctx, b, status, now)
 	b.log.finish()

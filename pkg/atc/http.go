@@ -19,10 +19,12 @@ import (
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/info", s.handleInfo)
-	mux.Handle("POST /sky/issuer/token", auth.TokenHandler(s.issuer, s.db, s.log.With("component", "login")))
+	mux.Handle("POST /sky/issuer/token", auth.TokenHandler(s.issuer, loginUsers{s.db}, s.log.With("component", "login")))
 	mux.HandleFunc("GET /api/v1/cli", s.handleCLI)
+	mux.HandleFunc("GET /sky/logout", s.handleLogout)
 	mux.HandleFunc("GET /api/v1/user", s.authed(s.handleUser))
 	mux.HandleFunc("GET /api/v1/teams", s.handleTeams)
+	mux.HandleFunc("GET /api/v1/teams/{team_name}", s.authed(s.handleGetTeam))
 	mux.HandleFunc("PUT /api/v1/teams/{team_name}", s.authed(s.handleSetTeam))
 	mux.HandleFunc("GET /api/v1/workers", s.authed(s.handleWorkers))
 
@@ -174,9 +176,33 @@ func (s *Server) handleInfo(w http.ResponseWriter, _ *http.Request) {
 // handleCLI answers `fly sync`: Porter serves the API of Concourse 8.2.5,
 // not fly binaries.
 func (s *Server) handleCLI(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusNotFound)
-	fmt.Fprintf(w, "Porter does not distribute fly: use Concourse's fly %s (the version this server speaks)\n", concourse.Version)
+	// fly prints a 404's JSON-API error details.
+	writeJSON(w, http.StatusNotFound, map[string][]map[string]string{"errors": {{
+		"title":  "fly is not served here",
+		"detail": fmt.Sprintf("Porter does not distribute fly: use Concourse's fly %s, the version this server speaks", concourse.Version),
+	}}})
+}
+
+// handleLogout is `fly logout`. Tokens are signed, not stored, so there is
+// nothing to forget here: fly drops its copy, and the token expires.
+func (s *Server) handleLogout(w http.ResponseWriter, _ *http.Request) {
+	w.WriteHeader(http.StatusOK)
+}
+
+// handleGetTeam is fly's check of --team: 404 for no such team, 403 for a
+// team the caller has no role in.
+func (s *Server) handleGetTeam(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	name := r.PathValue("team_name")
+	t, err := s.db.Team(r.Context(), name)
+	if err != nil {
+		writeError(w, errorCode(err), fmt.Errorf("team %q: %w", name, err))
+		return
+	}
+	if !claims.CanRead(name) {
+		forbidden(w, fmt.Sprintf("you do not have a role on team %q", name))
+		return
+	}
+	writeJSON(w, http.StatusOK, apiTeam(t))
 }
 
 func (s *Server) handleUser(w http.ResponseWriter, _ *http.Request, claims auth.Claims) {

@@ -185,7 +185,8 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *stepRecord
 		return false, interrupted(ctx)
 	}
 	status := string(buildStatus(fin.GetResult()))
-	if fin.GetError() != "" && fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
+	// An aborted step says so in its status; Concourse shows no error for it.
+	if fin.GetError() != "" && fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED && fin.GetResult() != eventspb.Result_RESULT_ABORTED {
 		st.mu.Lock()
 		shown := fin.GetError() != st.lastError
 		st.lastError = fin.GetError()

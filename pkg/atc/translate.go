@@ -42,7 +42,7 @@ func (st *stepState) translate(ev *eventspb.Event) events.Event {
 		st.lastError = p.Error.GetMessage()
 		return events.Error{Time: t, Origin: origin, Message: p.Error.GetMessage()}
 	case *eventspb.Event_StepFinished:
-		if msg := p.StepFinished.GetError(); msg != "" && msg != st.lastError {
+		if msg := p.StepFinished.GetError(); msg != "" && msg != st.lastError && p.StepFinished.GetResult() != eventspb.Result_RESULT_ABORTED {
 			st.lastError = msg
 			return events.Error{Time: t, Origin: origin, Message: msg}
 		}

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"errors"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
@@ -91,6 +92,11 @@ func TokenHandler(iss *Issuer, users Users, log *slog.Logger) http.Handler {
 
 		name, password := r.PostForm.Get("username"), r.PostForm.Get("password")
 		hash, err := users.LocalUserHash(ctx, name)
+		if err != nil && !errors.Is(err, ErrUnknownUser) {
+			log.ErrorContext(ctx, "login failed: looking up the local user", "user", name, "err", err)
+			writeOAuthError(w, http.StatusInternalServerError, "server_error", "the user store is unavailable; try again")
+			return
+		}
 		if err != nil {
 			_ = bcrypt.CompareHashAndPassword([]byte(dummyHash), []byte(password))
 			log.InfoContext(ctx, "login refused: looking up the local user", "user", name, "err", err)

@@ -20,12 +20,16 @@ import (
 type memUsers struct {
 	hashes map[string]string              // name -> bcrypt hash
 	teams  map[string]map[string][]string // "local:name" -> team -> roles
+	down   bool                           // the store fails like a database that is down
 }
 
 func (u memUsers) LocalUserHash(_ context.Context, name string) (string, error) {
+	if u.down {
+		return "", errors.New("dial tcp 127.0.0.1:15432: connect: connection refused")
+	}
 	h, ok := u.hashes[name]
 	if !ok {
-		return "", fmt.Errorf("local user %q: not found", name)
+		return "", fmt.Errorf("local user %q: %w", name, ErrUnknownUser)
 	}
 	return h, nil
 }
@@ -280,5 +284,23 @@ func TestAuthenticate(t *testing.T) {
 	clk.t = clk.t.Add(25 * time.Hour)
 	if code, body := get("Bearer " + token); code != 401 || !strings.Contains(body, "expired") {
 		t.Errorf("expired: %d %s", code, body)
+	}
+}
+
+func TestTokenStoreDownIsAServerError(t *testing.T) {
+	users := memUsers{down: true}
+	srv := httptest.NewServer(TokenHandler(NewIssuer(newTestKey(t), testIssuerURL, time.Hour), users, slog.New(slog.DiscardHandler)))
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("grant_type=password&username=test&password=test&scope=openid"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth("fly", "Zmx5")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), "server_error") {
+		t.Errorf("store down: %d %s, want 500 server_error (not a wrong password)", resp.StatusCode, body)
 	}
 }

@@ -13,10 +13,15 @@ import (
 // Concourse.
 const minBcryptCost = 10
 
+// ErrUnknownUser is what Users returns (wrapped) for a user that does not
+// exist: the login is refused as a wrong password would be. Any other
+// error is the user store failing, and the login fails as a server error.
+var ErrUnknownUser = errors.New("unknown user")
+
 // Users is what the token endpoint needs to know about users.
 type Users interface {
-	// LocalUserHash is the bcrypt hash of local user name's password. Any error
-	// refuses the login.
+	// LocalUserHash is the bcrypt hash of local user name's password, or an
+	// error wrapping ErrUnknownUser.
 	LocalUserHash(ctx context.Context, name string) (string, error)
 	// UserTeams are the roles of user ("local:<name>") on each team.
 	UserTeams(ctx context.Context, user string) (map[string][]string, error)

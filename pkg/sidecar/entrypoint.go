@@ -368,12 +368,14 @@ func exitOf(state *os.ProcessState, waitErr error) *controlpb.Exited {
 	return &controlpb.Exited{ExitStatus: int32(state.ExitCode())}
 }
 
-// processEnv is the container's environment without porter's own settings,
-// plus the step's extra variables; HOME follows a switched user.
+// processEnv is the container's environment without porter's own setting
+// (the control socket: the only one the main container gets), plus the
+// step's extra variables; HOME follows a switched user. Params whose names
+// start with PORTER_ are the user's and reach the process.
 func processEnv(base, extra []string, home string, switched bool) []string {
 	env := make([]string, 0, len(base)+len(extra)+1)
 	for _, kv := range base {
-		if strings.HasPrefix(kv, "PORTER_") || (switched && strings.HasPrefix(kv, "HOME=")) {
+		if strings.HasPrefix(kv, "PORTER_SOCKET=") || (switched && strings.HasPrefix(kv, "HOME=")) {
 			continue
 		}
 		env = append(env, kv)

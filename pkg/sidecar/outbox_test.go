@@ -89,9 +89,9 @@ func TestOutboxPushesBackWhenFull(t *testing.T) {
 	}
 }
 
-func TestProcessEnvDropsPorterSettingsAndFollowsUser(t *testing.T) {
-	env := processEnv([]string{"PATH=/bin", "PORTER_STEP_TOKEN=secret", "HOME=/root", "A=1"}, []string{"B=2"}, "/home/u", true)
-	want := []string{"PATH=/bin", "A=1", "HOME=/home/u", "B=2"}
+func TestProcessEnvDropsTheSocketKeepsParamsAndFollowsUser(t *testing.T) {
+	env := processEnv([]string{"PATH=/bin", "PORTER_SOCKET=/porter/run/control.sock", "PORTER_VERSION=1.2", "HOME=/root", "A=1"}, []string{"B=2"}, "/home/u", true)
+	want := []string{"PATH=/bin", "PORTER_VERSION=1.2", "A=1", "HOME=/home/u", "B=2"}
 	if len(env) != len(want) {
 		t.Fatalf("env = %v, want %v", env, want)
 	}
