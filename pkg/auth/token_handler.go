@@ -1,9 +1,9 @@
 package auth
 
 import (
-	"errors"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
