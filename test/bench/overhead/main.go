@@ -1,7 +1,8 @@
-// Command overhead measures what Porter adds to a step on the local cluster:
-// the median, over N runs, of a `true` task run as a build (create build →
-// build finished, through the ATC, the step pod, the sidecar and the event
-// stream) next to a bare busybox pod running `true` (create → Succeeded).
+// Command overhead measures what Porter adds to a step on the local cluster,
+// as a person sees it: the wall time, median of N runs, of Concourse's own
+// `fly execute` of a `true` task against Porter, next to Porter's own CLI
+// doing the same and a bare busybox pod running `true` (create → Succeeded),
+// with real Concourse 8.2.5's figure on this machine kind for reference.
 // It prints figures and never fails on timing.
 //
 //	go run ./test/bench/overhead [-n 20]
@@ -12,10 +13,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -29,12 +30,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"github.com/porter-ci/porter/pkg/api"
-	"github.com/porter-ci/porter/pkg/atc"
-	"github.com/porter-ci/porter/pkg/atcclient"
-	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/test/testenv"
 )
+
+// concourseFlyExecute is `fly execute` of a `true` task against a real
+// Concourse 8.2.5 with its containerd worker on this machine kind (median
+// of 20; ../shared/reference/concourse-8.2.5/README.md).
+const concourseFlyExecute = 500 * time.Millisecond
 
 func main() {
 	n := flag.Int("n", 20, "runs of each")
@@ -47,140 +49,106 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, n int) error {
-	env, err := testenv.ClusterEnv()
+func run(ctx context.Context, n int) (err error) {
+	dir, err := os.MkdirTemp("", "porter-bench-overhead-")
 	if err != nil {
 		return err
 	}
-	cfg, err := testenv.AdminConfig(ctx, testenv.KubeconfigPath())
+	defer os.RemoveAll(dir)
+	env, err := testenv.NewATCEnv(ctx, dir)
 	if err != nil {
 		return err
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	cleanup := func(f func(context.Context) error) {
+		err = errors.Join(err, f(context.WithoutCancel(ctx)))
+	}
+	ns, removeNS, err := env.NewWorkerNamespace(ctx, "porter-bench-")
+	defer cleanup(removeNS)
 	if err != nil {
 		return err
 	}
-	ns, err := testenv.CreateNamespace(ctx, kube, "porter-bench-")
+	dsn, dropDB, err := env.NewDatabase(ctx)
 	if err != nil {
 		return err
 	}
-	defer kube.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns, metav1.DeleteOptions{})
-	state, err := os.MkdirTemp("", "porter-bench-atc-")
+	defer cleanup(dropDB)
+	srv, err := env.NewATC(testenv.ATCConfig{Worker: ns, WorkerName: "bench", Database: dsn,
+		LocalUsers: []string{"bench:bench"}, MainTeamUsers: []string{"bench"}, PodRetention: time.Minute})
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(state)
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	defer cleanup(func(context.Context) error { return srv.Stop() })
 
-	grpcAddr, err := testenv.FreeAddr(env["PORTER_CLUSTER_NODE_IP"])
+	flyBin, err := testenv.FindFly()
 	if err != nil {
 		return err
 	}
-	httpAddr, err := testenv.FreeAddr("127.0.0.1")
-	if err != nil {
+	home := filepath.Join(dir, "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
 		return err
 	}
-	srv, err := atc.New(ctx, atc.Config{
-		Namespace: ns, Worker: "bench", GRPCListen: grpcAddr, HTTPListen: httpAddr, StateDir: state,
-		PorterImage: "porter.local/porter:dev", NativeSidecars: true, DNSPolicy: corev1.DNSDefault,
-		ImagePullPolicy: corev1.PullIfNotPresent, PodRetention: time.Minute,
-		Blobstore: blobstore.Config{Driver: "minio", Endpoint: env["PORTER_CLUSTER_MINIO_ENDPOINT"], Bucket: ns,
-			Region: env["PORTER_CLUSTER_MINIO_REGION"], AccessKey: env["PORTER_CLUSTER_MINIO_ACCESS_KEY"], SecretKey: env["PORTER_CLUSTER_MINIO_SECRET_KEY"]},
-	}, kube, slog.New(slog.DiscardHandler))
-	if err != nil {
+	fly := testenv.NewFly(flyBin, home, "bench")
+	if res, err := fly.Login(ctx, srv.URL(), "bench", "bench"); err != nil || res.ExitCode != 0 {
+		return fmt.Errorf("fly login: %v %s", err, res)
+	}
+	task := filepath.Join(dir, "true.yml")
+	if err := os.WriteFile(task, []byte("platform: linux\nimage_resource: {type: registry-image, source: {repository: busybox}}\nrun: {path: \"true\"}\n"), 0o644); err != nil {
 		return err
 	}
-	srvCtx, stopSrv := context.WithCancel(ctx)
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Run(srvCtx) }()
-	defer func() { stopSrv(); <-srvDone }()
-	client, err := atcclient.New("http://" + httpAddr)
-	if err != nil {
-		return err
-	}
-	if err := waitHealthy(ctx, client); err != nil {
-		return err
-	}
-
-	task := "platform: linux\nimage_resource: {type: registry-image, source: {repository: busybox}}\nrun: {path: \"true\"}\n"
-	var porter, porterPod, bare []time.Duration
-	for i := range n {
-		d, podDone, err := timeBuild(ctx, client, kube, ns, task)
-		if err != nil {
-			return fmt.Errorf("build %d: %w", i+1, err)
+	// Porter's own CLI shares fly's ~/.flyrc, so it uses fly's login.
+	porterCLI := func(ctx context.Context) error {
+		cmd := exec.CommandContext(ctx, env.Bin, "-t", "bench", "execute", "-c", task)
+		cmd.Env = append(os.Environ(), "HOME="+home)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%w: %s", err, out)
 		}
-		porter, porterPod = append(porter, d), append(porterPod, podDone)
-		d, err = timeBarePod(ctx, kube, ns, i)
+		return nil
+	}
+	flyExecute := func(ctx context.Context) error {
+		res, err := fly.Run(ctx, "execute", "-c", task)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("fly execute: %s", res)
+		}
+		return err
+	}
+	timed := func(f func(context.Context) error) (time.Duration, error) {
+		start := time.Now()
+		err := f(ctx)
+		return time.Since(start), err
+	}
+
+	kube := env.Admin
+	var viaFly, viaCLI, bare []time.Duration
+	for i := range n {
+		d, err := timed(flyExecute)
 		if err != nil {
+			return fmt.Errorf("run %d: %w", i+1, err)
+		}
+		viaFly = append(viaFly, d)
+		if d, err = timed(porterCLI); err != nil {
+			return fmt.Errorf("run %d: porter execute: %w", i+1, err)
+		}
+		viaCLI = append(viaCLI, d)
+		if d, err = timeBarePod(ctx, kube, ns.Name, i); err != nil {
 			return fmt.Errorf("bare pod %d: %w", i+1, err)
 		}
 		bare = append(bare, d)
 	}
-	mp, mpp, mb := median(porter), median(porterPod), median(bare)
 	line := func(what string, ds []time.Duration) {
-		fmt.Printf("  %-52s median %6s  (min %s, max %s)\n", what, median(ds).Round(time.Millisecond),
+		fmt.Printf("  %-58s median %6s  (min %s, max %s)\n", what, median(ds).Round(time.Millisecond),
 			slices.Min(ds).Round(time.Millisecond), slices.Max(ds).Round(time.Millisecond))
 	}
-	fmt.Printf("step overhead, %d runs each (alternating), local single-node cluster\n", n)
-	line("porter task `true`: create build → build finished", porter)
-	line("porter task `true`: create build → step pod Succeeded", porterPod)
-	line("bare pod `true`:    create pod → Succeeded", bare)
-	fmt.Printf("  overhead, pod to pod (difference of medians): %s; as a person sees it (build finished vs bare pod): %s\n",
-		(mpp - mb).Round(time.Millisecond), (mp - mb).Round(time.Millisecond))
+	fmt.Printf("a `true` task, wall time, %d runs each (alternating), local single-node cluster\n", n)
+	fmt.Printf("  %-58s median %6s  (reference, ../shared/reference)\n", "Concourse 8.2.5 + containerd worker: fly execute", concourseFlyExecute)
+	line("Porter: fly execute (Concourse's own fly)", viaFly)
+	line("Porter: atc-porter-runtime execute", viaCLI)
+	line("bare pod `true`: create pod → Succeeded", bare)
+	fmt.Printf("  Porter through fly vs Concourse: %.2f×; vs a bare pod: %+s\n",
+		float64(median(viaFly))/float64(concourseFlyExecute), (median(viaFly) - median(bare)).Round(time.Millisecond))
 	return nil
-}
-
-func waitHealthy(ctx context.Context, c *atcclient.Client) error {
-	for range 100 {
-		if _, err := c.Builds(ctx); err == nil {
-			return nil
-		}
-		select {
-		case <-time.After(100 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return errors.New("ATC did not start")
-}
-
-// timeBuild runs one build and times it to the end of its event stream and
-// to its step pod's Succeeded.
-func timeBuild(ctx context.Context, c *atcclient.Client, kube kubernetes.Interface, ns, task string) (time.Duration, time.Duration, error) {
-	start := time.Now()
-	b, err := c.CreateBuild(ctx, api.CreateBuildRequest{Task: api.TaskStep{Config: task}})
-	if err != nil {
-		return 0, 0, err
-	}
-	podDone := make(chan error, 1)
-	var podTook time.Duration
-	go func() {
-		err := waitSucceeded(ctx, kube, ns, b.Steps[0].Pod)
-		podTook = time.Since(start)
-		podDone <- err
-	}()
-	stream, err := c.Events(ctx, b.ID, "")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer stream.Close()
-	for {
-		if _, _, err := stream.Next(); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return 0, 0, err
-		}
-	}
-	took := time.Since(start)
-	if b, err = c.Build(ctx, b.ID); err != nil {
-		return 0, 0, err
-	}
-	if b.Status != api.StatusSucceeded {
-		return 0, 0, fmt.Errorf("build %d %s: %+v", b.ID, b.Status, b.Steps)
-	}
-	if err := <-podDone; err != nil {
-		return 0, 0, err
-	}
-	return took, podTook, nil
 }
 
 // timeBarePod creates a busybox pod running `true` and waits, with a watch,
