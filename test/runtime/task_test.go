@@ -1,13 +1,11 @@
 package runtime_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -16,37 +14,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/atcclient"
-	"github.com/porter-ci/porter/pkg/cli"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/podspec"
-	"github.com/porter-ci/porter/test/testenv"
 )
-
-// lockedBuffer is written by a command while the spec reads it.
-type lockedBuffer = testenv.Buffer
-
-// run runs a client command against the server, as a person would type it.
-func run(ctx context.Context, args ...string) (code int, stdout, stderr string) {
-	out, errOut := lockedBuffer{Tee: GinkgoWriter}, lockedBuffer{Tee: GinkgoWriter}
-	code = cli.Main(ctx, append([]string{"--atc", server.url()}, args...), strings.NewReader(""), &out, &errOut)
-	return code, out.String(), errOut.String()
-}
-
-// executeInBackground runs `execute -c task` while the spec goes on; done
-// delivers its exit code.
-func executeInBackground(ctx context.Context, task string) (stdout, stderr *lockedBuffer, done <-chan int) {
-	stdout, stderr = &lockedBuffer{Tee: GinkgoWriter}, &lockedBuffer{Tee: GinkgoWriter}
-	codes := make(chan int, 1)
-	go func() {
-		defer GinkgoRecover()
-		codes <- cli.Main(ctx, []string{"--atc", server.url(), "execute", "-c", task}, strings.NewReader(""), stdout, stderr)
-	}()
-	return stdout, stderr, codes
-}
 
 // taskFile writes a task config into a fresh directory and returns its path.
 func taskFile(yaml string) string {
+	GinkgoHelper()
 	path := filepath.Join(GinkgoT().TempDir(), "task.yml")
 	Expect(os.WriteFile(path, []byte(yaml), 0o644)).To(Succeed())
 	return path
@@ -58,109 +34,143 @@ image_resource:
   source: {repository: busybox}
 `
 
-func client() *atcclient.Client {
-	c, err := atcclient.New(server.url())
-	Expect(err).NotTo(HaveOccurred())
-	return c
-}
-
-// latestBuild is the newest build on the server.
-func latestBuild(ctx context.Context) api.Build {
-	builds, err := client().Builds(ctx)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(builds).NotTo(BeEmpty())
-	return builds[0]
-}
-
-// stepPod reads the pod of a build's step.
-func stepPod(ctx context.Context, b api.Build) *corev1.Pod {
-	Expect(b.Steps).To(HaveLen(1))
-	pod, err := admin.CoreV1().Pods(namespace).Get(ctx, b.Steps[0].Pod, metav1.GetOptions{})
-	Expect(err).NotTo(HaveOccurred())
-	return pod
-}
-
-func container(pod *corev1.Pod, name string) corev1.Container {
-	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
-		if c.Name == name {
-			return c
-		}
-	}
-	Fail("no container " + name)
-	return corev1.Container{}
-}
-
 var _ = Describe("task steps on the real cluster", func() {
 	It("runs the Kubernetes runtime RFC's hello world", func(ctx SpecContext) {
-		code, stdout, stderr := run(ctx, "execute", "-c", taskFile(busyboxTask+`run:
+		res := porter(ctx, "execute", "-c", taskFile(busyboxTask+`run:
   path: echo
   args: ["Hello, world!"]
 `))
-		Expect(code).To(Equal(0), stderr)
-		Expect(stdout).To(Equal("Hello, world!\n"))
+		Expect(res.Code).To(Equal(0), res.String())
+		id := buildID(res.Stdout)
+		// Rendered as fly renders a build.
+		Expect(res.Stdout).To(Equal(fmt.Sprintf("executing build %d at %s/builds/%d\ninitializing\nselected worker: %s\nrunning echo Hello, world!\nHello, world!\nsucceeded\n",
+			id, server.URL(), id, worker())))
+		Expect(endedStatus(ctx, id)).To(Equal(concourse.StatusSucceeded))
 
-		b := latestBuild(ctx)
-		Expect(b.Status).To(Equal(api.StatusSucceeded))
-		pod := stepPod(ctx, b)
+		By("the task's events carry its plan ID as their origin")
+		var public struct {
+			Schema string         `json:"schema"`
+			Plan   concourse.Plan `json:"plan"`
+		}
+		getJSON(ctx, concourse.BuildAPIURL(id)+"/plan", &public)
+		var taskID concourse.PlanID
+		public.Plan.Each(func(p *concourse.Plan) {
+			if p.Task != nil {
+				Expect(taskID).To(BeEmpty(), "one task in the plan")
+				Expect(p.Task.Name).To(Equal("one-off"))
+				taskID = p.ID
+			}
+		})
+		Expect(taskID).NotTo(BeEmpty(), mustJSON(public))
+		evs := buildEvents(ctx, id)
+		var origins []string
+		var exit *int
+		for _, ev := range evs {
+			switch e := ev.(type) {
+			case events.InitializeTask:
+				origins = append(origins, e.Origin.ID)
+			case events.SelectedWorker:
+				origins = append(origins, e.Origin.ID)
+			case events.StartTask:
+				origins = append(origins, e.Origin.ID)
+				Expect(e.Config.Run.Path).To(Equal("echo"))
+			case events.Log:
+				origins = append(origins, e.Origin.ID)
+			case events.FinishTask:
+				origins = append(origins, e.Origin.ID)
+				exit = &e.ExitStatus
+			}
+		}
+		Expect(origins).To(HaveLen(5), mustJSON(evs))
+		Expect(origins).To(HaveEach(string(taskID)))
+		Expect(exit).To(HaveValue(Equal(0)))
+		Expect(logs(evs, events.OriginSourceStdout)).To(Equal("Hello, world!\n"))
+
+		By("the pod: no token, the wrapper, and Kubernetes agreeing on the result")
+		pod := stepPod(ctx, id)
 		Expect(pod.Spec.AutomountServiceAccountToken).To(HaveValue(BeFalse()))
 		Expect(pod.Spec.Containers[0].Command[:3]).To(Equal([]string{"/porter/bin/porter", "entrypoint", "--"}))
 		// Released, the wrapper exits with the task's code and the native
 		// sidecar is stopped by the kubelet: Kubernetes agrees on the result.
-		Eventually(func() corev1.PodPhase { return stepPod(ctx, b).Status.Phase }).WithTimeout(time.Minute).Should(Equal(corev1.PodSucceeded))
+		Eventually(func() corev1.PodPhase { return stepPod(ctx, id).Status.Phase }).WithTimeout(time.Minute).Should(Equal(corev1.PodSucceeded))
 	})
 
 	It("passes a file from make-a-file to consume-the-file", func(ctx SpecContext) {
 		files := GinkgoT().TempDir()
-		code, _, stderr := run(ctx, "execute", "-o", "files="+files, "-c", taskFile(busyboxTask+`outputs:
+		res := porter(ctx, "execute", "-o", "files="+files, "-c", taskFile(busyboxTask+`outputs:
 - name: files
 run:
   path: sh
   args: ["-exc", "echo 'Hello from make-a-file' > files/created_file"]
 `))
-		Expect(code).To(Equal(0), stderr)
+		Expect(res.Code).To(Equal(0), res.String())
 		Expect(filepath.Join(files, "created_file")).To(BeAnExistingFile())
 
-		code, stdout, stderr := run(ctx, "execute", "-i", "files="+files, "-c", taskFile(busyboxTask+`inputs:
+		res = porter(ctx, "execute", "-i", "files="+files, "-c", taskFile(busyboxTask+`inputs:
 - name: files
 run:
   path: cat
   args: ["files/created_file"]
 `))
-		Expect(code).To(Equal(0), stderr)
-		Expect(stdout).To(Equal("Hello from make-a-file\n"))
+		Expect(res.Code).To(Equal(0), res.String())
+		Expect(taskOutput(res.Stdout)).To(Equal("Hello from make-a-file\n"))
 	})
 
 	It("writes an audit trail a person can read back", func(ctx SpecContext) {
 		files := GinkgoT().TempDir()
-		code, _, stderr := run(ctx, "execute", "-o", "files="+files, "-c", taskFile(busyboxTask+`outputs:
+		res := porter(ctx, "execute", "-o", "files="+files, "-c", taskFile(busyboxTask+`outputs:
 - name: files
 run:
   path: sh
   args: ["-c", "echo audited > files/f"]
 `))
-		Expect(code).To(Equal(0), stderr)
-		b := latestBuild(ctx)
-		step := b.Steps[0]
-		code, stdout, stderr := run(ctx, "audit", fmt.Sprint(b.ID))
-		Expect(code).To(Equal(0), stderr)
-		prefix := fmt.Sprintf("builds/%d/", b.ID)
-		for _, obj := range []string{"build.json", "steps/" + step.ID + "/action.json", "steps/" + step.ID + "/pod.yaml", "steps/" + step.ID + "/events.jsonl.zst", "steps/" + step.ID + "/result.json"} {
-			Expect(stdout).To(ContainSubstring(prefix+obj), "audit lists %s", obj)
+		Expect(res.Code).To(Equal(0), res.String())
+		Expect(os.ReadFile(filepath.Join(files, "f"))).To(Equal([]byte("audited\n")))
+		id := buildID(res.Stdout)
+		sid := stepID(ctx, id)
+
+		// The output as the server recorded it: the build's artifact, which
+		// is a volume whose path is the content-addressed key.
+		arts, err := api().BuildArtifacts(ctx, id)
+		Expect(err).NotTo(HaveOccurred())
+		var artID int64
+		for _, a := range arts {
+			if a.Name == "files" {
+				artID = a.ID
+			}
 		}
-		Expect(stdout).To(ContainSubstring(fmt.Sprintf("step %s (one-off): SUCCEEDED, exit status 0", step.ID)))
-		Expect(stdout).To(ContainSubstring("pod:      " + step.Pod))
-		Expect(stdout).To(ContainSubstring(step.Outputs["files"].Digest))
+		Expect(artID).NotTo(BeZero(), mustJSON(arts))
+		var vols []concourse.Volume
+		getJSON(ctx, "/api/v1/teams/main/volumes", &vols)
+		var key string
+		for _, v := range vols {
+			if v.ID == strconv.FormatInt(artID, 10) {
+				key = v.Path
+			}
+		}
+		Expect(key).To(MatchRegexp(`^artifacts/[0-9a-f]{64}\.tar\.zst$`), mustJSON(vols))
+		digest := "sha256:" + strings.TrimSuffix(strings.TrimPrefix(key, "artifacts/"), ".tar.zst")
+
+		res = porter(ctx, "audit", "-b", fmt.Sprint(id))
+		Expect(res.Code).To(Equal(0), res.String())
+		prefix := fmt.Sprintf("builds/%d/", id)
+		for _, obj := range []string{"build.json", "steps/" + sid + "/action.json", "steps/" + sid + "/pod.yaml", "steps/" + sid + "/events.jsonl.zst", "steps/" + sid + "/result.json"} {
+			Expect(res.Stdout).To(ContainSubstring(prefix+obj), "audit lists %s", obj)
+		}
+		Expect(res.Stdout).To(ContainSubstring(fmt.Sprintf("step %s (one-off): SUCCEEDED, exit status 0", sid)))
+		Expect(res.Stdout).To(ContainSubstring("pod:      " + podspec.Name(sid)))
+		Expect(res.Stdout).To(ContainSubstring("files: " + key + " " + digest))
 	})
 
 	It("runs as run.user, from the image's /etc/passwd, in run.dir", func(ctx SpecContext) {
-		code, stdout, stderr := run(ctx, "execute", "-c", taskFile(busyboxTask+`run:
+		res := porter(ctx, "execute", "-c", taskFile(busyboxTask+`run:
   path: sh
   args: ["-c", "echo $(id -u):$(id -g) $HOME $(pwd)"]
   user: nobody
   dir: some/dir
 `))
-		Expect(code).To(Equal(0), stderr)
-		Expect(stdout).To(MatchRegexp(`^65534:65534 /nonexistent /tmp/build/[0-9a-f]+/some/dir\n$`))
+		Expect(res.Code).To(Equal(0), res.String())
+		Expect(taskOutput(res.Stdout)).To(MatchRegexp(`^65534:65534 /nonexistent /tmp/build/[0-9a-f]+/some/dir\n$`))
 	})
 
 	It("applies input_mapping and output_mapping", func(ctx SpecContext) {
@@ -175,38 +185,58 @@ run:
   args: ["-c", "cat source/README; cp source/README result/"]
 `
 		// The person's artifact "repo" is the task's input "source".
-		code, stdout, stderr := run(ctx, "execute", "-i", "repo="+repo, "-m", "source=repo", "-c", taskFile(task))
-		Expect(code).To(Equal(0), stderr)
-		Expect(stdout).To(Equal("mapped\n"))
+		res := porter(ctx, "execute", "-i", "repo="+repo, "-m", "source=repo", "-c", taskFile(task))
+		Expect(res.Code).To(Equal(0), res.String())
+		Expect(taskOutput(res.Stdout)).To(Equal("mapped\n"))
 
-		// Through the API: the task's output "result" becomes the build's "built".
-		in := latestBuild(ctx).Steps[0]
-		Expect(in.Outputs).To(HaveKey("result"))
-		b, err := client().CreateBuild(ctx, api.CreateBuildRequest{Task: api.TaskStep{Config: task,
-			Inputs:        map[string]api.ArtifactRef{"repo": in.Outputs["result"]},
+		// Through the API (the CLI has no flag for it): the task's output
+		// "result" becomes the build's "built", which the build keeps (an
+		// artifact_output of a name no step produced errors the build).
+		c := api()
+		art, err := c.UploadArtifact(ctx, "", repo, atcclient.UploadOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		plan, _ := oneOff(concourse.TaskPlan{Config: taskConfigJSON(task),
 			InputMapping:  map[string]string{"source": "repo"},
 			OutputMapping: map[string]string{"result": "built"},
-		}})
+		}, map[string]int64{"repo": art.ID}, "built")
+		b, err := c.CreateBuild(ctx, "", plan)
 		Expect(err).NotTo(HaveOccurred())
-		code, stdout, _ = run(ctx, "watch", fmt.Sprint(b.ID))
-		Expect(code).To(Equal(0))
-		Expect(stdout).To(Equal("mapped\n"))
-		done, err := client().Build(ctx, b.ID)
+		res = porter(ctx, "watch", "-b", fmt.Sprint(b.ID))
+		Expect(res.Code).To(Equal(0), res.String())
+		Expect(taskOutput(res.Stdout)).To(Equal("mapped\n"))
+		arts, err := c.BuildArtifacts(ctx, b.ID)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(done.Steps[0].Outputs).To(HaveKey("built"))
-		Expect(done.Steps[0].Outputs).NotTo(HaveKey("result"))
+		Expect(endedStatus(ctx, b.ID)).To(Equal(concourse.StatusSucceeded))
+		names := map[string]int64{}
+		for _, a := range arts {
+			names[a.Name] = a.ID
+		}
+		Expect(names).To(HaveKey("built"), mustJSON(arts))
+		Expect(names).NotTo(HaveKey("result"))
+		built := GinkgoT().TempDir()
+		Expect(c.DownloadArtifact(ctx, "", names["built"], built, nil)).To(Succeed())
+		Expect(os.ReadFile(filepath.Join(built, "README"))).To(Equal([]byte("mapped\n")))
 	})
 
-	It("passes params as environment, step params over the config's", func(ctx SpecContext) {
-		code, stdout, stderr := run(ctx, "execute", "-p", "GREETING=hey", "-c", taskFile(busyboxTask+`params:
+	It("passes params as environment: the person's environment over the config's, the step's over both", func(ctx SpecContext) {
+		task := busyboxTask + `params:
   GREETING: hello
   COUNT: 3
 run:
   path: sh
   args: ["-c", "echo $GREETING $COUNT"]
-`))
-		Expect(code).To(Equal(0), stderr)
-		Expect(stdout).To(Equal("hey 3\n"))
+`
+		// As with fly, a param set in the environment takes its value.
+		res := porterWith(ctx, cliEnv{Env: map[string]string{"GREETING": "hey"}}, "execute", "-c", taskFile(task))
+		Expect(res.Code).To(Equal(0), res.String())
+		Expect(taskOutput(res.Stdout)).To(Equal("hey 3\n"))
+
+		// A pipeline's task step sets params over its config's.
+		plan, _ := oneOff(concourse.TaskPlan{Config: taskConfigJSON(task), Params: map[string]any{"GREETING": "hi"}}, nil)
+		b, err := api().CreateBuild(ctx, "", plan)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(logs(buildEvents(ctx, b.ID), events.OriginSourceStdout)).To(Equal("hi 3\n"))
+		Expect(endedStatus(ctx, b.ID)).To(Equal(concourse.StatusSucceeded))
 	})
 
 	It("puts container_limits on the pod and runs privileged when asked", func(ctx SpecContext) {
@@ -217,81 +247,77 @@ run:
   path: sh
   args: ["-c", "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m && echo mounted"]
 `)
-		code, _, _ := run(ctx, "execute", "-c", task)
-		Expect(code).NotTo(Equal(0), "an unprivileged container may not mount")
-		code, stdout, stderr := run(ctx, "execute", "--privileged", "-c", task)
-		Expect(code).To(Equal(0), stderr)
-		Expect(stdout).To(Equal("mounted\n"), "only a privileged container may mount")
-		step := container(stepPod(ctx, latestBuild(ctx)), podspec.StepContainerName)
+		res := porter(ctx, "execute", "-c", task)
+		Expect(res.Code).NotTo(Equal(0), "an unprivileged container may not mount: %s", res)
+		Expect(taskOutput(res.Stdout)).NotTo(ContainSubstring("mounted"))
+		res = porter(ctx, "execute", "-p", "-c", task)
+		Expect(res.Code).To(Equal(0), res.String())
+		Expect(taskOutput(res.Stdout)).To(Equal("mounted\n"), "only a privileged container may mount")
+		step := podContainer(stepPod(ctx, buildID(res.Stdout)), podspec.StepContainerName)
 		Expect(step.Resources.Limits.Memory().Value()).To(Equal(int64(128 << 20)))
 		Expect(step.Resources.Limits.Cpu().Cmp(resource.MustParse("500m"))).To(Equal(0))
 		Expect(step.SecurityContext.Privileged).To(HaveValue(BeTrue()))
 	})
 
 	It("surfaces a failing task's exit status through execute", func(ctx SpecContext) {
-		code, stdout, _ := run(ctx, "execute", "-c", taskFile(busyboxTask+`run:
+		res := porter(ctx, "execute", "-c", taskFile(busyboxTask+`run:
   path: sh
   args: ["-c", "echo failing; exit 7"]
 `))
-		Expect(code).To(Equal(7))
-		Expect(stdout).To(Equal("failing\n"))
-		b := latestBuild(ctx)
-		Expect(b.Status).To(Equal(api.StatusFailed))
-		Eventually(func() corev1.PodPhase { return stepPod(ctx, b).Status.Phase }).WithTimeout(time.Minute).Should(Equal(corev1.PodFailed))
-		for _, s := range stepPod(ctx, b).Status.ContainerStatuses {
-			if s.Name == podspec.StepContainerName {
-				Expect(s.State.Terminated.ExitCode).To(Equal(int32(7)))
-			}
-		}
+		Expect(res.Code).To(Equal(7), res.String())
+		Expect(taskOutput(res.Stdout)).To(Equal("failing\n"))
+		Expect(res.Stdout).To(HaveSuffix("\nfailed\n"))
+		id := buildID(res.Stdout)
+		Expect(endedStatus(ctx, id)).To(Equal(concourse.StatusFailed))
+		Eventually(func() corev1.PodPhase { return stepPod(ctx, id).Status.Phase }).WithTimeout(time.Minute).Should(Equal(corev1.PodFailed))
+		Expect(stepTerminated(stepPod(ctx, id))).To(HaveField("ExitCode", int32(7)))
 	})
 
 	It("aborts a running build within seconds, killing the process", func(ctx SpecContext) {
-		out, _, done := executeInBackground(ctx, taskFile(busyboxTask+`run:
+		out, errOut, done := porterInBackground(ctx, "execute", "-c", taskFile(busyboxTask+`run:
   path: sh
   args: ["-c", "echo started; sleep 600"]
 `))
-		Eventually(out.String).WithTimeout(2 * time.Minute).Should(ContainSubstring("started"))
-		b := latestBuild(ctx)
+		Eventually(out.String).WithTimeout(2 * time.Minute).Should(ContainSubstring("started\n"))
+		id := buildID(out.String())
 		abortedAt := time.Now()
-		code, _, stderr := run(ctx, "abort", fmt.Sprint(b.ID))
-		Expect(code).To(Equal(0), stderr)
-		Eventually(done).WithTimeout(time.Minute).Should(Receive(Equal(3)))
+		res := porter(ctx, "abort", "-b", fmt.Sprint(id))
+		Expect(res.Code).To(Equal(0), res.String())
+		Expect(res.Stdout).To(Equal("build successfully aborted\n"))
+		Eventually(done).WithTimeout(time.Minute).Should(Receive(Equal(3)), errOut.String)
 		GinkgoWriter.Printf("abort took %s\n", time.Since(abortedAt))
+		Expect(out.String()).To(HaveSuffix("\naborted\n"))
 
-		// The step's process was killed: its container terminated.
-		Eventually(func() *corev1.ContainerStateTerminated {
-			pod := stepPod(ctx, b)
-			for _, s := range pod.Status.ContainerStatuses {
-				if s.Name == podspec.StepContainerName {
-					return s.State.Terminated
-				}
-			}
-			return nil
-		}).WithTimeout(time.Minute).ShouldNot(BeNil())
-		Expect(latestBuild(ctx).Status).To(Equal(api.StatusAborted))
+		// The step's process was killed: its container terminated (TERM,
+		// then KILL after the wrapper's grace period).
+		Eventually(func() *corev1.ContainerStateTerminated { return stepTerminated(stepPod(ctx, id)) }).
+			WithTimeout(30 * time.Second).ShouldNot(BeNil())
+		Expect(endedStatus(ctx, id)).To(Equal(concourse.StatusAborted))
 	})
 
 	It("fails a task that exceeds its timeout", func(ctx SpecContext) {
-		code, _, stderr := run(ctx, "execute", "--timeout", "3s", "-c", taskFile(busyboxTask+`run:
+		res := porter(ctx, "execute", "--timeout", "3s", "-c", taskFile(busyboxTask+`run:
   path: sleep
   args: ["600"]
 `))
-		Expect(code).NotTo(Equal(0))
-		Expect(stderr).To(ContainSubstring("timeout 3s exceeded"))
-		Expect(latestBuild(ctx).Status).To(Equal(api.StatusFailed))
+		Expect(res.Code).NotTo(Equal(0), res.String())
+		Expect(res.Stdout).To(ContainSubstring("timeout 3s exceeded"))
+		Expect(endedStatus(ctx, buildID(res.Stdout))).To(Equal(concourse.StatusFailed))
 	})
 
 	It("reports an image that does not exist as a clear error", func(ctx SpecContext) {
-		code, _, stderr := run(ctx, "execute", "-c", taskFile(`platform: linux
+		res := porter(ctx, "execute", "-c", taskFile(`platform: linux
 image_resource:
   type: registry-image
   source: {repository: porter.local/does-not-exist}
 run: {path: "true"}
 `))
-		Expect(code).To(Equal(2))
-		Expect(stderr).To(ContainSubstring("porter.local/does-not-exist"))
-		Expect(stderr).To(MatchRegexp("ErrImagePull|ImagePullBackOff|ErrImageNeverPull"))
-		Expect(latestBuild(ctx).Status).To(Equal(api.StatusErrored))
+		Expect(res.Code).To(Equal(2), res.String())
+		// The build's error event, which execute prints as fly does.
+		Expect(res.Stdout).To(ContainSubstring("porter.local/does-not-exist"))
+		Expect(res.Stdout).To(MatchRegexp("ErrImagePull|ImagePullBackOff|ErrImageNeverPull"))
+		Expect(res.Stdout).To(HaveSuffix("\nerrored\n"))
+		Expect(endedStatus(ctx, buildID(res.Stdout))).To(Equal(concourse.StatusErrored))
 	})
 
 	It("keeps a task cache across two builds", func(ctx SpecContext) {
@@ -301,118 +327,142 @@ run:
   path: sh
   args: ["-c", "echo run >> cache/runs; wc -l < cache/runs"]
 `)
-		code, stdout, stderr := run(ctx, "execute", "-c", task)
-		Expect(code).To(Equal(0), stderr)
-		Expect(strings.TrimSpace(stdout)).To(Equal("1"))
-		code, stdout, stderr = run(ctx, "execute", "-c", task)
-		Expect(code).To(Equal(0), stderr)
-		Expect(strings.TrimSpace(stdout)).To(Equal("2"))
+		res := porter(ctx, "execute", "-c", task)
+		Expect(res.Code).To(Equal(0), res.String())
+		Expect(strings.TrimSpace(taskOutput(res.Stdout))).To(Equal("1"))
+		res = porter(ctx, "execute", "-c", task)
+		Expect(res.Code).To(Equal(0), res.String())
+		Expect(strings.TrimSpace(taskOutput(res.Stdout))).To(Equal("2"))
 	})
 
 	It("gives step pods no service account token", func(ctx SpecContext) {
-		code, stdout, stderr := run(ctx, "execute", "-c", taskFile(busyboxTask+`run:
+		res := porter(ctx, "execute", "-c", taskFile(busyboxTask+`run:
   path: sh
   args: ["-c", "ls /var/run/secrets/kubernetes.io/serviceaccount 2>&1 || echo no-token"]
 `))
-		Expect(code).To(Equal(0), stderr)
-		Expect(stdout).To(ContainSubstring("no-token"))
-		pod := stepPod(ctx, latestBuild(ctx))
+		Expect(res.Code).To(Equal(0), res.String())
+		Expect(taskOutput(res.Stdout)).To(ContainSubstring("no-token"))
+		pod := stepPod(ctx, buildID(res.Stdout))
 		for _, v := range pod.Spec.Volumes {
 			Expect(v.Projected).To(BeNil(), "volume %s", v.Name)
 		}
 	})
 
 	It("refuses a task whose input nobody provides before creating any pod", func(ctx SpecContext) {
-		before, err := admin.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		_, err = client().CreateBuild(ctx, api.CreateBuildRequest{Task: api.TaskStep{Config: busyboxTask + `inputs:
+		task := busyboxTask + `inputs:
 - name: repo
 run: {path: ls}
-`}})
-		Expect(err).To(MatchError(ContainSubstring("missing inputs: repo")))
-		after, err := admin.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+`
+		before := latestBuildID(ctx)
+
+		By("execute, as fly, before uploading anything or creating a build")
+		res := porter(ctx, "execute", "-c", taskFile(task))
+		Expect(res.Code).To(Equal(1), res.String())
+		Expect(res.Stderr).To(ContainSubstring("missing required input `repo`"))
+		Expect(latestBuildID(ctx)).To(Equal(before))
+
+		By("the API, for an uploaded input that does not exist: no build")
+		plan, _ := oneOff(concourse.TaskPlan{Config: taskConfigJSON(task)}, map[string]int64{"repo": 999999999})
+		_, err := api().CreateBuild(ctx, "", plan)
+		Expect(err).To(MatchError(ContainSubstring(`400 Bad Request: input "repo": artifact 999999999 does not exist in team "main"`)))
+		Expect(latestBuildID(ctx)).To(Equal(before))
+
+		By("the API, for an input no step provides: the build errors before any pod, as Concourse's does")
+		plan, taskID := oneOff(concourse.TaskPlan{Config: taskConfigJSON(task)}, nil)
+		b, err := api().CreateBuild(ctx, "", plan)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(after.Items).To(HaveLen(len(before.Items)))
+		evs := buildEvents(ctx, b.ID)
+		var origins []string
+		for _, ev := range evs {
+			if e, ok := ev.(events.Error); ok && e.Message == "missing inputs: repo" {
+				origins = append(origins, e.Origin.ID)
+			}
+		}
+		Expect(origins).To(Equal([]string{string(taskID)}), "one error, from the task: %s", mustJSON(evs))
+		Expect(endedStatus(ctx, b.ID)).To(Equal(concourse.StatusErrored))
+		Expect(buildPods(ctx, b.ID)).To(BeEmpty())
+		cs, err := api().Containers(ctx, "", atcclient.ContainerFilter{BuildID: b.ID})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cs).To(BeEmpty())
 	})
 
-	It("serves a finished build's events after a restart of the server", func(ctx SpecContext) {
-		code, _, stderr := run(ctx, "execute", "-c", taskFile(busyboxTask+`run:
+	It("serves a finished build's events after a crash of the server", func(ctx SpecContext) {
+		res := porter(ctx, "execute", "-c", taskFile(busyboxTask+`run:
   path: sh
   args: ["-c", "for i in 1 2 3; do echo line $i; done"]
 `))
-		Expect(code).To(Equal(0), stderr)
-		b := latestBuild(ctx)
-		server.stopWith(9) // a crash, not a clean stop
-		server.start()
-		code, stdout, stderr := run(ctx, "watch", fmt.Sprint(b.ID))
-		Expect(code).To(Equal(0), stderr)
-		Expect(stdout).To(Equal("line 1\nline 2\nline 3\n"))
-		code, stdout, _ = run(ctx, "builds")
-		Expect(code).To(Equal(0))
-		Expect(stdout).To(ContainSubstring(fmt.Sprint(b.ID)))
+		Expect(res.Code).To(Equal(0), res.String())
+		id := buildID(res.Stdout)
+		awaitEnded(ctx, id)
+		Expect(server.Kill()).To(Succeed()) // a crash, not a clean stop
+		Expect(server.Start(ctx)).To(Succeed())
+		// The login outlives the server.
+		res = porter(ctx, "watch", "-b", fmt.Sprint(id))
+		Expect(res.Code).To(Equal(0), res.String())
+		Expect(taskOutput(res.Stdout)).To(Equal("line 1\nline 2\nline 3\n"))
+		res = porter(ctx, "builds")
+		Expect(res.Code).To(Equal(0), res.String())
+		Expect(res.Stdout).To(MatchRegexp(`(?m)^%d +%d +succeeded +`, id, id))
 	})
 
-	It("removes the pods of builds that ended before a restart once their retention is over", func(ctx SpecContext) {
-		code, _, stderr := run(ctx, "execute", "-c", taskFile(busyboxTask+"run: {path: \"true\"}\n"))
-		Expect(code).To(Equal(0), stderr)
-		b := latestBuild(ctx)
-		Expect(stepPod(ctx, b)).NotTo(BeNil())
+	It("removes the pods of builds that ended before a crash once their retention is over", func(ctx SpecContext) {
+		res := porter(ctx, "execute", "-c", taskFile(busyboxTask+"run: {path: \"true\"}\n"))
+		Expect(res.Code).To(Equal(0), res.String())
+		id := buildID(res.Stdout)
+		Expect(buildPods(ctx, id)).To(HaveLen(1))
+		awaitEnded(ctx, id)
 		// The pod's retention timer dies with the crashed server; the next
 		// server finds the pod and removes it.
-		server.stopWith(9)
-		server.podRetention = time.Second
-		server.start()
-		DeferCleanup(func() {
-			server.stopWith(syscall.SIGTERM)
-			server.podRetention = 0
-			server.start()
+		Expect(server.Kill()).To(Succeed())
+		server.Config.PodRetention = time.Second
+		Expect(server.Start(ctx)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(server.Stop()).To(Succeed())
+			server.Config.PodRetention = 0
+			Expect(server.Start(ctx)).To(Succeed())
 		})
-		Eventually(func() error {
-			_, err := admin.CoreV1().Pods(namespace).Get(ctx, b.Steps[0].Pod, metav1.GetOptions{})
-			return err
-		}).WithTimeout(time.Minute).Should(MatchError(ContainSubstring("not found")))
+		Eventually(func() []corev1.Pod { return buildPods(ctx, id) }).WithTimeout(time.Minute).Should(BeEmpty())
 	})
 
 	It("errors a running build whose pod went away while the server was down", func(ctx SpecContext) {
-		out, _, done := executeInBackground(ctx, taskFile(busyboxTask+`run:
+		out, errOut, done := porterInBackground(ctx, "execute", "-c", taskFile(busyboxTask+`run:
   path: sh
   args: ["-c", "echo started; sleep 600"]
 `))
-		Eventually(out.String).WithTimeout(2 * time.Minute).Should(ContainSubstring("started"))
-		b := latestBuild(ctx)
-		server.stopWith(9)
-		grace := int64(0)
-		Expect(admin.CoreV1().Pods(namespace).Delete(ctx, b.Steps[0].Pod, metav1.DeleteOptions{GracePeriodSeconds: &grace})).To(Succeed())
-		Eventually(func() error {
-			_, err := admin.CoreV1().Pods(namespace).Get(ctx, b.Steps[0].Pod, metav1.GetOptions{})
-			return err
-		}).WithTimeout(time.Minute).Should(MatchError(ContainSubstring("not found")))
-		server.start()
-		Eventually(done).WithTimeout(time.Minute).Should(Receive(Equal(2)), "execute follows the resumed build to its error")
-		code, _, stderr := run(ctx, "watch", fmt.Sprint(b.ID))
-		Expect(code).To(Equal(2))
-		Expect(stderr).To(ContainSubstring("is gone: it was deleted, or never created, while the ATC was down"))
+		Eventually(out.String).WithTimeout(2 * time.Minute).Should(ContainSubstring("started\n"))
+		id := buildID(out.String())
+		Expect(server.Kill()).To(Succeed())
+		deletePod(ctx, id)
+		Expect(server.Start(ctx)).To(Succeed())
+		Eventually(done).WithTimeout(time.Minute).Should(Receive(Equal(2)), "execute follows the resumed build to its error: %s", errOut)
+		const gone = "is gone: it was deleted, or never created, while the ATC was down"
+		Expect(out.String()).To(ContainSubstring(gone))
+		res := porter(ctx, "watch", "-b", fmt.Sprint(id))
+		Expect(res.Code).To(Equal(2), res.String())
+		Expect(res.Stdout).To(ContainSubstring(gone))
+		Expect(endedStatus(ctx, id)).To(Equal(concourse.StatusErrored))
 	})
 
 	It("finishes a running build across a crash of the server, losing no line", func(ctx SpecContext) {
-		out, errOut, done := executeInBackground(ctx, taskFile(busyboxTask+`run:
+		out, errOut, done := porterInBackground(ctx, "execute", "-c", taskFile(busyboxTask+`run:
   path: sh
   args: ["-c", "i=1; while [ $i -le 60 ]; do echo line $i; i=$((i+1)); sleep 0.1; done"]
 `))
 		Eventually(out.String).WithTimeout(2 * time.Minute).Should(ContainSubstring("line 10\n"))
-		b := latestBuild(ctx)
-		server.stopWith(9)
+		id := buildID(out.String())
+		Expect(server.Kill()).To(Succeed())
 		time.Sleep(time.Second)
-		server.start()
+		Expect(server.Start(ctx)).To(Succeed())
 		// execute reconnects to the restarted server and follows the build to its end.
-		Eventually(done).WithTimeout(2*time.Minute).Should(Receive(Equal(0)), errOut.String())
+		Eventually(done).WithTimeout(2*time.Minute).Should(Receive(Equal(0)), errOut.String)
 		var want strings.Builder
 		for i := 1; i <= 60; i++ {
 			fmt.Fprintf(&want, "line %d\n", i)
 		}
-		code, stdout, _ := run(ctx, "watch", fmt.Sprint(b.ID))
-		Expect(code).To(Equal(0))
-		Expect(stdout).To(Equal(want.String()), "every line once, in order, after the restart")
+		Expect(taskOutput(out.String())).To(Equal(want.String()), "execute saw every line once, in order, across the crash")
+		res := porter(ctx, "watch", "-b", fmt.Sprint(id))
+		Expect(res.Code).To(Equal(0), res.String())
+		Expect(taskOutput(res.Stdout)).To(Equal(want.String()), "every line once, in order, after the restart")
 	})
 
 	It("accepts every pod shape podspec declares (server-side dry run)", func(ctx SpecContext) {
@@ -428,8 +478,3 @@ run: {path: ls}
 		}
 	})
 })
-
-func mustJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
