@@ -197,11 +197,12 @@ func (s *Server) finishBuild(ctx context.Context, b *build, status concourse.Bui
 	if err != nil && !errors.Is(err, db.ErrConflict) {
 		s.log.Error("record the build's end", "build", b.id, "err", err)
 	}
+	// The audit trail is complete before anyone sees the build end.
+	s.writeBuildAudit(ctx, b, status, now)
 	b.log.appendEvent(events.Status{Status: events.BuildStatus(status), Time: now.Unix()}, "", 0)
 	if err := b.log.sync(ctx, b.log.lastID()); err != nil {
 		s.log.Error("build log not durable", "build", b.id, "err", err)
 	}
-	s.writeBuildAudit(ctx, b, status, now)
 	b.log.finish()
 	s.mu.Lock()
 	delete(s.builds, b.id)

@@ -275,16 +275,22 @@ func (l *buildLog) setFlushErr(err error) {
 
 // since returns the records after id and a channel closed on the next
 // append. Records no longer in memory are read back from the blobstore.
+//
+// Only durable records are returned: a record a client saw must survive a
+// crash, or a restarted server would number other events with its ID and a
+// client resuming after it would miss them. The price is the group
+// commit's delay (flushInterval at most).
 func (l *buildLog) since(ctx context.Context, id uint64) ([]record, <-chan struct{}, error) {
 	l.mu.Lock()
 	base, ch := l.base, l.changed
+	durable := l.records[:l.durable-base]
 	var mem []record
 	if id >= base {
-		if n := id - base; n < uint64(len(l.records)) {
-			mem = append(mem, l.records[n:]...)
+		if n := id - base; n < uint64(len(durable)) {
+			mem = append(mem, durable[n:]...)
 		}
 	} else {
-		mem = append(mem, l.records...)
+		mem = append(mem, durable...)
 	}
 	l.mu.Unlock()
 	if id >= base {

@@ -194,6 +194,7 @@ func (s *Server) Run(ctx context.Context) error {
 		hln.Close()
 		return err
 	}
+	s.retireEnded(ctx)
 	s.log.Info("serving", "grpc", gln.Addr().String(), "advertised", s.cfg.GRPCAdvertise, "http", hln.Addr().String(),
 		"external_url", s.cfg.ExternalURL, "namespace", s.cfg.Namespace, "worker", s.cfg.Worker, "tls", !s.cfg.Insecure)
 	errc := make(chan error, 2)
@@ -263,6 +264,14 @@ func (s *Server) Append(_ context.Context, stepID string, evs []*eventspb.Event)
 	st, err := s.step(stepID)
 	if err != nil {
 		return err
+	}
+	select {
+	case <-st.b.done:
+		// A sidecar that outlived its build (a pod deleted while the server
+		// was down, resending): its events are acknowledged and dropped,
+		// never logged after the build's end.
+		return nil
+	default:
 	}
 	for _, ev := range evs {
 		st.mu.Lock()
@@ -351,3 +360,45 @@ func (s *Server) shutdownCtx() context.Context {
 
 // errNotRunningHere marks a build another server runs.
 var errNotRunningHere = errors.New("the build runs on another server")
+
+// retireEnded schedules the removal of the step pods of builds that ended
+// while no server followed them, and of their container records: their
+// retention timers died with the server that ran them. Pods Porter knows
+// nothing of are left alone.
+func (s *Server) retireEnded(ctx context.Context) {
+	pods, err := s.kube.CoreV1().Pods(s.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: podspec.WorkerSelector(s.cfg.Worker)})
+	if err != nil {
+		s.log.Warn("list step pods left from before the restart", "err", err)
+		return
+	}
+	containers, err := s.db.Containers(ctx, db.ContainerFilter{})
+	if err != nil {
+		s.log.Warn("list containers left from before the restart", "err", err)
+		return
+	}
+	byLabel := map[string]db.Container{}
+	for _, c := range containers {
+		if c.WorkerName == s.cfg.Worker && c.StepID != "" {
+			byLabel[podspec.LabelValue(c.StepID)] = c
+		}
+	}
+	keep := max(s.cfg.PodRetention, s.cfg.KeepAlive)
+	for _, pod := range pods.Items {
+		c, ok := byLabel[pod.Labels[podspec.LabelStep]]
+		if !ok {
+			continue
+		}
+		b, err := s.db.Build(ctx, c.BuildID)
+		if err != nil || !concourse.BuildStatus(b.Status).Finished() {
+			continue // a resumed build retires its own steps
+		}
+		time.AfterFunc(max(time.Until(b.EndTime.Add(keep)), 0), func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s.deletePod(ctx, c.StepID)
+			if err := s.db.DeleteContainer(ctx, c.Handle); err != nil && !errors.Is(err, db.ErrNotFound) {
+				s.log.Warn("remove a container record", "container", c.Handle, "err", err)
+			}
+		})
+	}
+}

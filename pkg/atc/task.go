@@ -98,6 +98,11 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	)
 	b.update(func() { rec, done = *r, r.finished() })
 	if done {
+		// Only a resumed build replays a step: the timer that would have
+		// removed its pod died with the server that ran it.
+		if rec.StepID != "" {
+			s.retire(rec.StepID, rec.Container)
+		}
 		for name, a := range rec.Outputs {
 			x.setArtifact(name, a)
 		}

@@ -156,7 +156,13 @@ const maxErrorBody = 64 << 10
 func readError(op string, resp *http.Response) error {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	e := &Error{Op: op, StatusCode: resp.StatusCode}
+	return ErrorFromBody(op, resp.StatusCode, body)
+}
+
+// ErrorFromBody is the error of an answer with this status and body: the
+// server's message, whichever of its shapes it came in.
+func ErrorFromBody(op string, statusCode int, body []byte) *Error {
+	e := &Error{Op: op, StatusCode: statusCode}
 	// Porter answers {"error": "..."}, Concourse {"errors": [...]} or text.
 	var j struct {
 		Error  string   `json:"error"`

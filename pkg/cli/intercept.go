@@ -134,7 +134,7 @@ func (a *app) intercept(ctx context.Context, f *interceptFlags, command []string
 		fmt.Fprintln(a.stderr, a.styled(styleRed, sessErr.Message))
 		return exitStatus(255)
 	case errors.As(err, &statusErr):
-		return &atcclient.Error{Op: "intercept container " + container.ID, StatusCode: statusErr.StatusCode, Message: statusErr.Body}
+		return atcclient.ErrorFromBody("intercept container "+container.ID, statusErr.StatusCode, []byte(statusErr.Body))
 	default:
 		return fmt.Errorf("intercept container %s: %w", container.ID, err)
 	}
