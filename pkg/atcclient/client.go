@@ -339,26 +339,9 @@ func (c *Client) Login(ctx context.Context, username, password string) (Token, e
 	return tok, nil
 }
 
-// User is GET /api/v1/user: who the token belongs to.
-//
-// It is decoded here rather than from pkg/auth so that the client does not
-// depend on the server's packages; the JSON is Concourse's.
-type User struct {
-	Subject       string              `json:"sub"`
-	Name          string              `json:"name"`
-	UserID        string              `json:"user_id"`
-	UserName      string              `json:"user_name"`
-	Email         string              `json:"email"`
-	IsAdmin       bool                `json:"is_admin"`
-	IsSystem      bool                `json:"is_system"`
-	Teams         map[string][]string `json:"teams"`
-	Connector     string              `json:"connector"`
-	DisplayUserID string              `json:"display_user_id"`
-}
-
 // UserInfo is GET /api/v1/user.
-func (c *Client) UserInfo(ctx context.Context) (User, error) {
-	var u User
+func (c *Client) UserInfo(ctx context.Context) (concourse.UserInfo, error) {
+	var u concourse.UserInfo
 	err := c.do(ctx, request{op: "get user info", method: http.MethodGet, path: "/api/v1/user"}, &u)
 	return u, err
 }

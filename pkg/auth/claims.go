@@ -9,6 +9,8 @@ import (
 	"encoding/binary"
 	"slices"
 	"time"
+
+	"github.com/porter-ci/porter/pkg/concourse"
 )
 
 // Concourse's team roles, strongest first.
@@ -169,29 +171,15 @@ func RequiredRole(action Action) (role string, ok bool) {
 	}
 }
 
-// UserInfo is the body of GET /api/v1/user, Concourse's atc.UserInfo.
-type UserInfo struct {
-	Sub           string              `json:"sub"`
-	Name          string              `json:"name"`
-	UserID        string              `json:"user_id"`
-	UserName      string              `json:"user_name"`
-	Email         string              `json:"email"`
-	IsAdmin       bool                `json:"is_admin"`
-	IsSystem      bool                `json:"is_system"`
-	Teams         map[string][]string `json:"teams"`
-	Connector     string              `json:"connector"`
-	DisplayUserID string              `json:"display_user_id"`
-}
-
 // UserInfo is what GET /api/v1/user answers for the holder.
-func (c Claims) UserInfo() UserInfo {
+func (c Claims) UserInfo() concourse.UserInfo {
 	// fly refuses a non-admin whose teams are null ("unable to verify role on
 	// team"), so an empty map, never nil.
 	teams := make(map[string][]string, len(c.Teams))
 	for team, roles := range c.Teams {
 		teams[team] = slices.Clone(roles)
 	}
-	return UserInfo{
+	return concourse.UserInfo{
 		Sub:           c.Subject,
 		Name:          c.Name,
 		UserID:        c.UserID,

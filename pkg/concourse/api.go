@@ -54,6 +54,20 @@ type Build struct {
 // BuildAPIURL is a build's api_url.
 func BuildAPIURL(id int64) string { return fmt.Sprintf("/api/v1/builds/%d", id) }
 
+// UserInfo is GET /api/v1/user: who a token belongs to.
+type UserInfo struct {
+	Sub           string              `json:"sub"`
+	Name          string              `json:"name"`
+	UserID        string              `json:"user_id"`
+	UserName      string              `json:"user_name"`
+	Email         string              `json:"email"`
+	IsAdmin       bool                `json:"is_admin"`
+	IsSystem      bool                `json:"is_system"`
+	Teams         map[string][]string `json:"teams"`
+	Connector     string              `json:"connector"`
+	DisplayUserID string              `json:"display_user_id"`
+}
+
 // TeamAuth maps a role to its "users" and "groups".
 type TeamAuth map[string]map[string][]string
 
