@@ -272,14 +272,15 @@ func (s *Server) handleSetTeam(w http.ResponseWriter, r *http.Request, claims au
 		writeError(w, http.StatusBadRequest, errors.New("auth config for the team must not be empty"))
 		return
 	}
-	_, existed := s.db.Team(r.Context(), name)
+	_, lookupErr := s.db.Team(r.Context(), name)
 	t, err := s.db.EnsureTeam(r.Context(), name, teamAuth)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
+	// fly says "team created" on 201 and "team updated" otherwise.
 	code := http.StatusOK
-	if existed != nil {
+	if errors.Is(lookupErr, db.ErrNotFound) {
 		code = http.StatusCreated
 	}
 	writeJSON(w, code, map[string]any{"team": apiTeam(t)})

@@ -358,9 +358,6 @@ func (s *Server) shutdownCtx() context.Context {
 	return s.base
 }
 
-// errNotRunningHere marks a build another server runs.
-var errNotRunningHere = errors.New("the build runs on another server")
-
 // retireEnded schedules the removal of the step pods of builds that ended
 // while no server followed them, and of their container records: their
 // retention timers died with the server that ran them. Pods Porter knows
