@@ -114,6 +114,7 @@ func install(dir string) error {
 }
 
 func runSidecar(ctx context.Context, log *slog.Logger) error {
+	log.Info("sidecar starting", "version", sidecar.Version)
 	raw := os.Getenv(action.EnvVar)
 	if raw == "" {
 		return fmt.Errorf("%s is not set: the sidecar needs the step's action", action.EnvVar)

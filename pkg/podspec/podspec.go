@@ -27,7 +27,8 @@ import (
 const (
 	// PorterDir is where the shared porter volume is mounted in every container.
 	PorterDir = "/porter"
-	// PorterBinDir is where `porter install` copies the binary.
+	// PorterBinDir is where the sidecar's postStart hook (`porter install`)
+	// copies the binary.
 	PorterBinDir = PorterDir + "/bin"
 	// SocketPath is the control socket between the sidecar and the entrypoint.
 	SocketPath = PorterDir + "/run/control.sock"
@@ -35,9 +36,11 @@ const (
 	// so nothing depends on the image's PATH.
 	PorterImageBinary = "/usr/local/bin/porter"
 
-	InstallContainerName = "install"
 	SidecarContainerName = "porter-sidecar"
 	StepContainerName    = "step"
+
+	// annotationDefaultContainer is the container kubectl picks by default.
+	annotationDefaultContainer = "kubectl.kubernetes.io/default-container"
 
 	porterVolumeName  = "porter"
 	workDirVolumeName = "workdir"
@@ -103,7 +106,9 @@ type Worker struct {
 	ImagePullPolicy corev1.PullPolicy
 	// NativeSidecars runs the sidecar as an init container with restartPolicy
 	// Always (Kubernetes 1.29+). False makes it a regular container next to
-	// the step, for older clusters; it must then exit on its own.
+	// the step (it then exits on its own): that also works on older clusters
+	// and starts the step sooner, in the same kubelet sync as the sidecar
+	// instead of after a relist that has seen the sidecar running.
 	NativeSidecars bool
 	// DNSPolicy defaults to ClusterFirst.
 	DNSPolicy corev1.DNSPolicy
@@ -153,15 +158,6 @@ func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, 
 
 	volumes, sidecarMounts, stepMounts := buildVolumes(a)
 
-	install := corev1.Container{
-		Name:            InstallContainerName,
-		Image:           w.PorterImage,
-		ImagePullPolicy: w.ImagePullPolicy,
-		Command:         []string{PorterImageBinary, "install", PorterBinDir},
-		VolumeMounts:    []corev1.VolumeMount{{Name: porterVolumeName, MountPath: PorterDir}},
-		Resources:       smallRequests(),
-	}
-
 	sidecar := corev1.Container{
 		Name:                     SidecarContainerName,
 		Image:                    w.PorterImage,
@@ -171,6 +167,13 @@ func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, 
 		VolumeMounts:             sidecarMounts,
 		Resources:                smallRequests(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		// The sidecar puts porter where the step container finds it. A
+		// postStart hook, not an init container: the kubelet runs it before
+		// it starts the next container of the same sync, while every init
+		// container would cost a PLEG relist (up to 1 s) before the next one.
+		Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{
+			Exec: &corev1.ExecAction{Command: []string{PorterImageBinary, "install", PorterBinDir}},
+		}},
 	}
 
 	step := corev1.Container{
@@ -188,13 +191,15 @@ func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, 
 		step.SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)}
 	}
 
-	initContainers := []corev1.Container{install}
-	containers := []corev1.Container{step}
+	// A native sidecar is an init container: the step container starts once
+	// the kubelet has seen it running (one PLEG relist). Otherwise it comes
+	// first among the containers, which the kubelet starts in order in one
+	// sync, so its postStart hook has installed porter before the step starts.
+	var initContainers []corev1.Container
+	containers := []corev1.Container{sidecar, step}
 	if w.NativeSidecars {
 		sidecar.RestartPolicy = ptr(corev1.ContainerRestartPolicyAlways)
-		initContainers = append(initContainers, sidecar)
-	} else {
-		containers = append(containers, sidecar)
+		initContainers, containers = []corev1.Container{sidecar}, []corev1.Container{step}
 	}
 
 	dnsPolicy := w.DNSPolicy
@@ -300,7 +305,8 @@ func checkEnvName(name string, bad func(string, ...any)) {
 }
 
 func annotations(a *action.Action) map[string]string {
-	m := map[string]string{AnnotationStepName: a.StepName}
+	// kubectl logs and exec pick the step, whichever container comes first.
+	m := map[string]string{AnnotationStepName: a.StepName, annotationDefaultContainer: StepContainerName}
 	if a.Build.Name != "" {
 		m[AnnotationBuildName] = a.Build.Name
 	}

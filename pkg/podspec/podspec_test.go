@@ -195,15 +195,20 @@ func TestPodShape(t *testing.T) {
 	if spec.ActiveDeadlineSeconds != nil {
 		t.Errorf("activeDeadlineSeconds = %d without a timeout, want none", *spec.ActiveDeadlineSeconds)
 	}
-	if got := containerNames(spec.InitContainers); got != "install,porter-sidecar" {
+	// No install init container: each one costs a kubelet relist.
+	if got := containerNames(spec.InitContainers); got != "porter-sidecar" {
 		t.Errorf("init containers = %s", got)
 	}
 	if got := containerNames(spec.Containers); got != "step" {
 		t.Errorf("containers = %s", got)
 	}
-	sidecar := spec.InitContainers[1]
+	sidecar := spec.InitContainers[0]
 	if sidecar.RestartPolicy == nil || *sidecar.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Error("native sidecar has no restartPolicy Always")
+	}
+	checkInstallHook(t, sidecar)
+	if got := pod.Annotations["kubectl.kubernetes.io/default-container"]; got != "step" {
+		t.Errorf("default container = %q, want step", got)
 	}
 	step := spec.Containers[0]
 	wantCommand := "/porter/bin/porter entrypoint -- echo Hello, world!"
@@ -223,23 +228,42 @@ func TestPodShape(t *testing.T) {
 
 func TestFallbackSidecar(t *testing.T) {
 	_, pod, secret := buildCase(t, "fallback-sidecar")
-	if got := containerNames(pod.Spec.InitContainers); got != "install" {
-		t.Errorf("init containers = %s", got)
+	if got := containerNames(pod.Spec.InitContainers); got != "" {
+		t.Errorf("init containers = %s, want none", got)
 	}
-	if got := containerNames(pod.Spec.Containers); got != "step,porter-sidecar" {
+	// The sidecar first: the kubelet starts containers in order and runs
+	// its postStart hook (the install) before it starts the step.
+	if got := containerNames(pod.Spec.Containers); got != "porter-sidecar,step" {
 		t.Errorf("containers = %s", got)
 	}
-	if rp := pod.Spec.Containers[1].RestartPolicy; rp != nil {
+	if rp := pod.Spec.Containers[0].RestartPolicy; rp != nil {
 		t.Errorf("fallback sidecar has restartPolicy %q", *rp)
 	}
 	if len(secret.Data) != 1 {
 		t.Errorf("secret keys = %v, want only the step token", keys(secret.Data))
 	}
-	sidecar := pod.Spec.Containers[1]
+	sidecar := pod.Spec.Containers[0]
+	checkInstallHook(t, sidecar)
 	for _, name := range []string{podspec.EnvATCCAPEM, podspec.EnvBlobstoreAccessKey, podspec.EnvBlobstoreSecretKey, podspec.EnvATCServerName} {
 		if hasEnv(sidecar, name) {
 			t.Errorf("sidecar sets %s though no value was given", name)
 		}
+	}
+}
+
+// checkInstallHook checks that the sidecar copies porter into the shared
+// volume before the kubelet moves on to the next container.
+func checkInstallHook(t *testing.T, sidecar corev1.Container) {
+	t.Helper()
+	if sidecar.Lifecycle == nil || sidecar.Lifecycle.PostStart == nil || sidecar.Lifecycle.PostStart.Exec == nil {
+		t.Fatal("sidecar has no postStart exec hook")
+	}
+	want := podspec.PorterImageBinary + " install " + podspec.PorterBinDir
+	if got := strings.Join(sidecar.Lifecycle.PostStart.Exec.Command, " "); got != want {
+		t.Errorf("sidecar postStart = %q, want %q", got, want)
+	}
+	if mountAt(sidecar, podspec.PorterDir) == "" {
+		t.Errorf("sidecar does not mount %s", podspec.PorterDir)
 	}
 }
 

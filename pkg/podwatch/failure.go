@@ -125,8 +125,9 @@ func Classify(pod *corev1.Pod) *Failure {
 		}
 	}
 
-	// A run-once init container (install) that fails ends the pod before the
-	// step starts; restartable ones (the native sidecar) are restarted.
+	// A run-once init container that fails ends the pod before the step
+	// starts (pods declared by older ATCs had an install init container);
+	// restartable ones (the native sidecar) are restarted.
 	for _, s := range pod.Status.InitContainerStatuses {
 		t := s.State.Terminated
 		if t == nil || t.ExitCode == 0 || restartable(pod, s.Name) {

@@ -23,7 +23,7 @@ func stepPod(stepID string) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
 			InitContainers: []corev1.Container{
-				{Name: podspec.InstallContainerName, Image: "porter.local/porter:dev"},
+				{Name: "install", Image: "porter.local/porter:dev"}, // as declared before porter was installed by a postStart hook
 				{Name: podspec.SidecarContainerName, Image: "porter.local/porter:dev", RestartPolicy: &always},
 			},
 			Containers: []corev1.Container{{

@@ -121,6 +121,7 @@ func (l *atcLink) serve(ctx context.Context, client eventspb.StepStreamClient) e
 	}
 	cursor := first.GetAck().GetSeq()
 	l.outbox.Ack(cursor)
+	l.log.Info("connected to the ATC", "resume_after", cursor)
 
 	recvErr := make(chan error, 1)
 	go func() {

@@ -98,6 +98,8 @@ type run struct {
 	failure *controlpb.Fail
 	abortCh chan struct{}
 	relCh   chan struct{}
+	// actionWritten is closed once action.json is stored (or failed to be).
+	actionWritten chan struct{}
 }
 
 // Run coordinates the step until it is released (or its keep-alive window
@@ -137,6 +139,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		sessionOutput: make(chan *eventspb.SessionOutput, 64),
 		abortCh:       make(chan struct{}),
 		relCh:         make(chan struct{}),
+		actionWritten: make(chan struct{}),
 	}
 	stopControl, err := r.ctl.listen(ctx, cfg.SocketPath)
 	if err != nil {
@@ -150,17 +153,27 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		commands: r.commands, sessionOutput: r.sessionOutput}
 	go link.run(linkCtx)
 	go r.dispatch(linkCtx)
+	go func() {
+		select {
+		case <-r.ctl.ready:
+			log.Info("entrypoint attached")
+		case <-linkCtx.Done():
+		}
+	}()
 
 	res := r.execute(ctx)
 	if res.Error != "" {
 		log.Error("step errored", "err", res.Error)
 	}
 	finishedSeq := r.finish(ctx, res)
+	log.Info("step finished; reporting", "result", res.Result, "seq", finishedSeq)
 
 	// Everything up to the finish event must reach the ATC before the pod may go.
 	flushCtx, cancelFlush := context.WithTimeout(ctx, flushWindow(a))
 	if err := r.outbox.WaitAcked(flushCtx, finishedSeq); err != nil {
 		log.Warn("ATC did not acknowledge the step's last events", "err", err)
+	} else {
+		log.Info("ATC acknowledged the step's end")
 	}
 	cancelFlush()
 	// A person who aborted a step asked for it to stop: it is not kept.
@@ -254,9 +267,15 @@ func (r *run) execute(ctx context.Context) *Result {
 	a := r.a
 	res := &Result{}
 	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_INITIALIZING, "")
-	if err := r.audit.writeAction(ctx); err != nil {
-		r.log.Warn("write action.json", "err", err)
-	}
+	// action.json is stored while the inputs come down and the main
+	// container starts, not before: a round trip to the store off the
+	// step's start. finish waits for it, so the record is still complete.
+	go func() {
+		defer close(r.actionWritten)
+		if err := r.audit.writeAction(ctx); err != nil {
+			r.log.Warn("write action.json", "err", err)
+		}
+	}()
 
 	// Inputs are fetched while the main container starts; a cancelled fetch
 	// (abort) stops every transfer.
@@ -278,11 +297,14 @@ func (r *run) execute(ctx context.Context) *Result {
 	if err != nil {
 		return r.failBeforeStart(ctx, res, "ERRORED", err.Error(), 1)
 	}
+	r.log.Info("inputs ready", "inputs", len(inputs), "caches", len(caches))
 
 	waiting, err := r.waitForEntrypoint(ctx)
 	if err != nil {
 		return r.failBeforeStart(ctx, res, resultFor(r.abortReason(), "ERRORED"), errOr(r.abortReason(), err), 1)
 	}
+	// The milestones are logged at Info: they are few per step, and their
+	// timestamps are how a slow step start is taken apart (see docs).
 	r.log.Info("starting process", "argv", waiting.GetArgv())
 	start := &controlpb.Start{
 		Dir:       a.Dir(a.Run.Dir),
@@ -387,6 +409,7 @@ func (r *run) forwardUntilExit(ctx context.Context) (*controlpb.Exited, error) {
 				r.sendSessionOutput(ctx, m.SessionOutput)
 			case *controlpb.EntrypointMessage_Exited:
 				e := m.Exited
+				r.log.Info("process exited", "exit_status", e.GetExitStatus())
 				r.emit(ctx, &eventspb.Event{Time: timestamppb.Now(), Payload: &eventspb.Event_ProcessExited{ProcessExited: &eventspb.ProcessExited{
 					ExitStatus: e.GetExitStatus(), Signal: e.GetSignal(), TimedOut: e.GetTimedOut(), Aborted: e.GetAborted()}}})
 				go r.forwardSessions(ctx)
@@ -551,6 +574,10 @@ func (r *run) finish(ctx context.Context, res *Result) uint64 {
 		fin.Outputs = append(fin.Outputs, &eventspb.ArtifactUploaded{Name: o.Name, Key: o.Key, Size: o.Size, Digest: o.Digest})
 	}
 	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_FINISHED, res.Result)
+	select {
+	case <-r.actionWritten:
+	case <-ctx.Done():
+	}
 	key, err := r.audit.writeResult(ctx, res)
 	if err != nil {
 		r.log.Error("write audit record", "err", err)
