@@ -45,6 +45,10 @@ type buildLog struct {
 	stepSeq   map[string]uint64
 	changed   chan struct{}
 	flushReq  chan struct{}
+	// urgent asks for a flush without the group commit's gathering delay:
+	// someone waits in sync (a sidecar for its acknowledgement, the end of
+	// the build), so a commit now is worth more than a bigger one later.
+	urgent chan struct{}
 	closed    bool
 	flushErr  error
 	evictable bool
@@ -52,7 +56,7 @@ type buildLog struct {
 
 func newBuildLog(src chunkSource, log *slog.Logger) *buildLog {
 	return &buildLog{src: src, log: log, stepSeq: map[string]uint64{},
-		changed: make(chan struct{}), flushReq: make(chan struct{}, 1)}
+		changed: make(chan struct{}), flushReq: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
 }
 
 // chunkIndex is the database's index of a build's log chunks.
@@ -150,6 +154,10 @@ func (l *buildLog) sync(ctx context.Context, id uint64) error {
 		if done {
 			return nil
 		}
+		select {
+		case l.urgent <- struct{}{}:
+		default:
+		}
 		if err != nil && ctx.Err() == nil {
 			// A failing store is retried by the flusher; report it while waiting.
 			l.log.Warn("build log not yet durable", "err", err)
@@ -186,11 +194,14 @@ func (l *buildLog) run(ctx context.Context) {
 			cancel()
 			return
 		case <-l.flushReq:
-			// Group commit: let a burst gather before writing.
+			// Group commit: let a burst gather before writing, unless
+			// someone is waiting for it.
 			select {
 			case <-time.After(flushInterval / 4):
+			case <-l.urgent:
 			case <-ctx.Done():
 			}
+		case <-l.urgent:
 		case <-ticker.C:
 		}
 		l.flush(ctx)

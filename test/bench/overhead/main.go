@@ -9,6 +9,8 @@
 package main
 
 import (
+	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -18,6 +20,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
+	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -107,12 +112,25 @@ func run(ctx context.Context, n int) (err error) {
 		}
 		return nil
 	}
+	// Each fly run also yields its step's milestones, read from the
+	// sidecar's log (kubelet timestamps), relative to fly's start.
+	var breakdowns []map[string]time.Duration
 	flyExecute := func(ctx context.Context) error {
+		start := time.Now()
 		res, err := fly.Run(ctx, "execute", "-c", task)
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("fly execute: %s", res)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		steps, err := stepMilestones(ctx, env.Admin, ns.Name, "bench", res.Stdout, start)
+		if err != nil {
+			return err
+		}
+		steps["fly exited"] = time.Since(start)
+		breakdowns = append(breakdowns, steps)
+		return nil
 	}
 	timed := func(f func(context.Context) error) (time.Duration, error) {
 		start := time.Now()
@@ -148,7 +166,86 @@ func run(ctx context.Context, n int) (err error) {
 	line("bare pod `true`: create pod → Succeeded", bare)
 	fmt.Printf("  Porter through fly vs Concourse: %.2f×; vs a bare pod: %+s\n",
 		float64(median(viaFly))/float64(concourseFlyExecute), (median(viaFly) - median(bare)).Round(time.Millisecond))
+	printBreakdown(breakdowns)
 	return nil
+}
+
+// stepMilestones reads the milestones the sidecar logs (starting, connected,
+// inputs ready, entrypoint attached, process exited, step finished, ATC
+// acknowledged) from the step pod of the build fly printed, relative to start.
+func stepMilestones(ctx context.Context, kube kubernetes.Interface, ns, worker, flyOut string, start time.Time) (map[string]time.Duration, error) {
+	var build int
+	if _, err := fmt.Sscanf(flyOut, "executing build %d", &build); err != nil {
+		return nil, fmt.Errorf("no build number in fly's output %q: %w", flyOut, err)
+	}
+	pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: podspec.BuildSelector(worker, strconv.Itoa(build))})
+	if err != nil || len(pods.Items) != 1 {
+		return nil, fmt.Errorf("the step pod of build %d: %v (%d pods)", build, err, len(pods.Items))
+	}
+	body, err := kube.CoreV1().Pods(ns).GetLogs(pods.Items[0].Name,
+		&corev1.PodLogOptions{Container: podspec.SidecarContainerName, Timestamps: true}).Stream(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sidecar log of build %d: %w", build, err)
+	}
+	defer body.Close()
+	out := map[string]time.Duration{}
+	sc := bufio.NewScanner(body)
+	for sc.Scan() {
+		ts, line, _ := strings.Cut(sc.Text(), " ")
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			continue
+		}
+		if msg, ok := slogMessage(line); ok {
+			if _, dup := out["sidecar: "+msg]; !dup {
+				out["sidecar: "+msg] = at.Sub(start)
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+// slogMessage is the msg of a slog text line (quoted or not).
+func slogMessage(line string) (string, bool) {
+	_, rest, ok := strings.Cut(line, " msg=")
+	if !ok {
+		return "", false
+	}
+	if strings.HasPrefix(rest, `"`) {
+		msg, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			return "", false
+		}
+		msg, err = strconv.Unquote(msg)
+		return msg, err == nil
+	}
+	msg, _, _ := strings.Cut(rest, " ")
+	return msg, true
+}
+
+// printBreakdown prints each milestone's median over the runs, in order,
+// with the step from the one before.
+func printBreakdown(runs []map[string]time.Duration) {
+	all := map[string][]time.Duration{}
+	for _, r := range runs {
+		for k, v := range r {
+			all[k] = append(all[k], v)
+		}
+	}
+	names := make([]string, 0, len(all))
+	for k := range all {
+		names = append(names, k)
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(median(all[a]), median(all[b])) })
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	fmt.Printf("where the time of `fly execute` goes, ms since fly started (median of %d; the pod's own steps are in docs/local-cluster.md)\n", len(runs))
+	fmt.Printf("  %8s %8s  %s\n", "median", "+prev", "milestone")
+	var prev time.Duration
+	for _, k := range names {
+		m := median(all[k])
+		fmt.Printf("  %8.0f %8.0f  %s\n", ms(m), ms(m-prev), k)
+		prev = m
+	}
 }
 
 // timeBarePod creates a busybox pod running `true` and waits, with a watch,
