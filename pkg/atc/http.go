@@ -334,14 +334,20 @@ func unix(t time.Time) int64 {
 func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, teamIDs []int) {
 	q := r.URL.Query()
 	f := db.BuildFilter{TeamIDs: teamIDs}
-	for name, dst := range map[string]*int64{"since": &f.Before, "until": &f.After} {
-		if v := q.Get(name); v != "" {
+	// Concourse's pages: to=N is N and older, from=N is N and newer (the
+	// older since/until are exclusive).
+	for _, p := range []struct {
+		name  string
+		dst   *int64
+		shift int64
+	}{{"to", &f.Before, 1}, {"from", &f.After, -1}, {"since", &f.Before, 0}, {"until", &f.After, 0}} {
+		if v := q.Get(p.name); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				writeError(w, http.StatusBadRequest, fmt.Errorf("%s=%q: want a build id", name, v))
+			if err != nil || n <= 0 {
+				writeError(w, http.StatusBadRequest, fmt.Errorf("%s=%q: want a build id", p.name, v))
 				return
 			}
-			*dst = n
+			*p.dst = n + p.shift
 		}
 	}
 	if v := q.Get("limit"); v != "" {
