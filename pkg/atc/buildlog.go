@@ -38,17 +38,17 @@ type buildLog struct {
 	src chunkSource
 	log *slog.Logger
 
-	mu        sync.Mutex
-	records   []record // records[i].ID == base+i+1
-	base      uint64   // records with ID <= base are not in memory
-	durable   uint64   // highest durable ID
-	stepSeq   map[string]uint64
-	changed   chan struct{}
-	flushReq  chan struct{}
+	mu       sync.Mutex
+	records  []record // records[i].ID == base+i+1
+	base     uint64   // records with ID <= base are not in memory
+	durable  uint64   // highest durable ID
+	stepSeq  map[string]uint64
+	changed  chan struct{}
+	flushReq chan struct{}
 	// urgent asks for a flush without the group commit's gathering delay:
 	// someone waits in sync (a sidecar for its acknowledgement, the end of
 	// the build), so a commit now is worth more than a bigger one later.
-	urgent chan struct{}
+	urgent    chan struct{}
 	closed    bool
 	flushErr  error
 	evictable bool
