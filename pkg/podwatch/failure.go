@@ -67,6 +67,15 @@ var createReasons = map[string]bool{
 	"CreateContainerError":       true,
 }
 
+// transientCreate reports whether a container-creation error is the
+// kubelet's Secret or ConfigMap cache not being in sync yet ("failed to
+// sync secret cache: timed out waiting for the condition"), which happens
+// when a pod's first container needs a Secret created just before it: the
+// kubelet retries, unlike a missing Secret or key.
+func transientCreate(msg string) bool {
+	return strings.Contains(msg, "failed to sync secret cache") || strings.Contains(msg, "failed to sync configmap cache")
+}
+
 // Classify returns why the pod cannot succeed, or nil while it still can.
 // It only reads the pod; deletion seen by the informer is reported by the
 // Watcher itself.
@@ -118,6 +127,8 @@ func Classify(pod *corev1.Pod) *Failure {
 			case imageReasons[w.Reason]:
 				return fail(KindImage, s.Name, w.Reason, "image %q of container %q could not be pulled: %s%s",
 					containerImage(pod, s), s.Name, w.Reason, suffix(w.Message))
+			case createReasons[w.Reason] && transientCreate(w.Message):
+				// The kubelet retries; the container starts once its cache has the Secret.
 			case createReasons[w.Reason]:
 				return fail(KindCreateContainer, s.Name, w.Reason, "container %q could not be created: %s%s",
 					s.Name, w.Reason, suffix(w.Message))

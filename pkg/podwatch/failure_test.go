@@ -134,6 +134,16 @@ func TestClassify(t *testing.T) {
 			want: []string{`container "porter-sidecar" could not be created: CreateContainerConfigError: secret "porter-s1" not found`},
 		},
 		{
+			// The kubelet's Secret cache lags a Secret created just before the
+			// pod; it retries, so this is no failure yet.
+			name: "secret cache not yet in sync",
+			modify: func(p *corev1.Pod) {
+				p.Status.InitContainerStatuses = []corev1.ContainerStatus{
+					waiting("porter-sidecar", "CreateContainerConfigError", "failed to sync secret cache: timed out waiting for the condition"),
+				}
+			},
+		},
+		{
 			name: "create container error",
 			modify: func(p *corev1.Pod) {
 				p.Status.ContainerStatuses = []corev1.ContainerStatus{waiting("step", "CreateContainerError", "no such file")}
