@@ -117,7 +117,7 @@ func (s *Server) createBuild(ctx context.Context, team db.Team, createdBy string
 	}
 	rec.Status, rec.StartTime = string(concourse.StatusStarted), now
 	b := s.newBuild(rec, team)
-	b.log.appendEvent(events.Status{Status: events.StatusStarted, Time: now.Unix()}, "", 0)
+	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: now.Unix()}, "", 0)
 	s.startBuild(ctx, b, plan)
 	return rec, nil
 }
@@ -199,7 +199,7 @@ func (s *Server) finishBuild(ctx context.Context, b *build, status concourse.Bui
 	}
 	// The audit trail is complete before anyone sees the build end.
 	s.writeBuildAudit(ctx, b, status, now)
-	b.log.appendEvent(events.Status{Status: events.BuildStatus(status), Time: now.Unix()}, "", 0)
+	b.log.appendEvent(events.Status{Status: concourse.BuildStatus(status), Time: now.Unix()}, "", 0)
 	if err := b.log.sync(ctx, b.log.lastID()); err != nil {
 		s.log.Error("build log not durable", "build", b.id, "err", err)
 	}

@@ -197,7 +197,7 @@ func TestBuildEventsAndPlan(t *testing.T) {
 			_, _ = io.WriteString(w, `{"id":5,"team_name":"other","name":"5","status":"started","api_url":"/api/v1/builds/5"}`)
 		case "/api/v1/builds/5/events":
 			w.Header().Set("Content-Type", events.SSEContentType)
-			env, _ := events.NewEnvelope(events.Status{Status: events.StatusSucceeded})
+			env, _ := events.NewEnvelope(events.Status{Status: concourse.StatusSucceeded})
 			_ = events.WriteSSE(w, 0, env)
 			_ = events.WriteSSEEnd(w, 1)
 		}

@@ -219,7 +219,7 @@ func TestExitCodeByStatus(t *testing.T) {
 func taskEvents(status concourse.BuildStatus, exit int) []events.Event {
 	o := events.Origin{ID: "t"}
 	evs := []events.Event{
-		events.Status{Status: events.StatusStarted},
+		events.Status{Status: concourse.StatusStarted},
 		events.InitializeTask{Origin: o},
 		events.SelectedWorker{Origin: o, WorkerName: "local"},
 		events.StartTask{Origin: o, Config: events.TaskConfig{Run: events.TaskRunConfig{Path: "echo", Args: []string{"hi"}}}},
@@ -230,7 +230,7 @@ func taskEvents(status concourse.BuildStatus, exit int) []events.Event {
 	} else {
 		evs = append(evs, events.FinishTask{Origin: o, ExitStatus: exit})
 	}
-	return append(evs, events.Status{Status: events.BuildStatus(status)})
+	return append(evs, events.Status{Status: concourse.BuildStatus(status)})
 }
 
 func TestExecuteRendersLikeFlyAndExitsByStatus(t *testing.T) {

@@ -128,7 +128,7 @@ func newFakeServer(t *testing.T) *fakeServer {
 		if f.untilAbort != nil {
 			w.(http.Flusher).Flush()
 			<-f.untilAbort
-			env, _ := events.NewEnvelope(events.Status{Status: events.StatusAborted})
+			env, _ := events.NewEnvelope(events.Status{Status: concourse.StatusAborted})
 			_ = events.WriteSSE(w, n, env)
 			n++
 		}

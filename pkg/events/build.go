@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/porter-ci/porter/pkg/concourse"
 )
 
 // EventType is the name of a build event, the "event" of its envelope.
@@ -45,19 +47,6 @@ type Event interface {
 // servers may send more than it understands.
 var ErrUnknownEvent = errors.New("unknown build event")
 
-// BuildStatus is a build's status, as in Concourse.
-type BuildStatus string
-
-// Build statuses.
-const (
-	StatusPending   BuildStatus = "pending"
-	StatusStarted   BuildStatus = "started"
-	StatusSucceeded BuildStatus = "succeeded"
-	StatusFailed    BuildStatus = "failed"
-	StatusErrored   BuildStatus = "errored"
-	StatusAborted   BuildStatus = "aborted"
-)
-
 // Origin says which step (plan ID) an event comes from and, for logs, which
 // stream.
 type Origin struct {
@@ -74,8 +63,8 @@ const (
 // Status is a change of the build's status. Times in all events are Unix
 // seconds, as in Concourse.
 type Status struct {
-	Status BuildStatus `json:"status"`
-	Time   int64       `json:"time"`
+	Status concourse.BuildStatus `json:"status"`
+	Time   int64                 `json:"time"`
 }
 
 // Log is a chunk of a step's output.

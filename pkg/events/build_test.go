@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events"
 )
 
@@ -22,7 +23,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		Inputs:   []events.TaskInputInfo{{Name: "repo", Path: "repo"}},
 	}
 	for _, e := range []events.Event{
-		events.Status{Status: events.StatusStarted, Time: 1588270462},
+		events.Status{Status: concourse.StatusStarted, Time: 1588270462},
 		events.Log{Time: 1588270466, Origin: events.Origin{ID: "5eaaa7a9", Source: events.OriginSourceStdout}, Payload: "Hello, world!\n"},
 		events.Error{Message: "pod unschedulable", Origin: origin, Time: 1},
 		events.SelectedWorker{Time: 1, Origin: origin, WorkerName: "kind-default"},
@@ -67,7 +68,7 @@ func TestConcourseShapes(t *testing.T) {
 			`{"data":{"time":10,"exit_status":2,"origin":{"id":"a1"}},"event":"finish-task","version":"4.0"}`,
 		},
 		{
-			events.Status{Status: events.StatusSucceeded, Time: 10},
+			events.Status{Status: concourse.StatusSucceeded, Time: 10},
 			`{"data":{"status":"succeeded","time":10},"event":"status","version":"1.0"}`,
 		},
 		{
@@ -205,7 +206,7 @@ func TestReadConcourseStream(t *testing.T) {
 	origin := events.Origin{ID: "5eaaa7a9"}
 	config := events.TaskConfig{Platform: "linux", Run: events.TaskRunConfig{Path: "echo", Args: []string{"Hello, world!"}}}
 	want := []events.Event{
-		events.Status{Status: events.StatusStarted, Time: 1588270462},
+		events.Status{Status: concourse.StatusStarted, Time: 1588270462},
 		events.FinishGet{
 			Origin: events.Origin{ID: "5eaaa7a7"}, Time: 1588270463, Version: map[string]string{"ref": "8f0c1b2"},
 			Metadata: []events.MetadataField{{Name: "author", Value: "someone"}, {Name: "message", Value: "fix"}},
@@ -215,7 +216,7 @@ func TestReadConcourseStream(t *testing.T) {
 		events.StartTask{Time: 1588270466, Origin: origin, Config: config},
 		events.Log{Time: 1588270466, Origin: events.Origin{ID: "5eaaa7a9", Source: "stdout"}, Payload: "Hello, world!\n"},
 		events.FinishTask{Time: 1588270466, ExitStatus: 0, Origin: origin},
-		events.Status{Status: events.StatusSucceeded, Time: 1588270466},
+		events.Status{Status: concourse.StatusSucceeded, Time: 1588270466},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("events:\n got %#v\nwant %#v", got, want)
@@ -228,7 +229,7 @@ func TestReadConcourseStream(t *testing.T) {
 func TestWriteThenReadStream(t *testing.T) {
 	var buf bytes.Buffer
 	sent := []events.Event{
-		events.Status{Status: events.StatusStarted, Time: 1},
+		events.Status{Status: concourse.StatusStarted, Time: 1},
 		events.Log{Time: 2, Origin: events.Origin{ID: "s", Source: "stderr"}, Payload: "line one\nline two\r\n"},
 		events.FinishTask{Time: 3, ExitStatus: 7, Origin: events.Origin{ID: "s"}},
 	}
@@ -271,7 +272,7 @@ func TestWriteThenReadStream(t *testing.T) {
 }
 
 func TestStreamCut(t *testing.T) {
-	env, err := events.NewEnvelope(events.Status{Status: events.StatusStarted, Time: 1})
+	env, err := events.NewEnvelope(events.Status{Status: concourse.StatusStarted, Time: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +295,7 @@ func TestStreamCut(t *testing.T) {
 }
 
 func TestEnvelopeJSON(t *testing.T) {
-	env, err := events.NewEnvelope(events.Status{Status: events.StatusAborted, Time: 9})
+	env, err := events.NewEnvelope(events.Status{Status: concourse.StatusAborted, Time: 9})
 	if err != nil {
 		t.Fatal(err)
 	}

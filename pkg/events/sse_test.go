@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events"
 )
 
@@ -109,7 +110,7 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("connection reset") }
 
 func TestWriteSSEError(t *testing.T) {
-	env, err := events.NewEnvelope(events.Status{Status: events.StatusStarted})
+	env, err := events.NewEnvelope(events.Status{Status: concourse.StatusStarted})
 	if err != nil {
 		t.Fatal(err)
 	}
