@@ -32,27 +32,7 @@ func applyATCRBAC(ctx context.Context, ns string) {
 	objs, err := testenv.DecodeManifests(atcRBACManifest)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(objs).To(HaveLen(3), "rbac.yaml holds a ServiceAccount, a Role and a RoleBinding")
-	for _, obj := range objs {
-		switch o := obj.(type) {
-		case *corev1.ServiceAccount:
-			o.Namespace = ns
-			_, err = cluster.client.CoreV1().ServiceAccounts(ns).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.Role:
-			o.Namespace = ns
-			_, err = cluster.client.RbacV1().Roles(ns).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.RoleBinding:
-			o.Namespace = ns
-			for i := range o.Subjects {
-				if o.Subjects[i].Kind == rbacv1.ServiceAccountKind {
-					o.Subjects[i].Namespace = ns
-				}
-			}
-			_, err = cluster.client.RbacV1().RoleBindings(ns).Create(ctx, o, metav1.CreateOptions{})
-		default:
-			Fail("rbac.yaml holds an unexpected object: " + obj.GetObjectKind().GroupVersionKind().String())
-		}
-		Expect(err).NotTo(HaveOccurred(), "creating %T from %s", obj, atcRBACManifest)
-	}
+	Expect(testenv.ApplyATCRBAC(ctx, cluster.client, ns)).To(Succeed())
 }
 
 // access is one question to the authorizer about the ATC's account.

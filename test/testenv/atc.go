@@ -177,6 +177,12 @@ func (e *ATCEnv) NewWorkerNamespace(ctx context.Context, prefix string) (ns Work
 }
 
 func (e *ATCEnv) applyRBAC(ctx context.Context, ns string) error {
+	return ApplyATCRBAC(ctx, e.Admin, ns)
+}
+
+// ApplyATCRBAC creates deploy/atc's ServiceAccount, Role and RoleBinding in
+// ns, as `kubectl apply -k` would with the namespace set to ns.
+func ApplyATCRBAC(ctx context.Context, kube kubernetes.Interface, ns string) error {
 	root, err := RepoRoot()
 	if err != nil {
 		return err
@@ -189,16 +195,18 @@ func (e *ATCEnv) applyRBAC(ctx context.Context, ns string) error {
 		switch o := obj.(type) {
 		case *corev1.ServiceAccount:
 			o.Namespace = ns
-			_, err = e.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, o, metav1.CreateOptions{})
+			_, err = kube.CoreV1().ServiceAccounts(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.Role:
 			o.Namespace = ns
-			_, err = e.Admin.RbacV1().Roles(ns).Create(ctx, o, metav1.CreateOptions{})
+			_, err = kube.RbacV1().Roles(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.RoleBinding:
 			o.Namespace = ns
 			for i := range o.Subjects {
-				o.Subjects[i].Namespace = ns
+				if o.Subjects[i].Kind == rbacv1.ServiceAccountKind {
+					o.Subjects[i].Namespace = ns
+				}
 			}
-			_, err = e.Admin.RbacV1().RoleBindings(ns).Create(ctx, o, metav1.CreateOptions{})
+			_, err = kube.RbacV1().RoleBindings(ns).Create(ctx, o, metav1.CreateOptions{})
 		default:
 			return fmt.Errorf("unexpected %T in deploy/atc/rbac.yaml", obj)
 		}
