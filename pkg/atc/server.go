@@ -233,17 +233,30 @@ func (s *Server) workerRecord() db.Worker {
 		Version: concourse.WorkerVersion, StartTime: s.started}
 }
 
-// heartbeat keeps the worker's record fresh until ctx ends.
+// heartbeat keeps the worker's record fresh until ctx ends, and aborts
+// the builds someone aborted through another server sharing the database.
 func (s *Server) heartbeat(ctx context.Context) {
-	tick := time.NewTicker(30 * time.Second)
-	defer tick.Stop()
+	beat := time.NewTicker(30 * time.Second)
+	defer beat.Stop()
+	aborts := time.NewTicker(time.Second)
+	defer aborts.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-beat.C:
 			if err := s.db.UpsertWorker(ctx, s.workerRecord()); err != nil && ctx.Err() == nil {
 				s.log.Warn("worker heartbeat", "err", err)
+			}
+		case <-aborts.C:
+			ids, err := s.db.AbortsRequested(ctx, s.cfg.ServerID)
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("look for aborts requested elsewhere", "err", err)
+			}
+			for _, id := range ids {
+				if b, ok := s.running(id); ok {
+					b.abort(errAborted)
+				}
 			}
 		}
 	}

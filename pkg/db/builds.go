@@ -229,6 +229,22 @@ func (d *DB) UnfinishedBuilds(ctx context.Context, server string) ([]Build, erro
 	return bs, nil
 }
 
+// AbortsRequested lists the unfinished builds of a server that someone
+// asked to abort through another server: the one running them polls this.
+func (d *DB) AbortsRequested(ctx context.Context, server string) ([]int64, error) {
+	rows, err := d.pool.Query(ctx, `
+		SELECT id FROM builds
+		WHERE server = $1 AND abort_requested AND status IN ('pending', 'started')`, server)
+	if err != nil {
+		return nil, fmt.Errorf("aborts requested of server %s: %w", server, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("aborts requested of server %s: %w", server, err)
+	}
+	return ids, nil
+}
+
 // EventChunk is one blobstore object of a build's log: events FirstID to
 // LastID, inclusive.
 type EventChunk struct {

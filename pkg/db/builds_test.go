@@ -91,6 +91,12 @@ func TestBuildLifecycle(t *testing.T) {
 	if err := d.RequestAbort(ctx, b.ID); err != nil {
 		t.Fatal(err)
 	}
+	if ids, err := d.AbortsRequested(ctx, "server-a"); err != nil || len(ids) != 1 || ids[0] != b.ID {
+		t.Fatalf("aborts requested of server-a: %v %v", ids, err)
+	}
+	if ids, _ := d.AbortsRequested(ctx, "server-b"); len(ids) != 0 {
+		t.Fatalf("server-b has aborts requested %v", ids)
+	}
 	unfinished, err := d.UnfinishedBuilds(ctx, "server-a")
 	if err != nil || len(unfinished) != 1 || unfinished[0].ID != b.ID {
 		t.Fatalf("unfinished %v %v", unfinished, err)

@@ -88,7 +88,7 @@ var _ = Describe("the database", func() {
 		Expect(srv.Log()).NotTo(ContainSubstring("secret"), "the log shows the database password")
 	})
 
-	It("two servers share it: concurrent builds through both get distinct numbers and all end", func(ctx SpecContext) {
+	It("two servers share it: concurrent builds through both get distinct numbers and all end; an abort through one reaches the other", func(ctx SpecContext) {
 		a := newServer(ctx, testenv.ATCConfig{ServerID: "a", WorkerName: "ha"})
 		b := newServer(ctx, testenv.ATCConfig{ServerID: "b", WorkerName: "ha",
 			Database: a.Config.Database, Bucket: a.Config.Bucket})
@@ -128,6 +128,15 @@ var _ = Describe("the database", func() {
 		}
 		Expect(g.Wait()).To(Succeed())
 		Expect(ids).To(HaveLen(builds))
+
+		// A build running on a, aborted through b, ends aborted: b asks
+		// through the database, a acts on it.
+		id := startBuild(ctx, flies["a"], "echo started; sleep 600")
+		res := succeed(ctx, flies["b"], "abort-build", "-b", strconv.Itoa(id))
+		Expect(res.Stdout).To(Equal("build successfully aborted\n"))
+		watched := run(ctx, flies["a"], "watch", "-b", strconv.Itoa(id))
+		Expect(watched.ExitCode).To(Equal(3), watched.String())
+		Expect(watched.Stdout).To(MatchRegexp(`(?m)^aborted$`))
 
 		// Both servers see all ten, finished, each with its own name.
 		for name, srv := range map[string]*testenv.ATC{"a": a, "b": b} {
