@@ -74,6 +74,12 @@ func (s *Server) handleHijack(w http.ResponseWriter, r *http.Request, claims aut
 		return
 	}
 	if !s.streams.Connected(c.StepID) {
+		// A step's sidecar dials the server that created its pod.
+		if b, err := s.db.Build(r.Context(), c.BuildID); err == nil && b.Server != s.cfg.ServerID {
+			writeError(w, http.StatusNotFound, fmt.Errorf("step %q of build %s runs through server %q, which its sidecar is connected to: intercept it through that server",
+				c.StepName, c.BuildName, b.Server))
+			return
+		}
 		writeError(w, http.StatusNotFound, fmt.Errorf("step %q of build %s is no longer interceptible: its pod is not running or not connected "+
 			"(a finished step stays interceptible only for the server's --keep-alive)", c.StepName, c.BuildName))
 		return
