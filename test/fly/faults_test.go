@@ -2,7 +2,9 @@ package fly_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,6 +139,18 @@ var _ = Describe("the database", func() {
 		watched := run(ctx, flies["a"], "watch", "-b", strconv.Itoa(id))
 		Expect(watched.ExitCode).To(Equal(3), watched.String())
 		Expect(watched.Stdout).To(MatchRegexp(`(?m)^aborted$`))
+
+		// Its step's sidecar talks to a only: b says so instead of failing vaguely.
+		tokenB, err := b.Login(ctx, adminUser, s.adminPassword)
+		Expect(err).NotTo(HaveOccurred())
+		code, body := call(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/teams/main/containers?build_id=%d", b.URL(), id), tokenB, nil, nil)
+		Expect(code).To(Equal(http.StatusOK), body)
+		var containers []struct{ ID string }
+		Expect(json.Unmarshal([]byte(body), &containers)).To(Succeed())
+		Expect(containers).To(HaveLen(1), body)
+		code, body = call(ctx, http.MethodGet, b.URL()+"/api/v1/teams/main/containers/"+containers[0].ID+"/hijack", tokenB, nil, nil)
+		Expect(code).To(Equal(http.StatusNotFound), body)
+		Expect(body).To(ContainSubstring(`runs through server \"a\"`))
 
 		// Both servers see all ten, finished, each with its own name.
 		for name, srv := range map[string]*testenv.ATC{"a": a, "b": b} {
