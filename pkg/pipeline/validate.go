@@ -1,0 +1,615 @@
+package pipeline
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/concourse"
+)
+
+// Warning is something Concourse accepts in a pipeline but points out, as
+// the API returns it from a save.
+type Warning struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// Warning types.
+const (
+	WarningInvalidIdentifier = "invalid_identifier"
+	WarningDeprecatedField   = "deprecated_field"
+	WarningPipeline          = "pipeline"
+)
+
+// Options say what a pipeline may refer to besides its own config.
+type Options struct {
+	// BaseTypes are the resource types workers provide; nil means
+	// DefaultBaseTypes.
+	BaseTypes []string
+}
+
+// DefaultBaseTypes are the resource types this server's workers provide.
+func DefaultBaseTypes() []string {
+	return []string{"registry-image", "git", "time", "mock"}
+}
+
+func (o Options) baseTypes() []string {
+	if o.BaseTypes == nil {
+		return DefaultBaseTypes()
+	}
+	return o.BaseTypes
+}
+
+// Validate checks a parsed config the way Concourse does before saving it.
+// errs are grouped by section like Concourse's ("invalid jobs:\n\t...");
+// a config with errors must not be saved, one with only warnings may.
+func Validate(cfg *concourse.Config, opts Options) (warnings []Warning, errs []string) {
+	v := &validator{cfg: cfg, base: opts.baseTypes()}
+	sections := []struct {
+		name  string
+		check func() []string
+	}{
+		{"groups", v.groups},
+		{"resources", v.resources},
+		{"resource types", v.resourceTypes},
+		{"jobs", v.jobs},
+		{"jobs", v.cycles},
+	}
+	for _, s := range sections {
+		if problems := s.check(); len(problems) > 0 {
+			errs = append(errs, formatSection(s.name, problems))
+		}
+	}
+	return v.warnings, errs
+}
+
+func formatSection(name string, problems []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "invalid %s:\n", name)
+	for _, p := range problems {
+		b.WriteString("\t" + strings.ReplaceAll(p, "\n", "\n\t") + "\n")
+	}
+	return b.String()
+}
+
+type validator struct {
+	cfg      *concourse.Config
+	base     []string
+	warnings []Warning
+}
+
+// identifier returns where a named item is: "resources.repo", or
+// "resources[2]" when it has no name.
+func identifier(section string, i int, name string) string {
+	if name == "" {
+		return fmt.Sprintf("%s[%d]", section, i)
+	}
+	return section + "." + name
+}
+
+// Identifiers start with a lowercase letter or a digit and go on with
+// those, '-', '_' and '.'.
+var (
+	validIdentifier = regexp.MustCompile(`^[\p{Ll}\p{Lt}\p{Lm}\p{Lo}\d][\p{Ll}\p{Lt}\p{Lm}\p{Lo}\d\-_.]*$`)
+	badFirstChar    = regexp.MustCompile(`^[^\p{Ll}\p{Lt}\p{Lm}\p{Lo}\d]`)
+	badChar         = regexp.MustCompile(`[^\p{Ll}\p{Lt}\p{Lm}\p{Lo}\d\-_.]`)
+	onlyDigits      = regexp.MustCompile(`^\d+$`)
+)
+
+// checkIdentifier records a warning for a name Concourse discourages and
+// returns an error message for an empty one.
+func (v *validator) checkIdentifier(name, where string) (problem string) {
+	if name == "" {
+		return where + ": identifier cannot be an empty string"
+	}
+	var reason string
+	switch {
+	case onlyDigits.MatchString(name):
+		reason = "cannot be just numbers"
+	case validIdentifier.MatchString(name):
+		return ""
+	case badFirstChar.MatchString(name):
+		reason = "must start with a lowercase letter or a number"
+	default:
+		reason = fmt.Sprintf("illegal character '%s'", badChar.FindString(name[1:]))
+	}
+	v.warnings = append(v.warnings, Warning{
+		Type:    WarningInvalidIdentifier,
+		Message: fmt.Sprintf("%s: '%s' is not a valid identifier: %s", where, name, reason),
+	})
+	return ""
+}
+
+func (v *validator) groups() []string {
+	var problems []string
+	grouped := map[string]bool{}
+	count := map[string]int{}
+	var order []string
+	for i, g := range v.cfg.Groups {
+		where := identifier("groups", i, g.Name)
+		if p := v.checkIdentifier(g.Name, where); p != "" {
+			problems = append(problems, p)
+		}
+		if count[g.Name] == 0 {
+			order = append(order, g.Name)
+		}
+		count[g.Name]++
+		for _, pattern := range g.Jobs {
+			if _, err := path.Match(pattern, ""); err != nil {
+				problems = append(problems, fmt.Sprintf("invalid glob expression '%s' for group '%s'", pattern, g.Name))
+				continue
+			}
+			matched := false
+			for _, j := range v.cfg.Jobs {
+				if ok, _ := path.Match(pattern, j.Name); ok {
+					grouped[j.Name] = true
+					matched = true
+				}
+			}
+			if !matched {
+				problems = append(problems, fmt.Sprintf("no jobs match '%s' for group '%s'", pattern, g.Name))
+			}
+		}
+		for _, r := range g.Resources {
+			if v.resource(r) == nil {
+				problems = append(problems, fmt.Sprintf("group '%s' has unknown resource '%s'", g.Name, r))
+			}
+		}
+	}
+	for _, name := range order {
+		if count[name] > 1 {
+			problems = append(problems, fmt.Sprintf("group '%s' appears %d times. Duplicate names are not allowed.", name, count[name]))
+		}
+	}
+	if len(v.cfg.Groups) > 0 {
+		for _, j := range v.cfg.Jobs {
+			if !grouped[j.Name] {
+				problems = append(problems, fmt.Sprintf("job '%s' belongs to no group", j.Name))
+			}
+		}
+	}
+	return problems
+}
+
+func (v *validator) resources() []string {
+	var problems []string
+	seen := map[string]string{}
+	for i, r := range v.cfg.Resources {
+		loc := fmt.Sprintf("resources[%d]", i)
+		where := identifier("resources", i, r.Name)
+		if p := v.checkIdentifier(r.Name, where); p != "" {
+			problems = append(problems, p)
+		}
+		if other, dup := seen[r.Name]; dup && r.Name != "" {
+			problems = append(problems, fmt.Sprintf("%s and %s have the same name ('%s')", other, loc, r.Name))
+		} else if r.Name != "" {
+			seen[r.Name] = loc
+		}
+		if r.Name == "" {
+			problems = append(problems, where+" has no name")
+		}
+		if r.Type == "" {
+			problems = append(problems, where+" has no type")
+		} else if !v.knownType(r.Type, "") {
+			problems = append(problems, fmt.Sprintf("%s has unknown resource type '%s'", where, r.Type))
+		}
+		problems = append(problems, checkInterval(where+".check_every", r.CheckEvery)...)
+		problems = append(problems, checkDuration(where+".check_timeout", r.CheckTimeout)...)
+	}
+	used := map[string]bool{}
+	for _, j := range v.cfg.Jobs {
+		eachJobStep(&j, func(s *concourse.Step) {
+			if s.Get != "" || s.Put != "" {
+				used[resourceName(s)] = true
+			}
+		})
+	}
+	for _, r := range v.cfg.Resources {
+		if !used[r.Name] {
+			problems = append(problems, fmt.Sprintf("resource '%s' is not used", r.Name))
+		}
+	}
+	return problems
+}
+
+func (v *validator) resourceTypes() []string {
+	var problems []string
+	seen := map[string]string{}
+	for i, t := range v.cfg.ResourceTypes {
+		loc := fmt.Sprintf("resource_types[%d]", i)
+		where := identifier("resource_types", i, t.Name)
+		if p := v.checkIdentifier(t.Name, where); p != "" {
+			problems = append(problems, p)
+		}
+		if other, dup := seen[t.Name]; dup && t.Name != "" {
+			problems = append(problems, fmt.Sprintf("%s and %s have the same name ('%s')", other, loc, t.Name))
+		} else if t.Name != "" {
+			seen[t.Name] = loc
+		}
+		if t.Name == "" {
+			problems = append(problems, where+" has no name")
+		}
+		if t.Type == "" {
+			problems = append(problems, where+" has no type")
+		} else if !v.knownType(t.Type, t.Name) {
+			problems = append(problems, fmt.Sprintf("%s has unknown resource type '%s'", where, t.Type))
+		}
+		problems = append(problems, checkInterval(where+".check_every", t.CheckEvery)...)
+	}
+	// A type is fetched by its own type, which cannot be itself or a type
+	// it is fetched for: such a chain never reaches a base type.
+	for i, t := range v.cfg.ResourceTypes {
+		if t.Name == "" || !v.knownType(t.Type, t.Name) {
+			continue
+		}
+		if err := resolvable(without(v.cfg.ResourceTypes, t.Name), v.base, t.Type); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", identifier("resource_types", i, t.Name), err))
+		}
+	}
+	return problems
+}
+
+// knownType says whether typ is a base type or a resource type of the
+// pipeline other than self (a type cannot be its own image).
+func (v *validator) knownType(typ, self string) bool {
+	for _, t := range v.cfg.ResourceTypes {
+		if t.Name == typ && t.Name != self {
+			return true
+		}
+	}
+	return contains(v.base, typ)
+}
+
+func (v *validator) resource(name string) *concourse.ResourceConfig {
+	for i := range v.cfg.Resources {
+		if v.cfg.Resources[i].Name == name {
+			return &v.cfg.Resources[i]
+		}
+	}
+	return nil
+}
+
+func (v *validator) jobs() []string {
+	var problems []string
+	if len(v.cfg.Jobs) == 0 {
+		return []string{"jobs: pipeline must contain at least one job"}
+	}
+	seen := map[string]string{}
+	for i := range v.cfg.Jobs {
+		j := &v.cfg.Jobs[i]
+		loc := fmt.Sprintf("jobs[%d]", i)
+		where := identifier("jobs", i, j.Name)
+		if p := v.checkIdentifier(j.Name, where); p != "" {
+			problems = append(problems, p)
+		}
+		if other, dup := seen[j.Name]; dup && j.Name != "" {
+			problems = append(problems, fmt.Sprintf("%s and %s have the same name ('%s')", other, loc, j.Name))
+		} else if j.Name != "" {
+			seen[j.Name] = loc
+		}
+		if j.Name == "" {
+			problems = append(problems, where+" has no name")
+		}
+		if j.MaxInFlight < 0 {
+			problems = append(problems, fmt.Sprintf("%s has negative max_in_flight: %d", where, j.MaxInFlight))
+		}
+		for k, g := range j.SerialGroups {
+			if g == "" {
+				problems = append(problems, fmt.Sprintf("%s.serial_groups[%d]: identifier cannot be an empty string", where, k))
+			}
+		}
+		if j.BuildLogsToRetain != 0 {
+			v.warnings = append(v.warnings, Warning{
+				Type:    WarningDeprecatedField,
+				Message: where + ".build_logs_to_retain is deprecated. Use build_log_retention instead.",
+			})
+			if len(j.BuildLogRetention) > 0 {
+				problems = append(problems, where+" can't use both build_log_retention and build_logs_to_retain")
+			} else if j.BuildLogsToRetain < 0 {
+				problems = append(problems, fmt.Sprintf("%s has negative build_logs_to_retain: %d", where, j.BuildLogsToRetain))
+			}
+		}
+
+		sv := &stepValidator{v: v, seenGets: map[string]bool{}}
+		ctx := where + ".plan"
+		for k := range j.Plan {
+			sv.step(&j.Plan[k], fmt.Sprintf("%s[%d]", ctx, k))
+		}
+		for _, h := range jobHooks(j) {
+			sv.step(h.step, where+"."+h.name)
+		}
+		problems = append(problems, sv.problems...)
+	}
+	return problems
+}
+
+type stepValidator struct {
+	v        *validator
+	seenGets map[string]bool
+	problems []string
+}
+
+func (sv *stepValidator) errorf(ctx, format string, args ...any) {
+	sv.problems = append(sv.problems, ctx+": "+fmt.Sprintf(format, args...))
+}
+
+func (sv *stepValidator) step(s *concourse.Step, ctx string) {
+	if s == nil {
+		return
+	}
+	cfg := sv.v.cfg
+	switch {
+	case s.Get != "":
+		ctx += ".get(" + s.Get + ")"
+		sv.identifier(s.Get, ctx)
+		if sv.seenGets[s.Get] {
+			sv.errorf(ctx, "repeated name")
+		}
+		sv.seenGets[s.Get] = true
+		res := resourceName(s)
+		if sv.v.resource(res) == nil {
+			sv.errorf(ctx, "unknown resource '%s'", res)
+		}
+		for _, pattern := range s.Passed {
+			found := false
+			for i := range cfg.Jobs {
+				other := &cfg.Jobs[i]
+				if ok, _ := path.Match(pattern, other.Name); !ok {
+					continue
+				}
+				found = true
+				if !jobUsesResource(other, res) {
+					sv.errorf(ctx+".passed", "job '%s' does not interact with resource '%s'", other.Name, res)
+				}
+			}
+			if !found {
+				sv.errorf(ctx+".passed", "no matching job(s) for '%s'", pattern)
+			}
+		}
+	case s.Put != "":
+		ctx += ".put(" + s.Put + ")"
+		sv.identifier(s.Put, ctx)
+		if res := resourceName(s); sv.v.resource(res) == nil {
+			sv.errorf(ctx, "unknown resource '%s'", res)
+		}
+	case s.Task != "":
+		ctx += ".task(" + s.Task + ")"
+		sv.identifier(s.Task, ctx)
+		switch {
+		case len(s.Config) == 0 && s.File == "":
+			sv.errorf(ctx, "must specify either `file:` or `config:`")
+		case len(s.Config) > 0 && s.File != "":
+			sv.errorf(ctx, "must specify one of `file:` or `config:`, not both")
+		}
+		if s.Hermetic {
+			sv.v.warnings = append(sv.v.warnings, Warning{
+				Type:    WarningPipeline,
+				Message: ctx + ": specifies `hermetic:` only works against worker containerd runtime",
+			})
+		}
+	case s.SetPipeline != "":
+		ctx += ".set_pipeline(" + s.SetPipeline + ")"
+		sv.identifier(s.SetPipeline, ctx)
+		if s.File == "" {
+			sv.errorf(ctx, "no file specified")
+		}
+	case s.LoadVar != "":
+		ctx += ".load_var(" + s.LoadVar + ")"
+		sv.identifier(s.LoadVar, ctx)
+		if s.File == "" {
+			sv.errorf(ctx, "no file specified")
+		}
+	case s.InParallel != nil:
+		ctx += ".in_parallel"
+		if s.InParallel.Limit < 0 {
+			sv.errorf(ctx+".limit", "must be greater than or equal to 0")
+		}
+		for i := range s.InParallel.Steps {
+			sv.step(&s.InParallel.Steps[i], fmt.Sprintf("%s.steps[%d]", ctx, i))
+		}
+	case s.Do != nil:
+		ctx += ".do"
+		for i := range s.Do {
+			sv.step(&s.Do[i], fmt.Sprintf("%s[%d]", ctx, i))
+		}
+	case s.Try != nil:
+		ctx += ".try"
+		sv.step(s.Try, ctx)
+	default:
+		sv.errorf(ctx, "no step configured")
+	}
+
+	if s.Timeout != "" {
+		for _, p := range checkDuration(ctx+".timeout", s.Timeout) {
+			sv.problems = append(sv.problems, p)
+		}
+	}
+	if s.Attempts < 0 {
+		sv.errorf(ctx+".attempts", "must be greater than 0")
+	}
+	for _, h := range stepHooks(s) {
+		sv.step(h.step, ctx+"."+h.name)
+	}
+}
+
+func (sv *stepValidator) identifier(name, ctx string) {
+	if p := sv.v.checkIdentifier(name, ctx); p != "" {
+		sv.problems = append(sv.problems, p)
+	}
+}
+
+// cycles finds a job that, through passed constraints, depends on itself.
+func (v *validator) cycles() []string {
+	const (
+		unvisited = iota
+		visiting
+		done
+	)
+	state := map[string]int{}
+	var stack []string
+	var visit func(j *concourse.JobConfig) []string
+	visit = func(j *concourse.JobConfig) []string {
+		switch state[j.Name] {
+		case visiting:
+			for i, name := range stack {
+				if name == j.Name {
+					cycle := append(append([]string{}, stack[i:]...), j.Name)
+					return cycle
+				}
+			}
+			return []string{j.Name}
+		case done:
+			return nil
+		}
+		state[j.Name] = visiting
+		stack = append(stack, j.Name)
+		var cycle []string
+		for _, upstream := range passedJobs(v.cfg, j) {
+			if cycle = visit(upstream); cycle != nil {
+				break
+			}
+		}
+		stack = stack[:len(stack)-1]
+		state[j.Name] = done
+		return cycle
+	}
+	for i := range v.cfg.Jobs {
+		if cycle := visit(&v.cfg.Jobs[i]); cycle != nil {
+			// The walk goes from a job to the jobs it takes inputs from;
+			// reverse it so the message reads in the order builds flow.
+			for a, b := 0, len(cycle)-1; a < b; a, b = a+1, b-1 {
+				cycle[a], cycle[b] = cycle[b], cycle[a]
+			}
+			quoted := make([]string, len(cycle))
+			for k, name := range cycle {
+				quoted[k] = "'" + name + "'"
+			}
+			return []string{fmt.Sprintf("pipeline contains a cycle that starts at Job '%s': %s", cycle[0], strings.Join(quoted, " -> "))}
+		}
+	}
+	return nil
+}
+
+// passedJobs are the jobs whose builds j's get steps take versions from.
+func passedJobs(cfg *concourse.Config, j *concourse.JobConfig) []*concourse.JobConfig {
+	var out []*concourse.JobConfig
+	seen := map[string]bool{}
+	eachJobStep(j, func(s *concourse.Step) {
+		if s.Get == "" {
+			return
+		}
+		for _, pattern := range s.Passed {
+			for i := range cfg.Jobs {
+				other := &cfg.Jobs[i]
+				if ok, _ := path.Match(pattern, other.Name); ok && !seen[other.Name] {
+					seen[other.Name] = true
+					out = append(out, other)
+				}
+			}
+		}
+	})
+	return out
+}
+
+func jobUsesResource(j *concourse.JobConfig, resource string) bool {
+	used := false
+	eachJobStep(j, func(s *concourse.Step) {
+		if (s.Get != "" || s.Put != "") && resourceName(s) == resource {
+			used = true
+		}
+	})
+	return used
+}
+
+// resourceName is the resource a get or put step uses.
+func resourceName(s *concourse.Step) string {
+	if s.Resource != "" {
+		return s.Resource
+	}
+	if s.Get != "" {
+		return s.Get
+	}
+	return s.Put
+}
+
+type namedStep struct {
+	name string
+	step *concourse.Step
+}
+
+func stepHooks(s *concourse.Step) []namedStep {
+	return presentHooks(s.OnSuccess, s.OnFailure, s.OnAbort, s.OnError, s.Ensure)
+}
+
+func jobHooks(j *concourse.JobConfig) []namedStep {
+	return presentHooks(j.OnSuccess, j.OnFailure, j.OnAbort, j.OnError, j.Ensure)
+}
+
+func presentHooks(onSuccess, onFailure, onAbort, onError, ensure *concourse.Step) []namedStep {
+	var out []namedStep
+	for _, h := range []namedStep{
+		{concourse.HookOnSuccess, onSuccess},
+		{concourse.HookOnFailure, onFailure},
+		{concourse.HookOnAbort, onAbort},
+		{concourse.HookOnError, onError},
+		{concourse.HookEnsure, ensure},
+	} {
+		if h.step != nil {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// eachJobStep calls f for every step of a job, nested ones and hooks
+// included.
+func eachJobStep(j *concourse.JobConfig, f func(*concourse.Step)) {
+	for i := range j.Plan {
+		eachStep(&j.Plan[i], f)
+	}
+	for _, h := range jobHooks(j) {
+		eachStep(h.step, f)
+	}
+}
+
+func eachStep(s *concourse.Step, f func(*concourse.Step)) {
+	if s == nil {
+		return
+	}
+	f(s)
+	if s.InParallel != nil {
+		for i := range s.InParallel.Steps {
+			eachStep(&s.InParallel.Steps[i], f)
+		}
+	}
+	for i := range s.Do {
+		eachStep(&s.Do[i], f)
+	}
+	eachStep(s.Try, f)
+	for _, h := range stepHooks(s) {
+		eachStep(h.step, f)
+	}
+}
+
+// checkDuration accepts an empty duration (unset) and one that is a var
+// to be filled in at run time.
+func checkDuration(where, d string) []string {
+	if d == "" || strings.Contains(d, "((") {
+		return nil
+	}
+	if _, err := time.ParseDuration(d); err != nil {
+		return []string{fmt.Sprintf("%s: invalid duration '%s'", where, d)}
+	}
+	return nil
+}
+
+// checkInterval is checkDuration that also accepts "never".
+func checkInterval(where, d string) []string {
+	if d == "never" {
+		return nil
+	}
+	return checkDuration(where, d)
+}
