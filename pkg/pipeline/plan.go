@@ -232,16 +232,18 @@ func (p *planner) resource(name string) (*concourse.ResourceConfig, error) {
 	return nil, fmt.Errorf("unknown resource '%s'", name)
 }
 
-// source is a resource's source over the defaults of its type.
+// source is a resource's source over the defaults of its type: a copy,
+// so that callers may interpolate a plan without touching the config.
 func (p *planner) source(r *concourse.ResourceConfig) map[string]any {
+	merged := map[string]any{}
 	for _, t := range p.cfg.ResourceTypes {
-		if t.Name == r.Type && len(t.Defaults) > 0 {
-			merged := maps.Clone(t.Defaults)
-			maps.Copy(merged, r.Source)
-			return merged
+		if t.Name == r.Type {
+			maps.Copy(merged, t.Defaults)
+			break
 		}
 	}
-	return r.Source
+	maps.Copy(merged, r.Source)
+	return merged
 }
 
 func (p *planner) get(s *concourse.Step) (concourse.Plan, error) {
