@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/taskconfig"
 )
 
 // Warning is something Concourse accepts in a pipeline but points out, as
@@ -384,6 +385,11 @@ func (sv *stepValidator) step(s *concourse.Step, ctx string) {
 		case len(s.Config) > 0 && s.File != "":
 			sv.errorf(ctx, "must specify one of `file:` or `config:`, not both")
 		}
+		if len(s.Config) > 0 && s.File == "" {
+			for _, msg := range taskConfigProblems(s.Config) {
+				sv.errorf(ctx+".config", "%s", msg)
+			}
+		}
 		if s.Hermetic {
 			sv.v.warnings = append(sv.v.warnings, Warning{
 				Type:    WarningPipeline,
@@ -592,6 +598,25 @@ func eachStep(s *concourse.Step, f func(*concourse.Step)) {
 	for _, h := range stepHooks(s) {
 		eachStep(h.step, f)
 	}
+}
+
+// taskConfigProblems are what an inline task config fails on, one per
+// problem.
+func taskConfigProblems(raw []byte) []string {
+	_, err := taskconfig.Parse(raw)
+	if err == nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if item, ok := strings.CutPrefix(line, "\t* "); ok {
+			out = append(out, item)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{err.Error()}
+	}
+	return out
 }
 
 // checkDuration accepts an empty duration (unset) and one that is a var
