@@ -402,6 +402,27 @@ var _ = Describe("Store conformance", func() {
 					Expect(err).To(MatchError(blobstore.ErrNotFound))
 				})
 
+				It("reads one file of an artifact (task file:) and refuses what is missing, not regular or too large", func(ctx SpecContext) {
+					src := filepath.Join(tmp, "src")
+					Expect(os.MkdirAll(filepath.Join(src, "ci", "tasks"), 0o755)).To(Succeed())
+					Expect(os.WriteFile(filepath.Join(src, "ci", "tasks", "test.yml"), []byte("platform: linux\n"), 0o644)).To(Succeed())
+					Expect(os.WriteFile(filepath.Join(src, "big"), bytes.Repeat([]byte("x"), 4096), 0o644)).To(Succeed())
+					a, err := blobstore.UploadDir(ctx, store, src, blobstore.UploadOptions{})
+					Expect(err).NotTo(HaveOccurred())
+
+					data, err := blobstore.ReadFile(ctx, store, a.Key, "./ci/tasks/test.yml", 1024)
+					Expect(err).NotTo(HaveOccurred())
+					Expect(string(data)).To(Equal("platform: linux\n"))
+					_, err = blobstore.ReadFile(ctx, store, a.Key, "ci/tasks/missing.yml", 1024)
+					Expect(err).To(MatchError(blobstore.ErrFileNotFound))
+					_, err = blobstore.ReadFile(ctx, store, a.Key, "ci/tasks", 1024)
+					Expect(err).To(MatchError(ContainSubstring("not a regular file")))
+					_, err = blobstore.ReadFile(ctx, store, a.Key, "big", 1024)
+					Expect(err).To(MatchError(ContainSubstring("4096 bytes, more than the 1024 allowed")))
+					_, err = blobstore.ReadFile(ctx, store, a.Key, "../etc/passwd", 1024)
+					Expect(err).To(MatchError(blobstore.ErrUnsafePath))
+				})
+
 				It("stores the same content once", func(ctx SpecContext) {
 					src := filepath.Join(tmp, "src")
 					buildRichTree(src, 50, 1<<20)

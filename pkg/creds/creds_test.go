@@ -1,0 +1,78 @@
+package creds
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func secret(ns, name string, data map[string]string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{}}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	return s
+}
+
+func TestKubernetesLookup(t *testing.T) {
+	client := fake.NewSimpleClientset(
+		secret("concourse-main", "token", map[string]string{"value": "team-wide"}),
+		secret("concourse-main", "pipe.token", map[string]string{"value": "pipeline-only"}),
+		secret("concourse-main", "login", map[string]string{"username": "u", "password": "p"}),
+		secret("concourse-other", "token", map[string]string{"value": "other-team"}),
+	)
+	k := &Kubernetes{Client: client, NamespacePrefix: DefaultNamespacePrefix}
+	for _, tc := range []struct {
+		team, pipeline, name string
+		want                 any
+		found                bool
+	}{
+		{"main", "", "token", "team-wide", true},
+		{"main", "pipe", "token", "pipeline-only", true},
+		{"main", "another", "token", "team-wide", true},
+		{"other", "pipe", "token", "other-team", true},
+		{"main", "", "login", map[string]any{"username": "u", "password": "p"}, true},
+		{"main", "", "missing", nil, false},
+		// Not a valid Secret name: never asked for, never found.
+		{"main", "", "Bad_Name", nil, false},
+		// Team isolation: team other has no login.
+		{"other", "", "login", nil, false},
+	} {
+		got, found, err := k.Lookup(context.Background(), tc.team, tc.pipeline, tc.name)
+		if err != nil {
+			t.Fatalf("%s/%s/%s: %v", tc.team, tc.pipeline, tc.name, err)
+		}
+		if found != tc.found {
+			t.Errorf("%s/%s/%s: found = %v, want %v", tc.team, tc.pipeline, tc.name, found, tc.found)
+			continue
+		}
+		if m, ok := tc.want.(map[string]any); ok {
+			gm, _ := got.(map[string]any)
+			if len(gm) != len(m) || gm["username"] != m["username"] || gm["password"] != m["password"] {
+				t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+			}
+		} else if got != tc.want {
+			t.Errorf("%s/%s/%s: got %v, want %v", tc.team, tc.pipeline, tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	r := NewRedactor([]string{"s3cr3t", "s3cr3t-longer", "  ", "line1\nline2"})
+	for in, want := range map[string]string{
+		"token=s3cr3t-longer end": "token=((redacted)) end",
+		"s3cr3t and s3cr3t":       "((redacted)) and ((redacted))",
+		"line2 printed alone":     "((redacted)) printed alone",
+		"nothing secret here":     "nothing secret here",
+	} {
+		if got := r.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := (&Redactor{}).Redact("s3cr3t"); got != "s3cr3t" {
+		t.Errorf("zero Redactor changed text: %q", got)
+	}
+}
