@@ -77,7 +77,7 @@ component_pid() {
 containerd_running() { component_pid containerd >/dev/null && [ -S "$CONTAINERD_SOCK" ]; }
 
 # registry_ready: the registry answers its API base (GET /v2/ is 200 without auth).
-registry_ready() { curl -fsS --noproxy '*' -o /dev/null --max-time 2 "http://$REGISTRY_ADDR/v2/"; }
+registry_ready() { curl -fs --noproxy '*' -o /dev/null --max-time 2 "http://$REGISTRY_ADDR/v2/"; }
 
 # go_tool NAME: builds hack/tools/NAME into $TOOLS_BIN (a no-op when up to date:
 # go build is incremental) and prints its path.

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -25,21 +26,21 @@ import (
 
 var _ = Describe("the local cluster's registry", func() {
 	var (
-		registry string
-		opts     []remote.Option
+		registry  string
+		transport http.RoundTripper
 	)
-	BeforeEach(func(ctx SpecContext) {
+	BeforeEach(func() {
 		registry = testenv.Registry(GinkgoT())
 		// The registry is on this host: never through a proxy from the environment.
 		tr := remote.DefaultTransport.(*http.Transport).Clone()
 		tr.Proxy = nil
-		opts = []remote.Option{remote.WithContext(ctx), remote.WithTransport(tr)}
+		transport = tr
 	})
 
 	// pushRandomImage pushes a two-layer image: a static busybox (the same layer
 	// every run) and /hello.txt holding body (new every run, so the digest is
-	// too). It returns the digest reference and deletes the image afterwards.
-	pushRandomImage := func(repo, body string) name.Digest {
+	// too). It returns the tag and digest references and deletes the image afterwards.
+	pushRandomImage := func(ctx context.Context, repo, body string) (name.Tag, name.Digest) {
 		bb, err := os.ReadFile("/bin/busybox")
 		Expect(err).NotTo(HaveOccurred(), "reading the host's static busybox")
 		img, err := mutate.AppendLayers(
@@ -57,20 +58,20 @@ var _ = Describe("the local cluster's registry", func() {
 
 		tag, err := name.NewTag(fmt.Sprintf("%s/%s:%s", registry, repo, randomToken()), name.Insecure)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(remote.Write(tag, img, opts...)).To(Succeed(), "pushing %s", tag)
+		Expect(remote.Write(tag, img, remote.WithContext(ctx), remote.WithTransport(transport))).To(Succeed(), "pushing %s", tag)
 		digest, err := img.Digest()
 		Expect(err).NotTo(HaveOccurred())
 		ref := tag.Context().Digest(digest.String())
 		DeferCleanup(func(ctx SpecContext) {
-			Expect(remote.Delete(ref, append(opts, remote.WithContext(ctx))...)).To(Succeed(), "deleting %s", ref)
+			Expect(remote.Delete(ref, remote.WithContext(ctx), remote.WithTransport(transport))).To(Succeed(), "deleting %s", ref)
 		})
-		return ref
+		return tag, ref
 	}
 
 	It("serves an image pushed with go-containerregistry to a pod, pulled by digest through containerd", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		body := "hello from the registry " + randomToken()
-		ref := pushRandomImage("porter-test/registry-smoke", body)
+		_, ref := pushRandomImage(ctx, "porter-test/registry-smoke", body)
 
 		pod := busyboxPod("pull-by-digest", "")
 		pod.Spec.Containers[0].Image = ref.String()
@@ -84,14 +85,13 @@ var _ = Describe("the local cluster's registry", func() {
 
 	It("answers pods at the same address as the host", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		ref := pushRandomImage("porter-test/registry-reach", randomToken())
-		// What a resource type's check does from its pod: read the registry's API.
-		pod := busyboxPod("reach-registry",
-			fmt.Sprintf("wget -q -O- http://%s/v2/%s/manifests/%s >/dev/null && echo found",
-				registry, ref.RepositoryStr(), ref.DigestStr()))
+		tag, _ := pushRandomImage(ctx, "porter-test/registry-reach", randomToken())
+		// What a resource type's check does from its pod: list the tags.
+		pod := busyboxPod("reach-registry", fmt.Sprintf("wget -q -O- http://%s/v2/%s/tags/list", registry, tag.RepositoryStr()))
 		createPod(ctx, ns, pod)
 		waitForPod(ctx, ns, pod.Name, podFinished)
-		Expect(containerLogs(ctx, ns, pod.Name, "main")).To(Equal("found\n"))
+		Expect(containerLogs(ctx, ns, pod.Name, "main")).To(MatchJSON(
+			fmt.Sprintf(`{"name": %q, "tags": [%q]}`, tag.RepositoryStr(), tag.TagStr())))
 	}, SpecTimeout(specTimeout))
 })
 
