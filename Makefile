@@ -25,11 +25,11 @@ generate: ## regenerate the protobuf code from the .proto files
 	hack/generate.sh
 
 .PHONY: tools
-tools: ## build the pinned third-party binaries (Kubernetes, etcd, MinIO) from the module proxy
+tools: ## build the pinned third-party binaries (Kubernetes, etcd, MinIO, registry) from the module proxy
 	hack/build-tools.sh
 
 .PHONY: cluster-up
-cluster-up: ## start the local Kubernetes cluster + MinIO (no-op health check when it is up)
+cluster-up: ## start the local Kubernetes cluster + MinIO + registry (no-op health check when it is up)
 	hack/cluster-up.sh
 
 .PHONY: cluster-down
@@ -37,7 +37,7 @@ cluster-down: ## stop the local cluster and remove everything it left on the hos
 	hack/cluster-down.sh
 
 .PHONY: images
-images: ## rebuild the porter and atc-porter-runtime images and import them into the cluster
+images: ## rebuild the porter and atc-porter-runtime images, import them into the cluster, push to its registry
 	hack/images.sh project
 
 .PHONY: test

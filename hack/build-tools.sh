@@ -4,12 +4,12 @@
 # A binary whose stamp matches its pinned version is not rebuilt: a warm run takes
 # well under a second. Prints how long each build took.
 #
-# usage: hack/build-tools.sh [kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd minio]
+# usage: hack/build-tools.sh [kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd minio registry]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
-want=("$@"); [ ${#want[@]} -gt 0 ] || want=("${K8S_CMDS[@]}" etcd minio)
+want=("$@"); [ ${#want[@]} -gt 0 ] || want=("${K8S_CMDS[@]}" etcd minio registry)
 mkdir -p "$TOOLS_BIN" "$PORTER_CACHE/src"
 
 # Every build uses the same flags so Go's build cache stays valid between runs:
@@ -66,6 +66,7 @@ build_one() {
   case $name in
     etcd) version=$ETCD_VERSION ;;
     minio) version=$MINIO_VERSION ;;
+    registry) version=$DISTRIBUTION_VERSION ;;
     *) version=$K8S_VERSION ;;
   esac
   local stamp="$TOOLS_BIN/.$name.version"
@@ -80,6 +81,12 @@ build_one() {
     minio)
       (cd / && GOBIN="$TOOLS_BIN/.minio-gobin" go install "${GOFLAGS_BUILD[@]}" -ldflags "-s -w" "github.com/minio/minio@$MINIO_VERSION")
       mv "$TOOLS_BIN/.minio-gobin/minio" "$TOOLS_BIN/minio.tmp" ;;
+    registry)
+      # The registry reports its version from this variable ("+unknown" otherwise).
+      (cd / && GOBIN="$TOOLS_BIN/.registry-gobin" go install "${GOFLAGS_BUILD[@]}" \
+        -ldflags "-s -w -X github.com/distribution/distribution/v3/version.version=$DISTRIBUTION_VERSION" \
+        "github.com/distribution/distribution/v3/cmd/registry@$DISTRIBUTION_VERSION")
+      mv "$TOOLS_BIN/.registry-gobin/registry" "$TOOLS_BIN/registry.tmp" ;;
     *)
       timed "kubernetes wrapper module" k8s_module
       (cd "$k8s_src" && go build "${GOFLAGS_BUILD[@]}" -ldflags "$(k8s_ldflags)" -o "$TOOLS_BIN/$name.tmp" "k8s.io/kubernetes/cmd/$name") ;;

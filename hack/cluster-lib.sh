@@ -23,9 +23,15 @@ POD_GATEWAY=10.244.0.1
 SERVICE_CIDR=10.96.0.0/24
 BRIDGE=porterbr0
 APISERVER_URL=https://127.0.0.1:6443
+# The image registry (deploy/registry, the CNCF distribution registry) is a
+# host-network pod on NODE_IP, plain HTTP: pods and the host's containerd pull
+# from one address. PORTER_CLUSTER_REGISTRY_PORT moves it off 5000.
+REGISTRY_PORT=${PORTER_CLUSTER_REGISTRY_PORT:-5000}
+REGISTRY_ADDR=$NODE_IP:$REGISTRY_PORT
+REGISTRY_NAMESPACE=porter-registry
 # Ports this cluster listens on (all on 127.0.0.1 or NODE_IP); cluster-up refuses
 # to start if something else already holds one of them.
-CLUSTER_PORTS="2379 2380 6443 9000 10248 10250 10257 10259"
+CLUSTER_PORTS="2379 2380 6443 9000 $REGISTRY_PORT 10248 10250 10257 10259"
 
 # MinIO runs as a host-network pod on NODE_IP, so the host and pods use one address.
 MINIO_ENDPOINT=$NODE_IP:9000
@@ -46,6 +52,8 @@ POSTGRES_PORT=${PORTER_POSTGRES_PORT:-15432}
 POSTGRES_ENV_FILE=$POSTGRES_STATE/postgres.env
 
 CONTAINERD_SOCK=$CLUSTER_RUN/containerd.sock
+# containerd's per-registry settings (hosts.toml files), its CRI registry config_path.
+CONTAINERD_HOSTS_DIR=$CLUSTER_STATE/containerd/certs.d
 PAUSE_IMAGE=porter.local/pause:dev
 # Built images are cached here as OCI archives; cluster-up imports them all.
 IMAGE_CACHE=$PORTER_CACHE/images
@@ -67,6 +75,9 @@ component_pid() {
 }
 
 containerd_running() { component_pid containerd >/dev/null && [ -S "$CONTAINERD_SOCK" ]; }
+
+# registry_ready: the registry answers its API base (GET /v2/ is 200 without auth).
+registry_ready() { curl -fs --noproxy '*' -o /dev/null --max-time 2 "http://$REGISTRY_ADDR/v2/"; }
 
 # go_tool NAME: builds hack/tools/NAME into $TOOLS_BIN (a no-op when up to date:
 # go build is incremental) and prints its path.

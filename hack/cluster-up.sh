@@ -5,14 +5,19 @@
 #   etcd -> kube-apiserver -> kube-controller-manager + kube-scheduler
 #   containerd (a private instance, CRI on) -> kubelet (cgroupfs, CNI bridge)
 #   MinIO as a host-network pod on the node IP, bucket "porter"
+#   an image registry (CNCF distribution) as a host-network pod on the node IP,
+#   plain HTTP, that containerd pulls from; the cached images are pushed there
 #   PostgreSQL on 127.0.0.1:$POSTGRES_PORT (hack/postgres.sh; on the host, not a pod)
 #
 # Everything listens on 127.0.0.1 or on the node IP (a /32 alias on lo); pods can
-# reach each other and this host, nothing else. Image pulls fail at once and
-# locally: images come from hack/images.sh.
+# reach each other and this host, nothing else. Image pulls from anywhere but the
+# cluster's registry fail at once and locally: images come from hack/images.sh.
 #
-# Idempotent: when the cluster is already up this only checks its health (and
-# imports images that changed). A half-running cluster is torn down and restarted.
+# Idempotent: when the cluster is already up this only checks its health, imports
+# and pushes images that changed, and brings what changed in this script to the
+# running cluster without a teardown: a missing registry is started, and
+# containerd is restarted (its containers keep running) if its settings changed.
+# A half-running cluster is torn down and restarted.
 # Every process is recorded by PID in $CLUSTER_RUN; hack/cluster-down.sh stops them.
 #
 # usage: hack/cluster-up.sh
@@ -72,12 +77,26 @@ check_health() {
   [ -f "$MINIO_ENV_FILE" ] || die "$MINIO_ENV_FILE is missing"
 }
 
+# converge_running: brings a running cluster to what this script would start
+# today. Each step is a no-op when nothing changed.
+converge_running() {
+  [ -x "$TOOLS_BIN/registry" ] || die "$TOOLS_BIN/registry is missing: run hack/build-tools.sh"
+  reconcile_containerd
+  # base: builds the registry image if it is new (cheap when the archives are current).
+  timed "import changed images" "$REPO_ROOT/hack/images.sh" --import-cached base ||
+    die "importing the images failed"
+  registry_ready || timed "registry ready" start_registry
+  timed "push changed images" "$REPO_ROOT/hack/images.sh" --push-cached || die "pushing the images failed"
+  grep -qxF "PORTER_CLUSTER_REGISTRY=$REGISTRY_ADDR" "$CLUSTER_STATE/cluster.env" 2>/dev/null ||
+    write_env_files "$(secret_value MINIO_ROOT_USER)" "$(secret_value MINIO_ROOT_PASSWORD)"
+}
+
 # ---------------------------------------------------------------- phases of a fresh start
 preflight() {
   [ "$(id -u)" = 0 ] || die "must run as root"
   ensure_apt
   local b
-  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl minio; do
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl minio registry; do
     [ -x "$TOOLS_BIN/$b" ] || die "$TOOLS_BIN/$b is missing: run hack/build-tools.sh"
   done
   for b in /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/firewall; do
@@ -184,20 +203,27 @@ start_etcd() {
 
 # A containerd of our own, apart from the one dockerd runs: own root, state, socket
 # and runc root, so neither sees the other's containers or images.
-start_containerd() {
-  local root=$CLUSTER_STATE/containerd state=$CLUSTER_RUN/containerd
-  mkdir -p "$root" "$state" "$CLUSTER_STATE/cni/net.d" "$CLUSTER_STATE/cni/ipam"
-  # Why each setting:
-  #  sandbox_image           the local pause image; registry.k8s.io is unreachable.
-  #  restrict_oom_score_adj  root here lacks CAP_SYS_RESOURCE, so runc cannot set the
-  #                          -998 the kubelet asks for the pause container ("can't get
-  #                          final child's PID from pipe"); clamp to containerd's own score.
-  #  SystemdCgroup = false   no systemd; matches the kubelet's cgroupfs driver.
-  #  Root (runc)             runc's default /run/containerd/runc/k8s.io could be shared
-  #                          with another containerd.
-  #  bin_dir                 Debian installs the CNI plugins in /usr/lib/cni.
-  #  stream_server_address   exec/attach/port-forward served on loopback only.
-  cat >"$root/config.toml" <<EOF
+CONTAINERD_ROOT=$CLUSTER_STATE/containerd
+# The proxy is a closed loopback port: a pull of a missing image fails at once,
+# on this machine, instead of resolving and dialling a registry. The cluster's
+# registry, on the node IP, is the one exception.
+CONTAINERD_ENV=(HTTP_PROXY=http://127.0.0.1:1 HTTPS_PROXY=http://127.0.0.1:1 NO_PROXY="$NODE_IP")
+
+# Why each setting:
+#  sandbox_image           the local pause image; registry.k8s.io is unreachable.
+#  restrict_oom_score_adj  root here lacks CAP_SYS_RESOURCE, so runc cannot set the
+#                          -998 the kubelet asks for the pause container ("can't get
+#                          final child's PID from pipe"); clamp to containerd's own score.
+#  SystemdCgroup = false   no systemd; matches the kubelet's cgroupfs driver.
+#  Root (runc)             runc's default /run/containerd/runc/k8s.io could be shared
+#                          with another containerd.
+#  bin_dir                 Debian installs the CNI plugins in /usr/lib/cni.
+#  stream_server_address   exec/attach/port-forward served on loopback only.
+#  config_path             per-registry hosts.toml files: the cluster's registry is
+#                          plain HTTP (containerd would try HTTPS).
+containerd_config() {
+  local root=$CONTAINERD_ROOT state=$CLUSTER_RUN/containerd
+  cat <<EOF
 version = 2
 root = "$root"
 state = "$state"
@@ -230,11 +256,63 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     bin_dir = "/usr/lib/cni"
     conf_dir = "$CLUSTER_STATE/cni/net.d"
     max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$CONTAINERD_HOSTS_DIR"
 EOF
-  # The proxy is a closed loopback port: a pull of a missing image fails at once,
-  # on this machine, instead of resolving and dialling a registry.
-  start_component containerd HTTP_PROXY=http://127.0.0.1:1 HTTPS_PROXY=http://127.0.0.1:1 \
-    containerd --config "$root/config.toml" --log-level warn
+}
+
+# containerd reads hosts.toml at every pull: it can change without a restart.
+write_containerd_hosts() {
+  local dir=$CONTAINERD_HOSTS_DIR/$REGISTRY_ADDR
+  mkdir -p "$dir"
+  cat >"$dir/hosts.toml.tmp" <<EOF
+# The local cluster's registry (deploy/registry): plain HTTP on the node IP.
+server = "http://$REGISTRY_ADDR"
+
+[host."http://$REGISTRY_ADDR"]
+  capabilities = ["pull", "resolve"]
+EOF
+  mv "$dir/hosts.toml.tmp" "$dir/hosts.toml"
+}
+
+# containerd_settings: a digest of everything containerd reads only at start.
+containerd_settings() {
+  { containerd_config; printf '%s\n' "${CONTAINERD_ENV[@]}"; } | sha256sum | cut -d' ' -f1
+}
+
+start_containerd() {
+  mkdir -p "$CONTAINERD_ROOT" "$CLUSTER_RUN/containerd" "$CLUSTER_STATE/cni/net.d" "$CLUSTER_STATE/cni/ipam"
+  containerd_config >"$CONTAINERD_ROOT/config.toml"
+  write_containerd_hosts
+  containerd_settings >"$CLUSTER_RUN/containerd.settings"
+  start_component containerd "${CONTAINERD_ENV[@]}" containerd --config "$CONTAINERD_ROOT/config.toml" --log-level warn
+}
+
+# reconcile_containerd: on a running cluster, restarts containerd if it was
+# started with other settings (an older cluster-up). Its containers keep running
+# (their shims outlive it) and the kubelet reconnects; this takes about a second.
+reconcile_containerd() {
+  write_containerd_hosts
+  [ "$(cat "$CLUSTER_RUN/containerd.settings" 2>/dev/null)" = "$(containerd_settings)" ] && return 0
+  log "cluster-up: containerd's settings changed; restarting containerd (containers keep running)"
+  local pid deadline
+  pid=$(component_pid containerd) || die "containerd is not running"
+  kill -TERM "$pid"
+  deadline=$(($(date +%s) + 15))
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      log "cluster-up: containerd ignored SIGTERM for 15s; SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    sleep 0.1
+  done
+  mkdir -p "$CLUSTER_LOGS/previous"
+  mv -f "$CLUSTER_LOGS/containerd.log" "$CLUSTER_LOGS/previous/containerd.log" 2>/dev/null || true
+  start_containerd
+  wait_until 30 "containerd's socket" cluster_ctr version
+  require_alive containerd
+  cluster_kubectl wait --for=condition=Ready "node/$NODE_NAME" --timeout=60s >/dev/null ||
+    die "node $NODE_NAME is not Ready after restarting containerd"
 }
 
 start_apiserver() {
@@ -409,6 +487,33 @@ start_minio() {
   write_env_files "$access" "$secret"
 }
 
+# registry_kustomization: an overlay of deploy/registry that sets the port, in
+# the state dir (kustomize takes the base by relative path).
+registry_kustomization() {
+  local dir=$CLUSTER_STATE/registry-kustomize
+  mkdir -p "$dir"
+  cat >"$dir/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- $(realpath --relative-to="$dir" "$REPO_ROOT/deploy/registry")
+configMapGenerator:
+- name: registry-settings
+  namespace: $REGISTRY_NAMESPACE
+  behavior: merge
+  literals:
+  - REGISTRY_PORT=$REGISTRY_PORT
+EOF
+  echo "$dir"
+}
+
+start_registry() {
+  cluster_kubectl apply -k "$(registry_kustomization)" >/dev/null
+  cluster_kubectl -n "$REGISTRY_NAMESPACE" rollout status deployment/registry --timeout=120s >/dev/null ||
+    die "the registry did not start (kubectl -n $REGISTRY_NAMESPACE describe pod -l app.kubernetes.io/name=registry)"
+  wait_until 30 "the registry at $REGISTRY_ADDR" registry_ready
+}
+
 # Two files for other tools: minio.env (MinIO only) and cluster.env (everything).
 # Both are shell- and dotenv-compatible KEY=VALUE lines.
 write_env_files() {
@@ -423,7 +528,7 @@ write_env_files() {
   )
   (umask 077 && printf '%s\n' "${minio[@]}" >"$MINIO_ENV_FILE")
   (umask 077 && printf '%s\n' "PORTER_KUBECONFIG=$ADMIN_KUBECONFIG" "PORTER_CLUSTER_NODE_IP=$NODE_IP" \
-    "${minio[@]}" >"$CLUSTER_STATE/cluster.env")
+    "PORTER_CLUSTER_REGISTRY=$REGISTRY_ADDR" "${minio[@]}" >"$CLUSTER_STATE/cluster.env")
 }
 
 print_summary() {
@@ -432,6 +537,7 @@ cluster is up ($(elapsed)s)
   kubeconfig:     export KUBECONFIG=$ADMIN_KUBECONFIG   (kubectl: $TOOLS_BIN/kubectl)
   node:           $NODE_NAME, node IP $NODE_IP, pods $POD_SUBNET on $BRIDGE
   MinIO:          http://$MINIO_ENDPOINT from the host and from pods, bucket $MINIO_BUCKET
+  registry:       http://$REGISTRY_ADDR (plain HTTP) from the host, pods and containerd
   credentials:    $MINIO_ENV_FILE (all settings: $CLUSTER_STATE/cluster.env)
   PostgreSQL:     127.0.0.1:$POSTGRES_PORT, admin DSN in $POSTGRES_ENV_FILE
   logs:           $CLUSTER_LOGS
@@ -445,7 +551,7 @@ main() {
   done
   if [ $dead = 0 ]; then
     timed "verify running cluster" check_health
-    timed "import changed images" "$REPO_ROOT/hack/images.sh" --import-cached
+    converge_running
     timed "postgres" "$REPO_ROOT/hack/postgres.sh" up
     print_summary
     return 0
@@ -479,6 +585,8 @@ main() {
   wait "$images_pid" || die "importing the images failed"
   wait "$postgres_pid" || die "starting PostgreSQL failed (hack/postgres.sh up)"
   timed "MinIO ready, bucket" start_minio
+  timed "registry ready" start_registry
+  timed "push images" "$REPO_ROOT/hack/images.sh" --push-cached || die "pushing the images failed"
   print_summary
 }
 

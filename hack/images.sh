@@ -6,10 +6,17 @@
 # `ctr -n k8s.io images import`; an image whose digest containerd already has is
 # skipped. When it is down, cluster-up imports the cached archives.
 #
-# usage: hack/images.sh [--no-import|--import-cached] [GROUP|NAME...]   (default: every image)
+# After importing, every cached image of the groups in PUSH_GROUPS is also pushed
+# to the cluster's registry (deploy/registry) with hack/tools/ocipush, under the
+# same path and tag without the domain: docker.io/library/busybox:latest becomes
+# $REGISTRY_ADDR/library/busybox:latest, porter.local/porter:dev
+# $REGISTRY_ADDR/porter:dev. An image the registry already has is not pushed again.
+#
+# usage: hack/images.sh [--no-import|--import-cached|--push-cached] [GROUP|NAME...]   (default: every image)
 #   --no-import      build the archives only
-#   --import-cached  build the named images (if any), then import every cached archive
-#   groups: base (pause busybox minio), project (porter atc-porter-runtime),
+#   --import-cached  build the named images (if any), then import every cached archive (no push)
+#   --push-cached    push every cached archive of PUSH_GROUPS to the registry (no build, no import)
+#   groups: base (pause busybox minio registry), project (porter atc-porter-runtime),
 #           extra (postgres: for deploy/postgres, not needed by cluster-up), all
 #   PORTER_IMAGES_GO_DIR=dir builds the go: sources from that module instead of the repo.
 set -euo pipefail
@@ -25,6 +32,7 @@ define_images() {
   image base    pause   "$PAUSE_IMAGE"                     -entrypoint '["/pause"]' tool:pause:/pause
   image base    busybox docker.io/library/busybox:latest   -cmd '["sh"]'            busybox:/
   image base    minio   porter.local/minio:dev             -entrypoint '["/minio"]' -env HOME=/tmp "$TOOLS_BIN/minio:/minio"
+  image base    registry porter.local/registry:dev          -entrypoint '["/registry"]' -cmd '["serve","/etc/distribution/config.yml"]' "$TOOLS_BIN/registry:/registry"
   image project porter  porter.local/porter:dev            -entrypoint '["/usr/local/bin/porter"]' go:./cmd/porter:/usr/local/bin/porter
   image project atc-porter-runtime porter.local/atc-porter-runtime:dev -entrypoint '["/usr/local/bin/atc-porter-runtime"]' go:./cmd/atc-porter-runtime:/usr/local/bin/atc-porter-runtime
   # shellcheck disable=SC2046 # one SRC:/DST word per file
@@ -142,6 +150,38 @@ import_image() {
   log "image $ref: imported ${want:7:12}"
 }
 
+# Groups whose images go to the registry: what step pods and resource types run.
+PUSH_GROUPS="base resources project"
+
+# registry_ref REF: REF in the cluster's registry, its domain (a first component
+# with a dot or a colon, or localhost) dropped.
+registry_ref() {
+  local ref=$1 first=${1%%/*}
+  if [ "$first" != "$ref" ] && { [[ $first == *[.:]* ]] || [ "$first" = localhost ]; }; then
+    ref=${ref#*/}
+  fi
+  echo "$REGISTRY_ADDR/$ref"
+}
+
+# push_cached: pushes every cached archive of PUSH_GROUPS in one ocipush run,
+# which skips what the registry already has. Without a registry, says so and
+# succeeds: the archives are still imported into containerd.
+push_cached() {
+  if ! registry_ready; then
+    log "images: no registry answers at $REGISTRY_ADDR; not pushing (cluster-up starts it)"
+    return 0
+  fi
+  local name pairs=() ocipush
+  for name in "${IMAGE_NAMES[@]}"; do
+    [[ " $PUSH_GROUPS " == *" ${IMAGE_GROUP[$name]} "* ]] || continue
+    [ -f "$IMAGE_CACHE/$name.tar.digest" ] || continue
+    pairs+=("$IMAGE_CACHE/$name.tar=$(registry_ref "${IMAGE_REF[$name]}")")
+  done
+  [ ${#pairs[@]} -gt 0 ] || return 0
+  ocipush=$(go_tool ocipush)
+  "$ocipush" "${pairs[@]}" >&2
+}
+
 # import_cached: imports every archive in the cache (cluster-up uses this).
 import_cached() {
   local name
@@ -152,17 +192,22 @@ import_cached() {
 }
 
 main() {
-  local do_import=1 import_all=0 want=() name sel
+  local do_import=1 import_all=0 push_only=0 want=() name sel
   while [ $# -gt 0 ]; do
     case $1 in
       --no-import) do_import=0 ;;
       --import-cached) import_all=1 ;;
+      --push-cached) push_only=1 ;;
       -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; return 0 ;;
       *) want+=("$1") ;;
     esac
     shift
   done
   define_images
+  if [ $push_only = 1 ]; then
+    timed "images: push to $REGISTRY_ADDR" push_cached
+    return
+  fi
   if [ $import_all = 1 ] && [ ${#want[@]} -eq 0 ]; then
     import_cached
     return
@@ -212,6 +257,7 @@ main() {
   for name in "${selected[@]}"; do
     import_image "$name"
   done
+  timed "images: push to $REGISTRY_ADDR" push_cached
 }
 
 main "$@"
