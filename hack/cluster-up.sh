@@ -273,6 +273,19 @@ server = "http://$REGISTRY_ADDR"
   capabilities = ["pull", "resolve"]
 EOF
   mv "$dir/hosts.toml.tmp" "$dir/hosts.toml"
+  # Docker Hub is unreachable here; the registry mirrors it (images.sh pushes
+  # docker.io/library/busybox as library/busybox), so a task's
+  # `busybox@sha256:...` pulls from it like any cluster with a pull-through
+  # mirror would.
+  dir=$CONTAINERD_HOSTS_DIR/docker.io
+  mkdir -p "$dir"
+  cat >"$dir/hosts.toml.tmp" <<EOF
+server = "https://registry-1.docker.io"
+
+[host."http://$REGISTRY_ADDR"]
+  capabilities = ["pull", "resolve"]
+EOF
+  mv "$dir/hosts.toml.tmp" "$dir/hosts.toml"
 }
 
 # containerd_settings: a digest of everything containerd reads only at start.
