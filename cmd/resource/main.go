@@ -21,18 +21,21 @@ import (
 
 	"github.com/porter-ci/porter/pkg/resource"
 	"github.com/porter-ci/porter/pkg/resource/mock"
+	"github.com/porter-ci/porter/pkg/resource/timeres"
 )
 
 // EnvType names the resource type; the images set it.
 const EnvType = "PORTER_RESOURCE_TYPE"
 
 // typeNames are the types this binary implements.
-var typeNames = []string{"mock"}
+var typeNames = []string{"mock", "time"}
 
 func newType(name string) (resource.Type, error) {
 	switch name {
 	case "mock":
 		return mock.New(os.Getenv(mock.EnvImage)), nil
+	case "time":
+		return timeres.New(), nil
 	case "":
 		return nil, fmt.Errorf("no resource type: set -type or %s to one of %s", EnvType, strings.Join(typeNames, ", "))
 	default:
