@@ -20,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/porter-ci/porter/pkg/resource"
+	"github.com/porter-ci/porter/pkg/resource/git"
 	"github.com/porter-ci/porter/pkg/resource/mock"
 	"github.com/porter-ci/porter/pkg/resource/timeres"
 )
@@ -28,7 +29,7 @@ import (
 const EnvType = "PORTER_RESOURCE_TYPE"
 
 // typeNames are the types this binary implements.
-var typeNames = []string{"mock", "time"}
+var typeNames = []string{"mock", "time", "git"}
 
 func newType(name string) (resource.Type, error) {
 	switch name {
@@ -36,6 +37,8 @@ func newType(name string) (resource.Type, error) {
 		return mock.New(os.Getenv(mock.EnvImage)), nil
 	case "time":
 		return timeres.New(), nil
+	case "git":
+		return git.New(), nil
 	case "":
 		return nil, fmt.Errorf("no resource type: set -type or %s to one of %s", EnvType, strings.Join(typeNames, ", "))
 	default:
