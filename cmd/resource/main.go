@@ -22,6 +22,7 @@ import (
 	"github.com/porter-ci/porter/pkg/resource"
 	"github.com/porter-ci/porter/pkg/resource/git"
 	"github.com/porter-ci/porter/pkg/resource/mock"
+	"github.com/porter-ci/porter/pkg/resource/registryimage"
 	"github.com/porter-ci/porter/pkg/resource/timeres"
 )
 
@@ -29,7 +30,7 @@ import (
 const EnvType = "PORTER_RESOURCE_TYPE"
 
 // typeNames are the types this binary implements.
-var typeNames = []string{"mock", "time", "git"}
+var typeNames = []string{"mock", "time", "git", "registry-image"}
 
 func newType(name string) (resource.Type, error) {
 	switch name {
@@ -39,6 +40,8 @@ func newType(name string) (resource.Type, error) {
 		return timeres.New(), nil
 	case "git":
 		return git.New(), nil
+	case "registry-image":
+		return registryimage.New(), nil
 	case "":
 		return nil, fmt.Errorf("no resource type: set -type or %s to one of %s", EnvType, strings.Join(typeNames, ", "))
 	default:

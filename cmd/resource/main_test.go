@@ -3,11 +3,19 @@ package main_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 // buildResource builds the binary and lays it out as an image does:
@@ -115,5 +123,43 @@ func TestProtocolThroughScripts(t *testing.T) {
 	r = runScript(t, filepath.Join(bin, "resource"), []string{"PORTER_RESOURCE_TYPE=nope"}, `{"source":{}}`, "-type", "mock", "check")
 	if r.code != 0 || strings.TrimSpace(r.stdout) != `[{"version":"mock"}]` {
 		t.Fatalf("resource -type mock check: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// The registry-image type through the scripts, against a real in-process registry.
+func TestRegistryImageThroughScripts(t *testing.T) {
+	bin := buildResource(t)
+	env := []string{"PORTER_RESOURCE_TYPE=registry-image"}
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(reg.Close)
+	repo := strings.TrimPrefix(reg.URL, "http://") + "/app"
+	img, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.NewTag(repo+":dev", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img); err != nil {
+		t.Fatal(err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	source := `{"repository":"` + repo + `","tag":"dev","insecure":true}`
+
+	r := runScript(t, filepath.Join(bin, "check"), env, `{"source":`+source+`}`)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != `[{"digest":"`+digest.String()+`"}]` {
+		t.Fatalf("check: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	dest := t.TempDir()
+	r = runScript(t, filepath.Join(bin, "in"), env, `{"source":`+source+`,"version":{"digest":"`+digest.String()+`"}}`, dest)
+	if r.code != 0 {
+		t.Fatalf("in: exit %d stderr %q", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dest, "digest")); string(b) != digest.String() {
+		t.Fatalf("digest file = %q", b)
 	}
 }
