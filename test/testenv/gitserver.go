@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +35,7 @@ type GitServer struct {
 	port      int
 	srv       *http.Server
 	done      chan error
+	auth      atomic.Pointer[[2]string] // username, password; nil: anonymous
 }
 
 // NewGitServer starts a server; URL names advertiseHost (e.g. the cluster's
@@ -69,16 +71,37 @@ func NewGitServer(advertiseHost string) (*GitServer, error) {
 		return nil, errors.Join(fmt.Errorf("git server: listen: %w", err), os.RemoveAll(dir))
 	}
 	s.port = ln.Addr().(*net.TCPAddr).Port
+	backendHandler := &cgi.Handler{
+		Path: backend,
+		Root: "/",
+		Env:  []string{"GIT_PROJECT_ROOT=" + s.root, "GIT_HTTP_EXPORT_ALL=1"},
+	}
 	s.srv = &http.Server{
-		Handler: &cgi.Handler{
-			Path: backend,
-			Root: "/",
-			Env:  []string{"GIT_PROJECT_ROOT=" + s.root, "GIT_HTTP_EXPORT_ALL=1"},
-		},
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if want := s.auth.Load(); want != nil {
+				user, pass, ok := r.BasicAuth()
+				if !ok || user != want[0] || pass != want[1] {
+					w.Header().Set("WWW-Authenticate", `Basic realm="porter-gitserver"`)
+					http.Error(w, "authentication required", http.StatusUnauthorized)
+					return
+				}
+			}
+			backendHandler.ServeHTTP(w, r)
+		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() { s.done <- s.srv.Serve(ln) }()
 	return s, nil
+}
+
+// RequireBasicAuth makes every request need username and password (HTTP basic
+// auth), to test credentials; empty username switches it off again.
+func (s *GitServer) RequireBasicAuth(username, password string) {
+	if username == "" {
+		s.auth.Store(nil)
+		return
+	}
+	s.auth.Store(&[2]string{username, password})
 }
 
 // URL is the clone URL of repository name for pods (through the advertised host).

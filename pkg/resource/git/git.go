@@ -182,7 +182,16 @@ func (t *Type) Check(ctx context.Context, req resource.CheckRequest, log io.Writ
 		return nil, fmt.Errorf("create a clone directory: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	repo, err := s.clone(ctx, tmp, true, branch, 0, auth)
+	var since plumbing.Hash
+	if ref := req.Version[VersionKey]; ref != "" {
+		since = plumbing.NewHash(ref)
+	}
+	// Only the head is wanted on a first check without path filters: one commit is enough.
+	depth := 0
+	if since.IsZero() && len(s.Paths) == 0 && len(s.IgnorePaths) == 0 {
+		depth = 1
+	}
+	repo, err := s.clone(ctx, tmp, true, branch, depth, auth)
 	if err != nil {
 		if missingBranch(err) {
 			resource.Logf(log, "branch %s of %s does not exist (yet): no versions", branch, s.URI)
@@ -194,11 +203,6 @@ func (t *Type) Check(ctx context.Context, req resource.CheckRequest, log io.Writ
 	if err != nil {
 		return nil, fmt.Errorf("read the head of %s: %w", branch, err)
 	}
-	var since plumbing.Hash
-	if ref := req.Version[VersionKey]; ref != "" {
-		since = plumbing.NewHash(ref)
-	}
-
 	var newestFirst []plumbing.Hash
 	found := false
 	c, err := repo.CommitObject(head.Hash())

@@ -282,3 +282,42 @@ func commitLocal(t *testing.T, dir, file, content, msg string) string {
 	}
 	return h.String()
 }
+
+func TestCredentials(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t)
+	if err := srv.CreateRepo(ctx, "private", "main"); err != nil {
+		t.Fatal(err)
+	}
+	sha := commit(t, srv, "private", "main", map[string]string{"secret": "s"}, "private commit")
+	srv.RequireBasicAuth("ci", "s3cret")
+
+	_, err := git.New().Check(ctx, resource.CheckRequest{Source: source(t, map[string]any{"uri": srv.LocalURL("private"), "branch": "main"})}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "authentication required") {
+		t.Fatalf("check without credentials: err = %v", err)
+	}
+	_, err = git.New().Check(ctx, resource.CheckRequest{Source: source(t, map[string]any{"uri": srv.LocalURL("private"), "branch": "main", "username": "ci", "password": "wrong"})}, &bytes.Buffer{})
+	if err == nil {
+		t.Fatal("check with a wrong password succeeded")
+	}
+	src := source(t, map[string]any{"uri": srv.LocalURL("private"), "branch": "main", "username": "ci", "password": "s3cret"})
+	if got := checkRefs(t, src, nil); !eq(got, []string{sha}) {
+		t.Fatalf("check with credentials = %v, want %s", got, sha)
+	}
+	putDir := t.TempDir()
+	if _, err := git.New().In(ctx, filepath.Join(putDir, "repo"), resource.InRequest{Source: src, Version: resource.Version{"ref": sha}}, &bytes.Buffer{}); err != nil {
+		t.Fatalf("get with credentials: %v", err)
+	}
+	next := commitLocal(t, filepath.Join(putDir, "repo"), "secret", "t", "second")
+	if _, err := git.New().Out(ctx, putDir, resource.OutRequest{Source: src, Params: json.RawMessage(`{"repository":"repo"}`)}, &bytes.Buffer{}); err != nil {
+		t.Fatalf("put with credentials: %v", err)
+	}
+	if got, _ := srv.Head(ctx, "private", "main"); got != next {
+		t.Fatalf("server's main = %s, want %s", got, next)
+	}
+
+	_, err = git.New().Check(ctx, resource.CheckRequest{Source: source(t, map[string]any{"uri": "ssh://git@127.0.0.1:1/x.git", "branch": "main", "private_key": "not a key"})}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "source.private_key") {
+		t.Fatalf("check with a bad private key: err = %v", err)
+	}
+}
