@@ -240,3 +240,33 @@ func JoinInside(dir, rel string) (string, error) {
 	}
 	return filepath.Join(dir, clean), nil
 }
+
+// String is a string that also accepts a JSON number or boolean, since YAML
+// turns `tag: 1.0` or `version: 2` into numbers on the way to the resource.
+type String string
+
+// UnmarshalJSON accepts a string, number or boolean.
+func (s *String) UnmarshalJSON(b []byte) error {
+	var str string
+	if err := json.Unmarshal(b, &str); err == nil {
+		*s = String(str)
+		return nil
+	}
+	var raw any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return err
+	}
+	switch v := raw.(type) {
+	case json.Number:
+		*s = String(v.String())
+	case bool:
+		*s = String(fmt.Sprint(v))
+	case nil:
+		*s = ""
+	default:
+		return fmt.Errorf("want a string, got %s", b)
+	}
+	return nil
+}

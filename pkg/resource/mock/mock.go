@@ -22,15 +22,15 @@ const DefaultInitialVersion = "mock"
 // Source is the resource's source.
 type Source struct {
 	// InitialVersion is the first version check emits (default "mock").
-	InitialVersion string `json:"initial_version"`
+	InitialVersion resource.String `json:"initial_version"`
 	// NoInitialVersion leaves the initial version out, so the first version
 	// comes from Versions (or none at all).
 	NoInitialVersion bool `json:"no_initial_version"`
 	// Versions follow the initial version, oldest first: a test adds a version
 	// by appending here and re-setting the pipeline.
-	Versions []string `json:"versions"`
+	Versions []resource.String `json:"versions"`
 	// ForceVersion makes check emit exactly this version, whatever else is set.
-	ForceVersion string `json:"force_version"`
+	ForceVersion resource.String `json:"force_version"`
 	// CreateFiles are written by in, path (relative) to content.
 	CreateFiles map[string]string `json:"create_files"`
 	// CheckFailure makes check fail with this message.
@@ -60,7 +60,7 @@ type InParams struct {
 // OutParams are the params of a put.
 type OutParams struct {
 	// Version is the version the put produces.
-	Version string `json:"version"`
+	Version resource.String `json:"version"`
 	// File, a path relative to the put's directory (e.g. "out/version"), holds
 	// the version instead.
 	File string `json:"file"`
@@ -98,9 +98,12 @@ func decodeSource(req []byte) (Source, error) {
 func (s Source) history() []string {
 	var h []string
 	if !s.NoInitialVersion {
-		h = append(h, s.InitialVersion)
+		h = append(h, string(s.InitialVersion))
 	}
-	return append(h, s.Versions...)
+	for _, v := range s.Versions {
+		h = append(h, string(v))
+	}
+	return h
 }
 
 // CheckRaw prints check_output instead of versions when it is set.
@@ -147,7 +150,7 @@ func (t *Type) Check(ctx context.Context, req resource.CheckRequest, log io.Writ
 		return nil, err
 	}
 	if s.ForceVersion != "" {
-		return []resource.Version{{"version": s.ForceVersion}}, nil
+		return []resource.Version{{"version": string(s.ForceVersion)}}, nil
 	}
 	h := s.history()
 	if len(h) == 0 {
@@ -247,7 +250,7 @@ func (t *Type) Out(ctx context.Context, dir string, req resource.OutRequest, log
 	if p.Fail {
 		return resource.Response{}, fmt.Errorf("failing as asked (params.fail)")
 	}
-	version := p.Version
+	version := string(p.Version)
 	switch {
 	case p.Version != "" && p.File != "":
 		return resource.Response{}, fmt.Errorf("params.version and params.file are both set: want one")

@@ -43,6 +43,7 @@ func TestCheck(t *testing.T) {
 		{"from the current version", `{"initial_version":"v0","versions":["a","b","c"]}`, resource.Version{"version": "a"}, versions("a", "b", "c")},
 		{"current is latest", `{"versions":["a","b"]}`, resource.Version{"version": "b"}, versions("b")},
 		{"current is gone", `{"versions":["a","b"]}`, resource.Version{"version": "zzz"}, versions("b")},
+		{"numbers from YAML", `{"initial_version":1,"versions":[1.5,2]}`, nil, versions("2")},
 		{"force version", `{"versions":["a"],"force_version":"forced"}`, resource.Version{"version": "a"}, versions("forced")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -36,14 +36,14 @@ type Source struct {
 	// Repository, e.g. "registry.local:5000/team/app" or "busybox".
 	Repository string `json:"repository"`
 	// Tag to track and push (default "latest").
-	Tag string `json:"tag"`
+	Tag resource.String `json:"tag"`
 	// Username and Password for the registry (basic auth / token exchange).
 	Username string `json:"username"`
 	Password string `json:"password"`
 	// Insecure talks plain http to the registry (the local dev registry).
 	Insecure bool `json:"insecure"`
 	// Variant suffixes the tag: TAG-VARIANT, or VARIANT alone when no tag is set.
-	Variant string `json:"variant"`
+	Variant resource.String `json:"variant"`
 }
 
 // InParams are the params of a get.
@@ -96,12 +96,12 @@ func parseSource(raw []byte) (config, error) {
 	if strings.ContainsAny(c.src.Repository, "@") || strings.Contains(path.Base(c.src.Repository), ":") {
 		return c, fmt.Errorf("source.repository %q must not carry a tag or digest: use source.tag", c.src.Repository)
 	}
-	c.tag = c.src.Tag
+	c.tag = string(c.src.Tag)
 	switch {
 	case c.src.Variant != "" && (c.tag == "" || c.tag == "latest"):
-		c.tag = c.src.Variant
+		c.tag = string(c.src.Variant)
 	case c.src.Variant != "":
-		c.tag += "-" + c.src.Variant
+		c.tag += "-" + string(c.src.Variant)
 	case c.tag == "":
 		c.tag = "latest"
 	}
