@@ -10,8 +10,8 @@
 #   --no-import      build the archives only
 #   --import-cached  build the named images (if any), then import every cached archive
 #   groups: base (pause busybox minio), project (porter atc-porter-runtime),
-#           resources (resource-mock resource-time resource-git resource-registry-image),
 #           extra (postgres: for deploy/postgres, not needed by cluster-up), all
+#   group resources: resource-mock resource-time resource-git resource-registry-image (the resource types)
 #   PORTER_IMAGES_GO_DIR=dir builds the go: sources from that module instead of the repo.
 set -euo pipefail
 . "$(dirname "$0")/cluster-lib.sh"
