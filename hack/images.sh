@@ -18,6 +18,7 @@
 #   --push-cached    push every cached archive of PUSH_GROUPS to the registry (no build, no import)
 #   groups: base (pause busybox minio registry), project (porter atc-porter-runtime),
 #           extra (postgres: for deploy/postgres, not needed by cluster-up), all
+#   group resources: resource-mock resource-time resource-git resource-registry-image (the resource types)
 #   PORTER_IMAGES_GO_DIR=dir builds the go: sources from that module instead of the repo.
 set -euo pipefail
 . "$(dirname "$0")/cluster-lib.sh"
@@ -35,6 +36,13 @@ define_images() {
   image base    registry porter.local/registry:dev          -entrypoint '["/registry"]' -cmd '["serve","/etc/distribution/config.yml"]' "$TOOLS_BIN/registry:/registry"
   image project porter  porter.local/porter:dev            -entrypoint '["/usr/local/bin/porter"]' go:./cmd/porter:/usr/local/bin/porter
   image project atc-porter-runtime porter.local/atc-porter-runtime:dev -entrypoint '["/usr/local/bin/atc-porter-runtime"]' go:./cmd/atc-porter-runtime:/usr/local/bin/atc-porter-runtime
+  # Resource types: one static binary (cmd/resource) with /opt/resource/{check,in,out}
+  # linking to it; the image's env names the type. No shell, no git binary.
+  local rt
+  for rt in mock time git registry-image; do
+    image resources "resource-$rt" "porter.local/resource-$rt:dev" -env "PORTER_RESOURCE_TYPE=$rt" -env "PORTER_RESOURCE_IMAGE=porter.local/resource-$rt:dev" \
+      go:./cmd/resource:/opt/resource/resource "$REPO_ROOT/cmd/resource/links:/opt/resource" "$CA_CERTS:/etc/ssl/certs/ca-certificates.crt"
+  done
   # shellcheck disable=SC2046 # one SRC:/DST word per file
   image extra   postgres porter.local/postgres:dev -entrypoint '["/usr/local/bin/postgres-entrypoint"]' -user 999:999 -env TZ=UTC \
     busybox:/ $(postgres_image_files) "$REPO_ROOT/deploy/postgres/image/rootfs:/"
@@ -71,6 +79,8 @@ image() {
 }
 
 GO_DIR=${PORTER_IMAGES_GO_DIR:-$REPO_ROOT}
+# The host's CA bundle, for resources that speak https (git, registry-image).
+CA_CERTS=${PORTER_CA_CERTS:-/etc/ssl/certs/ca-certificates.crt}
 GO_BIN_DIR=$IMAGE_CACHE/bin
 BUSYBOX_ROOTFS=$IMAGE_CACHE/rootfs/busybox
 

@@ -1,0 +1,303 @@
+// Package mock is the mock resource type: versions come from its source, so
+// tests can drive pipelines without the outside world. It behaves like
+// Concourse's mock resource, plus knobs to simulate slow and broken checks.
+package mock
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/resource"
+)
+
+// DefaultInitialVersion is the version check emits when the source names none.
+const DefaultInitialVersion = "mock"
+
+// Source is the resource's source.
+type Source struct {
+	// InitialVersion is the first version check emits (default "mock").
+	InitialVersion resource.String `json:"initial_version"`
+	// NoInitialVersion leaves the initial version out, so the first version
+	// comes from Versions (or none at all).
+	NoInitialVersion bool `json:"no_initial_version"`
+	// Versions follow the initial version, oldest first: a test adds a version
+	// by appending here and re-setting the pipeline.
+	Versions []resource.String `json:"versions"`
+	// ForceVersion makes check emit exactly this version, whatever else is set.
+	ForceVersion resource.String `json:"force_version"`
+	// CreateFiles are written by in, path (relative) to content.
+	CreateFiles map[string]string `json:"create_files"`
+	// CheckFailure makes check fail with this message.
+	CheckFailure string `json:"check_failure"`
+	// CheckDelay and InDelay make check and in wait first (a hanging check).
+	CheckDelay resource.Duration `json:"check_delay"`
+	InDelay    resource.Duration `json:"in_delay"`
+	// CheckOutput is printed by check instead of the versions (e.g. invalid JSON).
+	CheckOutput *string `json:"check_output"`
+	// MirrorSelf makes in describe this resource's own image (repository and
+	// tag files), for use as an image_resource.
+	MirrorSelf bool `json:"mirror_self"`
+	// Log is printed to stderr by check, in and out.
+	Log string `json:"log"`
+	// Metadata is returned by in and out.
+	Metadata []resource.MetadataField `json:"metadata"`
+}
+
+// InParams are the params of a get.
+type InParams struct {
+	CreateFilesViaParams map[string]string `json:"create_files_via_params"`
+	MirrorSelfViaParams  bool              `json:"mirror_self_via_params"`
+	// Fail makes in fail after writing its files.
+	Fail bool `json:"fail"`
+}
+
+// OutParams are the params of a put.
+type OutParams struct {
+	// Version is the version the put produces.
+	Version resource.String `json:"version"`
+	// File, a path relative to the put's directory (e.g. "out/version"), holds
+	// the version instead.
+	File string `json:"file"`
+	// PrintEnv prints the environment to stderr.
+	PrintEnv bool `json:"print_env"`
+	// Fail makes out fail.
+	Fail bool `json:"fail"`
+}
+
+// EnvImage names the image this binary runs in (baked into the image), used
+// by mirror_self.
+const EnvImage = "PORTER_RESOURCE_IMAGE"
+
+// Type is the mock resource type.
+type Type struct {
+	// Image is this resource's own image reference, for mirror_self.
+	Image string
+}
+
+// New returns the mock type; image is its own image reference (may be empty).
+func New(image string) *Type { return &Type{Image: image} }
+
+func decodeSource(req []byte) (Source, error) {
+	var s Source
+	if err := resource.Decode("mock source", req, &s); err != nil {
+		return s, err
+	}
+	if s.InitialVersion == "" {
+		s.InitialVersion = DefaultInitialVersion
+	}
+	return s, nil
+}
+
+// history is every version the source describes, oldest first.
+func (s Source) history() []string {
+	var h []string
+	if !s.NoInitialVersion {
+		h = append(h, string(s.InitialVersion))
+	}
+	for _, v := range s.Versions {
+		h = append(h, string(v))
+	}
+	return h
+}
+
+// CheckRaw prints check_output instead of versions when it is set.
+func (t *Type) CheckRaw(ctx context.Context, req resource.CheckRequest, log io.Writer) ([]byte, bool, error) {
+	s, err := decodeSource(req.Source)
+	if err != nil {
+		return nil, false, err
+	}
+	if s.CheckOutput == nil {
+		return nil, false, nil
+	}
+	if err := t.beforeCheck(ctx, s, log); err != nil {
+		return nil, false, err
+	}
+	return []byte(*s.CheckOutput), true, nil
+}
+
+func (t *Type) beforeCheck(ctx context.Context, s Source, log io.Writer) error {
+	if s.Log != "" {
+		resource.Logf(log, "%s", s.Log)
+	}
+	if s.CheckDelay > 0 {
+		resource.Logf(log, "check: waiting %s (check_delay)", time.Duration(s.CheckDelay))
+		if err := resource.Sleep(ctx, time.Duration(s.CheckDelay)); err != nil {
+			return fmt.Errorf("check_delay: %w", err)
+		}
+	}
+	if s.CheckFailure != "" {
+		return fmt.Errorf("%s", s.CheckFailure)
+	}
+	return nil
+}
+
+// Check emits force_version alone when set; otherwise, of the initial version
+// followed by source.versions, the latest when no version is given, and the
+// given version with every later one when it is in the list (the latest when
+// it is not, as if it had gone).
+func (t *Type) Check(ctx context.Context, req resource.CheckRequest, log io.Writer) ([]resource.Version, error) {
+	s, err := decodeSource(req.Source)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.beforeCheck(ctx, s, log); err != nil {
+		return nil, err
+	}
+	if s.ForceVersion != "" {
+		return []resource.Version{{"version": string(s.ForceVersion)}}, nil
+	}
+	h := s.history()
+	if len(h) == 0 {
+		return []resource.Version{}, nil
+	}
+	from := len(h) - 1
+	if cur, ok := req.Version["version"]; ok {
+		// The last occurrence, so a version listed twice still ends the list.
+		if i := lastIndex(h, cur); i >= 0 {
+			from = i
+		}
+	}
+	var out []resource.Version
+	for _, v := range h[from:] {
+		out = append(out, resource.Version{"version": v})
+	}
+	return out, nil
+}
+
+func lastIndex(h []string, v string) int {
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i] == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// In writes the version file, the source's and params' create_files, and
+// (mirror_self) the image's repository and tag files.
+func (t *Type) In(ctx context.Context, dir string, req resource.InRequest, log io.Writer) (resource.Response, error) {
+	s, err := decodeSource(req.Source)
+	if err != nil {
+		return resource.Response{}, err
+	}
+	var p InParams
+	if err := resource.Decode("mock get params", req.Params, &p); err != nil {
+		return resource.Response{}, err
+	}
+	if s.Log != "" {
+		resource.Logf(log, "%s", s.Log)
+	}
+	if s.InDelay > 0 {
+		resource.Logf(log, "in: waiting %s (in_delay)", time.Duration(s.InDelay))
+		if err := resource.Sleep(ctx, time.Duration(s.InDelay)); err != nil {
+			return resource.Response{}, fmt.Errorf("in_delay: %w", err)
+		}
+	}
+	version, ok := req.Version["version"]
+	if !ok {
+		return resource.Response{}, fmt.Errorf("request version %v has no \"version\" key", req.Version)
+	}
+	files := map[string]string{"version": version}
+	for k, v := range s.CreateFiles {
+		files[k] = v
+	}
+	for k, v := range p.CreateFilesViaParams {
+		files[k] = v
+	}
+	if s.MirrorSelf || p.MirrorSelfViaParams {
+		repo, tag, err := splitImage(t.Image)
+		if err != nil {
+			return resource.Response{}, fmt.Errorf("mirror_self: %w", err)
+		}
+		files["repository"], files["tag"] = repo, tag
+	}
+	if err := writeFiles(dir, files); err != nil {
+		return resource.Response{}, err
+	}
+	resource.Logf(log, "fetched version %s", version)
+	if p.Fail {
+		return resource.Response{}, fmt.Errorf("failing as asked (params.fail) after fetching version %s", version)
+	}
+	return resource.Response{Version: resource.Version{"version": version}, Metadata: s.Metadata}, nil
+}
+
+// Out produces params.version, or the trimmed content of params.file.
+func (t *Type) Out(ctx context.Context, dir string, req resource.OutRequest, log io.Writer) (resource.Response, error) {
+	s, err := decodeSource(req.Source)
+	if err != nil {
+		return resource.Response{}, err
+	}
+	var p OutParams
+	if err := resource.Decode("mock put params", req.Params, &p); err != nil {
+		return resource.Response{}, err
+	}
+	if s.Log != "" {
+		resource.Logf(log, "%s", s.Log)
+	}
+	if p.PrintEnv {
+		env := os.Environ()
+		sort.Strings(env)
+		for _, e := range env {
+			resource.Logf(log, "%s", e)
+		}
+	}
+	if p.Fail {
+		return resource.Response{}, fmt.Errorf("failing as asked (params.fail)")
+	}
+	version := string(p.Version)
+	switch {
+	case p.Version != "" && p.File != "":
+		return resource.Response{}, fmt.Errorf("params.version and params.file are both set: want one")
+	case p.File != "":
+		path, err := resource.JoinInside(dir, p.File)
+		if err != nil {
+			return resource.Response{}, fmt.Errorf("params.file: %w", err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return resource.Response{}, fmt.Errorf("params.file: read the version: %w", err)
+		}
+		version = strings.TrimSpace(string(b))
+		if version == "" {
+			return resource.Response{}, fmt.Errorf("params.file: %s is empty", p.File)
+		}
+	case p.Version == "":
+		return resource.Response{}, fmt.Errorf("put needs params.version or params.file")
+	}
+	resource.Logf(log, "put version %s", version)
+	return resource.Response{Version: resource.Version{"version": version}, Metadata: s.Metadata}, nil
+}
+
+func writeFiles(dir string, files map[string]string) error {
+	for name, content := range files {
+		path, err := resource.JoinInside(dir, name)
+		if err != nil {
+			return fmt.Errorf("create file: %w", err)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("create file %s: %w", name, err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return fmt.Errorf("create file %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// splitImage splits "host/repo:tag" into repository and tag (default latest).
+func splitImage(ref string) (string, string, error) {
+	if ref == "" {
+		return "", "", fmt.Errorf("this binary does not know its image (%s is not set)", EnvImage)
+	}
+	repo, tag := ref, "latest"
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		repo, tag = ref[:i], ref[i+1:]
+	}
+	return repo, tag, nil
+}

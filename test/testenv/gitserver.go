@@ -1,0 +1,235 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// GitServer is a real smart-HTTP git server for tests: the host's
+// `git http-backend` behind net/http/cgi, serving bare repositories from a
+// temporary directory. It listens on every interface, so step pods reach it
+// through the host's IP (the cluster's node IP). Pushes are allowed.
+//
+//	srv, err := testenv.NewGitServer(env.Cluster["PORTER_CLUSTER_NODE_IP"])
+//	t.Cleanup(func() { srv.Close() })       // or DeferCleanup(srv.Close)
+//	srv.CreateRepo(ctx, "app", "main")
+//	sha, err := srv.Commit(ctx, "app", "main", map[string]string{"README": "hi"}, "first")
+//	uri := srv.URL("app")                   // http://NODE_IP:PORT/app.git
+type GitServer struct {
+	root      string // bare repositories, NAME.git
+	work      string // scratch clones for Commit
+	advertise string // host in URL
+	port      int
+	srv       *http.Server
+	done      chan error
+	auth      atomic.Pointer[[2]string] // username, password; nil: anonymous
+}
+
+// NewGitServer starts a server; URL names advertiseHost (e.g. the cluster's
+// node IP; empty means 127.0.0.1). Close stops it and removes its repositories.
+func NewGitServer(advertiseHost string) (*GitServer, error) {
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		return nil, fmt.Errorf("git server: the host's git is needed: %w", err)
+	}
+	execPath, err := exec.Command(gitBin, "--exec-path").Output()
+	if err != nil {
+		return nil, fmt.Errorf("git server: git --exec-path: %w", err)
+	}
+	backend := filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend")
+	if _, err := os.Stat(backend); err != nil {
+		return nil, fmt.Errorf("git server: %w", err)
+	}
+	if advertiseHost == "" {
+		advertiseHost = "127.0.0.1"
+	}
+	dir, err := os.MkdirTemp("", "porter-gitserver-")
+	if err != nil {
+		return nil, fmt.Errorf("git server: %w", err)
+	}
+	s := &GitServer{root: filepath.Join(dir, "repos"), work: filepath.Join(dir, "work"), advertise: advertiseHost, done: make(chan error, 1)}
+	for _, d := range []string{s.root, s.work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, errors.Join(fmt.Errorf("git server: %w", err), os.RemoveAll(dir))
+		}
+	}
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("git server: listen: %w", err), os.RemoveAll(dir))
+	}
+	s.port = ln.Addr().(*net.TCPAddr).Port
+	backendHandler := &cgi.Handler{
+		Path: backend,
+		Root: "/",
+		Env:  []string{"GIT_PROJECT_ROOT=" + s.root, "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	s.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if want := s.auth.Load(); want != nil {
+				user, pass, ok := r.BasicAuth()
+				if !ok || user != want[0] || pass != want[1] {
+					w.Header().Set("WWW-Authenticate", `Basic realm="porter-gitserver"`)
+					http.Error(w, "authentication required", http.StatusUnauthorized)
+					return
+				}
+			}
+			backendHandler.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() { s.done <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// RequireBasicAuth makes every request need username and password (HTTP basic
+// auth), to test credentials; empty username switches it off again.
+func (s *GitServer) RequireBasicAuth(username, password string) {
+	if username == "" {
+		s.auth.Store(nil)
+		return
+	}
+	s.auth.Store(&[2]string{username, password})
+}
+
+// URL is the clone URL of repository name for pods (through the advertised host).
+func (s *GitServer) URL(name string) string {
+	return fmt.Sprintf("http://%s/%s.git", net.JoinHostPort(s.advertise, fmt.Sprint(s.port)), name)
+}
+
+// LocalURL is the clone URL of repository name through the loopback address.
+func (s *GitServer) LocalURL(name string) string {
+	return fmt.Sprintf("http://127.0.0.1:%d/%s.git", s.port, name)
+}
+
+// Dir is the bare repository of name on disk.
+func (s *GitServer) Dir(name string) string { return filepath.Join(s.root, name+".git") }
+
+// Close stops the server and removes its repositories.
+func (s *GitServer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if serveErr := <-s.done; serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		err = errors.Join(err, serveErr)
+	}
+	return errors.Join(err, os.RemoveAll(filepath.Dir(s.root)))
+}
+
+var repoName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]*$`)
+
+// CreateRepo creates an empty bare repository whose HEAD names branch.
+func (s *GitServer) CreateRepo(ctx context.Context, name, branch string) error {
+	if !repoName.MatchString(name) || strings.Contains(name, "..") {
+		return fmt.Errorf("git server: bad repository name %q", name)
+	}
+	dir := s.Dir(name)
+	if _, err := s.git(ctx, "", "init", "--quiet", "--bare", "--initial-branch="+branch, dir); err != nil {
+		return err
+	}
+	// Anonymous pushes through http-backend need receive-pack switched on.
+	if _, err := s.git(ctx, dir, "config", "http.receivepack", "true"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Commit commits files (path to content; an empty content deletes the file)
+// on top of branch (created from nothing when it does not exist yet) and
+// returns the new commit's SHA.
+func (s *GitServer) Commit(ctx context.Context, name, branch string, files map[string]string, message string) (string, error) {
+	work, err := os.MkdirTemp(s.work, "commit-")
+	if err != nil {
+		return "", fmt.Errorf("git server: %w", err)
+	}
+	defer os.RemoveAll(work)
+	if _, err := s.git(ctx, work, "init", "--quiet", "--initial-branch="+branch); err != nil {
+		return "", err
+	}
+	if _, err := s.git(ctx, work, "fetch", "--quiet", s.Dir(name), "refs/heads/"+branch+":refs/remotes/origin/"+branch); err == nil {
+		if _, err := s.git(ctx, work, "reset", "--quiet", "--hard", "refs/remotes/origin/"+branch); err != nil {
+			return "", err
+		}
+	}
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		full := filepath.Join(work, filepath.FromSlash(p))
+		if !strings.HasPrefix(full, work+string(filepath.Separator)) {
+			return "", fmt.Errorf("git server: path %q leaves the repository", p)
+		}
+		if files[p] == "" {
+			if err := os.Remove(full); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return "", fmt.Errorf("git server: %w", err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return "", fmt.Errorf("git server: %w", err)
+		}
+		if err := os.WriteFile(full, []byte(files[p]), 0o644); err != nil {
+			return "", fmt.Errorf("git server: %w", err)
+		}
+	}
+	if _, err := s.git(ctx, work, "add", "--all"); err != nil {
+		return "", err
+	}
+	if _, err := s.git(ctx, work, "commit", "--quiet", "--allow-empty", "-m", message); err != nil {
+		return "", err
+	}
+	if _, err := s.git(ctx, work, "push", "--quiet", s.Dir(name), "HEAD:refs/heads/"+branch); err != nil {
+		return "", err
+	}
+	return s.git(ctx, work, "rev-parse", "HEAD")
+}
+
+// Head returns the SHA branch points at.
+func (s *GitServer) Head(ctx context.Context, name, branch string) (string, error) {
+	return s.git(ctx, s.Dir(name), "rev-parse", "--verify", "refs/heads/"+branch)
+}
+
+// File returns the content of path at the head of branch.
+func (s *GitServer) File(ctx context.Context, name, branch, path string) (string, error) {
+	return s.git(ctx, s.Dir(name), "show", "refs/heads/"+branch+":"+path)
+}
+
+// Log returns the SHAs of branch's first-parent history, newest first.
+func (s *GitServer) Log(ctx context.Context, name, branch string) ([]string, error) {
+	out, err := s.git(ctx, s.Dir(name), "rev-list", "--first-parent", "refs/heads/"+branch)
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(out), nil
+}
+
+// git runs the host's git in dir with a fixed identity and no user config.
+func (s *GitServer) git(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=Porter Test", "GIT_AUTHOR_EMAIL=test@porter.local",
+		"GIT_COMMITTER_NAME=Porter Test", "GIT_COMMITTER_EMAIL=test@porter.local",
+	)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("git server: git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
