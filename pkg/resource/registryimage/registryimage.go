@@ -44,6 +44,17 @@ type Source struct {
 	Insecure bool `json:"insecure"`
 	// Variant suffixes the tag: TAG-VARIANT, or VARIANT alone when no tag is set.
 	Variant resource.String `json:"variant"`
+	// RegistryMirror, like Concourse's, serves Docker Hub repositories (e.g.
+	// "busybox") from another registry; others are not affected. Insecure
+	// applies to it too.
+	RegistryMirror *Mirror `json:"registry_mirror"`
+}
+
+// Mirror is a registry that serves Docker Hub's repositories.
+type Mirror struct {
+	Host     string `json:"host"`
+	Username string `json:"username"`
+	Password string `json:"password"`
 }
 
 // InParams are the params of a get.
@@ -83,6 +94,10 @@ type config struct {
 	src  Source
 	tag  string
 	opts []name.Option
+	// remote is the repository the registry is asked for: the source's, or
+	// its path on the mirror.
+	remote             string
+	username, password string
 }
 
 func parseSource(raw []byte) (config, error) {
@@ -109,17 +124,28 @@ func parseSource(raw []byte) (config, error) {
 	if c.src.Insecure {
 		c.opts = append(c.opts, name.Insecure)
 	}
-	if _, err := name.NewRepository(c.src.Repository, c.opts...); err != nil {
+	repo, err := name.NewRepository(c.src.Repository, c.opts...)
+	if err != nil {
 		return c, fmt.Errorf("source.repository: %w", err)
 	}
-	if _, err := name.NewTag(c.src.Repository+":"+c.tag, c.opts...); err != nil {
+	c.remote, c.username, c.password = c.src.Repository, c.src.Username, c.src.Password
+	if m := c.src.RegistryMirror; m != nil && repo.RegistryStr() == name.DefaultRegistry {
+		if m.Host == "" {
+			return c, errors.New("source.registry_mirror.host is required")
+		}
+		c.remote, c.username, c.password = m.Host+"/"+repo.RepositoryStr(), m.Username, m.Password
+		if _, err := name.NewRepository(c.remote, c.opts...); err != nil {
+			return c, fmt.Errorf("source.registry_mirror.host: %w", err)
+		}
+	}
+	if _, err := name.NewTag(c.remote+":"+c.tag, c.opts...); err != nil {
 		return c, fmt.Errorf("source.tag: %w", err)
 	}
 	return c, nil
 }
 
 func (c config) tagRef(tag string) (name.Tag, error) {
-	ref, err := name.NewTag(c.src.Repository+":"+tag, c.opts...)
+	ref, err := name.NewTag(c.remote+":"+tag, c.opts...)
 	if err != nil {
 		return name.Tag{}, fmt.Errorf("tag %q: %w", tag, err)
 	}
@@ -127,7 +153,7 @@ func (c config) tagRef(tag string) (name.Tag, error) {
 }
 
 func (c config) digestRef(digest string) (name.Digest, error) {
-	ref, err := name.NewDigest(c.src.Repository+"@"+digest, c.opts...)
+	ref, err := name.NewDigest(c.remote+"@"+digest, c.opts...)
 	if err != nil {
 		return name.Digest{}, fmt.Errorf("digest %q: %w", digest, err)
 	}
@@ -136,8 +162,8 @@ func (c config) digestRef(digest string) (name.Digest, error) {
 
 func (t *Type) remoteOptions(ctx context.Context, c config) []remote.Option {
 	auth := authn.Anonymous
-	if c.src.Username != "" || c.src.Password != "" {
-		auth = authn.FromConfig(authn.AuthConfig{Username: c.src.Username, Password: c.src.Password})
+	if c.username != "" || c.password != "" {
+		auth = authn.FromConfig(authn.AuthConfig{Username: c.username, Password: c.password})
 	}
 	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuth(auth),
 		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH})}

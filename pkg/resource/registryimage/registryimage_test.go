@@ -300,3 +300,41 @@ func TestTarballStaysInside(t *testing.T) {
 		t.Fatal("the tarball wrote outside its directory")
 	}
 }
+
+func TestRegistryMirrorServesDockerHubOnly(t *testing.T) {
+	ctx := context.Background()
+	mirror := newRegistry(t)
+	digest := push(t, mirror+"/library/busybox:latest", randomImage(t))
+	ty := registryimage.New()
+
+	got, err := ty.Check(ctx, resource.CheckRequest{Source: src(t, map[string]any{
+		"repository": "busybox", "registry_mirror": map[string]any{"host": mirror}})}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if digests(got) != digest {
+		t.Fatalf("check through the mirror = %s, want %s", digests(got), digest)
+	}
+	dir := t.TempDir()
+	if _, err := ty.In(ctx, dir, resource.InRequest{Source: src(t, map[string]any{
+		"repository": "busybox", "registry_mirror": map[string]any{"host": mirror}}),
+		Version: resource.Version{"digest": digest}}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	// The files name the repository as the pipeline does, not the mirror.
+	if b, _ := os.ReadFile(filepath.Join(dir, "repository")); string(b) != "busybox" {
+		t.Errorf("repository file = %q, want busybox", b)
+	}
+
+	// A repository of another registry is asked of that registry.
+	other := newRegistry(t)
+	otherDigest := push(t, other+"/team/app:latest", randomImage(t))
+	got, err = ty.Check(ctx, resource.CheckRequest{Source: src(t, map[string]any{
+		"repository": other + "/team/app", "registry_mirror": map[string]any{"host": mirror}})}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if digests(got) != otherDigest {
+		t.Fatalf("check of another registry = %s, want %s", digests(got), otherDigest)
+	}
+}
