@@ -38,7 +38,7 @@ cluster-down: ## stop the local cluster and remove everything it left on the hos
 
 .PHONY: images
 images: ## rebuild the porter and atc-porter-runtime images, import them into the cluster, push to its registry
-	hack/images.sh project
+	hack/images.sh project resources
 
 .PHONY: test
 test: ## everything CI runs: tools, images, cluster, go test ./..., teardown

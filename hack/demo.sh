@@ -91,7 +91,7 @@ case ${1:-up} in
     timed "tools (Kubernetes, etcd, MinIO)" "$HACK_DIR/build-tools.sh"
     timed "porter binaries" make -C "$REPO_ROOT" --no-print-directory build
     timed "cluster up" "$HACK_DIR/cluster-up.sh"
-    timed "images" "$HACK_DIR/images.sh" project
+    timed "images" "$HACK_DIR/images.sh" project resources
     timed "ATC runtime" start_atc
     cd "$REPO_ROOT"
     out=$(mktemp -d)
