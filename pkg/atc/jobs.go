@@ -143,7 +143,7 @@ func (s *Server) handleClearTaskCache(w http.ResponseWriter, r *http.Request, jr
 
 // deleteCache deletes one cache of a task step; 0 if there is none.
 func (s *Server) deleteCache(r *http.Request, jr jobRequest, step, cachePath string) (int64, error) {
-	key, err := jobTaskCacheKey(jr.team.Name, jr.pipeline.Name, jr.job.Name, step, cachePath)
+	key, err := taskCacheKey(jr.team.Name, jr.pipeline.Name, jr.job.Name, step, cachePath)
 	if err != nil {
 		return 0, badRequest{err}
 	}

@@ -463,12 +463,18 @@ func taskCachePrefix(names ...string) (string, error) {
 	return "task-caches/" + strings.Join(names, "/") + "/", nil
 }
 
-// jobTaskCacheKey is the key of one cache of a job's task step (job builds
-// use it; one-off builds have no pipeline or job). Names that are not one
-// path segment, and cache paths that leave the step's directory, are
-// refused rather than turned into keys.
-func jobTaskCacheKey(team, pipeline, job, step, cachePath string) (string, error) {
-	if _, err := taskCachePrefix(team, pipeline, job, step); err != nil {
+// taskCacheKey is the key of one cache of a task step: of a job's step
+// (task-caches/<team>/<pipeline>/<job>/<step>/<path>), or of a one-off
+// build's when pipeline and job are empty. Names that are not one path
+// segment, and cache paths that leave the step's directory, are refused
+// rather than turned into keys: a step named "../../other" must not reach
+// another team's caches.
+func taskCacheKey(team, pipeline, job, step, cachePath string) (string, error) {
+	names := []string{team, pipeline, job, step}
+	if pipeline == "" && job == "" {
+		names = []string{team, step}
+	}
+	if _, err := taskCachePrefix(names...); err != nil {
 		return "", err
 	}
 	if err := validCachePath(cachePath); err != nil {
