@@ -309,6 +309,18 @@ func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth
 // handleDeletePipeline is `fly destroy-pipeline`: the pipeline with its
 // jobs, builds, resources and versions, and its task caches.
 func (s *Server) handleDeletePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
+	// Builds this server runs stop (their pods go); their records go with
+	// the pipeline.
+	running, err := s.db.PipelineUnfinishedBuilds(r.Context(), pr.pipeline.ID)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	for _, id := range running {
+		if b, ok := s.running(id); ok {
+			b.abort(errAborted)
+		}
+	}
 	if err := s.db.DeletePipeline(r.Context(), pr.pipeline.ID); err != nil {
 		writeError(w, errorCode(err), err)
 		return

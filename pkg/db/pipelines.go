@@ -326,6 +326,21 @@ func (d *DB) DeletePipeline(ctx context.Context, id int64) error {
 	return d.execOne(ctx, fmt.Sprintf("delete pipeline %d", id), "DELETE FROM pipelines WHERE id = $1", id)
 }
 
+// PipelineUnfinishedBuilds lists the ids of a pipeline's pending and
+// started builds (job and check builds).
+func (d *DB) PipelineUnfinishedBuilds(ctx context.Context, pipelineID int64) ([]int64, error) {
+	rows, err := d.pool.Query(ctx, `
+		SELECT id FROM builds WHERE pipeline_id = $1 AND status IN ('pending', 'started') ORDER BY id`, pipelineID)
+	if err != nil {
+		return nil, fmt.Errorf("unfinished builds of pipeline %d: %w", pipelineID, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("unfinished builds of pipeline %d: %w", pipelineID, err)
+	}
+	return ids, nil
+}
+
 // RenamePipeline renames a pipeline; a name the team already uses is
 // ErrConflict.
 func (d *DB) RenamePipeline(ctx context.Context, id int64, name string) error {

@@ -317,6 +317,10 @@ func TestPipelineStateChanges(t *testing.T) {
 		t.Fatalf("delete caches again: %d, %v", n, err)
 	}
 
+	if running, err := d.PipelineUnfinishedBuilds(ctx, theirs.ID); err != nil || !slices.Equal(running, ids[2:]) {
+		t.Fatalf("unfinished builds %v (%v), want %v", running, err, ids[2:])
+	}
+
 	// Delete takes everything of the pipeline with it.
 	if err := d.DeletePipeline(ctx, theirs.ID); err != nil {
 		t.Fatal(err)

@@ -222,6 +222,18 @@ var _ = Describe("pipelines", func() {
 		Expect(jobs.Stdout).NotTo(ContainSubstring(`"j"`), jobs.String())
 	})
 
+	It("warns about a pipeline name that is not an identifier, and refuses one that cannot be a name", func(ctx SpecContext) {
+		name := "Caps-" + pipelineName("warn")
+		res := setPipeline(ctx, s.adminFly, name, "x")
+		Expect(res.Stdout).To(ContainSubstring("pipeline created!"), res.String())
+		Expect(res.Stderr).To(ContainSubstring("pipeline: '"+name+"' is not a valid identifier: must start with a lowercase letter or a number"), res.String())
+
+		res = run(ctx, s.adminFly, "set-pipeline", "-n", "-p", "with space", "-c", writeFile("p.yml", pipelineYAML),
+			"-v", "greeting=x", "-v", "count=1", "-v", "extra=y")
+		Expect(res.ExitCode).To(Equal(1), res.String())
+		Expect(res.Stderr).To(ContainSubstring(`pipeline: "with space" is not a valid name`), res.String())
+	})
+
 	It("refuses --check-creds clearly", func(ctx SpecContext) {
 		name := pipelineName("creds")
 		res := run(ctx, s.adminFly, "set-pipeline", "-n", "--check-creds", "-p", name,
@@ -439,10 +451,16 @@ var _ = Describe("pipelines", func() {
 		Expect(res.Stdout+res.Stderr).To(ContainSubstring("inside the task's working directory"), res.String())
 		Expect(exists(keys[3])).To(BeTrue())
 
-		// Destroying the pipeline takes its task caches with it.
-		res = succeed(ctx, s.adminFly, "destroy-pipeline", "-n", "-p", name)
-		Expect(exists(keys[2])).To(BeFalse(), res.String())
-		Expect(exists(keys[3])).To(BeFalse(), res.String())
+		// Renaming moves the caches with the pipeline; destroying it takes
+		// them with it.
+		renamed := name + "-renamed"
+		succeed(ctx, s.adminFly, "rename-pipeline", "-o", name, "-n", renamed)
+		moved := []string{blobstore.TaskCacheKey("main", renamed, "build", "unit2", "cache"),
+			blobstore.TaskCacheKey("main", renamed, "ship", "unit", "cache")}
+		Expect(exists(keys[2]) || exists(keys[3])).To(BeFalse())
+		Expect(exists(moved[0]) && exists(moved[1])).To(BeTrue())
+		res = succeed(ctx, s.adminFly, "destroy-pipeline", "-n", "-p", renamed)
+		Expect(exists(moved[0]) || exists(moved[1])).To(BeFalse(), res.String())
 
 		// Resource caches: rows of the database the getter writes.
 		name = pipelineName("rcache")
