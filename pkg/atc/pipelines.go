@@ -46,8 +46,12 @@ func (s *Server) pipeline(action auth.Action, h func(http.ResponseWriter, *http.
 		}
 		name := r.PathValue("pipeline_name")
 		p, err := s.db.Pipeline(r.Context(), team.ID, name)
-		if err != nil {
-			writeError(w, errorCode(err), fmt.Errorf("pipeline %q of team %q: %w", name, team.Name, err))
+		switch {
+		case errors.Is(err, db.ErrNotFound):
+			pipelineNotFound(w, team.Name, name)
+			return
+		case err != nil:
+			writeError(w, http.StatusInternalServerError, err)
 			return
 		}
 		h(w, r, pipelineRequest{claims: claims, team: team, pipeline: p})
@@ -84,12 +88,18 @@ func (s *Server) publicPipeline(h func(http.ResponseWriter, *http.Request, pipel
 				forbidden(w, fmt.Sprintf("you do not have a role on team %q", teamName))
 				return
 			case err != nil:
-				writeError(w, http.StatusNotFound, fmt.Errorf("pipeline %q of team %q: %w", name, teamName, err))
+				pipelineNotFound(w, teamName, name)
 				return
 			}
 		}
 		h(w, r, pipelineRequest{claims: claims, team: team, pipeline: p})
 	}
+}
+
+// pipelineNotFound answers 404 in the JSON-API shape whose detail fly
+// prints (e.g. for `fly jobs -p` of a pipeline that does not exist).
+func pipelineNotFound(w http.ResponseWriter, team, name string) {
+	notFound(w, "Pipeline Not Found Error", fmt.Sprintf("pipeline '%s' not found in team '%s'", name, team))
 }
 
 // refuseInstanceVars refuses instanced pipelines (fly's --instance-var,

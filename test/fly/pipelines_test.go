@@ -382,6 +382,13 @@ var _ = Describe("pipelines", func() {
 		res = succeed(ctx, s.adminFly, "jobs", "-p", name)
 		Expect(res.Stdout).To(MatchRegexp(`(?m)^ship\s+no\s+`), res.String())
 
+		res = run(ctx, s.adminFly, "jobs", "-p", "no-such-pipeline")
+		Expect(res.ExitCode).To(Equal(1), res.String())
+		Expect(res.Stderr).To(ContainSubstring("pipeline 'no-such-pipeline' not found in team 'main'"), res.String())
+		res = run(ctx, s.adminFly, "resources", "-p", "no-such-pipeline")
+		Expect(res.ExitCode).To(Equal(1), res.String())
+		Expect(res.Stderr).To(ContainSubstring("pipeline 'no-such-pipeline' not found in team 'main'"), res.String())
+
 		res = run(ctx, s.adminFly, "pause-job", "-j", name+"/nope")
 		Expect(res.ExitCode).To(Equal(1), res.String())
 		Expect(res.Stderr).To(ContainSubstring(name+"/nope not found on team main"), res.String())
