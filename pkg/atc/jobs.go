@@ -18,9 +18,9 @@ type jobRequest struct {
 	job db.Job
 }
 
-// job finds the path's job in the pipeline h was given (404 if none, in
+// pipelineJob finds the path's job in the pipeline h was given (404 if none, in
 // Concourse's JSON-API error shape, which fly prints).
-func (s *Server) job(h func(http.ResponseWriter, *http.Request, jobRequest)) func(http.ResponseWriter, *http.Request, pipelineRequest) {
+func (s *Server) pipelineJob(h func(http.ResponseWriter, *http.Request, jobRequest)) func(http.ResponseWriter, *http.Request, pipelineRequest) {
 	return func(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
 		name := r.PathValue("job_name")
 		j, err := s.db.Job(r.Context(), pr.pipeline.ID, name)

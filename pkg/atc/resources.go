@@ -17,9 +17,9 @@ type resourceRequest struct {
 	resource db.Resource
 }
 
-// resource finds the path's resource in the pipeline h was given (404 if
+// pipelineResource finds the path's resource in the pipeline h was given (404 if
 // none, in Concourse's JSON-API error shape).
-func (s *Server) resource(h func(http.ResponseWriter, *http.Request, resourceRequest)) func(http.ResponseWriter, *http.Request, pipelineRequest) {
+func (s *Server) pipelineResource(h func(http.ResponseWriter, *http.Request, resourceRequest)) func(http.ResponseWriter, *http.Request, pipelineRequest) {
 	return func(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
 		name := r.PathValue("resource_name")
 		res, err := s.db.Resource(r.Context(), pr.pipeline.ID, name)

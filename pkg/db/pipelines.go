@@ -600,12 +600,3 @@ func (d *DB) Resource(ctx context.Context, pipelineID int64, name string) (Resou
 	}
 	return r, nil
 }
-
-// ResourceByID looks a resource (active or not) up by id.
-func (d *DB) ResourceByID(ctx context.Context, id int64) (Resource, error) {
-	r, err := scanResource(d.pool.QueryRow(ctx, "SELECT "+resourceColumns+resourceFrom+"WHERE r.id = $1", id))
-	if err != nil {
-		return Resource{}, classify(err, "resource %d", id)
-	}
-	return r, nil
-}

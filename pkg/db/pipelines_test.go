@@ -328,8 +328,9 @@ func TestPipelineStateChanges(t *testing.T) {
 	if _, err := d.Build(ctx, ids[0]); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("build of a deleted pipeline: %v", err)
 	}
-	if _, err := d.ResourceByID(ctx, r.ID); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("resource of a deleted pipeline: %v", err)
+	var left int
+	if err := d.pool.QueryRow(ctx, "SELECT count(*) FROM resources WHERE pipeline_id = $1", theirs.ID).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("resources of a deleted pipeline: %d (%v)", left, err)
 	}
 	if err := d.DeletePipeline(ctx, theirs.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("delete twice: %v", err)
