@@ -35,22 +35,25 @@ func parsePipelineConfig(body []byte, contentType string) (cfg *concourse.Config
 		return nil, nil, nil, err
 	}
 
-	resources := map[string]bool{}
-	for _, r := range cfg.Resources {
-		if resources[r.Name] {
-			errs = append(errs, fmt.Sprintf("resources: resource %q is defined more than once", r.Name))
+	// The messages are worded as Concourse's, which pkg/pipeline matches.
+	resources := map[string]int{}
+	for i, r := range cfg.Resources {
+		if first, ok := resources[r.Name]; ok {
+			errs = append(errs, fmt.Sprintf("resources[%d] and resources[%d] have the same name ('%s')", first, i, r.Name))
+			continue
 		}
-		resources[r.Name] = true
+		resources[r.Name] = i
 	}
-	jobs := map[string]bool{}
-	for _, j := range cfg.Jobs {
+	jobs := map[string]int{}
+	for i, j := range cfg.Jobs {
 		if j.Name == "" {
-			errs = append(errs, "jobs: a job has no name")
+			errs = append(errs, fmt.Sprintf("jobs[%d] has no name", i))
 		}
-		if jobs[j.Name] {
-			errs = append(errs, fmt.Sprintf("jobs: job %q is defined more than once", j.Name))
+		if first, ok := jobs[j.Name]; ok {
+			errs = append(errs, fmt.Sprintf("jobs[%d] and jobs[%d] have the same name ('%s')", first, i, j.Name))
+			continue
 		}
-		jobs[j.Name] = true
+		jobs[j.Name] = i
 	}
 	for _, j := range cfg.Jobs {
 		eachJobStep(&j, func(s *concourse.Step) {
@@ -65,12 +68,12 @@ func parsePipelineConfig(body []byte, contentType string) (cfg *concourse.Config
 			if s.Resource != "" {
 				resource = s.Resource
 			}
-			if !resources[resource] {
-				errs = append(errs, fmt.Sprintf("jobs.%s: %s(%s): unknown resource %q", j.Name, kind, name, resource))
+			if _, ok := resources[resource]; !ok {
+				errs = append(errs, fmt.Sprintf("jobs.%s: %s(%s): unknown resource '%s'", j.Name, kind, name, resource))
 			}
 			for _, p := range s.Passed {
-				if !jobs[p] {
-					errs = append(errs, fmt.Sprintf("jobs.%s: %s(%s).passed: unknown job %q", j.Name, kind, name, p))
+				if _, ok := jobs[p]; !ok {
+					errs = append(errs, fmt.Sprintf("jobs.%s: %s(%s).passed: no matching job(s) for '%s'", j.Name, kind, name, p))
 				}
 			}
 		})

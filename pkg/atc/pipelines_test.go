@@ -98,8 +98,9 @@ jobs:
   plan: []
 `), "application/x-yaml")
 	joined := strings.Join(errs, "\n")
-	for _, want := range []string{`resource "r" is defined more than once`, `job "a" is defined more than once`,
-		`unknown resource "nope"`, `unknown job "ghost"`, `unknown resource "missing"`} {
+	// Concourse's wording, which pkg/pipeline has too.
+	for _, want := range []string{`resources[0] and resources[1] have the same name ('r')`, `jobs[0] and jobs[1] have the same name ('a')`,
+		`unknown resource 'nope'`, `no matching job(s) for 'ghost'`, `unknown resource 'missing'`} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("errors %q do not say %q", errs, want)
 		}

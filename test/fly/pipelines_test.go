@@ -203,7 +203,7 @@ var _ = Describe("pipelines", func() {
 		res := run(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", bad)
 		Expect(res.ExitCode).To(Equal(1), res.String())
 		Expect(res.Stderr).To(ContainSubstring("invalid pipeline config"), res.String())
-		Expect(res.Stderr).To(ContainSubstring(`unknown resource "nowhere"`), res.String())
+		Expect(res.Stderr).To(ContainSubstring(`unknown resource 'nowhere'`), res.String())
 		res = run(ctx, s.adminFly, "get-pipeline", "-p", name)
 		Expect(res.Stderr).To(ContainSubstring("pipeline not found"), res.String())
 
@@ -268,9 +268,12 @@ var _ = Describe("pipelines", func() {
 			return call(ctx, http.MethodPut, url, s.adminToken, strings.NewReader(yaml), http.Header{
 				"Content-Type": {"application/x-yaml"}, "X-Concourse-Config-Version": {version}})
 		}
-		code, body := put(version, "resources: [{name: a, type: mock, source: {v: first}}]\n")
+		config := func(v string) string {
+			return "resources: [{name: a, type: mock, source: {v: " + v + "}}]\njobs: [{name: j, plan: [{get: a}]}]\n"
+		}
+		code, body := put(version, config("first"))
 		Expect(code).To(Equal(http.StatusOK), body)
-		code, body = put(version, "resources: [{name: a, type: mock, source: {v: second}}]\n")
+		code, body = put(version, config("second"))
 		Expect(code).To(Equal(http.StatusConflict), body)
 		Expect(body).To(ContainSubstring("changed since"))
 		newVersion, cfg := get()
