@@ -45,6 +45,29 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/teams/{team_name}/containers/{id}/hijack", s.team(auth.ActionHijack, s.handleHijack))
 	mux.HandleFunc("GET /api/v1/teams/{team_name}/volumes", s.team(auth.ActionRead, s.handleVolumes))
 
+	// Pipelines, jobs and resources (pipelines.go, jobs.go, resources.go).
+	const pipelinePath = "/api/v1/teams/{team_name}/pipelines/{pipeline_name}"
+	mux.HandleFunc("GET /api/v1/pipelines", s.handleListAllPipelines)
+	mux.HandleFunc("GET /api/v1/teams/{team_name}/pipelines", s.handleListPipelines)
+	mux.HandleFunc("PUT /api/v1/teams/{team_name}/pipelines/ordering", s.team(auth.ActionOrderPipelines, s.handleOrderPipelines))
+	mux.HandleFunc("GET "+pipelinePath, s.publicPipeline(s.handleGetPipeline))
+	mux.HandleFunc("DELETE "+pipelinePath, s.pipeline(auth.ActionDeletePipeline, s.handleDeletePipeline))
+	mux.HandleFunc("GET "+pipelinePath+"/config", s.pipeline(auth.ActionRead, s.handleGetConfig))
+	mux.HandleFunc("PUT "+pipelinePath+"/config", s.team(auth.ActionSaveConfig, s.handleSaveConfig))
+	mux.HandleFunc("PUT "+pipelinePath+"/pause", s.pipeline(auth.ActionPausePipeline, s.handlePausePipeline))
+	mux.HandleFunc("PUT "+pipelinePath+"/unpause", s.pipeline(auth.ActionUnpausePipeline, s.handleUnpausePipeline))
+	mux.HandleFunc("PUT "+pipelinePath+"/expose", s.pipeline(auth.ActionExposePipeline, s.handleExposePipeline))
+	mux.HandleFunc("PUT "+pipelinePath+"/hide", s.pipeline(auth.ActionHidePipeline, s.handleHidePipeline))
+	mux.HandleFunc("PUT "+pipelinePath+"/rename", s.pipeline(auth.ActionRenamePipeline, s.handleRenamePipeline))
+	mux.HandleFunc("GET "+pipelinePath+"/jobs", s.publicPipeline(s.handleListJobs))
+	mux.HandleFunc("GET "+pipelinePath+"/jobs/{job_name}", s.publicPipeline(s.pipelineJob(s.handleGetJob)))
+	mux.HandleFunc("PUT "+pipelinePath+"/jobs/{job_name}/pause", s.pipeline(auth.ActionPauseJob, s.pipelineJob(s.handlePauseJob)))
+	mux.HandleFunc("PUT "+pipelinePath+"/jobs/{job_name}/unpause", s.pipeline(auth.ActionUnpauseJob, s.pipelineJob(s.handleUnpauseJob)))
+	mux.HandleFunc("DELETE "+pipelinePath+"/jobs/{job_name}/tasks/{step_name}/cache", s.pipeline(auth.ActionClearTaskCache, s.pipelineJob(s.handleClearTaskCache)))
+	mux.HandleFunc("GET "+pipelinePath+"/resources", s.publicPipeline(s.handleListResources))
+	mux.HandleFunc("GET "+pipelinePath+"/resources/{resource_name}", s.publicPipeline(s.pipelineResource(s.handleGetResource)))
+	mux.HandleFunc("DELETE "+pipelinePath+"/resources/{resource_name}/cache", s.pipeline(auth.ActionClearResourceCache, s.pipelineResource(s.handleClearResourceCache)))
+
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	var h http.Handler = mux
 	h = auth.RefuseCrossOrigin(s.cfg.ExternalURL)(h)

@@ -306,7 +306,11 @@ func (x *executor) resolveTask(p *concourse.Plan) (*action.Action, events.TaskCo
 		a.Outputs = append(a.Outputs, action.Output{Name: out.Name, Path: out.DirPath()})
 	}
 	for _, c := range cfg.Caches {
-		a.Caches = append(a.Caches, action.Cache{Path: c.Path, Key: blobstore.TaskCacheKey(b.team, "", "", name, c.Path)})
+		key, err := taskCacheKey(b.team, "", "", name, c.Path)
+		if err != nil {
+			return nil, events.TaskConfig{}, fmt.Errorf("task %q: %w", name, err)
+		}
+		a.Caches = append(a.Caches, action.Cache{Path: c.Path, Key: key})
 	}
 	if err := a.Validate(); err != nil {
 		return nil, events.TaskConfig{}, err

@@ -149,6 +149,13 @@ const (
 	ActionDestroyTeam     Action = "DestroyTeam"
 )
 
+// The actions of pipeline management beyond those above.
+const (
+	ActionOrderPipelines     Action = "OrderPipelines"
+	ActionClearTaskCache     Action = "ClearTaskCache"
+	ActionClearResourceCache Action = "ClearResourceCache"
+)
+
 // RequiredRole is the weakest role that may perform action, copied from
 // Concourse's atc/api/accessor DefaultRoles so fly users meet the same rules.
 // Note that in Concourse aborting a build needs only pipeline-operator while
@@ -163,6 +170,10 @@ func RequiredRole(action Action) (role string, ok bool) {
 	case ActionCreateBuild, ActionHijack, ActionCreateArtifact, ActionGetArtifact,
 		ActionSaveConfig, ActionDeletePipeline, ActionRenamePipeline,
 		ActionExposePipeline, ActionHidePipeline, ActionRegisterWorker, ActionPruneWorker:
+		return RoleMember, true
+	case ActionClearTaskCache, ActionClearResourceCache:
+		return RoleOperator, true
+	case ActionOrderPipelines:
 		return RoleMember, true
 	case ActionSetTeam, ActionDestroyTeam:
 		return RoleOwner, true

@@ -1,0 +1,188 @@
+package atc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+
+	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+)
+
+// jobRequest is a request about one active job of a pipeline.
+type jobRequest struct {
+	pipelineRequest
+	job db.Job
+}
+
+// pipelineJob finds the path's job in the pipeline h was given (404 if none, in
+// Concourse's JSON-API error shape, which fly prints).
+func (s *Server) pipelineJob(h func(http.ResponseWriter, *http.Request, jobRequest)) func(http.ResponseWriter, *http.Request, pipelineRequest) {
+	return func(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
+		name := r.PathValue("job_name")
+		j, err := s.db.Job(r.Context(), pr.pipeline.ID, name)
+		switch {
+		case errors.Is(err, db.ErrNotFound):
+			notFound(w, "Job Not Found Error", fmt.Sprintf("Job with name '%s' not found.", name))
+			return
+		case err != nil:
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		h(w, r, jobRequest{pipelineRequest: pr, job: j})
+	}
+}
+
+// notFound answers 404 with a JSON-API error, whose detail fly shows.
+func notFound(w http.ResponseWriter, title, detail string) {
+	w.Header().Set("Content-Type", "application/vnd.api+json")
+	w.WriteHeader(http.StatusNotFound)
+	_ = json.NewEncoder(w).Encode(map[string][]map[string]string{"errors": {{"title": title, "detail": detail, "status": "404"}}})
+}
+
+// apiJob is a job's API shape: its config's inputs, outputs and groups,
+// and its finished and next builds.
+func apiJob(j db.Job, p db.Pipeline) concourse.Job {
+	out := concourse.Job{ID: j.ID, Name: j.Name, TeamName: j.TeamName, PipelineID: j.PipelineID, PipelineName: j.PipelineName,
+		Paused: j.Paused, PausedBy: j.PausedBy, PausedAt: unix(j.PausedAt)}
+	var cfg concourse.JobConfig
+	if err := json.Unmarshal(j.Config, &cfg); err == nil {
+		out.DisableManualTrigger = cfg.DisableManualTrigger
+		eachJobStep(&cfg, func(s *concourse.Step) {
+			resource := func(name string) string {
+				if s.Resource != "" {
+					return s.Resource
+				}
+				return name
+			}
+			switch {
+			case s.Get != "":
+				out.Inputs = append(out.Inputs, concourse.JobInput{Name: s.Get, Resource: resource(s.Get), Passed: s.Passed, Trigger: s.Trigger})
+			case s.Put != "":
+				out.Outputs = append(out.Outputs, concourse.JobOutput{Name: s.Put, Resource: resource(s.Put)})
+			}
+		})
+	}
+	for _, g := range apiPipeline(p).Groups {
+		for _, pattern := range g.Jobs {
+			// Group entries may be globs, as in Concourse.
+			if ok, _ := path.Match(pattern, j.Name); ok {
+				out.Groups = append(out.Groups, g.Name)
+				break
+			}
+		}
+	}
+	for _, b := range []struct {
+		from *db.Build
+		to   **concourse.Build
+	}{{j.FinishedBuild, &out.FinishedBuild}, {j.NextBuild, &out.NextBuild}} {
+		if b.from != nil {
+			ab := apiBuild(*b.from)
+			ab.JobName, ab.PipelineID, ab.PipelineName = j.Name, int(j.PipelineID), j.PipelineName
+			*b.to = &ab
+		}
+	}
+	return out
+}
+
+// handleListJobs is `fly jobs`.
+func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
+	jobs, err := s.db.Jobs(r.Context(), pr.pipeline.ID)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	out := []concourse.Job{}
+	for _, j := range jobs {
+		out = append(out, apiJob(j, pr.pipeline))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleGetJob(w http.ResponseWriter, _ *http.Request, jr jobRequest) {
+	writeJSON(w, http.StatusOK, apiJob(jr.job, jr.pipeline))
+}
+
+// handlePauseJob is `fly pause-job`.
+func (s *Server) handlePauseJob(w http.ResponseWriter, r *http.Request, jr jobRequest) {
+	s.pipelineChange(w, s.db.PauseJob(r.Context(), jr.job.ID, jr.claims.UserInfo().DisplayUserID))
+}
+
+// handleUnpauseJob is `fly unpause-job`.
+func (s *Server) handleUnpauseJob(w http.ResponseWriter, r *http.Request, jr jobRequest) {
+	s.pipelineChange(w, s.db.UnpauseJob(r.Context(), jr.job.ID))
+}
+
+// handleClearTaskCache is `fly clear-task-cache`: it deletes the caches of
+// one task step of the job (or only the one at ?cache_path=) and says how
+// many it removed.
+func (s *Server) handleClearTaskCache(w http.ResponseWriter, r *http.Request, jr jobRequest) {
+	step, cachePath := r.PathValue("step_name"), r.URL.Query().Get("cache_path")
+	prefix, err := taskCachePrefix(jr.team.Name, jr.pipeline.Name, jr.job.Name, step)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	var n int64
+	if cachePath == "" {
+		n, err = s.deleteObjects(r.Context(), prefix)
+	} else {
+		n, err = s.deleteCache(r, jr, step, cachePath)
+	}
+	if err != nil {
+		writeError(w, errorCode(err), fmt.Errorf("clear the task caches of %s/%s step %s: %w", jr.pipeline.Name, jr.job.Name, step, err))
+		return
+	}
+	s.log.InfoContext(r.Context(), "task caches cleared", "team", jr.team.Name, "pipeline", jr.pipeline.Name,
+		"job", jr.job.Name, "step", step, "cache_path", cachePath, "removed", n)
+	writeJSON(w, http.StatusOK, map[string]int64{"caches_removed": n})
+}
+
+// deleteCache deletes one cache of a task step; 0 if there is none.
+func (s *Server) deleteCache(r *http.Request, jr jobRequest, step, cachePath string) (int64, error) {
+	key, err := taskCacheKey(jr.team.Name, jr.pipeline.Name, jr.job.Name, step, cachePath)
+	if err != nil {
+		return 0, badRequest{err}
+	}
+	if _, err := s.store.Stat(r.Context(), key); errors.Is(err, blobstore.ErrNotFound) {
+		return 0, nil
+	} else if err != nil {
+		return 0, err
+	}
+	if err := s.store.Delete(r.Context(), key); err != nil {
+		return 0, err
+	}
+	return 1, nil
+}
+
+// eachStep calls f on s and every step nested in it (composites and hooks).
+func eachStep(s *concourse.Step, f func(*concourse.Step)) {
+	if s == nil {
+		return
+	}
+	f(s)
+	if s.InParallel != nil {
+		for i := range s.InParallel.Steps {
+			eachStep(&s.InParallel.Steps[i], f)
+		}
+	}
+	for i := range s.Do {
+		eachStep(&s.Do[i], f)
+	}
+	for _, h := range []*concourse.Step{s.Try, s.OnSuccess, s.OnFailure, s.OnAbort, s.OnError, s.Ensure} {
+		eachStep(h, f)
+	}
+}
+
+// eachJobStep calls f on every step of a job's plan and hooks.
+func eachJobStep(j *concourse.JobConfig, f func(*concourse.Step)) {
+	for i := range j.Plan {
+		eachStep(&j.Plan[i], f)
+	}
+	for _, h := range []*concourse.Step{j.OnSuccess, j.OnFailure, j.OnAbort, j.OnError, j.Ensure} {
+		eachStep(h, f)
+	}
+}

@@ -1,0 +1,528 @@
+package atc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/porter-ci/porter/pkg/auth"
+	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+)
+
+// configVersionHeader carries a pipeline's config version: GET config
+// answers it, and set-pipeline sends it back so that a save over a change
+// made meanwhile fails.
+const configVersionHeader = "X-Concourse-Config-Version"
+
+// maxConfigSize bounds a pipeline config upload.
+const maxConfigSize = 4 << 20
+
+// pipelineRequest is a request about one existing pipeline.
+type pipelineRequest struct {
+	claims   auth.Claims // zero for an anonymous reader of a public pipeline
+	team     db.Team
+	pipeline db.Pipeline
+}
+
+// pipeline needs a token allowed to do action in the path's team, and
+// finds the path's pipeline there (404 if none). Pipelines of teams the
+// caller has no role in are not even looked up.
+func (s *Server) pipeline(action auth.Action, h func(http.ResponseWriter, *http.Request, pipelineRequest)) http.HandlerFunc {
+	return s.team(action, func(w http.ResponseWriter, r *http.Request, claims auth.Claims, team db.Team) {
+		if err := refuseInstanceVars(r); err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		name := r.PathValue("pipeline_name")
+		p, err := s.db.Pipeline(r.Context(), team.ID, name)
+		switch {
+		case errors.Is(err, db.ErrNotFound):
+			pipelineNotFound(w, team.Name, name)
+			return
+		case err != nil:
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		h(w, r, pipelineRequest{claims: claims, team: team, pipeline: p})
+	})
+}
+
+// publicPipeline is a read of the path's pipeline: anyone may read an
+// exposed pipeline, as in Concourse; otherwise it is 401 without a token
+// and 403 without a role in the team, whether or not the pipeline exists.
+func (s *Server) publicPipeline(h func(http.ResponseWriter, *http.Request, pipelineRequest)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := refuseInstanceVars(r); err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		teamName, name := r.PathValue("team_name"), r.PathValue("pipeline_name")
+		team, err := s.db.Team(r.Context(), teamName)
+		if err != nil {
+			writeError(w, errorCode(err), fmt.Errorf("team %q: %w", teamName, err))
+			return
+		}
+		p, err := s.db.Pipeline(r.Context(), team.ID, name)
+		if err != nil && !errors.Is(err, db.ErrNotFound) {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		claims, authed := auth.FromContext(r.Context())
+		if err != nil || !p.Public {
+			switch {
+			case !authed:
+				unauthorized(w, r)
+				return
+			case !claims.CanRead(teamName):
+				forbidden(w, fmt.Sprintf("you do not have a role on team %q", teamName))
+				return
+			case err != nil:
+				pipelineNotFound(w, teamName, name)
+				return
+			}
+		}
+		h(w, r, pipelineRequest{claims: claims, team: team, pipeline: p})
+	}
+}
+
+// pipelineNotFound answers 404 in the JSON-API shape whose detail fly
+// prints (e.g. for `fly jobs -p` of a pipeline that does not exist).
+func pipelineNotFound(w http.ResponseWriter, team, name string) {
+	notFound(w, "Pipeline Not Found Error", fmt.Sprintf("pipeline '%s' not found in team '%s'", name, team))
+}
+
+// refuseInstanceVars refuses instanced pipelines (fly's --instance-var,
+// sent as vars=... in the query), which Porter does not have yet.
+func refuseInstanceVars(r *http.Request) error {
+	for k := range r.URL.Query() {
+		if k == "vars" || strings.HasPrefix(k, "vars.") {
+			return errors.New("instanced pipelines (--instance-var) are not supported by this server")
+		}
+	}
+	return nil
+}
+
+// validPipelineName refuses what cannot be a pipeline's name here (it is
+// part of object keys and URLs), and warns, as Concourse does, about names
+// that are not Concourse identifiers.
+func validPipelineName(name string) (*configWarning, error) {
+	switch {
+	case name == "":
+		return nil, errors.New("pipeline: identifier cannot be an empty string")
+	case name == "." || name == "..":
+		return nil, fmt.Errorf("pipeline: %q is not a valid name", name)
+	case len(name) > 255:
+		return nil, fmt.Errorf("pipeline: name %.20q... is longer than 255 bytes", name)
+	}
+	for _, c := range name {
+		if c == '/' || unicode.IsSpace(c) || unicode.IsControl(c) {
+			return nil, fmt.Errorf("pipeline: %q is not a valid name: it contains %q", name, c)
+		}
+	}
+	return identifierWarning("pipeline", name), nil
+}
+
+var (
+	allDigits  = regexp.MustCompile(`^[0-9]+$`)
+	identStart = regexp.MustCompile(`^[\p{Ll}\p{Lt}\p{Lm}\p{Lo}0-9]`)
+	identRest  = regexp.MustCompile(`[^\p{Ll}\p{Lt}\p{Lm}\p{Lo}0-9_.-]`)
+)
+
+// identifierWarning is Concourse's warning for a name that is not an
+// identifier (lowercase letters, digits, '-', '_' and '.', starting with a
+// letter or digit, not only digits); nil for a good one.
+func identifierWarning(kind, name string) *configWarning {
+	var why string
+	switch {
+	case allDigits.MatchString(name):
+		why = "cannot be just numbers"
+	case !identStart.MatchString(name):
+		why = "must start with a lowercase letter or a number"
+	case identRest.MatchString(name):
+		why = fmt.Sprintf("illegal character '%s'", identRest.FindString(name))
+	default:
+		return nil
+	}
+	return &configWarning{Type: "invalid_identifier", Message: fmt.Sprintf("%s: '%s' is not a valid identifier: %s", kind, name, why)}
+}
+
+// apiPipeline is a pipeline's API shape.
+func apiPipeline(p db.Pipeline) concourse.Pipeline {
+	out := concourse.Pipeline{ID: p.ID, Name: p.Name, Paused: p.Paused, PausedBy: p.PausedBy, PausedAt: unix(p.PausedAt),
+		Public: p.Public, TeamName: p.TeamName, LastUpdated: unix(p.LastUpdated)}
+	var cfg struct {
+		Groups  []concourse.GroupConfig `json:"groups"`
+		Display map[string]any          `json:"display"`
+	}
+	// Only what was saved through SavePipeline is here, so it decodes.
+	if err := json.Unmarshal(p.Config, &cfg); err == nil {
+		out.Groups, out.Display = cfg.Groups, cfg.Display
+	}
+	return out
+}
+
+func apiPipelines(ps []db.Pipeline) []concourse.Pipeline {
+	out := []concourse.Pipeline{}
+	for _, p := range ps {
+		out = append(out, apiPipeline(p))
+	}
+	return out
+}
+
+// handleListAllPipelines is `fly pipelines -a`: every pipeline of the
+// caller's teams (of every team for an admin) and the public ones of others.
+func (s *Server) handleListAllPipelines(w http.ResponseWriter, r *http.Request) {
+	claims, _ := auth.FromContext(r.Context())
+	f := db.PipelineFilter{AllTeams: claims.IsAdmin, Public: true}
+	if !claims.IsAdmin {
+		teams, err := s.db.Teams(r.Context())
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		for _, t := range teams {
+			if claims.CanRead(t.Name) {
+				f.TeamIDs = append(f.TeamIDs, t.ID)
+			}
+		}
+	}
+	ps, err := s.db.Pipelines(r.Context(), f)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiPipelines(ps))
+}
+
+// handleListPipelines is `fly pipelines`: the team's pipelines, or only its
+// public ones for a caller without a role in it.
+func (s *Server) handleListPipelines(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("team_name")
+	team, err := s.db.Team(r.Context(), name)
+	if err != nil {
+		writeError(w, errorCode(err), fmt.Errorf("team %q: %w", name, err))
+		return
+	}
+	ps, err := s.db.Pipelines(r.Context(), db.PipelineFilter{TeamIDs: []int{team.ID}})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	if claims, _ := auth.FromContext(r.Context()); !claims.CanRead(name) {
+		ps = slices.DeleteFunc(ps, func(p db.Pipeline) bool { return !p.Public })
+	}
+	writeJSON(w, http.StatusOK, apiPipelines(ps))
+}
+
+func (s *Server) handleGetPipeline(w http.ResponseWriter, _ *http.Request, pr pipelineRequest) {
+	writeJSON(w, http.StatusOK, apiPipeline(pr.pipeline))
+}
+
+// handleGetConfig is `fly get-pipeline` and set-pipeline's first look: the
+// config with its version in X-Concourse-Config-Version.
+func (s *Server) handleGetConfig(w http.ResponseWriter, _ *http.Request, pr pipelineRequest) {
+	w.Header().Set(configVersionHeader, strconv.FormatInt(pr.pipeline.ConfigVersion, 10))
+	writeJSON(w, http.StatusOK, map[string]json.RawMessage{"config": pr.pipeline.Config})
+}
+
+// saveConfigResponse is Concourse's answer to a save: the warnings, or the
+// errors (400) that kept it from being saved.
+type saveConfigResponse struct {
+	Errors   []string        `json:"errors,omitempty"`
+	Warnings []configWarning `json:"warnings,omitempty"`
+}
+
+// handleSaveConfig is `fly set-pipeline`: 201 for a new pipeline (created
+// paused, as in Concourse), 200 for an update, 400 with the errors for a
+// config that is not valid, 409 when the config changed since fly read it.
+// Nothing is saved unless the whole config is.
+func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
+	q := r.URL.Query()
+	if _, ok := q["check_creds"]; ok {
+		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{
+			"--check-creds is not supported by this server: credentials are looked up when a build runs; set the pipeline without it"}})
+		return
+	}
+	if err := refuseInstanceVars(r); err != nil {
+		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
+		return
+	}
+	var from int64
+	if v := r.Header.Get(configVersionHeader); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{fmt.Sprintf("config version is malformed: %q", v)}})
+			return
+		}
+		from = n
+	}
+	ct := r.Header.Get("Content-Type")
+	if ct != "application/x-yaml" && ct != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: send application/x-yaml or application/json", ct))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigSize))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{fmt.Sprintf("read the config: %v", err)}})
+		return
+	}
+
+	name := r.PathValue("pipeline_name")
+	warning, err := validPipelineName(name)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
+		return
+	}
+	cfg, warnings, errs, err := parsePipelineConfig(body, ct)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{"malformed config: " + err.Error()}})
+		return
+	}
+	if warning != nil {
+		warnings = append(warnings, *warning)
+	}
+	if len(errs) > 0 {
+		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: errs, Warnings: warnings})
+		return
+	}
+
+	p, created, err := s.db.SavePipeline(r.Context(), team.ID, name, *cfg, from)
+	switch {
+	case errors.Is(err, db.ErrConfigVersion), errors.Is(err, db.ErrConflict):
+		writeError(w, http.StatusConflict, fmt.Errorf(
+			"pipeline %q changed since fly read it (%w): run set-pipeline again to see the new differences", name, err))
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "pipeline saved", "team", team.Name, "pipeline", name, "id", p.ID,
+		"created", created, "config_version", p.ConfigVersion)
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	writeJSON(w, code, saveConfigResponse{Warnings: warnings})
+}
+
+// handleDeletePipeline is `fly destroy-pipeline`: the pipeline with its
+// jobs, builds, resources and versions, and its task caches.
+func (s *Server) handleDeletePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
+	// Builds this server runs stop (their pods go); their records go with
+	// the pipeline.
+	running, err := s.db.PipelineUnfinishedBuilds(r.Context(), pr.pipeline.ID)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	for _, id := range running {
+		if b, ok := s.running(id); ok {
+			b.abort(errAborted)
+		}
+	}
+	if err := s.db.DeletePipeline(r.Context(), pr.pipeline.ID); err != nil {
+		writeError(w, errorCode(err), err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "pipeline deleted", "team", pr.team.Name, "pipeline", pr.pipeline.Name, "id", pr.pipeline.ID)
+	// The pipeline is gone whatever happens to its caches; a new pipeline
+	// of the same name must not find them, so failures are logged loudly.
+	if prefix, err := taskCachePrefix(pr.team.Name, pr.pipeline.Name); err == nil {
+		if _, err := s.deleteObjects(r.Context(), prefix); err != nil {
+			s.log.ErrorContext(r.Context(), "deleting the task caches of a deleted pipeline", "prefix", prefix, "err", err)
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// deleteObjects deletes every object under prefix and says how many.
+func (s *Server) deleteObjects(ctx context.Context, prefix string) (int64, error) {
+	objs, err := s.store.List(ctx, prefix)
+	if err != nil {
+		return 0, fmt.Errorf("list %s: %w", prefix, err)
+	}
+	var n int64
+	var errs []error
+	for _, o := range objs {
+		if err := s.store.Delete(ctx, o.Key); err != nil {
+			errs = append(errs, fmt.Errorf("delete %s: %w", o.Key, err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// moveObjects moves every object under from to the same key under to.
+func (s *Server) moveObjects(ctx context.Context, from, to string) error {
+	objs, err := s.store.List(ctx, from)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", from, err)
+	}
+	var errs []error
+	for _, o := range objs {
+		dst := to + strings.TrimPrefix(o.Key, from)
+		if _, err := s.store.Copy(ctx, o.Key, dst); err != nil {
+			errs = append(errs, fmt.Errorf("copy %s to %s: %w", o.Key, dst, err))
+			continue
+		}
+		if err := s.store.Delete(ctx, o.Key); err != nil {
+			errs = append(errs, fmt.Errorf("delete %s: %w", o.Key, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// handlePausePipeline is `fly pause-pipeline`.
+func (s *Server) handlePausePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
+	s.pipelineChange(w, s.db.PausePipeline(r.Context(), pr.pipeline.ID, pr.claims.UserInfo().DisplayUserID))
+}
+
+// handleUnpausePipeline is `fly unpause-pipeline`.
+func (s *Server) handleUnpausePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
+	s.pipelineChange(w, s.db.UnpausePipeline(r.Context(), pr.pipeline.ID))
+}
+
+// handleExposePipeline is `fly expose-pipeline`.
+func (s *Server) handleExposePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
+	s.pipelineChange(w, s.db.SetPipelinePublic(r.Context(), pr.pipeline.ID, true))
+}
+
+// handleHidePipeline is `fly hide-pipeline`.
+func (s *Server) handleHidePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
+	s.pipelineChange(w, s.db.SetPipelinePublic(r.Context(), pr.pipeline.ID, false))
+}
+
+func (s *Server) pipelineChange(w http.ResponseWriter, err error) {
+	if err != nil {
+		writeError(w, errorCode(err), err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// handleRenamePipeline is `fly rename-pipeline`; the task caches move with
+// the pipeline.
+func (s *Server) handleRenamePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
+	var in struct {
+		Name string `json:"name"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil {
+		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{fmt.Sprintf("decode the new name: %v", err)}})
+		return
+	}
+	warning, err := validPipelineName(in.Name)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
+		return
+	}
+	err = s.db.RenamePipeline(r.Context(), pr.pipeline.ID, in.Name)
+	switch {
+	case errors.Is(err, db.ErrConflict):
+		writeError(w, http.StatusConflict, fmt.Errorf("team %q already has a pipeline %q", pr.team.Name, in.Name))
+		return
+	case err != nil:
+		writeError(w, errorCode(err), err)
+		return
+	}
+	from, err1 := taskCachePrefix(pr.team.Name, pr.pipeline.Name)
+	to, err2 := taskCachePrefix(pr.team.Name, in.Name)
+	if err1 == nil && err2 == nil {
+		if err := s.moveObjects(r.Context(), from, to); err != nil {
+			s.log.ErrorContext(r.Context(), "moving the task caches of a renamed pipeline", "from", from, "to", to, "err", err)
+		}
+	}
+	var resp saveConfigResponse
+	if warning != nil {
+		resp.Warnings = []configWarning{*warning}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// handleOrderPipelines is `fly order-pipelines`: the named pipelines first,
+// in that order.
+func (s *Server) handleOrderPipelines(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
+	var names []string
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&names); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("decode the pipeline names: %w", err))
+		return
+	}
+	err := s.db.OrderPipelines(r.Context(), team.ID, names)
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		// fly prints a 400's body as it is.
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = fmt.Fprintln(w, err)
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// taskCachePrefix is where the task caches of a pipeline (and, with job
+// and step, of one task step) live: task-caches/<team>/<pipeline>/[<job>/<step>/].
+// Each name must be one path segment.
+func taskCachePrefix(names ...string) (string, error) {
+	for _, n := range names {
+		if err := keySegment(n); err != nil {
+			return "", err
+		}
+	}
+	return "task-caches/" + strings.Join(names, "/") + "/", nil
+}
+
+// taskCacheKey is the key of one cache of a task step: of a job's step
+// (task-caches/<team>/<pipeline>/<job>/<step>/<path>), or of a one-off
+// build's when pipeline and job are empty. Names that are not one path
+// segment, and cache paths that leave the step's directory, are refused
+// rather than turned into keys: a step named "../../other" must not reach
+// another team's caches.
+func taskCacheKey(team, pipeline, job, step, cachePath string) (string, error) {
+	names := []string{team, pipeline, job, step}
+	if pipeline == "" && job == "" {
+		names = []string{team, step}
+	}
+	if _, err := taskCachePrefix(names...); err != nil {
+		return "", err
+	}
+	if err := validCachePath(cachePath); err != nil {
+		return "", err
+	}
+	return blobstore.TaskCacheKey(team, pipeline, job, step, cachePath), nil
+}
+
+// keySegment checks that a name can be one segment of an object key.
+func keySegment(name string) error {
+	switch {
+	case name == "":
+		return errors.New("an empty name cannot name a cache")
+	case name == "." || name == "..", strings.ContainsAny(name, "/\\\x00"):
+		return fmt.Errorf("%q cannot name a cache: it must not be '.' or '..' or contain '/'", name)
+	}
+	return nil
+}
+
+// validCachePath checks a task's cache path: relative, inside the task's
+// working directory.
+func validCachePath(p string) error {
+	// As blobstore.TaskCacheKey cleans it.
+	c := strings.Trim(path.Clean(p), "/")
+	if c == "" || c == "." || c == ".." || strings.HasPrefix(c, "../") || strings.ContainsRune(p, 0) {
+		return fmt.Errorf("cache path %q is not a directory inside the task's working directory", p)
+	}
+	return nil
+}

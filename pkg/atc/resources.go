@@ -1,0 +1,130 @@
+package atc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+)
+
+// resourceRequest is a request about one active resource of a pipeline.
+type resourceRequest struct {
+	pipelineRequest
+	resource db.Resource
+}
+
+// pipelineResource finds the path's resource in the pipeline h was given (404 if
+// none, in Concourse's JSON-API error shape).
+func (s *Server) pipelineResource(h func(http.ResponseWriter, *http.Request, resourceRequest)) func(http.ResponseWriter, *http.Request, pipelineRequest) {
+	return func(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
+		name := r.PathValue("resource_name")
+		res, err := s.db.Resource(r.Context(), pr.pipeline.ID, name)
+		switch {
+		case errors.Is(err, db.ErrNotFound):
+			notFound(w, "Resource Not Found Error", fmt.Sprintf("Resource with name '%s' not found.", name))
+			return
+		case err != nil:
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		h(w, r, resourceRequest{pipelineRequest: pr, resource: res})
+	}
+}
+
+// apiResource is a resource's API shape; check is its last check build,
+// if any (what `fly resources` shows as the check status).
+func apiResource(res db.Resource, check *db.Build) concourse.Resource {
+	out := concourse.Resource{ID: res.ID, Name: res.Name, PipelineID: res.PipelineID, PipelineName: res.PipelineName,
+		TeamName: res.TeamName, Type: res.Type, LastChecked: unix(res.LastCheckEnd), PinComment: res.PinComment}
+	var cfg concourse.ResourceConfig
+	if err := json.Unmarshal(res.Config, &cfg); err == nil {
+		out.Icon = cfg.Icon
+		if cfg.Version != nil {
+			out.PinnedVersion, out.PinnedInConfig = cfg.Version, true
+		}
+	}
+	if out.PinnedVersion == nil && len(res.APIPinnedVersion) > 0 {
+		var v map[string]string
+		if err := json.Unmarshal(res.APIPinnedVersion, &v); err == nil {
+			out.PinnedVersion = v
+		}
+	}
+	if check != nil {
+		b := apiBuild(*check)
+		b.ResourceName, b.PipelineID, b.PipelineName = res.Name, int(res.PipelineID), res.PipelineName
+		out.Build = &b
+	}
+	return out
+}
+
+// resourceWithCheck presents a resource with its last check build.
+func (s *Server) resourceWithCheck(r *http.Request, res db.Resource) (concourse.Resource, error) {
+	if res.LastCheckBuild == 0 {
+		return apiResource(res, nil), nil
+	}
+	b, err := s.db.Build(r.Context(), res.LastCheckBuild)
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return apiResource(res, nil), nil
+	case err != nil:
+		return concourse.Resource{}, err
+	}
+	return apiResource(res, &b), nil
+}
+
+// handleListResources is `fly resources`.
+func (s *Server) handleListResources(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
+	rs, err := s.db.Resources(r.Context(), pr.pipeline.ID)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	out := []concourse.Resource{}
+	for _, res := range rs {
+		a, err := s.resourceWithCheck(r, res)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		out = append(out, a)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleGetResource(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
+	a, err := s.resourceWithCheck(r, rr.resource)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+// handleClearResourceCache is `fly clear-resource-cache`: the next get of
+// any of the resource's versions runs again.
+func (s *Server) handleClearResourceCache(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
+	var in struct {
+		Version map[string]string `json:"version"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil && !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("decode the version: %w", err))
+		return
+	}
+	if len(in.Version) > 0 {
+		writeError(w, http.StatusBadRequest, errors.New(
+			"clearing the cache of one version (--version) is not supported by this server: leave it out to clear every version's"))
+		return
+	}
+	n, err := s.db.DeleteResourceCaches(r.Context(), rr.resource.ID)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "resource caches cleared", "team", rr.team.Name, "pipeline", rr.pipeline.Name,
+		"resource", rr.resource.Name, "removed", n)
+	writeJSON(w, http.StatusOK, map[string]int64{"caches_removed": n})
+}
