@@ -84,7 +84,7 @@ jobs:
   - get: r
     passed: [a]
   ensure: {put: r}
-`), "application/x-yaml")
+`), "application/x-yaml", nil)
 	if err != nil || len(errs) > 0 || len(cfg.Jobs) != 2 || cfg.Jobs[1].Plan[0].Passed[0] != "a" {
 		t.Fatalf("a valid config: %+v, %v, %v", cfg, errs, err)
 	}
@@ -96,7 +96,7 @@ jobs:
   on_failure: {put: missing}
 - name: a
   plan: []
-`), "application/x-yaml")
+`), "application/x-yaml", nil)
 	joined := strings.Join(errs, "\n")
 	// Concourse's wording, which pkg/pipeline has too.
 	for _, want := range []string{`resources[0] and resources[1] have the same name ('r')`, `jobs[0] and jobs[1] have the same name ('a')`,
@@ -108,11 +108,11 @@ jobs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := parsePipelineConfig([]byte("jobs: [{name: a, plan: [], colour: blue}]"), "application/x-yaml"); err == nil ||
+	if _, _, _, err := parsePipelineConfig([]byte("jobs: [{name: a, plan: [], colour: blue}]"), "application/x-yaml", nil); err == nil ||
 		!strings.Contains(err.Error(), "colour") {
 		t.Fatalf("an unknown key: %v", err)
 	}
-	if _, _, _, err := parsePipelineConfig([]byte("jobs: [:"), "application/x-yaml"); err == nil {
+	if _, _, _, err := parsePipelineConfig([]byte("jobs: [:"), "application/x-yaml", nil); err == nil {
 		t.Fatal("YAML that does not parse was accepted")
 	}
 }
