@@ -45,6 +45,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/teams/{team_name}/containers/{id}/hijack", s.team(auth.ActionHijack, s.handleHijack))
 	mux.HandleFunc("GET /api/v1/teams/{team_name}/volumes", s.team(auth.ActionRead, s.handleVolumes))
 
+	// Pipelines' jobs and resources: scheduling (jobbuilds.go, versions.go).
+	s.jobRoutes(mux)
+	s.versionRoutes(mux)
+
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	var h http.Handler = mux
 	h = auth.RefuseCrossOrigin(s.cfg.ExternalURL)(h)

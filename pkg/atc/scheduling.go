@@ -1,0 +1,160 @@
+package atc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/scheduler"
+)
+
+// schedulingTick is how often the loop looks even when nothing woke it:
+// events of other servers sharing the database (a trigger through another
+// server, a build another server finished) are seen within it.
+const schedulingTick = time.Second
+
+// lockRetry is how soon a server retries a wake-up when another server
+// held the scheduler lock at that moment.
+const lockRetry = 100 * time.Millisecond
+
+// scheduling is the server's part in job scheduling and periodic checks.
+type scheduling struct {
+	wake    chan struct{}
+	sched   *scheduler.Scheduler
+	checker *scheduler.Checker
+}
+
+func newScheduling(s *Server, planner scheduler.Planner) *scheduling {
+	log := s.log.With("component", "scheduler")
+	return &scheduling{
+		wake:    make(chan struct{}, 1),
+		sched:   &scheduler.Scheduler{DB: s.db, Planner: planner, Starter: schedStarter{s}, Log: log},
+		checker: &scheduler.Checker{DB: s.db, Planner: planner, Runner: schedStarter{s}, Server: s.cfg.ServerID, Log: log},
+	}
+}
+
+// wakeScheduler makes the scheduling loop look now: a version was saved,
+// a build ended, a job was triggered or unpaused, a config was saved.
+func (s *Server) wakeScheduler() {
+	select {
+	case s.sch.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runScheduling runs checks and scheduling until ctx ends, each pass under
+// the database's scheduler lock so that one server at a time does it.
+func (s *Server) runScheduling(ctx context.Context) {
+	tick := time.NewTicker(schedulingTick)
+	defer tick.Stop()
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.sch.wake:
+		case <-tick.C:
+		case <-retry.C:
+		}
+		ran, err := s.schedulingPass(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("scheduling", "err", err)
+		}
+		if !ran {
+			retry.Reset(lockRetry)
+		}
+	}
+}
+
+// schedulingPass starts the due checks and schedules the jobs once, if
+// this server gets the lock; ran says whether it did.
+func (s *Server) schedulingPass(ctx context.Context) (ran bool, err error) {
+	release, ok, err := s.db.TryLock(ctx, db.LockScheduler)
+	if err != nil || !ok {
+		return false, err
+	}
+	defer release()
+	return true, errors.Join(s.sch.checker.Tick(ctx), s.sch.sched.Tick(ctx))
+}
+
+// schedStarter runs the builds the scheduler and the checker start.
+type schedStarter struct{ s *Server }
+
+// StartJobBuild implements scheduler.Starter.
+func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan concourse.Plan) error {
+	s := st.s
+	body, err := json.Marshal(plan)
+	if err != nil {
+		return fmt.Errorf("encode the plan of build %d: %w", rec.ID, err)
+	}
+	if err := s.validatePlan(ctx, db.Team{ID: rec.TeamID, Name: rec.TeamName}, &plan); err != nil {
+		now := time.Now()
+		return errors.Join(fmt.Errorf("build %d: %w", rec.ID, err), s.db.FinishBuild(ctx, rec.ID, db.StatusErrored, now))
+	}
+	now := time.Now()
+	if err := s.db.StartJobBuild(ctx, rec.ID, body, s.cfg.ServerID, now); err != nil {
+		return err
+	}
+	rec.Status, rec.StartTime = db.StatusStarted, now
+	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
+	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: now.Unix()}, "", 0)
+	s.startBuild(s.shutdownCtx(), b, plan)
+	go func() {
+		<-b.done
+		s.wakeScheduler()
+	}()
+	return nil
+}
+
+// RunCheck implements scheduler.CheckRunner: the check build runs like any
+// build, is aborted after timeout, and its end is recorded on the resource.
+func (st schedStarter) RunCheck(ctx context.Context, rec db.JobBuild, plan concourse.Plan, timeout time.Duration) error {
+	s := st.s
+	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
+	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: rec.StartTime.Unix()}, "", 0)
+	s.startBuild(s.shutdownCtx(), b, plan)
+	go func() {
+		timer := time.AfterFunc(timeout, func() { b.abort(fmt.Errorf("check timed out after %s: %w", timeout, errTimeout)) })
+		<-b.done
+		timedOut := !timer.Stop()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := s.sch.checker.Finished(ctx, rec.ResourceID, checkError(ctx, s, b, timedOut, timeout)); err != nil {
+			s.log.Warn("record the end of a check", "build", b.id, "err", err)
+		}
+		s.wakeScheduler()
+	}()
+	return nil
+}
+
+// checkError is what a finished check build shows on its resource: '' when
+// it succeeded, else the failing step's error.
+func checkError(ctx context.Context, s *Server, b *build, timedOut bool, timeout time.Duration) string {
+	if timedOut {
+		return fmt.Sprintf("check timed out after %s", timeout)
+	}
+	rec, err := s.db.Build(ctx, b.id)
+	if err != nil {
+		return fmt.Sprintf("check ended in an unknown state: %v", err)
+	}
+	if rec.Status == db.StatusSucceeded {
+		return ""
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, step := range b.state.Steps {
+		if step.Error != "" {
+			return step.Error
+		}
+		if step.ExitStatus != nil && *step.ExitStatus != 0 {
+			return fmt.Sprintf("check %s: exit status %d", step.Name, *step.ExitStatus)
+		}
+	}
+	return "check " + rec.Status
+}
