@@ -29,7 +29,7 @@ func (s *Server) job(action auth.Action, h func(http.ResponseWriter, *http.Reque
 		pipeline, name := r.PathValue("pipeline_name"), r.PathValue("job_name")
 		j, err := s.db.LookupJob(r.Context(), team.ID, pipeline, name)
 		if err != nil {
-			writeError(w, errorCode(err), err)
+			writeLookupError(w, err)
 			return
 		}
 		h(w, r, claims, j)
@@ -56,7 +56,7 @@ func (s *Server) handleTriggerJob(w http.ResponseWriter, r *http.Request, claims
 	}
 	b, err := s.db.CreateJobBuild(r.Context(), j.ID, claims.UserID, true, nil)
 	if err != nil {
-		writeError(w, errorCode(err), err)
+		writeLookupError(w, err)
 		return
 	}
 	s.wakeScheduler()
@@ -66,7 +66,7 @@ func (s *Server) handleTriggerJob(w http.ResponseWriter, r *http.Request, claims
 func (s *Server) handleGetJobBuild(w http.ResponseWriter, r *http.Request, _ auth.Claims, j db.JobRef) {
 	b, err := s.db.JobBuildByName(r.Context(), j.ID, r.PathValue("build_name"))
 	if err != nil {
-		writeError(w, errorCode(err), err)
+		writeLookupError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, apiJobBuild(b))
@@ -75,12 +75,12 @@ func (s *Server) handleGetJobBuild(w http.ResponseWriter, r *http.Request, _ aut
 func (s *Server) handleRerunJobBuild(w http.ResponseWriter, r *http.Request, claims auth.Claims, j db.JobRef) {
 	b, err := s.db.JobBuildByName(r.Context(), j.ID, r.PathValue("build_name"))
 	if err != nil {
-		writeError(w, errorCode(err), err)
+		writeLookupError(w, err)
 		return
 	}
 	rerun, err := s.db.RerunJobBuild(r.Context(), b, claims.UserID)
 	if err != nil {
-		writeError(w, errorCode(err), err)
+		writeLookupError(w, err)
 		return
 	}
 	s.wakeScheduler()
@@ -148,6 +148,17 @@ func addLink(w http.ResponseWriter, base, param string, id int64, limit int, rel
 		return
 	}
 	w.Header().Add("Link", fmt.Sprintf(`<%s?%s=%d&limit=%d>; rel="%s"`, base, param, id, limit, rel))
+}
+
+// writeLookupError answers an error of a pipeline lookup. fly reads a 404's
+// body as JSON-API errors and prints their details, so a missing
+// pipeline, job, resource, build or version is named that way.
+func writeLookupError(w http.ResponseWriter, err error) {
+	if errors.Is(err, db.ErrNotFound) {
+		writeJSON(w, http.StatusNotFound, map[string][]map[string]string{"errors": {{"title": "not found", "detail": err.Error()}}})
+		return
+	}
+	writeLookupError(w, err)
 }
 
 // pageLimit reads limit=, def when absent.

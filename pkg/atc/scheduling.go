@@ -133,7 +133,7 @@ func (st schedStarter) RunCheck(ctx context.Context, rec db.JobBuild, plan conco
 	return nil
 }
 
-// checkError is what a finished check build shows on its resource: '' when
+// checkError is what a finished check build shows on its resource: empty when
 // it succeeded, else the failing step's error.
 func checkError(ctx context.Context, s *Server, b *build, timedOut bool, timeout time.Duration) string {
 	if timedOut {

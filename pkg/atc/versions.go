@@ -36,7 +36,7 @@ func (s *Server) resource(action auth.Action, h func(http.ResponseWriter, *http.
 		pipeline, name := r.PathValue("pipeline_name"), r.PathValue("resource_name")
 		res, err := s.db.LookupResource(r.Context(), team.ID, pipeline, name)
 		if err != nil {
-			writeError(w, errorCode(err), err)
+			writeLookupError(w, err)
 			return
 		}
 		h(w, r, claims, res)
@@ -136,7 +136,7 @@ func (s *Server) handleCheckResource(w http.ResponseWriter, r *http.Request, _ a
 	b, err := s.sch.checker.StartCheck(r.Context(), res, req.From)
 	if err != nil {
 		if b.ID == 0 {
-			writeError(w, errorCode(err), err)
+			writeLookupError(w, err)
 			return
 		}
 		s.log.Warn("check-resource", "resource", res.Name, "err", err)
@@ -158,7 +158,7 @@ func (s *Server) handlePinVersion(w http.ResponseWriter, r *http.Request, _ auth
 		err = s.db.PinVersion(r.Context(), res.ID, id)
 	}
 	if err != nil {
-		writeError(w, errorCode(err), err)
+		writeLookupError(w, err)
 		return
 	}
 	s.wakeScheduler()
@@ -172,7 +172,7 @@ func (s *Server) handleEnableVersion(enabled bool) func(http.ResponseWriter, *ht
 			err = s.db.SetVersionEnabled(r.Context(), res.ID, id, enabled)
 		}
 		if err != nil {
-			writeError(w, errorCode(err), err)
+			writeLookupError(w, err)
 			return
 		}
 		s.wakeScheduler()
@@ -182,7 +182,7 @@ func (s *Server) handleEnableVersion(enabled bool) func(http.ResponseWriter, *ht
 
 func (s *Server) handleUnpin(w http.ResponseWriter, r *http.Request, _ auth.Claims, res db.ResourceRef) {
 	if err := s.db.UnpinResource(r.Context(), res.ID); err != nil {
-		writeError(w, errorCode(err), err)
+		writeLookupError(w, err)
 		return
 	}
 	s.wakeScheduler()
@@ -198,7 +198,7 @@ func (s *Server) handlePinComment(w http.ResponseWriter, r *http.Request, _ auth
 		return
 	}
 	if err := s.db.SetPinComment(r.Context(), res.ID, req.Comment); err != nil {
-		writeError(w, errorCode(err), err)
+		writeLookupError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)

@@ -89,7 +89,7 @@ func (d *DB) RequestSchedule(ctx context.Context, jobID int64) error {
 	return nil
 }
 
-// SetWaitingReason records why the job's next build cannot start (” when
+// SetWaitingReason records why the job's next build cannot start (empty when
 // nothing blocks it) and when the scheduler looked.
 func (d *DB) SetWaitingReason(ctx context.Context, jobID int64, reason string, at time.Time) error {
 	if _, err := d.pool.Exec(ctx, "UPDATE jobs SET waiting_reason = $2, last_scheduled = $3 WHERE id = $1", jobID, reason, at); err != nil {

@@ -170,7 +170,7 @@ func (d *DB) PipelineConfigOf(ctx context.Context, pipelineID int64) (json.RawMe
 	return cfg, nil
 }
 
-// CheckFinished records the end of a check: checkErr is ” when it
+// CheckFinished records the end of a check: checkErr is empty when it
 // succeeded.
 func (d *DB) CheckFinished(ctx context.Context, resourceID int64, at time.Time, checkErr string) error {
 	_, err := d.pool.Exec(ctx, `

@@ -171,7 +171,7 @@ func (c *Checker) StartCheck(ctx context.Context, r db.ResourceRef, from map[str
 	return b, nil
 }
 
-// Finished records how a check build ended: checkErr is ” when it
+// Finished records how a check build ended: checkErr is empty when it
 // succeeded, otherwise it is shown on the resource until the next check
 // succeeds.
 func (c *Checker) Finished(ctx context.Context, resourceID int64, checkErr string) error {
