@@ -77,4 +77,62 @@ var _ = Describe("jobs", func() {
 		Expect(res.Output()).To(ContainSubstring("build not found"))
 		Expect(strings.Count(plain(succeed(ctx, fly, "builds", "-j", "p/hello", "--count", "1").Stdout), "\n")).To(Equal(1))
 	})
+
+	It("lists, pins, comments, unpins, disables and enables resource versions (resource-versions, pin-resource, unpin-resource, disable/enable-resource-version)", func(ctx SpecContext) {
+		dsn, drop, err := s.env.NewDatabase(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(drop)
+		srv := newServer(ctx, testenv.ATCConfig{Database: dsn})
+		fly := newFly("versions")
+		login(ctx, fly, srv, adminUser, s.adminPassword)
+
+		conn, err := pgx.Connect(ctx, dsn)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { _ = conn.Close(ctx) })
+		var resource int64
+		Expect(conn.QueryRow(ctx, `
+			WITH p AS (INSERT INTO pipelines (team_id, name, config)
+				SELECT id, 'p', '{"resources": [{"name": "repo", "type": "mock", "source": {}, "check_every": "never"}]}' FROM teams WHERE name = 'main' RETURNING id)
+			INSERT INTO resources (pipeline_id, name, type, config, config_hash)
+			SELECT id, 'repo', 'mock', '{"name": "repo", "type": "mock", "source": {}, "check_every": "never"}', 'h' FROM p RETURNING id`).Scan(&resource)).To(Succeed())
+		for i, ref := range []string{"a", "b", "c"} {
+			_, err := conn.Exec(ctx, `INSERT INTO resource_versions (resource_id, config_hash, version, version_hash, check_order)
+				VALUES ($1, 'h', jsonb_build_object('ref', $2::text), $2, $3)`, resource, ref, i+1)
+			Expect(err).NotTo(HaveOccurred())
+		}
+
+		out := plain(succeed(ctx, fly, "resource-versions", "-r", "p/repo").Stdout)
+		rows := strings.Split(strings.TrimSpace(out), "\n")
+		Expect(rows).To(HaveLen(3), out)
+		for i, ref := range []string{"c", "b", "a"} {
+			Expect(rows[i]).To(MatchRegexp(`^\d+\s+ref:%s\s+yes\s*$`, ref))
+		}
+		Expect(strings.Split(strings.TrimSpace(plain(succeed(ctx, fly, "resource-versions", "-r", "p/repo", "--count", "2").Stdout)), "\n")).To(HaveLen(2))
+
+		res := succeed(ctx, fly, "pin-resource", "-r", "p/repo", "-v", "ref:b", "-c", "c is broken")
+		Expect(res.Stdout).To(Equal("pinned 'p/repo' with version {\"ref\":\"b\"}\npin comment 'c is broken' is saved\n"))
+		var pinned, comment string
+		Expect(conn.QueryRow(ctx, "SELECT api_pinned_version::text, pin_comment FROM resources WHERE id = $1", resource).Scan(&pinned, &comment)).To(Succeed())
+		Expect(pinned).To(Equal(`{"ref": "b"}`))
+		Expect(comment).To(Equal("c is broken"))
+		res = run(ctx, fly, "pin-resource", "-r", "p/repo", "-v", "ref:zzz")
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Output()).To(ContainSubstring(`could not find version matching {"ref":"zzz"}`))
+
+		Expect(succeed(ctx, fly, "unpin-resource", "-r", "p/repo").Stdout).To(Equal("unpinned 'p/repo'\n"))
+		var unpinned *string
+		Expect(conn.QueryRow(ctx, "SELECT api_pinned_version::text FROM resources WHERE id = $1", resource).Scan(&unpinned)).To(Succeed())
+		Expect(unpinned).To(BeNil())
+		res = run(ctx, fly, "pin-resource", "-r", "p/repo", "-c", "no pin")
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Output()).To(ContainSubstring("could not save comment, make sure 'p/repo' is pinned"))
+
+		Expect(succeed(ctx, fly, "disable-resource-version", "-r", "p/repo", "-v", "ref:a").Stdout).To(Equal("disabled 'p/repo' with version {\"ref\":\"a\"}\n"))
+		Expect(plain(succeed(ctx, fly, "resource-versions", "-r", "p/repo").Stdout)).To(MatchRegexp(`(?m)^\d+\s+ref:a\s+no\s*$`))
+		Expect(succeed(ctx, fly, "enable-resource-version", "-r", "p/repo", "-v", "ref:a").Stdout).To(Equal("enabled 'p/repo' with version {\"ref\":\"a\"}\n"))
+		Expect(plain(succeed(ctx, fly, "resource-versions", "-r", "p/repo").Stdout)).To(MatchRegexp(`(?m)^\d+\s+ref:a\s+yes\s*$`))
+
+		// fly shows an unknown resource as one without versions.
+		Expect(strings.TrimSpace(succeed(ctx, fly, "resource-versions", "-r", "p/nope").Stdout)).To(BeEmpty())
+	})
 })
