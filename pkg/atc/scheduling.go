@@ -13,75 +13,26 @@ import (
 	"github.com/porter-ci/porter/pkg/scheduler"
 )
 
-// schedulingTick is how often the loop looks even when nothing woke it:
-// events of other servers sharing the database (a trigger through another
-// server, a build another server finished) are seen within it.
-const schedulingTick = time.Second
-
-// lockRetry is how soon a server retries a wake-up when another server
-// held the scheduler lock at that moment.
-const lockRetry = 100 * time.Millisecond
-
 // scheduling is the server's part in job scheduling and periodic checks.
 type scheduling struct {
-	wake    chan struct{}
-	sched   *scheduler.Scheduler
+	loop    *scheduler.Loop
 	checker *scheduler.Checker
 }
 
 func newScheduling(s *Server, planner scheduler.Planner) *scheduling {
 	log := s.log.With("component", "scheduler")
-	return &scheduling{
-		wake:    make(chan struct{}, 1),
-		sched:   &scheduler.Scheduler{DB: s.db, Planner: planner, Starter: schedStarter{s}, Log: log},
-		checker: &scheduler.Checker{DB: s.db, Planner: planner, Runner: schedStarter{s}, Server: s.cfg.ServerID, Log: log},
-	}
+	sched := &scheduler.Scheduler{DB: s.db, Planner: planner, Starter: schedStarter{s}, Log: log}
+	checker := &scheduler.Checker{DB: s.db, Planner: planner, Runner: schedStarter{s}, Server: s.cfg.ServerID, Log: log}
+	return &scheduling{loop: scheduler.NewLoop(s.db, sched, checker, log), checker: checker}
 }
 
 // wakeScheduler makes the scheduling loop look now: a version was saved,
 // a build ended, a job was triggered or unpaused, a config was saved.
-func (s *Server) wakeScheduler() {
-	select {
-	case s.sch.wake <- struct{}{}:
-	default:
-	}
-}
+func (s *Server) wakeScheduler() { s.sch.loop.Wake() }
 
-// runScheduling runs checks and scheduling until ctx ends, each pass under
-// the database's scheduler lock so that one server at a time does it.
-func (s *Server) runScheduling(ctx context.Context) {
-	tick := time.NewTicker(schedulingTick)
-	defer tick.Stop()
-	retry := time.NewTimer(0)
-	defer retry.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.sch.wake:
-		case <-tick.C:
-		case <-retry.C:
-		}
-		ran, err := s.schedulingPass(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("scheduling", "err", err)
-		}
-		if !ran {
-			retry.Reset(lockRetry)
-		}
-	}
-}
-
-// schedulingPass starts the due checks and schedules the jobs once, if
-// this server gets the lock; ran says whether it did.
-func (s *Server) schedulingPass(ctx context.Context) (ran bool, err error) {
-	release, ok, err := s.db.TryLock(ctx, db.LockScheduler)
-	if err != nil || !ok {
-		return false, err
-	}
-	defer release()
-	return true, errors.Join(s.sch.checker.Tick(ctx), s.sch.sched.Tick(ctx))
-}
+// runScheduling runs checks and scheduling until ctx ends (one server at a
+// time, under the database's scheduler lock).
+func (s *Server) runScheduling(ctx context.Context) { s.sch.loop.Run(ctx) }
 
 // schedStarter runs the builds the scheduler and the checker start.
 type schedStarter struct{ s *Server }

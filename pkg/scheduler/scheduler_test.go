@@ -68,6 +68,7 @@ func (s *dbStarter) RunCheck(_ context.Context, b db.JobBuild, _ concourse.Plan,
 
 type env struct {
 	t        *testing.T
+	dsn      string
 	d        *db.DB
 	pool     *pgxpool.Pool
 	planner  *fakePlanner
@@ -96,7 +97,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, d: d, pool: pool, planner: &fakePlanner{}, starter: &dbStarter{d: d}, teamID: team.ID}
+	e := &env{t: t, dsn: dsn, d: d, pool: pool, planner: &fakePlanner{}, starter: &dbStarter{d: d}, teamID: team.ID}
 	e.sched = &Scheduler{DB: d, Planner: e.planner, Starter: e.starter, Log: log}
 	e.checker = &Checker{DB: d, Planner: e.planner, Runner: e.starter, Server: "test", Log: log}
 	return e
