@@ -266,6 +266,30 @@ func (d *DB) JobBuilds(ctx context.Context, jobID int64, f BuildFilter) ([]JobBu
 	return bs, nil
 }
 
+// JobNextAndFinished are what the API shows of a job: its oldest pending or
+// started build and its newest finished one (nil when none).
+func (d *DB) JobNextAndFinished(ctx context.Context, jobID int64) (next, finished *JobBuild, err error) {
+	rows, err := d.pool.Query(ctx, `
+		(SELECT `+jobBuildColumns+jobBuildFrom+` WHERE b.job_id = $1 AND b.status IN ('pending', 'started') ORDER BY b.id LIMIT 1)
+		UNION ALL
+		(SELECT `+jobBuildColumns+jobBuildFrom+` WHERE b.job_id = $1 AND b.status NOT IN ('pending', 'started') ORDER BY b.id DESC LIMIT 1)`, jobID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("next and finished builds of job %d: %w", jobID, err)
+	}
+	bs, err := collectJobBuilds(rows)
+	if err != nil {
+		return nil, nil, fmt.Errorf("next and finished builds of job %d: %w", jobID, err)
+	}
+	for i := range bs {
+		if isFinal(bs[i].Status) {
+			finished = &bs[i]
+		} else {
+			next = &bs[i]
+		}
+	}
+	return next, finished, nil
+}
+
 // UnfinishedJobBuilds lists the pending and started builds of the jobs,
 // oldest first.
 func (d *DB) UnfinishedJobBuilds(ctx context.Context, jobIDs []int64) ([]JobBuild, error) {

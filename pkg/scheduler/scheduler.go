@@ -305,6 +305,13 @@ func (s *Scheduler) startPending(ctx context.Context, st *pipelineState, jobs []
 		if b.Status != db.StatusPending {
 			continue
 		}
+		if b.AbortRequested {
+			// Aborted before it started: nobody runs it, so it ends here.
+			if err := s.DB.FinishBuild(ctx, b.ID, db.StatusAborted, time.Now()); err != nil && !errors.Is(err, db.ErrConflict) {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		cfg := configs[b.JobID]
 		if cfg == nil || blockedJob[b.JobID] {
 			continue

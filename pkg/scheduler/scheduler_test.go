@@ -344,6 +344,34 @@ func TestSerialMaxInFlightAndSerialGroups(t *testing.T) {
 	e.want("one", "1:succeeded: 2:succeeded: 3:started:")
 }
 
+func TestAPendingBuildAbortedBeforeItStartsEndsAborted(t *testing.T) {
+	e := newEnv(t)
+	e.setPipeline(`{"jobs": [{"name": "one", "serial": true, "plan": [{"task": "t"}]}]}`)
+	ctx := t.Context()
+	for range 3 {
+		if _, err := e.d.CreateJobBuild(ctx, e.job("one").ID, "", true, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.tick()
+	b2, err := e.d.JobBuildByName(ctx, e.job("one").ID, "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.RequestAbort(ctx, b2.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.tick()
+	e.want("one", "1:started: 2:aborted: 3:pending:")
+	e.finish("one", "1", db.StatusSucceeded)
+	e.tick()
+	e.want("one", "1:succeeded: 2:aborted: 3:started:")
+	next, finished, err := e.d.JobNextAndFinished(ctx, e.job("one").ID)
+	if err != nil || next == nil || next.Name != "3" || finished == nil || finished.Name != "2" {
+		t.Fatalf("next %+v, finished %+v, %v", next, finished, err)
+	}
+}
+
 func TestPinnedVersions(t *testing.T) {
 	e := newEnv(t)
 	e.setPipeline(`{"resources": [{"name": "src", "type": "mock", "source": {}}, {"name": "lib", "type": "mock", "source": {}, "version": {"ref": "l1"}}],
