@@ -122,7 +122,10 @@ func (s *Scheduler) trigger(ctx context.Context, st *pipelineState, j db.JobRef,
 			return err
 		}
 		if reason != "" {
-			return s.DB.SetWaitingReason(ctx, j.ID, reason, time.Now())
+			return s.setWaiting(ctx, j, reason)
+		}
+		if err := s.setWaiting(ctx, j, ""); err != nil {
+			return err
 		}
 		history, err := s.DB.JobInputHistory(ctx, j.ID)
 		if err != nil {
@@ -386,7 +389,7 @@ func (s *Scheduler) start(ctx context.Context, st *pipelineState, j db.JobRef, c
 			return false, err
 		}
 		if reason != "" {
-			return false, s.DB.SetWaitingReason(ctx, j.ID, reason, time.Now())
+			return false, s.setWaiting(ctx, j, reason)
 		}
 		if err := s.DB.SaveBuildInputs(ctx, b.ID, j.ID, buildInputs(chosen)); err != nil {
 			return false, err
@@ -410,7 +413,7 @@ func (s *Scheduler) start(ctx context.Context, st *pipelineState, j db.JobRef, c
 		err = fmt.Errorf("plan the build: %w", err)
 		return false, errors.Join(err, s.DB.SetWaitingReason(ctx, j.ID, err.Error(), now), s.DB.FinishBuild(ctx, b.ID, db.StatusErrored, now))
 	}
-	if err := s.DB.SetWaitingReason(ctx, j.ID, "", time.Now()); err != nil {
+	if err := s.setWaiting(ctx, j, ""); err != nil {
 		return false, err
 	}
 	if err := s.Starter.StartJobBuild(ctx, b, plan); err != nil {
@@ -421,4 +424,12 @@ func (s *Scheduler) start(ctx context.Context, st *pipelineState, j db.JobRef, c
 	}
 	s.Log.Info("build started", "pipeline", j.PipelineName, "job", j.Name, "build", b.Name, "id", b.ID)
 	return true, nil
+}
+
+// setWaiting records why the job waits (empty: it does not), writing only changes.
+func (s *Scheduler) setWaiting(ctx context.Context, j db.JobRef, reason string) error {
+	if reason == j.WaitingReason {
+		return nil
+	}
+	return s.DB.SetWaitingReason(ctx, j.ID, reason, time.Now())
 }
