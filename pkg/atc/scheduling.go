@@ -45,8 +45,7 @@ func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan 
 		return fmt.Errorf("encode the plan of build %d: %w", rec.ID, err)
 	}
 	if err := s.validatePlan(ctx, db.Team{ID: rec.TeamID, Name: rec.TeamName}, &plan); err != nil {
-		now := time.Now()
-		return errors.Join(fmt.Errorf("build %d: %w", rec.ID, err), s.db.FinishBuild(ctx, rec.ID, db.StatusErrored, now))
+		return errors.Join(fmt.Errorf("build %d: %w", rec.ID, err), st.FailJobBuild(ctx, rec, err))
 	}
 	now := time.Now()
 	if err := s.db.StartJobBuild(ctx, rec.ID, body, s.cfg.ServerID, now); err != nil {
@@ -60,6 +59,23 @@ func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan 
 		<-b.done
 		s.wakeScheduler()
 	}()
+	return nil
+}
+
+// FailJobBuild implements scheduler.Starter: the build ends errored at
+// once, its events saying why.
+func (st schedStarter) FailJobBuild(ctx context.Context, rec db.JobBuild, cause error) error {
+	s := st.s
+	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
+	now := time.Now().Unix()
+	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: now}, "", 0)
+	b.log.appendEvent(events.Error{Message: cause.Error(), Time: now}, "", 0)
+	logCtx, stopLog := context.WithCancel(context.WithoutCancel(ctx))
+	logDone := make(chan struct{})
+	go func() { defer close(logDone); b.log.run(logCtx) }()
+	s.finishBuild(ctx, b, concourse.StatusErrored)
+	stopLog()
+	<-logDone
 	return nil
 }
 

@@ -27,6 +27,9 @@ type Starter interface {
 	// (db.StartJobBuild) and runs it. db.ErrConflict means someone else
 	// started it.
 	StartJobBuild(ctx context.Context, b db.JobBuild, plan concourse.Plan) error
+	// FailJobBuild ends the pending build as errored, showing err in its
+	// events: its plan could not be made.
+	FailJobBuild(ctx context.Context, b db.JobBuild, err error) error
 }
 
 // Scheduler creates and starts job builds. Run Tick where only one server
@@ -411,7 +414,7 @@ func (s *Scheduler) start(ctx context.Context, st *pipelineState, j db.JobRef, c
 		// build errors, and the job says why.
 		now := time.Now()
 		err = fmt.Errorf("plan the build: %w", err)
-		return false, errors.Join(err, s.DB.SetWaitingReason(ctx, j.ID, err.Error(), now), s.DB.FinishBuild(ctx, b.ID, db.StatusErrored, now))
+		return false, errors.Join(err, s.DB.SetWaitingReason(ctx, j.ID, err.Error(), now), s.Starter.FailJobBuild(ctx, b, err))
 	}
 	if err := s.setWaiting(ctx, j, ""); err != nil {
 		return false, err

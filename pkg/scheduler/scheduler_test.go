@@ -59,6 +59,10 @@ func (s *dbStarter) StartJobBuild(ctx context.Context, b db.JobBuild, plan conco
 	return s.d.StartJobBuild(ctx, b.ID, body, "test", time.Now())
 }
 
+func (s *dbStarter) FailJobBuild(ctx context.Context, b db.JobBuild, _ error) error {
+	return s.d.FinishBuild(ctx, b.ID, db.StatusErrored, time.Now())
+}
+
 func (s *dbStarter) RunCheck(_ context.Context, b db.JobBuild, _ concourse.Plan, _ time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

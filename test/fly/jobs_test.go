@@ -30,7 +30,9 @@ var _ = Describe("jobs", func() {
 		}
 		hello := map[string]any{"name": "hello", "plan": []any{map[string]any{"task": "say", "config": task}}}
 		locked := map[string]any{"name": "locked", "disable_manual_trigger": true, "plan": []any{map[string]any{"task": "say", "config": task}}}
-		cfg, err := json.Marshal(map[string]any{"jobs": []any{hello, locked}})
+		broken := map[string]any{"name": "broken", "plan": []any{map[string]any{"task": "say", "config": map[string]any{
+			"platform": "linux", "image_resource": task["image_resource"]}}}}
+		cfg, err := json.Marshal(map[string]any{"jobs": []any{hello, locked, broken}})
 		Expect(err).NotTo(HaveOccurred())
 		conn, err := pgx.Connect(ctx, dsn)
 		Expect(err).NotTo(HaveOccurred())
@@ -38,7 +40,7 @@ var _ = Describe("jobs", func() {
 		var pipeline int64
 		Expect(conn.QueryRow(ctx, `INSERT INTO pipelines (team_id, name, config)
 			SELECT id, 'p', $1 FROM teams WHERE name = 'main' RETURNING id`, cfg).Scan(&pipeline)).To(Succeed())
-		for _, j := range []map[string]any{hello, locked} {
+		for _, j := range []map[string]any{hello, locked, broken} {
 			body, err := json.Marshal(j)
 			Expect(err).NotTo(HaveOccurred())
 			_, err = conn.Exec(ctx, `INSERT INTO jobs (pipeline_id, name, config) VALUES ($1, $2, $3)`, pipeline, j["name"], body)
@@ -66,6 +68,11 @@ var _ = Describe("jobs", func() {
 
 		res = succeed(ctx, fly, "rerun-build", "-j", "p/hello", "-b", "1", "-w")
 		expectInOrder(res, "started p/hello #1.1\n", "hello from 42\n", "succeeded\n")
+
+		// A build whose plan cannot run errors at once, saying why.
+		res = run(ctx, fly, "trigger-job", "-j", "p/broken", "-w")
+		Expect(res.ExitCode).To(Equal(2), res.String())
+		expectInOrder(res, "started p/broken #1\n", "run", "errored\n")
 
 		res = run(ctx, fly, "trigger-job", "-j", "p/locked")
 		Expect(res.ExitCode).NotTo(Equal(0), res.String())
