@@ -56,8 +56,11 @@ func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan 
 	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: now.Unix()}, "", 0)
 	s.startBuild(s.shutdownCtx(), b, plan)
 	go func() {
-		<-b.done
-		s.wakeScheduler()
+		select {
+		case <-b.done:
+			s.wakeScheduler()
+		case <-s.shutdownCtx().Done(): // left to resume
+		}
 	}()
 	return nil
 }
@@ -88,7 +91,12 @@ func (st schedStarter) RunCheck(ctx context.Context, rec db.JobBuild, plan conco
 	s.startBuild(s.shutdownCtx(), b, plan)
 	go func() {
 		timer := time.AfterFunc(timeout, func() { b.abort(fmt.Errorf("check timed out after %s: %w", timeout, errTimeout)) })
-		<-b.done
+		select {
+		case <-b.done:
+		case <-s.shutdownCtx().Done(): // left to resume
+			timer.Stop()
+			return
+		}
 		timedOut := !timer.Stop()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
