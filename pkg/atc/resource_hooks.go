@@ -1,6 +1,7 @@
 package atc
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -10,19 +11,23 @@ import (
 
 // resourceVersion is a version as a check, get or put step reports it.
 type resourceVersion struct {
-	Version  map[string]string
-	Metadata []concourse.MetadataField
+	Version  map[string]string         `json:"version"`
+	Metadata []concourse.MetadataField `json:"metadata,omitempty"`
 }
 
-// recordCheck saves the versions a check step of b found, when b is a
-// resource's check build, and wakes the scheduler if any is new. A check
-// in any other build (an image's, a one-off build's) saves nothing.
-func (s *Server) recordCheck(ctx context.Context, b *build, _ *concourse.CheckPlan, versions []resourceVersion) error {
+// recordCheck saves the versions (oldest first) a check step of b found,
+// when b is a resource's check build and the step checks that resource,
+// and wakes the scheduler if any is new. Other checks (of a resource
+// type's image, in a job's or a one-off build) save nothing.
+func (s *Server) recordCheck(ctx context.Context, b *build, p *concourse.CheckPlan, versions []resourceVersion) error {
 	rec, err := s.db.JobBuildByID(ctx, b.id)
 	if err != nil {
 		return fmt.Errorf("record the check's versions: %w", err)
 	}
 	if rec.ResourceID == 0 || len(versions) == 0 {
+		return nil
+	}
+	if name := cmp.Or(p.Resource, p.Name); name != rec.ResourceName {
 		return nil
 	}
 	vs := make([]db.NewVersion, len(versions))

@@ -58,7 +58,12 @@ func TestResourceHooksRecordVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.recordCheck(ctx, &build{id: check.ID}, &concourse.CheckPlan{}, []resourceVersion{
+	// The check of a resource type's image in the same build saves nothing.
+	err = s.recordCheck(ctx, &build{id: check.ID}, &concourse.CheckPlan{Name: "my-type"}, []resourceVersion{{Version: map[string]string{"digest": "x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.recordCheck(ctx, &build{id: check.ID}, &concourse.CheckPlan{Name: "repo", Resource: "repo"}, []resourceVersion{
 		{Version: map[string]string{"ref": "a"}},
 		{Version: map[string]string{"ref": "b"}, Metadata: []concourse.MetadataField{{Name: "author", Value: "me"}}},
 	})
@@ -97,7 +102,7 @@ func TestResourceHooksRecordVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.recordCheck(ctx, &build{id: oneOff.ID}, &concourse.CheckPlan{}, []resourceVersion{{Version: map[string]string{"ref": "z"}}}); err != nil {
+	if err := s.recordCheck(ctx, &build{id: oneOff.ID}, &concourse.CheckPlan{Name: "repo", Resource: "repo"}, []resourceVersion{{Version: map[string]string{"ref": "z"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.recordBuildVersion(ctx, &build{id: oneOff.ID}, "src", "repo", resourceVersion{Version: map[string]string{"ref": "z"}}, true); err != nil {
