@@ -46,14 +46,14 @@ func (s *Server) recordCheck(ctx context.Context, b *build, p *concourse.CheckPl
 
 // recordBuildVersion records the version a job build's get (input) or put
 // (output) step named name used or produced, so that `passed:` sees it.
-// Steps of one-off builds record nothing.
+// Steps of one-off builds, and gets of images, record nothing.
 func (s *Server) recordBuildVersion(ctx context.Context, b *build, name, resource string, v resourceVersion, input bool) error {
 	rec, err := s.db.JobBuildByID(ctx, b.id)
 	if err != nil {
 		return fmt.Errorf("record the version of %s: %w", name, err)
 	}
-	if rec.JobID == 0 {
-		return nil
+	if rec.JobID == 0 || resource == "" {
+		return nil // a one-off build's, or an image's (no pipeline resource)
 	}
 	r, err := s.db.LookupResource(ctx, rec.TeamID, rec.PipelineName, resource)
 	if err != nil {

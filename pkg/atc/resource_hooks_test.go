@@ -94,6 +94,9 @@ func TestResourceHooksRecordVersions(t *testing.T) {
 		got[1].Input || got[1].ResourceName != "image" || got[1].Version.Version["digest"] != "sha256:1" {
 		t.Fatalf("build versions %+v", got)
 	}
+	if err := s.recordBuildVersion(ctx, jb, "image", "", resourceVersion{Version: map[string]string{"digest": "sha256:2"}}, true); err != nil {
+		t.Fatalf("an image's get in a job build: %v", err)
+	}
 	if err := s.recordBuildVersion(ctx, jb, "src", "nope", resourceVersion{Version: map[string]string{"ref": "a"}}, true); err == nil {
 		t.Fatal("a version of an unknown resource was recorded")
 	}
