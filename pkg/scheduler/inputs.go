@@ -1,7 +1,18 @@
 // Package scheduler decides when a job gets a build and with which
 // resource versions, when pending builds start, and when resources are
 // checked. It reads and writes PostgreSQL through pkg/db; building plans and
-// running builds are injected (Planner, Starter).
+// running builds are injected (Planner, Starter, CheckRunner).
+//
+// Where it is simpler than Concourse's scheduler:
+//   - A trigger input's version is new when no build of the job ever had
+//     it under that input's name (pending and failed builds count).
+//   - `version: every` with no earlier build starts at the latest version,
+//     then takes each newer one in check order.
+//   - Input selection searches all versions (bounded by maxSteps), newest
+//     first, with no cache between passes; every pass looks at every
+//     schedulable job.
+//   - A serial group starts its builds in creation order across its jobs;
+//     running builds of a paused job do not count against its groups.
 package scheduler
 
 import "github.com/porter-ci/porter/pkg/concourse"
