@@ -434,5 +434,8 @@ func (s *Scheduler) setWaiting(ctx context.Context, j db.JobRef, reason string) 
 	if reason == j.WaitingReason {
 		return nil
 	}
+	if reason != "" {
+		s.Log.Info("job waits", "pipeline", j.PipelineName, "job", j.Name, "reason", reason)
+	}
 	return s.DB.SetWaitingReason(ctx, j.ID, reason, time.Now())
 }
