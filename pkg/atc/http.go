@@ -67,6 +67,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+pipelinePath+"/resources", s.publicPipeline(s.handleListResources))
 	mux.HandleFunc("GET "+pipelinePath+"/resources/{resource_name}", s.publicPipeline(s.pipelineResource(s.handleGetResource)))
 	mux.HandleFunc("DELETE "+pipelinePath+"/resources/{resource_name}/cache", s.pipeline(auth.ActionClearResourceCache, s.pipelineResource(s.handleClearResourceCache)))
+	// Pipelines' jobs and resources: scheduling (jobbuilds.go, versions.go).
+	s.jobRoutes(mux)
+	s.versionRoutes(mux)
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	var h http.Handler = mux

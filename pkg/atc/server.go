@@ -27,6 +27,7 @@ import (
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/podwatch"
+	"github.com/porter-ci/porter/pkg/scheduler"
 	"github.com/porter-ci/porter/pkg/stepserver"
 	"github.com/porter-ci/porter/pkg/steptoken"
 )
@@ -79,6 +80,8 @@ type Deps struct {
 	Store      blobstore.Store
 	SigningKey crypto.Signer
 	Log        *slog.Logger
+	// Planner plans job builds and checks (nil: pkg/pipeline's).
+	Planner scheduler.Planner
 }
 
 // Server is a running ATC runtime.
@@ -94,6 +97,7 @@ type Server struct {
 	issuer  *auth.Issuer
 	worker  podspec.Worker
 	caPEM   []byte
+	sch     *scheduling
 
 	started time.Time
 
@@ -136,6 +140,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys,
 		issuer: auth.NewIssuer(deps.SigningKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL),
 		builds: map[int64]*build{}, steps: map[string]*stepState{}, started: time.Now()}
+	planner := deps.Planner
+	if planner == nil {
+		planner = pipelinePlanner{}
+	}
+	s.sch = newScheduling(s, planner)
 	s.streams = stepserver.New(s, keys, log.With("component", "stepserver"))
 	s.pods = podwatch.New(deps.Kube, cfg.Namespace, cfg.Worker, log.With("component", "podwatch"))
 	podEndpoint := cfg.PodBlobstoreEndpoint
@@ -203,6 +212,8 @@ func (s *Server) Run(ctx context.Context) error {
 	heartbeatDone := make(chan struct{})
 	hbCtx, stopHeartbeat := context.WithCancel(ctx)
 	go func() { defer close(heartbeatDone); s.heartbeat(hbCtx) }()
+	schedDone := make(chan struct{})
+	go func() { defer close(schedDone); s.runScheduling(hbCtx) }()
 
 	var runErr error
 	select {
@@ -212,6 +223,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	stopHeartbeat()
 	<-heartbeatDone
+	<-schedDone
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(shutdown)

@@ -1,0 +1,135 @@
+package atc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/scheduler"
+)
+
+// scheduling is the server's part in job scheduling and periodic checks.
+type scheduling struct {
+	loop    *scheduler.Loop
+	checker *scheduler.Checker
+}
+
+func newScheduling(s *Server, planner scheduler.Planner) *scheduling {
+	log := s.log.With("component", "scheduler")
+	sched := &scheduler.Scheduler{DB: s.db, Planner: planner, Starter: schedStarter{s}, Log: log}
+	checker := &scheduler.Checker{DB: s.db, Planner: planner, Runner: schedStarter{s}, Server: s.cfg.ServerID, Log: log}
+	return &scheduling{loop: scheduler.NewLoop(s.db, sched, checker, log), checker: checker}
+}
+
+// wakeScheduler makes the scheduling loop look now: a version was saved,
+// a build ended, a job was triggered or unpaused, a config was saved.
+func (s *Server) wakeScheduler() { s.sch.loop.Wake() }
+
+// runScheduling runs checks and scheduling until ctx ends (one server at a
+// time, under the database's scheduler lock).
+func (s *Server) runScheduling(ctx context.Context) { s.sch.loop.Run(ctx) }
+
+// schedStarter runs the builds the scheduler and the checker start.
+type schedStarter struct{ s *Server }
+
+// StartJobBuild implements scheduler.Starter.
+func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan concourse.Plan) error {
+	s := st.s
+	body, err := json.Marshal(plan)
+	if err != nil {
+		return fmt.Errorf("encode the plan of build %d: %w", rec.ID, err)
+	}
+	if err := s.validatePlan(ctx, db.Team{ID: rec.TeamID, Name: rec.TeamName}, &plan); err != nil {
+		return errors.Join(fmt.Errorf("build %d: %w", rec.ID, err), st.FailJobBuild(ctx, rec, err))
+	}
+	now := time.Now()
+	if err := s.db.StartJobBuild(ctx, rec.ID, body, s.cfg.ServerID, now); err != nil {
+		return err
+	}
+	rec.Status, rec.StartTime = db.StatusStarted, now
+	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
+	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: now.Unix()}, "", 0)
+	s.startBuild(s.shutdownCtx(), b, plan)
+	go func() {
+		select {
+		case <-b.done:
+			s.wakeScheduler()
+		case <-s.shutdownCtx().Done(): // left to resume
+		}
+	}()
+	return nil
+}
+
+// FailJobBuild implements scheduler.Starter: the build ends errored at
+// once, its events saying why.
+func (st schedStarter) FailJobBuild(ctx context.Context, rec db.JobBuild, cause error) error {
+	s := st.s
+	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
+	now := time.Now().Unix()
+	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: now}, "", 0)
+	b.log.appendEvent(events.Error{Message: cause.Error(), Time: now}, "", 0)
+	logCtx, stopLog := context.WithCancel(context.WithoutCancel(ctx))
+	logDone := make(chan struct{})
+	go func() { defer close(logDone); b.log.run(logCtx) }()
+	s.finishBuild(ctx, b, concourse.StatusErrored)
+	stopLog()
+	<-logDone
+	return nil
+}
+
+// RunCheck implements scheduler.CheckRunner: the check build runs like any
+// build, is aborted after timeout, and its end is recorded on the resource.
+func (st schedStarter) RunCheck(ctx context.Context, rec db.JobBuild, plan concourse.Plan, timeout time.Duration) error {
+	s := st.s
+	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
+	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: rec.StartTime.Unix()}, "", 0)
+	s.startBuild(s.shutdownCtx(), b, plan)
+	go func() {
+		timer := time.AfterFunc(timeout, func() { b.abort(fmt.Errorf("check timed out after %s: %w", timeout, errTimeout)) })
+		select {
+		case <-b.done:
+		case <-s.shutdownCtx().Done(): // left to resume
+			timer.Stop()
+			return
+		}
+		timedOut := !timer.Stop()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := s.sch.checker.Finished(ctx, rec.ResourceID, checkError(ctx, s, b, timedOut, timeout)); err != nil {
+			s.log.Warn("record the end of a check", "build", b.id, "err", err)
+		}
+		s.wakeScheduler()
+	}()
+	return nil
+}
+
+// checkError is what a finished check build shows on its resource: empty when
+// it succeeded, else the failing step's error.
+func checkError(ctx context.Context, s *Server, b *build, timedOut bool, timeout time.Duration) string {
+	if timedOut {
+		return fmt.Sprintf("check timed out after %s", timeout)
+	}
+	rec, err := s.db.Build(ctx, b.id)
+	if err != nil {
+		return fmt.Sprintf("check ended in an unknown state: %v", err)
+	}
+	if rec.Status == db.StatusSucceeded {
+		return ""
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, step := range b.state.Steps {
+		if step.Error != "" {
+			return step.Error
+		}
+		if step.ExitStatus != nil && *step.ExitStatus != 0 {
+			return fmt.Sprintf("check %s: exit status %d", step.Name, *step.ExitStatus)
+		}
+	}
+	return "check " + rec.Status
+}

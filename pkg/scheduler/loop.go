@@ -1,0 +1,85 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/db"
+)
+
+// DefaultTick is how often a Loop looks even when nothing woke it: events
+// of other servers sharing the database (a trigger through another server,
+// a build another server finished) are seen within it.
+const DefaultTick = time.Second
+
+// lockRetry is how soon a Loop retries when another server held the
+// scheduler lock as it was woken.
+const lockRetry = 100 * time.Millisecond
+
+// Loop runs the Checker's and the Scheduler's passes, each under the
+// database's scheduler lock so that one server at a time does it, whenever
+// it is woken and at least every Tick.
+type Loop struct {
+	DB        *db.DB
+	Scheduler *Scheduler
+	Checker   *Checker
+	Tick      time.Duration // 0: DefaultTick
+	Log       *slog.Logger
+
+	wake chan struct{}
+}
+
+// NewLoop makes a Loop ready to be woken before it runs.
+func NewLoop(d *db.DB, s *Scheduler, c *Checker, log *slog.Logger) *Loop {
+	return &Loop{DB: d, Scheduler: s, Checker: c, Log: log, wake: make(chan struct{}, 1)}
+}
+
+// Wake makes the loop look now: a version was saved, a build ended, a job
+// was triggered or unpaused, a config was saved. It never blocks.
+func (l *Loop) Wake() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run loops until ctx ends.
+func (l *Loop) Run(ctx context.Context) {
+	every := l.Tick
+	if every <= 0 {
+		every = DefaultTick
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	retry := time.NewTimer(0) // a first pass at once
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.wake:
+		case <-tick.C:
+		case <-retry.C:
+		}
+		ran, err := l.Pass(ctx)
+		if err != nil && ctx.Err() == nil {
+			l.Log.Warn("scheduling", "err", err)
+		}
+		if !ran && ctx.Err() == nil {
+			retry.Reset(lockRetry)
+		}
+	}
+}
+
+// Pass starts the due checks and schedules the jobs once if it gets the
+// lock; ran says whether it did.
+func (l *Loop) Pass(ctx context.Context) (ran bool, err error) {
+	release, ok, err := l.DB.TryLock(ctx, db.LockScheduler)
+	if err != nil || !ok {
+		return false, err
+	}
+	defer release()
+	return true, errors.Join(l.Checker.Tick(ctx), l.Scheduler.Tick(ctx))
+}
