@@ -309,6 +309,8 @@ func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth
 	}
 	s.log.InfoContext(r.Context(), "pipeline saved", "team", team.Name, "pipeline", name, "id", p.ID,
 		"created", created, "config_version", p.ConfigVersion)
+	// New resources are due for their first check now.
+	s.wakeScheduler()
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
@@ -409,6 +411,8 @@ func (s *Server) pipelineChange(w http.ResponseWriter, err error) {
 		writeError(w, errorCode(err), err)
 		return
 	}
+	// An unpaused pipeline or job may have builds to start right away.
+	s.wakeScheduler()
 	w.WriteHeader(http.StatusOK)
 }
 
