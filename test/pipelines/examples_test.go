@@ -51,7 +51,7 @@ func waitForBuild(ctx context.Context, f *testenv.Fly, pipeline, job, status str
 			}
 		}
 		return ""
-	}).WithTimeout(timeout).WithPolling(500 * time.Millisecond).ShouldNot(BeEmpty(), "job %s/%s has no %s build", pipeline, job, status)
+	}).WithTimeout(timeout).WithPolling(500*time.Millisecond).ShouldNot(BeEmpty(), "job %s/%s has no %s build", pipeline, job, status)
 	return name
 }
 
