@@ -2,11 +2,14 @@ package creds
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/porter-ci/porter/pkg/vars"
 )
 
 func secret(ns, name string, data map[string]string) *corev1.Secret {
@@ -74,5 +77,34 @@ func TestRedact(t *testing.T) {
 	}
 	if got := (&Redactor{}).Redact("s3cr3t"); got != "s3cr3t" {
 		t.Errorf("zero Redactor changed text: %q", got)
+	}
+}
+
+func TestResolverInterpolates(t *testing.T) {
+	client := fake.NewSimpleClientset(
+		secret("concourse-main", "login", map[string]string{"username": "u", "password": "p4ss"}),
+		secret("concourse-main", "pipe.token", map[string]string{"value": "t0ken"}),
+	)
+	r := Resolver{K: &Kubernetes{Client: client, NamespacePrefix: DefaultNamespacePrefix}, Team: "main", Pipeline: "pipe"}
+	in := map[string]any{"user": "((login.username))", "auth": "Bearer ((token))", "missing": "((nope))"}
+	_, _, err := vars.Interpolate(context.Background(), in, r)
+	if err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("undefined var not reported: %v", err)
+	}
+	delete(in, "missing")
+	out, used, err := vars.Interpolate(context.Background(), in, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := out.(map[string]any)
+	if m["user"] != "u" || m["auth"] != "Bearer t0ken" {
+		t.Errorf("interpolated %v", m)
+	}
+	red := NewRedactor(used.Redactions())
+	if got := red.Redact("u said Bearer t0ken"); got != "((redacted)) said Bearer ((redacted))" {
+		t.Errorf("redacted %q", got)
+	}
+	if _, _, err := (Resolver{K: r.K, Team: "main"}).Get(context.Background(), vars.Ref{Source: "vault", Path: "x"}); err == nil {
+		t.Error("a var source was accepted")
 	}
 }

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/porter-ci/porter/pkg/vars"
 )
 
 // DefaultNamespacePrefix is Concourse's: team main's secrets live in
@@ -68,4 +70,20 @@ func (k *Kubernetes) Lookup(ctx context.Context, team, pipeline, name string) (v
 		return fields, true, nil
 	}
 	return nil, false, nil
+}
+
+// Resolver answers the ((vars)) of one team's pipeline (or one-off build)
+// from Kubernetes Secrets.
+type Resolver struct {
+	K        *Kubernetes
+	Team     string
+	Pipeline string
+}
+
+// Get looks up ref's whole var; the interpolator picks its fields.
+func (r Resolver) Get(ctx context.Context, ref vars.Ref) (any, bool, error) {
+	if ref.Source != "" {
+		return nil, false, fmt.Errorf("((%s)): var source %q is not configured (var_sources are not supported yet)", ref, ref.Source)
+	}
+	return r.K.Lookup(ctx, r.Team, r.Pipeline, ref.Path)
 }

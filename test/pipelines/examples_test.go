@@ -1,0 +1,244 @@
+package pipelines_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/porter-ci/porter/test/testenv"
+)
+
+// busyboxTask is an inline task config running script in busybox.
+func busyboxTask(indent, rest string) string {
+	lines := []string{
+		"platform: linux",
+		"image_resource:",
+		"  type: registry-image",
+		"  source: {repository: busybox}",
+	}
+	lines = append(lines, strings.Split(strings.TrimRight(rest, "\n"), "\n")...)
+	for i, l := range lines {
+		lines[i] = indent + l
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// jobBuilds is `fly builds -j` as JSON.
+func jobBuilds(ctx context.Context, f *testenv.Fly, pipeline, job string) []map[string]any {
+	GinkgoHelper()
+	res := succeed(ctx, f, "builds", "-j", pipeline+"/"+job, "--json")
+	var builds []map[string]any
+	Expect(json.Unmarshal([]byte(res.Stdout), &builds)).To(Succeed(), res.String())
+	return builds
+}
+
+// waitForBuild waits until job has a build with status and returns its name.
+func waitForBuild(ctx context.Context, f *testenv.Fly, pipeline, job, status string, timeout time.Duration) string {
+	GinkgoHelper()
+	var name string
+	Eventually(ctx, func() string {
+		for _, b := range jobBuilds(ctx, f, pipeline, job) {
+			if b["status"] == status {
+				name = fmt.Sprint(b["name"])
+				return name
+			}
+		}
+		return ""
+	}).WithTimeout(timeout).WithPolling(500*time.Millisecond).ShouldNot(BeEmpty(), "job %s/%s has no %s build", pipeline, job, status)
+	return name
+}
+
+var _ = Describe("the RFC's developer examples", func() {
+	It("runs a hello world job with an image_resource, triggered and watched with fly", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("hello")
+		setPipeline(ctx, f, p, `
+jobs:
+- name: hello-world-job
+  plan:
+  - task: hello-world-task
+    config:
+`+busyboxTask("      ", `run: {path: echo, args: ["Hello world!"]}`))
+		res := succeed(ctx, f, "trigger-job", "-j", p+"/hello-world-job", "-w")
+		Expect(res.Stdout).To(ContainSubstring("started " + p + "/hello-world-job #1"))
+		Expect(res.Stdout).To(ContainSubstring("Hello world!"))
+		Expect(res.Stdout).To(ContainSubstring("succeeded"))
+
+		jobs := succeed(ctx, f, "jobs", "-p", p)
+		Expect(jobs.Stdout).To(MatchRegexp(`hello-world-job\s+no\s+succeeded`))
+		watch := succeed(ctx, f, "watch", "-j", p+"/hello-world-job")
+		Expect(watch.Stdout).To(ContainSubstring("Hello world!"))
+	})
+
+	It("creates and consumes an artifact, with mappings and a task cache that clear-task-cache empties", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("create-consume")
+		setPipeline(ctx, f, p, `
+jobs:
+- name: create-and-consume
+  plan:
+  - task: make-a-file
+    config:
+`+busyboxTask("      ", `outputs: [{name: made}]
+caches: [{path: cache}]
+run:
+  path: sh
+  args: [-c, 'echo "runs so far: $(cat cache/count 2>/dev/null || echo 0)"; echo $(( $(cat cache/count 2>/dev/null || echo 0) + 1 )) > cache/count; echo hello > made/file']`)+`
+    output_mapping: {made: the-artifact}
+  - task: consume-the-file
+    input_mapping: {renamed: the-artifact}
+    config:
+`+busyboxTask("      ", `inputs: [{name: renamed}]
+run: {path: cat, args: [renamed/file]}`))
+		first := succeed(ctx, f, "trigger-job", "-j", p+"/create-and-consume", "-w")
+		Expect(first.Stdout).To(ContainSubstring("runs so far: 0"))
+		Expect(first.Stdout).To(ContainSubstring("hello"))
+		second := succeed(ctx, f, "trigger-job", "-j", p+"/create-and-consume", "-w")
+		Expect(second.Stdout).To(ContainSubstring("runs so far: 1"))
+
+		clear := succeed(ctx, f, "clear-task-cache", "-n", "-j", p+"/create-and-consume", "-s", "make-a-file")
+		Expect(clear.Stdout).To(ContainSubstring("1 caches removed"))
+		third := succeed(ctx, f, "trigger-job", "-j", p+"/create-and-consume", "-w")
+		Expect(third.Stdout).To(ContainSubstring("runs so far: 0"))
+	})
+
+	It("chains two jobs by passed: a new version triggers the first, then the second with the same version", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("passed")
+		setPipeline(ctx, f, p, `
+resources:
+- name: src
+  type: mock
+  check_every: 1s
+  source: {initial_version: v1, create_files: {greeting: hi}}
+jobs:
+- name: first
+  plan:
+  - get: src
+    trigger: true
+  - task: t
+    config:
+`+busyboxTask("      ", `inputs: [{name: src}]
+run: {path: cat, args: [src/version]}`)+`
+- name: second
+  plan:
+  - get: src
+    passed: [first]
+    trigger: true
+  - task: show
+    config:
+`+busyboxTask("      ", `inputs: [{name: src}]
+run: {path: sh, args: [-c, 'echo "second got $(cat src/version) $(cat src/greeting)"']}`))
+		waitForBuild(ctx, f, p, "second", "succeeded", 90*time.Second)
+		watch := succeed(ctx, f, "watch", "-j", p+"/second")
+		Expect(watch.Stdout).To(ContainSubstring("second got v1 hi"))
+		Expect(jobBuilds(ctx, f, p, "first")).To(HaveLen(1), "the first job ran more than once for one version")
+
+		versions := succeed(ctx, f, "resource-versions", "-r", p+"/src")
+		Expect(versions.Stdout).To(ContainSubstring("version:v1"))
+	})
+
+	It("puts to a resource and gets the version it produced (the implicit get)", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("put")
+		setPipeline(ctx, f, p, `
+resources:
+- name: target
+  type: mock
+  check_every: never
+  source: {no_initial_version: true, create_files: {fetched: "yes"}}
+jobs:
+- name: publish
+  plan:
+  - task: make-version
+    config:
+`+busyboxTask("      ", `outputs: [{name: out}]
+run: {path: sh, args: [-c, 'echo v42 > out/version']}`)+`
+  - put: target
+    params: {file: out/version}
+  - task: read-it
+    config:
+`+busyboxTask("      ", `inputs: [{name: target}]
+run: {path: sh, args: [-c, 'echo "got $(cat target/version), fetched=$(cat target/fetched)"']}`))
+		res := succeed(ctx, f, "trigger-job", "-j", p+"/publish", "-w")
+		Expect(res.Stdout).To(ContainSubstring("got v42, fetched=yes"))
+		versions := succeed(ctx, f, "resource-versions", "-r", p+"/target")
+		Expect(versions.Stdout).To(ContainSubstring("version:v42"))
+	})
+})
+
+var _ = Describe("bad pipelines and broken resources", func() {
+	It("shows set-pipeline's errors and saves nothing", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("invalid")
+		path := filepath.Join(GinkgoT().TempDir(), "bad.yml")
+		Expect(os.WriteFile(path, []byte(`
+resources:
+- name: src
+  type: mock
+  source: {}
+jobs:
+- name: a
+  plan:
+  - get: src
+    passed: [b]
+  - gett: typo
+- name: b
+  plan:
+  - get: nope
+`), 0o644)).To(Succeed())
+		res := run(ctx, f, "set-pipeline", "-n", "-p", p, "-c", path)
+		Expect(res.ExitCode).NotTo(Equal(0), res.String())
+		Expect(res.Output()).To(ContainSubstring("gett"))
+		pipelines := succeed(ctx, f, "pipelines")
+		Expect(pipelines.Stdout).NotTo(ContainSubstring(p))
+	})
+
+	It("reports check's invalid JSON on the resource, and keeps checking", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("badcheck")
+		setPipeline(ctx, f, p, `
+resources:
+- name: broken
+  type: mock
+  check_every: 1s
+  source: {check_output: "this is not json"}
+jobs:
+- name: j
+  plan:
+  - get: broken
+`)
+		Eventually(ctx, func() string {
+			return run(ctx, f, "check-resource", "-r", p+"/broken").Output()
+		}).WithTimeout(60 * time.Second).Should(ContainSubstring("invalid JSON"))
+		res := succeed(ctx, f, "resources", "-p", p, "--json")
+		Expect(res.Stdout).To(ContainSubstring("broken"))
+	})
+
+	It("times out a check that hangs, says so, and runs the next one", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("hangcheck")
+		setPipeline(ctx, f, p, `
+resources:
+- name: slow
+  type: mock
+  check_every: 1s
+  check_timeout: 3s
+  source: {check_delay: 1h}
+jobs:
+- name: j
+  plan:
+  - get: slow
+`)
+		res := run(ctx, f, "check-resource", "-r", p+"/slow")
+		Expect(res.ExitCode).NotTo(Equal(0), res.String())
+		Expect(res.Output()).To(MatchRegexp(`(?i)timeout|timed out`))
+	})
+})
