@@ -31,7 +31,10 @@ type build struct {
 	name   string
 	team   string
 	teamID int
-	log    *buildLog
+	// pipeline and job name a job build's (empty for one-off builds): task
+	// caches are keyed by them.
+	pipeline, job string
+	log           *buildLog
 	// abort cancels the build's run context with errAborted.
 	abort context.CancelCauseFunc
 	done  chan struct{}
@@ -262,6 +265,11 @@ func (s *Server) resume(ctx context.Context) error {
 		}
 		b := s.newBuild(rec, team)
 		b.log = log
+		jb, err := s.db.JobBuildByID(ctx, rec.ID)
+		if err != nil {
+			return fmt.Errorf("resume build %d: %w", rec.ID, err)
+		}
+		b.pipeline, b.job = jb.PipelineName, jb.JobName
 		if len(rec.State) > 0 {
 			if err := json.Unmarshal(rec.State, &b.state); err != nil {
 				return fmt.Errorf("resume build %d: decode its state: %w", rec.ID, err)

@@ -53,6 +53,7 @@ func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan 
 	}
 	rec.Status, rec.StartTime = db.StatusStarted, now
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
+	b.pipeline, b.job = rec.PipelineName, rec.JobName
 	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: now.Unix()}, "", 0)
 	s.startBuild(s.shutdownCtx(), b, plan)
 	go func() {
@@ -87,6 +88,7 @@ func (st schedStarter) FailJobBuild(ctx context.Context, rec db.JobBuild, cause 
 func (st schedStarter) RunCheck(ctx context.Context, rec db.JobBuild, plan concourse.Plan, timeout time.Duration) error {
 	s := st.s
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
+	b.pipeline = rec.PipelineName
 	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: rec.StartTime.Unix()}, "", 0)
 	s.startBuild(s.shutdownCtx(), b, plan)
 	go func() {

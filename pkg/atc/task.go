@@ -306,7 +306,7 @@ func (x *executor) resolveTask(p *concourse.Plan) (*action.Action, events.TaskCo
 		a.Outputs = append(a.Outputs, action.Output{Name: out.Name, Path: out.DirPath()})
 	}
 	for _, c := range cfg.Caches {
-		key, err := taskCacheKey(b.team, "", "", name, c.Path)
+		key, err := taskCacheKey(b.team, b.pipeline, b.job, name, c.Path)
 		if err != nil {
 			return nil, events.TaskConfig{}, fmt.Errorf("task %q: %w", name, err)
 		}
