@@ -27,6 +27,7 @@ import (
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/podwatch"
+	"github.com/porter-ci/porter/pkg/sidecar"
 	"github.com/porter-ci/porter/pkg/stepserver"
 	"github.com/porter-ci/porter/pkg/steptoken"
 )
@@ -170,6 +171,8 @@ func (s *Server) Run(ctx context.Context) error {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
 	opts = append(opts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
+	// A resource step's response (up to sidecar.MaxResponse) arrives in one message.
+	opts = append(opts, grpc.MaxRecvMsgSize(sidecar.MaxResponse+1<<20))
 	gs := grpc.NewServer(opts...)
 	s.streams.Register(gs)
 	gln, err := net.Listen("tcp", s.cfg.GRPCListen)

@@ -100,6 +100,10 @@ type run struct {
 	relCh   chan struct{}
 	// actionWritten is closed once action.json is stored (or failed to be).
 	actionWritten chan struct{}
+	// response collects a resource step's stdout (nil for other steps);
+	// responseBody is it once checked.
+	response     *response
+	responseBody []byte
 }
 
 // Run coordinates the step until it is released (or its keep-alive window
@@ -140,6 +144,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		abortCh:       make(chan struct{}),
 		relCh:         make(chan struct{}),
 		actionWritten: make(chan struct{}),
+	}
+	if script := ResourceScript(a.Type); script != "" {
+		r.response = newResponse(script, MaxResponse)
 	}
 	stopControl, err := r.ctl.listen(ctx, cfg.SocketPath)
 	if err != nil {
@@ -331,6 +338,9 @@ func (r *run) execute(ctx context.Context) *Result {
 	switch {
 	case exited.GetStartError() != "":
 		res.Result, res.Error = "ERRORED", exited.GetStartError()
+		if r.response != nil && exited.GetNotFound() {
+			res.Error = fmt.Sprintf("the resource type's image has no %s", a.Run.Path)
+		}
 		return res
 	case exited.GetAborted() || r.abortReason() != "":
 		res.Result, res.Error = "ABORTED", errOr(r.abortReason(), errors.New("aborted"))
@@ -341,6 +351,15 @@ func (r *run) execute(ctx context.Context) *Result {
 	case exited.GetExitStatus() != 0:
 		res.Result = "FAILED"
 		return res
+	}
+
+	if r.response != nil {
+		body, err := r.response.body()
+		if err != nil {
+			res.Result, res.Error = "ERRORED", err.Error()
+			return res
+		}
+		r.responseBody = body
 	}
 
 	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_UPLOADING_OUTPUTS, fmt.Sprintf("%d outputs, %d caches", len(a.Outputs), len(a.Caches)))
@@ -403,6 +422,10 @@ func (r *run) forwardUntilExit(ctx context.Context) (*controlpb.Exited, error) {
 		case msg := <-r.ctl.fromEntrypoint:
 			switch m := msg.Msg.(type) {
 			case *controlpb.EntrypointMessage_Output:
+				if r.response != nil && m.Output.GetStream() == eventspb.Stream_STREAM_STDOUT {
+					r.response.write(m.Output.GetData())
+					continue
+				}
 				r.emit(ctx, &eventspb.Event{Time: m.Output.GetTime(), Payload: &eventspb.Event_Output{
 					Output: &eventspb.Output{Stream: m.Output.GetStream(), Data: m.Output.GetData()}}})
 			case *controlpb.EntrypointMessage_SessionOutput:
@@ -570,6 +593,9 @@ func compact(ts []Transfer) []Transfer {
 // the finish event's sequence number.
 func (r *run) finish(ctx context.Context, res *Result) uint64 {
 	fin := &eventspb.StepFinished{Result: eventspb.Result(eventspb.Result_value["RESULT_"+res.Result]), ExitStatus: res.ExitStatus, Error: res.Error}
+	if res.Result == "SUCCEEDED" {
+		fin.Response = r.responseBody
+	}
 	for _, o := range res.Outputs {
 		fin.Outputs = append(fin.Outputs, &eventspb.ArtifactUploaded{Name: o.Name, Key: o.Key, Size: o.Size, Digest: o.Digest})
 	}
