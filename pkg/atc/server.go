@@ -71,6 +71,9 @@ type Config struct {
 	// ServerID names this server in the builds it runs, so that with
 	// several servers each resumes only its own builds.
 	ServerID string
+	// BaseResourceTypes are the images of the base resource types by name
+	// (nil: DefaultBaseResourceTypes).
+	BaseResourceTypes map[string]string
 }
 
 // Deps are what the server is given rather than opening itself.

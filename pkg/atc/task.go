@@ -35,7 +35,9 @@ type stepState struct {
 	planID      concourse.PlanID
 	b           *build
 	eventConfig events.TaskConfig
-	finished    chan *eventspb.StepFinished
+	// kind is a resource step's (check, get, put); empty for a task.
+	kind     string
+	finished chan *eventspb.StepFinished
 
 	mu        sync.Mutex
 	lastError string
