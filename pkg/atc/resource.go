@@ -157,6 +157,12 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 		case err != nil:
 			return false, fmt.Errorf("look up the resource cache: %w", err)
 		}
+		// The artifacts' lifecycle is the store's: a cache whose artifact
+		// is gone is fetched again (and stored anew).
+		if _, err := x.s.store.Stat(ctx, c.Artifact); err != nil {
+			x.s.log.Info("resource cache without its artifact; fetching again", "key", key, "artifact", c.Artifact, "err", err)
+			return false, nil
+		}
 		cached = &c
 		return true, nil
 	}))

@@ -59,3 +59,37 @@ func TestValidateResourceStep(t *testing.T) {
 		}
 	}
 }
+
+func TestResourceImage(t *testing.T) {
+	x := &executor{s: &Server{cfg: Config{BaseResourceTypes: map[string]string{"git": "example.com/git:1"}}}}
+	pinned := func(typ string, source map[string]any, version map[string]string) concourse.TypeImage {
+		return concourse.TypeImage{GetPlan: &concourse.Plan{ID: "i", Get: &concourse.GetPlan{Name: "image", Type: typ, Source: source, Version: version}}}
+	}
+	for _, tc := range []struct {
+		name  string
+		image concourse.TypeImage
+		want  string
+		err   string
+	}{
+		{"base type", concourse.TypeImage{BaseType: "git"}, "example.com/git:1", ""},
+		{"unknown base type", concourse.TypeImage{BaseType: "s3"}, "", `resource type "s3": this server has no image for it (known base types: git;`},
+		{"custom type from a registry", pinned("registry-image", map[string]any{"repository": "example.com/my-type"}, map[string]string{"digest": "sha256:abc"}),
+			"example.com/my-type@sha256:abc", ""},
+		{"custom type from another kind of resource", pinned("mock", map[string]any{}, map[string]string{"version": "1"}),
+			"", `its image comes from a "mock" resource, but only registry-image-like types`},
+		{"no image at all", concourse.TypeImage{}, "", "has no image"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := x.resourceImage(t.Context(), resourceStep{typ: "my-type", image: tc.image})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("resourceImage = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -218,6 +218,54 @@ run: {path: cat, args: ["repo/version"]}
 		Expect(time.Since(start)).To(BeNumerically("<", 2*time.Minute))
 	})
 
+	It("fails a get whose in fails, with its exit status", func(ctx SpecContext) {
+		id, evs := runPlan(ctx, concourse.Plan{ID: "g", Get: &concourse.GetPlan{Name: "repo", Type: "mock", TypeImage: mockType(),
+			Source: map[string]any{"create_files": map[string]string{"x": rand.Text()}}, Params: map[string]any{"fail": true},
+			Version: map[string]string{"version": "f1"}}})
+		Expect(getBuild(ctx, id).Status).To(Equal(concourse.StatusFailed), mustJSON(evs))
+		fin := eventsOf[events.FinishGet](evs)
+		Expect(fin).To(HaveLen(1))
+		Expect(fin[0].ExitStatus).NotTo(BeZero())
+		Expect(logs(evs, events.OriginSourceStderr)).To(ContainSubstring("failing as asked"))
+	})
+
+	It("refuses a custom type whose image does not come from a registry-image-like resource", func(ctx SpecContext) {
+		typeCheck := concourse.Plan{ID: "tc", Check: &concourse.CheckPlan{Name: "my-type", Type: "mock", TypeImage: mockType(),
+			Source: map[string]any{"force_version": "1"}}}
+		id, evs := runPlan(ctx, concourse.Plan{ID: "c", Check: &concourse.CheckPlan{Name: "repo", Type: "my-type",
+			TypeImage: concourse.TypeImage{CheckPlan: &typeCheck}, Source: map[string]any{}}})
+		Expect(getBuild(ctx, id).Status).To(Equal(concourse.StatusErrored), mustJSON(evs))
+		Expect(errorMessages(evs)).To(ContainElement(ContainSubstring(`resource type "my-type": its image comes from a "mock" resource, but only registry-image-like types`)))
+		// The type's own check ran, as a step of the build.
+		Expect(eventsOf[events.InitializeCheck](evs)).To(ContainElement(HaveField("Name", "my-type")))
+	})
+
+	It("resumes a build across a crash of the server: a finished check is not run again, a running get is followed", func(ctx SpecContext) {
+		var ids planIDs
+		checkID, getID := ids.next(), ids.next()
+		source := map[string]any{"versions": []string{"r1"}, "in_delay": "8s", "create_files": map[string]string{"x": rand.Text()}}
+		b, err := api().CreateBuild(ctx, "main", concourse.Plan{ID: ids.next(), Do: &concourse.DoPlan{
+			{ID: checkID, Check: &concourse.CheckPlan{Name: "repo", Type: "mock", Source: source, TypeImage: mockType()}},
+			{ID: getID, Get: &concourse.GetPlan{Name: "repo", Type: "mock", Source: source, TypeImage: mockType(), VersionFrom: &checkID}},
+			{ID: ids.next(), Task: &concourse.TaskPlan{Name: "read", Config: taskConfigJSON(busyboxTask + `inputs: [{name: repo}]
+run: {path: cat, args: ["repo/version"]}
+`)}},
+		}})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() int { return len(buildPods(ctx, b.ID)) }).WithTimeout(2 * time.Minute).Should(Equal(2))
+		time.Sleep(2 * time.Second)
+		Expect(server.Kill()).To(Succeed())
+		time.Sleep(time.Second)
+		Expect(server.Start(ctx)).To(Succeed())
+		evs := buildEvents(ctx, b.ID)
+		Expect(getBuild(ctx, b.ID).Status).To(Equal(concourse.StatusSucceeded), mustJSON(evs))
+		Expect(logs(evs, events.OriginSourceStdout)).To(Equal("r1"))
+		Expect(eventsOf[events.InitializeCheck](evs)).To(HaveLen(1))
+		Expect(eventsOf[events.InitializeGet](evs)).To(HaveLen(1))
+		Expect(eventsOf[events.FinishGet](evs)).To(HaveLen(1))
+		Expect(buildPods(ctx, b.ID)).To(HaveLen(3), "one pod each for the check, the get and the task")
+	})
+
 	It("aborts a build during a get, stopping its pod", func(ctx SpecContext) {
 		b, err := api().CreateBuild(ctx, "main", concourse.Plan{ID: "g", Get: &concourse.GetPlan{Name: "repo", Type: "mock", TypeImage: mockType(),
 			Source: map[string]any{"in_delay": "10m", "create_files": map[string]string{"x": rand.Text()}}, Version: map[string]string{"version": "slow"}}})
