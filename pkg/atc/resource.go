@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -367,7 +369,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 	}
 
 	initialize()
-	a, err := x.resolveResource(ctx, p, step, request)
+	a, stdin, err := x.resolveResource(ctx, p, step, request)
 	if err == nil && o.cache != nil {
 		var hit bool
 		hit, err = o.cache(a.Image)
@@ -393,7 +395,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 	b.update(func() { r.StepID, r.Container, r.Status = a.StepID, c.Handle, string(concourse.StatusStarted) })
 	s.saveState(ctx, b)
 	st := s.registerResourceStep(b, a.StepID, p.ID, step.kind)
-	if err := s.createPod(ctx, a); err != nil {
+	if err := s.createPodWithStdin(ctx, a, stdin); err != nil {
 		fin = errored(err.Error())
 	} else {
 		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
@@ -467,45 +469,52 @@ func (x *executor) failResource(ctx context.Context, p *concourse.Plan, r *stepR
 }
 
 // resolveResource turns a resource step into an action.
-func (x *executor) resolveResource(ctx context.Context, p *concourse.Plan, step resourceStep, request func() (map[string]any, error)) (*action.Action, error) {
+// The request is returned apart: it travels in the step's Secret, as the
+// source may hold credentials.
+func (x *executor) resolveResource(ctx context.Context, p *concourse.Plan, step resourceStep, request func() (map[string]any, error)) (*action.Action, []byte, error) {
 	if err := x.s.checkTags(step.tags); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var timeout time.Duration
 	if step.timeout != "" {
 		var err error
 		if timeout, err = parsePositiveDuration(step.timeout); err != nil {
-			return nil, fmt.Errorf("timeout: %w", err)
+			return nil, nil, fmt.Errorf("timeout: %w", err)
 		}
 	}
 	image, err := x.resourceImage(ctx, step)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req, err := request()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %q: request: %w", step.kind, step.name, err)
+		return nil, nil, fmt.Errorf("%s %q: request: %w", step.kind, step.name, err)
 	}
-	stdin := string(body)
+	if len(body) > podspec.MaxSecretStdin {
+		return nil, nil, fmt.Errorf("%s %q: the request (source, version and params) is %d bytes; at most %d fit in the step's Secret",
+			step.kind, step.name, len(body), podspec.MaxSecretStdin)
+	}
 	b := x.b
 	name := step.name
 	if name == "" {
 		name = step.kind
 	}
 	a := &action.Action{
-		StepID:     fmt.Sprintf("b%d-%s-%s", b.id, podspec.LabelValue(strings.ToLower(name)), randomSuffix()),
-		Build:      action.Build{ID: fmt.Sprint(b.id), Name: b.name, Team: b.team},
-		StepName:   name,
-		Type:       step.kind,
-		Image:      image,
-		Privileged: step.image.Privileged,
-		Timeout:    action.Duration{Duration: timeout},
-		KeepAlive:  action.Duration{Duration: x.s.cfg.KeepAlive},
-		Stdin:      &stdin,
+		StepID:   fmt.Sprintf("b%d-%s-%s", b.id, podspec.LabelValue(strings.ToLower(name)), randomSuffix()),
+		Build:    action.Build{ID: fmt.Sprint(b.id), Name: b.name, Team: b.team},
+		StepName: name,
+		Type:     step.kind,
+		Image:    image,
+		// Resource type images are pinned or built locally: pulled once.
+		ImagePullPolicy: string(corev1.PullIfNotPresent),
+		Privileged:      step.image.Privileged,
+		Timeout:         action.Duration{Duration: timeout},
+		KeepAlive:       action.Duration{Duration: x.s.cfg.KeepAlive},
+		StdinSecret:     true,
 	}
 	switch step.kind {
 	case "check":
@@ -522,14 +531,14 @@ func (x *executor) resolveResource(ctx context.Context, p *concourse.Plan, step 
 		a.Params = x.resourceEnv()
 		inputs, err := x.putInputs(p.Put)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		a.Inputs = inputs
 	}
 	if err := a.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return a, nil
+	return a, body, nil
 }
 
 // resourceEnv is the environment Concourse gives in and out.

@@ -51,7 +51,10 @@ type Config struct {
 	PodName string
 	// SocketPath is the control socket the entrypoint attaches to.
 	SocketPath string
-	Artifacts  Artifacts
+	// StdinFile holds the process's stdin when the action's is secret
+	// (action.StdinSecret): a file of the step's Secret.
+	StdinFile string
+	Artifacts Artifacts
 	// JournalDir holds the step's event journal until it is uploaded.
 	JournalDir string
 	// KillGrace is how long the process group gets between TERM and KILL.
@@ -321,8 +324,15 @@ func (r *run) execute(ctx context.Context) *Result {
 	if a.Timeout.Duration > 0 {
 		start.Timeout = durationpb.New(a.Timeout.Duration)
 	}
-	if a.Stdin != nil {
+	switch {
+	case a.Stdin != nil:
 		start.Stdin, start.HasStdin = []byte(*a.Stdin), true
+	case a.StdinSecret:
+		stdin, err := readStdin(r.cfg.StdinFile)
+		if err != nil {
+			return r.failBeforeStart(ctx, res, "ERRORED", err.Error(), 1)
+		}
+		start.Stdin, start.HasStdin = stdin, true
 	}
 	if err := r.ctl.send(ctx, &controlpb.SidecarCommand{Msg: &controlpb.SidecarCommand_Start{Start: start}}); err != nil {
 		return r.failBeforeStart(ctx, res, "ERRORED", fmt.Sprintf("start the process: %v", err), 1)
@@ -371,6 +381,18 @@ func (r *run) execute(ctx context.Context) *Result {
 	}
 	res.Result = "SUCCEEDED"
 	return res
+}
+
+// readStdin reads the process's secret stdin.
+func readStdin(path string) ([]byte, error) {
+	if path == "" {
+		return nil, fmt.Errorf("the step's stdin is in its Secret, but %s is not set", action.StdinFileEnvVar)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the step's stdin from its Secret: %w", err)
+	}
+	return b, nil
 }
 
 func resultFor(abortReason, otherwise string) string {

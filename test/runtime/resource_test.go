@@ -140,6 +140,13 @@ run: {path: sh, args: ["-c", "cat repo/version; echo; cat repo/hello"]}
 		}
 		Expect(getLog.String()).To(ContainSubstring("fetched version v2"))
 		Expect(getLog.String()).NotTo(ContainSubstring(`"version"`))
+
+		By("the request, whose source may hold credentials, is in the steps' Secrets, not in their pods")
+		pods := buildPods(ctx, id)
+		Expect(pods).To(HaveLen(3))
+		for _, p := range pods {
+			Expect(mustJSON(p.Spec)).NotTo(ContainSubstring("mock says hello"))
+		}
 	})
 
 	It("puts with the artifacts its params name, and the implicit get fetches what it made", func(ctx SpecContext) {
