@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/test/testenv"
 )
 
 // The resource types the specs use: the real mock type (hack/images.sh
@@ -234,6 +236,34 @@ run: {path: cat, args: ["repo/version"]}
 		Expect(fin).To(HaveLen(1))
 		Expect(fin[0].ExitStatus).NotTo(BeZero())
 		Expect(logs(evs, events.OriginSourceStderr)).To(ContainSubstring("failing as asked"))
+	})
+
+	It("runs a custom resource type whose image a registry-image check finds, pinned by digest", func(ctx SpecContext) {
+		registry, err := testenv.RegistryAddr(ctx)
+		if err != nil {
+			Skip(fmt.Sprintf("no registry: %v", err))
+		}
+		imageSource := map[string]any{"repository": registry + "/resource-mock", "tag": "dev", "insecure": true}
+		typeCheckID := concourse.PlanID("type-check")
+		typeImage := concourse.TypeImage{
+			CheckPlan: &concourse.Plan{ID: typeCheckID, Check: &concourse.CheckPlan{Name: "my-mock", Type: "registry-image",
+				Source: imageSource, TypeImage: concourse.TypeImage{BaseType: "registry-image"}}},
+			GetPlan: &concourse.Plan{ID: "type-get", Get: &concourse.GetPlan{Name: "my-mock", Type: "registry-image",
+				Source: imageSource, TypeImage: concourse.TypeImage{BaseType: "registry-image"}, VersionFrom: &typeCheckID}},
+		}
+		id, evs := runPlan(ctx, concourse.Plan{ID: "g", Get: &concourse.GetPlan{Name: "repo", Type: "my-mock", TypeImage: typeImage,
+			Source: map[string]any{"create_files": map[string]string{"x": rand.Text()}}, Version: map[string]string{"version": "custom"}}})
+		Expect(getBuild(ctx, id).Status).To(Equal(concourse.StatusSucceeded), mustJSON(evs))
+		fin := eventsOf[events.FinishGet](evs)
+		Expect(fin).To(HaveLen(1))
+		Expect(fin[0].Version).To(Equal(map[string]string{"version": "custom"}))
+		var getImage string
+		for _, p := range buildPods(ctx, id) {
+			if strings.Contains(mustJSON(p.Spec), "/opt/resource/in") {
+				getImage = podContainer(&p, "step").Image
+			}
+		}
+		Expect(getImage).To(MatchRegexp(`^` + regexp.QuoteMeta(registry+"/resource-mock@sha256:") + `[0-9a-f]{64}$`))
 	})
 
 	It("refuses a custom type whose image does not come from a registry-image-like resource", func(ctx SpecContext) {
