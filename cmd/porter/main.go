@@ -158,6 +158,7 @@ func runSidecar(ctx context.Context, log *slog.Logger) error {
 		ATC:        atc,
 		PodName:    os.Getenv("PORTER_POD_NAME"),
 		SocketPath: socket,
+		StdinFile:  os.Getenv(action.StdinFileEnvVar),
 		Artifacts:  sidecar.BlobArtifacts(store),
 		JournalDir: filepath.Dir(socket),
 		Log:        log,

@@ -19,6 +19,9 @@ import (
 // sidecar container.
 const EnvVar = "PORTER_ACTION"
 
+// StdinFileEnvVar names the file the sidecar reads a secret stdin from.
+const StdinFileEnvVar = "PORTER_STDIN_FILE"
+
 // Action is one resolved step.
 type Action struct {
 	// StepID is unique across all builds; it names the pod, the Secret and the
@@ -30,7 +33,10 @@ type Action struct {
 	// Type is the kind of step: "task" (later "get", "put", "check").
 	Type  string `json:"type"`
 	Image string `json:"image"`
-	Run   Run    `json:"run"`
+	// ImagePullPolicy, when set, overrides the worker's for the step's
+	// image (resource types' images are pulled IfNotPresent).
+	ImagePullPolicy string `json:"image_pull_policy,omitempty"`
+	Run             Run    `json:"run"`
 	// Params are plain environment variables for the process. Secret ones
 	// travel through the step's Secret and are listed by name only.
 	Params       map[string]string `json:"params,omitempty"`
@@ -48,8 +54,12 @@ type Action struct {
 	// KeepAlive is how long the finished step stays interceptible before the
 	// pod ends on its own; zero means it ends as soon as it has reported.
 	KeepAlive Duration `json:"keep_alive,omitempty"`
-	// Stdin, when set, is given to the process on stdin (resource steps).
+	// Stdin, when set, is given to the process on stdin.
 	Stdin *string `json:"stdin,omitempty"`
+	// StdinSecret says the process's stdin is in the step's Secret rather
+	// than here: a resource step's request holds the resource's source,
+	// credentials included. The sidecar reads it from StdinFileEnvVar.
+	StdinSecret bool `json:"stdin_secret,omitempty"`
 }
 
 // Build identifies the build a step belongs to.
@@ -187,6 +197,14 @@ func (a *Action) Validate() error {
 		if c.Key == "" {
 			bad("cache %q has no key", c.Path)
 		}
+	}
+	if a.Stdin != nil && a.StdinSecret {
+		bad("stdin is given both in the action and in the step's Secret")
+	}
+	switch a.ImagePullPolicy {
+	case "", "Always", "IfNotPresent", "Never":
+	default:
+		bad("image_pull_policy %q: want Always, IfNotPresent or Never", a.ImagePullPolicy)
 	}
 	if a.Timeout.Duration < 0 {
 		bad("timeout %s is negative", a.Timeout)

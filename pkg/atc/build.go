@@ -65,6 +65,13 @@ type stepRecord struct {
 	Outputs  map[string]api.ArtifactRef `json:"outputs,omitempty"`
 	AuditKey string                     `json:"audit_key,omitempty"`
 	EndTime  int64                      `json:"end_time,omitempty"`
+	// Version is what a get fetched or a put made (a check: the latest
+	// version it found), with the metadata; Versions is all a check found.
+	Version  map[string]string         `json:"version,omitempty"`
+	Metadata []concourse.MetadataField `json:"metadata,omitempty"`
+	Versions []resourceVersion         `json:"versions,omitempty"`
+	// CacheKey is a get's resource cache key.
+	CacheKey string `json:"cache_key,omitempty"`
 }
 
 func (r *stepRecord) finished() bool { return concourse.BuildStatus(r.Status).Finished() }

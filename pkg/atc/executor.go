@@ -158,6 +158,12 @@ func (x *executor) work(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return x.artifactOutput(ctx, p)
 	case p.Task != nil:
 		return x.task(ctx, p)
+	case p.Get != nil:
+		return x.get(ctx, p)
+	case p.Put != nil:
+		return x.put(ctx, p)
+	case p.Check != nil:
+		return x.check(ctx, p)
 	}
 	return false, fmt.Errorf("plan %s: %w", p.ID, unsupportedStep(p))
 }

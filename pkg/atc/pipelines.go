@@ -284,7 +284,7 @@ func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth
 		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
 		return
 	}
-	cfg, warnings, errs, err := parsePipelineConfig(body, ct, nil)
+	cfg, warnings, errs, err := parsePipelineConfig(body, ct, s.baseTypeNames())
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{"malformed config: " + err.Error()}})
 		return

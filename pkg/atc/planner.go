@@ -1,6 +1,9 @@
 package atc
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/pipeline"
 )
@@ -21,4 +24,14 @@ func (p pipelinePlanner) JobPlan(cfg *concourse.Config, job *concourse.JobConfig
 
 func (p pipelinePlanner) CheckPlan(cfg *concourse.Config, res *concourse.ResourceConfig, from map[string]string) (concourse.Plan, error) {
 	return pipeline.CheckPlan(cfg, res, from, pipeline.PlanOptions{BaseTypes: p.baseTypes})
+}
+
+// baseTypeNames are the names of the resource types this server's workers
+// provide.
+func (s *Server) baseTypeNames() []string {
+	types := s.cfg.BaseResourceTypes
+	if types == nil {
+		types = DefaultBaseResourceTypes()
+	}
+	return slices.Sorted(maps.Keys(types))
 }

@@ -38,6 +38,7 @@ type serveFlags struct {
 	mainTeamUsers  listFlag
 	signingSecret  string
 	signingKeyFile string
+	baseTypes      listFlag
 }
 
 // ServeCommand runs `atc-porter-runtime serve ARGS...` and returns the exit code.
@@ -70,6 +71,7 @@ func ServeCommand(ctx context.Context, args []string) int {
 	pull := fs.String("image-pull-policy", string(corev1.PullIfNotPresent), "step images' pull policy: Always, IfNotPresent or Never")
 	fs.DurationVar(&cfg.KeepAlive, "keep-alive", 0, "how long a finished step stays interceptible")
 	fs.DurationVar(&cfg.PodRetention, "pod-retention", 2*time.Minute, "how long a finished step's pod is kept")
+	fs.Var(&sf.baseTypes, "base-resource-type", "image of a base resource type NAME=IMAGE (defaults: registry-image, git, time and mock from porter.local); repeatable")
 	fs.StringVar(&cfg.PodBlobstoreEndpoint, "pod-blobstore-endpoint", "", "blobstore endpoint as step pods reach it (default: PORTER_BLOBSTORE_ENDPOINT)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: atc-porter-runtime serve [flags]\n\nThe blobstore comes from PORTER_BLOBSTORE_{ENDPOINT,BUCKET,ACCESS_KEY,SECRET_KEY,REGION,SECURE,DRIVER}.")
@@ -85,6 +87,10 @@ func ServeCommand(ctx context.Context, args []string) int {
 		return 2
 	}
 	cfg.DNSPolicy = corev1.DNSPolicy(*dns)
+	if cfg.BaseResourceTypes, err = ParseBaseResourceTypes(sf.baseTypes); err != nil {
+		fmt.Fprintf(os.Stderr, "serve: %v\n", err)
+		return 2
+	}
 	if err := serve(ctx, cfg, sf, log); err != nil {
 		log.Error("serve failed", "err", err)
 		return 1

@@ -28,6 +28,7 @@ import (
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/podwatch"
 	"github.com/porter-ci/porter/pkg/scheduler"
+	"github.com/porter-ci/porter/pkg/sidecar"
 	"github.com/porter-ci/porter/pkg/stepserver"
 	"github.com/porter-ci/porter/pkg/steptoken"
 )
@@ -71,6 +72,9 @@ type Config struct {
 	// ServerID names this server in the builds it runs, so that with
 	// several servers each resumes only its own builds.
 	ServerID string
+	// BaseResourceTypes are the images of the base resource types by name
+	// (nil: DefaultBaseResourceTypes).
+	BaseResourceTypes map[string]string
 }
 
 // Deps are what the server is given rather than opening itself.
@@ -142,7 +146,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		builds: map[int64]*build{}, steps: map[string]*stepState{}, started: time.Now()}
 	planner := deps.Planner
 	if planner == nil {
-		planner = pipelinePlanner{}
+		planner = pipelinePlanner{baseTypes: s.baseTypeNames()}
 	}
 	s.sch = newScheduling(s, planner)
 	s.streams = stepserver.New(s, keys, log.With("component", "stepserver"))
@@ -179,6 +183,8 @@ func (s *Server) Run(ctx context.Context) error {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
 	opts = append(opts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
+	// A resource step's response (up to sidecar.MaxResponse) arrives in one message.
+	opts = append(opts, grpc.MaxRecvMsgSize(sidecar.MaxResponse+1<<20))
 	gs := grpc.NewServer(opts...)
 	s.streams.Register(gs)
 	gln, err := net.Listen("tcp", s.cfg.GRPCListen)

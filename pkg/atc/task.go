@@ -35,7 +35,9 @@ type stepState struct {
 	planID      concourse.PlanID
 	b           *build
 	eventConfig events.TaskConfig
-	finished    chan *eventspb.StepFinished
+	// kind is a resource step's (check, get, put); empty for a task.
+	kind     string
+	finished chan *eventspb.StepFinished
 
 	mu        sync.Mutex
 	lastError string
@@ -342,6 +344,12 @@ func randomSuffix() string {
 // createPod creates the Secret, then the pod in one call, then ties the
 // Secret's lifetime to the pod.
 func (s *Server) createPod(ctx context.Context, a *action.Action) error {
+	return s.createPodWithStdin(ctx, a, nil)
+}
+
+// createPodWithStdin is createPod for a step whose stdin is secret
+// (a.StdinSecret): it travels in the step's Secret.
+func (s *Server) createPodWithStdin(ctx context.Context, a *action.Action, stdin []byte) error {
 	token, err := s.keys.Mint(a.StepID, a.Timeout.Duration+a.KeepAlive.Duration+24*time.Hour)
 	if err != nil {
 		return err
@@ -349,6 +357,7 @@ func (s *Server) createPod(ctx context.Context, a *action.Action) error {
 	pod, secret, err := podspec.Build(a, s.worker, podspec.Secrets{
 		StepToken: token, ATCCA: s.caPEM,
 		BlobstoreAccessKey: s.cfg.Blobstore.AccessKey, BlobstoreSecretKey: s.cfg.Blobstore.SecretKey,
+		Stdin: stdin,
 	})
 	if err != nil {
 		return fmt.Errorf("declare the step's pod: %w", err)

@@ -20,6 +20,11 @@ func taskEventConfig(cfg *taskconfig.Config, image string) events.TaskConfig {
 // for events that only matter to the ATC (they are still recorded, so the
 // step's resume point survives a restart).
 func (st *stepState) translate(ev *eventspb.Event) events.Event {
+	if st.kind != "" {
+		if shown, handled := st.translateResource(ev); handled {
+			return shown
+		}
+	}
 	origin := events.Origin{ID: string(st.planID)}
 	t := ev.GetTime().AsTime().Unix()
 	switch p := ev.Payload.(type) {

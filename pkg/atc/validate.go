@@ -45,6 +45,10 @@ func (s *Server) validatePlan(ctx context.Context, team db.Team, plan *concourse
 			case err != nil:
 				errs = append(errs, fmt.Errorf("input %q: %w", p.ArtifactInput.Name, err))
 			}
+		case p.Get != nil, p.Put != nil, p.Check != nil:
+			if err := validateResourceStep(p); err != nil {
+				errs = append(errs, err)
+			}
 		case p.ArtifactOutput != nil:
 			if p.ArtifactOutput.Name == "" {
 				errs = append(errs, errors.New("an artifact_output step has no name"))

@@ -19,19 +19,20 @@ type EventType string
 
 // Event types, as Concourse names them.
 const (
-	EventTypeStatus         EventType = "status"
-	EventTypeLog            EventType = "log"
-	EventTypeError          EventType = "error"
-	EventTypeSelectedWorker EventType = "selected-worker"
-	EventTypeInitializeTask EventType = "initialize-task"
-	EventTypeStartTask      EventType = "start-task"
-	EventTypeFinishTask     EventType = "finish-task"
-	EventTypeInitializeGet  EventType = "initialize-get"
-	EventTypeStartGet       EventType = "start-get"
-	EventTypeFinishGet      EventType = "finish-get"
-	EventTypeInitializePut  EventType = "initialize-put"
-	EventTypeStartPut       EventType = "start-put"
-	EventTypeFinishPut      EventType = "finish-put"
+	EventTypeStatus          EventType = "status"
+	EventTypeLog             EventType = "log"
+	EventTypeError           EventType = "error"
+	EventTypeSelectedWorker  EventType = "selected-worker"
+	EventTypeInitializeTask  EventType = "initialize-task"
+	EventTypeStartTask       EventType = "start-task"
+	EventTypeFinishTask      EventType = "finish-task"
+	EventTypeInitializeGet   EventType = "initialize-get"
+	EventTypeStartGet        EventType = "start-get"
+	EventTypeFinishGet       EventType = "finish-get"
+	EventTypeInitializePut   EventType = "initialize-put"
+	EventTypeStartPut        EventType = "start-put"
+	EventTypeFinishPut       EventType = "finish-put"
+	EventTypeInitializeCheck EventType = "initialize-check"
 )
 
 // Event is the payload of one build event, the "data" of its envelope.
@@ -175,6 +176,13 @@ type FinishPut struct {
 	Metadata   []MetadataField   `json:"metadata,omitempty"`
 }
 
+// InitializeCheck: a check step is being prepared.
+type InitializeCheck struct {
+	Origin Origin `json:"origin"`
+	Time   int64  `json:"time,omitempty"`
+	Name   string `json:"name"`
+}
+
 // MetadataField is one line of a resource version's metadata.
 type MetadataField struct {
 	Name  string `json:"name"`
@@ -184,32 +192,34 @@ type MetadataField struct {
 // Each payload's version is Concourse's current one for it, so that clients
 // built for Concourse accept Porter's events.
 
-func (Status) EventType() EventType         { return EventTypeStatus }
-func (Status) EventVersion() string         { return "1.0" }
-func (Log) EventType() EventType            { return EventTypeLog }
-func (Log) EventVersion() string            { return "5.1" }
-func (Error) EventType() EventType          { return EventTypeError }
-func (Error) EventVersion() string          { return "4.1" }
-func (SelectedWorker) EventType() EventType { return EventTypeSelectedWorker }
-func (SelectedWorker) EventVersion() string { return "1.0" }
-func (InitializeTask) EventType() EventType { return EventTypeInitializeTask }
-func (InitializeTask) EventVersion() string { return "4.0" }
-func (StartTask) EventType() EventType      { return EventTypeStartTask }
-func (StartTask) EventVersion() string      { return "5.0" }
-func (FinishTask) EventType() EventType     { return EventTypeFinishTask }
-func (FinishTask) EventVersion() string     { return "4.0" }
-func (InitializeGet) EventType() EventType  { return EventTypeInitializeGet }
-func (InitializeGet) EventVersion() string  { return "2.0" }
-func (StartGet) EventType() EventType       { return EventTypeStartGet }
-func (StartGet) EventVersion() string       { return "1.0" }
-func (FinishGet) EventType() EventType      { return EventTypeFinishGet }
-func (FinishGet) EventVersion() string      { return "5.1" }
-func (InitializePut) EventType() EventType  { return EventTypeInitializePut }
-func (InitializePut) EventVersion() string  { return "2.0" }
-func (StartPut) EventType() EventType       { return EventTypeStartPut }
-func (StartPut) EventVersion() string       { return "1.0" }
-func (FinishPut) EventType() EventType      { return EventTypeFinishPut }
-func (FinishPut) EventVersion() string      { return "5.1" }
+func (Status) EventType() EventType          { return EventTypeStatus }
+func (Status) EventVersion() string          { return "1.0" }
+func (Log) EventType() EventType             { return EventTypeLog }
+func (Log) EventVersion() string             { return "5.1" }
+func (Error) EventType() EventType           { return EventTypeError }
+func (Error) EventVersion() string           { return "4.1" }
+func (SelectedWorker) EventType() EventType  { return EventTypeSelectedWorker }
+func (SelectedWorker) EventVersion() string  { return "1.0" }
+func (InitializeTask) EventType() EventType  { return EventTypeInitializeTask }
+func (InitializeTask) EventVersion() string  { return "4.0" }
+func (StartTask) EventType() EventType       { return EventTypeStartTask }
+func (StartTask) EventVersion() string       { return "5.0" }
+func (FinishTask) EventType() EventType      { return EventTypeFinishTask }
+func (FinishTask) EventVersion() string      { return "4.0" }
+func (InitializeGet) EventType() EventType   { return EventTypeInitializeGet }
+func (InitializeGet) EventVersion() string   { return "2.0" }
+func (StartGet) EventType() EventType        { return EventTypeStartGet }
+func (StartGet) EventVersion() string        { return "1.0" }
+func (FinishGet) EventType() EventType       { return EventTypeFinishGet }
+func (FinishGet) EventVersion() string       { return "5.1" }
+func (InitializePut) EventType() EventType   { return EventTypeInitializePut }
+func (InitializePut) EventVersion() string   { return "2.0" }
+func (StartPut) EventType() EventType        { return EventTypeStartPut }
+func (StartPut) EventVersion() string        { return "1.0" }
+func (FinishPut) EventType() EventType       { return EventTypeFinishPut }
+func (FinishPut) EventVersion() string       { return "5.1" }
+func (InitializeCheck) EventType() EventType { return EventTypeInitializeCheck }
+func (InitializeCheck) EventVersion() string { return "1.0" }
 
 // Envelope is a build event as it travels: its type, payload version and
 // payload. It marshals to Concourse's {"data":...,"event":...,"version":...}.
@@ -278,6 +288,8 @@ func (env Envelope) Decode() (Event, error) {
 		return decodePayload[StartPut](env)
 	case EventTypeFinishPut:
 		return decodePayload[FinishPut](env)
+	case EventTypeInitializeCheck:
+		return decodePayload[InitializeCheck](env)
 	}
 	return nil, fmt.Errorf("%w: type %q", ErrUnknownEvent, env.Event)
 }

@@ -36,6 +36,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		events.InitializePut{Origin: origin, Time: 1},
 		events.StartPut{Origin: origin, Time: 1},
 		events.FinishPut{Origin: origin, Time: 5, ExitStatus: 0, Version: map[string]string{"digest": "sha256:1"}},
+		events.InitializeCheck{Origin: origin, Time: 1, Name: "repo"},
 	} {
 		t.Run(string(e.EventType()), func(t *testing.T) {
 			data, err := events.Encode(e)
@@ -66,6 +67,10 @@ func TestConcourseShapes(t *testing.T) {
 		{
 			events.FinishTask{Time: 10, ExitStatus: 2, Origin: events.Origin{ID: "a1"}},
 			`{"data":{"time":10,"exit_status":2,"origin":{"id":"a1"}},"event":"finish-task","version":"4.0"}`,
+		},
+		{
+			events.InitializeCheck{Time: 10, Origin: events.Origin{ID: "a1"}, Name: "repo"},
+			`{"data":{"origin":{"id":"a1"},"time":10,"name":"repo"},"event":"initialize-check","version":"1.0"}`,
 		},
 		{
 			events.Status{Status: concourse.StatusSucceeded, Time: 10},

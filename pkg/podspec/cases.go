@@ -92,6 +92,32 @@ func GoldenCases() []Case {
 			Secrets: exampleSecrets(),
 		},
 		{
+			// A resource step: the request on stdin, the type's image
+			// pulled once whatever the worker's policy.
+			Name: "get",
+			Action: func() *action.Action {
+				a := exampleAction("get")
+				a.Type, a.StepName = "get", "repo"
+				a.Image, a.ImagePullPolicy = "porter.local/resource-git:dev", string(corev1.PullIfNotPresent)
+				a.WorkDir = "/tmp/build"
+				a.Run = action.Run{Path: "/opt/resource/in", Args: []string{"/tmp/build/get"}}
+				a.Outputs = []action.Output{{Name: "repo", Path: "get"}}
+				a.Params = map[string]string{"BUILD_ID": "42", "BUILD_NAME": "7", "BUILD_TEAM_NAME": "main"}
+				a.StdinSecret = true
+				return a
+			}(),
+			Worker: func() Worker {
+				w := exampleWorker()
+				w.ImagePullPolicy = corev1.PullAlways
+				return w
+			}(),
+			Secrets: func() Secrets {
+				s := exampleSecrets()
+				s.Stdin = []byte(`{"source":{"uri":"https://example.com/repo.git","private_key":"secret-key"},"version":{"ref":"abc"},"params":{}}`)
+				return s
+			}(),
+		},
+		{
 			Name:   "fallback-sidecar",
 			Action: exampleAction("fallback-sidecar"),
 			Worker: func() Worker {

@@ -44,6 +44,11 @@ const (
 
 	porterVolumeName  = "porter"
 	workDirVolumeName = "workdir"
+	stdinVolumeName   = "porter-stdin"
+
+	// StdinDir is where the sidecar finds a secret stdin (file StdinFile).
+	StdinDir  = "/var/run/porter-stdin"
+	StdinFile = "stdin"
 )
 
 // Environment variables porter sets in the step pod.
@@ -67,6 +72,7 @@ const (
 const (
 	SecretKeyStepToken          = "step-token"
 	SecretKeyATCCA              = "atc-ca.crt"
+	SecretKeyStdin              = "stdin"
 	SecretKeyBlobstoreAccessKey = "blobstore-access-key"
 	SecretKeyBlobstoreSecretKey = "blobstore-secret-key"
 	secretKeyParamPrefix        = "param-"
@@ -119,6 +125,10 @@ type Worker struct {
 	UploadAllowance time.Duration
 }
 
+// MaxSecretStdin is how much stdin the step's Secret carries (Kubernetes
+// caps a Secret at 1 MiB, the other keys included).
+const MaxSecretStdin = 900 << 10
+
 // Secrets are the secret values of one step. They go into the step's Secret
 // only; the pod refers to them by key.
 type Secrets struct {
@@ -133,6 +143,9 @@ type Secrets struct {
 	BlobstoreSecretKey string
 	// Params holds the value of each of the action's SecretParams by name.
 	Params map[string]string
+	// Stdin is the process's stdin when the action says it is secret
+	// (StdinSecret): a file of the Secret, mounted into the sidecar only.
+	Stdin []byte
 }
 
 // Build returns the pod and the Secret for a step. The Secret must be created
@@ -157,13 +170,21 @@ func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, 
 	}
 
 	volumes, sidecarMounts, stepMounts := buildVolumes(a)
+	if a.StdinSecret {
+		// The step container never sees the Secret: the sidecar hands the
+		// request to the process.
+		volumes = append(volumes, corev1.Volume{Name: stdinVolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: name, Items: []corev1.KeyToPath{{Key: SecretKeyStdin, Path: StdinFile}}, DefaultMode: ptr(int32(0o400)),
+		}}})
+		sidecarMounts = append(sidecarMounts, corev1.VolumeMount{Name: stdinVolumeName, MountPath: StdinDir, ReadOnly: true})
+	}
 
 	sidecar := corev1.Container{
 		Name:                     SidecarContainerName,
 		Image:                    w.PorterImage,
 		ImagePullPolicy:          w.ImagePullPolicy,
 		Command:                  []string{PorterImageBinary, "sidecar"},
-		Env:                      sidecarEnv(name, string(actionJSON), w, s),
+		Env:                      sidecarEnv(name, string(actionJSON), a, w, s),
 		VolumeMounts:             sidecarMounts,
 		Resources:                smallRequests(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -186,6 +207,9 @@ func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, 
 		VolumeMounts:             stepMounts,
 		Resources:                resources,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	if a.ImagePullPolicy != "" {
+		step.ImagePullPolicy = corev1.PullPolicy(a.ImagePullPolicy)
 	}
 	if a.Privileged {
 		step.SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)}
@@ -261,6 +285,12 @@ func validate(a *action.Action, w Worker, s Secrets) error {
 	}
 	if s.StepToken == "" {
 		bad("step token is empty")
+	}
+	if (s.Stdin != nil) != a.StdinSecret {
+		bad("a secret stdin is given exactly when the action says its stdin is secret")
+	}
+	if len(s.Stdin) > MaxSecretStdin {
+		bad("stdin is %d bytes; a Secret holds at most %d", len(s.Stdin), MaxSecretStdin)
 	}
 	if (s.BlobstoreAccessKey == "") != (s.BlobstoreSecretKey == "") {
 		bad("blobstore access key and secret key must be given together")
@@ -338,6 +368,9 @@ func buildSecret(name, namespace string, labels map[string]string, a *action.Act
 		data[SecretKeyBlobstoreAccessKey] = []byte(s.BlobstoreAccessKey)
 		data[SecretKeyBlobstoreSecretKey] = []byte(s.BlobstoreSecretKey)
 	}
+	if a.StdinSecret {
+		data[SecretKeyStdin] = s.Stdin
+	}
 	// Param names may hold characters Secret keys refuse, so keys are by
 	// position in SecretParams.
 	paramKeys := make(map[string]string, len(a.SecretParams))
@@ -359,10 +392,13 @@ func buildSecret(name, namespace string, labels map[string]string, a *action.Act
 	return secret, paramKeys
 }
 
-func sidecarEnv(secretName, actionJSON string, w Worker, s Secrets) []corev1.EnvVar {
+func sidecarEnv(secretName, actionJSON string, a *action.Action, w Worker, s Secrets) []corev1.EnvVar {
 	env := []corev1.EnvVar{
 		{Name: action.EnvVar, Value: actionJSON},
 		{Name: EnvATCAddress, Value: w.ATCAddress},
+	}
+	if a.StdinSecret {
+		env = append(env, corev1.EnvVar{Name: action.StdinFileEnvVar, Value: StdinDir + "/" + StdinFile})
 	}
 	if w.ATCServerName != "" {
 		env = append(env, corev1.EnvVar{Name: EnvATCServerName, Value: w.ATCServerName})

@@ -356,6 +356,16 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+func TestResourceStepPullPolicy(t *testing.T) {
+	_, pod, _ := buildCase(t, "get")
+	if p := findContainer(t, pod, podspec.StepContainerName).ImagePullPolicy; p != corev1.PullIfNotPresent {
+		t.Errorf("step container's pull policy = %q, want the action's IfNotPresent", p)
+	}
+	if p := findContainer(t, pod, podspec.SidecarContainerName).ImagePullPolicy; p != corev1.PullAlways {
+		t.Errorf("sidecar's pull policy = %q, want the worker's Always", p)
+	}
+}
+
 func TestCPUSharesConversion(t *testing.T) {
 	for _, tc := range []struct {
 		shares uint64

@@ -2,8 +2,10 @@ package sidecar
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -175,7 +177,8 @@ func (e *entrypoint) run(ctx context.Context) int {
 				p, err := e.startProcess(m.Start)
 				if err != nil {
 					fmt.Fprintf(e.cfg.Stderr, "porter entrypoint: %v\n", err)
-					e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Exited{Exited: &controlpb.Exited{ExitStatus: ExitStartFailed, StartError: err.Error()}}})
+					e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Exited{Exited: &controlpb.Exited{
+						ExitStatus: ExitStartFailed, StartError: err.Error(), NotFound: errors.Is(err, fs.ErrNotExist)}}})
 					exitCode = ExitStartFailed
 					continue
 				}
@@ -258,6 +261,11 @@ func (e *entrypoint) startProcess(st *controlpb.Start) (*process, error) {
 	env := processEnv(os.Environ(), st.GetEnv(), home, cred != nil)
 	path, err := lookPath(argv[0], env)
 	if err != nil {
+		return nil, fmt.Errorf("start %q: %w", argv[0], err)
+	}
+	// A missing command is told apart from other start errors: for a
+	// resource step it means the type's image is not a resource type.
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("start %q: %w", argv[0], err)
 	}
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: st.GetDir(), Env: env,
@@ -403,5 +411,5 @@ func lookPath(name string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("executable file not found in PATH (%s)", path)
+	return "", fmt.Errorf("executable file not found in PATH (%s): %w", path, fs.ErrNotExist)
 }

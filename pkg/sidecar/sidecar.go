@@ -51,7 +51,10 @@ type Config struct {
 	PodName string
 	// SocketPath is the control socket the entrypoint attaches to.
 	SocketPath string
-	Artifacts  Artifacts
+	// StdinFile holds the process's stdin when the action's is secret
+	// (action.StdinSecret): a file of the step's Secret.
+	StdinFile string
+	Artifacts Artifacts
 	// JournalDir holds the step's event journal until it is uploaded.
 	JournalDir string
 	// KillGrace is how long the process group gets between TERM and KILL.
@@ -100,6 +103,10 @@ type run struct {
 	relCh   chan struct{}
 	// actionWritten is closed once action.json is stored (or failed to be).
 	actionWritten chan struct{}
+	// response collects a resource step's stdout (nil for other steps);
+	// responseBody is it once checked.
+	response     *response
+	responseBody []byte
 }
 
 // Run coordinates the step until it is released (or its keep-alive window
@@ -140,6 +147,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		abortCh:       make(chan struct{}),
 		relCh:         make(chan struct{}),
 		actionWritten: make(chan struct{}),
+	}
+	if script := ResourceScript(a.Type); script != "" {
+		r.response = newResponse(script, MaxResponse)
 	}
 	stopControl, err := r.ctl.listen(ctx, cfg.SocketPath)
 	if err != nil {
@@ -314,8 +324,15 @@ func (r *run) execute(ctx context.Context) *Result {
 	if a.Timeout.Duration > 0 {
 		start.Timeout = durationpb.New(a.Timeout.Duration)
 	}
-	if a.Stdin != nil {
+	switch {
+	case a.Stdin != nil:
 		start.Stdin, start.HasStdin = []byte(*a.Stdin), true
+	case a.StdinSecret:
+		stdin, err := readStdin(r.cfg.StdinFile)
+		if err != nil {
+			return r.failBeforeStart(ctx, res, "ERRORED", err.Error(), 1)
+		}
+		start.Stdin, start.HasStdin = stdin, true
 	}
 	if err := r.ctl.send(ctx, &controlpb.SidecarCommand{Msg: &controlpb.SidecarCommand_Start{Start: start}}); err != nil {
 		return r.failBeforeStart(ctx, res, "ERRORED", fmt.Sprintf("start the process: %v", err), 1)
@@ -331,6 +348,9 @@ func (r *run) execute(ctx context.Context) *Result {
 	switch {
 	case exited.GetStartError() != "":
 		res.Result, res.Error = "ERRORED", exited.GetStartError()
+		if r.response != nil && exited.GetNotFound() {
+			res.Error = fmt.Sprintf("the resource type's image has no %s", a.Run.Path)
+		}
 		return res
 	case exited.GetAborted() || r.abortReason() != "":
 		res.Result, res.Error = "ABORTED", errOr(r.abortReason(), errors.New("aborted"))
@@ -343,6 +363,15 @@ func (r *run) execute(ctx context.Context) *Result {
 		return res
 	}
 
+	if r.response != nil {
+		body, err := r.response.body()
+		if err != nil {
+			res.Result, res.Error = "ERRORED", err.Error()
+			return res
+		}
+		r.responseBody = body
+	}
+
 	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_UPLOADING_OUTPUTS, fmt.Sprintf("%d outputs, %d caches", len(a.Outputs), len(a.Caches)))
 	outputs, savedCaches, err := r.storeOutputs(ctx)
 	res.Outputs, res.Caches = outputs, append(res.Caches, savedCaches...)
@@ -352,6 +381,18 @@ func (r *run) execute(ctx context.Context) *Result {
 	}
 	res.Result = "SUCCEEDED"
 	return res
+}
+
+// readStdin reads the process's secret stdin.
+func readStdin(path string) ([]byte, error) {
+	if path == "" {
+		return nil, fmt.Errorf("the step's stdin is in its Secret, but %s is not set", action.StdinFileEnvVar)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the step's stdin from its Secret: %w", err)
+	}
+	return b, nil
 }
 
 func resultFor(abortReason, otherwise string) string {
@@ -403,6 +444,10 @@ func (r *run) forwardUntilExit(ctx context.Context) (*controlpb.Exited, error) {
 		case msg := <-r.ctl.fromEntrypoint:
 			switch m := msg.Msg.(type) {
 			case *controlpb.EntrypointMessage_Output:
+				if r.response != nil && m.Output.GetStream() == eventspb.Stream_STREAM_STDOUT {
+					r.response.write(m.Output.GetData())
+					continue
+				}
 				r.emit(ctx, &eventspb.Event{Time: m.Output.GetTime(), Payload: &eventspb.Event_Output{
 					Output: &eventspb.Output{Stream: m.Output.GetStream(), Data: m.Output.GetData()}}})
 			case *controlpb.EntrypointMessage_SessionOutput:
@@ -570,6 +615,9 @@ func compact(ts []Transfer) []Transfer {
 // the finish event's sequence number.
 func (r *run) finish(ctx context.Context, res *Result) uint64 {
 	fin := &eventspb.StepFinished{Result: eventspb.Result(eventspb.Result_value["RESULT_"+res.Result]), ExitStatus: res.ExitStatus, Error: res.Error}
+	if res.Result == "SUCCEEDED" {
+		fin.Response = r.responseBody
+	}
 	for _, o := range res.Outputs {
 		fin.Outputs = append(fin.Outputs, &eventspb.ArtifactUploaded{Name: o.Name, Key: o.Key, Size: o.Size, Digest: o.Digest})
 	}

@@ -62,6 +62,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Bucket:        namespace,
 		LocalUsers:    []string{user + ":" + password},
 		MainTeamUsers: []string{user},
+		Args:          resourceTypeArgs(ctx),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(server.Start(ctx)).To(Succeed())

@@ -875,7 +875,10 @@ type StepFinished struct {
 	// Blobstore key of the step's audit record (result.json).
 	AuditKey string `protobuf:"bytes,4,opt,name=audit_key,json=auditKey,proto3" json:"audit_key,omitempty"`
 	// Why the step errored, when result is ERRORED.
-	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// A resource step's (check, get, put) response: the JSON its script
+	// printed on stdout, checked to be valid JSON.
+	Response      []byte `protobuf:"bytes,6,opt,name=response,proto3" json:"response,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -943,6 +946,13 @@ func (x *StepFinished) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *StepFinished) GetResponse() []byte {
+	if x != nil {
+		return x.Response
+	}
+	return nil
 }
 
 type Error struct {
@@ -1663,14 +1673,15 @@ const file_pkg_events_eventspb_events_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x16\n" +
 	"\x06digest\x18\x04 \x01(\tR\x06digest\x12\x14\n" +
-	"\x05cache\x18\x05 \x01(\bR\x05cache\"\xd2\x01\n" +
+	"\x05cache\x18\x05 \x01(\bR\x05cache\"\xee\x01\n" +
 	"\fStepFinished\x120\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x18.porter.events.v1.ResultR\x06result\x12\x1f\n" +
 	"\vexit_status\x18\x02 \x01(\x05R\n" +
 	"exitStatus\x12<\n" +
 	"\aoutputs\x18\x03 \x03(\v2\".porter.events.v1.ArtifactUploadedR\aoutputs\x12\x1b\n" +
 	"\taudit_key\x18\x04 \x01(\tR\bauditKey\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"!\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
+	"\bresponse\x18\x06 \x01(\fR\bresponse\"!\n" +
 	"\x05Error\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\"\xc2\x03\n" +
 	"\n" +

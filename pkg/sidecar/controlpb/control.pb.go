@@ -262,7 +262,9 @@ type Exited struct {
 	TimedOut   bool                   `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
 	Aborted    bool                   `protobuf:"varint,4,opt,name=aborted,proto3" json:"aborted,omitempty"`
 	// The process could not be started at all (bad user, missing binary).
-	StartError    string `protobuf:"bytes,5,opt,name=start_error,json=startError,proto3" json:"start_error,omitempty"`
+	StartError string `protobuf:"bytes,5,opt,name=start_error,json=startError,proto3" json:"start_error,omitempty"`
+	// The command given does not exist in the image.
+	NotFound      bool `protobuf:"varint,6,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -330,6 +332,13 @@ func (x *Exited) GetStartError() string {
 		return x.StartError
 	}
 	return ""
+}
+
+func (x *Exited) GetNotFound() bool {
+	if x != nil {
+		return x.NotFound
+	}
+	return false
 }
 
 type SidecarCommand struct {
@@ -759,7 +768,7 @@ const file_pkg_sidecar_controlpb_control_proto_rawDesc = "" +
 	"\x06Output\x120\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x18.porter.events.v1.StreamR\x06stream\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12.\n" +
-	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x99\x01\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xb6\x01\n" +
 	"\x06Exited\x12\x1f\n" +
 	"\vexit_status\x18\x01 \x01(\x05R\n" +
 	"exitStatus\x12\x16\n" +
@@ -767,7 +776,8 @@ const file_pkg_sidecar_controlpb_control_proto_rawDesc = "" +
 	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\x12\x18\n" +
 	"\aaborted\x18\x04 \x01(\bR\aaborted\x12\x1f\n" +
 	"\vstart_error\x18\x05 \x01(\tR\n" +
-	"startError\"\xfe\x03\n" +
+	"startError\x12\x1b\n" +
+	"\tnot_found\x18\x06 \x01(\bR\bnotFound\"\xfe\x03\n" +
 	"\x0eSidecarCommand\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x18.porter.control.v1.StartH\x00R\x05start\x12-\n" +
 	"\x04fail\x18\x02 \x01(\v2\x17.porter.control.v1.FailH\x00R\x04fail\x120\n" +

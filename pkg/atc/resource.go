@@ -1,0 +1,737 @@
+package atc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/podspec"
+)
+
+// Resource steps run Concourse's resource protocol unchanged: the type's
+// image's /opt/resource/check, in or out, with the request on stdin and the
+// response on stdout (the sidecar returns it in StepFinished).
+
+// DefaultBaseResourceTypes are the images of the base resource types when
+// no --base-resource-type flag names them.
+func DefaultBaseResourceTypes() map[string]string {
+	return map[string]string{
+		"registry-image": "porter.local/resource-registry-image:dev",
+		"git":            "porter.local/resource-git:dev",
+		"time":           "porter.local/resource-time:dev",
+		"mock":           "porter.local/resource-mock:dev",
+	}
+}
+
+// ParseBaseResourceTypes reads --base-resource-type NAME=IMAGE flags over
+// the defaults.
+func ParseBaseResourceTypes(specs []string) (map[string]string, error) {
+	types := DefaultBaseResourceTypes()
+	for _, spec := range specs {
+		name, image, ok := strings.Cut(spec, "=")
+		if !ok || name == "" || image == "" {
+			return nil, fmt.Errorf("--base-resource-type %q: want NAME=IMAGE", spec)
+		}
+		types[name] = image
+	}
+	return types, nil
+}
+
+const (
+	resourceDir = "/tmp/build"
+	getDir      = "get" // under resourceDir: what in fetches into
+	putDir      = "/tmp/build/put"
+	checkDir    = "/tmp/build/check"
+)
+
+// resourceStep is what check, get and put share.
+type resourceStep struct {
+	kind    string // check, get, put
+	name    string
+	typ     string
+	source  map[string]any
+	params  map[string]any
+	image   concourse.TypeImage
+	tags    []string
+	timeout string
+}
+
+// resourceResponse is what in and out print.
+type resourceResponse struct {
+	Version  map[string]string         `json:"version"`
+	Metadata []concourse.MetadataField `json:"metadata,omitempty"`
+}
+
+func eventMetadata(md []concourse.MetadataField) []events.MetadataField {
+	var out []events.MetadataField
+	for _, m := range md {
+		out = append(out, events.MetadataField{Name: m.Name, Value: m.Value})
+	}
+	return out
+}
+
+// check runs a check step: the versions the type's check prints.
+func (x *executor) check(ctx context.Context, p *concourse.Plan) (bool, error) {
+	cp := p.Check
+	step := resourceStep{kind: "check", name: cp.Name, typ: cp.Type, source: cp.Source, image: cp.TypeImage, tags: cp.Tags, timeout: cp.Timeout}
+	r := x.b.record(p.ID, cp.Name, "check")
+	origin := events.Origin{ID: string(p.ID)}
+	fin, done, err := x.runResource(ctx, p, r, step, func() {
+		x.b.log.appendEvent(events.InitializeCheck{Time: time.Now().Unix(), Origin: origin, Name: cp.Name}, "", 0)
+	}, func() (map[string]any, error) {
+		req := map[string]any{"source": nonNilMap(cp.Source), "version": nil}
+		if cp.FromVersion != nil {
+			req["version"] = cp.FromVersion
+		}
+		return req, nil
+	})
+	if done || fin == nil {
+		return x.replayed(r, err)
+	}
+	if fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
+		return x.endResource(ctx, p, r, fin)
+	}
+	var printed []map[string]string
+	if err := json.Unmarshal(fin.GetResponse(), &printed); err != nil {
+		return x.failResource(ctx, p, r, fmt.Errorf("check printed JSON that is not a list of versions: %w", err))
+	}
+	versions := make([]resourceVersion, 0, len(printed))
+	for _, v := range printed {
+		versions = append(versions, resourceVersion{Version: v})
+	}
+	x.b.update(func() {
+		r.Versions = versions
+		if len(versions) > 0 {
+			r.Version = versions[len(versions)-1].Version
+		}
+	})
+	if err := x.s.recordCheck(ctx, x.b, cp, versions); err != nil {
+		return x.failResource(ctx, p, r, fmt.Errorf("save the versions of %s: %w", cp.Name, err))
+	}
+	return x.endResource(ctx, p, r, fin)
+}
+
+// get fetches a version into the build's artifact named after the step,
+// from the resource cache when it holds it.
+func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
+	gp := p.Get
+	step := resourceStep{kind: "get", name: gp.Name, typ: gp.Type, source: gp.Source, params: gp.Params, image: gp.TypeImage, tags: gp.Tags, timeout: gp.Timeout}
+	r := x.b.record(p.ID, gp.Name, "get")
+	origin := events.Origin{ID: string(p.ID)}
+	var (
+		version map[string]string
+		cached  *db.ResourceCache
+	)
+	initialize := func() {
+		x.b.log.appendEvent(events.InitializeGet{Time: time.Now().Unix(), Origin: origin}, "", 0)
+	}
+	fin, done, err := x.runResource(ctx, p, r, step, initialize, func() (map[string]any, error) {
+		v, err := x.getVersion(gp)
+		if err != nil {
+			return nil, err
+		}
+		version = v
+		return map[string]any{"source": nonNilMap(gp.Source), "version": v, "params": nonNilMap(gp.Params)}, nil
+	}, withCache(func(image string) (bool, error) {
+		key, err := db.ResourceCacheKey(x.b.teamID, gp.Type, image, nonNilMap(gp.Source), nonNilMap(gp.Params), version)
+		if err != nil {
+			return false, err
+		}
+		x.b.update(func() { r.CacheKey = key })
+		c, err := x.s.db.ResourceCache(ctx, key)
+		switch {
+		case errors.Is(err, db.ErrNotFound):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("look up the resource cache: %w", err)
+		}
+		// The artifacts' lifecycle is the store's: a cache whose artifact
+		// is gone is fetched again (and stored anew).
+		if _, err := x.s.store.Stat(ctx, c.Artifact); err != nil {
+			x.s.log.Info("resource cache without its artifact; fetching again", "key", key, "artifact", c.Artifact, "err", err)
+			return false, nil
+		}
+		cached = &c
+		return true, nil
+	}))
+	if done {
+		return x.replayed(r, err)
+	}
+	if cached != nil {
+		var md []concourse.MetadataField
+		_ = json.Unmarshal(cached.Metadata, &md)
+		resp, _ := json.Marshal(resourceResponse{Version: cached.Version, Metadata: md})
+		fin = &eventspb.StepFinished{Result: eventspb.Result_RESULT_SUCCEEDED, Response: resp,
+			Outputs: []*eventspb.ArtifactUploaded{{Name: gp.Name, Key: cached.Artifact, Digest: cached.Digest, Size: cached.Size}}}
+		x.s.log.Info("get from the resource cache", "build", x.b.id, "step", gp.Name, "version", cached.Version)
+	}
+	if fin == nil {
+		return x.replayed(r, err)
+	}
+	if fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
+		if fin.GetResult() == eventspb.Result_RESULT_FAILED {
+			x.b.log.appendEvent(events.FinishGet{Time: time.Now().Unix(), Origin: origin, ExitStatus: int(fin.GetExitStatus())}, "", 0)
+		}
+		return x.endResource(ctx, p, r, fin)
+	}
+	var resp resourceResponse
+	if err := json.Unmarshal(fin.GetResponse(), &resp); err != nil {
+		return x.failResource(ctx, p, r, fmt.Errorf("in printed JSON that is not {\"version\": ..., \"metadata\": ...}: %w", err))
+	}
+	if resp.Version == nil {
+		resp.Version = version
+	}
+	x.b.log.appendEvent(events.FinishGet{Time: time.Now().Unix(), Origin: origin, ExitStatus: 0,
+		Version: resp.Version, Metadata: eventMetadata(resp.Metadata)}, "", 0)
+	art, ok := outputOf(fin, gp.Name)
+	if !ok {
+		return x.failResource(ctx, p, r, fmt.Errorf("get %q stored no artifact", gp.Name))
+	}
+	x.b.update(func() {
+		r.Version, r.Metadata = resp.Version, resp.Metadata
+		r.Outputs = map[string]api.ArtifactRef{gp.Name: art}
+	})
+	x.setArtifact(gp.Name, art)
+	if cached == nil {
+		x.saveResourceCache(ctx, r, gp, art, resp)
+	}
+	if err := x.s.recordBuildVersion(ctx, x.b, gp.Name, gp.Resource, resourceVersion(resp), true); err != nil {
+		return x.failResource(ctx, p, r, fmt.Errorf("record the version of %s: %w", gp.Name, err))
+	}
+	return x.endResource(ctx, p, r, fin)
+}
+
+// put runs out with the build's artifacts it needs, and records the
+// version it made for the implicit get that follows.
+func (x *executor) put(ctx context.Context, p *concourse.Plan) (bool, error) {
+	pp := p.Put
+	step := resourceStep{kind: "put", name: pp.Name, typ: pp.Type, source: pp.Source, params: pp.Params, image: pp.TypeImage, tags: pp.Tags, timeout: pp.Timeout}
+	r := x.b.record(p.ID, pp.Name, "put")
+	origin := events.Origin{ID: string(p.ID)}
+	fin, done, err := x.runResource(ctx, p, r, step, func() {
+		x.b.log.appendEvent(events.InitializePut{Time: time.Now().Unix(), Origin: origin}, "", 0)
+	}, func() (map[string]any, error) {
+		return map[string]any{"source": nonNilMap(pp.Source), "params": nonNilMap(pp.Params)}, nil
+	})
+	if done || fin == nil {
+		return x.replayed(r, err)
+	}
+	if fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
+		if fin.GetResult() == eventspb.Result_RESULT_FAILED {
+			x.b.log.appendEvent(events.FinishPut{Time: time.Now().Unix(), Origin: origin, ExitStatus: int(fin.GetExitStatus())}, "", 0)
+		}
+		return x.endResource(ctx, p, r, fin)
+	}
+	var resp resourceResponse
+	if err := json.Unmarshal(fin.GetResponse(), &resp); err != nil {
+		return x.failResource(ctx, p, r, fmt.Errorf("out printed JSON that is not {\"version\": ..., \"metadata\": ...}: %w", err))
+	}
+	if len(resp.Version) == 0 {
+		return x.failResource(ctx, p, r, errors.New("out printed no version"))
+	}
+	x.b.log.appendEvent(events.FinishPut{Time: time.Now().Unix(), Origin: origin, ExitStatus: 0,
+		Version: resp.Version, Metadata: eventMetadata(resp.Metadata)}, "", 0)
+	x.b.update(func() { r.Version, r.Metadata = resp.Version, resp.Metadata })
+	if err := x.s.recordBuildVersion(ctx, x.b, pp.Name, pp.Resource, resourceVersion(resp), false); err != nil {
+		return x.failResource(ctx, p, r, fmt.Errorf("record the version of %s: %w", pp.Name, err))
+	}
+	return x.endResource(ctx, p, r, fin)
+}
+
+// getVersion is the version a get fetches: its own, or the one an earlier
+// put or check of the build recorded.
+func (x *executor) getVersion(gp *concourse.GetPlan) (map[string]string, error) {
+	if gp.VersionFrom == nil {
+		if gp.Version == nil {
+			return nil, fmt.Errorf("get %q has no version to fetch (neither version nor version_from)", gp.Name)
+		}
+		return gp.Version, nil
+	}
+	var v map[string]string
+	x.b.update(func() {
+		if rec, ok := x.b.state.Steps[*gp.VersionFrom]; ok {
+			v = rec.Version
+		}
+	})
+	if v == nil {
+		return nil, fmt.Errorf("get %q: step %s, whose version it fetches, recorded none", gp.Name, *gp.VersionFrom)
+	}
+	return v, nil
+}
+
+func outputOf(fin *eventspb.StepFinished, name string) (api.ArtifactRef, bool) {
+	for _, o := range fin.GetOutputs() {
+		if o.GetName() == name {
+			return api.ArtifactRef{Key: o.GetKey(), Digest: o.GetDigest(), Size: o.GetSize()}, true
+		}
+	}
+	return api.ArtifactRef{}, false
+}
+
+func (x *executor) saveResourceCache(ctx context.Context, r *stepRecord, gp *concourse.GetPlan, art api.ArtifactRef, resp resourceResponse) {
+	var key string
+	x.b.update(func() { key = r.CacheKey })
+	if key == "" {
+		return
+	}
+	md, _ := json.Marshal(resp.Metadata)
+	err := x.s.retryDB(ctx, "save the resource cache", func(ctx context.Context) error {
+		var resourceID int64
+		if gp.Resource != "" {
+			id, err := x.s.db.BuildResourceID(ctx, x.b.id, gp.Resource)
+			if err != nil {
+				return err
+			}
+			resourceID = id
+		}
+		return x.s.db.SaveResourceCache(ctx, db.ResourceCache{Key: key, TeamID: x.b.teamID, ResourceID: resourceID,
+			Artifact: art.Key, Digest: art.Digest, Size: art.Size, Version: resp.Version, Metadata: md})
+	})
+	if err != nil {
+		// The get succeeded; only the next one will fetch again.
+		x.s.log.Warn("save resource cache", "build", x.b.id, "step", gp.Name, "err", err)
+	}
+}
+
+func nonNilMap(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// resourceOption adjusts runResource.
+type resourceOption func(*resourceRun)
+
+type resourceRun struct {
+	// cache, for a get, says whether the resource cache holds the version
+	// (for the resolved image); then no pod runs.
+	cache func(image string) (bool, error)
+}
+
+func withCache(f func(image string) (bool, error)) resourceOption {
+	return func(r *resourceRun) { r.cache = f }
+}
+
+// runResource runs a resource step's pod, or follows it again after a
+// restart. done says the step had already finished (err is its outcome);
+// otherwise fin is how the pod ended (nil: the server is stopping, err
+// says why; or a cache hit, left to the caller).
+func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRecord, step resourceStep,
+	initialize func(), request func() (map[string]any, error), opts ...resourceOption,
+) (fin *eventspb.StepFinished, done bool, err error) {
+	var o resourceRun
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s, b := x.s, x.b
+	var (
+		rec      stepRecord
+		finished bool
+	)
+	b.update(func() { rec, finished = *r, r.finished() })
+	if finished {
+		if rec.StepID != "" {
+			s.retire(rec.StepID, rec.Container)
+		}
+		for name, a := range rec.Outputs {
+			x.setArtifact(name, a)
+		}
+		_, err := stepOutcome(rec.Status, rec.Error)
+		return nil, true, err
+	}
+	if rec.StepID != "" {
+		st := s.registerResourceStep(b, rec.StepID, p.ID, step.kind)
+		gone, err := s.podGone(ctx, rec.StepID)
+		switch {
+		case err != nil:
+			fin = errored(err.Error())
+		case gone:
+			fin = errored(fmt.Sprintf("pod %s is gone: it was deleted, or never created, while the ATC was down", podspec.Name(rec.StepID)))
+		default:
+			fin = s.superviseTask(ctx, st)
+		}
+		return x.podEnded(ctx, r, st, fin)
+	}
+
+	initialize()
+	a, stdin, err := x.resolveResource(ctx, p, step, request)
+	if err == nil && o.cache != nil {
+		var hit bool
+		hit, err = o.cache(a.Image)
+		if err == nil && hit {
+			return nil, false, nil
+		}
+	}
+	if err != nil {
+		_, err = x.failResource(ctx, p, r, err)
+		return nil, true, err
+	}
+	b.log.appendEvent(events.SelectedWorker{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, WorkerName: s.cfg.Worker}, "", 0)
+	var c db.Container
+	err = s.retryDB(ctx, "record the step's container", func(ctx context.Context) (err error) {
+		c, err = s.db.CreateContainer(ctx, db.Container{TeamID: b.teamID, BuildID: b.id, BuildName: b.name, PlanID: string(p.ID),
+			StepName: step.name, Type: step.kind, WorkerName: s.cfg.Worker, Namespace: s.cfg.Namespace, PodName: podspec.Name(a.StepID),
+			StepID: a.StepID, State: concourse.ContainerCreating, WorkingDirectory: a.WorkDir})
+		return err
+	})
+	if err != nil {
+		return nil, true, fmt.Errorf("record the container of %s %q: %w", step.kind, step.name, err)
+	}
+	b.update(func() { r.StepID, r.Container, r.Status = a.StepID, c.Handle, string(concourse.StatusStarted) })
+	s.saveState(ctx, b)
+	st := s.registerResourceStep(b, a.StepID, p.ID, step.kind)
+	if err := s.createPodWithStdin(ctx, a, stdin); err != nil {
+		fin = errored(err.Error())
+	} else {
+		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
+			return s.db.SetContainerState(ctx, c.Handle, concourse.ContainerCreated)
+		}); err != nil {
+			s.log.Warn("container state", "container", c.Handle, "err", err)
+		}
+		fin = s.superviseTask(ctx, st)
+	}
+	return x.podEnded(ctx, r, st, fin)
+}
+
+// podEnded shows a pod's error and lets its pod go; the record is written
+// by endResource once the response is taken in.
+func (x *executor) podEnded(ctx context.Context, r *stepRecord, st *stepState, fin *eventspb.StepFinished) (*eventspb.StepFinished, bool, error) {
+	if fin == nil {
+		return nil, false, interrupted(ctx)
+	}
+	if fin.GetError() != "" && fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED && fin.GetResult() != eventspb.Result_RESULT_ABORTED {
+		st.mu.Lock()
+		shown := fin.GetError() != st.lastError
+		st.lastError = fin.GetError()
+		st.mu.Unlock()
+		if shown {
+			x.b.log.appendEvent(events.Error{Message: fin.GetError(), Origin: events.Origin{ID: string(st.planID)}, Time: time.Now().Unix()}, "", 0)
+		}
+	}
+	var container string
+	x.b.update(func() {
+		r.AuditKey = fin.GetAuditKey()
+		if fin.GetExitStatus() >= 0 {
+			code := int(fin.GetExitStatus())
+			r.ExitStatus = &code
+		}
+		container = r.Container
+	})
+	x.s.retire(st.id, container)
+	return fin, false, nil
+}
+
+// replayed is the outcome of a step that ended earlier (or could not start).
+func (x *executor) replayed(r *stepRecord, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	var rec stepRecord
+	x.b.update(func() { rec = *r })
+	return stepOutcome(rec.Status, rec.Error)
+}
+
+// endResource records how the step ended.
+func (x *executor) endResource(ctx context.Context, p *concourse.Plan, r *stepRecord, fin *eventspb.StepFinished) (bool, error) {
+	status := string(buildStatus(fin.GetResult()))
+	x.b.update(func() { r.Status, r.Error, r.EndTime = status, fin.GetError(), time.Now().Unix() })
+	x.s.saveState(ctx, x.b)
+	if cause := context.Cause(ctx); cause != nil && status == string(concourse.StatusAborted) {
+		return false, cause
+	}
+	return stepOutcome(status, fin.GetError())
+}
+
+// failResource ends the step as errored with err shown in the build.
+func (x *executor) failResource(ctx context.Context, p *concourse.Plan, r *stepRecord, err error) (bool, error) {
+	if errors.Is(err, errAborted) || errors.Is(err, errShutdown) || errors.Is(err, errTimeout) {
+		return false, err
+	}
+	x.b.log.appendEvent(events.Error{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, Message: err.Error()}, "", 0)
+	x.b.update(func() { r.Status, r.Error, r.EndTime = string(concourse.StatusErrored), err.Error(), time.Now().Unix() })
+	x.s.saveState(ctx, x.b)
+	return false, err
+}
+
+// resolveResource turns a resource step into an action.
+// The request is returned apart: it travels in the step's Secret, as the
+// source may hold credentials.
+func (x *executor) resolveResource(ctx context.Context, p *concourse.Plan, step resourceStep, request func() (map[string]any, error)) (*action.Action, []byte, error) {
+	if err := x.s.checkTags(step.tags); err != nil {
+		return nil, nil, err
+	}
+	var timeout time.Duration
+	if step.timeout != "" {
+		var err error
+		if timeout, err = parsePositiveDuration(step.timeout); err != nil {
+			return nil, nil, fmt.Errorf("timeout: %w", err)
+		}
+	}
+	image, err := x.resourceImage(ctx, step)
+	if err != nil {
+		return nil, nil, err
+	}
+	req, err := request()
+	if err != nil {
+		return nil, nil, err
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s %q: request: %w", step.kind, step.name, err)
+	}
+	if len(body) > podspec.MaxSecretStdin {
+		return nil, nil, fmt.Errorf("%s %q: the request (source, version and params) is %d bytes; at most %d fit in the step's Secret",
+			step.kind, step.name, len(body), podspec.MaxSecretStdin)
+	}
+	b := x.b
+	name := step.name
+	if name == "" {
+		name = step.kind
+	}
+	a := &action.Action{
+		StepID:   fmt.Sprintf("b%d-%s-%s", b.id, podspec.LabelValue(strings.ToLower(name)), randomSuffix()),
+		Build:    action.Build{ID: fmt.Sprint(b.id), Name: b.name, Team: b.team},
+		StepName: name,
+		Type:     step.kind,
+		Image:    image,
+		// Resource type images are pinned or built locally: pulled once.
+		ImagePullPolicy: string(corev1.PullIfNotPresent),
+		Privileged:      step.image.Privileged,
+		Timeout:         action.Duration{Duration: timeout},
+		KeepAlive:       action.Duration{Duration: x.s.cfg.KeepAlive},
+		StdinSecret:     true,
+	}
+	switch step.kind {
+	case "check":
+		a.WorkDir = checkDir
+		a.Run = action.Run{Path: "/opt/resource/check"}
+	case "get":
+		a.WorkDir = resourceDir
+		a.Run = action.Run{Path: "/opt/resource/in", Args: []string{resourceDir + "/" + getDir}}
+		a.Outputs = []action.Output{{Name: name, Path: getDir}}
+		a.Params = x.resourceEnv()
+	case "put":
+		a.WorkDir = putDir
+		a.Run = action.Run{Path: "/opt/resource/out", Args: []string{putDir}}
+		a.Params = x.resourceEnv()
+		inputs, err := x.putInputs(p.Put)
+		if err != nil {
+			return nil, nil, err
+		}
+		a.Inputs = inputs
+	}
+	if err := a.Validate(); err != nil {
+		return nil, nil, err
+	}
+	return a, body, nil
+}
+
+// resourceEnv is the environment Concourse gives in and out.
+func (x *executor) resourceEnv() map[string]string {
+	return map[string]string{
+		"BUILD_ID":         fmt.Sprint(x.b.id),
+		"BUILD_NAME":       x.b.name,
+		"BUILD_TEAM_NAME":  x.b.team,
+		"ATC_EXTERNAL_URL": x.s.cfg.ExternalURL,
+	}
+}
+
+// putInputs are the artifacts a put gets: all of the build's, the ones its
+// params name ("detect", the default) or a list.
+func (x *executor) putInputs(pp *concourse.PutPlan) ([]action.Input, error) {
+	x.mu.Lock()
+	all := maps.Clone(x.artifacts)
+	x.mu.Unlock()
+	var names []string
+	raw := strings.TrimSpace(string(pp.Inputs))
+	switch raw {
+	case "", "null", `"detect"`:
+		seen := map[string]bool{}
+		detectInputs(pp.Params, func(name string) {
+			if _, ok := all[name]; ok && !seen[name] {
+				seen[name] = true
+				names = append(names, name)
+			}
+		})
+	case `"all"`:
+		names = slices.Collect(maps.Keys(all))
+	default:
+		if err := json.Unmarshal(pp.Inputs, &names); err != nil {
+			return nil, fmt.Errorf("put %q: inputs must be \"all\", \"detect\" or a list of names: %s", pp.Name, raw)
+		}
+		var missing []string
+		for _, n := range names {
+			if _, ok := all[n]; !ok {
+				missing = append(missing, n)
+			}
+		}
+		if len(missing) > 0 {
+			return nil, fmt.Errorf("put %q: missing inputs: %s", pp.Name, strings.Join(missing, ", "))
+		}
+	}
+	sort.Strings(names)
+	var inputs []action.Input
+	for _, n := range names {
+		a := all[n]
+		inputs = append(inputs, action.Input{Name: n, Path: n, Key: a.Key, Digest: a.Digest})
+	}
+	return inputs, nil
+}
+
+// detectInputs calls f with the first path segment of every string in
+// params: a put's params name the artifacts it reads ("repo/file").
+func detectInputs(v any, f func(string)) {
+	switch v := v.(type) {
+	case string:
+		first, _, _ := strings.Cut(v, "/")
+		if first != "" && first != "." && first != ".." {
+			f(first)
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			detectInputs(v[k], f)
+		}
+	case []any:
+		for _, e := range v {
+			detectInputs(e, f)
+		}
+	}
+}
+
+// resourceImage is the image a resource step runs: a base type's from the
+// server's configuration, or a custom type's, found by checking its own
+// resource (a registry-image-like type: source.repository at the checked
+// version's digest).
+func (x *executor) resourceImage(ctx context.Context, step resourceStep) (string, error) {
+	ti := step.image
+	if ti.BaseType != "" {
+		types := x.s.cfg.BaseResourceTypes
+		if types == nil {
+			types = DefaultBaseResourceTypes()
+		}
+		image, ok := types[ti.BaseType]
+		if !ok {
+			return "", fmt.Errorf("resource type %q: this server has no image for it (known base types: %s; add one with --base-resource-type NAME=IMAGE)",
+				ti.BaseType, strings.Join(slices.Sorted(maps.Keys(types)), ", "))
+		}
+		return image, nil
+	}
+	var (
+		source  map[string]any
+		version map[string]string
+		typ     string
+	)
+	if ti.GetPlan != nil && ti.GetPlan.Get != nil {
+		source, version, typ = ti.GetPlan.Get.Source, ti.GetPlan.Get.Version, ti.GetPlan.Get.Type
+	}
+	if version == nil && ti.CheckPlan != nil {
+		if ti.CheckPlan.Check == nil {
+			return "", fmt.Errorf("resource type %q: its image's check plan is not a check", step.typ)
+		}
+		ok, err := x.run(ctx, ti.CheckPlan)
+		if err != nil {
+			return "", fmt.Errorf("check the image of resource type %q: %w", step.typ, err)
+		}
+		if !ok {
+			return "", fmt.Errorf("check the image of resource type %q failed", step.typ)
+		}
+		x.b.update(func() {
+			if rec, ok := x.b.state.Steps[ti.CheckPlan.ID]; ok {
+				version = rec.Version
+			}
+		})
+		if source == nil {
+			source, typ = ti.CheckPlan.Check.Source, ti.CheckPlan.Check.Type
+		}
+		if version == nil {
+			return "", fmt.Errorf("resource type %q: the check of its image found no version", step.typ)
+		}
+	}
+	if version == nil {
+		return "", fmt.Errorf("resource type %q has no image (neither a base type nor a check of its own)", step.typ)
+	}
+	repo, _ := source["repository"].(string)
+	digest := version["digest"]
+	if repo == "" || !strings.HasPrefix(digest, "sha256:") {
+		return "", fmt.Errorf("resource type %q: its image comes from a %q resource, but only registry-image-like types (source.repository and a version with a sha256 digest) can give an image", step.typ, typ)
+	}
+	return repo + "@" + digest, nil
+}
+
+// registerResourceStep is registerStep for a resource step: its events
+// are translated as the step's kind.
+func (s *Server) registerResourceStep(b *build, id string, planID concourse.PlanID, kind string) *stepState {
+	st := &stepState{id: id, planID: planID, b: b, kind: kind, finished: make(chan *eventspb.StepFinished, 1)}
+	s.mu.Lock()
+	s.steps[id] = st
+	s.mu.Unlock()
+	return st
+}
+
+// translateResource turns a resource step's sidecar event into the build
+// event people see: its stderr as logs, start-get/start-put; the finish
+// events carry the version and come from the ATC.
+func (st *stepState) translateResource(ev *eventspb.Event) (events.Event, bool) {
+	origin := events.Origin{ID: string(st.planID)}
+	t := ev.GetTime().AsTime().Unix()
+	switch p := ev.Payload.(type) {
+	case *eventspb.Event_Status:
+		if p.Status.GetStatus() == eventspb.StepStatus_STEP_STATUS_RUNNING {
+			switch st.kind {
+			case "get":
+				return events.StartGet{Time: t, Origin: origin}, true
+			case "put":
+				return events.StartPut{Time: t, Origin: origin}, true
+			}
+		}
+		return nil, true
+	case *eventspb.Event_ProcessExited:
+		return nil, true
+	}
+	return nil, false
+}
+
+// validateResourceStep checks what can be checked of a resource step
+// before the build is recorded.
+func validateResourceStep(p *concourse.Plan) error {
+	var kind, name, timeout string
+	var image concourse.TypeImage
+	switch {
+	case p.Get != nil:
+		kind, name, timeout, image = "get", p.Get.Name, p.Get.Timeout, p.Get.TypeImage
+		if p.Get.Version == nil && p.Get.VersionFrom == nil {
+			return fmt.Errorf("get %q has no version to fetch (neither version nor version_from)", name)
+		}
+	case p.Put != nil:
+		kind, name, timeout, image = "put", p.Put.Name, p.Put.Timeout, p.Put.TypeImage
+	case p.Check != nil:
+		kind, name, timeout, image = "check", p.Check.Name, p.Check.Timeout, p.Check.TypeImage
+	}
+	if name == "" {
+		return fmt.Errorf("a %s step has no name", kind)
+	}
+	if timeout != "" {
+		if _, err := parsePositiveDuration(timeout); err != nil {
+			return fmt.Errorf("%s %q: timeout: %w", kind, name, err)
+		}
+	}
+	if image.BaseType == "" && image.CheckPlan == nil && image.GetPlan == nil {
+		return fmt.Errorf("%s %q: its resource type has no image (neither base_type nor check_plan/get_plan)", kind, name)
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+package db
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestResourceCaches(t *testing.T) {
+	d, _ := openTest(t)
+	ctx := t.Context()
+	team, err := d.EnsureTeam(ctx, "main", TeamAuth{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ResourceCacheKey(team.ID, "git", "img@sha256:1", map[string]any{"uri": "x"}, nil, map[string]string{"ref": "abc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := ResourceCacheKey(team.ID, "git", "img@sha256:1", map[string]any{"uri": "x"}, nil, map[string]string{"ref": "abc"})
+	other, _ := ResourceCacheKey(team.ID, "git", "img@sha256:1", map[string]any{"uri": "x"}, nil, map[string]string{"ref": "def"})
+	if key != again || key == other {
+		t.Fatalf("keys: %s %s %s: equal inputs must give equal keys, other versions others", key, again, other)
+	}
+	if _, err := d.ResourceCache(ctx, key); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ResourceCache before saving: %v, want ErrNotFound", err)
+	}
+
+	var pipelineID, resourceID int64
+	if err := d.pool.QueryRow(ctx, `INSERT INTO pipelines (team_id, name, config) VALUES ($1, 'p', '{}') RETURNING id`, team.ID).Scan(&pipelineID); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.pool.QueryRow(ctx, `INSERT INTO resources (pipeline_id, name, type, config, config_hash) VALUES ($1, 'repo', 'git', '{}', 'h') RETURNING id`, pipelineID).Scan(&resourceID); err != nil {
+		t.Fatal(err)
+	}
+	want := ResourceCache{Key: key, TeamID: team.ID, ResourceID: resourceID, Artifact: "artifacts/a.tar.zst", Digest: "sha256:aa", Size: 12,
+		Version: map[string]string{"ref": "abc"}, Metadata: []byte(`[{"name":"author","value":"me"}]`)}
+	if err := d.SaveResourceCache(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	// A one-off build's get of the same version keeps the resource.
+	oneOff := want
+	oneOff.ResourceID = 0
+	if err := d.SaveResourceCache(ctx, oneOff); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.ResourceCache(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Artifact != want.Artifact || got.Digest != want.Digest || got.Size != 12 || got.ResourceID != resourceID ||
+		got.Version["ref"] != "abc" || string(got.Metadata) != `[{"name": "author", "value": "me"}]` {
+		t.Fatalf("got %+v (metadata %s), want %+v", got, got.Metadata, want)
+	}
+
+	n, err := d.DeleteResourceCaches(ctx, resourceID)
+	if err != nil || n != 1 {
+		t.Fatalf("DeleteResourceCaches = %d, %v; want 1", n, err)
+	}
+	if _, err := d.ResourceCache(ctx, key); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ResourceCache after clearing: %v, want ErrNotFound", err)
+	}
+	if id, err := d.BuildResourceID(ctx, 12345, "repo"); err != nil || id != 0 {
+		t.Fatalf("BuildResourceID of a missing build = %d, %v; want 0", id, err)
+	}
+}
