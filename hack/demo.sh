@@ -108,6 +108,19 @@ case ${1:-up} in
     show -t porter execute -c examples/make-a-file.yml -o "files=$out/files"
     show -t porter execute -c examples/consume-the-file.yml -i "files=$out/files"
     show -t porter builds
+    if [ "$fly_name" = fly ]; then
+      show -t porter set-pipeline -n -p hello -c examples/pipeline.yml
+      show -t porter unpause-pipeline -p hello
+      show -t porter trigger-job -j hello/test -w
+      # `ship` follows `test` by itself: wait for it, then show its build.
+      for _ in $(seq 60); do
+        "$FLY_BIN" -t porter builds -j hello/ship | grep -q succeeded && break
+        sleep 1
+      done
+      show -t porter watch -j hello/ship
+      show -t porter jobs -p hello
+      show -t porter resource-versions -r hello/source
+    fi
     echo
     echo "The ATC runtime keeps running at $ATC_URL (log: $ATC_LOG); 'make demo-down' stops it and the cluster."
     echo "Log in like Concourse's quickstart (demo user $DEMO_USER, password $DEMO_PASSWORD, owner of team main):"
