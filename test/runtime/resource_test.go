@@ -32,13 +32,19 @@ exec sleep 600
 `
 )
 
+// mockImage is the mock type's image built from this tree for the suite,
+// so that the specs neither wait for nor race with the shared :dev images.
+const mockImage = "porter.local/resource-mock:runtime-test"
+
 // resourceTypeArgs are the server's flags for the specs' resource types,
 // and the sidecar image to test (PORTER_TEST_PORTER_IMAGE: a branch's own
 // porter image, before porter.local/porter:dev has its sidecar).
 func resourceTypeArgs(ctx context.Context) []string {
 	GinkgoHelper()
 	Expect(buildScriptImage(ctx)).To(Succeed())
-	args := []string{"--base-resource-type", "script=" + scriptImage, "--base-resource-type", "not-a-resource=busybox:latest"}
+	Expect(buildMockImage(ctx)).To(Succeed())
+	args := []string{"--base-resource-type", "mock=" + mockImage,
+		"--base-resource-type", "script=" + scriptImage, "--base-resource-type", "not-a-resource=busybox:latest"}
 	if img := os.Getenv("PORTER_TEST_PORTER_IMAGE"); img != "" {
 		args = append(args, "--porter-image", img)
 	}
@@ -68,15 +74,48 @@ func buildScriptImage(ctx context.Context) error {
 			return err
 		}
 	}
-	archive := filepath.Join(dir, "image.tar")
-	out, err := exec.CommandContext(ctx, filepath.Join(cache, "bin", "mkimage"), "-ref", scriptImage, "-o", archive,
-		rootfs+":/", res+":/opt/resource").CombinedOutput()
+	return importImage(ctx, scriptImage, dir, rootfs+":/", res+":/opt/resource")
+}
+
+// buildMockImage builds the mock resource type's image as hack/images.sh
+// does (cmd/resource at /opt/resource with check, in and out linking to it)
+// and imports it.
+func buildMockImage(ctx context.Context) error {
+	dir := GinkgoT().TempDir()
+	root, err := repoRoot(ctx)
 	if err != nil {
-		return fmt.Errorf("mkimage: %v: %s", err, out)
+		return err
+	}
+	bin := filepath.Join(dir, "resource")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/resource")
+	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build cmd/resource: %v: %s", err, out)
+	}
+	return importImage(ctx, mockImage, dir, "-env", "PORTER_RESOURCE_TYPE=mock", "-env", "PORTER_RESOURCE_IMAGE="+mockImage,
+		bin+":/opt/resource/resource", filepath.Join(root, "cmd/resource/links")+":/opt/resource")
+}
+
+func repoRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("find the module root: %w", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// importImage builds an image with mkimage from its arguments and imports
+// it into the cluster's containerd.
+func importImage(ctx context.Context, ref, dir string, args ...string) error {
+	archive := filepath.Join(dir, "image.tar")
+	mkimage := filepath.Join(os.Getenv("HOME"), ".cache", "porter", "bin", "mkimage")
+	out, err := exec.CommandContext(ctx, mkimage, append([]string{"-ref", ref, "-o", archive}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("mkimage %s: %v: %s", ref, err, out)
 	}
 	out, err = exec.CommandContext(ctx, "ctr", "-a", "/run/porter-cluster/containerd.sock", "-n", "k8s.io", "images", "import", archive).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("import %s: %v: %s", scriptImage, err, out)
+		return fmt.Errorf("import %s: %v: %s", ref, err, out)
 	}
 	return nil
 }
