@@ -51,7 +51,7 @@ func apiJob(j db.Job, p db.Pipeline) concourse.Job {
 	var cfg concourse.JobConfig
 	if err := json.Unmarshal(j.Config, &cfg); err == nil {
 		out.DisableManualTrigger = cfg.DisableManualTrigger
-		eachJobStep(&cfg, func(s *concourse.Step) {
+		cfg.EachStep(func(s *concourse.Step) {
 			resource := func(name string) string {
 				if s.Resource != "" {
 					return s.Resource
@@ -156,33 +156,4 @@ func (s *Server) deleteCache(r *http.Request, jr jobRequest, step, cachePath str
 		return 0, err
 	}
 	return 1, nil
-}
-
-// eachStep calls f on s and every step nested in it (composites and hooks).
-func eachStep(s *concourse.Step, f func(*concourse.Step)) {
-	if s == nil {
-		return
-	}
-	f(s)
-	if s.InParallel != nil {
-		for i := range s.InParallel.Steps {
-			eachStep(&s.InParallel.Steps[i], f)
-		}
-	}
-	for i := range s.Do {
-		eachStep(&s.Do[i], f)
-	}
-	for _, h := range []*concourse.Step{s.Try, s.OnSuccess, s.OnFailure, s.OnAbort, s.OnError, s.Ensure} {
-		eachStep(h, f)
-	}
-}
-
-// eachJobStep calls f on every step of a job's plan and hooks.
-func eachJobStep(j *concourse.JobConfig, f func(*concourse.Step)) {
-	for i := range j.Plan {
-		eachStep(&j.Plan[i], f)
-	}
-	for _, h := range []*concourse.Step{j.OnSuccess, j.OnFailure, j.OnAbort, j.OnError, j.Ensure} {
-		eachStep(h, f)
-	}
 }

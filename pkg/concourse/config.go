@@ -279,3 +279,33 @@ type ResourceVersion struct {
 	Metadata []MetadataField   `json:"metadata,omitempty"`
 	Enabled  bool              `json:"enabled"`
 }
+
+// Each calls f for s and every step nested in it (in_parallel, do, try and
+// the hooks), parents before children.
+func (s *Step) Each(f func(*Step)) {
+	if s == nil {
+		return
+	}
+	f(s)
+	if s.InParallel != nil {
+		for i := range s.InParallel.Steps {
+			s.InParallel.Steps[i].Each(f)
+		}
+	}
+	for i := range s.Do {
+		s.Do[i].Each(f)
+	}
+	for _, next := range []*Step{s.Try, s.OnSuccess, s.OnFailure, s.OnAbort, s.OnError, s.Ensure} {
+		next.Each(f)
+	}
+}
+
+// EachStep calls f for every step of the job's plan and then of its hooks.
+func (j *JobConfig) EachStep(f func(*Step)) {
+	for i := range j.Plan {
+		j.Plan[i].Each(f)
+	}
+	for _, h := range []*Step{j.OnSuccess, j.OnFailure, j.OnAbort, j.OnError, j.Ensure} {
+		h.Each(f)
+	}
+}

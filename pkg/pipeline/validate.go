@@ -202,7 +202,7 @@ func (v *validator) resources() []string {
 	}
 	used := map[string]bool{}
 	for _, j := range v.cfg.Jobs {
-		eachJobStep(&j, func(s *concourse.Step) {
+		j.EachStep(func(s *concourse.Step) {
 			if s.Get != "" || s.Put != "" {
 				used[resourceName(s)] = true
 			}
@@ -503,7 +503,7 @@ func (v *validator) cycles() []string {
 func passedJobs(cfg *concourse.Config, j *concourse.JobConfig) []*concourse.JobConfig {
 	var out []*concourse.JobConfig
 	seen := map[string]bool{}
-	eachJobStep(j, func(s *concourse.Step) {
+	j.EachStep(func(s *concourse.Step) {
 		if s.Get == "" {
 			return
 		}
@@ -522,7 +522,7 @@ func passedJobs(cfg *concourse.Config, j *concourse.JobConfig) []*concourse.JobC
 
 func jobUsesResource(j *concourse.JobConfig, resource string) bool {
 	used := false
-	eachJobStep(j, func(s *concourse.Step) {
+	j.EachStep(func(s *concourse.Step) {
 		if (s.Get != "" || s.Put != "") && resourceName(s) == resource {
 			used = true
 		}
@@ -568,36 +568,6 @@ func presentHooks(onSuccess, onFailure, onAbort, onError, ensure *concourse.Step
 		}
 	}
 	return out
-}
-
-// eachJobStep calls f for every step of a job, nested ones and hooks
-// included.
-func eachJobStep(j *concourse.JobConfig, f func(*concourse.Step)) {
-	for i := range j.Plan {
-		eachStep(&j.Plan[i], f)
-	}
-	for _, h := range jobHooks(j) {
-		eachStep(h.step, f)
-	}
-}
-
-func eachStep(s *concourse.Step, f func(*concourse.Step)) {
-	if s == nil {
-		return
-	}
-	f(s)
-	if s.InParallel != nil {
-		for i := range s.InParallel.Steps {
-			eachStep(&s.InParallel.Steps[i], f)
-		}
-	}
-	for i := range s.Do {
-		eachStep(&s.Do[i], f)
-	}
-	eachStep(s.Try, f)
-	for _, h := range stepHooks(s) {
-		eachStep(h.step, f)
-	}
 }
 
 // taskConfigProblems are what an inline task config fails on, one per

@@ -35,45 +35,20 @@ type Input struct {
 func JobInputs(job *concourse.JobConfig) []Input {
 	var out []Input
 	seen := map[string]bool{}
-	var walk func(s *concourse.Step)
-	walk = func(s *concourse.Step) {
-		if s == nil {
+	job.EachStep(func(s *concourse.Step) {
+		if s.Get == "" || seen[s.Get] {
 			return
 		}
-		if s.Get != "" && !seen[s.Get] {
-			seen[s.Get] = true
-			in := Input{Name: s.Get, Resource: s.Get, Passed: s.Passed, Trigger: s.Trigger}
-			if s.Resource != "" {
-				in.Resource = s.Resource
-			}
-			if s.Version != nil {
-				in.Every = s.Version.Every
-				in.Pinned = s.Version.Pinned
-			}
-			out = append(out, in)
+		seen[s.Get] = true
+		in := Input{Name: s.Get, Resource: s.Get, Passed: s.Passed, Trigger: s.Trigger}
+		if s.Resource != "" {
+			in.Resource = s.Resource
 		}
-		if s.InParallel != nil {
-			for i := range s.InParallel.Steps {
-				walk(&s.InParallel.Steps[i])
-			}
+		if s.Version != nil {
+			in.Every = s.Version.Every
+			in.Pinned = s.Version.Pinned
 		}
-		for i := range s.Do {
-			walk(&s.Do[i])
-		}
-		walk(s.Try)
-		walk(s.OnSuccess)
-		walk(s.OnFailure)
-		walk(s.OnAbort)
-		walk(s.OnError)
-		walk(s.Ensure)
-	}
-	for i := range job.Plan {
-		walk(&job.Plan[i])
-	}
-	walk(job.OnSuccess)
-	walk(job.OnFailure)
-	walk(job.OnAbort)
-	walk(job.OnError)
-	walk(job.Ensure)
+		out = append(out, in)
+	})
 	return out
 }
