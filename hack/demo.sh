@@ -52,6 +52,11 @@ start_atc() {
   . "$CLUSTER_STATE/cluster.env"
   # shellcheck disable=SC1090 # PORTER_POSTGRES_DSN, written by hack/postgres.sh (cluster-up)
   . "$POSTGRES_ENV_FILE"
+  # registry-image resolves Docker Hub's repositories ("busybox") in the
+  # cluster's registry, from which containerd pulls them as its docker.io
+  # mirror (Concourse's --base-resource-type-defaults).
+  printf 'registry-image:\n  registry_mirror: {host: "%s"}\n  insecure: true\n' "$PORTER_CLUSTER_REGISTRY" \
+    >"$ATC_STATE/base-resource-type-defaults.yml"
   PORTER_POSTGRES_DSN=$PORTER_POSTGRES_DSN \
   PORTER_BLOBSTORE_ENDPOINT=$PORTER_CLUSTER_MINIO_ENDPOINT \
   PORTER_BLOBSTORE_BUCKET=$PORTER_CLUSTER_MINIO_BUCKET \
@@ -63,6 +68,7 @@ start_atc() {
       --grpc-listen "$NODE_IP:7777" --http-listen 127.0.0.1:8080 --state-dir "$ATC_STATE" \
       --porter-image porter.local/porter:dev --dns-policy Default --keep-alive 10m \
       --add-local-user "$DEMO_USER:$DEMO_PASSWORD" --main-team-local-user "$DEMO_USER" \
+      --base-resource-type-defaults "$ATC_STATE/base-resource-type-defaults.yml" \
       >>"$ATC_LOG" 2>&1 </dev/null &
   echo $! >"$ATC_RUN/atc.pid"
   for _ in $(seq 100); do

@@ -26,6 +26,9 @@ type executor struct {
 	mu sync.Mutex
 	// artifacts are the build's named artifacts so far.
 	artifacts map[string]api.ArtifactRef
+	// fetched is what the get that made an artifact fetched (see
+	// noteFetched), for tasks whose image: names it.
+	fetched map[string]fetchedVersion
 }
 
 func newExecutor(s *Server, b *build) *executor {
@@ -54,6 +57,7 @@ func (x *executor) setArtifact(name string, a api.ArtifactRef) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.artifacts[name] = a
+	delete(x.fetched, name)
 }
 
 // interrupted is the error of a context that ended, by its cause.
@@ -159,11 +163,11 @@ func (x *executor) work(ctx context.Context, p *concourse.Plan) (bool, error) {
 	case p.Task != nil:
 		return x.task(ctx, p)
 	case p.Get != nil:
-		return x.get(ctx, p)
+		return x.get(ctx, x.s.withBaseTypeDefaults(p))
 	case p.Put != nil:
-		return x.put(ctx, p)
+		return x.put(ctx, x.s.withBaseTypeDefaults(p))
 	case p.Check != nil:
-		return x.check(ctx, p)
+		return x.check(ctx, x.s.withBaseTypeDefaults(p))
 	}
 	return false, fmt.Errorf("plan %s: %w", p.ID, unsupportedStep(p))
 }

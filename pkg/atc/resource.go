@@ -169,6 +169,11 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return true, nil
 	}))
 	if done {
+		var rec stepRecord
+		x.b.update(func() { rec = *r })
+		if rec.Status == string(concourse.StatusSucceeded) {
+			x.noteFetched(gp, rec.Version)
+		}
 		return x.replayed(r, err)
 	}
 	if cached != nil {
@@ -206,6 +211,7 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 		r.Outputs = map[string]api.ArtifactRef{gp.Name: art}
 	})
 	x.setArtifact(gp.Name, art)
+	x.noteFetched(gp, resp.Version)
 	if cached == nil {
 		x.saveResourceCache(ctx, r, gp, art, resp)
 	}
@@ -321,10 +327,16 @@ type resourceRun struct {
 	// cache, for a get, says whether the resource cache holds the version
 	// (for the resolved image); then no pod runs.
 	cache func(image string) (bool, error)
+	// noWorkerEvent leaves out the selected-worker event (an image check).
+	noWorkerEvent bool
 }
 
 func withCache(f func(image string) (bool, error)) resourceOption {
 	return func(r *resourceRun) { r.cache = f }
+}
+
+func withoutWorkerEvent() resourceOption {
+	return func(r *resourceRun) { r.noWorkerEvent = true }
 }
 
 // runResource runs a resource step's pod, or follows it again after a
@@ -381,7 +393,9 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 		_, err = x.failResource(ctx, p, r, err)
 		return nil, true, err
 	}
-	b.log.appendEvent(events.SelectedWorker{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, WorkerName: s.cfg.Worker}, "", 0)
+	if !o.noWorkerEvent {
+		b.log.appendEvent(events.SelectedWorker{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, WorkerName: s.cfg.Worker}, "", 0)
+	}
 	var c db.Container
 	err = s.retryDB(ctx, "record the step's container", func(ctx context.Context) (err error) {
 		c, err = s.db.CreateContainer(ctx, db.Container{TeamID: b.teamID, BuildID: b.id, BuildName: b.name, PlanID: string(p.ID),
@@ -619,7 +633,9 @@ func detectInputs(v any, f func(string)) {
 // version's digest).
 func (x *executor) resourceImage(ctx context.Context, step resourceStep) (string, error) {
 	ti := step.image
-	if ti.BaseType != "" {
+	// A pipeline's own type names the base type at the bottom of its chain
+	// too; its image is the one its check finds.
+	if ti.BaseType != "" && ti.CheckPlan == nil && ti.GetPlan == nil {
 		types := x.s.cfg.BaseResourceTypes
 		if types == nil {
 			types = DefaultBaseResourceTypes()

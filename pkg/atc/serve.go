@@ -39,6 +39,8 @@ type serveFlags struct {
 	signingSecret  string
 	signingKeyFile string
 	baseTypes      listFlag
+	// baseTypeDefaults is the --base-resource-type-defaults file.
+	baseTypeDefaults string
 }
 
 // ServeCommand runs `atc-porter-runtime serve ARGS...` and returns the exit code.
@@ -72,6 +74,7 @@ func ServeCommand(ctx context.Context, args []string) int {
 	fs.DurationVar(&cfg.KeepAlive, "keep-alive", 0, "how long a finished step stays interceptible")
 	fs.DurationVar(&cfg.PodRetention, "pod-retention", 2*time.Minute, "how long a finished step's pod is kept")
 	fs.Var(&sf.baseTypes, "base-resource-type", "image of a base resource type NAME=IMAGE (defaults: registry-image, git, time and mock from porter.local); repeatable")
+	fs.StringVar(&sf.baseTypeDefaults, "base-resource-type-defaults", "", "YAML file of source defaults by base resource type name (e.g. registry-image: {registry_mirror: {host: HOST}}), merged under the source of every resource and image_resource of the type")
 	fs.StringVar(&cfg.PodBlobstoreEndpoint, "pod-blobstore-endpoint", "", "blobstore endpoint as step pods reach it (default: PORTER_BLOBSTORE_ENDPOINT)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: atc-porter-runtime serve [flags]\n\nThe blobstore comes from PORTER_BLOBSTORE_{ENDPOINT,BUCKET,ACCESS_KEY,SECRET_KEY,REGION,SECURE,DRIVER}.")
@@ -90,6 +93,12 @@ func ServeCommand(ctx context.Context, args []string) int {
 	if cfg.BaseResourceTypes, err = ParseBaseResourceTypes(sf.baseTypes); err != nil {
 		fmt.Fprintf(os.Stderr, "serve: %v\n", err)
 		return 2
+	}
+	if sf.baseTypeDefaults != "" {
+		if cfg.BaseResourceTypeDefaults, err = LoadBaseResourceTypeDefaults(sf.baseTypeDefaults, cfg.BaseResourceTypes); err != nil {
+			fmt.Fprintf(os.Stderr, "serve: --base-resource-type-defaults: %v\n", err)
+			return 2
+		}
 	}
 	if err := serve(ctx, cfg, sf, log); err != nil {
 		log.Error("serve failed", "err", err)

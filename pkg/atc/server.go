@@ -75,6 +75,10 @@ type Config struct {
 	// BaseResourceTypes are the images of the base resource types by name
 	// (nil: DefaultBaseResourceTypes).
 	BaseResourceTypes map[string]string
+	// BaseResourceTypeDefaults are source defaults by base type name,
+	// merged under the source of every resource and image_resource of the
+	// type (see LoadBaseResourceTypeDefaults).
+	BaseResourceTypeDefaults map[string]map[string]any
 }
 
 // Deps are what the server is given rather than opening itself.
@@ -102,6 +106,8 @@ type Server struct {
 	worker  podspec.Worker
 	caPEM   []byte
 	sch     *scheduling
+	// images caches the digests of checked task images.
+	images *imageCache
 
 	started time.Time
 
@@ -143,7 +149,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys,
 		issuer: auth.NewIssuer(deps.SigningKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL),
-		builds: map[int64]*build{}, steps: map[string]*stepState{}, started: time.Now()}
+		builds: map[int64]*build{}, steps: map[string]*stepState{}, started: time.Now(),
+		images: newImageCache(imageCacheTTL, imageCacheSize)}
 	planner := deps.Planner
 	if planner == nil {
 		planner = pipelinePlanner{baseTypes: s.baseTypeNames()}
@@ -365,8 +372,10 @@ func (s *Server) podGone(ctx context.Context, stepID string) (bool, error) {
 	case err == nil:
 		return false, nil
 	case apierrors.IsNotFound(err):
-		if err := s.kube.CoreV1().Secrets(s.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			s.log.Warn("delete a gone step's secret", "step", stepID, "err", err)
+		for _, secret := range []string{name, podspec.PullSecretName(stepID)} {
+			if err := s.kube.CoreV1().Secrets(s.cfg.Namespace).Delete(ctx, secret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				s.log.Warn("delete a gone step's secret", "step", stepID, "secret", secret, "err", err)
+			}
 		}
 		return true, nil
 	default:

@@ -57,9 +57,6 @@ func taskConfig(tp *concourse.TaskPlan) (*taskconfig.Config, map[string]string, 
 	if tp.ConfigPath != "" {
 		return nil, nil, fmt.Errorf("task %q: file: (a task config from an artifact) is not supported by this server yet", tp.Name)
 	}
-	if tp.ImageArtifactName != "" {
-		return nil, nil, fmt.Errorf("task %q: image: (an image from an artifact) is not supported by this server yet", tp.Name)
-	}
 	if len(tp.Config) == 0 {
 		return nil, nil, fmt.Errorf("task %q has no config", tp.Name)
 	}
@@ -125,7 +122,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return x.endTask(ctx, p, r, st, fin)
 	}
 
-	a, eventConfig, err := x.resolveTask(p)
+	a, eventConfig, pull, err := x.resolveTask(ctx, p)
 	origin := events.Origin{ID: string(p.ID)}
 	if err != nil {
 		b.log.appendEvent(events.Error{Time: time.Now().Unix(), Origin: origin, Message: err.Error()}, "", 0)
@@ -151,7 +148,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	})
 	s.saveState(ctx, b)
 	st := s.registerStep(b, a.StepID, p.ID, eventConfig)
-	if err := s.createPod(ctx, a); err != nil {
+	if err := s.createPod(ctx, a, pull); err != nil {
 		fin = errored(err.Error())
 	} else {
 		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
@@ -250,15 +247,16 @@ func (s *Server) retire(stepID, container string) {
 
 // resolveTask turns a task step into an action, the way Concourse checks a
 // task before anything runs: a bad config or a missing input fails here,
-// before any pod exists.
-func (x *executor) resolveTask(p *concourse.Plan) (*action.Action, events.TaskConfig, error) {
+// before any pod exists (but for its image's check). pull is the login the
+// kubelet pulls the task's image with (nil: none).
+func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.Action, events.TaskConfig, *podspec.RegistryAuth, error) {
 	tp := p.Task
 	cfg, params, err := taskConfig(tp)
 	if err != nil {
-		return nil, events.TaskConfig{}, err
+		return nil, events.TaskConfig{}, nil, err
 	}
 	if err := x.s.checkTags(tp.Tags); err != nil {
-		return nil, events.TaskConfig{}, err
+		return nil, events.TaskConfig{}, nil, err
 	}
 	var missing []string
 	inputs := map[string]api.ArtifactRef{}
@@ -270,16 +268,12 @@ func (x *executor) resolveTask(p *concourse.Plan) (*action.Action, events.TaskCo
 		}
 	}
 	if len(missing) > 0 {
-		return nil, events.TaskConfig{}, fmt.Errorf("missing inputs: %s", strings.Join(missing, ", "))
-	}
-	image, err := cfg.ImageRef()
-	if err != nil {
-		return nil, events.TaskConfig{}, fmt.Errorf("task config: %w", err)
+		return nil, events.TaskConfig{}, nil, fmt.Errorf("missing inputs: %s", strings.Join(missing, ", "))
 	}
 	var timeout time.Duration
 	if tp.Timeout != "" {
 		if timeout, err = time.ParseDuration(tp.Timeout); err != nil || timeout <= 0 {
-			return nil, events.TaskConfig{}, fmt.Errorf("timeout %q is not a positive duration like \"30m\"", tp.Timeout)
+			return nil, events.TaskConfig{}, nil, fmt.Errorf("timeout %q is not a positive duration like \"30m\"", tp.Timeout)
 		}
 	}
 	name := tp.Name
@@ -291,7 +285,7 @@ func (x *executor) resolveTask(p *concourse.Plan) (*action.Action, events.TaskCo
 	a := &action.Action{
 		StepID:   stepID,
 		Build:    action.Build{ID: fmt.Sprint(b.id), Name: b.name, Team: b.team},
-		StepName: name, Type: "task", Image: image,
+		StepName: name, Type: "task",
 		Run:        action.Run{Path: cfg.Run.Path, Args: cfg.Run.Args, Dir: cfg.Run.Dir, User: cfg.Run.User},
 		Params:     taskconfig.MergeParams(cfg.Params, params),
 		WorkDir:    "/tmp/build/" + randomSuffix(),
@@ -310,14 +304,20 @@ func (x *executor) resolveTask(p *concourse.Plan) (*action.Action, events.TaskCo
 	for _, c := range cfg.Caches {
 		key, err := taskCacheKey(b.team, b.pipeline, b.job, name, c.Path)
 		if err != nil {
-			return nil, events.TaskConfig{}, fmt.Errorf("task %q: %w", name, err)
+			return nil, events.TaskConfig{}, nil, fmt.Errorf("task %q: %w", name, err)
 		}
 		a.Caches = append(a.Caches, action.Cache{Path: c.Path, Key: key})
 	}
 	if err := a.Validate(); err != nil {
-		return nil, events.TaskConfig{}, err
+		return nil, events.TaskConfig{}, nil, err
 	}
-	return a, taskEventConfig(cfg, image), nil
+	// Last: only a task that can run pays its image's check.
+	image, err := x.taskImage(ctx, p, cfg)
+	if err != nil {
+		return nil, events.TaskConfig{}, nil, err
+	}
+	a.Image = image.ref
+	return a, taskEventConfig(cfg, image.ref), image.pull, nil
 }
 
 // checkTags refuses a step whose tags no worker has.
@@ -341,46 +341,73 @@ func randomSuffix() string {
 	return hex.EncodeToString(b)
 }
 
-// createPod creates the Secret, then the pod in one call, then ties the
-// Secret's lifetime to the pod.
-func (s *Server) createPod(ctx context.Context, a *action.Action) error {
-	return s.createPodWithStdin(ctx, a, nil)
+// createPod creates a task's pod; pull, when set, is the login the kubelet
+// pulls its image with.
+func (s *Server) createPod(ctx context.Context, a *action.Action, pull *podspec.RegistryAuth) error {
+	return s.createStepPod(ctx, a, podspec.Secrets{ImagePull: pull})
 }
 
 // createPodWithStdin is createPod for a step whose stdin is secret
 // (a.StdinSecret): it travels in the step's Secret.
 func (s *Server) createPodWithStdin(ctx context.Context, a *action.Action, stdin []byte) error {
+	return s.createStepPod(ctx, a, podspec.Secrets{Stdin: stdin})
+}
+
+// createStepPod creates the step's Secrets (its own and, for a login to
+// the image's registry, its pull Secret), then the pod in one call, then
+// ties the Secrets' lifetime to the pod. given holds the step's own secret
+// values; the server adds its own.
+func (s *Server) createStepPod(ctx context.Context, a *action.Action, given podspec.Secrets) error {
 	token, err := s.keys.Mint(a.StepID, a.Timeout.Duration+a.KeepAlive.Duration+24*time.Hour)
 	if err != nil {
 		return err
 	}
-	pod, secret, err := podspec.Build(a, s.worker, podspec.Secrets{
-		StepToken: token, ATCCA: s.caPEM,
-		BlobstoreAccessKey: s.cfg.Blobstore.AccessKey, BlobstoreSecretKey: s.cfg.Blobstore.SecretKey,
-		Stdin: stdin,
-	})
+	given.StepToken, given.ATCCA = token, s.caPEM
+	given.BlobstoreAccessKey, given.BlobstoreSecretKey = s.cfg.Blobstore.AccessKey, s.cfg.Blobstore.SecretKey
+	pod, secret, err := podspec.Build(a, s.worker, given)
 	if err != nil {
 		return fmt.Errorf("declare the step's pod: %w", err)
 	}
-	secrets := s.kube.CoreV1().Secrets(s.cfg.Namespace)
-	if _, err := secrets.Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create the step's secret: %w", err)
+	toCreate := []*corev1.Secret{secret}
+	if given.ImagePull != nil {
+		pull, err := podspec.PullSecret(a, s.worker, *given.ImagePull)
+		if err != nil {
+			return fmt.Errorf("declare the step's pull secret: %w", err)
+		}
+		toCreate = append(toCreate, pull)
 	}
-	created, err := s.kube.CoreV1().Pods(s.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	secrets := s.kube.CoreV1().Secrets(s.cfg.Namespace)
+	var created []string
+	undo := func() {
+		for _, name := range created {
+			_ = secrets.Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+		}
+	}
+	for _, sec := range toCreate {
+		if _, err := secrets.Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+			undo()
+			return fmt.Errorf("create the step's secret %s: %w", sec.Name, err)
+		}
+		created = append(created, sec.Name)
+	}
+	createdPod, err := s.kube.CoreV1().Pods(s.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
-		_ = secrets.Delete(context.WithoutCancel(ctx), secret.Name, metav1.DeleteOptions{})
+		undo()
 		return fmt.Errorf("create the step's pod: %w", err)
 	}
-	patch, err := podspec.OwnerPatch(created)
-	if err == nil {
-		_, err = secrets.Patch(ctx, secret.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	patch, err := podspec.OwnerPatch(createdPod)
+	for _, name := range created {
+		perr := err
+		if perr == nil {
+			_, perr = secrets.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		}
+		if perr != nil {
+			// The pod runs either way; without the owner the Secret is deleted with the pod by us.
+			s.log.Warn("could not tie the step's secret to its pod", "step", a.StepID, "secret", name, "err", perr)
+		}
 	}
-	if err != nil {
-		// The pod runs either way; without the owner the Secret is deleted with the pod by us.
-		s.log.Warn("could not tie the step's secret to its pod", "step", a.StepID, "err", err)
-	}
-	s.log.Info("step pod created", "step", a.StepID, "pod", created.Name, "image", a.Image)
-	s.writePodAudit(ctx, a, created)
+	s.log.Info("step pod created", "step", a.StepID, "pod", createdPod.Name, "image", a.Image)
+	s.writePodAudit(ctx, a, createdPod)
 	return nil
 }
 

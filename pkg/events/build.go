@@ -33,6 +33,7 @@ const (
 	EventTypeStartPut        EventType = "start-put"
 	EventTypeFinishPut       EventType = "finish-put"
 	EventTypeInitializeCheck EventType = "initialize-check"
+	EventTypeImageCheck      EventType = "image-check"
 )
 
 // Event is the payload of one build event, the "data" of its envelope.
@@ -183,6 +184,14 @@ type InitializeCheck struct {
 	Name   string `json:"name"`
 }
 
+// ImageCheck: a task's image is being checked; Plan is the check's public
+// plan, whose id is the origin of the check's own events.
+type ImageCheck struct {
+	Time   int64           `json:"time"`
+	Origin Origin          `json:"origin"`
+	Plan   json.RawMessage `json:"plan"`
+}
+
 // MetadataField is one line of a resource version's metadata.
 type MetadataField struct {
 	Name  string `json:"name"`
@@ -220,6 +229,8 @@ func (FinishPut) EventType() EventType       { return EventTypeFinishPut }
 func (FinishPut) EventVersion() string       { return "5.1" }
 func (InitializeCheck) EventType() EventType { return EventTypeInitializeCheck }
 func (InitializeCheck) EventVersion() string { return "1.0" }
+func (ImageCheck) EventType() EventType      { return EventTypeImageCheck }
+func (ImageCheck) EventVersion() string      { return "1.1" }
 
 // Envelope is a build event as it travels: its type, payload version and
 // payload. It marshals to Concourse's {"data":...,"event":...,"version":...}.
@@ -290,6 +301,8 @@ func (env Envelope) Decode() (Event, error) {
 		return decodePayload[FinishPut](env)
 	case EventTypeInitializeCheck:
 		return decodePayload[InitializeCheck](env)
+	case EventTypeImageCheck:
+		return decodePayload[ImageCheck](env)
 	}
 	return nil, fmt.Errorf("%w: type %q", ErrUnknownEvent, env.Event)
 }

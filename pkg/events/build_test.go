@@ -37,6 +37,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		events.StartPut{Origin: origin, Time: 1},
 		events.FinishPut{Origin: origin, Time: 5, ExitStatus: 0, Version: map[string]string{"digest": "sha256:1"}},
 		events.InitializeCheck{Origin: origin, Time: 1, Name: "repo"},
+		events.ImageCheck{Origin: origin, Time: 1, Plan: json.RawMessage(`{"id":"t/image-check","check":{"name":"image","type":"registry-image"}}`)},
 	} {
 		t.Run(string(e.EventType()), func(t *testing.T) {
 			data, err := events.Encode(e)
@@ -71,6 +72,10 @@ func TestConcourseShapes(t *testing.T) {
 		{
 			events.InitializeCheck{Time: 10, Origin: events.Origin{ID: "a1"}, Name: "repo"},
 			`{"data":{"origin":{"id":"a1"},"time":10,"name":"repo"},"event":"initialize-check","version":"1.0"}`,
+		},
+		{
+			events.ImageCheck{Time: 10, Origin: events.Origin{ID: "t"}, Plan: json.RawMessage(`{"id":"t/image-check","check":{"name":"image","type":"registry-image"}}`)},
+			`{"data":{"time":10,"origin":{"id":"t"},"plan":{"id":"t/image-check","check":{"name":"image","type":"registry-image"}}},"event":"image-check","version":"1.1"}`,
 		},
 		{
 			events.Status{Status: concourse.StatusSucceeded, Time: 10},
@@ -109,7 +114,7 @@ func TestConcourseShapes(t *testing.T) {
 
 func TestDecodeUnknown(t *testing.T) {
 	for _, data := range []string{
-		`{"data":{"time":1,"origin":{"id":"x"},"plan":{}},"event":"image-check","version":"1.1"}`,
+		`{"data":{"time":1,"origin":{"id":"x"},"plan":{}},"event":"image-get","version":"1.1"}`,
 		`{"data":{"time":1,"origin":{},"payload":"x"},"event":"log","version":"6.0"}`,
 	} {
 		_, err := events.Decode([]byte(data))
@@ -141,7 +146,7 @@ const concourseStream = "id: 0\n" +
 	"\n" +
 	"id: 1\n" +
 	"event: event\n" +
-	`data: {"data":{"time":1588270462,"origin":{"id":"5eaaa7a8"},"plan":{"id":"5eaaa7a8","check":{}}},"event":"image-check","version":"1.1"}` + "\n" +
+	`data: {"data":{"time":1588270462,"origin":{"id":"5eaaa7a8"},"plan":{"id":"5eaaa7a8","get":{}}},"event":"image-get","version":"1.1"}` + "\n" +
 	"\n" +
 	"id: 2\n" +
 	"event: event\n" +
@@ -203,7 +208,7 @@ func TestReadConcourseStream(t *testing.T) {
 		got = append(got, e)
 	}
 	if unknown != 1 {
-		t.Errorf("%d unknown events, want 1 (image-check)", unknown)
+		t.Errorf("%d unknown events, want 1 (image-get)", unknown)
 	}
 	if want := "0 2 3 4 5 6 7 8"; strings.Join(ids, " ") != want {
 		t.Errorf("ids = %v, want %s", ids, want)

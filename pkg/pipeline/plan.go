@@ -339,6 +339,12 @@ func (p *planner) task(s *concourse.Step) (concourse.Plan, error) {
 	return p.node(concourse.Plan{Task: t}), nil
 }
 
+// TypeImage is typeImage for a step planned while a build runs: a task's
+// image_resource, whose type may be one of the pipeline's resource types.
+func TypeImage(id concourse.PlanID, typ string, tags []string, types []concourse.ResourceType, opts PlanOptions) (concourse.TypeImage, error) {
+	return typeImage(id, typ, tags, types, opts.baseTypes())
+}
+
 // typeImage says how the image of a step of type typ is obtained: a base
 // type's image comes with the worker; a custom type's is checked and
 // fetched by its own type, resolved the same way among the remaining types

@@ -118,6 +118,22 @@ func GoldenCases() []Case {
 			}(),
 		},
 		{
+			// A task whose image comes from a private registry: the pod
+			// names its pull Secret (PullSecret), which holds the login.
+			Name: "private-image",
+			Action: func() *action.Action {
+				a := exampleAction("private-image")
+				a.Image = "registry.example.com/team/app@sha256:" + fakeDigest
+				return a
+			}(),
+			Worker: exampleWorker(),
+			Secrets: func() Secrets {
+				s := exampleSecrets()
+				s.ImagePull = &RegistryAuth{Username: "robot", Password: "secret-registry-password"}
+				return s
+			}(),
+		},
+		{
 			Name:   "fallback-sidecar",
 			Action: exampleAction("fallback-sidecar"),
 			Worker: func() Worker {

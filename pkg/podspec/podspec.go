@@ -5,6 +5,7 @@
 package podspec
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -146,6 +148,16 @@ type Secrets struct {
 	// Stdin is the process's stdin when the action says it is secret
 	// (StdinSecret): a file of the Secret, mounted into the sidecar only.
 	Stdin []byte
+	// ImagePull, when set, are the credentials the kubelet pulls the step's
+	// image with: they go into the step's pull Secret (PullSecret), which
+	// the pod names in imagePullSecrets.
+	ImagePull *RegistryAuth
+}
+
+// RegistryAuth is a login to the registry of a step's image.
+type RegistryAuth struct {
+	Username string
+	Password string
 }
 
 // Build returns the pod and the Secret for a step. The Secret must be created
@@ -251,7 +263,71 @@ func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, 
 			Volumes:                       volumes,
 		},
 	}
+	if s.ImagePull != nil {
+		pod.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: PullSecretName(a.StepID)}}
+	}
 	return pod, secret, nil
+}
+
+// PullSecretName is the name of a step's pull Secret.
+func PullSecretName(stepID string) string { return Name(stepID) + "-pull" }
+
+// dockerHubKey is how a Docker config names Docker Hub; the kubelet matches
+// it for images without a registry host ("busybox") too.
+const dockerHubKey = "https://index.docker.io/v1/"
+
+// PullSecret is the kubernetes.io/dockerconfigjson Secret that lets the
+// kubelet pull the step's image (a.Image) with auth, for this one pod: it is
+// created before the pod and, like the step's Secret, owned by it.
+func PullSecret(a *action.Action, w Worker, auth RegistryAuth) (*corev1.Secret, error) {
+	if auth.Username == "" || auth.Password == "" {
+		return nil, fmt.Errorf("pull secret for step %q: username and password are required", a.StepID)
+	}
+	registry, err := imageRegistry(a.Image)
+	if err != nil {
+		return nil, fmt.Errorf("pull secret for step %q: %w", a.StepID, err)
+	}
+	type entry struct {
+		Username string `json:"username"`
+		Password string `json:"password"`
+		Auth     string `json:"auth"`
+	}
+	config, err := json.Marshal(map[string]map[string]entry{"auths": {registry: {
+		Username: auth.Username, Password: auth.Password,
+		Auth: base64.StdEncoding.EncodeToString([]byte(auth.Username + ":" + auth.Password)),
+	}}})
+	if err != nil {
+		return nil, fmt.Errorf("pull secret for step %q: %w", a.StepID, err)
+	}
+	return &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      PullSecretName(a.StepID),
+			Namespace: w.Namespace,
+			Labels:    StepLabels(a.StepID, a.Build.ID, a.Build.Team, w.Name),
+		},
+		Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: config},
+	}, nil
+}
+
+// imageRegistry is the key of an image's registry in a Docker config: its
+// host, or Docker Hub's key for images without one. As in Docker's
+// references, the first path component is a host when it has a dot or a
+// port, or is localhost.
+func imageRegistry(image string) (string, error) {
+	if image == "" {
+		return "", errors.New("the step has no image")
+	}
+	first, rest, ok := strings.Cut(image, "/")
+	if !ok || rest == "" || (!strings.ContainsAny(first, ".:") && first != "localhost") {
+		return dockerHubKey, nil
+	}
+	switch first {
+	case "docker.io", "index.docker.io", "registry-1.docker.io":
+		return dockerHubKey, nil
+	}
+	return first, nil
 }
 
 func validate(a *action.Action, w Worker, s Secrets) error {
@@ -291,6 +367,9 @@ func validate(a *action.Action, w Worker, s Secrets) error {
 	}
 	if len(s.Stdin) > MaxSecretStdin {
 		bad("stdin is %d bytes; a Secret holds at most %d", len(s.Stdin), MaxSecretStdin)
+	}
+	if s.ImagePull != nil && (s.ImagePull.Username == "" || s.ImagePull.Password == "") {
+		bad("image pull credentials need a username and a password")
 	}
 	if (s.BlobstoreAccessKey == "") != (s.BlobstoreSecretKey == "") {
 		bad("blobstore access key and secret key must be given together")

@@ -2,6 +2,8 @@ package podspec_test
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -31,6 +33,17 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("Build: %v", err)
 			}
 			got := marshalBoth(t, pod, secret)
+			if c.Secrets.ImagePull != nil {
+				pull, err := podspec.PullSecret(c.Action, c.Worker, *c.Secrets.ImagePull)
+				if err != nil {
+					t.Fatalf("PullSecret: %v", err)
+				}
+				p, err := yaml.Marshal(pull)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(append(got, "---\n"...), p...)
+			}
 			file := filepath.Join("testdata", c.Name+".golden.yaml")
 			if *update {
 				if err := os.MkdirAll("testdata", 0o755); err != nil {
@@ -94,6 +107,9 @@ func TestNoSecretValueInPod(t *testing.T) {
 			values := []string{c.Secrets.StepToken, string(c.Secrets.ATCCA), c.Secrets.BlobstoreAccessKey, c.Secrets.BlobstoreSecretKey}
 			for _, v := range c.Secrets.Params {
 				values = append(values, v)
+			}
+			if p := c.Secrets.ImagePull; p != nil {
+				values = append(values, p.Password, base64.StdEncoding.EncodeToString([]byte(p.Username+":"+p.Password)))
 			}
 			for _, v := range values {
 				if v != "" && bytes.Contains(podYAML, []byte(v)) {
@@ -605,4 +621,82 @@ func keys(m map[string][]byte) []string {
 		ks = append(ks, k)
 	}
 	return ks
+}
+
+func TestPullSecret(t *testing.T) {
+	c, pod, _ := buildCase(t, "private-image")
+	pull, err := podspec.PullSecret(c.Action, c.Worker, *c.Secrets.ImagePull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pod.Spec.ImagePullSecrets) != 1 || pod.Spec.ImagePullSecrets[0].Name != pull.Name {
+		t.Errorf("pod's imagePullSecrets = %v, want the pull Secret %q", pod.Spec.ImagePullSecrets, pull.Name)
+	}
+	if pull.Name == pod.Name || pull.Namespace != pod.Namespace {
+		t.Errorf("pull Secret %s/%s next to pod %s/%s: want its own name in the pod's namespace", pull.Namespace, pull.Name, pod.Namespace, pod.Name)
+	}
+	if msgs := validation.IsDNS1123Subdomain(pull.Name); len(msgs) > 0 {
+		t.Errorf("pull Secret name %q: %v", pull.Name, msgs)
+	}
+	if pull.Type != corev1.SecretTypeDockerConfigJson {
+		t.Errorf("type = %q, want %q", pull.Type, corev1.SecretTypeDockerConfigJson)
+	}
+	// Pod and Secrets carry the same labels: the worker's and the step's
+	// selectors find the pull Secret too.
+	for k, v := range pod.Labels {
+		if pull.Labels[k] != v {
+			t.Errorf("pull Secret label %s=%q, pod has %q", k, pull.Labels[k], v)
+		}
+	}
+	var config struct {
+		Auths map[string]struct{ Username, Password, Auth string } `json:"auths"`
+	}
+	if err := json.Unmarshal(pull.Data[corev1.DockerConfigJsonKey], &config); err != nil {
+		t.Fatalf("%s: %v", corev1.DockerConfigJsonKey, err)
+	}
+	entry, ok := config.Auths["registry.example.com"]
+	if !ok || len(config.Auths) != 1 {
+		t.Fatalf("auths = %v, want one entry for registry.example.com", config.Auths)
+	}
+	if entry.Username != "robot" || entry.Password != "secret-registry-password" || entry.Auth != base64.StdEncoding.EncodeToString([]byte("robot:secret-registry-password")) {
+		t.Errorf("auth entry = %+v", entry)
+	}
+
+	// No credentials, no pull Secret.
+	_, plain, _ := buildCase(t, "minimal")
+	if len(plain.Spec.ImagePullSecrets) != 0 {
+		t.Errorf("minimal pod names pull Secrets %v", plain.Spec.ImagePullSecrets)
+	}
+}
+
+func TestPullSecretRegistry(t *testing.T) {
+	const digest = "@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	for image, want := range map[string]string{
+		"busybox" + digest:                      "https://index.docker.io/v1/",
+		"library/busybox" + digest:              "https://index.docker.io/v1/",
+		"myorg/app" + digest:                    "https://index.docker.io/v1/",
+		"docker.io/myorg/app" + digest:          "https://index.docker.io/v1/",
+		"index.docker.io/library/busybox:1.36":  "https://index.docker.io/v1/",
+		"10.245.0.1:5000/private/app" + digest:  "10.245.0.1:5000",
+		"localhost/app" + digest:                "localhost",
+		"ghcr.io/porter-ci/porter" + digest:     "ghcr.io",
+		"registry.example.com:443/a/b/c:latest": "registry.example.com:443",
+	} {
+		a := &action.Action{StepID: "s", Image: image}
+		pull, err := podspec.PullSecret(a, podspec.Worker{Name: "w", Namespace: "ns"}, podspec.RegistryAuth{Username: "u", Password: "p"})
+		if err != nil {
+			t.Errorf("%s: %v", image, err)
+			continue
+		}
+		var config struct {
+			Auths map[string]any `json:"auths"`
+		}
+		_ = json.Unmarshal(pull.Data[corev1.DockerConfigJsonKey], &config)
+		if _, ok := config.Auths[want]; !ok || len(config.Auths) != 1 {
+			t.Errorf("%s: auths for %v, want %q", image, config.Auths, want)
+		}
+	}
+	if _, err := podspec.PullSecret(&action.Action{StepID: "s", Image: "busybox"}, podspec.Worker{Namespace: "ns"}, podspec.RegistryAuth{Username: "u"}); err == nil {
+		t.Error("PullSecret without a password succeeded")
+	}
 }

@@ -182,39 +182,71 @@ func claimPath(bad func(string, ...any), kind, name, p string, own map[string]st
 	own[clean] = fmt.Sprintf("%s %q", kind, name)
 }
 
-// ImageRef is the image reference the task's image_resource names:
-// repository@digest when the version pins a digest, repository:tag
-// otherwise (tag "latest" when none is given).
-func (c *Config) ImageRef() (string, error) {
-	ir := c.ImageResource
-	if ir == nil {
-		return "", errors.New("task config has no image_resource")
-	}
-	if ir.Type != "registry-image" && ir.Type != "docker-image" {
-		return "", fmt.Errorf("image_resource type %q is not supported; use registry-image", ir.Type)
-	}
-	repository, err := sourceString(ir.Source, "repository")
+// Images come from registry-image-like resources: a source with a
+// repository (and optionally a tag and credentials) whose versions are
+// {"digest": "sha256:..."}. The pod runs repository@digest, so the kubelet
+// pulls exactly the checked image.
+
+// digestPattern is what a version's digest must look like to name an image.
+var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// ImageRepository is source.repository of a registry-image-like source,
+// which names no tag or digest (those are source.tag and the version's).
+func ImageRepository(source map[string]any) (string, error) {
+	repository, err := sourceString(source, "repository")
 	if err != nil {
 		return "", err
 	}
 	if repository == "" {
-		return "", errors.New("image_resource source has no repository")
+		return "", errors.New("source has no repository")
 	}
 	name := repository[strings.LastIndex(repository, "/")+1:]
-	if strings.ContainsAny(name, ":@") {
-		return "", fmt.Errorf("image_resource repository %q must not include a tag or digest; use source.tag or version.digest", repository)
+	if strings.ContainsAny(name, ":@") || strings.ContainsAny(repository, " \t\n") {
+		return "", fmt.Errorf("source.repository %q must be a repository without tag or digest; use source.tag or version.digest", repository)
 	}
-	if digest := ir.Version["digest"]; digest != "" {
-		return repository + "@" + digest, nil
+	return repository, nil
+}
+
+// ImageTag is source.tag, "latest" when none is given, as registry-image
+// does.
+func ImageTag(source map[string]any) (string, error) {
+	tag, err := sourceString(source, "tag")
+	if err != nil || tag != "" {
+		return tag, err
 	}
-	tag, err := sourceString(ir.Source, "tag")
+	return "latest", nil
+}
+
+// PinnedImage is the image a registry-image-like source and one of its
+// versions name: repository@sha256:digest.
+func PinnedImage(source map[string]any, version map[string]string) (string, error) {
+	repository, err := ImageRepository(source)
 	if err != nil {
 		return "", err
 	}
-	if tag == "" {
-		tag = "latest"
+	digest := version["digest"]
+	if digest == "" {
+		return "", fmt.Errorf("version %v has no digest", version)
 	}
-	return repository + ":" + tag, nil
+	if !digestPattern.MatchString(digest) {
+		return "", fmt.Errorf("version digest %q is not sha256:<64 hex digits>", digest)
+	}
+	return repository + "@" + digest, nil
+}
+
+// RegistryCredentials are source.username and source.password, both or
+// neither.
+func RegistryCredentials(source map[string]any) (username, password string, err error) {
+	if username, err = sourceString(source, "username"); err != nil {
+		return "", "", err
+	}
+	if password, err = sourceString(source, "password"); err != nil {
+		return "", "", err
+	}
+	if (username == "") != (password == "") {
+		return "", "", errors.New("source.username and source.password must be given together")
+	}
+	return username, password, nil
 }
 
 // sourceString reads a scalar from a resource source; YAML turns tags like
@@ -230,7 +262,7 @@ func sourceString(source map[string]any, key string) (string, error) {
 	case json.Number:
 		return v.String(), nil
 	default:
-		return "", fmt.Errorf("image_resource source.%s must be a string, not %T", key, v)
+		return "", fmt.Errorf("source.%s must be a string, not %T", key, v)
 	}
 }
 

@@ -82,9 +82,8 @@ func TestParseExamples(t *testing.T) {
 			if c.Platform != "linux" {
 				t.Errorf("platform = %q", c.Platform)
 			}
-			ref, err := c.ImageRef()
-			if err != nil || ref != "busybox:latest" {
-				t.Errorf("ImageRef = %q, %v; want busybox:latest", ref, err)
+			if c.ImageResource == nil || c.ImageResource.Type != "registry-image" || c.ImageResource.Source["repository"] != "busybox" {
+				t.Errorf("image_resource = %+v", c.ImageResource)
 			}
 			tc.check(t, c)
 		})
@@ -154,8 +153,8 @@ container_limits:
 	if l.CPUShares == nil || *l.CPUShares != 512 || l.MemoryBytes == nil || *l.MemoryBytes != 1<<30 {
 		t.Errorf("limits = %+v", c.Limits)
 	}
-	if ref, err := c.ImageRef(); err != nil || ref != "golang@sha256:abc" {
-		t.Errorf("ImageRef = %q, %v", ref, err)
+	if ir := c.ImageResource; ir == nil || ir.Source["repository"] != "golang" || ir.Version["digest"] != "sha256:abc" {
+		t.Errorf("image_resource = %+v", ir)
 	}
 	if got := c.Inputs[1].DirPath(); got != "v" {
 		t.Errorf("input path = %q", got)
@@ -301,37 +300,74 @@ func TestMemoryLimitAsNumber(t *testing.T) {
 	}
 }
 
-func TestImageRef(t *testing.T) {
+func TestPinnedImage(t *testing.T) {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	for _, tc := range []struct {
 		name    string
-		ir      *taskconfig.ImageResource
+		source  map[string]any
+		version map[string]string
 		want    string
 		wantErr string
 	}{
-		{"default tag", &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "busybox"}}, "busybox:latest", ""},
-		{"tag", &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "ghcr.io/o/r", "tag": "v1"}}, "ghcr.io/o/r:v1", ""},
-		{"numeric tag", &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "alpine", "tag": 3.19}}, "alpine:3.19", ""},
-		{"registry port", &taskconfig.ImageResource{Type: "docker-image", Source: map[string]any{"repository": "localhost:5000/app"}}, "localhost:5000/app:latest", ""},
-		{"digest", &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "busybox", "tag": "1.36"}, Version: map[string]string{"digest": "sha256:0123"}}, "busybox@sha256:0123", ""},
-		{"none", nil, "", "no image_resource"},
-		{"other type", &taskconfig.ImageResource{Type: "git", Source: map[string]any{"uri": "x"}}, "", `type "git" is not supported`},
-		{"no repository", &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{}}, "", "no repository"},
-		{"tag in repository", &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "busybox:1.36"}}, "", "must not include a tag"},
-		{"tag not scalar", &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "busybox", "tag": []any{"x"}}}, "", "source.tag must be a string"},
+		{"docker hub", map[string]any{"repository": "busybox"}, map[string]string{"digest": digest}, "busybox@" + digest, ""},
+		{"registry port", map[string]any{"repository": "10.245.0.1:5000/app", "tag": "v1"}, map[string]string{"digest": digest}, "10.245.0.1:5000/app@" + digest, ""},
+		{"no repository", map[string]any{}, map[string]string{"digest": digest}, "", "no repository"},
+		{"repository not a string", map[string]any{"repository": 3}, map[string]string{"digest": digest}, "", "source.repository must be a string"},
+		{"tag in repository", map[string]any{"repository": "busybox:1.36"}, map[string]string{"digest": digest}, "", "without tag or digest"},
+		{"digest in repository", map[string]any{"repository": "busybox@" + digest}, map[string]string{"digest": digest}, "", "without tag or digest"},
+		{"no digest", map[string]any{"repository": "busybox"}, map[string]string{"ref": "abc"}, "", "has no digest"},
+		{"bad digest", map[string]any{"repository": "busybox"}, map[string]string{"digest": "sha256:abc"}, "", "not sha256:<64 hex digits>"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &taskconfig.Config{ImageResource: tc.ir}
-			got, err := c.ImageRef()
+			got, err := taskconfig.PinnedImage(tc.source, tc.version)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Errorf("ImageRef = %q, %v; want error %q", got, err, tc.wantErr)
+					t.Errorf("PinnedImage = %q, %v; want error %q", got, err, tc.wantErr)
 				}
 				return
 			}
 			if err != nil || got != tc.want {
-				t.Errorf("ImageRef = %q, %v; want %q", got, err, tc.want)
+				t.Errorf("PinnedImage = %q, %v; want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+func TestImageTag(t *testing.T) {
+	for _, tc := range []struct {
+		source  map[string]any
+		want    string
+		wantErr string
+	}{
+		{map[string]any{"repository": "busybox"}, "latest", ""},
+		{map[string]any{"repository": "busybox", "tag": "1.36"}, "1.36", ""},
+		// YAML reads 3.19 as a number; it is the tag's text.
+		{map[string]any{"repository": "alpine", "tag": 3.19}, "3.19", ""},
+		{map[string]any{"repository": "busybox", "tag": []any{"x"}}, "", "source.tag must be a string"},
+	} {
+		got, err := taskconfig.ImageTag(tc.source)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("ImageTag(%v) = %q, %v; want error %q", tc.source, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ImageTag(%v) = %q, %v; want %q", tc.source, got, err, tc.want)
+		}
+	}
+}
+
+func TestRegistryCredentials(t *testing.T) {
+	u, p, err := taskconfig.RegistryCredentials(map[string]any{"repository": "r", "username": "me", "password": "pw"})
+	if err != nil || u != "me" || p != "pw" {
+		t.Errorf("RegistryCredentials = %q, %q, %v", u, p, err)
+	}
+	if u, p, err := taskconfig.RegistryCredentials(map[string]any{"repository": "r"}); err != nil || u != "" || p != "" {
+		t.Errorf("RegistryCredentials without credentials = %q, %q, %v", u, p, err)
+	}
+	if _, _, err := taskconfig.RegistryCredentials(map[string]any{"username": "me"}); err == nil || !strings.Contains(err.Error(), "together") {
+		t.Errorf("RegistryCredentials with only a username: %v", err)
 	}
 }
 

@@ -242,8 +242,16 @@ type ATCConfig struct {
 	PodRetention  time.Duration   // --pod-retention (default 10m)
 	TokenTTL      time.Duration   // --token-ttl (default: the server's)
 	ServerID      string          // --server-id (default: the server's)
-	Args          []string        // more flags, last
-	Env           []string        // more environment, last
+	// BaseResourceTypes are --base-resource-type NAME=IMAGE flags. nil
+	// means LocalBaseResourceTypes; an empty list passes none (the server's
+	// porter.local images).
+	BaseResourceTypes []string
+	// BaseResourceTypeDefaults go to --base-resource-type-defaults (a file
+	// in the server's directory). nil means LocalBaseResourceTypeDefaults;
+	// an empty map passes no defaults.
+	BaseResourceTypeDefaults map[string]map[string]any
+	Args                     []string // more flags, last
+	Env                      []string // more environment, last
 }
 
 // ATC is one `atc-porter-runtime serve` process, which can be stopped,
@@ -256,6 +264,9 @@ type ATC struct {
 	env                *ATCEnv
 	dir                string
 	grpcAddr, httpAddr string
+
+	// baseTypes are the --base-resource-type flags of the current run.
+	baseTypes []string
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -307,6 +318,76 @@ func (a *ATC) Log() string {
 	return string(b)
 }
 
+// LocalBaseResourceTypeDefaults are the base resource type defaults for the
+// local cluster: registry-image talks plain HTTP and finds Docker Hub's
+// repositories ("busybox") in the cluster's registry, from which
+// containerd pulls them as its docker.io mirror. Without a registry in
+// cluster.env there are none.
+func (e *ATCEnv) LocalBaseResourceTypeDefaults() map[string]map[string]any {
+	addr := e.Cluster["PORTER_CLUSTER_REGISTRY"]
+	if addr == "" {
+		return map[string]map[string]any{}
+	}
+	return map[string]map[string]any{
+		"registry-image": {"registry_mirror": map[string]any{"host": addr}, "insecure": true},
+	}
+}
+
+// localResourceTypes are the base resource types hack/images.sh builds and
+// pushes to the cluster's registry as resource-NAME:dev.
+var localResourceTypes = []string{"registry-image", "git", "time", "mock"}
+
+// LocalBaseResourceTypes are --base-resource-type flags naming the base
+// resource types' images in the cluster's registry by digest: the kubelet
+// pulls them from there when they are not on the node under that name, so
+// steps do not depend on the node's imported porter.local copies (which the
+// kubelet refuses to use without a pull once it has pulled the same image
+// under another name). Types missing from the registry are left out (the
+// server's default image), and without a registry there are none.
+func (e *ATCEnv) LocalBaseResourceTypes(ctx context.Context) []string {
+	addr := e.Cluster["PORTER_CLUSTER_REGISTRY"]
+	if addr == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	var flags []string
+	for _, name := range localResourceTypes {
+		repo := addr + "/resource-" + name
+		req, err := http.NewRequestWithContext(ctx, http.MethodHead, "http://"+addr+"/v2/resource-"+name+"/manifests/dev", nil)
+		if err != nil {
+			continue
+		}
+		req.Header.Set("Accept", strings.Join([]string{
+			"application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
+			"application/vnd.docker.distribution.manifest.list.v2+json", "application/vnd.docker.distribution.manifest.v2+json",
+		}, ", "))
+		resp, err := client.Do(req)
+		if err != nil {
+			return flags
+		}
+		resp.Body.Close()
+		if digest := resp.Header.Get("Docker-Content-Digest"); resp.StatusCode == http.StatusOK && strings.HasPrefix(digest, "sha256:") {
+			flags = append(flags, name+"="+repo+"@"+digest)
+		}
+	}
+	return flags
+}
+
+// baseTypeDefaults are the defaults the server gets and the file that
+// holds them ("" for none).
+func (a *ATC) baseTypeDefaults() (map[string]map[string]any, string) {
+	defaults := a.Config.BaseResourceTypeDefaults
+	if defaults == nil {
+		defaults = a.env.LocalBaseResourceTypeDefaults()
+	}
+	if len(defaults) == 0 {
+		return nil, ""
+	}
+	return defaults, filepath.Join(a.dir, "base-resource-type-defaults.yml")
+}
+
 // Args are the flags of serve with the current Config.
 func (a *ATC) Args() []string {
 	c := a.Config
@@ -344,6 +425,12 @@ func (a *ATC) Args() []string {
 	}
 	if c.ServerID != "" {
 		args = append(args, "--server-id", c.ServerID)
+	}
+	for _, t := range a.baseTypes {
+		args = append(args, "--base-resource-type", t)
+	}
+	if _, file := a.baseTypeDefaults(); file != "" {
+		args = append(args, "--base-resource-type-defaults", file)
 	}
 	return append(args, c.Args...)
 }
@@ -389,6 +476,19 @@ func (a *ATC) Launch() error {
 	defer a.mu.Unlock()
 	if a.cmd != nil {
 		return errors.New("the server is already running")
+	}
+	a.baseTypes = a.Config.BaseResourceTypes
+	if a.baseTypes == nil {
+		a.baseTypes = a.env.LocalBaseResourceTypes(context.Background())
+	}
+	if defaults, file := a.baseTypeDefaults(); file != "" {
+		body, err := json.Marshal(defaults) // YAML's subset
+		if err == nil {
+			err = os.WriteFile(file, body, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("base resource type defaults: %w", err)
+		}
 	}
 	f, err := os.OpenFile(a.LogPath(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {

@@ -1,0 +1,432 @@
+package atc
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/pipeline"
+	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/pkg/taskconfig"
+)
+
+// A task's image is a registry image pinned by digest: the pod runs
+// repository@sha256:digest and the kubelet pulls it, so no image content
+// passes through Porter. image_resource resolves to a digest with its
+// type's check (unless its version names one); image: takes the digest a
+// get of the build fetched.
+
+const (
+	// imageCacheTTL is how long a checked image digest is reused: repeated
+	// `fly execute`s do not pay a check pod each, and a pushed tag is seen
+	// within a minute.
+	imageCacheTTL = time.Minute
+	// imageCacheSize bounds the cache: the number of (team, type, source)
+	// resolutions kept.
+	imageCacheSize = 1024
+	// imageCheckTimeout bounds an image check, which holds up its task.
+	imageCheckTimeout = "5m"
+	// imageCheckName is the name of an image check step, as Concourse's.
+	imageCheckName = "image"
+)
+
+// taskImage is what a task's image resolved to.
+type taskImage struct {
+	ref string // repository@sha256:digest
+	// pull is the login the kubelet pulls with (nil: none).
+	pull *podspec.RegistryAuth
+}
+
+// taskImage resolves the image of a task: the step's image: artifact, else
+// its config's image_resource.
+func (x *executor) taskImage(ctx context.Context, p *concourse.Plan, cfg *taskconfig.Config) (taskImage, error) {
+	tp := p.Task
+	if tp.ImageArtifactName != "" {
+		// As in Concourse, the step's image: wins over the config's.
+		return x.artifactImage(tp)
+	}
+	if cfg.ImageResource == nil {
+		return taskImage{}, fmt.Errorf("task %q has no image: give its config an image_resource, or the step an image: naming a registry-image get", tp.Name)
+	}
+	img, err := x.imageResourceImage(ctx, p, cfg.ImageResource)
+	if err != nil {
+		return taskImage{}, fmt.Errorf("task %q: image_resource: %w", tp.Name, err)
+	}
+	return img, nil
+}
+
+// fetchedVersion is what a get of the build fetched, for a task whose
+// image: names its artifact. It is kept in memory only: the source may hold
+// credentials, which must not reach the build's stored state.
+type fetchedVersion struct {
+	typ     string
+	source  map[string]any
+	version map[string]string
+}
+
+// noteFetched records what a get fetched into its artifact; call it after
+// setArtifact, which forgets what an artifact's previous producer fetched.
+func (x *executor) noteFetched(gp *concourse.GetPlan, version map[string]string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.fetched == nil {
+		x.fetched = map[string]fetchedVersion{}
+	}
+	x.fetched[gp.Name] = fetchedVersion{typ: gp.Type, source: gp.Source, version: version}
+}
+
+// artifactImage is the image a registry-image-like get of the build
+// fetched: its source's repository at its version's digest.
+func (x *executor) artifactImage(tp *concourse.TaskPlan) (taskImage, error) {
+	name := tp.ImageArtifactName
+	x.mu.Lock()
+	f, fetched := x.fetched[name]
+	_, exists := x.artifacts[name]
+	x.mu.Unlock()
+	switch {
+	case !exists:
+		return taskImage{}, fmt.Errorf("task %q: image artifact %q does not exist: no get step of the build fetched it before the task", tp.Name, name)
+	case !fetched:
+		return taskImage{}, fmt.Errorf("task %q: image artifact %q was not fetched by a get step (a task's output or an uploaded input cannot be an image); image: names the artifact of a registry-image get", tp.Name, name)
+	}
+	ref, err := taskconfig.PinnedImage(f.source, f.version)
+	if err != nil {
+		return taskImage{}, fmt.Errorf("task %q: image artifact %q comes from a get of type %q, which gives no image (a registry-image-like resource has source.repository and versions with a sha256 digest): %w",
+			tp.Name, name, f.typ, err)
+	}
+	pull, err := pullAuth(f.source)
+	if err != nil {
+		return taskImage{}, fmt.Errorf("task %q: image artifact %q: %w", tp.Name, name, err)
+	}
+	return taskImage{ref: ref, pull: pull}, nil
+}
+
+// imageResourceImage resolves an image_resource: its version's digest, a
+// digest checked within imageCacheTTL, or its type's check now.
+func (x *executor) imageResourceImage(ctx context.Context, p *concourse.Plan, ir *taskconfig.ImageResource) (taskImage, error) {
+	tp := p.Task
+	var types []concourse.ResourceType
+	if len(tp.ResourceTypes) > 0 && string(tp.ResourceTypes) != "null" {
+		if err := json.Unmarshal(tp.ResourceTypes, &types); err != nil {
+			return taskImage{}, fmt.Errorf("the pipeline's resource types: %w", err)
+		}
+	}
+	if ir.Type == "" {
+		return taskImage{}, errors.New("missing type")
+	}
+	checkID := p.ID + "/image-check"
+	ti, err := pipeline.TypeImage(checkID, ir.Type, tp.Tags, types, pipeline.PlanOptions{BaseTypes: x.s.baseTypeNames()})
+	if err != nil {
+		return taskImage{}, err
+	}
+	source := x.s.imageSource(ir.Type, types, ir.Source)
+	// Checked before any pod runs: without a repository no check can give
+	// an image.
+	repository, err := taskconfig.ImageRepository(source)
+	if err != nil {
+		return taskImage{}, fmt.Errorf("type %q: %w", ir.Type, err)
+	}
+	pull, err := pullAuth(source)
+	if err != nil {
+		return taskImage{}, fmt.Errorf("%s: %w", repository, err)
+	}
+	if len(ir.Params) > 0 {
+		x.b.log.appendEvent(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID), Source: events.OriginSourceStderr},
+			Payload: "[WARNING] image_resource params are ignored: the image is not fetched by a get, the kubelet pulls it by digest\n"}, "", 0)
+	}
+	if ir.Version != nil {
+		ref, err := taskconfig.PinnedImage(source, ir.Version)
+		if err != nil {
+			return taskImage{}, fmt.Errorf("%s: %w", repository, err)
+		}
+		return taskImage{ref: ref, pull: pull}, nil
+	}
+
+	key, err := imageCacheKey(x.b.teamID, ir.Type, ti, types, source)
+	if err != nil {
+		return taskImage{}, err
+	}
+	if digest, ok := x.s.images.get(key); ok {
+		ref, err := taskconfig.PinnedImage(source, map[string]string{"digest": digest})
+		if err == nil {
+			x.s.log.Info("task image from the image cache", "build", x.b.id, "task", tp.Name, "image", ref)
+			return taskImage{ref: ref, pull: pull}, nil
+		}
+	}
+	tag, err := taskconfig.ImageTag(source)
+	if err != nil {
+		return taskImage{}, fmt.Errorf("%s: %w", repository, err)
+	}
+	check := &concourse.Plan{ID: checkID, Check: &concourse.CheckPlan{
+		Name: imageCheckName, Type: ir.Type, Source: source, TypeImage: ti, Tags: tp.Tags, Timeout: imageCheckTimeout,
+	}}
+	version, err := x.imageCheck(ctx, p, check)
+	if err != nil {
+		return taskImage{}, fmt.Errorf("check %s:%s: %w", repository, tag, err)
+	}
+	if version == nil {
+		return taskImage{}, fmt.Errorf("check %s:%s found no version: the repository or the tag does not exist", repository, tag)
+	}
+	ref, err := taskconfig.PinnedImage(source, version)
+	if err != nil {
+		return taskImage{}, fmt.Errorf("check %s:%s of type %q gives no image: %w", repository, tag, ir.Type, err)
+	}
+	x.s.images.put(key, version["digest"])
+	x.s.log.Info("task image checked", "build", x.b.id, "task", tp.Name, "image", ref)
+	return taskImage{ref: ref, pull: pull}, nil
+}
+
+// imageCheck runs the check of a task's image as a step of the build (its
+// pod, container and record, followed again after a restart) and returns
+// the latest version it found (nil: none). Its events carry the check's
+// plan id, announced by an image-check event as Concourse does; it shows
+// no worker line, so a task's output reads the same whether its image was
+// checked or cached. Its versions are no resource's.
+func (x *executor) imageCheck(ctx context.Context, task, p *concourse.Plan) (map[string]string, error) {
+	cp := p.Check
+	step := resourceStep{kind: "check", name: cp.Name, typ: cp.Type, source: cp.Source, image: cp.TypeImage, tags: cp.Tags, timeout: cp.Timeout}
+	r := x.b.record(p.ID, cp.Name, "check")
+	announce := func() {
+		public, _ := json.Marshal(map[string]any{"id": p.ID, "check": map[string]any{"name": cp.Name, "type": cp.Type}})
+		x.b.log.appendEvent(events.ImageCheck{Time: time.Now().Unix(), Origin: events.Origin{ID: string(task.ID)}, Plan: public}, "", 0)
+	}
+	fin, done, err := x.runResource(ctx, p, r, step, announce, func() (map[string]any, error) {
+		return map[string]any{"source": nonNilMap(cp.Source), "version": nil}, nil
+	}, withoutWorkerEvent())
+	if done || fin == nil {
+		ok, err := x.replayed(r, err)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, errors.New("the check failed; its log is above")
+		}
+		var version map[string]string
+		x.b.update(func() { version = r.Version })
+		return version, nil
+	}
+	if fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
+		if _, err := x.endResource(ctx, p, r, fin); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("the check failed (exit status %d); its log is above", fin.GetExitStatus())
+	}
+	var printed []map[string]string
+	if err := json.Unmarshal(fin.GetResponse(), &printed); err != nil {
+		_, err = x.failResource(ctx, p, r, fmt.Errorf("check printed JSON that is not a list of versions: %w", err))
+		return nil, err
+	}
+	var version map[string]string
+	if len(printed) > 0 {
+		version = printed[len(printed)-1]
+	}
+	x.b.update(func() { r.Version = version })
+	if _, err := x.endResource(ctx, p, r, fin); err != nil {
+		return nil, err
+	}
+	return version, nil
+}
+
+// pullAuth is the registry login of a source (nil: none).
+func pullAuth(source map[string]any) (*podspec.RegistryAuth, error) {
+	username, password, err := taskconfig.RegistryCredentials(source)
+	if err != nil || username == "" {
+		return nil, err
+	}
+	return &podspec.RegistryAuth{Username: username, Password: password}, nil
+}
+
+// imageCacheKey identifies an image resolution: the team (a team's
+// registry credentials answer only its own tasks), the type (with the
+// pipeline's resource types when it is one of them) and the source.
+func imageCacheKey(teamID int, typ string, ti concourse.TypeImage, types []concourse.ResourceType, source map[string]any) (string, error) {
+	var custom []concourse.ResourceType
+	if ti.CheckPlan != nil || ti.GetPlan != nil {
+		custom = types
+	}
+	body, err := json.Marshal(struct {
+		Team   int                      `json:"team"`
+		Type   string                   `json:"type"`
+		Types  []concourse.ResourceType `json:"types,omitempty"`
+		Source map[string]any           `json:"source"`
+	}{teamID, typ, custom, source})
+	if err != nil {
+		return "", fmt.Errorf("image cache key: %w", err)
+	}
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// imageCache remembers the digests image checks found, for a short while,
+// in memory: each server checks on its own.
+type imageCache struct {
+	ttl time.Duration
+	max int
+	now func() time.Time
+
+	mu      sync.Mutex
+	entries map[string]imageCacheEntry
+}
+
+type imageCacheEntry struct {
+	digest  string
+	expires time.Time
+}
+
+func newImageCache(ttl time.Duration, max int) *imageCache {
+	return &imageCache{ttl: ttl, max: max, now: time.Now, entries: map[string]imageCacheEntry{}}
+}
+
+func (c *imageCache) get(key string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok {
+		return "", false
+	}
+	if !c.now().Before(e.expires) {
+		delete(c.entries, key)
+		return "", false
+	}
+	return e.digest, true
+}
+
+// put keeps a digest; a full cache first drops what expired, then what
+// expires soonest.
+func (c *imageCache) put(key, digest string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if _, ok := c.entries[key]; !ok && len(c.entries) >= c.max {
+		for k, e := range c.entries {
+			if !now.Before(e.expires) {
+				delete(c.entries, k)
+			}
+		}
+		for len(c.entries) >= c.max {
+			oldest := ""
+			for k, e := range c.entries {
+				if oldest == "" || e.expires.Before(c.entries[oldest].expires) {
+					oldest = k
+				}
+			}
+			delete(c.entries, oldest)
+		}
+	}
+	c.entries[key] = imageCacheEntry{digest: digest, expires: now.Add(c.ttl)}
+}
+
+// Base resource type defaults, like Concourse's
+// --base-resource-type-defaults: source settings a base type's every
+// resource and image_resource gets unless its source sets them.
+
+// LoadBaseResourceTypeDefaults reads the --base-resource-type-defaults
+// file: YAML mapping base type names to source defaults, e.g.
+//
+//	registry-image:
+//	  registry_mirror: {host: 10.245.0.1:5000}
+//	  insecure: true
+func LoadBaseResourceTypeDefaults(path string, baseTypes map[string]string) (map[string]map[string]any, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("base resource type defaults: %w", err)
+	}
+	defaults, err := ParseBaseResourceTypeDefaults(data, baseTypes)
+	if err != nil {
+		return nil, fmt.Errorf("base resource type defaults %s: %w", path, err)
+	}
+	return defaults, nil
+}
+
+// ParseBaseResourceTypeDefaults parses base resource type defaults; every
+// name must be one of baseTypes (a misspelt name would silently do nothing).
+func ParseBaseResourceTypeDefaults(data []byte, baseTypes map[string]string) (map[string]map[string]any, error) {
+	var defaults map[string]map[string]any
+	if err := yaml.Unmarshal(data, &defaults); err != nil {
+		return nil, fmt.Errorf("want a map of base resource type names to source defaults: %w", err)
+	}
+	var unknown []string
+	for name := range defaults {
+		if _, ok := baseTypes[name]; !ok {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return nil, fmt.Errorf("%s: not a base resource type of this server (known: %s)",
+			strings.Join(unknown, ", "), strings.Join(slices.Sorted(maps.Keys(baseTypes)), ", "))
+	}
+	return defaults, nil
+}
+
+// mergeSource is source over defaults (a new map; neither is changed).
+// Like Concourse's, the merge is shallow: a key the source sets replaces
+// the default's whole value.
+func mergeSource(defaults, source map[string]any) map[string]any {
+	merged := make(map[string]any, len(defaults)+len(source))
+	maps.Copy(merged, defaults)
+	maps.Copy(merged, source)
+	return merged
+}
+
+// imageSource is an image_resource's source over its type's defaults: a
+// pipeline resource type's own, or the server's for a base type.
+func (s *Server) imageSource(typ string, types []concourse.ResourceType, source map[string]any) map[string]any {
+	for _, t := range types {
+		if t.Name == typ {
+			return mergeSource(t.Defaults, source)
+		}
+	}
+	return mergeSource(s.cfg.BaseResourceTypeDefaults[typ], source)
+}
+
+// withBaseTypeDefaults is a resource step with the server's defaults of its
+// base type under its source. A step of a pipeline's own type got that
+// type's defaults when it was planned.
+func (s *Server) withBaseTypeDefaults(p *concourse.Plan) *concourse.Plan {
+	defaults := s.cfg.BaseResourceTypeDefaults
+	if len(defaults) == 0 {
+		return p
+	}
+	base := func(typ string, ti concourse.TypeImage) (map[string]any, bool) {
+		d, ok := defaults[typ]
+		return d, ok && ti.CheckPlan == nil && ti.GetPlan == nil && cmp.Or(ti.BaseType, typ) == typ
+	}
+	q := *p
+	switch {
+	case p.Get != nil:
+		if d, ok := base(p.Get.Type, p.Get.TypeImage); ok {
+			g := *p.Get
+			g.Source = mergeSource(d, g.Source)
+			q.Get = &g
+		}
+	case p.Put != nil:
+		if d, ok := base(p.Put.Type, p.Put.TypeImage); ok {
+			put := *p.Put
+			put.Source = mergeSource(d, put.Source)
+			q.Put = &put
+		}
+	case p.Check != nil:
+		if d, ok := base(p.Check.Type, p.Check.TypeImage); ok {
+			c := *p.Check
+			c.Source = mergeSource(d, c.Source)
+			q.Check = &c
+		}
+	}
+	return &q
+}

@@ -1,0 +1,277 @@
+package atc
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/pkg/taskconfig"
+)
+
+const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func TestImageCacheExpires(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := newImageCache(time.Minute, 10)
+	c.now = func() time.Time { return now }
+	c.put("k", "sha256:1")
+	if d, ok := c.get("k"); !ok || d != "sha256:1" {
+		t.Fatalf("get = %q, %v right after put", d, ok)
+	}
+	now = now.Add(59 * time.Second)
+	if _, ok := c.get("k"); !ok {
+		t.Error("entry gone before its TTL")
+	}
+	now = now.Add(time.Second)
+	if d, ok := c.get("k"); ok {
+		t.Errorf("get = %q after the TTL", d)
+	}
+	if len(c.entries) != 0 {
+		t.Errorf("expired entry still held: %v", c.entries)
+	}
+}
+
+func TestImageCacheIsBounded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := newImageCache(time.Minute, 3)
+	c.now = func() time.Time { return now }
+	for _, k := range []string{"a", "b", "c"} {
+		c.put(k, "sha256:"+k)
+		now = now.Add(time.Second)
+	}
+	// Full: the entry that expires soonest goes.
+	c.put("d", "sha256:d")
+	if _, ok := c.get("a"); ok {
+		t.Error("oldest entry kept in a full cache")
+	}
+	for _, k := range []string{"b", "c", "d"} {
+		if _, ok := c.get(k); !ok {
+			t.Errorf("entry %s dropped", k)
+		}
+	}
+	// Updating a held entry drops nothing.
+	c.put("b", "sha256:b2")
+	if d, _ := c.get("b"); d != "sha256:b2" || len(c.entries) != 3 {
+		t.Errorf("after update: b = %q, %d entries", d, len(c.entries))
+	}
+	// Expired entries go first, all of them.
+	now = now.Add(2 * time.Minute)
+	c.put("e", "sha256:e")
+	if len(c.entries) != 1 {
+		t.Errorf("%d entries after the others expired, want 1", len(c.entries))
+	}
+}
+
+func TestImageCacheKey(t *testing.T) {
+	base := concourse.TypeImage{BaseType: "registry-image"}
+	src := map[string]any{"repository": "busybox"}
+	key := func(team int, typ string, ti concourse.TypeImage, types []concourse.ResourceType, source map[string]any) string {
+		t.Helper()
+		k, err := imageCacheKey(team, typ, ti, types, source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	k := key(1, "registry-image", base, nil, src)
+	if k != key(1, "registry-image", base, nil, map[string]any{"repository": "busybox"}) {
+		t.Error("same resolution, different keys")
+	}
+	// Plan ids differ from build to build; they are not part of the key.
+	other := base
+	other.CheckPlan = nil
+	if k != key(1, "registry-image", other, []concourse.ResourceType{{Name: "unused", Type: "registry-image"}}, src) {
+		t.Error("a base type's key depends on the pipeline's other types")
+	}
+	for name, k2 := range map[string]string{
+		"team":   key(2, "registry-image", base, nil, src),
+		"type":   key(1, "docker-image", base, nil, src),
+		"source": key(1, "registry-image", base, nil, map[string]any{"repository": "busybox", "tag": "1.36"}),
+		"custom": key(1, "my-image", concourse.TypeImage{CheckPlan: &concourse.Plan{ID: "x"}}, []concourse.ResourceType{{Name: "my-image", Type: "registry-image"}}, src),
+	} {
+		if k2 == k {
+			t.Errorf("another %s gives the same key", name)
+		}
+	}
+}
+
+func TestParseBaseResourceTypeDefaults(t *testing.T) {
+	types := DefaultBaseResourceTypes()
+	got, err := ParseBaseResourceTypeDefaults([]byte("registry-image:\n  registry_mirror: {host: 10.245.0.1:5000}\n  insecure: true\n"), types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]any{"registry-image": {"registry_mirror": map[string]any{"host": "10.245.0.1:5000"}, "insecure": true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("defaults = %#v, want %#v", got, want)
+	}
+	for _, tc := range []struct{ yaml, wantErr string }{
+		{"registry-imag: {insecure: true}\n", `registry-imag: not a base resource type of this server (known: git, mock, registry-image, time)`},
+		{"- registry-image\n", "want a map of base resource type names to source defaults"},
+		{"registry-image: [insecure]\n", "want a map"},
+	} {
+		if _, err := ParseBaseResourceTypeDefaults([]byte(tc.yaml), types); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%q: err = %v, want %q", tc.yaml, err, tc.wantErr)
+		}
+	}
+	if _, err := LoadBaseResourceTypeDefaults(t.TempDir()+"/missing.yml", types); err == nil || !strings.Contains(err.Error(), "missing.yml") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestWithBaseTypeDefaults(t *testing.T) {
+	s := &Server{cfg: Config{BaseResourceTypeDefaults: map[string]map[string]any{
+		"registry-image": {"insecure": true, "registry_mirror": map[string]any{"host": "mirror:5000"}},
+	}}}
+	source := map[string]any{"repository": "busybox", "insecure": false}
+	get := &concourse.Plan{ID: "1", Get: &concourse.GetPlan{Name: "img", Type: "registry-image", Source: source,
+		TypeImage: concourse.TypeImage{BaseType: "registry-image"}}}
+	got := s.withBaseTypeDefaults(get)
+	want := map[string]any{"repository": "busybox", "insecure": false, "registry_mirror": map[string]any{"host": "mirror:5000"}}
+	if !reflect.DeepEqual(got.Get.Source, want) {
+		t.Errorf("source = %v, want %v (the step's own settings win)", got.Get.Source, want)
+	}
+	if len(get.Get.Source) != 2 || got.ID != "1" {
+		t.Errorf("the build's plan was changed: %v", get.Get.Source)
+	}
+	check := &concourse.Plan{ID: "2", Check: &concourse.CheckPlan{Name: "img", Type: "registry-image", Source: nil,
+		TypeImage: concourse.TypeImage{BaseType: "registry-image"}}}
+	if got := s.withBaseTypeDefaults(check); got.Check.Source["insecure"] != true {
+		t.Errorf("check source = %v", got.Check.Source)
+	}
+	put := &concourse.Plan{ID: "3", Put: &concourse.PutPlan{Name: "img", Type: "registry-image", Source: source,
+		TypeImage: concourse.TypeImage{BaseType: "registry-image"}}}
+	if got := s.withBaseTypeDefaults(put); got.Put.Source["registry_mirror"] == nil {
+		t.Errorf("put source = %v", got.Put.Source)
+	}
+	// A pipeline's own type named like a base type is not the base type.
+	custom := &concourse.Plan{ID: "4", Get: &concourse.GetPlan{Name: "x", Type: "registry-image", Source: source,
+		TypeImage: concourse.TypeImage{BaseType: "registry-image", CheckPlan: &concourse.Plan{ID: "4/image-check"}}}}
+	if got := s.withBaseTypeDefaults(custom); !reflect.DeepEqual(got.Get.Source, source) {
+		t.Errorf("custom type's source = %v, want it unchanged", got.Get.Source)
+	}
+	other := &concourse.Plan{ID: "5", Get: &concourse.GetPlan{Name: "x", Type: "git", Source: map[string]any{"uri": "u"},
+		TypeImage: concourse.TypeImage{BaseType: "git"}}}
+	if got := s.withBaseTypeDefaults(other); len(got.Get.Source) != 1 {
+		t.Errorf("git source = %v, want no defaults", got.Get.Source)
+	}
+}
+
+func TestImageSource(t *testing.T) {
+	s := &Server{cfg: Config{BaseResourceTypeDefaults: map[string]map[string]any{"registry-image": {"insecure": true}}}}
+	if got := s.imageSource("registry-image", nil, map[string]any{"repository": "busybox"}); !reflect.DeepEqual(got, map[string]any{"repository": "busybox", "insecure": true}) {
+		t.Errorf("base type: %v", got)
+	}
+	types := []concourse.ResourceType{{Name: "my-registry", Type: "registry-image", Defaults: map[string]any{"tag": "stable"}}}
+	if got := s.imageSource("my-registry", types, map[string]any{"repository": "busybox"}); !reflect.DeepEqual(got, map[string]any{"repository": "busybox", "tag": "stable"}) {
+		t.Errorf("pipeline type: %v", got)
+	}
+}
+
+func TestArtifactImage(t *testing.T) {
+	x := &executor{artifacts: map[string]api.ArtifactRef{}}
+	task := func(image string) *concourse.TaskPlan {
+		return &concourse.TaskPlan{Name: "unit", ImageArtifactName: image}
+	}
+
+	x.setArtifact("img", api.ArtifactRef{Key: "k"})
+	x.noteFetched(&concourse.GetPlan{Name: "img", Type: "registry-image",
+		Source: map[string]any{"repository": "10.245.0.1:5000/app", "username": "robot", "password": "pw"}}, map[string]string{"digest": testDigest})
+	got, err := x.artifactImage(task("img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (taskImage{ref: "10.245.0.1:5000/app@" + testDigest, pull: &podspec.RegistryAuth{Username: "robot", Password: "pw"}}); !reflect.DeepEqual(got, want) {
+		t.Errorf("image = %+v, want %+v", got, want)
+	}
+
+	x.setArtifact("repo", api.ArtifactRef{Key: "k2"})
+	x.noteFetched(&concourse.GetPlan{Name: "repo", Type: "git", Source: map[string]any{"uri": "https://example.com/r.git"}}, map[string]string{"ref": "abc"})
+	x.setArtifact("built", api.ArtifactRef{Key: "k3"})
+	for image, wantErr := range map[string]string{
+		"missing": `task "unit": image artifact "missing" does not exist`,
+		"built":   `task "unit": image artifact "built" was not fetched by a get step`,
+		"repo":    `task "unit": image artifact "repo" comes from a get of type "git", which gives no image`,
+	} {
+		if _, err := x.artifactImage(task(image)); err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("image %s: err = %v, want %q", image, err, wantErr)
+		}
+	}
+
+	// A task output that replaces a fetched artifact is no image.
+	x.setArtifact("img", api.ArtifactRef{Key: "k4"})
+	if _, err := x.artifactImage(task("img")); err == nil || !strings.Contains(err.Error(), "was not fetched by a get step") {
+		t.Errorf("replaced artifact: %v", err)
+	}
+}
+
+func TestTaskImageBeforeAnyCheck(t *testing.T) {
+	s := &Server{cfg: Config{}}
+	x := &executor{s: s, b: &build{teamID: 1}, artifacts: map[string]api.ArtifactRef{}}
+	taskPlan := func(cfg string, types []concourse.ResourceType) *concourse.Plan {
+		raw, _ := json.Marshal(types)
+		return &concourse.Plan{ID: "7", Task: &concourse.TaskPlan{Name: "unit", Config: json.RawMessage(cfg), ResourceTypes: raw}}
+	}
+	for _, tc := range []struct {
+		name    string
+		ir      *taskconfig.ImageResource
+		types   []concourse.ResourceType
+		want    string
+		wantErr string
+	}{
+		{name: "none", wantErr: `task "unit" has no image: give its config an image_resource, or the step an image:`},
+		{name: "pinned", ir: &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "busybox"}, Version: map[string]string{"digest": testDigest}},
+			want: "busybox@" + testDigest},
+		{name: "pinned by a pipeline type", ir: &taskconfig.ImageResource{Type: "my-registry", Source: map[string]any{"repository": "busybox"}, Version: map[string]string{"digest": testDigest}},
+			types: []concourse.ResourceType{{Name: "my-registry", Type: "registry-image", Source: map[string]any{"repository": "my/registry-image"}}},
+			want:  "busybox@" + testDigest},
+		{name: "unknown type", ir: &taskconfig.ImageResource{Type: "nope", Source: map[string]any{"repository": "busybox"}},
+			wantErr: `task "unit": image_resource: unknown resource type 'nope'`},
+		{name: "no repository", ir: &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"tag": "1"}},
+			wantErr: `task "unit": image_resource: type "registry-image": source has no repository`},
+		{name: "tag in repository", ir: &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "busybox:1.36"}},
+			wantErr: `source.repository "busybox:1.36" must be a repository without tag or digest`},
+		{name: "version without digest", ir: &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "busybox"}, Version: map[string]string{"tag": "1"}},
+			wantErr: `task "unit": image_resource: busybox: version map[tag:1] has no digest`},
+		{name: "half a login", ir: &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "busybox", "username": "me"}},
+			wantErr: "source.username and source.password must be given together"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := x.taskImage(context.Background(), taskPlan("{}", tc.types), &taskconfig.Config{ImageResource: tc.ir})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got.ref != tc.want {
+				t.Errorf("image = %+v, %v; want %s", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTaskImageFromTheCache(t *testing.T) {
+	s := &Server{cfg: Config{BaseResourceTypeDefaults: map[string]map[string]any{"registry-image": {"insecure": true}}},
+		images: newImageCache(time.Minute, 10), log: slog.New(slog.DiscardHandler)}
+	x := &executor{s: s, b: &build{teamID: 3}, artifacts: map[string]api.ArtifactRef{}}
+	ir := &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "busybox"}}
+	// The key is of the source with the defaults: what the check would see.
+	key, err := imageCacheKey(3, "registry-image", concourse.TypeImage{BaseType: "registry-image"}, nil, map[string]any{"repository": "busybox", "insecure": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.images.put(key, testDigest)
+	// No check runs (this executor could not run one).
+	got, err := x.taskImage(context.Background(), &concourse.Plan{ID: "1", Task: &concourse.TaskPlan{Name: "unit"}}, &taskconfig.Config{ImageResource: ir})
+	if err != nil || got.ref != "busybox@"+testDigest {
+		t.Errorf("image = %+v, %v", got, err)
+	}
+}
