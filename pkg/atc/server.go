@@ -75,6 +75,9 @@ type Config struct {
 	// BaseResourceTypes are the images of the base resource types by name
 	// (nil: DefaultBaseResourceTypes).
 	BaseResourceTypes map[string]string
+	// CredentialNamespacePrefix names the namespace of a team's
+	// credentials: prefix + team (empty: creds.DefaultNamespacePrefix).
+	CredentialNamespacePrefix string
 }
 
 // Deps are what the server is given rather than opening itself.

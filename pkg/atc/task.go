@@ -112,6 +112,9 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	}
 	var fin *eventspb.StepFinished
 	if rec.StepID != "" {
+		// The credentials the step read are redacted again from what its
+		// pod still logs (the redactions died with the previous server).
+		_, _ = x.prepareTask(ctx, tp)
 		st := s.registerStep(b, rec.StepID, p.ID, rec.EventConfig)
 		gone, err := s.podGone(ctx, rec.StepID)
 		switch {
@@ -125,7 +128,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return x.endTask(ctx, p, r, st, fin)
 	}
 
-	a, eventConfig, err := x.resolveTask(p)
+	a, eventConfig, secretParams, err := x.resolvePreparedTask(ctx, p)
 	origin := events.Origin{ID: string(p.ID)}
 	if err != nil {
 		b.log.appendEvent(events.Error{Time: time.Now().Unix(), Origin: origin, Message: err.Error()}, "", 0)
@@ -151,7 +154,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	})
 	s.saveState(ctx, b)
 	st := s.registerStep(b, a.StepID, p.ID, eventConfig)
-	if err := s.createPod(ctx, a); err != nil {
+	if err := s.createStepPod(ctx, a, nil, secretParams); err != nil {
 		fin = errored(err.Error())
 	} else {
 		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
@@ -246,6 +249,24 @@ func (s *Server) retire(stepID, container string) {
 			}
 		}
 	})
+}
+
+// resolvePreparedTask resolves the task as it runs (prepareTask): params
+// that show credentials leave the action for the step's Secret, and the
+// event config shows them redacted.
+func (x *executor) resolvePreparedTask(ctx context.Context, p *concourse.Plan) (*action.Action, events.TaskConfig, map[string]string, error) {
+	tp, err := x.prepareTask(ctx, p.Task)
+	if err != nil {
+		return nil, events.TaskConfig{}, nil, err
+	}
+	prepared := *p
+	prepared.Task = tp
+	a, eventConfig, err := x.resolveTask(&prepared)
+	if err != nil {
+		return nil, events.TaskConfig{}, nil, err
+	}
+	red := x.b.log.currentRedactor()
+	return a, redactEventConfig(red, eventConfig), splitSecretParams(a, red), nil
 }
 
 // resolveTask turns a task step into an action, the way Concourse checks a
@@ -350,6 +371,12 @@ func (s *Server) createPod(ctx context.Context, a *action.Action) error {
 // createPodWithStdin is createPod for a step whose stdin is secret
 // (a.StdinSecret): it travels in the step's Secret.
 func (s *Server) createPodWithStdin(ctx context.Context, a *action.Action, stdin []byte) error {
+	return s.createStepPod(ctx, a, stdin, nil)
+}
+
+// createStepPod is createPod with the step's secret stdin and the values of
+// its SecretParams, which travel in the step's Secret only.
+func (s *Server) createStepPod(ctx context.Context, a *action.Action, stdin []byte, secretParams map[string]string) error {
 	token, err := s.keys.Mint(a.StepID, a.Timeout.Duration+a.KeepAlive.Duration+24*time.Hour)
 	if err != nil {
 		return err
@@ -357,7 +384,7 @@ func (s *Server) createPodWithStdin(ctx context.Context, a *action.Action, stdin
 	pod, secret, err := podspec.Build(a, s.worker, podspec.Secrets{
 		StepToken: token, ATCCA: s.caPEM,
 		BlobstoreAccessKey: s.cfg.Blobstore.AccessKey, BlobstoreSecretKey: s.cfg.Blobstore.SecretKey,
-		Stdin: stdin,
+		Stdin: stdin, Params: secretParams,
 	})
 	if err != nil {
 		return fmt.Errorf("declare the step's pod: %w", err)
