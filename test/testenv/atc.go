@@ -242,8 +242,11 @@ type ATCConfig struct {
 	PodRetention  time.Duration   // --pod-retention (default 10m)
 	TokenTTL      time.Duration   // --token-ttl (default: the server's)
 	ServerID      string          // --server-id (default: the server's)
-	Args          []string        // more flags, last
-	Env           []string        // more environment, last
+	// CredentialNamespacePrefix is --kubernetes-credential-namespace-prefix
+	// (default: the server's, "concourse-"); see NewCredentialNamespace.
+	CredentialNamespacePrefix string
+	Args                      []string // more flags, last
+	Env                       []string // more environment, last
 }
 
 // ATC is one `atc-porter-runtime serve` process, which can be stopped,
@@ -344,6 +347,9 @@ func (a *ATC) Args() []string {
 	}
 	if c.ServerID != "" {
 		args = append(args, "--server-id", c.ServerID)
+	}
+	if c.CredentialNamespacePrefix != "" {
+		args = append(args, "--kubernetes-credential-namespace-prefix", c.CredentialNamespacePrefix)
 	}
 	return append(args, c.Args...)
 }
