@@ -147,9 +147,11 @@ func TestPrepareTaskErrors(t *testing.T) {
 	}{
 		{concourse.TaskPlan{Name: "t", ConfigPath: "repo/ci/task.yml"}, `task "t": file repo/ci/task.yml: artifact "repo" has no file "ci/task.yml"`},
 		{concourse.TaskPlan{Name: "t", ConfigPath: "src/task.yml"}, `task "t": file src/task.yml: the build has no artifact "src"`},
-		{concourse.TaskPlan{Name: "t", Config: config}, `task "t": undefined vars: also-nope, nope`},
+		{concourse.TaskPlan{Name: "t", Config: config}, `undefined vars: also-nope, nope`},
 		{concourse.TaskPlan{Name: "t", Config: json.RawMessage(`{"platform":"linux","run":{"path":"true"}}`),
-			Params: map[string]any{"A": "((missing.field))"}}, `task "t": params: undefined vars: missing.field`},
+			Params: map[string]any{"A": "((missing.field))"}}, `undefined vars: missing.field`},
+		// One error lists the undefined vars of the config and the params.
+		{concourse.TaskPlan{Name: "t", Config: config, Params: map[string]any{"A": "((in-params))"}}, `undefined vars: also-nope, in-params, nope`},
 	} {
 		_, err := x.prepareTask(ctx, &tc.tp)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -12,6 +12,7 @@ import (
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
+	"github.com/porter-ci/porter/pkg/vars"
 )
 
 // maxTaskFile bounds a task config read from an artifact: the ATC holds it
@@ -69,18 +70,41 @@ func (x *executor) prepareTask(ctx context.Context, tp *concourse.TaskPlan) (*co
 		}
 		out.Config, out.ConfigPath = doc, ""
 	}
-	config, err := sv.interpolateJSON(ctx, out.Config)
+	// The config, params and limits are filled in together, so that one
+	// error lists every undefined var, in Concourse's words.
+	whole := map[string]any{"config": json.RawMessage(out.Config), "params": tp.Params, "limits": json.RawMessage(tp.Limits)}
+	if len(out.Config) == 0 {
+		whole["config"] = nil
+	}
+	if len(tp.Limits) == 0 {
+		whole["limits"] = nil
+	}
+	body, err := json.Marshal(whole)
 	if err != nil {
 		return nil, fmt.Errorf("task %q: %w", tp.Name, err)
 	}
-	out.Config = config
-	if out.Params, err = sv.interpolateMap(ctx, tp.Params); err != nil {
-		return nil, fmt.Errorf("task %q: params: %w", tp.Name, err)
+	filled, err := sv.interpolateJSON(ctx, body)
+	var undefined *vars.UndefinedVarsError
+	switch {
+	case errors.As(err, &undefined):
+		return nil, undefined
+	case err != nil:
+		return nil, fmt.Errorf("task %q: %w", tp.Name, err)
+	}
+	var parts struct {
+		Config json.RawMessage `json:"config"`
+		Params map[string]any  `json:"params"`
+		Limits json.RawMessage `json:"limits"`
+	}
+	if err := json.Unmarshal(filled, &parts); err != nil {
+		return nil, fmt.Errorf("task %q: %w", tp.Name, err)
+	}
+	out.Params = parts.Params
+	if len(out.Config) > 0 {
+		out.Config = parts.Config
 	}
 	if len(tp.Limits) > 0 {
-		if out.Limits, err = sv.interpolateJSON(ctx, tp.Limits); err != nil {
-			return nil, fmt.Errorf("task %q: container_limits: %w", tp.Name, err)
-		}
+		out.Limits = parts.Limits
 	}
 	return &out, nil
 }

@@ -279,4 +279,21 @@ run: {path: sh, args: [-c, 'echo "token=$TOKEN"']}`)), 0o644)).To(Succeed())
 		Expect(res.Stdout).To(ContainSubstring("token=((redacted))"))
 		Expect(res.Output()).NotTo(ContainSubstring(value))
 	})
+
+	It("says so when the ATC may not read a team's Secrets, rather than calling the var undefined", func(ctx SpecContext) {
+		f := newFly(ctx)
+		// No namespace, no grant: the ATC's get is forbidden.
+		team := varName("nocreds")
+		succeed(ctx, f, "set-team", "-n", team, "--local-user", adminUser, "--non-interactive")
+		name := varName("token")
+		path := filepath.Join(GinkgoT().TempDir(), "task.yml")
+		Expect(os.WriteFile(path, []byte(busyboxTask("", `params: {TOKEN: ((`+name+`))}
+run: {path: "true"}`)), 0o644)).To(Succeed())
+		res := run(ctx, f, "execute", "--team", team, "-c", path)
+		Expect(res.ExitCode).NotTo(Equal(0), res.String())
+		ns := strings.TrimSuffix(s.credNS, "main") + team
+		Expect(res.Output()).To(ContainSubstring("cannot read Secret " + name + " in namespace " + ns))
+		Expect(res.Output()).To(ContainSubstring("forbidden"))
+		Expect(res.Output()).NotTo(ContainSubstring("undefined vars"))
+	})
 })
