@@ -85,30 +85,33 @@ func collectSecrets(v any, set map[string]bool) {
 // stepVars fills in the ((vars)) of one step: static ones (a task's
 // `vars:`) first, then the team's credentials for the build's pipeline.
 type stepVars struct {
-	x        *executor
-	resolver vars.Resolver
-	recorder *secretRecorder
+	x      *executor
+	static map[string]any
 }
 
 func (x *executor) stepVars(static map[string]any) *stepVars {
-	rec := &secretRecorder{r: creds.Resolver{K: x.s.credentials(), Team: x.b.team, Pipeline: x.b.pipeline}}
-	var r vars.Multi
-	if len(static) > 0 {
-		r = append(r, vars.Static(static))
-	}
-	r = append(r, rec)
-	return &stepVars{x: x, resolver: r, recorder: rec}
+	return &stepVars{x: x, static: static}
 }
 
-// interpolate returns a copy of v with its vars filled in. The credentials
-// it read are redacted from the build's events before it returns, so no
-// event that shows them can be appended first. An undefined var is
-// Concourse's "undefined vars: a, b".
+// interpolate returns a copy of v with its vars filled in (v itself when it
+// has none). The credentials it read are redacted from the build's events
+// before it returns, so no event that shows them can be appended first. An
+// undefined var is Concourse's "undefined vars: a, b".
 func (sv *stepVars) interpolate(ctx context.Context, v any) (any, error) {
-	out, _, err := vars.Interpolate(ctx, v, sv.resolver)
+	if !containsVars(v) {
+		return v, nil
+	}
+	b := sv.x.b
+	rec := &secretRecorder{r: creds.Resolver{K: sv.x.s.credentials(), Team: b.team, Pipeline: b.pipeline}}
+	var r vars.Multi
+	if len(sv.static) > 0 {
+		r = append(r, vars.Static(sv.static))
+	}
+	r = append(r, rec)
+	out, _, err := vars.Interpolate(ctx, v, r)
 	// Even a failed interpolation may have read some credentials: an
 	// error message never shows them, but nothing is lost by hiding them.
-	sv.x.b.log.redact(sv.recorder.secrets())
+	b.log.redact(rec.secrets())
 	if err != nil {
 		var undefined *vars.UndefinedVarsError
 		if errors.As(err, &undefined) {
@@ -117,6 +120,27 @@ func (sv *stepVars) interpolate(ctx context.Context, v any) (any, error) {
 		return nil, fmt.Errorf("interpolate ((vars)): %w", err)
 	}
 	return out, nil
+}
+
+// containsVars says whether any string of v (map keys too) names a var.
+func containsVars(v any) bool {
+	switch n := v.(type) {
+	case map[string]any:
+		for k, x := range n {
+			if hasVars([]byte(k)) || containsVars(x) {
+				return true
+			}
+		}
+	case []any:
+		for _, x := range n {
+			if containsVars(x) {
+				return true
+			}
+		}
+	case string:
+		return hasVars([]byte(n))
+	}
+	return false
 }
 
 // interpolateMap interpolates a source or params map (nil stays nil).
