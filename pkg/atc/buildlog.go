@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
 )
@@ -52,6 +54,10 @@ type buildLog struct {
 	closed    bool
 	flushErr  error
 	evictable bool
+	// secrets are the credential values the build's steps read; every
+	// event appended after they were read shows ((redacted)) instead.
+	secrets  []string
+	redactor *creds.Redactor
 }
 
 func newBuildLog(src chunkSource, log *slog.Logger) *buildLog {
@@ -135,14 +141,46 @@ func (l *buildLog) append(recs ...record) uint64 {
 	return l.base + uint64(len(l.records))
 }
 
-// appendEvent adds one build event.
+// appendEvent adds one build event, with the build's credentials redacted.
 func (l *buildLog) appendEvent(e events.Event, step string, seq uint64) uint64 {
 	env, err := events.NewEnvelope(e)
 	if err != nil {
 		l.log.Error("encode build event", "err", err)
 		return l.append(record{Step: step, Seq: seq})
 	}
+	if red := l.currentRedactor(); red != nil {
+		data, err := redactJSON(red, env.Data)
+		if err != nil {
+			// Never store an event that might show a credential.
+			l.log.Error("redact build event", "event", env.Event, "err", err)
+			return l.append(record{Step: step, Seq: seq})
+		}
+		env.Data = data
+	}
 	return l.append(record{Step: step, Seq: seq, Event: &env})
+}
+
+// redact hides values from every event appended from now on.
+func (l *buildLog) redact(values []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	added := false
+	for _, v := range values {
+		if !slices.Contains(l.secrets, v) {
+			l.secrets = append(l.secrets, v)
+			added = true
+		}
+	}
+	if added {
+		l.redactor = creds.NewRedactor(l.secrets)
+	}
+}
+
+// currentRedactor is nil while the build has read no credential.
+func (l *buildLog) currentRedactor() *creds.Redactor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.redactor
 }
 
 // sync waits until the record with ID id is durable.

@@ -93,7 +93,11 @@ func (x *executor) check(ctx context.Context, p *concourse.Plan) (bool, error) {
 	fin, done, err := x.runResource(ctx, p, r, step, func() {
 		x.b.log.appendEvent(events.InitializeCheck{Time: time.Now().Unix(), Origin: origin, Name: cp.Name}, "", 0)
 	}, func() (map[string]any, error) {
-		req := map[string]any{"source": nonNilMap(cp.Source), "version": nil}
+		source, err := x.stepVars(nil).interpolateMap(ctx, cp.Source)
+		if err != nil {
+			return nil, err
+		}
+		req := map[string]any{"source": nonNilMap(source), "version": nil}
 		if cp.FromVersion != nil {
 			req["version"] = cp.FromVersion
 		}
@@ -133,8 +137,9 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 	r := x.b.record(p.ID, gp.Name, "get")
 	origin := events.Origin{ID: string(p.ID)}
 	var (
-		version map[string]string
-		cached  *db.ResourceCache
+		version        map[string]string
+		cached         *db.ResourceCache
+		source, params map[string]any // with their ((vars)) filled in
 	)
 	initialize := func() {
 		x.b.log.appendEvent(events.InitializeGet{Time: time.Now().Unix(), Origin: origin}, "", 0)
@@ -145,9 +150,16 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 			return nil, err
 		}
 		version = v
-		return map[string]any{"source": nonNilMap(gp.Source), "version": v, "params": nonNilMap(gp.Params)}, nil
+		sv := x.stepVars(nil)
+		if source, err = sv.interpolateMap(ctx, gp.Source); err != nil {
+			return nil, err
+		}
+		if params, err = sv.interpolateMap(ctx, gp.Params); err != nil {
+			return nil, err
+		}
+		return map[string]any{"source": nonNilMap(source), "version": v, "params": nonNilMap(params)}, nil
 	}, withCache(func(image string) (bool, error) {
-		key, err := db.ResourceCacheKey(x.b.teamID, gp.Type, image, nonNilMap(gp.Source), nonNilMap(gp.Params), version)
+		key, err := db.ResourceCacheKey(x.b.teamID, gp.Type, image, nonNilMap(source), nonNilMap(params), version)
 		if err != nil {
 			return false, err
 		}
@@ -231,7 +243,16 @@ func (x *executor) put(ctx context.Context, p *concourse.Plan) (bool, error) {
 	fin, done, err := x.runResource(ctx, p, r, step, func() {
 		x.b.log.appendEvent(events.InitializePut{Time: time.Now().Unix(), Origin: origin}, "", 0)
 	}, func() (map[string]any, error) {
-		return map[string]any{"source": nonNilMap(pp.Source), "params": nonNilMap(pp.Params)}, nil
+		sv := x.stepVars(nil)
+		source, err := sv.interpolateMap(ctx, pp.Source)
+		if err != nil {
+			return nil, err
+		}
+		params, err := sv.interpolateMap(ctx, pp.Params)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"source": nonNilMap(source), "params": nonNilMap(params)}, nil
 	})
 	if done || fin == nil {
 		return x.replayed(r, err)
@@ -367,6 +388,9 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 		return nil, true, err
 	}
 	if rec.StepID != "" {
+		// The credentials the step read are redacted again from what its
+		// pod still logs (the redactions died with the previous server).
+		_, _ = request()
 		st := s.registerResourceStep(b, rec.StepID, p.ID, step.kind)
 		gone, err := s.podGone(ctx, rec.StepID)
 		switch {
@@ -680,6 +704,10 @@ func (x *executor) resourceImage(ctx context.Context, step resourceStep) (string
 	}
 	if version == nil {
 		return "", fmt.Errorf("resource type %q has no image (neither a base type nor a check of its own)", step.typ)
+	}
+	source, err := x.stepVars(nil).interpolateMap(ctx, source)
+	if err != nil {
+		return "", fmt.Errorf("resource type %q: source: %w", step.typ, err)
 	}
 	repo, _ := source["repository"].(string)
 	digest := version["digest"]

@@ -79,6 +79,9 @@ type Config struct {
 	// merged under the source of every resource and image_resource of the
 	// type (see LoadBaseResourceTypeDefaults).
 	BaseResourceTypeDefaults map[string]map[string]any
+	// CredentialNamespacePrefix names the namespace of a team's
+	// credentials: prefix + team (empty: creds.DefaultNamespacePrefix).
+	CredentialNamespacePrefix string
 }
 
 // Deps are what the server is given rather than opening itself.

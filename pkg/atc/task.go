@@ -109,6 +109,9 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	}
 	var fin *eventspb.StepFinished
 	if rec.StepID != "" {
+		// The credentials the step read are redacted again from what its
+		// pod still logs (the redactions died with the previous server).
+		_, _ = x.prepareTask(ctx, tp)
 		st := s.registerStep(b, rec.StepID, p.ID, rec.EventConfig)
 		gone, err := s.podGone(ctx, rec.StepID)
 		switch {
@@ -122,7 +125,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return x.endTask(ctx, p, r, st, fin)
 	}
 
-	a, eventConfig, pull, err := x.resolveTask(ctx, p)
+	a, eventConfig, pull, secretParams, err := x.resolvePreparedTask(ctx, p)
 	origin := events.Origin{ID: string(p.ID)}
 	if err != nil {
 		b.log.appendEvent(events.Error{Time: time.Now().Unix(), Origin: origin, Message: err.Error()}, "", 0)
@@ -148,7 +151,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	})
 	s.saveState(ctx, b)
 	st := s.registerStep(b, a.StepID, p.ID, eventConfig)
-	if err := s.createPod(ctx, a, pull); err != nil {
+	if err := s.createStepPod(ctx, a, podspec.Secrets{ImagePull: pull, Params: secretParams}); err != nil {
 		fin = errored(err.Error())
 	} else {
 		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
@@ -243,6 +246,24 @@ func (s *Server) retire(stepID, container string) {
 			}
 		}
 	})
+}
+
+// resolvePreparedTask resolves the task as it runs (prepareTask): params
+// that show credentials leave the action for the step's Secret, and the
+// event config shows them redacted.
+func (x *executor) resolvePreparedTask(ctx context.Context, p *concourse.Plan) (*action.Action, events.TaskConfig, *podspec.RegistryAuth, map[string]string, error) {
+	tp, err := x.prepareTask(ctx, p.Task)
+	if err != nil {
+		return nil, events.TaskConfig{}, nil, nil, err
+	}
+	prepared := *p
+	prepared.Task = tp
+	a, eventConfig, pull, err := x.resolveTask(ctx, &prepared)
+	if err != nil {
+		return nil, events.TaskConfig{}, nil, nil, err
+	}
+	red := x.b.log.currentRedactor()
+	return a, redactEventConfig(red, eventConfig), pull, splitSecretParams(a, red), nil
 }
 
 // resolveTask turns a task step into an action, the way Concourse checks a

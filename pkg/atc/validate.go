@@ -32,7 +32,7 @@ func (s *Server) validatePlan(ctx context.Context, team db.Team, plan *concourse
 				errs = append(errs, fmt.Errorf("timeout: %w", err))
 			}
 		case p.Task != nil:
-			if _, _, err := taskConfig(p.Task); err != nil {
+			if err := validateTaskPlan(p.Task); err != nil {
 				errs = append(errs, err)
 			} else if err := s.checkTags(p.Task.Tags); err != nil {
 				errs = append(errs, fmt.Errorf("task %q: %w", p.Task.Name, err))

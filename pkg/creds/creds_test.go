@@ -6,8 +6,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/porter-ci/porter/pkg/vars"
 )
@@ -106,5 +110,18 @@ func TestResolverInterpolates(t *testing.T) {
 	}
 	if _, _, err := (Resolver{K: r.K, Team: "main"}).Get(context.Background(), vars.Ref{Source: "vault", Path: "x"}); err == nil {
 		t.Error("a var source was accepted")
+	}
+}
+
+func TestLookupForbiddenIsAnErrorNotUndefined(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	client.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "token", nil)
+	})
+	k := &Kubernetes{Client: client, NamespacePrefix: "creds-"}
+	_, found, err := k.Lookup(context.Background(), "main", "", "token")
+	if found || err == nil || !strings.Contains(err.Error(), "cannot read Secret token in namespace creds-main") ||
+		!strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("Lookup = found %v, err %v", found, err)
 	}
 }

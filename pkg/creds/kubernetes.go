@@ -53,7 +53,9 @@ func (k *Kubernetes) Lookup(ctx context.Context, team, pipeline, name string) (v
 		case apierrors.IsNotFound(err):
 			continue
 		case err != nil:
-			return nil, false, fmt.Errorf("read Secret %s/%s for ((%s)): %w", ns, secretName, name, err)
+			// Forbidden above all must not read as "undefined": the ATC
+			// lacks RBAC in the team's namespace, and the message says so.
+			return nil, false, fmt.Errorf("cannot read Secret %s in namespace %s for ((%s)): %w", secretName, ns, name, err)
 		}
 		if v, ok := s.Data[valueKey]; ok {
 			return string(v), true, nil

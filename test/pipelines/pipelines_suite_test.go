@@ -38,6 +38,9 @@ type suite struct {
 	server   *testenv.ATC
 	flyBin   string
 	password string
+	// credNS is team main's credential namespace (creds_test.go).
+	credNS string
+	dsn    string
 }
 
 var s suite
@@ -52,11 +55,16 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte { return nil }, fun
 	s.ns, removeNS, err = env.NewWorkerNamespace(ctx, "porter-pipelines-")
 	DeferCleanup(removeNS)
 	Expect(err).NotTo(HaveOccurred())
+	credPrefix, removeCredNS, err := env.NewCredentialNamespace(ctx, s.ns, "main")
+	DeferCleanup(removeCredNS)
+	Expect(err).NotTo(HaveOccurred())
+	s.credNS = credPrefix + "main"
 	dsn, drop, err := env.NewDatabase(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(drop)
+	s.dsn = dsn
 	s.server, err = env.NewATC(testenv.ATCConfig{
-		Worker: s.ns, WorkerName: "pipelines", Database: dsn,
+		Worker: s.ns, WorkerName: "pipelines", Database: dsn, CredentialNamespacePrefix: credPrefix,
 		LocalUsers: []string{adminUser + ":" + s.password}, MainTeamUsers: []string{adminUser},
 		PodRetention: time.Minute,
 		Args:         serverArgs(),

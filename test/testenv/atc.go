@@ -250,8 +250,11 @@ type ATCConfig struct {
 	// in the server's directory). nil means LocalBaseResourceTypeDefaults;
 	// an empty map passes no defaults.
 	BaseResourceTypeDefaults map[string]map[string]any
-	Args                     []string // more flags, last
-	Env                      []string // more environment, last
+	// CredentialNamespacePrefix is --kubernetes-credential-namespace-prefix
+	// (default: the server's, "concourse-"); see NewCredentialNamespace.
+	CredentialNamespacePrefix string
+	Args                      []string // more flags, last
+	Env                       []string // more environment, last
 }
 
 // ATC is one `atc-porter-runtime serve` process, which can be stopped,
@@ -431,6 +434,9 @@ func (a *ATC) Args() []string {
 	}
 	if _, file := a.baseTypeDefaults(); file != "" {
 		args = append(args, "--base-resource-type-defaults", file)
+	}
+	if c.CredentialNamespacePrefix != "" {
+		args = append(args, "--kubernetes-credential-namespace-prefix", c.CredentialNamespacePrefix)
 	}
 	return append(args, c.Args...)
 }

@@ -1,0 +1,230 @@
+package atc
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/creds"
+	"github.com/porter-ci/porter/pkg/events"
+)
+
+func credSecret(ns, name string, data map[string]string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{}}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	return s
+}
+
+// credsExecutor is an executor of a job build of pipeline "pipe" in team
+// main, whose credentials are the given Secrets and whose artifacts live in
+// store.
+func credsExecutor(t *testing.T, store blobstore.Store, objs ...runtime.Object) (*executor, *fake.Clientset) {
+	t.Helper()
+	kube := fake.NewSimpleClientset(objs...)
+	s := &Server{cfg: Config{Worker: "w"}, kube: kube, store: store, log: slog.New(slog.DiscardHandler)}
+	b := &build{id: 7, name: "7", team: "main", teamID: 1, pipeline: "pipe", job: "j",
+		log: newBuildLog(chunkSource{}, slog.New(slog.DiscardHandler))}
+	return newExecutor(s, b), kube
+}
+
+const taskFile = `
+platform: linux
+image_resource:
+  type: registry-image
+  source: {repository: busybox, password: ((login.password))}
+params:
+  GREETING: ((greeting))
+  FROM_FILE: "token is ((token))"
+run:
+  path: sh
+  args: [-c, 'echo "((greeting))" ((token))']
+`
+
+func TestPrepareTaskFromFileWithVarsAndCredentials(t *testing.T) {
+	store := minioStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "ci"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ci", "task.yml"), []byte(taskFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	art, err := blobstore.UploadDir(ctx, store, dir, blobstore.UploadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _ := credsExecutor(t, store,
+		credSecret("concourse-main", "pipe.token", map[string]string{"value": "t0ken-value"}),
+		credSecret("concourse-main", "login", map[string]string{"username": "the-user", "password": "pa55word"}),
+		credSecret("concourse-main", "step", map[string]string{"value": "step-secret"}),
+	)
+	x.setArtifact("repo", artifactRef(art))
+
+	tp := &concourse.TaskPlan{Name: "t", ConfigPath: "repo/ci/task.yml",
+		Vars: map[string]any{"greeting": "hello"}, Params: map[string]any{"STEP": "((step))", "PLAIN": "x"}}
+	a, eventConfig, _, secretParams, err := x.resolvePreparedTask(ctx, &concourse.Plan{ID: "1", Task: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp.ConfigPath != "repo/ci/task.yml" || tp.Config != nil || tp.Params["STEP"] != "((step))" {
+		t.Errorf("the plan was changed: %+v", tp)
+	}
+	if a.Params["GREETING"] != "hello" || a.Params["PLAIN"] != "x" {
+		t.Errorf("plain params = %v", a.Params)
+	}
+	if !slices.Equal(a.SecretParams, []string{"FROM_FILE", "STEP"}) {
+		t.Errorf("secret params = %v", a.SecretParams)
+	}
+	if secretParams["FROM_FILE"] != "token is t0ken-value" || secretParams["STEP"] != "step-secret" {
+		t.Errorf("secret values = %v", secretParams)
+	}
+	body, _ := json.Marshal(a.Params)
+	for _, v := range []string{"t0ken-value", "step-secret"} {
+		if strings.Contains(string(body), v) {
+			t.Errorf("the action's params show %q: %s", v, body)
+		}
+	}
+	// The process gets the value; what the build shows and keeps does not.
+	if !slices.Equal(a.Run.Args, []string{"-c", `echo "hello" t0ken-value`}) {
+		t.Errorf("action args = %v", a.Run.Args)
+	}
+	if !slices.Equal(eventConfig.Run.Args, []string{"-c", `echo "hello" ((redacted))`}) || eventConfig.Platform != "linux" {
+		t.Errorf("event config = %+v", eventConfig)
+	}
+	// Every key of a Secret with fields is redacted, not only the one used.
+	x.b.log.appendEvent(events.Log{Payload: "the-user:pa55word t0ken-value \"step-secret\"\n"}, "", 0)
+	got := string(x.b.log.records[len(x.b.log.records)-1].Event.Data)
+	if strings.Contains(got, "pa55word") || strings.Contains(got, "t0ken-value") || strings.Contains(got, "step-secret") ||
+		!strings.Contains(got, `((redacted)):((redacted)) ((redacted)) \"((redacted))\"`) {
+		t.Errorf("log event = %s", got)
+	}
+}
+
+func artifactRef(a blobstore.Artifact) api.ArtifactRef {
+	return api.ArtifactRef{Key: a.Key, Digest: a.Digest, Size: a.Size}
+}
+
+func TestPrepareTaskErrors(t *testing.T) {
+	store := minioStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "other.yml"), []byte("x: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	art, err := blobstore.UploadDir(ctx, store, dir, blobstore.UploadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, kube := credsExecutor(t, store)
+	x.setArtifact("repo", artifactRef(art))
+	config := json.RawMessage(`{"platform":"linux","run":{"path":"((nope))","args":["((also-nope))"]}}`)
+	for _, tc := range []struct {
+		tp   concourse.TaskPlan
+		want string
+	}{
+		{concourse.TaskPlan{Name: "t", ConfigPath: "repo/ci/task.yml"}, `task "t": file repo/ci/task.yml: artifact "repo" has no file "ci/task.yml"`},
+		{concourse.TaskPlan{Name: "t", ConfigPath: "src/task.yml"}, `task "t": file src/task.yml: the build has no artifact "src"`},
+		{concourse.TaskPlan{Name: "t", Config: config}, `undefined vars: also-nope, nope`},
+		{concourse.TaskPlan{Name: "t", Config: json.RawMessage(`{"platform":"linux","run":{"path":"true"}}`),
+			Params: map[string]any{"A": "((missing.field))"}}, `undefined vars: missing.field`},
+		// One error lists the undefined vars of the config and the params.
+		{concourse.TaskPlan{Name: "t", Config: config, Params: map[string]any{"A": "((in-params))"}}, `undefined vars: also-nope, in-params, nope`},
+	} {
+		_, err := x.prepareTask(ctx, &tc.tp)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want %q", tc.tp, err, tc.want)
+		}
+	}
+
+	// An ATC that may not read the team's Secrets says so rather than
+	// calling the var undefined.
+	kube.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "nope", nil)
+	})
+	_, err = x.prepareTask(ctx, &concourse.TaskPlan{Name: "t", Config: json.RawMessage(`{"platform":"linux","run":{"path":"((nope))"}}`)})
+	if err == nil || !strings.Contains(err.Error(), "cannot read Secret pipe.nope in namespace concourse-main") ||
+		!strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("forbidden: got %v", err)
+	}
+}
+
+func TestValidateTaskPlan(t *testing.T) {
+	for _, tc := range []struct {
+		tp   concourse.TaskPlan
+		want string // "" for valid
+	}{
+		{concourse.TaskPlan{Name: "t", ConfigPath: "repo/ci/task.yml"}, ""},
+		{concourse.TaskPlan{Name: "t", ConfigPath: "task.yml"}, `want <artifact>/<path`},
+		{concourse.TaskPlan{Name: "t", ConfigPath: "repo/"}, `want <artifact>/<path`},
+		// Checked once its vars are filled in.
+		{concourse.TaskPlan{Name: "t", Config: json.RawMessage(`{"platform":"linux","run":{"path":"((p))"},"container_limits":{"memory":"((m))"}}`)}, ""},
+		{concourse.TaskPlan{Name: "t", Config: json.RawMessage(`{"platform":"linux","run":{"path":"true"}}`), Params: map[string]any{"A": "((a))"}}, ""},
+		{concourse.TaskPlan{Name: "t", Config: json.RawMessage(`{"platform":"linux"}`)}, "missing path to executable to run"},
+	} {
+		err := validateTaskPlan(&tc.tp)
+		if tc.want == "" && err != nil {
+			t.Errorf("%+v: %v", tc.tp, err)
+		}
+		if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: got %v, want %q", tc.tp, err, tc.want)
+		}
+	}
+}
+
+func TestSplitSecretParams(t *testing.T) {
+	a := &action.Action{Params: map[string]string{"A": "plain", "B": "Bearer s3cr3t", "C": "s3cr3t", "D": ""}}
+	got := splitSecretParams(a, creds.NewRedactor([]string{"s3cr3t"}))
+	if len(got) != 2 || got["B"] != "Bearer s3cr3t" || got["C"] != "s3cr3t" {
+		t.Errorf("secret params = %v", got)
+	}
+	if !slices.Equal(a.SecretParams, []string{"B", "C"}) || len(a.Params) != 2 || a.Params["A"] != "plain" {
+		t.Errorf("action params = %v, secret %v", a.Params, a.SecretParams)
+	}
+	b := &action.Action{Params: map[string]string{"A": "x"}}
+	if got := splitSecretParams(b, nil); got != nil || len(b.Params) != 1 {
+		t.Errorf("without credentials: %v %v", got, b.Params)
+	}
+}
+
+func TestBuildLogRedactsEventsAppendedAfterTheCredentialWasRead(t *testing.T) {
+	l := newBuildLog(chunkSource{}, slog.New(slog.DiscardHandler))
+	l.appendEvent(events.Log{Payload: "before: s3cr3t"}, "", 0)
+	l.redact([]string{"s3cr3t", `q"uote`})
+	l.appendEvent(events.Log{Payload: "after: s3cr3t and q\"uote"}, "", 0)
+	l.appendEvent(events.Error{Message: "failed with s3cr3t"}, "", 0)
+	l.appendEvent(events.InitializeTask{Config: events.TaskConfig{Run: events.TaskRunConfig{Args: []string{"s3cr3t"}}}}, "", 0)
+	var shown []string
+	for _, r := range l.records {
+		shown = append(shown, string(r.Event.Data))
+	}
+	all := strings.Join(shown[1:], "\n")
+	if strings.Contains(all, "s3cr3t") || strings.Contains(all, "uote") || strings.Count(all, creds.Redacted) != 4 {
+		t.Errorf("events after redact:\n%s", all)
+	}
+	if !strings.Contains(shown[0], "s3cr3t") {
+		t.Errorf("an event appended before was changed: %s", shown[0])
+	}
+}
