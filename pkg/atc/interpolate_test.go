@@ -51,7 +51,8 @@ const taskFile = `
 platform: linux
 image_resource:
   type: registry-image
-  source: {repository: busybox, password: ((login.password))}
+  source: {repository: busybox, username: ((login.username)), password: ((login.password))}
+  version: {digest: "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}
 params:
   GREETING: ((greeting))
   FROM_FILE: "token is ((token))"
