@@ -18,7 +18,7 @@ import (
 // ran, where, with which inputs and what came out.
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, b db.Build) {
 	ctx := r.Context()
-	prefix := blobstore.BuildPrefix(b.Name)
+	prefix := blobstore.BuildPrefix(fmt.Sprint(b.ID))
 	objs, err := s.store.List(ctx, prefix)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, fmt.Errorf("list %s: %w", prefix, err))

@@ -239,7 +239,7 @@ func (s *Server) writeBuildAudit(ctx context.Context, b *build, status concourse
 	if err != nil {
 		return
 	}
-	key := blobstore.BuildPrefix(b.name) + "build.json"
+	key := blobstore.BuildPrefix(fmt.Sprint(b.id)) + "build.json"
 	if _, err := s.store.Stat(ctx, key); err == nil {
 		return
 	} else if !errors.Is(err, blobstore.ErrNotFound) {

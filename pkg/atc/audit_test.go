@@ -1,0 +1,42 @@
+package atc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/concourse"
+)
+
+// Job builds of different pipelines share names ("1"): their audit
+// records are kept apart by build id.
+func TestBuildAuditIsKeyedByID(t *testing.T) {
+	store := minioStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := &Server{store: store, log: slog.New(slog.DiscardHandler)}
+	for _, b := range []*build{
+		{id: 41, name: "1", team: "main", pipeline: "a", job: "j"},
+		{id: 42, name: "1", team: "main", pipeline: "b", job: "j"},
+	} {
+		s.writeBuildAudit(ctx, b, concourse.StatusSucceeded, time.Now())
+	}
+	for _, id := range []int64{41, 42} {
+		rc, _, err := store.Get(ctx, blobstore.BuildPrefix(fmt.Sprint(id))+"build.json")
+		if err != nil {
+			t.Fatalf("build %d: %v", id, err)
+		}
+		body, _ := io.ReadAll(rc)
+		rc.Close()
+		var rec auditBuild
+		if err := json.Unmarshal(body, &rec); err != nil || rec.ID != id {
+			t.Errorf("builds/%d/build.json is %s (%v)", id, body, err)
+		}
+	}
+}
+
