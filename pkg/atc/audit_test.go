@@ -39,4 +39,3 @@ func TestBuildAuditIsKeyedByID(t *testing.T) {
 		}
 	}
 }
-
