@@ -180,6 +180,41 @@ run: {path: echo, args: [in busybox]}
 		Expect(s.server.Log()).To(MatchRegexp(`msg="task image from the image cache" build=%d `, secondID))
 	})
 
+	It("gives the kubelet a registry login as the pod's own pull Secret", func(ctx SpecContext) {
+		// The cluster's registry takes any login (it has no auth): this
+		// proves the Secret, its owner and the pod's reference, and that the
+		// kubelet accepts them; podspec's tests pin the Secret's content.
+		f := newFly(ctx)
+		tag, digest := tagBusybox(ctx)
+		password := rand.Text()
+		task := filepath.Join(GinkgoT().TempDir(), "task.yml")
+		Expect(os.WriteFile(task, []byte(fmt.Sprintf(`platform: linux
+image_resource:
+  type: registry-image
+  source: {repository: busybox, tag: %s, username: robot, password: %s}
+run: {path: echo, args: [pulled with a login]}
+`, tag, password)), 0o644)).To(Succeed())
+		res := succeed(ctx, f, "execute", "-c", task)
+		Expect(res.Stdout).To(ContainSubstring("pulled with a login"))
+		pod := buildPods(ctx, executedBuild(res))["one-off"]
+		Expect(stepImage(pod)).To(Equal("busybox@" + digest))
+		Expect(pod.Spec.ImagePullSecrets).To(HaveLen(1))
+		Expect(pod.Spec.ImagePullSecrets[0].Name).To(Equal(pod.Name + "-pull"))
+		spec, err := json.Marshal(pod.Spec)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(spec)).NotTo(ContainSubstring(password))
+
+		secret, err := s.env.Admin.CoreV1().Secrets(s.ns.Name).Get(ctx, pod.Name+"-pull", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(secret.Type).To(Equal(corev1.SecretTypeDockerConfigJson))
+		Expect(secret.OwnerReferences).To(ConsistOf(HaveField("UID", pod.UID)))
+		var config struct {
+			Auths map[string]struct{ Username, Password string } `json:"auths"`
+		}
+		Expect(json.Unmarshal(secret.Data[corev1.DockerConfigJsonKey], &config)).To(Succeed())
+		Expect(config.Auths).To(HaveKeyWithValue("https://index.docker.io/v1/", struct{ Username, Password string }{"robot", password}))
+	})
+
 	It("runs a task in the image a registry-image get fetched (task.image)", func(ctx SpecContext) {
 		f := newFly(ctx)
 		marker := rand.Text()
