@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/pipeline"
@@ -208,6 +209,9 @@ func (x *executor) imageCheck(ctx context.Context, task, p *concourse.Plan) (map
 	fin, done, err := x.runResource(ctx, p, r, step, announce, func() (map[string]any, error) {
 		return map[string]any{"source": nonNilMap(cp.Source), "version": nil}, nil
 	}, withoutWorkerEvent())
+	if done || fin != nil {
+		defer x.removeImageCheck(ctx, r)
+	}
 	if done || fin == nil {
 		ok, err := x.replayed(r, err)
 		if err != nil {
@@ -240,6 +244,24 @@ func (x *executor) imageCheck(ctx context.Context, task, p *concourse.Plan) (map
 		return nil, err
 	}
 	return version, nil
+}
+
+// removeImageCheck removes an image check's pod and container once it
+// ended: its outcome and log are in the build's events, and the task's
+// container is then the build's one to intercept, as before the check.
+func (x *executor) removeImageCheck(ctx context.Context, r *stepRecord) {
+	var stepID, container string
+	x.b.update(func() { stepID, container = r.StepID, r.Container })
+	if stepID == "" {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	x.s.deletePod(ctx, stepID)
+	if container != "" {
+		if err := x.s.db.DeleteContainer(ctx, container); err != nil && !errors.Is(err, db.ErrNotFound) {
+			x.s.log.Warn("remove an image check's container record", "container", container, "err", err)
+		}
+	}
 }
 
 // pullAuth is the registry login of a source (nil: none).

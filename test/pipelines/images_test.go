@@ -164,21 +164,55 @@ run: {path: echo, args: [in busybox]}
 		Expect(first.Stdout).To(ContainSubstring("in busybox"))
 		Expect(first.Stdout).To(ContainSubstring("[WARNING] image_resource params are ignored"))
 		firstID := executedBuild(first)
-		pods := buildPods(ctx, firstID)
-		Expect(pods).To(HaveKey("image"), "the image's check pod")
-		Expect(pods).To(HaveKey("one-off"))
-		Expect(stepImage(pods["one-off"])).To(Equal("busybox@" + digest))
+		Expect(stepImage(buildPods(ctx, firstID)["one-off"])).To(Equal("busybox@" + digest))
+		// The check ran as a step of the build, announced as Concourse
+		// does; its pod is gone once it ended.
 		events := buildEvents(ctx, firstID)
-		Expect(events).To(ContainSubstring(`"event":"image-check"`))
 		Expect(events).To(ContainSubstring(fmt.Sprintf(`"plan":{"check":{"name":"image","type":"registry-image"},"id":"%s/image-check"}`, taskPlanID(events))))
+		Expect(s.server.Log()).To(MatchRegexp(`msg="step pod created" step=b%d-image-`, firstID))
 
 		second := succeed(ctx, f, "execute", "-c", task)
 		Expect(second.Stdout).To(ContainSubstring("in busybox"))
 		secondID := executedBuild(second)
-		pods = buildPods(ctx, secondID)
-		Expect(pods).NotTo(HaveKey("image"), "the second execute ran a check pod")
-		Expect(stepImage(pods["one-off"])).To(Equal("busybox@" + digest))
+		Expect(stepImage(buildPods(ctx, secondID)["one-off"])).To(Equal("busybox@" + digest))
 		Expect(buildEvents(ctx, secondID)).NotTo(ContainSubstring(`"event":"image-check"`))
+		Expect(s.server.Log()).NotTo(MatchRegexp(`msg="step pod created" step=b%d-image-`, secondID), "the second execute ran a check pod")
+		Expect(s.server.Log()).To(MatchRegexp(`msg="task image from the image cache" build=%d `, secondID))
+	})
+
+	It("gives the kubelet a registry login as the pod's own pull Secret", func(ctx SpecContext) {
+		// The cluster's registry takes any login (it has no auth): this
+		// proves the Secret, its owner and the pod's reference, and that the
+		// kubelet accepts them; podspec's tests pin the Secret's content.
+		f := newFly(ctx)
+		tag, digest := tagBusybox(ctx)
+		password := rand.Text()
+		task := filepath.Join(GinkgoT().TempDir(), "task.yml")
+		Expect(os.WriteFile(task, []byte(fmt.Sprintf(`platform: linux
+image_resource:
+  type: registry-image
+  source: {repository: busybox, tag: %s, username: robot, password: %s}
+run: {path: echo, args: [pulled with a login]}
+`, tag, password)), 0o644)).To(Succeed())
+		res := succeed(ctx, f, "execute", "-c", task)
+		Expect(res.Stdout).To(ContainSubstring("pulled with a login"))
+		pod := buildPods(ctx, executedBuild(res))["one-off"]
+		Expect(stepImage(pod)).To(Equal("busybox@" + digest))
+		Expect(pod.Spec.ImagePullSecrets).To(HaveLen(1))
+		Expect(pod.Spec.ImagePullSecrets[0].Name).To(Equal(pod.Name + "-pull"))
+		spec, err := json.Marshal(pod.Spec)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(spec)).NotTo(ContainSubstring(password))
+
+		secret, err := s.env.Admin.CoreV1().Secrets(s.ns.Name).Get(ctx, pod.Name+"-pull", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(secret.Type).To(Equal(corev1.SecretTypeDockerConfigJson))
+		Expect(secret.OwnerReferences).To(ConsistOf(HaveField("UID", pod.UID)))
+		var config struct {
+			Auths map[string]struct{ Username, Password string } `json:"auths"`
+		}
+		Expect(json.Unmarshal(secret.Data[corev1.DockerConfigJsonKey], &config)).To(Succeed())
+		Expect(config.Auths).To(HaveKeyWithValue("https://index.docker.io/v1/", struct{ Username, Password string }{"robot", password}))
 	})
 
 	It("runs a task in the image a registry-image get fetched (task.image)", func(ctx SpecContext) {
