@@ -59,7 +59,7 @@ func (x *executor) taskImage(ctx context.Context, p *concourse.Plan, cfg *taskco
 	tp := p.Task
 	if tp.ImageArtifactName != "" {
 		// As in Concourse, the step's image: wins over the config's.
-		return x.artifactImage(tp)
+		return x.artifactImage(ctx, tp)
 	}
 	if cfg.ImageResource == nil {
 		return taskImage{}, fmt.Errorf("task %q has no image: give its config an image_resource, or the step an image: naming a registry-image get", tp.Name)
@@ -92,8 +92,9 @@ func (x *executor) noteFetched(gp *concourse.GetPlan, version map[string]string)
 }
 
 // artifactImage is the image a registry-image-like get of the build
-// fetched: its source's repository at its version's digest.
-func (x *executor) artifactImage(tp *concourse.TaskPlan) (taskImage, error) {
+// fetched: its source's repository at its version's digest. The source is
+// kept as the plan wrote it, so its ((vars)) are filled in here.
+func (x *executor) artifactImage(ctx context.Context, tp *concourse.TaskPlan) (taskImage, error) {
 	name := tp.ImageArtifactName
 	x.mu.Lock()
 	f, fetched := x.fetched[name]
@@ -105,12 +106,16 @@ func (x *executor) artifactImage(tp *concourse.TaskPlan) (taskImage, error) {
 	case !fetched:
 		return taskImage{}, fmt.Errorf("task %q: image artifact %q was not fetched by a get step (a task's output or an uploaded input cannot be an image); image: names the artifact of a registry-image get", tp.Name, name)
 	}
-	ref, err := taskconfig.PinnedImage(f.source, f.version)
+	source, err := x.stepVars(nil).interpolateMap(ctx, f.source)
+	if err != nil {
+		return taskImage{}, fmt.Errorf("task %q: image artifact %q: %w", tp.Name, name, err)
+	}
+	ref, err := taskconfig.PinnedImage(source, f.version)
 	if err != nil {
 		return taskImage{}, fmt.Errorf("task %q: image artifact %q comes from a get of type %q, which gives no image (a registry-image-like resource has source.repository and versions with a sha256 digest): %w",
 			tp.Name, name, f.typ, err)
 	}
-	pull, err := pullAuth(f.source)
+	pull, err := pullAuth(source)
 	if err != nil {
 		return taskImage{}, fmt.Errorf("task %q: image artifact %q: %w", tp.Name, name, err)
 	}

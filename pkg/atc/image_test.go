@@ -184,7 +184,7 @@ func TestArtifactImage(t *testing.T) {
 	x.setArtifact("img", api.ArtifactRef{Key: "k"})
 	x.noteFetched(&concourse.GetPlan{Name: "img", Type: "registry-image",
 		Source: map[string]any{"repository": "10.245.0.1:5000/app", "username": "robot", "password": "pw"}}, map[string]string{"digest": testDigest})
-	got, err := x.artifactImage(task("img"))
+	got, err := x.artifactImage(context.Background(), task("img"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,14 +200,14 @@ func TestArtifactImage(t *testing.T) {
 		"built":   `task "unit": image artifact "built" was not fetched by a get step`,
 		"repo":    `task "unit": image artifact "repo" comes from a get of type "git", which gives no image`,
 	} {
-		if _, err := x.artifactImage(task(image)); err == nil || !strings.Contains(err.Error(), wantErr) {
+		if _, err := x.artifactImage(context.Background(), task(image)); err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Errorf("image %s: err = %v, want %q", image, err, wantErr)
 		}
 	}
 
 	// A task output that replaces a fetched artifact is no image.
 	x.setArtifact("img", api.ArtifactRef{Key: "k4"})
-	if _, err := x.artifactImage(task("img")); err == nil || !strings.Contains(err.Error(), "was not fetched by a get step") {
+	if _, err := x.artifactImage(context.Background(), task("img")); err == nil || !strings.Contains(err.Error(), "was not fetched by a get step") {
 		t.Errorf("replaced artifact: %v", err)
 	}
 }
@@ -273,5 +273,22 @@ func TestTaskImageFromTheCache(t *testing.T) {
 	got, err := x.taskImage(context.Background(), &concourse.Plan{ID: "1", Task: &concourse.TaskPlan{Name: "unit"}}, &taskconfig.Config{ImageResource: ir})
 	if err != nil || got.ref != "busybox@"+testDigest {
 		t.Errorf("image = %+v, %v", got, err)
+	}
+}
+
+// A get's source keeps its ((vars)) as the plan wrote them; the image it
+// gives is built from the filled-in source.
+func TestArtifactImageFillsInTheGetsVars(t *testing.T) {
+	x, _ := credsExecutor(t, nil, credSecret("concourse-main", "registry", map[string]string{"repo": "10.245.0.1:5000/app", "password": "pw"}))
+	x.setArtifact("img", api.ArtifactRef{Key: "k"})
+	x.noteFetched(&concourse.GetPlan{Name: "img", Type: "registry-image",
+		Source: map[string]any{"repository": "((registry.repo))", "username": "robot", "password": "((registry.password))"}},
+		map[string]string{"digest": testDigest})
+	got, err := x.artifactImage(context.Background(), &concourse.TaskPlan{Name: "unit", ImageArtifactName: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (taskImage{ref: "10.245.0.1:5000/app@" + testDigest, pull: &podspec.RegistryAuth{Username: "robot", Password: "pw"}}); !reflect.DeepEqual(got, want) {
+		t.Errorf("image = %+v, want %+v", got, want)
 	}
 }
