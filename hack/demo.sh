@@ -57,6 +57,17 @@ start_atc() {
   # mirror (Concourse's --base-resource-type-defaults).
   printf 'registry-image:\n  registry_mirror: {host: "%s"}\n  insecure: true\n' "$PORTER_CLUSTER_REGISTRY" \
     >"$ATC_STATE/base-resource-type-defaults.yml"
+  # The base resource types run from the cluster's registry by digest, so
+  # every pod gets the images `make images` just pushed.
+  local types=() name digest
+  for name in registry-image git time mock; do
+    digest=$(curl -fsSI --noproxy '*' -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+      -H 'Accept: application/vnd.oci.image.index.v1+json' \
+      "http://$PORTER_CLUSTER_REGISTRY/v2/resource-$name/manifests/dev" |
+      tr -d '\r' | awk 'tolower($1) == "docker-content-digest:" {print $2}') ||
+      die "resource type image resource-$name:dev is not in the registry at $PORTER_CLUSTER_REGISTRY (make images)"
+    types+=(--base-resource-type "$name=$PORTER_CLUSTER_REGISTRY/resource-$name@$digest")
+  done
   PORTER_POSTGRES_DSN=$PORTER_POSTGRES_DSN \
   PORTER_BLOBSTORE_ENDPOINT=$PORTER_CLUSTER_MINIO_ENDPOINT \
   PORTER_BLOBSTORE_BUCKET=$PORTER_CLUSTER_MINIO_BUCKET \
@@ -68,7 +79,7 @@ start_atc() {
       --grpc-listen "$NODE_IP:7777" --http-listen 127.0.0.1:8080 --state-dir "$ATC_STATE" \
       --porter-image porter.local/porter:dev --dns-policy Default --keep-alive 10m \
       --add-local-user "$DEMO_USER:$DEMO_PASSWORD" --main-team-local-user "$DEMO_USER" \
-      --base-resource-type-defaults "$ATC_STATE/base-resource-type-defaults.yml" \
+      --base-resource-type-defaults "$ATC_STATE/base-resource-type-defaults.yml" "${types[@]}" \
       >>"$ATC_LOG" 2>&1 </dev/null &
   echo $! >"$ATC_RUN/atc.pid"
   for _ in $(seq 100); do
