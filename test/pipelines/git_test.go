@@ -334,6 +334,33 @@ run: {path: sh, args: [-c, 'echo "executed on $(cat repo/README) at $(cat repo/.
 	})
 })
 
+var _ = Describe("fly execute --inputs-from a job that cannot run yet", func() {
+	It("says the job's inputs are not found, and runs nothing", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("noinputs")
+		setPipeline(ctx, f, p, `
+resources:
+- name: empty
+  type: mock
+  check_every: 1s
+  source: {no_initial_version: true}
+jobs:
+- name: j
+  plan:
+  - get: empty
+`)
+		dir := GinkgoT().TempDir()
+		task := filepath.Join(dir, "task.yml")
+		Expect(os.WriteFile(task, []byte(busyboxTask("", `inputs: [{name: empty}]
+run: {path: "true"}`)), 0o644)).To(Succeed())
+		res, err := f.Exec(ctx, testenv.FlyCmd{Args: []string{"execute", "-c", task, "--inputs-from", p + "/j"}, Dir: dir})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.ExitCode).NotTo(Equal(0), res.String())
+		Expect(res.Output()).To(ContainSubstring(fmt.Sprintf("build inputs for %s/j not found", p)))
+		Expect(res.Output()).NotTo(ContainSubstring("executing build"))
+	})
+})
+
 var _ = Describe("faults of resources and versions", func() {
 	It("says so on the resource when a resource type's image has no /opt/resource/check, without a crash loop", func(ctx SpecContext) {
 		f := newFly(ctx)
