@@ -83,7 +83,7 @@ func (s *Server) handleJobInputs(w http.ResponseWriter, r *http.Request, jr jobR
 		// The get step's own params and tags (the first step of that name,
 		// as input selection takes).
 		found := false
-		eachJobStep(&job, func(st *concourse.Step) {
+		job.EachStep(func(st *concourse.Step) {
 			if found || st.Get != in.Name {
 				return
 			}

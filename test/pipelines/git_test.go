@@ -73,8 +73,8 @@ func waitForBuildNamed(ctx context.Context, f *testenv.Fly, pipeline, job, name,
 	return id
 }
 
-// buildPods are the step pods of build (by its ID), through the admin client.
-func buildPods(ctx context.Context, buildID string) []corev1.Pod {
+// podsOfBuild are the step pods of build (by its ID), through the admin client.
+func podsOfBuild(ctx context.Context, buildID string) []corev1.Pod {
 	GinkgoHelper()
 	pods, err := s.env.Admin.CoreV1().Pods(s.ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "porter.dev/build=" + buildID})
 	Expect(err).NotTo(HaveOccurred())
@@ -86,7 +86,7 @@ func waitForRunningPod(ctx context.Context, buildID, part string) {
 	GinkgoHelper()
 	Eventually(ctx, func() []string {
 		var running []string
-		for _, p := range buildPods(ctx, buildID) {
+		for _, p := range podsOfBuild(ctx, buildID) {
 			if strings.Contains(p.Name, part) && p.Status.Phase == corev1.PodRunning {
 				running = append(running, p.Name)
 			}
@@ -149,7 +149,7 @@ func abortAndExpectGone(ctx context.Context, f *testenv.Fly, pipeline, job, name
 	waitForBuildNamed(ctx, f, pipeline, job, name, "aborted", 30*time.Second)
 	Eventually(ctx, func() []string {
 		var left []string
-		for _, p := range buildPods(ctx, buildID) {
+		for _, p := range podsOfBuild(ctx, buildID) {
 			left = append(left, fmt.Sprintf("%s (%s)", p.Name, p.Status.Phase))
 		}
 		return left
@@ -386,7 +386,7 @@ jobs:
 		Expect(res.Output()).To(ContainSubstring("/opt/resource/check"))
 		build := buildNumber(res.Stdout)
 		Expect(build).NotTo(BeEmpty(), res.String())
-		for _, pod := range buildPods(ctx, build) {
+		for _, pod := range podsOfBuild(ctx, build) {
 			Expect(pod.Spec.RestartPolicy).To(Equal(corev1.RestartPolicyNever), pod.Name)
 			for _, c := range pod.Status.ContainerStatuses {
 				Expect(c.RestartCount).To(BeZero(), "container %s of %s restarted", c.Name, pod.Name)
