@@ -140,20 +140,37 @@ func (h *hangingServer) close() error {
 	return err
 }
 
-// abortAndExpectGone aborts build name of job while its pods run, then
-// expects the build aborted and its pods gone.
-func abortAndExpectGone(ctx context.Context, f *testenv.Fly, pipeline, job, name, buildID string) {
+// abortBuild aborts build name of job (running) and expects it aborted
+// and none of its pods left running.
+func abortBuild(ctx context.Context, f *testenv.Fly, pipeline, job, name, buildID string) {
 	GinkgoHelper()
 	res := succeed(ctx, f, "abort-build", "-j", pipeline+"/"+job, "-b", name)
 	Expect(res.Stdout).To(ContainSubstring("build successfully aborted"))
 	waitForBuildNamed(ctx, f, pipeline, job, name, "aborted", 30*time.Second)
 	Eventually(ctx, func() []string {
-		var left []string
+		var running []string
 		for _, p := range podsOfBuild(ctx, buildID) {
-			left = append(left, fmt.Sprintf("%s (%s)", p.Name, p.Status.Phase))
+			if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodPending {
+				running = append(running, p.Name)
+			}
+		}
+		return running
+	}).WithTimeout(30*time.Second).WithPolling(500*time.Millisecond).Should(BeEmpty(), "pods of the aborted build %s still run", buildID)
+}
+
+// expectPodsGone waits until the builds have no pod at all (the server
+// removes a finished step's pod after its pod retention, a minute here).
+func expectPodsGone(ctx context.Context, buildIDs ...string) {
+	GinkgoHelper()
+	Eventually(ctx, func() []string {
+		var left []string
+		for _, id := range buildIDs {
+			for _, p := range podsOfBuild(ctx, id) {
+				left = append(left, fmt.Sprintf("%s (%s)", p.Name, p.Status.Phase))
+			}
 		}
 		return left
-	}).WithTimeout(60*time.Second).WithPolling(time.Second).Should(BeEmpty(), "pods of the aborted build %s are left", buildID)
+	}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(BeEmpty(), "pods of the aborted builds %v are left", buildIDs)
 }
 
 var _ = Describe("a booklit-style pipeline on a git repository", func() {
@@ -191,10 +208,11 @@ run: {path: sh, args: [-c, 'echo "testing $(cat booklit/README) at $(cat booklit
 		Expect(jobBuilds(ctx, f, p, "unit")).To(HaveLen(2), "one build per commit")
 	})
 
-	It("aborts a build during its get: the build is aborted and its pods are gone", func(ctx SpecContext) {
+	// One spec for both, so that the wait for the pods to go is paid once.
+	It("aborts a build during its get and another during its put: builds aborted, pods gone", func(ctx SpecContext) {
 		f := newFly(ctx)
-		p := pipelineName("abort-get")
-		setPipeline(ctx, f, p, `
+		get := pipelineName("abort-get")
+		setPipeline(ctx, f, get, `
 resources:
 - name: slow
   type: mock
@@ -206,17 +224,10 @@ jobs:
   - get: slow
     trigger: true
 `)
-		id := waitForBuildNamed(ctx, f, p, "fetch", "1", "started", 60*time.Second)
-		waitForRunningPod(ctx, id, "-slow-")
-		abortAndExpectGone(ctx, f, p, "fetch", "1", id)
-	})
-
-	It("aborts a build during its put: the build is aborted and its pods are gone", func(ctx SpecContext) {
-		f := newFly(ctx)
 		repo, _ := newRepo(ctx, "abort-put", "to push")
 		hang := newHangingServer()
-		p := pipelineName("abort-put")
-		setPipeline(ctx, f, p, "resources:\n"+gitResource("src", repo, "main")+fmt.Sprintf(`- name: stuck
+		put := pipelineName("abort-put")
+		setPipeline(ctx, f, put, "resources:\n"+gitResource("src", repo, "main")+fmt.Sprintf(`- name: stuck
   type: git
   check_every: never
   source: {uri: %q, branch: main}
@@ -228,9 +239,16 @@ jobs:
   - put: stuck
     params: {repository: src}
 `, hang.url()))
-		id := waitForBuildNamed(ctx, f, p, "publish", "1", "started", 60*time.Second)
-		waitForRunningPod(ctx, id, "-stuck-")
-		abortAndExpectGone(ctx, f, p, "publish", "1", id)
+
+		getID := waitForBuildNamed(ctx, f, get, "fetch", "1", "started", 60*time.Second)
+		waitForRunningPod(ctx, getID, "-slow-")
+		abortBuild(ctx, f, get, "fetch", "1", getID)
+
+		putID := waitForBuildNamed(ctx, f, put, "publish", "1", "started", 60*time.Second)
+		waitForRunningPod(ctx, putID, "-stuck-")
+		abortBuild(ctx, f, put, "publish", "1", putID)
+
+		expectPodsGone(ctx, getID, putID)
 	})
 
 	It("puts to a second branch and the implicit get fetches the pushed commit", func(ctx SpecContext) {

@@ -73,8 +73,7 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte { return nil }, fun
 	s.server, err = env.NewATC(testenv.ATCConfig{
 		Worker: s.ns, WorkerName: "pipelines", Database: dsn, CredentialNamespacePrefix: credPrefix,
 		LocalUsers: []string{adminUser + ":" + s.password}, MainTeamUsers: []string{adminUser},
-		// Short, so that specs see an aborted build's pods go.
-		PodRetention: 10 * time.Second,
+		PodRetention: time.Minute,
 		Args:         serverArgs(ctx),
 	})
 	Expect(err).NotTo(HaveOccurred())
