@@ -72,5 +72,9 @@ bench-sidecar: docker-up ## log latency at 10,000 lines/s and sidecar peak RSS m
 bench-overhead: cluster-up images ## a `true` task through Porter vs a bare `true` pod, median of 20, on the local cluster
 	$(GO) run ./test/bench/overhead -n 20
 
+.PHONY: bench-pipelines
+bench-pipelines: cluster-up images ## pipelines: commit → triggered build, trigger-job -w, a 10-step job vs 10 bare pods, a cached get (median of 5)
+	$(GO) run ./test/bench/pipelines -n 5
+
 .PHONY: bench
-bench: bench-artifacts bench-sidecar bench-overhead ## every benchmark (prints figures; never fails on timing)
+bench: bench-artifacts bench-sidecar bench-overhead bench-pipelines ## every benchmark (prints figures; never fails on timing)

@@ -67,6 +67,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+pipelinePath+"/resources", s.publicPipeline(s.handleListResources))
 	mux.HandleFunc("GET "+pipelinePath+"/resources/{resource_name}", s.publicPipeline(s.pipelineResource(s.handleGetResource)))
 	mux.HandleFunc("DELETE "+pipelinePath+"/resources/{resource_name}/cache", s.pipeline(auth.ActionClearResourceCache, s.pipelineResource(s.handleClearResourceCache)))
+	mux.HandleFunc("GET "+pipelinePath+"/resource-types", s.pipeline(auth.ActionRead, s.handleResourceTypes))
+	mux.HandleFunc("GET "+pipelinePath+"/jobs/{job_name}/inputs", s.pipeline(auth.ActionRead, s.pipelineJob(s.handleJobInputs)))
+	mux.HandleFunc("POST "+pipelinePath+"/builds", s.pipeline(auth.ActionCreateBuild, s.handleCreatePipelineBuild))
 	// Pipelines' jobs and resources: scheduling (jobbuilds.go, versions.go).
 	s.jobRoutes(mux)
 	s.versionRoutes(mux)

@@ -92,7 +92,13 @@ func (st schedStarter) RunCheck(ctx context.Context, rec db.JobBuild, plan conco
 	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: rec.StartTime.Unix()}, "", 0)
 	s.startBuild(s.shutdownCtx(), b, plan)
 	go func() {
-		timer := time.AfterFunc(timeout, func() { b.abort(fmt.Errorf("check timed out after %s: %w", timeout, errTimeout)) })
+		timer := time.AfterFunc(timeout, func() {
+			// Said in the build itself: the aborted step shows no error of
+			// its own, and `fly check-resource` shows only the build.
+			msg := fmt.Sprintf("check timed out after %s", timeout)
+			b.log.appendEvent(events.Error{Message: msg, Time: time.Now().Unix()}, "", 0)
+			b.abort(fmt.Errorf("%s: %w", msg, errTimeout))
+		})
 		select {
 		case <-b.done:
 		case <-s.shutdownCtx().Done(): // left to resume

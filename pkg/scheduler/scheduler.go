@@ -439,3 +439,25 @@ func (s *Scheduler) setWaiting(ctx context.Context, j db.JobRef, reason string) 
 	}
 	return s.DB.SetWaitingReason(ctx, j.ID, reason, time.Now())
 }
+
+// NextInputs is what input selection chooses for the job's next build now
+// (input name -> resource and version), or the reason the job would wait.
+// It reads and changes nothing else (`fly execute --inputs-from`).
+func (s *Scheduler) NextInputs(ctx context.Context, j db.JobRef) (map[string]db.BuildInput, string, error) {
+	var cfg concourse.JobConfig
+	if err := json.Unmarshal(j.Config, &cfg); err != nil {
+		return nil, "", fmt.Errorf("job %s/%s: decode its config: %w", j.PipelineName, j.Name, err)
+	}
+	st := pipelineState{resources: map[string]db.ResourceRef{}, jobIDs: map[string]int64{}}
+	if err := json.Unmarshal(j.PipelineConfig, &st.cfg); err != nil {
+		return nil, "", fmt.Errorf("pipeline %s: decode its config: %w", j.PipelineName, err)
+	}
+	rs, err := s.DB.PipelineResources(ctx, j.PipelineID)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, r := range rs {
+		st.resources[r.Name] = r
+	}
+	return s.chooseInputs(ctx, &st, j, JobInputs(&cfg))
+}

@@ -480,3 +480,39 @@ func TestCheckerStartsDueChecksFromTheLatestVersion(t *testing.T) {
 		t.Fatalf("src %+v", r)
 	}
 }
+
+func TestNextInputsChoosesWithoutCreatingBuilds(t *testing.T) {
+	e := newEnv(t)
+	e.setPipeline(`{"resources": [{"name": "src", "type": "mock", "source": {}}],
+		"jobs": [{"name": "unit", "plan": [{"get": "src", "trigger": true}]},
+		         {"name": "deploy", "plan": [{"get": "code", "resource": "src", "passed": ["unit"]}]}]}`)
+	next := func(job string) (map[string]db.BuildInput, string) {
+		t.Helper()
+		in, reason, err := e.sched.NextInputs(t.Context(), e.job(job))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in, reason
+	}
+	if in, reason := next("unit"); in != nil || reason != "no versions of input src" {
+		t.Fatalf("with no versions: %v, %q", in, reason)
+	}
+	e.save("src", "a", "b")
+	in, reason := next("unit")
+	v, err := e.d.VersionByID(t.Context(), e.resource("src").ID, in["src"].VersionID)
+	if reason != "" || err != nil || v.Version["ref"] != "b" {
+		t.Fatalf("unit's next inputs: %v (%v), %q, %v", in, v.Version, reason, err)
+	}
+	e.want("unit", "")
+	// deploy's input, named code, waits for a build of unit.
+	if _, reason := next("deploy"); reason == "" {
+		t.Fatal("deploy has inputs before unit ran")
+	}
+	e.tick()
+	e.finish("unit", "1", db.StatusSucceeded)
+	in, reason = next("deploy")
+	if reason != "" || in["code"].ResourceID != e.resource("src").ID || in["code"].VersionID != v.ID {
+		t.Fatalf("deploy's next inputs: %v, %q", in, reason)
+	}
+	e.want("deploy", "")
+}

@@ -136,6 +136,8 @@ run: {path: cat, args: [src/version]}`)+`
     config:
 `+busyboxTask("      ", `inputs: [{name: src}]
 run: {path: sh, args: [-c, 'echo "second got $(cat src/version) $(cat src/greeting)"']}`))
+		check := succeed(ctx, f, "check-resource", "-r", p+"/src")
+		Expect(check.Stdout).To(ContainSubstring("succeeded"))
 		waitForBuild(ctx, f, p, "second", "succeeded", 90*time.Second)
 		watch := succeed(ctx, f, "watch", "-j", p+"/second")
 		Expect(watch.Stdout).To(ContainSubstring("second got v1 hi"))

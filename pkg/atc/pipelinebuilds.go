@@ -1,0 +1,136 @@
+package atc
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/scheduler"
+)
+
+// What `fly execute --inputs-from PIPELINE/JOB` asks of a pipeline: the
+// job's next inputs and the pipeline's resource types (from which fly
+// builds its own get steps), then a one-off build of the plan fly made.
+
+// buildInput is Concourse's BuildInput: one input of a job's next build,
+// with all fly needs to fetch it itself.
+type buildInput struct {
+	Name     string            `json:"name"`
+	Resource string            `json:"resource"`
+	Type     string            `json:"type"`
+	Source   map[string]any    `json:"source"`
+	Params   map[string]any    `json:"params,omitempty"`
+	Version  map[string]string `json:"version"`
+	Tags     []string          `json:"tags,omitempty"`
+}
+
+// handleJobInputs is ListJobInputs: the versions input selection would
+// give the job's next build now. 404 (fly: "build inputs for P/J not
+// found") when the job would wait, with the reason in the detail.
+func (s *Server) handleJobInputs(w http.ResponseWriter, r *http.Request, jr jobRequest) {
+	ref, err := s.db.LookupJob(r.Context(), jr.team.ID, jr.pipeline.Name, jr.job.Name)
+	if err != nil {
+		writeLookupError(w, err)
+		return
+	}
+	var cfg concourse.Config
+	if err := json.Unmarshal(jr.pipeline.Config, &cfg); err != nil {
+		writeError(w, http.StatusInternalServerError, fmt.Errorf("pipeline %s: decode its config: %w", jr.pipeline.Name, err))
+		return
+	}
+	var job concourse.JobConfig
+	if err := json.Unmarshal(ref.Config, &job); err != nil {
+		writeError(w, http.StatusInternalServerError, fmt.Errorf("job %s: decode its config: %w", ref.Name, err))
+		return
+	}
+	// Input selection only reads the database.
+	sched := scheduler.Scheduler{DB: s.db, Log: s.log}
+	chosen, reason, err := sched.NextInputs(r.Context(), ref)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, fmt.Errorf("inputs of job %s/%s: %w", jr.pipeline.Name, ref.Name, err))
+		return
+	}
+	if reason != "" {
+		notFound(w, "Inputs Not Found Error", fmt.Sprintf("job %s/%s has no inputs to run with: %s", jr.pipeline.Name, ref.Name, reason))
+		return
+	}
+	resources := map[string]concourse.ResourceConfig{}
+	for _, rc := range cfg.Resources {
+		resources[rc.Name] = rc
+	}
+	out := []buildInput{}
+	for _, in := range scheduler.JobInputs(&job) {
+		c, ok := chosen[in.Name]
+		if !ok {
+			continue
+		}
+		rc, ok := resources[in.Resource]
+		if !ok {
+			writeError(w, http.StatusInternalServerError, fmt.Errorf("input %s: resource %s is not in pipeline %s", in.Name, in.Resource, jr.pipeline.Name))
+			return
+		}
+		v, err := s.db.VersionByID(r.Context(), c.ResourceID, c.VersionID)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, fmt.Errorf("input %s: version %d of %s: %w", in.Name, c.VersionID, in.Resource, err))
+			return
+		}
+		bi := buildInput{Name: in.Name, Resource: rc.Name, Type: rc.Type, Source: rc.Source, Version: v.Version, Tags: rc.Tags}
+		if bi.Source == nil {
+			bi.Source = map[string]any{}
+		}
+		// The get step's own params and tags (the first step of that name,
+		// as input selection takes).
+		found := false
+		job.EachStep(func(st *concourse.Step) {
+			if found || st.Get != in.Name {
+				return
+			}
+			found = true
+			bi.Params = st.Params
+			if len(st.Tags) > 0 {
+				bi.Tags = st.Tags
+			}
+		})
+		out = append(out, bi)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleResourceTypes is ListResourceTypes: the pipeline's resource_types,
+// from which fly makes the image of the get steps it builds.
+func (s *Server) handleResourceTypes(w http.ResponseWriter, _ *http.Request, pr pipelineRequest) {
+	var cfg concourse.Config
+	if err := json.Unmarshal(pr.pipeline.Config, &cfg); err != nil {
+		writeError(w, http.StatusInternalServerError, fmt.Errorf("pipeline %s: decode its config: %w", pr.pipeline.Name, err))
+		return
+	}
+	types := cfg.ResourceTypes
+	if types == nil {
+		types = []concourse.ResourceType{}
+	}
+	writeJSON(w, http.StatusOK, types)
+}
+
+// handleCreatePipelineBuild is CreatePipelineBuild: a one-off build of
+// the plan fly sends, in the pipeline's team. Porter runs it as any
+// one-off build (it is not listed among the pipeline's job builds).
+func (s *Server) handleCreatePipelineBuild(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("read the plan: %w", err))
+		return
+	}
+	var plan concourse.Plan
+	if err := json.Unmarshal(raw, &plan); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("decode the plan: %w", err))
+		return
+	}
+	b, err := s.createBuild(r.Context(), pr.team, pr.claims.UserID, plan, raw)
+	if err != nil {
+		writeError(w, errorCode(err), fmt.Errorf("build of pipeline %s: %w", pr.pipeline.Name, err))
+		return
+	}
+	writeJSON(w, http.StatusCreated, apiBuild(b))
+}

@@ -1,0 +1,472 @@
+// Command pipelines measures Porter's pipelines on the local cluster as a
+// person sees them, each figure beside its baseline from the same run (or
+// real Concourse 8.2.5's, measured on this machine kind):
+//
+//  1. a commit pushed to the git server → the triggered job's build
+//     started, with check_every: 1s;
+//  2. `fly trigger-job -w` of a one-task job, wall time;
+//  3. a 10-step serial job of `true` tasks against 10 bare busybox pods
+//     run one after another;
+//  4. a repeated get of a cached version: the build's ATC time (start to
+//     end, as PostgreSQL records them) and the pods it created.
+//
+// It prints figures and never fails on timing.
+//
+//	go run ./test/bench/pipelines [-n 5]
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/porter-ci/porter/test/testenv"
+)
+
+// concourseTriggerJob is `fly trigger-job -w` of a one-task job against a
+// real Concourse 8.2.5 on this machine kind: 5–20 s, median 20 s (its
+// scheduler ticks every 10 s; ../shared/reference/concourse-8.2.5/README.md).
+const concourseTriggerJob = 20 * time.Second
+
+const checkEvery = time.Second
+
+func main() {
+	n := flag.Int("n", 5, "runs of each")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, max(*n, 1)); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-pipelines:", err)
+		os.Exit(1)
+	}
+}
+
+// bench is the server, fly and git server the measurements share.
+type bench struct {
+	env  *testenv.ATCEnv
+	ns   testenv.WorkerNamespace
+	srv  *testenv.ATC
+	dsn  string
+	fly  *testenv.Fly
+	git  *testenv.GitServer
+	dir  string
+	kube kubernetes.Interface
+}
+
+func run(ctx context.Context, n int) (err error) {
+	dir, err := os.MkdirTemp("", "porter-bench-pipelines-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	env, err := testenv.NewATCEnv(ctx, dir)
+	if err != nil {
+		return err
+	}
+	cleanup := func(f func(context.Context) error) {
+		err = errors.Join(err, f(context.WithoutCancel(ctx)))
+	}
+	ns, removeNS, err := env.NewWorkerNamespace(ctx, "porter-bench-pipelines-")
+	defer cleanup(removeNS)
+	if err != nil {
+		return err
+	}
+	dsn, dropDB, err := env.NewDatabase(ctx)
+	if err != nil {
+		return err
+	}
+	defer cleanup(dropDB)
+	srv, err := env.NewATC(testenv.ATCConfig{Worker: ns, WorkerName: "bench", Database: dsn,
+		LocalUsers: []string{"bench:bench"}, MainTeamUsers: []string{"bench"}, PodRetention: time.Minute,
+		Args: baseTypesFromRegistry(ctx)})
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	defer cleanup(func(context.Context) error { return srv.Stop() })
+	flyBin, err := testenv.FindFly()
+	if err != nil {
+		return err
+	}
+	home := filepath.Join(dir, "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return err
+	}
+	fly := testenv.NewFly(flyBin, home, "bench")
+	if res, err := fly.Login(ctx, srv.URL(), "bench", "bench"); err != nil || res.ExitCode != 0 {
+		return fmt.Errorf("fly login: %v %s", err, res)
+	}
+	git, err := testenv.NewGitServer(env.Cluster["PORTER_CLUSTER_NODE_IP"])
+	if err != nil {
+		return err
+	}
+	defer cleanup(func(context.Context) error { return git.Close() })
+	b := &bench{env: env, ns: ns, srv: srv, dsn: dsn, fly: fly, git: git, dir: dir, kube: env.Admin}
+
+	fmt.Printf("pipelines on the local single-node cluster, %d runs each\n", n)
+	if err := b.commitToBuild(ctx, n); err != nil {
+		return fmt.Errorf("commit → build started: %w", err)
+	}
+	if err := b.triggerJob(ctx, n); err != nil {
+		return fmt.Errorf("trigger-job -w: %w", err)
+	}
+	if err := b.serialJob(ctx, n); err != nil {
+		return fmt.Errorf("10-step job: %w", err)
+	}
+	if err := b.cachedGet(ctx, n); err != nil {
+		return fmt.Errorf("cached get: %w", err)
+	}
+	return nil
+}
+
+// commitToBuild: a job triggered by a git resource checked every second;
+// each run pushes a commit and polls the API until the build it triggers
+// has started.
+func (b *bench) commitToBuild(ctx context.Context, n int) error {
+	repo := "bench-" + strings.ToLower(rand.Text()[:6])
+	if err := b.git.CreateRepo(ctx, repo, "main"); err != nil {
+		return err
+	}
+	if _, err := b.git.Commit(ctx, repo, "main", map[string]string{"README": "0"}, "0"); err != nil {
+		return err
+	}
+	p := "trigger"
+	if err := b.setPipeline(ctx, p, fmt.Sprintf(`
+resources:
+- name: repo
+  type: git
+  check_every: %s
+  source: {uri: %q, branch: main}
+jobs:
+- name: j
+  plan:
+  - get: repo
+    trigger: true
+  - task: t
+    config: {platform: linux, image_resource: {type: registry-image, source: {repository: busybox}}, run: {path: "true"}}
+`, checkEvery, b.git.URL(repo))); err != nil {
+		return err
+	}
+	token, err := b.srv.Login(ctx, "bench", "bench")
+	if err != nil {
+		return err
+	}
+	// The first commit's build: the pipeline is warm afterwards.
+	if _, err := b.waitBuild(ctx, token, p, "j", "1", true); err != nil {
+		return err
+	}
+	var ds []time.Duration
+	for i := range n {
+		if _, err := b.git.Commit(ctx, repo, "main", map[string]string{"README": fmt.Sprint(i + 1)}, fmt.Sprint(i+1)); err != nil {
+			return err
+		}
+		pushed := time.Now()
+		name := fmt.Sprint(i + 2)
+		if _, err := b.waitBuild(ctx, token, p, "j", name, false); err != nil {
+			return err
+		}
+		ds = append(ds, time.Since(pushed))
+		if _, err := b.waitBuild(ctx, token, p, "j", name, true); err != nil {
+			return err
+		}
+	}
+	fmt.Println("1. a commit pushed to the git server → the triggered build started (polled every 20 ms)")
+	line(fmt.Sprintf("Porter, check_every: %s", checkEvery), ds)
+	fmt.Printf("  %-58s %+s against the check interval (goal: ≤ +2s, i.e. ≤ %s)\n", "", (median(ds) - checkEvery).Round(time.Millisecond), checkEvery+2*time.Second)
+	return nil
+}
+
+// triggerJob: `fly trigger-job -w` of a one-task job.
+func (b *bench) triggerJob(ctx context.Context, n int) error {
+	p := "one-task"
+	if err := b.setPipeline(ctx, p, `
+jobs:
+- name: j
+  plan:
+  - task: t
+    config: {platform: linux, image_resource: {type: registry-image, source: {repository: busybox}}, run: {path: echo, args: [hello]}}
+`); err != nil {
+		return err
+	}
+	ds, err := b.timeTrigger(ctx, p, "j", n)
+	if err != nil {
+		return err
+	}
+	fmt.Println("2. fly trigger-job -w of a one-task job, wall time")
+	fmt.Printf("  %-58s median %6s  (reference, ../shared/reference)\n", "Concourse 8.2.5 (scheduler ticks every 10 s)", concourseTriggerJob)
+	line("Porter", ds)
+	fmt.Printf("  %-58s %.2f× Concourse's (goal ≤ 2s)\n", "", float64(median(ds))/float64(concourseTriggerJob))
+	return nil
+}
+
+// serialJob: a job of 10 `true` tasks one after another, against 10 bare
+// pods one after another.
+func (b *bench) serialJob(ctx context.Context, n int) error {
+	var plan strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&plan, "  - task: t%d\n    config: {platform: linux, image_resource: {type: registry-image, source: {repository: busybox}}, run: {path: \"true\"}}\n", i)
+	}
+	p := "ten-steps"
+	if err := b.setPipeline(ctx, p, "jobs:\n- name: j\n  plan:\n"+plan.String()); err != nil {
+		return err
+	}
+	var jobs, bare []time.Duration
+	for i := range n {
+		ds, err := b.timeTrigger(ctx, p, "j", 1)
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, ds...)
+		start := time.Now()
+		for k := range 10 {
+			if err := barePod(ctx, b.kube, b.ns.Name, fmt.Sprintf("bare-%d-%d", i, k)); err != nil {
+				return err
+			}
+		}
+		bare = append(bare, time.Since(start))
+	}
+	fmt.Println("3. 10 `true` steps one after another, wall time")
+	line("Porter: fly trigger-job -w of a 10-task job", jobs)
+	line("10 bare busybox pods: create → Succeeded, one by one", bare)
+	fmt.Printf("  %-58s %.2f× (goal ≤ 1.1×)\n", "", float64(median(jobs))/float64(median(bare)))
+	return nil
+}
+
+// cachedGet: a job whose only step gets a version already fetched; the
+// first build fills the cache, the next ones use it.
+func (b *bench) cachedGet(ctx context.Context, n int) error {
+	repo := "cached-" + strings.ToLower(rand.Text()[:6])
+	if err := b.git.CreateRepo(ctx, repo, "main"); err != nil {
+		return err
+	}
+	sha, err := b.git.Commit(ctx, repo, "main", map[string]string{"README": "cached"}, "cached")
+	if err != nil {
+		return err
+	}
+	p := "cached"
+	if err := b.setPipeline(ctx, p, fmt.Sprintf(`
+resources:
+- name: repo
+  type: git
+  check_every: 1s
+  source: {uri: %q, branch: main}
+jobs:
+- name: j
+  plan:
+  - get: repo
+    version: {ref: %s}
+`, b.git.URL(repo), sha)); err != nil {
+		return err
+	}
+	if _, err := b.timeTrigger(ctx, p, "j", 1); err != nil { // fills the cache
+		return err
+	}
+	conn, err := pgx.Connect(ctx, b.dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var atc, wall []time.Duration
+	pods := 0
+	for i := range n {
+		d, err := b.timeTrigger(ctx, p, "j", 1)
+		if err != nil {
+			return err
+		}
+		wall = append(wall, d...)
+		name := fmt.Sprint(i + 2)
+		var id int64
+		var start, end time.Time
+		if err := conn.QueryRow(ctx, `SELECT b.id, b.start_time, b.end_time FROM builds b JOIN jobs j ON j.id = b.job_id
+			JOIN pipelines p ON p.id = j.pipeline_id WHERE p.name = $1 AND j.name = 'j' AND b.name = $2`, p, name).Scan(&id, &start, &end); err != nil {
+			return fmt.Errorf("build %s/j #%s: %w", p, name, err)
+		}
+		atc = append(atc, end.Sub(start))
+		list, err := b.kube.CoreV1().Pods(b.ns.Name).List(ctx, metav1.ListOptions{LabelSelector: fmt.Sprintf("porter.dev/build=%d", id)})
+		if err != nil {
+			return err
+		}
+		pods += len(list.Items)
+	}
+	fmt.Println("4. a repeated get of a cached version (a job of one get)")
+	line("Porter: ATC time, build start → end (PostgreSQL)", atc)
+	line("Porter: fly trigger-job -w, wall time", wall)
+	fmt.Printf("  %-58s %d pods created in %d builds (goal: ATC ≤ 50ms, no pod)\n", "", pods, n)
+	return nil
+}
+
+// timeTrigger runs `fly trigger-job -w` n times and returns the wall times.
+func (b *bench) timeTrigger(ctx context.Context, pipeline, job string, n int) ([]time.Duration, error) {
+	var ds []time.Duration
+	for range n {
+		start := time.Now()
+		res, err := b.fly.Run(ctx, "trigger-job", "-j", pipeline+"/"+job, "-w")
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("fly trigger-job: %s", res)
+		}
+		if err != nil {
+			return nil, err
+		}
+		ds = append(ds, time.Since(start))
+	}
+	return ds, nil
+}
+
+func (b *bench) setPipeline(ctx context.Context, name, config string) error {
+	path := filepath.Join(b.dir, name+".yml")
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		return err
+	}
+	for _, args := range [][]string{{"set-pipeline", "-n", "-p", name, "-c", path}, {"unpause-pipeline", "-p", name}} {
+		res, err := b.fly.Run(ctx, args...)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("fly %s: %s", args[0], res)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitBuild polls the job's builds (every 20 ms) until build name has
+// started, or, with finished, has ended (an error unless it succeeded).
+func (b *bench) waitBuild(ctx context.Context, token, pipeline, job, name string, finished bool) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	url := fmt.Sprintf("%s/api/v1/teams/main/pipelines/%s/jobs/%s/builds/%s", b.srv.URL(), pipeline, job, name)
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return "", err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
+		if err != nil {
+			return "", fmt.Errorf("build %s/%s #%s: %w", pipeline, job, name, err)
+		}
+		var build struct {
+			Status string `json:"status"`
+		}
+		if resp.StatusCode == http.StatusOK {
+			err = json.NewDecoder(resp.Body).Decode(&build)
+		}
+		resp.Body.Close()
+		if err != nil {
+			return "", err
+		}
+		switch s := build.Status; {
+		case s == "":
+		case !finished && s != "pending":
+			return s, nil
+		case finished && s == "succeeded":
+			return s, nil
+		case finished && s != "pending" && s != "started":
+			return s, fmt.Errorf("build %s/%s #%s %s", pipeline, job, name, s)
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("build %s/%s #%s: %w", pipeline, job, name, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// barePod creates a busybox pod running `true` and watches it until it has
+// succeeded.
+func barePod(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
+	no := false
+	pods := kube.CoreV1().Pods(ns)
+	if _, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: &no, EnableServiceLinks: &no, DNSPolicy: corev1.DNSDefault,
+		Containers: []corev1.Container{{Name: "main", Image: "busybox", ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"true"}}},
+	}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return pods.List(ctx, o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return pods.Watch(ctx, o)
+		},
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	_, err := watchtools.UntilWithSync(wctx, lw, &corev1.Pod{}, nil, func(ev watch.Event) (bool, error) {
+		pod, ok := ev.Object.(*corev1.Pod)
+		if !ok {
+			return false, nil
+		}
+		if pod.Status.Phase == corev1.PodFailed {
+			return false, fmt.Errorf("pod %s failed", name)
+		}
+		return pod.Status.Phase == corev1.PodSucceeded, nil
+	})
+	return err
+}
+
+// baseTypesFromRegistry points the server's base resource types at the
+// images hack/images.sh pushed to the local registry, by digest.
+func baseTypesFromRegistry(ctx context.Context) []string {
+	reg, err := testenv.RegistryAddr(ctx)
+	if err != nil {
+		return nil
+	}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
+	var args []string
+	for _, t := range []string{"registry-image", "git", "time", "mock"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodHead, fmt.Sprintf("http://%s/v2/resource-%s/manifests/dev", reg, t), nil)
+		if err != nil {
+			continue
+		}
+		req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.v2+json")
+		resp, err := client.Do(req)
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if d := resp.Header.Get("Docker-Content-Digest"); resp.StatusCode == http.StatusOK && strings.HasPrefix(d, "sha256:") {
+			args = append(args, "--base-resource-type", fmt.Sprintf("%s=%s/resource-%s@%s", t, reg, t, d))
+		}
+	}
+	return args
+}
+
+func line(what string, ds []time.Duration) {
+	fmt.Printf("  %-58s median %6s  (min %s, max %s)\n", what, median(ds).Round(time.Millisecond),
+		slices.Min(ds).Round(time.Millisecond), slices.Max(ds).Round(time.Millisecond))
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
