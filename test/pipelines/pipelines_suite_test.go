@@ -13,7 +13,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,7 +73,6 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte { return nil }, fun
 		Worker: s.ns, WorkerName: "pipelines", Database: dsn, CredentialNamespacePrefix: credPrefix,
 		LocalUsers: []string{adminUser + ":" + s.password}, MainTeamUsers: []string{adminUser},
 		PodRetention: time.Minute,
-		Args:         serverArgs(ctx),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(s.server.Start(ctx)).To(Succeed())
@@ -83,50 +81,6 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte { return nil }, fun
 		GinkgoWriter.Printf("log of the server at %s:\n%s\n", s.server.URL(), s.server.Log())
 	})
 })
-
-// serverArgs are the flags that point the server's base resource types at
-// the local registry, by digest: the images hack/images.sh pushed there,
-// pulled by the kubelet like any step image (and not the porter.local names
-// imported into containerd, which another engineer's re-import can take
-// away from a running suite). A type the registry lacks keeps the default.
-func serverArgs(ctx context.Context) []string {
-	GinkgoHelper()
-	reg, err := testenv.RegistryAddr(ctx)
-	if err != nil {
-		GinkgoWriter.Printf("base resource types stay porter.local: %v\n", err)
-		return nil
-	}
-	var args []string
-	for _, t := range []string{"registry-image", "git", "time", "mock"} {
-		digest, err := manifestDigest(ctx, reg, "resource-"+t, "dev")
-		if err != nil {
-			GinkgoWriter.Printf("base resource type %s stays porter.local: %v\n", t, err)
-			continue
-		}
-		args = append(args, "--base-resource-type", fmt.Sprintf("%s=%s/resource-%s@%s", t, reg, t, digest))
-	}
-	return args
-}
-
-// manifestDigest asks the registry (plain HTTP) for repo:tag's digest.
-func manifestDigest(ctx context.Context, registry, repo, tag string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodHead, fmt.Sprintf("http://%s/v2/%s/manifests/%s", registry, repo, tag), nil)
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.v2+json")
-	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
-	resp, err := client.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("digest of %s:%s: %w", repo, tag, err)
-	}
-	resp.Body.Close()
-	digest := resp.Header.Get("Docker-Content-Digest")
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(digest, "sha256:") {
-		return "", fmt.Errorf("digest of %s:%s: registry answered %s (digest %q)", repo, tag, resp.Status, digest)
-	}
-	return digest, nil
-}
 
 func skipIfUnavailable(err error) {
 	GinkgoHelper()
