@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -221,11 +222,12 @@ jobs:
   plan:
   - get: broken
 `)
+		var out string
 		Eventually(ctx, func() string {
-			return run(ctx, f, "check-resource", "-r", p+"/broken").Output()
+			out = run(ctx, f, "check-resource", "-r", p+"/broken").Output()
+			return out
 		}).WithTimeout(60 * time.Second).Should(ContainSubstring("invalid JSON"))
-		res := succeed(ctx, f, "resources", "-p", p, "--json")
-		Expect(res.Stdout).To(ContainSubstring("broken"))
+		expectNextCheck(ctx, f, p, "broken", checkBuildID(out))
 	})
 
 	It("times out a check that hangs, says so, and runs the next one", func(ctx SpecContext) {
@@ -246,5 +248,51 @@ jobs:
 		res := run(ctx, f, "check-resource", "-r", p+"/slow")
 		Expect(res.ExitCode).NotTo(Equal(0), res.String())
 		Expect(res.Output()).To(MatchRegexp(`(?i)timeout|timed out`))
+		expectNextCheck(ctx, f, p, "slow", checkBuildID(res.Output()))
 	})
 })
+
+// checkBuildID is the build `fly check-resource` said it checks in.
+func checkBuildID(out string) int64 {
+	GinkgoHelper()
+	id, err := strconv.ParseInt(buildNumber(out), 10, 64)
+	Expect(err).NotTo(HaveOccurred(), "no check build in %q", out)
+	return id
+}
+
+// expectNextCheck waits for a periodic check of resource after the check
+// build after, waits for that check to end, and expects it to have ended
+// as a broken resource's check does (not stuck, not succeeded).
+func expectNextCheck(ctx context.Context, f *testenv.Fly, pipeline, resource string, after int64) {
+	GinkgoHelper()
+	var next int64
+	Eventually(ctx, func(g Gomega) {
+		res := run(ctx, f, "resources", "-p", pipeline, "--json")
+		var rs []struct {
+			Name  string `json:"name"`
+			Build *struct {
+				ID int64 `json:"id"`
+			} `json:"build"`
+		}
+		g.Expect(json.Unmarshal([]byte(res.Stdout), &rs)).To(Succeed(), res.String())
+		g.Expect(rs).To(ContainElement(HaveField("Name", resource)))
+		for _, r := range rs {
+			if r.Name == resource {
+				g.Expect(r.Build).NotTo(BeNil(), "resource %s has no check build", resource)
+				g.Expect(r.Build.ID).To(BeNumerically(">", after), "no check of %s ran after build %d", resource, after)
+				next = r.Build.ID
+			}
+		}
+	}).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+	Eventually(ctx, func() string {
+		res := run(ctx, f, "curl", fmt.Sprintf("/api/v1/builds/%d", next), "--", "-sS")
+		var b struct {
+			Status string `json:"status"`
+		}
+		if json.Unmarshal([]byte(res.Stdout), &b) != nil {
+			return res.String()
+		}
+		return b.Status
+	}).WithTimeout(60*time.Second).WithPolling(time.Second).Should(BeElementOf("errored", "aborted", "failed"),
+		"check build %d of %s did not end as a broken resource's check", next, resource)
+}
