@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -363,21 +364,9 @@ func unix(t time.Time) int64 {
 func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, teamIDs []int) {
 	q := r.URL.Query()
 	f := db.BuildFilter{TeamIDs: teamIDs}
-	// Concourse's pages: to=N is N and older, from=N is N and newer (the
-	// older since/until are exclusive).
-	for _, p := range []struct {
-		name  string
-		dst   *int64
-		shift int64
-	}{{"to", &f.Before, 1}, {"from", &f.After, -1}, {"since", &f.Before, 0}, {"until", &f.After, 0}} {
-		if v := q.Get(p.name); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n <= 0 {
-				writeError(w, http.StatusBadRequest, fmt.Errorf("%s=%q: want a build id", p.name, v))
-				return
-			}
-			*p.dst = n + p.shift
-		}
+	if err := parsePage(q, &f); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -433,6 +422,12 @@ func (s *Server) handleTeamBuilds(w http.ResponseWriter, r *http.Request, _ auth
 }
 
 func (s *Server) handleCreateBuild(w http.ResponseWriter, r *http.Request, claims auth.Claims, team db.Team) {
+	s.createBuildFromRequest(w, r, team, claims.UserID, "")
+}
+
+// createBuildFromRequest creates a one-off build of team from the plan in
+// the request's body (fly execute's). what names it in errors (empty: none).
+func (s *Server) createBuildFromRequest(w http.ResponseWriter, r *http.Request, team db.Team, userID, what string) {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("read the plan: %w", err))
@@ -443,8 +438,11 @@ func (s *Server) handleCreateBuild(w http.ResponseWriter, r *http.Request, claim
 		writeError(w, http.StatusBadRequest, fmt.Errorf("decode the plan: %w", err))
 		return
 	}
-	b, err := s.createBuild(r.Context(), team, claims.UserID, plan, raw)
+	b, err := s.createBuild(r.Context(), team, userID, plan, raw)
 	if err != nil {
+		if what != "" {
+			err = fmt.Errorf("%s: %w", what, err)
+		}
 		writeError(w, errorCode(err), err)
 		return
 	}
@@ -480,4 +478,23 @@ func (s *Server) handleBuildArtifacts(w http.ResponseWriter, r *http.Request, b 
 		out = append(out, concourse.WorkerArtifact{ID: a.ID, Name: a.Name, BuildID: a.BuildID, CreatedAt: a.CreateTime.Unix()})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// parsePage reads Concourse's build pages into f: to=N is N and older,
+// from=N is N and newer (the older since/until are exclusive).
+func parsePage(q url.Values, f *db.BuildFilter) error {
+	for _, p := range []struct {
+		name  string
+		dst   *int64
+		shift int64
+	}{{"to", &f.Before, 1}, {"from", &f.After, -1}, {"since", &f.Before, 0}, {"until", &f.After, 0}} {
+		if v := q.Get(p.name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("%s=%q: want a build id", p.name, v)
+			}
+			*p.dst = n + p.shift
+		}
+	}
+	return nil
 }

@@ -92,19 +92,9 @@ func (s *Server) handleRerunJobBuild(w http.ResponseWriter, r *http.Request, cla
 func (s *Server) handleJobBuilds(w http.ResponseWriter, r *http.Request, _ auth.Claims, j db.JobRef) {
 	q := r.URL.Query()
 	f := db.BuildFilter{}
-	for _, p := range []struct {
-		name  string
-		dst   *int64
-		shift int64
-	}{{"to", &f.Before, 1}, {"from", &f.After, -1}, {"since", &f.Before, 0}, {"until", &f.After, 0}} {
-		if v := q.Get(p.name); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n <= 0 {
-				writeError(w, http.StatusBadRequest, fmt.Errorf("%s=%q: want a build id", p.name, v))
-				return
-			}
-			*p.dst = n + p.shift
-		}
+	if err := parsePage(q, &f); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
 	}
 	limit, err := pageLimit(q, 100)
 	if err != nil {

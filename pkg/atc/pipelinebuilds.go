@@ -3,7 +3,6 @@ package atc
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -117,20 +116,5 @@ func (s *Server) handleResourceTypes(w http.ResponseWriter, _ *http.Request, pr 
 // the plan fly sends, in the pipeline's team. Porter runs it as any
 // one-off build (it is not listed among the pipeline's job builds).
 func (s *Server) handleCreatePipelineBuild(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("read the plan: %w", err))
-		return
-	}
-	var plan concourse.Plan
-	if err := json.Unmarshal(raw, &plan); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("decode the plan: %w", err))
-		return
-	}
-	b, err := s.createBuild(r.Context(), pr.team, pr.claims.UserID, plan, raw)
-	if err != nil {
-		writeError(w, errorCode(err), fmt.Errorf("build of pipeline %s: %w", pr.pipeline.Name, err))
-		return
-	}
-	writeJSON(w, http.StatusCreated, apiBuild(b))
+	s.createBuildFromRequest(w, r, pr.team, pr.claims.UserID, "build of pipeline "+pr.pipeline.Name)
 }
