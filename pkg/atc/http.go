@@ -383,7 +383,7 @@ func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, teamIDs []in
 	}
 	out := []concourse.Build{}
 	for _, b := range builds {
-		out = append(out, apiBuild(b))
+		out = append(out, apiJobBuild(b))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -449,8 +449,14 @@ func (s *Server) createBuildFromRequest(w http.ResponseWriter, r *http.Request, 
 	writeJSON(w, http.StatusCreated, apiBuild(b))
 }
 
-func (s *Server) handleGetBuild(w http.ResponseWriter, _ *http.Request, b db.Build) {
-	writeJSON(w, http.StatusOK, apiBuild(b))
+func (s *Server) handleGetBuild(w http.ResponseWriter, r *http.Request, b db.Build) {
+	// A job's or a check's build also names its pipeline and job or resource.
+	jb, err := s.db.JobBuildByID(r.Context(), b.ID)
+	if err != nil {
+		writeError(w, errorCode(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiJobBuild(jb))
 }
 
 // handleAbortBuild aborts a running build: here when this server runs it,

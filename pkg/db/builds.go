@@ -108,7 +108,7 @@ type BuildFilter struct {
 
 // Builds lists builds, newest first. With only After set, it is the Limit
 // builds right after After (the next page towards the newest), not the newest.
-func (d *DB) Builds(ctx context.Context, f BuildFilter) ([]Build, error) {
+func (d *DB) Builds(ctx context.Context, f BuildFilter) ([]JobBuild, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 50
@@ -117,8 +117,10 @@ func (d *DB) Builds(ctx context.Context, f BuildFilter) ([]Build, error) {
 	if f.After != 0 && f.Before == 0 {
 		order = "ASC"
 	}
-	rows, err := d.pool.Query(ctx, "SELECT "+buildColumns+buildFrom+`
+	// Check builds are the resources' business, as in Concourse.
+	rows, err := d.pool.Query(ctx, "SELECT "+jobBuildColumns+jobBuildFrom+`
 		WHERE ($1::int[] IS NULL OR b.team_id = ANY($1))
+		  AND b.resource_id IS NULL
 		  AND ($2 = 0 OR b.id < $2)
 		  AND ($3 = 0 OR b.id > $3)
 		  AND (NOT $4 OR b.status IN ('pending', 'started'))
@@ -127,7 +129,7 @@ func (d *DB) Builds(ctx context.Context, f BuildFilter) ([]Build, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list builds: %w", err)
 	}
-	bs, err := collectBuilds(rows)
+	bs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobBuild, error) { return scanJobBuild(r) })
 	if err != nil {
 		return nil, fmt.Errorf("list builds: %w", err)
 	}

@@ -195,10 +195,15 @@ func TestEventChunks(t *testing.T) {
 	}
 }
 
-func buildIDs(bs []Build) []int64 {
+func buildIDs[B interface{ Build | JobBuild }](bs []B) []int64 {
 	ids := make([]int64, len(bs))
 	for i, b := range bs {
-		ids[i] = b.ID
+		switch b := any(b).(type) {
+		case Build:
+			ids[i] = b.ID
+		case JobBuild:
+			ids[i] = b.ID
+		}
 	}
 	return ids
 }

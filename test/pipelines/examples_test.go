@@ -76,6 +76,9 @@ jobs:
 		Expect(jobs.Stdout).To(MatchRegexp(`hello-world-job\s+no\s+succeeded`))
 		watch := succeed(ctx, f, "watch", "-j", p+"/hello-world-job")
 		Expect(watch.Stdout).To(ContainSubstring("Hello world!"))
+		// fly builds names the job build's pipeline and job, as Concourse does.
+		builds := succeed(ctx, f, "builds")
+		Expect(builds.Stdout).To(MatchRegexp(`\d+\s+`+p+`/hello-world-job/1\s+succeeded`), builds.String())
 	})
 
 	It("creates and consumes an artifact, with mappings and a task cache that clear-task-cache empties", func(ctx SpecContext) {
