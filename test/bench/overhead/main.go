@@ -60,45 +60,12 @@ func run(ctx context.Context, n int) (err error) {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	env, err := testenv.NewATCEnv(ctx, dir)
+	b, err := testenv.StartBenchServer(ctx, dir, "porter-bench-")
 	if err != nil {
 		return err
 	}
-	cleanup := func(f func(context.Context) error) {
-		err = errors.Join(err, f(context.WithoutCancel(ctx)))
-	}
-	ns, removeNS, err := env.NewWorkerNamespace(ctx, "porter-bench-")
-	defer cleanup(removeNS)
-	if err != nil {
-		return err
-	}
-	dsn, dropDB, err := env.NewDatabase(ctx)
-	if err != nil {
-		return err
-	}
-	defer cleanup(dropDB)
-	srv, err := env.NewATC(testenv.ATCConfig{Worker: ns, WorkerName: "bench", Database: dsn,
-		LocalUsers: []string{"bench:bench"}, MainTeamUsers: []string{"bench"}, PodRetention: time.Minute})
-	if err != nil {
-		return err
-	}
-	if err := srv.Start(ctx); err != nil {
-		return err
-	}
-	defer cleanup(func(context.Context) error { return srv.Stop() })
-
-	flyBin, err := testenv.FindFly()
-	if err != nil {
-		return err
-	}
-	home := filepath.Join(dir, "home")
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return err
-	}
-	fly := testenv.NewFly(flyBin, home, "bench")
-	if res, err := fly.Login(ctx, srv.URL(), "bench", "bench"); err != nil || res.ExitCode != 0 {
-		return fmt.Errorf("fly login: %v %s", err, res)
-	}
+	defer func() { err = errors.Join(err, b.Close(context.WithoutCancel(ctx))) }()
+	env, ns, fly, home := b.Env, b.NS, b.Fly, b.Home
 	task := filepath.Join(dir, "true.yml")
 	if err := os.WriteFile(task, []byte("platform: linux\nimage_resource: {type: registry-image, source: {repository: busybox}}\nrun: {path: \"true\"}\n"), 0o644); err != nil {
 		return err

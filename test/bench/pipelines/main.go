@@ -80,51 +80,21 @@ func run(ctx context.Context, n int) (err error) {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	env, err := testenv.NewATCEnv(ctx, dir)
+	bs, err := testenv.StartBenchServer(ctx, dir, "porter-bench-pipelines-")
 	if err != nil {
 		return err
 	}
 	cleanup := func(f func(context.Context) error) {
 		err = errors.Join(err, f(context.WithoutCancel(ctx)))
 	}
-	ns, removeNS, err := env.NewWorkerNamespace(ctx, "porter-bench-pipelines-")
-	defer cleanup(removeNS)
-	if err != nil {
-		return err
-	}
-	dsn, dropDB, err := env.NewDatabase(ctx)
-	if err != nil {
-		return err
-	}
-	defer cleanup(dropDB)
-	srv, err := env.NewATC(testenv.ATCConfig{Worker: ns, WorkerName: "bench", Database: dsn,
-		LocalUsers: []string{"bench:bench"}, MainTeamUsers: []string{"bench"}, PodRetention: time.Minute,
-		Args: baseTypesFromRegistry(ctx)})
-	if err != nil {
-		return err
-	}
-	if err := srv.Start(ctx); err != nil {
-		return err
-	}
-	defer cleanup(func(context.Context) error { return srv.Stop() })
-	flyBin, err := testenv.FindFly()
-	if err != nil {
-		return err
-	}
-	home := filepath.Join(dir, "home")
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return err
-	}
-	fly := testenv.NewFly(flyBin, home, "bench")
-	if res, err := fly.Login(ctx, srv.URL(), "bench", "bench"); err != nil || res.ExitCode != 0 {
-		return fmt.Errorf("fly login: %v %s", err, res)
-	}
+	defer cleanup(bs.Close)
+	env, ns, srv, fly := bs.Env, bs.NS, bs.Server, bs.Fly
 	git, err := testenv.NewGitServer(env.Cluster["PORTER_CLUSTER_NODE_IP"])
 	if err != nil {
 		return err
 	}
 	defer cleanup(func(context.Context) error { return git.Close() })
-	b := &bench{env: env, ns: ns, srv: srv, dsn: dsn, fly: fly, git: git, dir: dir, kube: env.Admin}
+	b := &bench{env: env, ns: ns, srv: srv, dsn: srv.Config.Database, fly: fly, git: git, dir: dir, kube: env.Admin}
 
 	fmt.Printf("pipelines on the local single-node cluster, %d runs each\n", n)
 	if err := b.commitToBuild(ctx, n); err != nil {
@@ -431,33 +401,6 @@ func barePod(ctx context.Context, kube kubernetes.Interface, ns, name string) er
 		return pod.Status.Phase == corev1.PodSucceeded, nil
 	})
 	return err
-}
-
-// baseTypesFromRegistry points the server's base resource types at the
-// images hack/images.sh pushed to the local registry, by digest.
-func baseTypesFromRegistry(ctx context.Context) []string {
-	reg, err := testenv.RegistryAddr(ctx)
-	if err != nil {
-		return nil
-	}
-	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
-	var args []string
-	for _, t := range []string{"registry-image", "git", "time", "mock"} {
-		req, err := http.NewRequestWithContext(ctx, http.MethodHead, fmt.Sprintf("http://%s/v2/resource-%s/manifests/dev", reg, t), nil)
-		if err != nil {
-			continue
-		}
-		req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.v2+json")
-		resp, err := client.Do(req)
-		if err != nil {
-			continue
-		}
-		resp.Body.Close()
-		if d := resp.Header.Get("Docker-Content-Digest"); resp.StatusCode == http.StatusOK && strings.HasPrefix(d, "sha256:") {
-			args = append(args, "--base-resource-type", fmt.Sprintf("%s=%s/resource-%s@%s", t, reg, t, d))
-		}
-	}
-	return args
 }
 
 func line(what string, ds []time.Duration) {
