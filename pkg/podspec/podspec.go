@@ -213,7 +213,7 @@ func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, 
 		Name:                     StepContainerName,
 		Image:                    a.Image,
 		ImagePullPolicy:          w.ImagePullPolicy,
-		Command:                  append([]string{PorterBinDir + "/porter", "entrypoint", "--", a.Run.Path}, a.Run.Args...),
+		Command:                  append([]string{PorterBinDir + "/porter", "entrypoint", "--"}, verbatim(append([]string{a.Run.Path}, a.Run.Args...))...),
 		WorkingDir:               a.WorkDir,
 		Env:                      stepEnv(name, a, paramKeys),
 		VolumeMounts:             stepMounts,
@@ -473,7 +473,7 @@ func buildSecret(name, namespace string, labels map[string]string, a *action.Act
 
 func sidecarEnv(secretName, actionJSON string, a *action.Action, w Worker, s Secrets) []corev1.EnvVar {
 	env := []corev1.EnvVar{
-		{Name: action.EnvVar, Value: actionJSON},
+		{Name: action.EnvVar, Value: verbatim1(actionJSON)},
 		{Name: EnvATCAddress, Value: w.ATCAddress},
 	}
 	if a.StdinSecret {
@@ -513,7 +513,7 @@ func sidecarEnv(secretName, actionJSON string, a *action.Action, w Worker, s Sec
 func stepEnv(secretName string, a *action.Action, paramKeys map[string]string) []corev1.EnvVar {
 	env := make([]corev1.EnvVar, 0, len(a.Params)+len(a.SecretParams)+1)
 	for _, name := range sortedKeys(a.Params) {
-		env = append(env, corev1.EnvVar{Name: name, Value: a.Params[name]})
+		env = append(env, corev1.EnvVar{Name: name, Value: verbatim1(a.Params[name])})
 	}
 	for _, name := range sortedKeys(paramKeys) {
 		env = append(env, secretEnv(name, secretName, paramKeys[name]))
@@ -664,3 +664,18 @@ func ownerReference(pod *corev1.Pod) (metav1.OwnerReference, error) {
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 func ptr[T any](v T) *T { return &v }
+
+// verbatim1 escapes s from the kubelet's $(VAR) expansion of container
+// commands, args and env values: every "$" doubles, which the kubelet turns
+// back into one, so "$$", "$(NAME)" and the like reach the process as the
+// user wrote them (Concourse passes args and params verbatim).
+func verbatim1(s string) string { return strings.ReplaceAll(s, "$", "$$") }
+
+// verbatim is verbatim1 of each string.
+func verbatim(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = verbatim1(s)
+	}
+	return out
+}

@@ -116,6 +116,20 @@ run:
 		Expect(taskOutput(res.Stdout)).To(Equal("Hello from make-a-file\n"))
 	})
 
+	It("passes run.args and params verbatim: $$, $(NAME) and backticks reach the process as written", func(ctx SpecContext) {
+		// Kubernetes expands $(VAR) and $$ in a container's args and env;
+		// Concourse passes args and params as they are.
+		res := porter(ctx, "execute", "-c", taskFile(busyboxTask+`params:
+  NAME: expanded
+  QUOTED: "$(NAME) costs $$5"
+run:
+  path: sh
+  args: ["-c", "printf '<%s>\\n' \"$@\" \"$QUOTED\"", "sh", "$$", "$(NAME)", "$NAME", "`+"`id -u`"+`"]
+`))
+		Expect(res.Code).To(Equal(0), res.String())
+		Expect(taskOutput(res.Stdout)).To(Equal("<$$>\n<$(NAME)>\n<$NAME>\n<`id -u`>\n<$(NAME) costs $$5>\n"))
+	})
+
 	It("writes an audit trail a person can read back", func(ctx SpecContext) {
 		files := GinkgoT().TempDir()
 		res := porter(ctx, "execute", "-o", "files="+files, "-c", taskFile(busyboxTask+`outputs:
