@@ -27,12 +27,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/test/testenv"
@@ -123,7 +118,7 @@ func run(ctx context.Context, n int) (err error) {
 		bare = append(bare, d)
 	}
 	line := func(what string, ds []time.Duration) {
-		fmt.Printf("  %-58s median %6s  (min %s, max %s)\n", what, median(ds).Round(time.Millisecond),
+		fmt.Printf("  %-58s median %6s  (min %s, max %s)\n", what, testenv.Median(ds).Round(time.Millisecond),
 			slices.Min(ds).Round(time.Millisecond), slices.Max(ds).Round(time.Millisecond))
 	}
 	fmt.Printf("a `true` task, wall time, %d runs each (alternating), local single-node cluster\n", n)
@@ -132,12 +127,12 @@ func run(ctx context.Context, n int) (err error) {
 	// The first run checks the task's image; the others find its digest in
 	// the server's image cache.
 	if len(viaFly) > 1 {
-		fmt.Printf("  %-58s %6s, later runs median %s\n", "  of which the first (image checked)", viaFly[0].Round(time.Millisecond), median(viaFly[1:]).Round(time.Millisecond))
+		fmt.Printf("  %-58s %6s, later runs median %s\n", "  of which the first (image checked)", viaFly[0].Round(time.Millisecond), testenv.Median(viaFly[1:]).Round(time.Millisecond))
 	}
 	line("Porter: atc-porter-runtime execute", viaCLI)
 	line("bare pod `true`: create pod → Succeeded", bare)
 	fmt.Printf("  Porter through fly vs Concourse: %.2f×; vs a bare pod: %+s\n",
-		float64(median(viaFly))/float64(concourseFlyExecute), (median(viaFly) - median(bare)).Round(time.Millisecond))
+		float64(testenv.Median(viaFly))/float64(concourseFlyExecute), (testenv.Median(viaFly) - testenv.Median(bare)).Round(time.Millisecond))
 	printBreakdown(breakdowns)
 	return nil
 }
@@ -212,67 +207,21 @@ func printBreakdown(runs []map[string]time.Duration) {
 	for k := range all {
 		names = append(names, k)
 	}
-	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(median(all[a]), median(all[b])) })
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(testenv.Median(all[a]), testenv.Median(all[b])) })
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	fmt.Printf("where the time of `fly execute` goes, ms since fly started (median of %d; the pod's own steps are in docs/local-cluster.md)\n", len(runs))
 	fmt.Printf("  %8s %8s  %s\n", "median", "+prev", "milestone")
 	var prev time.Duration
 	for _, k := range names {
-		m := median(all[k])
+		m := testenv.Median(all[k])
 		fmt.Printf("  %8.0f %8.0f  %s\n", ms(m), ms(m-prev), k)
 		prev = m
 	}
 }
 
-// timeBarePod creates a busybox pod running `true` and waits, with a watch,
-// for it to succeed.
+// timeBarePod times testenv.RunBarePod.
 func timeBarePod(ctx context.Context, kube kubernetes.Interface, ns string, i int) (time.Duration, error) {
-	name := fmt.Sprintf("bare-true-%d", i)
 	start := time.Now()
-	no := false
-	_, err := kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
-		RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: &no, EnableServiceLinks: &no, DNSPolicy: corev1.DNSDefault,
-		Containers: []corev1.Container{{Name: "main", Image: "busybox", ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"true"}}},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		return 0, err
-	}
-	err = waitSucceeded(ctx, kube, ns, name)
+	err := testenv.RunBarePod(ctx, kube, ns, fmt.Sprintf("bare-true-%d", i))
 	return time.Since(start), err
-}
-
-// waitSucceeded watches a pod (from a list, so an already finished one
-// counts) until it has succeeded.
-func waitSucceeded(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
-	pods := kube.CoreV1().Pods(ns)
-	selector := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = selector
-			return pods.List(ctx, o)
-		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = selector
-			return pods.Watch(ctx, o)
-		},
-	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	_, err := watchtools.UntilWithSync(wctx, lw, &corev1.Pod{}, nil, func(ev watch.Event) (bool, error) {
-		pod, ok := ev.Object.(*corev1.Pod)
-		if !ok {
-			return false, nil
-		}
-		if pod.Status.Phase == corev1.PodFailed {
-			return false, fmt.Errorf("pod %s failed", name)
-		}
-		return pod.Status.Phase == corev1.PodSucceeded, nil
-	})
-	return err
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

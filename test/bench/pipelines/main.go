@@ -32,14 +32,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/porter-ci/porter/test/testenv"
 )
@@ -165,7 +159,7 @@ jobs:
 	}
 	fmt.Println("1. a commit pushed to the git server → the triggered build started (polled every 20 ms)")
 	line(fmt.Sprintf("Porter, check_every: %s", checkEvery), ds)
-	fmt.Printf("  %-58s %+s against the check interval (goal: ≤ +2s, i.e. ≤ %s)\n", "", (median(ds) - checkEvery).Round(time.Millisecond), checkEvery+2*time.Second)
+	fmt.Printf("  %-58s %+s against the check interval (goal: ≤ +2s, i.e. ≤ %s)\n", "", (testenv.Median(ds) - checkEvery).Round(time.Millisecond), checkEvery+2*time.Second)
 	return nil
 }
 
@@ -188,7 +182,7 @@ jobs:
 	fmt.Println("2. fly trigger-job -w of a one-task job, wall time")
 	fmt.Printf("  %-58s median %6s  (reference, ../shared/reference)\n", "Concourse 8.2.5 (scheduler ticks every 10 s)", concourseTriggerJob)
 	line("Porter", ds)
-	fmt.Printf("  %-58s %.2f× Concourse's (goal ≤ 2s)\n", "", float64(median(ds))/float64(concourseTriggerJob))
+	fmt.Printf("  %-58s %.2f× Concourse's (goal ≤ 2s)\n", "", float64(testenv.Median(ds))/float64(concourseTriggerJob))
 	return nil
 }
 
@@ -212,7 +206,7 @@ func (b *bench) serialJob(ctx context.Context, n int) error {
 		jobs = append(jobs, ds...)
 		start := time.Now()
 		for k := range 10 {
-			if err := barePod(ctx, b.kube, b.ns.Name, fmt.Sprintf("bare-%d-%d", i, k)); err != nil {
+			if err := testenv.RunBarePod(ctx, b.kube, b.ns.Name, fmt.Sprintf("bare-%d-%d", i, k)); err != nil {
 				return err
 			}
 		}
@@ -221,7 +215,7 @@ func (b *bench) serialJob(ctx context.Context, n int) error {
 	fmt.Println("3. 10 `true` steps one after another, wall time")
 	line("Porter: fly trigger-job -w of a 10-task job", jobs)
 	line("10 bare busybox pods: create → Succeeded, one by one", bare)
-	fmt.Printf("  %-58s %.2f× (goal ≤ 1.1×)\n", "", float64(median(jobs))/float64(median(bare)))
+	fmt.Printf("  %-58s %.2f× (goal ≤ 1.1×)\n", "", float64(testenv.Median(jobs))/float64(testenv.Median(bare)))
 	return nil
 }
 
@@ -366,50 +360,7 @@ func (b *bench) waitBuild(ctx context.Context, token, pipeline, job, name string
 	}
 }
 
-// barePod creates a busybox pod running `true` and watches it until it has
-// succeeded.
-func barePod(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
-	no := false
-	pods := kube.CoreV1().Pods(ns)
-	if _, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
-		RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: &no, EnableServiceLinks: &no, DNSPolicy: corev1.DNSDefault,
-		Containers: []corev1.Container{{Name: "main", Image: "busybox", ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"true"}}},
-	}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	selector := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = selector
-			return pods.List(ctx, o)
-		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = selector
-			return pods.Watch(ctx, o)
-		},
-	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	_, err := watchtools.UntilWithSync(wctx, lw, &corev1.Pod{}, nil, func(ev watch.Event) (bool, error) {
-		pod, ok := ev.Object.(*corev1.Pod)
-		if !ok {
-			return false, nil
-		}
-		if pod.Status.Phase == corev1.PodFailed {
-			return false, fmt.Errorf("pod %s failed", name)
-		}
-		return pod.Status.Phase == corev1.PodSucceeded, nil
-	})
-	return err
-}
-
 func line(what string, ds []time.Duration) {
-	fmt.Printf("  %-58s median %6s  (min %s, max %s)\n", what, median(ds).Round(time.Millisecond),
+	fmt.Printf("  %-58s median %6s  (min %s, max %s)\n", what, testenv.Median(ds).Round(time.Millisecond),
 		slices.Min(ds).Round(time.Millisecond), slices.Max(ds).Round(time.Millisecond))
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
