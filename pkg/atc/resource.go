@@ -378,13 +378,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 	)
 	b.update(func() { rec, finished = *r, r.finished() })
 	if finished {
-		if rec.StepID != "" {
-			s.retire(rec.StepID, rec.Container)
-		}
-		for name, a := range rec.Outputs {
-			x.setArtifact(name, a)
-		}
-		_, err := stepOutcome(rec.Status, rec.Error)
+		_, err := x.replay(rec)
 		return nil, true, err
 	}
 	if rec.StepID != "" {

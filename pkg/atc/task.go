@@ -86,6 +86,19 @@ func taskConfig(tp *concourse.TaskPlan) (*taskconfig.Config, map[string]string, 
 	return cfg, params, nil
 }
 
+// replay gives a step recorded as finished its outcome again, with its
+// outputs. Only a resumed build replays a step, so its pod is retired here:
+// the timer that would have removed it died with the server that ran it.
+func (x *executor) replay(rec stepRecord) (bool, error) {
+	if rec.StepID != "" {
+		x.s.retire(rec.StepID, rec.Container)
+	}
+	for name, a := range rec.Outputs {
+		x.setArtifact(name, a)
+	}
+	return stepOutcome(rec.Status, rec.Error)
+}
+
 // task runs a task step as one pod, or follows its pod again after a
 // restart, or replays its recorded result.
 func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
@@ -97,15 +110,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	)
 	b.update(func() { rec, done = *r, r.finished() })
 	if done {
-		// Only a resumed build replays a step: the timer that would have
-		// removed its pod died with the server that ran it.
-		if rec.StepID != "" {
-			s.retire(rec.StepID, rec.Container)
-		}
-		for name, a := range rec.Outputs {
-			x.setArtifact(name, a)
-		}
-		return stepOutcome(rec.Status, rec.Error)
+		return x.replay(rec)
 	}
 	var fin *eventspb.StepFinished
 	if rec.StepID != "" {
