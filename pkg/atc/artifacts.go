@@ -34,7 +34,7 @@ func (s *Server) handleCreateArtifact(w http.ResponseWriter, r *http.Request, _ 
 		writeError(w, http.StatusBadRequest, fmt.Errorf("store the uploaded directory: %w", err))
 		return
 	}
-	rec, err := s.db.CreateArtifact(r.Context(), db.Artifact{TeamID: team.ID, Key: a.Key, Digest: a.Digest, Size: a.Size, WorkerName: s.cfg.Worker})
+	rec, err := s.db.CreateArtifact(r.Context(), db.Artifact{TeamID: team.ID, Key: a.Key, Digest: a.Digest, Size: a.Size, WorkerName: s.workers[0].cfg.Name})
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return

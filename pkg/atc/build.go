@@ -55,6 +55,9 @@ type stepRecord struct {
 	Name   string `json:"name"`
 	Type   string `json:"type"`
 	StepID string `json:"step_id,omitempty"` // the pod's step ID
+	// Worker runs the step's pod ("": the server's first, as before there
+	// were several).
+	Worker string `json:"worker,omitempty"`
 	// Container is the step pod's handle in the API.
 	Container   string            `json:"container,omitempty"`
 	EventConfig events.TaskConfig `json:"event_config"`

@@ -28,6 +28,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/teams/{team_name}", s.authed(s.handleGetTeam))
 	mux.HandleFunc("PUT /api/v1/teams/{team_name}", s.authed(s.handleSetTeam))
 	mux.HandleFunc("GET /api/v1/workers", s.authed(s.handleWorkers))
+	mux.HandleFunc("PUT /api/v1/workers/{worker_name}/land", s.authed(s.workerAction(s.db.LandWorker)))
+	mux.HandleFunc("PUT /api/v1/workers/{worker_name}/retire", s.authed(s.workerAction(s.db.RetireWorker)))
+	mux.HandleFunc("PUT /api/v1/workers/{worker_name}/prune", s.authed(s.workerAction(s.db.PruneWorker)))
 
 	mux.HandleFunc("GET /api/v1/builds", s.handleListBuilds)
 	mux.HandleFunc("GET /api/v1/teams/{team_name}/builds", s.team(auth.ActionRead, s.handleTeamBuilds))
@@ -314,32 +317,6 @@ func (s *Server) handleSetTeam(w http.ResponseWriter, r *http.Request, claims au
 		code = http.StatusCreated
 	}
 	writeJSON(w, code, map[string]any{"team": apiTeam(t)})
-}
-
-func (s *Server) handleWorkers(w http.ResponseWriter, r *http.Request, _ auth.Claims) {
-	workers, err := s.db.Workers(r.Context())
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
-		return
-	}
-	containers, err := s.db.Containers(r.Context(), db.ContainerFilter{})
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
-		return
-	}
-	active := map[string]int{}
-	for _, c := range containers {
-		active[c.WorkerName]++
-	}
-	out := []concourse.Worker{}
-	for _, wk := range workers {
-		out = append(out, concourse.Worker{
-			Name: wk.Name, Platform: wk.Platform, Tags: nonNil(wk.Tags), Team: wk.Team, State: wk.State,
-			Version: wk.Version, StartTime: wk.StartTime.Unix(), ActiveContainers: active[wk.Name],
-			ResourceTypes: []concourse.WorkerResourceType{},
-		})
-	}
-	writeJSON(w, http.StatusOK, out)
 }
 
 // apiBuild is a build's API shape.

@@ -255,13 +255,15 @@ func (x *executor) imageCheck(ctx context.Context, task, p *concourse.Plan) (map
 // ended: its outcome and log are in the build's events, and the task's
 // container is then the build's one to intercept, as before the check.
 func (x *executor) removeImageCheck(ctx context.Context, r *stepRecord) {
-	var stepID, container string
-	x.b.update(func() { stepID, container = r.StepID, r.Container })
+	var stepID, workerName, container string
+	x.b.update(func() { stepID, workerName, container = r.StepID, r.Worker, r.Container })
 	if stepID == "" {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	x.s.deletePod(ctx, stepID)
+	if w, err := x.s.worker(workerName); err == nil {
+		x.s.deletePod(ctx, w, stepID)
+	}
 	if container != "" {
 		if err := x.s.db.DeleteContainer(ctx, container); err != nil && !errors.Is(err, db.ErrNotFound) {
 			x.s.log.Warn("remove an image check's container record", "container", container, "err", err)

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/worker"
 )
 
 func credSecret(ns, name string, data map[string]string) *corev1.Secret {
@@ -42,6 +44,9 @@ func credsExecutor(t *testing.T, store blobstore.Store, objs ...runtime.Object) 
 	t.Helper()
 	kube := fake.NewSimpleClientset(objs...)
 	s := &Server{cfg: Config{Worker: "w"}, kube: kube, store: store, log: slog.New(slog.DiscardHandler)}
+	if err := s.newWorkers([]worker.Config{{Name: "w", Namespace: "steps", Platform: worker.PlatformLinux}}, func(worker.Config) (kubernetes.Interface, error) { return kube, nil }); err != nil {
+		t.Fatal(err)
+	}
 	b := &build{id: 7, name: "7", team: "main", teamID: 1, pipeline: "pipe", job: "j",
 		log: newBuildLog(chunkSource{}, slog.New(slog.DiscardHandler))}
 	return newExecutor(s, b), kube

@@ -385,8 +385,12 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 		// The credentials the step read are redacted again from what its
 		// pod still logs (the redactions died with the previous server).
 		_, _ = request()
-		st := s.registerResourceStep(b, rec.StepID, p.ID, step.kind)
-		gone, err := s.podGone(ctx, rec.StepID)
+		w, err := s.worker(rec.Worker)
+		if err != nil {
+			return x.podEnded(ctx, r, s.registerResourceStep(b, nil, rec.StepID, p.ID, step.kind), errored(err.Error()))
+		}
+		st := s.registerResourceStep(b, w, rec.StepID, p.ID, step.kind)
+		gone, err := s.podGone(ctx, w, rec.StepID)
 		switch {
 		case err != nil:
 			fin = errored(err.Error())
@@ -407,27 +411,40 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 			return nil, false, nil
 		}
 	}
+	var w *workerRT
+	if err == nil {
+		w, err = s.placeStep(ctx, b, events.Origin{ID: string(p.ID)}, requirements(b.team, step.tags, "", false))
+		if ctx.Err() != nil {
+			_, err := x.stoppedWaiting(ctx, r)
+			return nil, true, err
+		}
+	}
 	if err != nil {
 		_, err = x.failResource(ctx, p, r, err)
 		return nil, true, err
 	}
+	if img, ok := w.cfg.BaseResourceTypes[step.image.BaseType]; ok && step.image.CheckPlan == nil && step.image.GetPlan == nil {
+		a.Image = img // the worker provides its own image of the base type
+	}
 	if !o.noWorkerEvent {
-		b.log.appendEvent(events.SelectedWorker{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, WorkerName: s.cfg.Worker}, "", 0)
+		b.log.appendEvent(events.SelectedWorker{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, WorkerName: w.cfg.Name}, "", 0)
 	}
 	var c db.Container
 	err = s.retryDB(ctx, "record the step's container", func(ctx context.Context) (err error) {
 		c, err = s.db.CreateContainer(ctx, db.Container{TeamID: b.teamID, BuildID: b.id, BuildName: b.name, PlanID: string(p.ID),
-			StepName: step.name, Type: step.kind, WorkerName: s.cfg.Worker, Namespace: s.cfg.Namespace, PodName: podspec.Name(a.StepID),
+			StepName: step.name, Type: step.kind, WorkerName: w.cfg.Name, Namespace: w.cfg.Namespace, PodName: podspec.Name(a.StepID),
 			StepID: a.StepID, State: concourse.ContainerCreating, WorkingDirectory: a.WorkDir})
 		return err
 	})
 	if err != nil {
 		return nil, true, fmt.Errorf("record the container of %s %q: %w", step.kind, step.name, err)
 	}
-	b.update(func() { r.StepID, r.Container, r.Status = a.StepID, c.Handle, string(concourse.StatusStarted) })
+	b.update(func() {
+		r.StepID, r.Worker, r.Container, r.Status = a.StepID, w.cfg.Name, c.Handle, string(concourse.StatusStarted)
+	})
 	s.saveState(ctx, b)
-	st := s.registerResourceStep(b, a.StepID, p.ID, step.kind)
-	if err := s.createPodWithStdin(ctx, a, stdin); err != nil {
+	st := s.registerResourceStep(b, w, a.StepID, p.ID, step.kind)
+	if err := s.createPodWithStdin(ctx, w, a, stdin); err != nil {
 		fin = errored(err.Error())
 	} else {
 		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
@@ -464,7 +481,9 @@ func (x *executor) podEnded(ctx context.Context, r *stepRecord, st *stepState, f
 		}
 		container = r.Container
 	})
-	x.s.retire(st.id, container)
+	if st.worker != nil {
+		x.s.retire(st.worker, st.id, container)
+	}
 	return fin, false, nil
 }
 
@@ -504,7 +523,7 @@ func (x *executor) failResource(ctx context.Context, p *concourse.Plan, r *stepR
 // The request is returned apart: it travels in the step's Secret, as the
 // source may hold credentials.
 func (x *executor) resolveResource(ctx context.Context, p *concourse.Plan, step resourceStep, request func() (map[string]any, error)) (*action.Action, []byte, error) {
-	if err := x.s.checkTags(step.tags); err != nil {
+	if err := x.s.checkPlacement(requirements(x.b.team, step.tags, "", false)); err != nil {
 		return nil, nil, err
 	}
 	var timeout time.Duration
@@ -713,8 +732,8 @@ func (x *executor) resourceImage(ctx context.Context, step resourceStep) (string
 
 // registerResourceStep is registerStep for a resource step: its events
 // are translated as the step's kind.
-func (s *Server) registerResourceStep(b *build, id string, planID concourse.PlanID, kind string) *stepState {
-	st := &stepState{id: id, planID: planID, b: b, kind: kind, finished: make(chan *eventspb.StepFinished, 1)}
+func (s *Server) registerResourceStep(b *build, w *workerRT, id string, planID concourse.PlanID, kind string) *stepState {
+	st := &stepState{id: id, worker: w, planID: planID, b: b, kind: kind, finished: make(chan *eventspb.StepFinished, 1)}
 	s.mu.Lock()
 	s.steps[id] = st
 	s.mu.Unlock()

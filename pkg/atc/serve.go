@@ -23,6 +23,7 @@ import (
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/worker"
 )
 
 // listFlag is a repeatable string flag.
@@ -42,6 +43,7 @@ type serveFlags struct {
 	baseTypes      listFlag
 	// baseTypeDefaults is the --base-resource-type-defaults file.
 	baseTypeDefaults string
+	workersConfig    string
 }
 
 // ServeCommand runs `atc-porter-runtime serve ARGS...` and returns the exit code.
@@ -59,6 +61,10 @@ func ServeCommand(ctx context.Context, args []string) int {
 	fs.StringVar(&cfg.Namespace, "namespace", envOr("PORTER_NAMESPACE", "default"), "namespace the worker's step pods run in")
 	fs.StringVar(&cfg.Worker, "worker", envOr("PORTER_WORKER", "local"), "the worker's name (pod labels)")
 	fs.Var(&tags, "tag", "a tag of the worker: steps with tags run only on workers that have them; repeatable")
+	fs.StringVar(&sf.workersConfig, "workers-config", "", "YAML file declaring the workers (name, kubeconfig/context or in_cluster, namespace, platform, tags, team, tag_placement...); replaces --worker, --tag and the worker of --namespace (docs/workers.md)")
+	strategy := fs.String("container-placement-strategy", string(worker.FewestBuildContainers), "how a step's worker is chosen: fewest-build-containers, random or limit-active-tasks")
+	fs.IntVar(&cfg.Placement.MaxActiveTasks, "max-active-tasks-per-worker", 0, "limit-active-tasks: the most tasks a worker runs at once (0: no limit)")
+	fs.DurationVar(&cfg.WorkerHeartbeat, "worker-heartbeat-interval", defaultWorkerHeartbeat, "how often each worker's API server is probed (unanswered: the worker is stalled)")
 	fs.StringVar(&cfg.GRPCListen, "grpc-listen", "127.0.0.1:7777", "address sidecars connect to")
 	fs.StringVar(&cfg.GRPCAdvertise, "grpc-advertise", "", "address written into step pods for sidecars to dial (default: --grpc-listen)")
 	fs.StringVar(&cfg.HTTPListen, "http-listen", "127.0.0.1:8080", "address of the HTTP API")
@@ -87,7 +93,18 @@ func ServeCommand(ctx context.Context, args []string) int {
 		return 2
 	}
 	cfg.WorkerTags = tags
+	cfg.Kubeconfig = sf.kubeconfig
 	var err error
+	if cfg.Placement.Strategy, err = worker.ParseStrategy(*strategy); err != nil {
+		fmt.Fprintf(os.Stderr, "serve: %v\n", err)
+		return 2
+	}
+	if sf.workersConfig != "" {
+		if cfg.Workers, err = worker.Load(sf.workersConfig); err != nil {
+			fmt.Fprintf(os.Stderr, "serve: --workers-config: %v\n", err)
+			return 2
+		}
+	}
 	if cfg.ImagePullPolicy, err = podImagePullPolicy(*pull); err != nil {
 		fmt.Fprintf(os.Stderr, "serve: %v\n", err)
 		return 2

@@ -26,20 +26,31 @@ import (
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
-	"github.com/porter-ci/porter/pkg/podwatch"
-	"github.com/porter-ci/porter/pkg/scheduler"
+		"github.com/porter-ci/porter/pkg/scheduler"
 	"github.com/porter-ci/porter/pkg/sidecar"
 	"github.com/porter-ci/porter/pkg/stepserver"
 	"github.com/porter-ci/porter/pkg/steptoken"
+	"github.com/porter-ci/porter/pkg/worker"
 )
 
 // Config is the server's configuration (see the serve flags).
 type Config struct {
-	Namespace string
-	Worker    string
-	// WorkerTags are the worker's tags: a step with tags runs only on a
-	// worker that has them all.
+	// Namespace is the server's own (its signing key Secret); with no
+	// Workers it is also the one worker's, named Worker and tagged
+	// WorkerTags.
+	Namespace  string
+	Worker     string
 	WorkerTags []string
+	// Workers are the workers the server runs steps on (nil: the one of
+	// Namespace, Worker and WorkerTags).
+	Workers []worker.Config
+	// Kubeconfig is the server's own kubeconfig ("": in-cluster), the
+	// workers' unless they name theirs.
+	Kubeconfig string
+	// WorkerHeartbeat is how often each worker's API server is probed.
+	WorkerHeartbeat time.Duration
+	// Placement chooses each step's worker.
+	Placement worker.Placer
 	// GRPCListen is where sidecars connect; GRPCAdvertise is the address
 	// written into step pods (defaults to GRPCListen).
 	GRPCListen    string
@@ -91,6 +102,9 @@ type Deps struct {
 	Store      blobstore.Store
 	SigningKey crypto.Signer
 	Log        *slog.Logger
+	// WorkerKube is the API client of a worker (nil: from its kubeconfig,
+	// or Kube for a worker that names none).
+	WorkerKube func(worker.Config) (kubernetes.Interface, error)
 	// Planner plans job builds and checks (nil: pkg/pipeline's).
 	Planner scheduler.Planner
 }
@@ -101,12 +115,16 @@ type Server struct {
 	log     *slog.Logger
 	db      *db.DB
 	store   blobstore.Store
+	// kube is the server's own API client (credentials, its Secrets).
 	kube    kubernetes.Interface
-	pods    *podwatch.Watcher
 	streams *stepserver.Server
 	keys    *steptoken.Keyring
 	issuer  *auth.Issuer
-	worker  podspec.Worker
+	// podWorker is what every worker's pods share (its Name and
+	// Namespace are each worker's).
+	podWorker    podspec.Worker
+	workers      []*workerRT
+	workerByName map[string]*workerRT
 	caPEM   []byte
 	sch     *scheduling
 	// images caches the digests of checked task images.
@@ -142,6 +160,15 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if cfg.ServerID == "" {
 		cfg.ServerID = cfg.Worker
 	}
+	if cfg.WorkerHeartbeat <= 0 {
+		cfg.WorkerHeartbeat = defaultWorkerHeartbeat
+	}
+	if len(cfg.Workers) == 0 {
+		cfg.Workers = []worker.Config{{Name: cfg.Worker, Namespace: cfg.Namespace, Tags: cfg.WorkerTags}}
+	}
+	if err := worker.ValidateAll(cfg.Workers); err != nil {
+		return nil, err
+	}
 	key, err := tokenKey(cfg.StateDir, steptoken.NewKey)
 	if err != nil {
 		return nil, err
@@ -160,25 +187,37 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	}
 	s.sch = newScheduling(s, planner)
 	s.streams = stepserver.New(s, keys, log.With("component", "stepserver"))
-	s.pods = podwatch.New(deps.Kube, cfg.Namespace, cfg.Worker, log.With("component", "podwatch"))
 	podEndpoint := cfg.PodBlobstoreEndpoint
 	if podEndpoint == "" {
 		podEndpoint = cfg.Blobstore.Endpoint
 	}
-	s.worker = podspec.Worker{
-		Name: cfg.Worker, Namespace: cfg.Namespace, PorterImage: cfg.PorterImage,
+	s.podWorker = podspec.Worker{
+		PorterImage: cfg.PorterImage,
 		ATCAddress: cfg.GRPCAdvertise, BlobstoreEndpoint: podEndpoint, BlobstoreBucket: cfg.Blobstore.Bucket,
 		BlobstoreRegion: cfg.Blobstore.Region, BlobstoreSecure: cfg.Blobstore.Secure,
 		ImagePullPolicy: cfg.ImagePullPolicy, NativeSidecars: cfg.NativeSidecars, DNSPolicy: cfg.DNSPolicy,
+	}
+	client := deps.WorkerKube
+	if client == nil {
+		client = func(c worker.Config) (kubernetes.Interface, error) {
+			if c.Kubeconfig == "" && c.Context == "" && !c.InCluster {
+				return deps.Kube, nil
+			}
+			rc, err := c.RESTConfig(cfg.Kubeconfig)
+			if err != nil {
+				return nil, err
+			}
+			return kubernetes.NewForConfig(rc)
+		}
+	}
+	if err := s.newWorkers(cfg.Workers, client); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
 // Run serves gRPC and HTTP until ctx ends. A listener that dies is an error.
 func (s *Server) Run(ctx context.Context) error {
-	if err := s.pods.Run(ctx); err != nil {
-		return fmt.Errorf("watch step pods: %w", err)
-	}
 	var opts []grpc.ServerOption
 	if !s.cfg.Insecure {
 		host, _, err := net.SplitHostPort(s.cfg.GRPCAdvertise)
@@ -209,11 +248,9 @@ func (s *Server) Run(ctx context.Context) error {
 	hs := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
 	s.base = ctx
-	if err := s.registerWorker(ctx); err != nil {
-		gln.Close()
-		hln.Close()
-		return err
-	}
+	workersCtx, stopWorkers := context.WithCancel(ctx)
+	defer stopWorkers()
+	workersDone := s.startWorkers(workersCtx)
 	if err := s.resume(ctx); err != nil {
 		gln.Close()
 		hln.Close()
@@ -221,7 +258,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.retireEnded(ctx)
 	s.log.Info("serving", "grpc", gln.Addr().String(), "advertised", s.cfg.GRPCAdvertise, "http", hln.Addr().String(),
-		"external_url", s.cfg.ExternalURL, "namespace", s.cfg.Namespace, "worker", s.cfg.Worker, "tls", !s.cfg.Insecure)
+		"external_url", s.cfg.ExternalURL, "workers", len(s.workers), "tls", !s.cfg.Insecure)
 	errc := make(chan error, 2)
 	go func() { errc <- fmt.Errorf("serve sidecars: %w", gs.Serve(gln)) }()
 	go func() { errc <- fmt.Errorf("serve the API: %w", hs.Serve(hln)) }()
@@ -240,6 +277,8 @@ func (s *Server) Run(ctx context.Context) error {
 	stopHeartbeat()
 	<-heartbeatDone
 	<-schedDone
+	stopWorkers()
+	<-workersDone
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(shutdown)
@@ -248,23 +287,11 @@ func (s *Server) Run(ctx context.Context) error {
 	return runErr
 }
 
-// registerWorker records this server's worker (its namespace) in the database.
-func (s *Server) registerWorker(ctx context.Context) error {
-	if err := s.db.UpsertWorker(ctx, s.workerRecord()); err != nil {
-		return fmt.Errorf("register worker %s: %w", s.cfg.Worker, err)
-	}
-	return nil
-}
-
-func (s *Server) workerRecord() db.Worker {
-	return db.Worker{Name: s.cfg.Worker, Platform: "linux", Tags: s.cfg.WorkerTags, State: "running", Namespace: s.cfg.Namespace,
-		Version: concourse.WorkerVersion, StartTime: s.started}
-}
-
-// heartbeat keeps the worker's record fresh until ctx ends, and aborts
-// the builds someone aborted through another server sharing the database.
+// heartbeat marks stalled the workers no server heartbeats any more, and
+// aborts the builds someone aborted through another server sharing the
+// database, until ctx ends.
 func (s *Server) heartbeat(ctx context.Context) {
-	beat := time.NewTicker(30 * time.Second)
+	beat := time.NewTicker(s.cfg.WorkerHeartbeat)
 	defer beat.Stop()
 	aborts := time.NewTicker(time.Second)
 	defer aborts.Stop()
@@ -273,8 +300,8 @@ func (s *Server) heartbeat(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-beat.C:
-			if err := s.db.UpsertWorker(ctx, s.workerRecord()); err != nil && ctx.Err() == nil {
-				s.log.Warn("worker heartbeat", "err", err)
+			if err := s.db.StallUnresponsiveWorkers(ctx, 3*s.cfg.WorkerHeartbeat); err != nil && ctx.Err() == nil {
+				s.log.Warn("stall unresponsive workers", "err", err)
 			}
 		case <-aborts.C:
 			ids, err := s.db.AbortsRequested(ctx, s.cfg.ServerID)
@@ -368,15 +395,15 @@ func (s *Server) running(id int64) (*build, bool) {
 
 // podGone reports whether a step's pod no longer exists (its Secret, if
 // left behind, is removed with it).
-func (s *Server) podGone(ctx context.Context, stepID string) (bool, error) {
+func (s *Server) podGone(ctx context.Context, w *workerRT, stepID string) (bool, error) {
 	name := podspec.Name(stepID)
-	_, err := s.kube.CoreV1().Pods(s.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	_, err := w.kube.CoreV1().Pods(w.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		return false, nil
 	case apierrors.IsNotFound(err):
 		for _, secret := range []string{name, podspec.PullSecretName(stepID)} {
-			if err := s.kube.CoreV1().Secrets(s.cfg.Namespace).Delete(ctx, secret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			if err := w.kube.CoreV1().Secrets(w.cfg.Namespace).Delete(ctx, secret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				s.log.Warn("delete a gone step's secret", "step", stepID, "secret", secret, "err", err)
 			}
 		}
@@ -386,11 +413,11 @@ func (s *Server) podGone(ctx context.Context, stepID string) (bool, error) {
 	}
 }
 
-func (s *Server) deletePod(ctx context.Context, stepID string) {
+func (s *Server) deletePod(ctx context.Context, w *workerRT, stepID string) {
 	grace := int64(0)
-	err := s.kube.CoreV1().Pods(s.cfg.Namespace).Delete(context.WithoutCancel(ctx), podspec.Name(stepID), metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	err := w.kube.CoreV1().Pods(w.cfg.Namespace).Delete(context.WithoutCancel(ctx), podspec.Name(stepID), metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	if err != nil && !apierrors.IsNotFound(err) {
-		s.log.Warn("delete step pod", "step", stepID, "err", err)
+		s.log.Warn("delete step pod", "worker", w.cfg.Name, "step", stepID, "err", err)
 	}
 }
 
@@ -406,7 +433,15 @@ func (s *Server) shutdownCtx() context.Context {
 // retention timers died with the server that ran them. Pods Porter knows
 // nothing of are left alone.
 func (s *Server) retireEnded(ctx context.Context) {
-	pods, err := s.kube.CoreV1().Pods(s.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: podspec.WorkerSelector(s.cfg.Worker)})
+	for _, w := range s.workers {
+		if w.usable() {
+			s.retireEndedOn(ctx, w)
+		}
+	}
+}
+
+func (s *Server) retireEndedOn(ctx context.Context, w *workerRT) {
+	pods, err := w.kube.CoreV1().Pods(w.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: podspec.WorkerSelector(w.cfg.Name)})
 	if err != nil {
 		s.log.Warn("list step pods left from before the restart", "err", err)
 		return
@@ -418,7 +453,7 @@ func (s *Server) retireEnded(ctx context.Context) {
 	}
 	byLabel := map[string]db.Container{}
 	for _, c := range containers {
-		if c.WorkerName == s.cfg.Worker && c.StepID != "" {
+		if c.WorkerName == w.cfg.Name && c.StepID != "" {
 			byLabel[podspec.LabelValue(c.StepID)] = c
 		}
 	}
@@ -435,7 +470,7 @@ func (s *Server) retireEnded(ctx context.Context) {
 		time.AfterFunc(max(time.Until(b.EndTime.Add(keep)), 0), func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			s.deletePod(ctx, c.StepID)
+			s.deletePod(ctx, w, c.StepID)
 			if err := s.db.DeleteContainer(ctx, c.Handle); err != nil && !errors.Is(err, db.ErrNotFound) {
 				s.log.Warn("remove a container record", "container", c.Handle, "err", err)
 			}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +31,7 @@ import (
 // stepState is what the server tracks of a running step pod.
 type stepState struct {
 	id          string // the pod's step ID
+	worker      *workerRT
 	planID      concourse.PlanID
 	b           *build
 	eventConfig events.TaskConfig
@@ -43,8 +43,8 @@ type stepState struct {
 	lastError string
 }
 
-func (s *Server) registerStep(b *build, id string, planID concourse.PlanID, cfg events.TaskConfig) *stepState {
-	st := &stepState{id: id, planID: planID, b: b, eventConfig: cfg, finished: make(chan *eventspb.StepFinished, 1)}
+func (s *Server) registerStep(b *build, w *workerRT, id string, planID concourse.PlanID, cfg events.TaskConfig) *stepState {
+	st := &stepState{id: id, worker: w, planID: planID, b: b, eventConfig: cfg, finished: make(chan *eventspb.StepFinished, 1)}
 	s.mu.Lock()
 	s.steps[id] = st
 	s.mu.Unlock()
@@ -91,7 +91,9 @@ func taskConfig(tp *concourse.TaskPlan) (*taskconfig.Config, map[string]string, 
 // the timer that would have removed it died with the server that ran it.
 func (x *executor) replay(rec stepRecord) (bool, error) {
 	if rec.StepID != "" {
-		x.s.retire(rec.StepID, rec.Container)
+		if w, err := x.s.worker(rec.Worker); err == nil {
+			x.s.retire(w, rec.StepID, rec.Container)
+		}
 	}
 	for name, a := range rec.Outputs {
 		x.setArtifact(name, a)
@@ -117,8 +119,12 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 		// The credentials the step read are redacted again from what its
 		// pod still logs (the redactions died with the previous server).
 		_, _ = x.prepareTask(ctx, tp)
-		st := s.registerStep(b, rec.StepID, p.ID, rec.EventConfig)
-		gone, err := s.podGone(ctx, rec.StepID)
+		w, err := s.worker(rec.Worker)
+		if err != nil {
+			return x.endTask(ctx, p, r, s.registerStep(b, nil, rec.StepID, p.ID, rec.EventConfig), errored(err.Error()))
+		}
+		st := s.registerStep(b, w, rec.StepID, p.ID, rec.EventConfig)
+		gone, err := s.podGone(ctx, w, rec.StepID)
 		switch {
 		case err != nil:
 			fin = errored(err.Error())
@@ -132,6 +138,13 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 
 	a, eventConfig, pull, secretParams, err := x.resolvePreparedTask(ctx, p)
 	origin := events.Origin{ID: string(p.ID)}
+	var w *workerRT
+	if err == nil {
+		w, err = s.placeStep(ctx, b, origin, requirements(b.team, tp.Tags, eventConfig.Platform, true))
+		if ctx.Err() != nil {
+			return x.stoppedWaiting(ctx, r)
+		}
+	}
 	if err != nil {
 		b.log.appendEvent(events.Error{Time: time.Now().Unix(), Origin: origin, Message: err.Error()}, "", 0)
 		b.update(func() { r.Status, r.Error = string(concourse.StatusErrored), err.Error() })
@@ -140,11 +153,11 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	}
 	now := time.Now().Unix()
 	b.log.appendEvent(events.InitializeTask{Time: now, Origin: origin, Config: eventConfig}, "", 0)
-	b.log.appendEvent(events.SelectedWorker{Time: now, Origin: origin, WorkerName: s.cfg.Worker}, "", 0)
+	b.log.appendEvent(events.SelectedWorker{Time: now, Origin: origin, WorkerName: w.cfg.Name}, "", 0)
 	var c db.Container
 	err = s.retryDB(ctx, "record the step's container", func(ctx context.Context) (err error) {
 		c, err = s.db.CreateContainer(ctx, db.Container{TeamID: b.teamID, BuildID: b.id, BuildName: b.name, PlanID: string(p.ID),
-			StepName: tp.Name, Type: "task", WorkerName: s.cfg.Worker, Namespace: s.cfg.Namespace, PodName: podspec.Name(a.StepID),
+			StepName: tp.Name, Type: "task", WorkerName: w.cfg.Name, Namespace: w.cfg.Namespace, PodName: podspec.Name(a.StepID),
 			StepID: a.StepID, State: concourse.ContainerCreating, WorkingDirectory: a.WorkDir, User: a.Run.User})
 		return err
 	})
@@ -152,11 +165,11 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return false, fmt.Errorf("record the container of task %q: %w", tp.Name, err)
 	}
 	b.update(func() {
-		r.StepID, r.Container, r.EventConfig, r.Status = a.StepID, c.Handle, eventConfig, string(concourse.StatusStarted)
+		r.StepID, r.Worker, r.Container, r.EventConfig, r.Status = a.StepID, w.cfg.Name, c.Handle, eventConfig, string(concourse.StatusStarted)
 	})
 	s.saveState(ctx, b)
-	st := s.registerStep(b, a.StepID, p.ID, eventConfig)
-	if err := s.createStepPod(ctx, a, podspec.Secrets{ImagePull: pull, Params: secretParams}); err != nil {
+	st := s.registerStep(b, w, a.StepID, p.ID, eventConfig)
+	if err := s.createStepPod(ctx, w, a, podspec.Secrets{ImagePull: pull, Params: secretParams}); err != nil {
 		fin = errored(err.Error())
 	} else {
 		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
@@ -227,7 +240,9 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *stepRecord
 	for name, a := range outputs {
 		x.setArtifact(name, a)
 	}
-	s.retire(st.id, container)
+	if st.worker != nil {
+		s.retire(st.worker, st.id, container)
+	}
 	if cause := context.Cause(ctx); cause != nil && status == string(concourse.StatusAborted) {
 		// Stopped by a timeout or a failing sibling rather than a person.
 		return false, cause
@@ -237,12 +252,12 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *stepRecord
 
 // retire keeps a finished step's pod for kubectl logs and intercept for a
 // while, then removes it and its container record.
-func (s *Server) retire(stepID, container string) {
+func (s *Server) retire(w *workerRT, stepID, container string) {
 	keep := max(s.cfg.PodRetention, s.cfg.KeepAlive)
 	time.AfterFunc(keep, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		s.deletePod(ctx, stepID)
+		s.deletePod(ctx, w, stepID)
 		s.streams.Forget(stepID)
 		s.forgetStep(stepID)
 		if container != "" {
@@ -281,7 +296,7 @@ func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 	if err != nil {
 		return nil, events.TaskConfig{}, nil, err
 	}
-	if err := x.s.checkTags(tp.Tags); err != nil {
+	if err := x.s.checkPlacement(requirements(x.b.team, tp.Tags, cfg.Platform, true)); err != nil {
 		return nil, events.TaskConfig{}, nil, err
 	}
 	var missing []string
@@ -346,21 +361,6 @@ func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 	return a, taskEventConfig(cfg, image.ref), image.pull, nil
 }
 
-// checkTags refuses a step whose tags no worker has.
-func (s *Server) checkTags(tags []string) error {
-	var unknown []string
-	for _, t := range tags {
-		if t != "" && !slices.Contains(s.cfg.WorkerTags, t) {
-			unknown = append(unknown, t)
-		}
-	}
-	if len(unknown) > 0 {
-		return fmt.Errorf("no worker satisfies the step's tags: worker %q has tags [%s], the step asks for [%s]",
-			s.cfg.Worker, strings.Join(s.cfg.WorkerTags, ", "), strings.Join(tags, ", "))
-	}
-	return nil
-}
-
 func randomSuffix() string {
 	b := make([]byte, 3)
 	rand.Read(b)
@@ -369,40 +369,40 @@ func randomSuffix() string {
 
 // createPod creates a task's pod; pull, when set, is the login the kubelet
 // pulls its image with.
-func (s *Server) createPod(ctx context.Context, a *action.Action, pull *podspec.RegistryAuth) error {
-	return s.createStepPod(ctx, a, podspec.Secrets{ImagePull: pull})
+func (s *Server) createPod(ctx context.Context, w *workerRT, a *action.Action, pull *podspec.RegistryAuth) error {
+	return s.createStepPod(ctx, w, a, podspec.Secrets{ImagePull: pull})
 }
 
 // createPodWithStdin is createPod for a step whose stdin is secret
 // (a.StdinSecret): it travels in the step's Secret.
-func (s *Server) createPodWithStdin(ctx context.Context, a *action.Action, stdin []byte) error {
-	return s.createStepPod(ctx, a, podspec.Secrets{Stdin: stdin})
+func (s *Server) createPodWithStdin(ctx context.Context, w *workerRT, a *action.Action, stdin []byte) error {
+	return s.createStepPod(ctx, w, a, podspec.Secrets{Stdin: stdin})
 }
 
 // createStepPod creates the step's Secrets (its own and, for a login to
 // the image's registry, its pull Secret), then the pod in one call, then
 // ties the Secrets' lifetime to the pod. given holds the step's own secret
 // values; the server adds its own.
-func (s *Server) createStepPod(ctx context.Context, a *action.Action, given podspec.Secrets) error {
+func (s *Server) createStepPod(ctx context.Context, w *workerRT, a *action.Action, given podspec.Secrets) error {
 	token, err := s.keys.Mint(a.StepID, a.Timeout.Duration+a.KeepAlive.Duration+24*time.Hour)
 	if err != nil {
 		return err
 	}
 	given.StepToken, given.ATCCA = token, s.caPEM
 	given.BlobstoreAccessKey, given.BlobstoreSecretKey = s.cfg.Blobstore.AccessKey, s.cfg.Blobstore.SecretKey
-	pod, secret, err := podspec.Build(a, s.worker, given)
+	pod, secret, err := podspec.Build(a, w.spec, given)
 	if err != nil {
 		return fmt.Errorf("declare the step's pod: %w", err)
 	}
 	toCreate := []*corev1.Secret{secret}
 	if given.ImagePull != nil {
-		pull, err := podspec.PullSecret(a, s.worker, *given.ImagePull)
+		pull, err := podspec.PullSecret(a, w.spec, *given.ImagePull)
 		if err != nil {
 			return fmt.Errorf("declare the step's pull secret: %w", err)
 		}
 		toCreate = append(toCreate, pull)
 	}
-	secrets := s.kube.CoreV1().Secrets(s.cfg.Namespace)
+	secrets := w.kube.CoreV1().Secrets(w.cfg.Namespace)
 	var created []string
 	undo := func() {
 		for _, name := range created {
@@ -416,7 +416,7 @@ func (s *Server) createStepPod(ctx context.Context, a *action.Action, given pods
 		}
 		created = append(created, sec.Name)
 	}
-	createdPod, err := s.kube.CoreV1().Pods(s.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	createdPod, err := w.kube.CoreV1().Pods(w.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		undo()
 		return fmt.Errorf("create the step's pod: %w", err)
@@ -432,7 +432,7 @@ func (s *Server) createStepPod(ctx context.Context, a *action.Action, given pods
 			s.log.Warn("could not tie the step's secret to its pod", "step", a.StepID, "secret", name, "err", perr)
 		}
 	}
-	s.log.Info("step pod created", "step", a.StepID, "pod", createdPod.Name, "image", a.Image)
+	s.log.Info("step pod created", "worker", w.cfg.Name, "step", a.StepID, "pod", createdPod.Name, "image", a.Image)
 	s.writePodAudit(ctx, a, createdPod)
 	return nil
 }
@@ -457,7 +457,7 @@ func (s *Server) writePodAudit(ctx context.Context, a *action.Action, pod *corev
 // says it cannot succeed, or the build is aborted or times out. It returns
 // nil when the server is stopping: the next server follows the step.
 func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.StepFinished {
-	tracker := s.pods.Track(st.id)
+	tracker := st.worker.pods.Track(st.id)
 	defer tracker.Stop()
 	var podEnded, abortGiveUp <-chan time.Time
 	stopping := ctx.Done()
@@ -467,7 +467,7 @@ func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.Ste
 		case fin := <-st.finished:
 			return fin
 		case err := <-tracker.Failed():
-			s.deletePod(ctx, st.id)
+			s.deletePod(ctx, st.worker, st.id)
 			if aborting {
 				return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1, Error: err.Error()}
 			}
@@ -489,12 +489,12 @@ func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.Ste
 			aborting, stopping = true, nil
 			if err := s.streams.Abort(st.id, context.Cause(ctx).Error()); err != nil {
 				// Nobody in the pod to tell: stopping the pod is all that is left.
-				s.deletePod(ctx, st.id)
+				s.deletePod(ctx, st.worker, st.id)
 				return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1}
 			}
 			abortGiveUp = time.After(30 * time.Second)
 		case <-abortGiveUp:
-			s.deletePod(ctx, st.id)
+			s.deletePod(ctx, st.worker, st.id)
 			return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1}
 		}
 	}

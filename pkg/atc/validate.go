@@ -2,6 +2,7 @@ package atc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -34,7 +35,7 @@ func (s *Server) validatePlan(ctx context.Context, team db.Team, plan *concourse
 		case p.Task != nil:
 			if err := validateTaskPlan(p.Task); err != nil {
 				errs = append(errs, err)
-			} else if err := s.checkTags(p.Task.Tags); err != nil {
+			} else if err := s.checkPlacement(requirements(team.Name, p.Task.Tags, taskPlatform(p.Task), true)); err != nil {
 				errs = append(errs, fmt.Errorf("task %q: %w", p.Task.Name, err))
 			}
 		case p.ArtifactInput != nil:
@@ -65,6 +66,16 @@ func (s *Server) validatePlan(ctx context.Context, team db.Team, plan *concourse
 
 // validName checks a team name: what Concourse allows, and what an object
 // key or a label can hold safely.
+// taskPlatform is the platform of a task plan's inline config ("" when
+// it has none yet: a config file, or one with ((vars))).
+func taskPlatform(tp *concourse.TaskPlan) string {
+	var c struct {
+		Platform string `json:"platform"`
+	}
+	_ = json.Unmarshal(tp.Config, &c)
+	return c.Platform
+}
+
 func validName(name string) error {
 	if !regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`).MatchString(name) {
 		return fmt.Errorf("%q: use lowercase letters, digits, '-', '_' and '.', starting with a letter or digit (at most 63)", name)

@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -77,4 +78,137 @@ func (d *DB) Worker(ctx context.Context, name string) (Worker, error) {
 		return Worker{}, classify(err, "worker %s", name)
 	}
 	return w, nil
+}
+
+// operatorStates are the states a person set (land, retire) or that
+// follow from them: a heartbeat never overrides them.
+const operatorStates = "('landing', 'landed', 'retiring')"
+
+// HeartbeatWorker records that the server reached the worker's API server
+// (w.State running) or did not (stalled), and returns the worker's state:
+// landing, landed and retiring stay as they are.
+func (d *DB) HeartbeatWorker(ctx context.Context, w Worker) (string, error) {
+	if w.Tags == nil {
+		w.Tags = []string{}
+	}
+	var state string
+	err := d.pool.QueryRow(ctx, `
+		INSERT INTO workers (name, platform, tags, team, state, namespace, version, start_time, heartbeat)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
+		ON CONFLICT (name) DO UPDATE SET
+			platform = excluded.platform, tags = excluded.tags, team = excluded.team,
+			namespace = excluded.namespace, version = excluded.version, start_time = excluded.start_time,
+			heartbeat = CASE WHEN excluded.state = 'stalled' THEN workers.heartbeat ELSE now() END,
+			state = CASE WHEN workers.state IN `+operatorStates+` THEN workers.state ELSE excluded.state END
+		RETURNING state`,
+		w.Name, w.Platform, w.Tags, w.Team, w.State, w.Namespace, w.Version, timeArg(w.StartTime)).Scan(&state)
+	if err != nil {
+		return "", fmt.Errorf("heartbeat worker %s: %w", w.Name, err)
+	}
+	return state, nil
+}
+
+// LandWorker asks a worker to take no new steps; it becomes landed when
+// its running steps have finished. Landing a landed worker changes nothing.
+func (d *DB) LandWorker(ctx context.Context, name string) error {
+	return d.workerState(ctx, name, "landing a worker",
+		`UPDATE workers SET state = CASE WHEN state = 'landed' THEN state ELSE 'landing' END WHERE name = $1`)
+}
+
+// RetireWorker asks a worker to take no new steps and to leave once its
+// running steps have finished.
+func (d *DB) RetireWorker(ctx context.Context, name string) error {
+	return d.workerState(ctx, name, "retiring a worker", `UPDATE workers SET state = 'retiring' WHERE name = $1`)
+}
+
+// SetWorkerState moves a worker from one state to another; it reports
+// whether the worker was in from.
+func (d *DB) SetWorkerState(ctx context.Context, name, from, to string) (bool, error) {
+	tag, err := d.pool.Exec(ctx, `UPDATE workers SET state = $3 WHERE name = $1 AND state = $2`, name, from, to)
+	if err != nil {
+		return false, fmt.Errorf("set worker %s %s: %w", name, to, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+func (d *DB) workerState(ctx context.Context, name, what, sql string) error {
+	tag, err := d.pool.Exec(ctx, sql, name)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, name, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s %s: %w", what, name, ErrNotFound)
+	}
+	return nil
+}
+
+// ErrWorkerRunning refuses to prune a running worker.
+var ErrWorkerRunning = errors.New("cannot prune running worker")
+
+// PruneWorker removes a worker that is not running (stalled, landed...)
+// from the list, as Concourse's prune-worker does.
+func (d *DB) PruneWorker(ctx context.Context, name string) error {
+	tag, err := d.pool.Exec(ctx, `DELETE FROM workers WHERE name = $1 AND state <> 'running'`, name)
+	if err != nil {
+		return fmt.Errorf("prune worker %s: %w", name, err)
+	}
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	if _, err := d.Worker(ctx, name); err != nil {
+		return err
+	}
+	return fmt.Errorf("prune worker %s: %w", name, ErrWorkerRunning)
+}
+
+// DeleteWorker removes a worker's record (a retired worker leaving).
+func (d *DB) DeleteWorker(ctx context.Context, name string) error {
+	if _, err := d.pool.Exec(ctx, `DELETE FROM workers WHERE name = $1`, name); err != nil {
+		return fmt.Errorf("delete worker %s: %w", name, err)
+	}
+	return nil
+}
+
+// WorkerLoad is what runs on a worker: step pods of builds that have not
+// finished, and how many of them are tasks.
+type WorkerLoad struct {
+	Containers int
+	Tasks      int
+}
+
+// WorkerLoads returns the load of every worker that has any.
+func (d *DB) WorkerLoads(ctx context.Context) (map[string]WorkerLoad, error) {
+	rows, err := d.pool.Query(ctx, `
+		SELECT c.worker_name, count(*), count(*) FILTER (WHERE c.type = 'task')
+		FROM containers c JOIN builds b ON b.id = c.build_id
+		WHERE b.status IN ('pending', 'started')
+		GROUP BY c.worker_name`)
+	if err != nil {
+		return nil, fmt.Errorf("count workers' active steps: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]WorkerLoad{}
+	for rows.Next() {
+		var name string
+		var l WorkerLoad
+		if err := rows.Scan(&name, &l.Containers, &l.Tasks); err != nil {
+			return nil, fmt.Errorf("count workers' active steps: %w", err)
+		}
+		out[name] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count workers' active steps: %w", err)
+	}
+	return out, nil
+}
+
+// StallUnresponsiveWorkers marks stalled the running workers whose last
+// heartbeat is older than ttl: the server that heartbeats them is gone.
+func (d *DB) StallUnresponsiveWorkers(ctx context.Context, ttl time.Duration) error {
+	_, err := d.pool.Exec(ctx, `UPDATE workers SET state = 'stalled'
+		WHERE state = 'running' AND heartbeat < now() - make_interval(secs => $1)`, ttl.Seconds())
+	if err != nil {
+		return fmt.Errorf("stall unresponsive workers: %w", err)
+	}
+	return nil
 }

@@ -112,8 +112,8 @@ func (c *Config) Validate() error {
 
 	if c.Platform == "" {
 		bad("missing 'platform'")
-	} else if c.Platform != "linux" {
-		bad("platform %q is not supported; Porter runs linux tasks only", c.Platform)
+	} else if c.Platform != "linux" && c.Platform != "windows" {
+		bad("platform %q is not supported; Porter runs linux and windows tasks", c.Platform)
 	}
 	if c.Run.Path == "" {
 		bad("missing path to executable to run")

@@ -228,9 +228,9 @@ caches: [{path: x}, {path: cache}, {path: cache/}]
 			want: []string{"cpu limit must be an integer"},
 		},
 		{
-			name: "windows",
-			yaml: "platform: windows\nrun: {path: echo}\n",
-			want: []string{`platform "windows" is not supported`},
+			name: "darwin",
+			yaml: "platform: darwin\nrun: {path: echo}\n",
+			want: []string{`platform "darwin" is not supported`},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,99 @@
+package atc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"sort"
+
+	"github.com/porter-ci/porter/pkg/auth"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+)
+
+// handleWorkers lists the workers a user may see: every team's worker to
+// an admin, else the shared workers and those of the user's teams.
+func (s *Server) handleWorkers(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	workers, err := s.db.Workers(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	loads, err := s.db.WorkerLoads(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	out := []concourse.Worker{}
+	for _, wk := range workers {
+		if wk.Team != "" && !claims.IsAdmin && !claims.CanRead(wk.Team) {
+			continue
+		}
+		out = append(out, concourse.Worker{
+			Name: wk.Name, Platform: wk.Platform, Tags: nonNil(wk.Tags), Team: wk.Team, State: wk.State,
+			Version: wk.Version, StartTime: wk.StartTime.Unix(),
+			ActiveContainers: loads[wk.Name].Containers, ActiveTasks: loads[wk.Name].Tasks,
+			// fly -d shows these as where the worker is: Porter's steps run in
+			// a namespace and their volumes are the blobstore's objects.
+			GardenAddr:      "namespace/" + wk.Namespace,
+			BaggageclaimURL: "s3://" + s.cfg.Blobstore.Bucket,
+			ResourceTypes:   s.workerResourceTypes(wk.Name),
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// workerResourceTypes are the base resource types a worker provides.
+func (s *Server) workerResourceTypes(name string) []concourse.WorkerResourceType {
+	types := maps.Clone(s.cfg.BaseResourceTypes)
+	if types == nil {
+		types = DefaultBaseResourceTypes()
+	}
+	if w, ok := s.workerByName[name]; ok {
+		for t, img := range w.cfg.BaseResourceTypes {
+			types[t] = img
+		}
+	}
+	out := []concourse.WorkerResourceType{}
+	for t, img := range types {
+		out = append(out, concourse.WorkerResourceType{Type: t, Image: img})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out
+}
+
+// workerAction is land-worker, retire-worker or prune-worker: an admin's,
+// or for a team's worker a member's of that team, as in Concourse.
+func (s *Server) workerAction(act func(context.Context, string) error) func(http.ResponseWriter, *http.Request, auth.Claims) {
+	return func(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+		name := r.PathValue("worker_name")
+		wk, err := s.db.Worker(r.Context(), name)
+		switch {
+		case errors.Is(err, db.ErrNotFound):
+			writeError(w, http.StatusNotFound, fmt.Errorf("worker %q not found", name))
+			return
+		case err != nil:
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		if !claims.IsAdmin && (wk.Team == "" || !claims.CanWrite(wk.Team)) {
+			writeError(w, http.StatusForbidden, fmt.Errorf("not allowed to change worker %q", name))
+			return
+		}
+		err = act(r.Context(), name)
+		switch {
+		case errors.Is(err, db.ErrWorkerRunning):
+			// fly prints the stderr field of a 400.
+			writeJSON(w, http.StatusBadRequest, map[string]string{"stderr": db.ErrWorkerRunning.Error()})
+		case errors.Is(err, db.ErrNotFound):
+			writeError(w, http.StatusNotFound, fmt.Errorf("worker %q not found", name))
+		case err != nil:
+			writeError(w, http.StatusInternalServerError, err)
+		default:
+			s.log.Info("worker changed by a person", "worker", name, "path", r.URL.Path, "user", claims.Name)
+			w.WriteHeader(http.StatusOK)
+		}
+	}
+}

@@ -1,0 +1,176 @@
+// Package worker is what a Concourse worker is to Porter: a Kubernetes API
+// and a namespace that run step pods, declared by the operator, checked for
+// the rights the runtime needs, and chosen per step by its tags, team and
+// platform.
+package worker
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+)
+
+// Platforms a worker may declare.
+const (
+	PlatformLinux   = "linux"
+	PlatformWindows = "windows"
+)
+
+// Config is one worker as the operator declares it (see docs/workers.md).
+type Config struct {
+	// Name is the worker's name in fly and in step pods' labels.
+	Name string `json:"name"`
+	// Kubeconfig and Context pick the cluster; both empty means the
+	// server's own (its --kubeconfig, or in-cluster when that is empty).
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	Context    string `json:"context,omitempty"`
+	// InCluster uses the pod's service account even when the server was
+	// given a kubeconfig.
+	InCluster bool `json:"in_cluster,omitempty"`
+	// Namespace is where the worker's step pods run.
+	Namespace string `json:"namespace"`
+	// Platform is linux (default) or windows.
+	Platform string `json:"platform,omitempty"`
+	// Tags: a step with tags runs only on a worker that has them all, and a
+	// worker with tags runs only steps that ask for them (as in Concourse).
+	Tags []string `json:"tags,omitempty"`
+	// Team, when set, makes this a team's worker: it runs that team's steps
+	// only, and that team's steps prefer it.
+	Team string `json:"team,omitempty"`
+	// TagPlacement says where in the cluster a tag's steps go.
+	TagPlacement map[string]Placement `json:"tag_placement,omitempty"`
+	// ImagePullSecrets are Secrets of Namespace every step pod pulls with.
+	ImagePullSecrets []string `json:"image_pull_secrets,omitempty"`
+	// BaseResourceTypes override the server's base resource type images
+	// on this worker (name: image).
+	BaseResourceTypes map[string]string `json:"base_resource_types,omitempty"`
+}
+
+// Placement is a tag's nodeSelector and tolerations.
+type Placement struct {
+	NodeSelector map[string]string   `json:"node_selector,omitempty"`
+	Tolerations  []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
+// File is the --workers-config file.
+type File struct {
+	Workers []Config `json:"workers"`
+}
+
+var (
+	namePattern      = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+	namespacePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+)
+
+// Load reads and validates a workers file. Unknown fields are refused, so
+// a misspelt key is an error rather than a silently ignored setting.
+func Load(path string) ([]Config, error) {
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read workers file: %w", err)
+	}
+	return Parse(body)
+}
+
+// Parse decodes and validates a workers file's content.
+func Parse(body []byte) ([]Config, error) {
+	var f File
+	if err := yaml.UnmarshalStrict(bytes.TrimSpace(body), &f); err != nil {
+		return nil, fmt.Errorf("workers file: %w", err)
+	}
+	if len(f.Workers) == 0 {
+		return nil, errors.New("workers file: no workers (want a list under \"workers:\")")
+	}
+	if err := ValidateAll(f.Workers); err != nil {
+		return nil, err
+	}
+	return f.Workers, nil
+}
+
+// ValidateAll validates every worker and that names are unique.
+func ValidateAll(ws []Config) error {
+	var errs []error
+	seen := map[string]bool{}
+	for i := range ws {
+		if err := ws[i].Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if seen[ws[i].Name] {
+			errs = append(errs, fmt.Errorf("worker %q is declared twice", ws[i].Name))
+		}
+		seen[ws[i].Name] = true
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks one worker's declaration and fills in the defaults.
+func (c *Config) Validate() error {
+	if !namePattern.MatchString(c.Name) {
+		return fmt.Errorf("worker name %q: use lowercase letters, digits, '-', '_' and '.', starting with a letter or digit (at most 63)", c.Name)
+	}
+	var errs []error
+	if !namespacePattern.MatchString(c.Namespace) {
+		errs = append(errs, fmt.Errorf("namespace %q is not a Kubernetes namespace name", c.Namespace))
+	}
+	switch c.Platform {
+	case "":
+		c.Platform = PlatformLinux
+	case PlatformLinux, PlatformWindows:
+	default:
+		errs = append(errs, fmt.Errorf("platform %q: want linux or windows", c.Platform))
+	}
+	if c.InCluster && (c.Kubeconfig != "" || c.Context != "") {
+		errs = append(errs, errors.New("in_cluster and kubeconfig/context exclude each other"))
+	}
+	for _, t := range c.Tags {
+		if t == "" {
+			errs = append(errs, errors.New("an empty tag"))
+		}
+	}
+	for tag := range c.TagPlacement {
+		if !slices.Contains(c.Tags, tag) {
+			errs = append(errs, fmt.Errorf("tag_placement for %q, which is not one of the worker's tags %v", tag, c.Tags))
+		}
+	}
+	if c.Team != "" && !namePattern.MatchString(c.Team) {
+		errs = append(errs, fmt.Errorf("team %q is not a team name", c.Team))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("worker %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// RESTConfig is how to reach the worker's API server. fallback is the
+// server's own kubeconfig path ("" for in-cluster), used when the worker
+// names neither a kubeconfig nor in_cluster.
+func (c Config) RESTConfig(fallback string) (*rest.Config, error) {
+	var (
+		rc  *rest.Config
+		err error
+	)
+	path := c.Kubeconfig
+	if path == "" && !c.InCluster {
+		path = fallback
+	}
+	if c.InCluster || path == "" {
+		rc, err = rest.InClusterConfig()
+	} else {
+		rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+			&clientcmd.ClientConfigLoadingRules{ExplicitPath: path},
+			&clientcmd.ConfigOverrides{CurrentContext: c.Context}).ClientConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: load Kubernetes config: %w", c.Name, err)
+	}
+	rc.QPS, rc.Burst = 50, 100
+	return rc, nil
+}

@@ -1,0 +1,121 @@
+package worker
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestChoose(t *testing.T) {
+	linux := func(name string, mod ...func(*Candidate)) Candidate {
+		c := Candidate{Name: name, Platform: PlatformLinux, State: StateRunning}
+		for _, m := range mod {
+			m(&c)
+		}
+		return c
+	}
+	tags := func(ts ...string) func(*Candidate) { return func(c *Candidate) { c.Tags = ts } }
+	team := func(t string) func(*Candidate) { return func(c *Candidate) { c.Team = t } }
+	state := func(s string) func(*Candidate) { return func(c *Candidate) { c.State = s } }
+	load := func(containers, tasks int) func(*Candidate) {
+		return func(c *Candidate) { c.ActiveContainers, c.ActiveTasks = containers, tasks }
+	}
+	windows := func(c *Candidate) { c.Platform = PlatformWindows }
+
+	tests := []struct {
+		name     string
+		placer   Placer
+		workers  []Candidate
+		req      Requirements
+		want     string
+		wantErr  string // substring
+		wantBusy bool
+	}{
+		{name: "untagged step avoids tagged workers", workers: []Candidate{linux("gpu", tags("gpu")), linux("plain")}, want: "plain"},
+		{name: "tagged step needs every tag", workers: []Candidate{linux("a", tags("gpu")), linux("b", tags("gpu", "big"))},
+			req: Requirements{Tags: []string{"gpu", "big"}}, want: "b"},
+		{name: "no worker has the tag", workers: []Candidate{linux("a", tags("gpu"))}, req: Requirements{Tags: []string{"arm"}},
+			wantErr: "no worker satisfies the step's platform linux, tags [arm]; the workers are a (platform linux, tags [gpu])"},
+		{name: "no workers at all", wantErr: "no workers: none is registered"},
+		{name: "team worker refuses other teams", workers: []Candidate{linux("t", team("blue"))}, req: Requirements{Team: "main"},
+			wantErr: "team blue"},
+		{name: "team prefers its own worker", workers: []Candidate{linux("general"), linux("own", team("blue"), load(9, 9))},
+			req: Requirements{Team: "blue"}, want: "own"},
+		{name: "team falls back to general workers", workers: []Candidate{linux("general"), linux("own", team("blue"), state(StateLanding))},
+			req: Requirements{Team: "blue"}, want: "general"},
+		{name: "platform", workers: []Candidate{linux("l"), linux("w", windows)}, req: Requirements{Platform: PlatformWindows}, want: "w"},
+		{name: "stalled and landing workers take no steps", workers: []Candidate{linux("s", state(StateStalled)), linux("l", state(StateLanding))},
+			wantBusy: true, wantErr: "worker s is stalled; worker l is landing"},
+		{name: "fewest build containers", workers: []Candidate{linux("busy", load(5, 1)), linux("idle", load(1, 1))}, want: "idle"},
+		{name: "limit active tasks waits at the limit", placer: Placer{Strategy: LimitActiveTasks, MaxActiveTasks: 2},
+			workers: []Candidate{linux("a", load(3, 2))}, req: Requirements{Task: true}, wantBusy: true, wantErr: "runs 2 active tasks, its limit"},
+		{name: "limit active tasks ignores resource steps", placer: Placer{Strategy: LimitActiveTasks, MaxActiveTasks: 2},
+			workers: []Candidate{linux("a", load(3, 2))}, want: "a"},
+		{name: "limit active tasks picks the fewest tasks", placer: Placer{Strategy: LimitActiveTasks},
+			workers: []Candidate{linux("a", load(1, 3)), linux("b", load(7, 0))}, req: Requirements{Task: true}, want: "b"},
+		{name: "random picks among all ready", placer: Placer{Strategy: Random, Intn: func(n int) int { return n - 1 }},
+			workers: []Candidate{linux("a", load(0, 0)), linux("b", load(9, 9))}, want: "b"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.placer
+			if p.Intn == nil {
+				p.Intn = func(int) int { return 0 }
+			}
+			got, err := p.Choose(tc.workers, tc.req)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
+				}
+				var busy *BusyError
+				if errors.As(err, &busy) != tc.wantBusy {
+					t.Fatalf("busy = %v, want %v (%v)", !tc.wantBusy, tc.wantBusy, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Name != tc.want {
+				t.Fatalf("chose %s, want %s", got.Name, tc.want)
+			}
+		})
+	}
+}
+
+func TestParse(t *testing.T) {
+	ws, err := Parse([]byte(`
+workers:
+- name: gpu
+  namespace: steps-gpu
+  tags: [gpu]
+  tag_placement:
+    gpu:
+      node_selector: {accelerator: nvidia}
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+- name: plain
+  namespace: steps
+  team: main
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws[1].Platform != PlatformLinux || ws[0].TagPlacement["gpu"].NodeSelector["accelerator"] != "nvidia" ||
+		ws[0].TagPlacement["gpu"].Tolerations[0].Key != "nvidia.com/gpu" {
+		t.Fatalf("parsed %+v", ws)
+	}
+	for body, want := range map[string]string{
+		"workers: []": "no workers",
+		"workers: [{name: a, namespace: n, tagz: [x]}]":                        `unknown field "tagz"`,
+		"workers: [{name: A, namespace: n}]":                                   `worker name "A"`,
+		"workers: [{name: a, namespace: N_1}]":                                 `namespace "N_1"`,
+		"workers: [{name: a, namespace: n, platform: darwin}]":                 `platform "darwin"`,
+		"workers: [{name: a, namespace: n}, {name: a, namespace: m}]":          `worker "a" is declared twice`,
+		"workers: [{name: a, namespace: n, tag_placement: {gpu: {}}}]":         `tag_placement for "gpu"`,
+		"workers: [{name: a, namespace: n, in_cluster: true, kubeconfig: /x}]": "exclude each other",
+	} {
+		if _, err := Parse([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%s) = %v, want an error containing %q", body, err, want)
+		}
+	}
+}
