@@ -158,10 +158,13 @@ run: {path: sh, args: [-c, 'echo "param: $PORTER_VERSION"']}
 		Expect(lines(res.Stdout)).To(ContainElement("vars: hello/3/from-a-file"))
 	})
 
-	It("runs a step tagged with the worker's tag (--tag)", func() {
+	It("runs a step tagged with a worker's tag on that worker (--tag), and untagged steps elsewhere", func() {
 		res := results["tag"]
 		Expect(res.ExitCode).To(Equal(0), res.String())
 		Expect(lines(res.Stdout)).To(ContainElement("tagged"))
+		Expect(plain(res.Stdout)).To(ContainSubstring("selected worker: "+taggedWorker+"\n"), res.String())
+		res = results["config"]
+		Expect(plain(res.Stdout)).To(ContainSubstring("selected worker: "+sharedWorker+"\n"), res.String())
 	})
 
 	It("refuses a tag no worker has, clearly", func() {

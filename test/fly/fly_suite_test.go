@@ -34,11 +34,13 @@ func TestFly(t *testing.T) {
 const (
 	adminUser = "admin"
 	aliceUser = "alice"
-	// workerTag is the shared worker's tag, for execute --tag.
-	workerTag = "e2e-tag"
-	// sharedWorker is the shared server's worker name; servers of single
-	// specs get their own, so no two servers touch each other's pods.
+	// sharedWorker is the shared server's untagged worker; servers of
+	// single specs get their own, so no two servers touch each other's pods.
 	sharedWorker = "e2e"
+	// taggedWorker is the shared server's second worker (another
+	// namespace), tagged workerTag: only steps with that tag run there.
+	taggedWorker = "e2e-tagged"
+	workerTag    = "e2e-tag"
 )
 
 // suite is what the specs share; BeforeSuite fills it.
@@ -69,9 +71,12 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	DeferCleanup(removeNS)
 	Expect(err).NotTo(HaveOccurred())
 
+	tagged, removeTagged, err := env.NewWorkerNamespace(ctx, "porter-fly-tagged-")
+	DeferCleanup(removeTagged)
+	Expect(err).NotTo(HaveOccurred())
 	s.server = newServer(ctx, testenv.ATCConfig{
-		WorkerName: sharedWorker,
-		Tags:       []string{workerTag},
+		WorkerName:  sharedWorker,
+		MoreWorkers: []testenv.Worker{{Name: taggedWorker, Namespace: tagged, Tags: []string{workerTag}}},
 		// Finished steps stay interceptible long enough for the intercept
 		// specs, whatever order they run in.
 		KeepAlive: 3 * time.Minute,
@@ -114,7 +119,9 @@ func prepareServer(ctx context.Context, cfg testenv.ATCConfig) *testenv.ATC {
 		DeferCleanup(drop)
 		cfg.Database = dsn
 	}
-	cfg.Worker = s.ns
+	if cfg.Worker.Name == "" {
+		cfg.Worker = s.ns
+	}
 	if cfg.WorkerName == "" {
 		cfg.WorkerName = "e2e-" + strings.ToLower(rand.Text()[:6])
 	}

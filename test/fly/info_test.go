@@ -17,9 +17,10 @@ import (
 )
 
 var _ = Describe("fly workers, containers, volumes, curl, sync", func() {
-	It("lists the server's worker with its tag (workers)", func(ctx SpecContext) {
+	It("lists the server's two workers, the tagged one with its tag (workers)", func(ctx SpecContext) {
 		res := succeed(ctx, s.adminFly, "workers")
-		Expect(plain(res.Stdout)).To(MatchRegexp(`(?m)^`+sharedWorker+`\s+\d+\s+linux\s+`+workerTag+`\s+none\s+running\s+\S+\s+\S+\s*$`), res.String())
+		Expect(plain(res.Stdout)).To(MatchRegexp(`(?m)^`+sharedWorker+`\s+\d+\s+linux\s+none\s+none\s+running\s+\S+\s+\S+\s*$`), res.String())
+		Expect(plain(res.Stdout)).To(MatchRegexp(`(?m)^`+taggedWorker+`\s+\d+\s+linux\s+`+workerTag+`\s+none\s+running\s+\S+\s+\S+\s*$`), res.String())
 
 		res = succeed(ctx, s.adminFly, "workers", "--json")
 		var workers []struct {
@@ -29,10 +30,13 @@ var _ = Describe("fly workers, containers, volumes, curl, sync", func() {
 			State    string   `json:"state"`
 		}
 		Expect(json.Unmarshal([]byte(res.Stdout), &workers)).To(Succeed(), res.String())
-		Expect(workers).To(HaveLen(1))
+		Expect(workers).To(HaveLen(2))
 		Expect(workers[0].Name).To(Equal(sharedWorker))
-		Expect(workers[0].Tags).To(Equal([]string{workerTag}))
+		Expect(workers[0].Tags).To(BeEmpty())
+		Expect(workers[1].Name).To(Equal(taggedWorker))
+		Expect(workers[1].Tags).To(Equal([]string{workerTag}))
 		Expect(workers[0].State).To(Equal("running"))
+		Expect(workers[1].State).To(Equal("running"))
 	})
 
 	It("lists a build's step pod (containers)", func(ctx SpecContext) {

@@ -46,6 +46,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -253,8 +254,46 @@ type ATCConfig struct {
 	// CredentialNamespacePrefix is --kubernetes-credential-namespace-prefix
 	// (default: the server's, "concourse-"); see NewCredentialNamespace.
 	CredentialNamespacePrefix string
-	Args                      []string // more flags, last
-	Env                       []string // more environment, last
+	// MoreWorkers are workers beside the first (Worker, WorkerName, Tags):
+	// with any, the server gets them all in a --workers-config file.
+	MoreWorkers []Worker
+	Args        []string // more flags, last
+	Env         []string // more environment, last
+}
+
+// Worker is one more worker of a server: a worker namespace (with its own
+// kubeconfig), its name, tags and team.
+type Worker struct {
+	Name      string
+	Namespace WorkerNamespace
+	Tags      []string
+	Team      string
+	// Kubeconfig overrides Namespace.Kubeconfig (e.g. one through a proxy).
+	Kubeconfig string
+}
+
+// workersFile writes the --workers-config file of the server's workers.
+func (a *ATC) workersFile(first string) (string, error) {
+	c := a.Config
+	ws := append([]Worker{{Name: first, Namespace: c.Worker, Tags: c.Tags}}, c.MoreWorkers...)
+	var b strings.Builder
+	b.WriteString("workers:\n")
+	for _, w := range ws {
+		kc := w.Kubeconfig
+		if kc == "" {
+			kc = w.Namespace.Kubeconfig
+		}
+		tags, _ := json.Marshal(w.Tags)
+		fmt.Fprintf(&b, "- {name: %q, kubeconfig: %q, namespace: %q, team: %q, tags: %s}\n", w.Name, kc, w.Namespace.Name, w.Team, tags)
+	}
+	path := filepath.Join(a.dir, "workers.yaml")
+	if len(c.MoreWorkers) == 0 {
+		return path, os.Remove(path)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return "", fmt.Errorf("write workers file: %w", err)
+	}
+	return path, nil
 }
 
 // ATC is one `atc-porter-runtime serve` process, which can be stopped,
@@ -420,8 +459,13 @@ func (a *ATC) Args() []string {
 	for _, u := range c.MainTeamUsers {
 		args = append(args, "--main-team-local-user", u)
 	}
-	for _, t := range c.Tags {
-		args = append(args, "--tag", t)
+	if len(c.MoreWorkers) > 0 {
+		// Launch writes it.
+		args = append(args, "--workers-config", filepath.Join(a.dir, "workers.yaml"))
+	} else {
+		for _, t := range c.Tags {
+			args = append(args, "--tag", t)
+		}
 	}
 	if c.TokenTTL != 0 {
 		args = append(args, "--token-ttl", c.TokenTTL.String())
@@ -495,6 +539,13 @@ func (a *ATC) Launch() error {
 		if err != nil {
 			return fmt.Errorf("base resource type defaults: %w", err)
 		}
+	}
+	first := a.Config.WorkerName
+	if first == "" {
+		first = "e2e"
+	}
+	if _, err := a.workersFile(first); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	f, err := os.OpenFile(a.LogPath(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {

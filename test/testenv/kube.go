@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"time"
 
@@ -156,4 +157,44 @@ func stripComments(doc []byte) []byte {
 		}
 	}
 	return bytes.Join(out, nil)
+}
+
+// KubeconfigThrough writes to dst a copy of the kubeconfig src whose API
+// server is reached at addr (e.g. a Proxy's), still verifying the
+// server's certificate for its real host name.
+func KubeconfigThrough(src, addr, dst string) error {
+	cfg, err := clientcmd.LoadFromFile(src)
+	if err != nil {
+		return fmt.Errorf("read kubeconfig %s: %w", src, err)
+	}
+	for name, c := range cfg.Clusters {
+		u, err := url.Parse(c.Server)
+		if err != nil {
+			return fmt.Errorf("kubeconfig %s: cluster %s: %w", src, name, err)
+		}
+		c.TLSServerName = u.Hostname()
+		u.Host = addr
+		c.Server = u.String()
+	}
+	if err := clientcmd.WriteToFile(*cfg, dst); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", dst, err)
+	}
+	return nil
+}
+
+// APIServerAddr is the host:port of the API server a kubeconfig names.
+func APIServerAddr(path string) (string, error) {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read kubeconfig %s: %w", path, err)
+	}
+	ctx, ok := cfg.Contexts[cfg.CurrentContext]
+	if !ok || cfg.Clusters[ctx.Cluster] == nil {
+		return "", fmt.Errorf("kubeconfig %s: no cluster for context %q", path, cfg.CurrentContext)
+	}
+	u, err := url.Parse(cfg.Clusters[ctx.Cluster].Server)
+	if err != nil {
+		return "", fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	return u.Host, nil
 }
