@@ -198,12 +198,10 @@ func (s *Server) heartbeatWorker(ctx context.Context, w *workerRT) (gone bool) {
 	if recorded != worker.StateLanding && recorded != worker.StateRetiring {
 		return false
 	}
-	loads, err := s.db.WorkerLoads(ctx)
-	if err != nil {
-		s.log.Warn("worker heartbeat", "worker", w.cfg.Name, "err", err)
-		return false
-	}
-	if loads[w.cfg.Name].Containers > 0 {
+	if n, err := s.db.BuildsOnWorker(ctx, w.cfg.Name); err != nil || n > 0 {
+		if err != nil {
+			s.log.Warn("worker heartbeat", "worker", w.cfg.Name, "err", err)
+		}
 		return false
 	}
 	if recorded == worker.StateLanding {
@@ -229,6 +227,13 @@ func (s *Server) heartbeatWorker(ctx context.Context, w *workerRT) (gone bool) {
 // that could run it cannot take it now (stalled, landing, at their task
 // limit); the build's log says once what it waits for.
 func (s *Server) placeStep(ctx context.Context, b *build, origin events.Origin, req worker.Requirements) (*workerRT, error) {
+	b.update(func() {
+		for _, r := range b.state.Steps {
+			if r.Worker != "" && !slices.Contains(req.Started, r.Worker) {
+				req.Started = append(req.Started, r.Worker)
+			}
+		}
+	})
 	said := ""
 	for {
 		w, err := s.chooseWorker(ctx, req)

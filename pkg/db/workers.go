@@ -202,6 +202,21 @@ func (d *DB) WorkerLoads(ctx context.Context) (map[string]WorkerLoad, error) {
 	return out, nil
 }
 
+// BuildsOnWorker counts the unfinished builds that ran a step on the
+// worker (the build's saved state names each step's worker): a landing
+// worker lands when there are none.
+func (d *DB) BuildsOnWorker(ctx context.Context, name string) (int, error) {
+	var n int
+	err := d.pool.QueryRow(ctx, `
+		SELECT count(*) FROM builds
+		WHERE status IN ('pending', 'started')
+		  AND jsonb_path_exists(state, '$.steps.* ? (@.worker == $w)', jsonb_build_object('w', $1::text))`, name).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count builds on worker %s: %w", name, err)
+	}
+	return n, nil
+}
+
 // StallUnresponsiveWorkers marks stalled the running workers whose last
 // heartbeat is older than ttl: the server that heartbeats them is gone.
 func (d *DB) StallUnresponsiveWorkers(ctx context.Context, ttl time.Duration) error {

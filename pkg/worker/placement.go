@@ -59,6 +59,10 @@ type Requirements struct {
 	Platform string // "" means linux
 	// Task is true for task steps (limit-active-tasks counts only those).
 	Task bool
+	// Started are the workers the step's build already ran steps on: a
+	// landing or retiring one still takes the build's steps, so that the
+	// builds running on it finish.
+	Started []string
 }
 
 func (r Requirements) String() string {
@@ -143,6 +147,8 @@ func (p Placer) Choose(cs []Candidate, req Requirements) (Candidate, error) {
 	var reasons []string
 	for _, c := range compatible {
 		switch {
+		case (c.State == StateLanding || c.State == StateRetiring) && slices.Contains(req.Started, c.Name):
+			ready = append(ready, c)
 		case c.State != StateRunning:
 			reasons = append(reasons, fmt.Sprintf("worker %s is %s", c.Name, c.State))
 		case p.Strategy == LimitActiveTasks && req.Task && p.MaxActiveTasks > 0 && c.ActiveTasks >= p.MaxActiveTasks:

@@ -46,6 +46,8 @@ func TestChoose(t *testing.T) {
 		{name: "platform", workers: []Candidate{linux("l"), linux("w", windows)}, req: Requirements{Platform: PlatformWindows}, want: "w"},
 		{name: "stalled and landing workers take no steps", workers: []Candidate{linux("s", state(StateStalled)), linux("l", state(StateLanding))},
 			wantBusy: true, wantErr: "worker s is stalled; worker l is landing"},
+		{name: "a landing worker still takes steps of builds that run on it", workers: []Candidate{linux("l", state(StateLanding))},
+			req: Requirements{Started: []string{"l"}}, want: "l"},
 		{name: "fewest build containers", workers: []Candidate{linux("busy", load(5, 1)), linux("idle", load(1, 1))}, want: "idle"},
 		{name: "limit active tasks waits at the limit", placer: Placer{Strategy: LimitActiveTasks, MaxActiveTasks: 2},
 			workers: []Candidate{linux("a", load(3, 2))}, req: Requirements{Task: true}, wantBusy: true, wantErr: "runs 2 active tasks, its limit"},
