@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -96,7 +98,7 @@ var _ = Describe("workers: land, retire, prune, stall and registration", func() 
 		Expect(waiting.Interrupt()).To(Succeed())
 		out, err := waiting.Wait(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(plain(out.Stdout)).To(ContainSubstring("waiting for a worker (platform linux): worker " + name + " is land"))
+		Expect(plain(out.Stdout)).To(ContainSubstring("waiting for a worker (platform linux, team main): worker " + name + " is land"))
 		Expect(out.Stdout).NotTo(ContainSubstring("never\n"))
 		waitingID := buildID(out.Stdout)
 		Eventually(func() string {
@@ -204,5 +206,75 @@ var _ = Describe("workers: land, retire, prune, stall and registration", func() 
 		Expect(srv.Log()).To(ContainSubstring("worker stalled"))
 		Expect(srv.Log()).To(ContainSubstring("worker running again"))
 		_ = os.Remove(through)
+	})
+})
+
+// cutFromPods keeps process pid from opening connections to cidr: it moves
+// the process into a cgroup of its own and rejects, in iptables, new
+// connections from that cgroup to cidr (answers on connections the pods
+// opened still flow). Undone at the spec's end.
+func cutFromPods(pid int, cidr string) (cgroup string) {
+	GinkgoHelper()
+	// The cgroup v2 hierarchy: hybrid hosts mount it at unified/.
+	root := "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+		root = "/sys/fs/cgroup"
+	}
+	_, err := os.Stat(filepath.Join(root, "cgroup.subtree_control"))
+	Expect(err).NotTo(HaveOccurred(), "no cgroup v2 hierarchy to put the server in")
+	name := "porter-noroute-" + strconv.Itoa(pid)
+	dir := filepath.Join(root, name)
+	Expect(os.Mkdir(dir, 0o755)).To(Succeed())
+	rule := []string{"OUTPUT", "-m", "cgroup", "--path", name, "-d", cidr, "-m", "conntrack", "--ctstate", "NEW",
+		"-j", "REJECT", "--reject-with", "icmp-net-prohibited"}
+	DeferCleanup(func() {
+		// Out of the cgroup first (it cannot be removed with a process in it).
+		_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
+		_ = exec.Command("iptables", append([]string{"-D"}, rule...)...).Run()
+		Expect(os.Remove(dir)).To(Succeed())
+	})
+	Expect(os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)).To(Succeed())
+	out, err := exec.Command("iptables", append([]string{"-I"}, rule...)...).CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), string(out))
+	return dir
+}
+
+// dialFrom tries a TCP connection to addr from inside cgroup dir and
+// returns what bash said.
+func dialFrom(ctx context.Context, dir, addr string) string {
+	host, port, _ := strings.Cut(addr, ":")
+	script := "echo $$ > " + filepath.Join(dir, "cgroup.procs") + "; exec 3<>/dev/tcp/" + host + "/" + port
+	out, _ := exec.CommandContext(ctx, "bash", "-c", script).CombinedOutput()
+	return string(out)
+}
+
+var _ = Describe("a worker the ATC cannot reach", func() {
+	It("runs, streams and intercepts a step while the ATC cannot open a connection to the pod network (the sidecar dials out)", func(ctx SpecContext) {
+		srv := newServer(ctx, testenv.ATCConfig{KeepAlive: 2 * time.Minute})
+		nodes, err := s.env.Admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(nodes.Items).NotTo(BeEmpty())
+		podCIDR := nodes.Items[0].Spec.PodCIDR
+		Expect(podCIDR).NotTo(BeEmpty())
+		cgroup := cutFromPods(srv.Pid(), podCIDR)
+
+		f := newFly("unreachable")
+		login(ctx, f, srv, adminUser, s.adminPassword)
+		res := succeed(ctx, f, "execute", "-c", shTask("echo streamed-line; echo intercept-me > marker.txt"))
+		Expect(lines(res.Stdout)).To(ContainElement("streamed-line"))
+		id := strconv.Itoa(buildID(res.Stdout))
+
+		// The cut is real: from the server's cgroup the step's pod cannot be
+		// dialled, while from outside the pod itself answers (refusing).
+		pods, err := s.env.Admin.CoreV1().Pods(s.ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "porter.dev/worker=" + srv.Config.WorkerName})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pods.Items).NotTo(BeEmpty())
+		podAddr := pods.Items[0].Status.PodIP + ":1"
+		Expect(dialFrom(ctx, cgroup, podAddr)).To(ContainSubstring("No route to host"))
+		out, _ := exec.CommandContext(ctx, "bash", "-c", "exec 3<>/dev/tcp/"+strings.Replace(podAddr, ":", "/", 1)).CombinedOutput()
+		Expect(string(out)).To(ContainSubstring("Connection refused"))
+
+		res = succeed(ctx, f, "intercept", "-b", id, "-s", "one-off", "--", "sh", "-c", "cat marker.txt")
+		Expect(res.Stdout).To(Equal("intercept-me\n"))
 	})
 })

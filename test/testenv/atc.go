@@ -351,6 +351,16 @@ func (a *ATC) URL() string { return "http://" + a.httpAddr }
 // GRPCAddr is where sidecars connect.
 func (a *ATC) GRPCAddr() string { return a.grpcAddr }
 
+// Pid is the running server's process id (0: not running).
+func (a *ATC) Pid() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd == nil || a.cmd.Process == nil {
+		return 0
+	}
+	return a.cmd.Process.Pid
+}
+
 // LogPath is the file every run of the server appends its output to.
 func (a *ATC) LogPath() string { return filepath.Join(a.dir, "atc.log") }
 
