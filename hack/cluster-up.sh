@@ -87,7 +87,8 @@ converge_running() {
     die "importing the images failed"
   registry_ready || timed "registry ready" start_registry
   timed "push changed images" "$REPO_ROOT/hack/images.sh" --push-cached || die "pushing the images failed"
-  grep -qxF "PORTER_CLUSTER_REGISTRY=$REGISTRY_ADDR" "$CLUSTER_STATE/cluster.env" 2>/dev/null ||
+  { grep -qxF "PORTER_CLUSTER_REGISTRY=$REGISTRY_ADDR" "$CLUSTER_STATE/cluster.env" &&
+    grep -qxF "PORTER_CLUSTER_POD_SUBNET=$POD_SUBNET" "$CLUSTER_STATE/cluster.env"; } 2>/dev/null ||
     write_env_files "$(secret_value MINIO_ROOT_USER)" "$(secret_value MINIO_ROOT_PASSWORD)"
 }
 
@@ -540,7 +541,7 @@ write_env_files() {
     "PORTER_CLUSTER_MINIO_SECURE=false"
   )
   (umask 077 && printf '%s\n' "${minio[@]}" >"$MINIO_ENV_FILE")
-  (umask 077 && printf '%s\n' "PORTER_KUBECONFIG=$ADMIN_KUBECONFIG" "PORTER_CLUSTER_NODE_IP=$NODE_IP" \
+  (umask 077 && printf '%s\n' "PORTER_KUBECONFIG=$ADMIN_KUBECONFIG" "PORTER_CLUSTER_NODE_IP=$NODE_IP" "PORTER_CLUSTER_POD_SUBNET=$POD_SUBNET" \
     "PORTER_CLUSTER_REGISTRY=$REGISTRY_ADDR" "${minio[@]}" >"$CLUSTER_STATE/cluster.env")
 }
 

@@ -251,12 +251,7 @@ func dialFrom(ctx context.Context, dir, addr string) string {
 var _ = Describe("a worker the ATC cannot reach", func() {
 	It("runs, streams and intercepts a step while the ATC cannot open a connection to the pod network (the sidecar dials out)", func(ctx SpecContext) {
 		srv := newServer(ctx, testenv.ATCConfig{KeepAlive: 2 * time.Minute})
-		nodes, err := s.env.Admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(nodes.Items).NotTo(BeEmpty())
-		podCIDR := nodes.Items[0].Spec.PodCIDR
-		Expect(podCIDR).NotTo(BeEmpty())
-		cgroup := cutFromPods(srv.Pid(), podCIDR)
+		cgroup := cutFromPods(srv.Pid(), s.env.Cluster["PORTER_CLUSTER_POD_SUBNET"])
 
 		f := newFly("unreachable")
 		login(ctx, f, srv, adminUser, s.adminPassword)

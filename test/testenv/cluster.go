@@ -16,7 +16,7 @@ const ClusterEnvFile = "/var/lib/porter-cluster/cluster.env"
 // ClusterEnv reads cluster-up's settings; variables set in the environment
 // override the file's.
 func ClusterEnv() (map[string]string, error) {
-	env := map[string]string{"PORTER_CLUSTER_NODE_IP": "10.245.0.1"}
+	env := map[string]string{"PORTER_CLUSTER_NODE_IP": "10.245.0.1", "PORTER_CLUSTER_POD_SUBNET": "10.244.0.0/24"}
 	f, err := os.Open(ClusterEnvFile)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read %s: %w", ClusterEnvFile, err)
