@@ -265,7 +265,7 @@ var _ = Describe("a worker the ATC cannot reach", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(pods.Items).NotTo(BeEmpty())
 		podAddr := pods.Items[0].Status.PodIP + ":1"
-		Expect(dialFrom(ctx, cgroup, podAddr)).To(ContainSubstring("No route to host"))
+		Expect(dialFrom(ctx, cgroup, podAddr)).To(ContainSubstring("Network is unreachable"))
 		out, _ := exec.CommandContext(ctx, "bash", "-c", "exec 3<>/dev/tcp/"+strings.Replace(podAddr, ":", "/", 1)).CombinedOutput()
 		Expect(string(out)).To(ContainSubstring("Connection refused"))
 
