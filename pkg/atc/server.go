@@ -26,7 +26,7 @@ import (
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
-		"github.com/porter-ci/porter/pkg/scheduler"
+	"github.com/porter-ci/porter/pkg/scheduler"
 	"github.com/porter-ci/porter/pkg/sidecar"
 	"github.com/porter-ci/porter/pkg/stepserver"
 	"github.com/porter-ci/porter/pkg/steptoken"
@@ -111,10 +111,10 @@ type Deps struct {
 
 // Server is a running ATC runtime.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	db      *db.DB
-	store   blobstore.Store
+	cfg   Config
+	log   *slog.Logger
+	db    *db.DB
+	store blobstore.Store
 	// kube is the server's own API client (credentials, its Secrets).
 	kube    kubernetes.Interface
 	streams *stepserver.Server
@@ -125,8 +125,8 @@ type Server struct {
 	podWorker    podspec.Worker
 	workers      []*workerRT
 	workerByName map[string]*workerRT
-	caPEM   []byte
-	sch     *scheduling
+	caPEM        []byte
+	sch          *scheduling
 	// images caches the digests of checked task images.
 	images *imageCache
 
@@ -193,7 +193,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	}
 	s.podWorker = podspec.Worker{
 		PorterImage: cfg.PorterImage,
-		ATCAddress: cfg.GRPCAdvertise, BlobstoreEndpoint: podEndpoint, BlobstoreBucket: cfg.Blobstore.Bucket,
+		ATCAddress:  cfg.GRPCAdvertise, BlobstoreEndpoint: podEndpoint, BlobstoreBucket: cfg.Blobstore.Bucket,
 		BlobstoreRegion: cfg.Blobstore.Region, BlobstoreSecure: cfg.Blobstore.Secure,
 		ImagePullPolicy: cfg.ImagePullPolicy, NativeSidecars: cfg.NativeSidecars, DNSPolicy: cfg.DNSPolicy,
 	}

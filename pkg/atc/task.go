@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,6 +26,7 @@ import (
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/pkg/podwatch"
 	"github.com/porter-ci/porter/pkg/taskconfig"
 )
 
@@ -465,8 +467,25 @@ func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.Ste
 	for {
 		select {
 		case fin := <-st.finished:
+			if fin.GetResult() == eventspb.Result_RESULT_ERRORED {
+				// An OOM kill takes the entrypoint with the process, and the
+				// sidecar reports that before the kubelet says why.
+				if oom := awaitOOM(tracker, oomGrace); oom != nil {
+					return oomKilled(fin, oom)
+				}
+			}
 			return fin
 		case err := <-tracker.Failed():
+			if f := (*podwatch.Failure)(nil); errors.As(err, &f) && f.Kind == podwatch.KindOOMKilled && !aborting {
+				// The sidecar stays for intercept; its report (with the audit
+				// trail) follows shortly.
+				select {
+				case fin := <-st.finished:
+					return oomKilled(fin, f)
+				case <-time.After(oomGrace):
+					return oomKilled(nil, f)
+				}
+			}
 			s.deletePod(ctx, st.worker, st.id)
 			if aborting {
 				return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1, Error: err.Error()}
@@ -498,6 +517,35 @@ func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.Ste
 			return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1}
 		}
 	}
+}
+
+// oomGrace is how long a step the sidecar reports as errored waits for the
+// kubelet to say it was OOM-killed.
+const oomGrace = 5 * time.Second
+
+// awaitOOM returns the tracker's OOM kill if it reports one within grace.
+func awaitOOM(tracker *podwatch.Tracker, grace time.Duration) *podwatch.Failure {
+	select {
+	case err := <-tracker.Failed():
+		if f := (*podwatch.Failure)(nil); errors.As(err, &f) && f.Kind == podwatch.KindOOMKilled {
+			return f
+		}
+	case <-time.After(grace):
+	}
+	return nil
+}
+
+// oomKilled is a step killed for exceeding its memory limit: failed with
+// 137 (SIGKILL), as Concourse reports it, saying so and naming the limit.
+// What the sidecar reported (its audit trail) is kept.
+func oomKilled(reported *eventspb.StepFinished, f *podwatch.Failure) *eventspb.StepFinished {
+	fin := &eventspb.StepFinished{}
+	if reported != nil {
+		fin = proto.Clone(reported).(*eventspb.StepFinished)
+	}
+	fin.Result, fin.ExitStatus = eventspb.Result_RESULT_FAILED, 137
+	fin.Error = "out of memory: " + f.Detail
+	return fin
 }
 
 // buildStatus is the status a step result gives.
