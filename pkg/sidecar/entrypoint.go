@@ -269,7 +269,7 @@ func (e *entrypoint) startProcess(st *controlpb.Start) (*process, error) {
 		return nil, fmt.Errorf("start %q: %w", argv[0], err)
 	}
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: st.GetDir(), Env: env,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Credential: cred}}
+		SysProcAttr: processAttr(cred, true)}
 	if st.GetHasStdin() {
 		cmd.Stdin = strings.NewReader(string(st.GetStdin()))
 	}
@@ -355,13 +355,12 @@ func (p *process) stop(grace time.Duration, mark func(*process)) {
 	}
 	mark(p)
 	p.mu.Unlock()
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	terminateGroup(p.cmd.Process)
 	go func() {
 		select {
 		case <-p.done:
 		case <-time.After(grace):
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			killGroup(p.cmd.Process)
 		}
 	}()
 }
