@@ -392,23 +392,3 @@ func processEnv(base, extra []string, home string, switched bool) []string {
 	}
 	return append(env, extra...)
 }
-
-// lookPath resolves a command against the step's PATH, not the wrapper's.
-func lookPath(name string, env []string) (string, error) {
-	if strings.Contains(name, "/") {
-		return name, nil
-	}
-	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	for _, dir := range filepath.SplitList(path) {
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("executable file not found in PATH (%s): %w", path, fs.ErrNotExist)
-}

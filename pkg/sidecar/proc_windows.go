@@ -28,3 +28,15 @@ func processAttr(*credential, bool) *syscall.SysProcAttr { return &syscall.SysPr
 func terminateGroup(p *os.Process) { _ = p.Kill() }
 func killGroup(p *os.Process)      { _ = p.Kill() }
 func hangUpGroup(p *os.Process)    { _ = p.Kill() }
+
+// lookPath resolves a command against the step's PATH, not the wrapper's.
+func lookPath(name string, env []string) (string, error) {
+	return windowsLookPath(name, env, func(p string) bool {
+		fi, err := os.Stat(p)
+		return err == nil && fi.Mode().IsRegular()
+	})
+}
+
+// defaultShell is what an intercept runs without a command: every Windows
+// image has cmd.exe.
+func defaultShell() string { return "cmd.exe" }

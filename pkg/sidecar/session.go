@@ -136,16 +136,6 @@ func (e *entrypoint) startSession(open *eventspb.SessionOpen) (*session, error) 
 	return s, nil
 }
 
-// defaultShell is the first shell the image has.
-func defaultShell() string {
-	for _, sh := range []string{"/bin/bash", "/bin/sh", "/busybox/sh"} {
-		if _, err := os.Stat(sh); err == nil {
-			return sh
-		}
-	}
-	return "sh"
-}
-
 func (s *session) input(in *eventspb.SessionInput) {
 	if s == nil {
 		return
