@@ -255,3 +255,28 @@ func mountPathOf(c corev1.Container, volume string) string {
 	}
 	return ""
 }
+
+func TestWorkerValidate(t *testing.T) {
+	for _, c := range podspec.GoldenCases() {
+		if err := c.Worker.Validate(); err != nil {
+			t.Errorf("%s: worker of a golden case: %v", c.Name, err)
+		}
+	}
+	w := caseNamed(t, "windows").Worker
+	w.WindowsPorterImage = ""
+	w.TagPlacement["ltsc2022"] = podspec.Placement{NodeSelector: map[string]string{"bad key!": "x"}}
+	err := w.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted a windows worker without a windows porter image")
+	}
+	for _, want := range []string{`worker "kind-default"`, "no windows porter image", `node label "bad key!" is invalid`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q:\n%v", want, err)
+		}
+	}
+	w = caseNamed(t, "minimal").Worker
+	w.Platform = "darwin"
+	if err := w.Validate(); err == nil || !strings.Contains(err.Error(), `worker platform "darwin"`) {
+		t.Errorf("unknown platform: err = %v", err)
+	}
+}

@@ -512,23 +512,8 @@ func validate(a *action.Action, w Worker, s Secrets) error {
 	if a.Image == "" {
 		bad("action has no image")
 	}
-	if w.Name == "" {
-		bad("worker name is empty")
-	}
-	if w.Namespace == "" {
-		bad("worker namespace is empty")
-	} else if msgs := validation.IsDNS1123Label(w.Namespace); len(msgs) > 0 {
-		bad("worker namespace %q is invalid: %v", w.Namespace, msgs)
-	}
-	switch w.Platform {
-	case "", action.PlatformLinux:
-		if w.PorterImage == "" {
-			bad("worker porter image is empty")
-		}
-	case action.PlatformWindows:
-		if w.WindowsPorterImage == "" {
-			bad("worker %q is a windows worker but has no windows porter image", w.Name)
-		}
+	errs = multierror.Append(errs, w.problems()...)
+	if w.os() == action.PlatformWindows {
 		// Windows containers have neither privileged mode nor a user
 		// switch inside the container.
 		if a.Privileged {
@@ -537,32 +522,9 @@ func validate(a *action.Action, w Worker, s Secrets) error {
 		if a.Run.User != "" {
 			bad("run.user %q is not supported on windows worker %q", a.Run.User, w.Name)
 		}
-	default:
-		bad("worker platform %q: want linux or windows", w.Platform)
 	}
 	if a.OS() != w.os() {
 		bad("a %s step cannot run on worker %q, whose platform is %s", a.OS(), w.Name, w.os())
-	}
-	for tag, tp := range w.TagPlacement {
-		for key, value := range tp.NodeSelector {
-			if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
-				bad("tag %q: node label %q is invalid: %v", tag, key, msgs)
-			}
-			if msgs := validation.IsValidLabelValue(value); len(msgs) > 0 {
-				bad("tag %q: node label value %q is invalid: %v", tag, value, msgs)
-			}
-		}
-	}
-	for _, name := range w.ImagePullSecrets {
-		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-			bad("worker image pull secret %q is invalid: %v", name, msgs)
-		}
-	}
-	if w.ATCAddress == "" {
-		bad("worker ATC address is empty")
-	}
-	if w.UploadAllowance < 0 {
-		bad("worker upload allowance %s is negative", w.UploadAllowance)
 	}
 	if s.StepToken == "" {
 		bad("step token is empty")
@@ -607,6 +569,64 @@ func validate(a *action.Action, w Worker, s Secrets) error {
 		return fmt.Errorf("build pod for step %q: %w", a.StepID, err)
 	}
 	return nil
+}
+
+// Validate checks a worker's settings on their own, so that a bad worker
+// configuration is reported when it is loaded rather than by every step.
+// Build checks them too.
+func (w Worker) Validate() error {
+	if err := errors.Join(w.problems()...); err != nil {
+		return fmt.Errorf("worker %q: %w", w.Name, err)
+	}
+	return nil
+}
+
+func (w Worker) problems() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if w.Name == "" {
+		bad("worker name is empty")
+	}
+	if w.Namespace == "" {
+		bad("worker namespace is empty")
+	} else if msgs := validation.IsDNS1123Label(w.Namespace); len(msgs) > 0 {
+		bad("worker namespace %q is invalid: %v", w.Namespace, msgs)
+	}
+	switch w.Platform {
+	case "", action.PlatformLinux:
+		if w.PorterImage == "" {
+			bad("worker porter image is empty")
+		}
+	case action.PlatformWindows:
+		if w.WindowsPorterImage == "" {
+			bad("worker %q is a windows worker but has no windows porter image", w.Name)
+		}
+	default:
+		bad("worker platform %q: want linux or windows", w.Platform)
+	}
+	for _, tag := range sortedKeys(w.TagPlacement) {
+		tp := w.TagPlacement[tag]
+		for _, key := range sortedKeys(tp.NodeSelector) {
+			if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
+				bad("tag %q: node label %q is invalid: %v", tag, key, msgs)
+			}
+			if value := tp.NodeSelector[key]; len(validation.IsValidLabelValue(value)) > 0 {
+				bad("tag %q: node label value %q is invalid: %v", tag, value, validation.IsValidLabelValue(value))
+			}
+		}
+	}
+	for _, name := range w.ImagePullSecrets {
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			bad("worker image pull secret %q is invalid: %v", name, msgs)
+		}
+	}
+	if w.ATCAddress == "" {
+		bad("worker ATC address is empty")
+	}
+	if w.UploadAllowance < 0 {
+		bad("worker upload allowance %s is negative", w.UploadAllowance)
+	}
+	return errs
 }
 
 func checkEnvName(name string, bad func(string, ...any)) {
