@@ -65,7 +65,8 @@ type Action struct {
 	// step's from the worker's base resource type.
 	Platform string `json:"platform,omitempty"`
 	// Tags are the worker tags the step asked for (`tags:`, fly execute
-	// --tag); the worker maps each to node placement.
+	// --tag); the worker maps each to node placement. An empty tag is no
+	// tag, as in worker selection.
 	Tags []string `json:"tags,omitempty"`
 }
 
@@ -231,11 +232,6 @@ func (a *Action) Validate() error {
 	case "", PlatformLinux, PlatformWindows:
 	default:
 		bad("platform %q: want linux or windows", a.Platform)
-	}
-	for _, t := range a.Tags {
-		if t == "" {
-			bad("a tag is empty")
-		}
 	}
 	if a.Timeout.Duration < 0 {
 		bad("timeout %s is negative", a.Timeout)

@@ -126,7 +126,7 @@ func TestTagPlacementMerge(t *testing.T) {
 	gpu := c.Worker.TagPlacement["gpu"].Tolerations[0]
 	// A tag asked for twice, a tag without placement, the same selector
 	// value and the same toleration from two tags: all merge to one.
-	c.Action.Tags = []string{"eu", "gpu", "eu", "no-placement"}
+	c.Action.Tags = []string{"eu", "gpu", "eu", "no-placement", ""}
 	c.Worker.TagPlacement["eu"] = podspec.Placement{
 		NodeSelector: map[string]string{"topology.kubernetes.io/region": "eu-west-1", "porter.dev/pool": "gpu"},
 		Tolerations:  append(c.Worker.TagPlacement["eu"].Tolerations, gpu),

@@ -413,7 +413,7 @@ func placementOf(a *action.Action, w Worker) (Placement, error) {
 	}
 	seen := map[string]bool{}
 	for _, tag := range a.Tags {
-		if seen[tag] {
+		if tag == "" || seen[tag] {
 			continue
 		}
 		seen[tag] = true
