@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 
 	"github.com/porter-ci/porter/pkg/action"
@@ -110,7 +111,16 @@ func install(dir string) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write porter into %s: %w", dir, err)
 	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, "porter"))
+	return os.Rename(tmp.Name(), filepath.Join(dir, installedName()))
+}
+
+// installedName is the installed binary's name: Windows runs only files
+// with an executable extension.
+func installedName() string {
+	if runtime.GOOS == "windows" {
+		return "porter.exe"
+	}
+	return "porter"
 }
 
 func runSidecar(ctx context.Context, log *slog.Logger) error {

@@ -60,6 +60,28 @@ type Action struct {
 	// than here: a resource step's request holds the resource's source,
 	// credentials included. The sidecar reads it from StdinFileEnvVar.
 	StdinSecret bool `json:"stdin_secret,omitempty"`
+	// Platform is the platform the step's image runs on: "linux" (also
+	// when empty) or "windows". A task's comes from its config; a resource
+	// step's from the worker's base resource type.
+	Platform string `json:"platform,omitempty"`
+	// Tags are the worker tags the step asked for (`tags:`, fly execute
+	// --tag); the worker maps each to node placement. An empty tag is no
+	// tag, as in worker selection.
+	Tags []string `json:"tags,omitempty"`
+}
+
+// Platforms a step or a worker runs on.
+const (
+	PlatformLinux   = "linux"
+	PlatformWindows = "windows"
+)
+
+// OS is the step's platform, empty meaning linux.
+func (a *Action) OS() string {
+	if a.Platform == "" {
+		return PlatformLinux
+	}
+	return a.Platform
 }
 
 // Build identifies the build a step belongs to.
@@ -205,6 +227,11 @@ func (a *Action) Validate() error {
 	case "", "Always", "IfNotPresent", "Never":
 	default:
 		bad("image_pull_policy %q: want Always, IfNotPresent or Never", a.ImagePullPolicy)
+	}
+	switch a.Platform {
+	case "", PlatformLinux, PlatformWindows:
+	default:
+		bad("platform %q: want linux or windows", a.Platform)
 	}
 	if a.Timeout.Duration < 0 {
 		bad("timeout %s is negative", a.Timeout)

@@ -12,7 +12,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -90,9 +89,9 @@ func (a *archiver) add(ctx context.Context, name string, fi fs.FileInfo) error {
 		ModTime: fi.ModTime(),
 		Format:  tar.FormatPAX,
 	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	if st != nil {
-		hdr.Uid, hdr.Gid = int(st.Uid), int(st.Gid)
+	st, hasStat := ownership(fi)
+	if hasStat {
+		hdr.Uid, hdr.Gid = st.uid, st.gid
 	}
 	switch m := fi.Mode(); {
 	case m.IsDir():
@@ -105,8 +104,8 @@ func (a *archiver) add(ctx context.Context, name string, fi fs.FileInfo) error {
 		}
 		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
 	case m.IsRegular():
-		if st != nil && st.Nlink > 1 {
-			id := fileID{uint64(st.Dev), st.Ino}
+		if hasStat && st.nlink > 1 {
+			id := st.id
 			if first, ok := a.links[id]; ok {
 				hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
 				return a.tw.WriteHeader(hdr)

@@ -147,6 +147,100 @@ func GoldenCases() []Case {
 			}(),
 			Secrets: Secrets{StepToken: "secret-step-token"},
 		},
+		{
+			// Two tags, each with its node selector and tolerations, and
+			// a worker tag the step did not ask for, which adds nothing.
+			// The worker's pull Secrets follow the step's own.
+			Name: "tags-placement",
+			Action: func() *action.Action {
+				a := exampleAction("tags-placement")
+				a.Image = "registry.example.com/team/cuda@sha256:" + fakeDigest
+				a.Tags = []string{"gpu", "eu"}
+				return a
+			}(),
+			Worker: func() Worker {
+				w := exampleWorker()
+				w.TagPlacement = map[string]Placement{
+					"gpu": {
+						NodeSelector: map[string]string{"porter.dev/pool": "gpu", "nvidia.com/gpu.present": "true"},
+						Tolerations:  []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+					},
+					"eu": {
+						NodeSelector: map[string]string{"topology.kubernetes.io/region": "eu-west-1"},
+						Tolerations: []corev1.Toleration{{
+							Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "eu",
+							Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr(int64(300)),
+						}},
+					},
+					"arm": {NodeSelector: map[string]string{"kubernetes.io/arch": "arm64"}},
+				}
+				w.ImagePullSecrets = []string{"registry-mirror", "team-registry"}
+				return w
+			}(),
+			Secrets: func() Secrets {
+				s := exampleSecrets()
+				s.ImagePull = &RegistryAuth{Username: "robot", Password: "secret-registry-password"}
+				return s
+			}(),
+		},
+		{
+			// A Windows task with artifacts, limits and a tag: Windows
+			// nodes, the Windows porter image and C:\ paths, no Linux-only
+			// field.
+			Name: "windows",
+			Action: func() *action.Action {
+				a := exampleAction("windows")
+				a.Platform = action.PlatformWindows
+				a.Image = "mcr.microsoft.com/windows/nanoserver:ltsc2022"
+				a.Run = action.Run{Path: "cmd.exe", Args: []string{"/c", "copy repo\\README.md built\\ && echo %APP%"}, Dir: "repo"}
+				a.Params = map[string]string{"APP": "porter"}
+				a.Inputs = []action.Input{{Name: "repo", Path: "repo", Key: "artifacts/" + fakeDigest + ".tar.zst", Digest: "sha256:" + fakeDigest}}
+				a.Outputs = []action.Output{{Name: "built", Path: "built"}}
+				a.Caches = []action.Cache{{Path: "repo/.cache", Key: "task-caches/main/porter/windows/repo/.cache.tar.zst"}}
+				a.Limits = action.Limits{CPUShares: ptr(uint64(1024)), MemoryBytes: ptr(uint64(2 << 30))}
+				a.Timeout = action.Duration{Duration: 20 * time.Minute}
+				a.Tags = []string{"ltsc2022"}
+				return a
+			}(),
+			Worker: func() Worker {
+				w := exampleWorker()
+				w.Platform = action.PlatformWindows
+				w.WindowsPorterImage = "ghcr.io/porter-ci/porter:v0.1.0-windows-ltsc2022"
+				w.TagPlacement = map[string]Placement{"ltsc2022": {
+					NodeSelector: map[string]string{"node.kubernetes.io/windows-build": "10.0.20348"},
+					Tolerations:  []corev1.Toleration{{Key: "os", Operator: corev1.TolerationOpEqual, Value: "windows", Effect: corev1.TaintEffectNoSchedule}},
+				}}
+				return w
+			}(),
+			Secrets: exampleSecrets(),
+		},
+		{
+			// A resource step on a Windows worker: the request arrives
+			// through the Secret volume, without Linux file modes.
+			Name: "windows-get",
+			Action: func() *action.Action {
+				a := exampleAction("windows-get")
+				a.Type, a.StepName, a.Platform = "get", "repo", action.PlatformWindows
+				a.Image, a.ImagePullPolicy = "registry.example.com/resource-git:windows", string(corev1.PullIfNotPresent)
+				a.WorkDir = "/tmp/build"
+				a.Run = action.Run{Path: "C:\\opt\\resource\\in.exe", Args: []string{"/tmp/build/get"}}
+				a.Outputs = []action.Output{{Name: "repo", Path: "get"}}
+				a.StdinSecret = true
+				return a
+			}(),
+			Worker: func() Worker {
+				w := exampleWorker()
+				w.Platform = action.PlatformWindows
+				w.WindowsPorterImage = "ghcr.io/porter-ci/porter:v0.1.0-windows-ltsc2022"
+				w.NativeSidecars = false
+				return w
+			}(),
+			Secrets: func() Secrets {
+				s := exampleSecrets()
+				s.Stdin = []byte(`{"source":{"uri":"https://example.com/repo.git"},"version":{"ref":"abc"}}`)
+				return s
+			}(),
+		},
 	}
 }
 

@@ -53,6 +53,23 @@ const (
 	StdinFile = "stdin"
 )
 
+// The same paths in a Windows step pod (Worker.Platform "windows").
+const (
+	WindowsPorterDir    = `C:\porter`
+	WindowsPorterBinDir = WindowsPorterDir + `\bin`
+	WindowsSocketPath   = WindowsPorterDir + `\run\control.sock`
+	// WindowsPorterImageBinary is where the Windows porter image
+	// (Worker.WindowsPorterImage) keeps porter.exe.
+	WindowsPorterImageBinary = `C:\bin\porter.exe`
+	WindowsStdinDir          = `C:\porter-stdin`
+	// windowsEntrypoint is the binary `porter install` puts into the
+	// shared volume on Windows.
+	windowsEntrypoint = WindowsPorterBinDir + `\porter.exe`
+
+	// LabelOS is the well-known node label of the node's operating system.
+	LabelOS = "kubernetes.io/os"
+)
+
 // Environment variables porter sets in the step pod.
 const (
 	EnvATCAddress         = "PORTER_ATC_ADDRESS"
@@ -125,6 +142,85 @@ type Worker struct {
 	// pull, input downloads and output uploads. Defaults to
 	// DefaultUploadAllowance.
 	UploadAllowance time.Duration
+
+	// Platform is the worker's: "linux" (also when empty) or "windows",
+	// which gives its pods the Windows shape (see Build). A step runs only
+	// on a worker of its own platform.
+	Platform string
+	// WindowsPorterImage is the porter image built for Windows, holding
+	// porter.exe at WindowsPorterImageBinary; a Windows worker's pods use
+	// it instead of PorterImage.
+	WindowsPorterImage string
+	// TagPlacement is where, inside the worker's cluster, the steps of a
+	// tag run: each tag a step asks for adds its node selector and
+	// tolerations to the step's pod. A tag without an entry adds nothing.
+	TagPlacement map[string]Placement
+	// ImagePullSecrets name Secrets of the worker's namespace the kubelet
+	// may pull any step image with; they follow the step's own pull Secret
+	// in the pod's imagePullSecrets.
+	ImagePullSecrets []string
+}
+
+// Placement is a tag's share of a pod's scheduling constraints.
+type Placement struct {
+	NodeSelector map[string]string
+	Tolerations  []corev1.Toleration
+}
+
+// os is the worker's platform, empty meaning linux.
+func (w Worker) os() string {
+	if w.Platform == "" {
+		return action.PlatformLinux
+	}
+	return w.Platform
+}
+
+// shape is what differs between a Linux and a Windows step pod: where
+// porter lives and how an action's paths appear in the pod.
+type shape struct {
+	windows     bool
+	porterImage string
+	// imageBinary is porter inside the porter image; entrypoint is the
+	// copy the sidecar installs into binDir for the step container.
+	imageBinary, entrypoint string
+	porterDir, binDir       string
+	socket, stdinDir        string
+}
+
+func shapeOf(w Worker) shape {
+	if w.os() == action.PlatformWindows {
+		return shape{
+			windows: true, porterImage: w.WindowsPorterImage,
+			imageBinary: WindowsPorterImageBinary, entrypoint: windowsEntrypoint,
+			porterDir: WindowsPorterDir, binDir: WindowsPorterBinDir,
+			socket: WindowsSocketPath, stdinDir: WindowsStdinDir,
+		}
+	}
+	return shape{
+		porterImage: w.PorterImage,
+		imageBinary: PorterImageBinary, entrypoint: PorterBinDir + "/porter",
+		porterDir: PorterDir, binDir: PorterBinDir,
+		socket: SocketPath, stdinDir: StdinDir,
+	}
+}
+
+// path is an action's absolute path as the pod spec writes it. On Windows
+// "/tmp/build/1" becomes C:\tmp\build\1: the same directory the sidecar
+// and the entrypoint reach through the action's own slash path, which
+// Windows resolves on the container's current drive, C:.
+func (sh shape) path(p string) string {
+	if !sh.windows {
+		return p
+	}
+	return `C:` + strings.ReplaceAll(p, "/", `\`)
+}
+
+// join is a file of a directory of the pod.
+func (sh shape) join(dir, file string) string {
+	if sh.windows {
+		return dir + `\` + file
+	}
+	return dir + "/" + file
 }
 
 // MaxSecretStdin is how much stdin the step's Secret carries (Kubernetes
@@ -167,8 +263,13 @@ func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, 
 	if err := validate(a, w, s); err != nil {
 		return nil, nil, err
 	}
+	sh := shapeOf(w)
 	name := Name(a.StepID)
 	labels := StepLabels(a.StepID, a.Build.ID, a.Build.Team, w.Name)
+	placement, err := placementOf(a, w)
+	if err != nil {
+		return nil, nil, fmt.Errorf("build pod for step %q: %w", a.StepID, err)
+	}
 
 	secret, paramKeys := buildSecret(name, w.Namespace, labels, a, s)
 
@@ -181,22 +282,25 @@ func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, 
 		return nil, nil, fmt.Errorf("build pod for step %s: %w", a.StepID, err)
 	}
 
-	volumes, sidecarMounts, stepMounts := buildVolumes(a)
+	volumes, sidecarMounts, stepMounts := buildVolumes(a, sh)
 	if a.StdinSecret {
 		// The step container never sees the Secret: the sidecar hands the
 		// request to the process.
-		volumes = append(volumes, corev1.Volume{Name: stdinVolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: name, Items: []corev1.KeyToPath{{Key: SecretKeyStdin, Path: StdinFile}}, DefaultMode: ptr(int32(0o400)),
-		}}})
-		sidecarMounts = append(sidecarMounts, corev1.VolumeMount{Name: stdinVolumeName, MountPath: StdinDir, ReadOnly: true})
+		source := &corev1.SecretVolumeSource{SecretName: name, Items: []corev1.KeyToPath{{Key: SecretKeyStdin, Path: StdinFile}}}
+		if !sh.windows {
+			// File modes are Linux-only.
+			source.DefaultMode = ptr(int32(0o400))
+		}
+		volumes = append(volumes, corev1.Volume{Name: stdinVolumeName, VolumeSource: corev1.VolumeSource{Secret: source}})
+		sidecarMounts = append(sidecarMounts, corev1.VolumeMount{Name: stdinVolumeName, MountPath: sh.stdinDir, ReadOnly: true})
 	}
 
 	sidecar := corev1.Container{
 		Name:                     SidecarContainerName,
-		Image:                    w.PorterImage,
+		Image:                    sh.porterImage,
 		ImagePullPolicy:          w.ImagePullPolicy,
-		Command:                  []string{PorterImageBinary, "sidecar"},
-		Env:                      sidecarEnv(name, string(actionJSON), a, w, s),
+		Command:                  []string{sh.imageBinary, "sidecar"},
+		Env:                      sidecarEnv(name, string(actionJSON), a, w, s, sh),
 		VolumeMounts:             sidecarMounts,
 		Resources:                smallRequests(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -205,7 +309,7 @@ func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, 
 		// it starts the next container of the same sync, while every init
 		// container would cost a PLEG relist (up to 1 s) before the next one.
 		Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{
-			Exec: &corev1.ExecAction{Command: []string{PorterImageBinary, "install", PorterBinDir}},
+			Exec: &corev1.ExecAction{Command: []string{sh.imageBinary, "install", sh.binDir}},
 		}},
 	}
 
@@ -213,9 +317,9 @@ func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, 
 		Name:                     StepContainerName,
 		Image:                    a.Image,
 		ImagePullPolicy:          w.ImagePullPolicy,
-		Command:                  append([]string{PorterBinDir + "/porter", "entrypoint", "--"}, verbatim(append([]string{a.Run.Path}, a.Run.Args...))...),
-		WorkingDir:               a.WorkDir,
-		Env:                      stepEnv(name, a, paramKeys),
+		Command:                  append([]string{sh.entrypoint, "entrypoint", "--"}, verbatim(append([]string{a.Run.Path}, a.Run.Args...))...),
+		WorkingDir:               sh.path(a.WorkDir),
+		Env:                      stepEnv(name, a, paramKeys, sh),
 		VolumeMounts:             stepMounts,
 		Resources:                resources,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -258,15 +362,81 @@ func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, 
 			DNSPolicy:                     dnsPolicy,
 			TerminationGracePeriodSeconds: ptr(int64(terminationGracePeriod / time.Second)),
 			ActiveDeadlineSeconds:         activeDeadline(a, w),
+			NodeSelector:                  placement.NodeSelector,
+			Tolerations:                   placement.Tolerations,
 			InitContainers:                initContainers,
 			Containers:                    containers,
 			Volumes:                       volumes,
 		},
 	}
+	if sh.windows {
+		// The API server then refuses every Linux-only field, and the
+		// scheduler keeps the pod on Windows nodes.
+		pod.Spec.OS = &corev1.PodOS{Name: corev1.Windows}
+	}
 	if s.ImagePull != nil {
 		pod.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: PullSecretName(a.StepID)}}
 	}
+	for _, secretName := range w.ImagePullSecrets {
+		ref := corev1.LocalObjectReference{Name: secretName}
+		if !slices.Contains(pod.Spec.ImagePullSecrets, ref) {
+			pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, ref)
+		}
+	}
 	return pod, secret, nil
+}
+
+// placementOf merges the node selectors and tolerations of the step's tags,
+// in the step's order, and on Windows the selector of Windows nodes. Two
+// tags that want different values of one node label cannot both be met.
+func placementOf(a *action.Action, w Worker) (Placement, error) {
+	var p Placement
+	from := map[string]string{} // node label -> what asked for it
+	var errs []error
+	add := func(source string, selector map[string]string) {
+		for _, key := range sortedKeys(selector) {
+			value := selector[key]
+			if old, ok := p.NodeSelector[key]; ok {
+				if old != value {
+					errs = append(errs, fmt.Errorf("%s and %s select different values of node label %s (%q, %q)", from[key], source, key, old, value))
+				}
+				continue
+			}
+			if p.NodeSelector == nil {
+				p.NodeSelector = map[string]string{}
+			}
+			p.NodeSelector[key], from[key] = value, source
+		}
+	}
+	if w.os() == action.PlatformWindows {
+		add("platform windows", map[string]string{LabelOS: action.PlatformWindows})
+	}
+	seen := map[string]bool{}
+	for _, tag := range a.Tags {
+		if tag == "" || seen[tag] {
+			continue
+		}
+		seen[tag] = true
+		tp := w.TagPlacement[tag]
+		add(fmt.Sprintf("tag %q", tag), tp.NodeSelector)
+		for _, t := range tp.Tolerations {
+			if !slices.ContainsFunc(p.Tolerations, func(o corev1.Toleration) bool { return sameToleration(o, t) }) {
+				p.Tolerations = append(p.Tolerations, t)
+			}
+		}
+	}
+	return p, errors.Join(errs...)
+}
+
+func sameToleration(a, b corev1.Toleration) bool {
+	seconds := func(p *int64) int64 {
+		if p == nil {
+			return -1
+		}
+		return *p
+	}
+	return a.Key == b.Key && a.Operator == b.Operator && a.Value == b.Value && a.Effect == b.Effect &&
+		(a.TolerationSeconds == nil) == (b.TolerationSeconds == nil) && seconds(a.TolerationSeconds) == seconds(b.TolerationSeconds)
 }
 
 // PullSecretName is the name of a step's pull Secret.
@@ -342,22 +512,19 @@ func validate(a *action.Action, w Worker, s Secrets) error {
 	if a.Image == "" {
 		bad("action has no image")
 	}
-	if w.Name == "" {
-		bad("worker name is empty")
+	errs = multierror.Append(errs, w.problems()...)
+	if w.os() == action.PlatformWindows {
+		// Windows containers have neither privileged mode nor a user
+		// switch inside the container.
+		if a.Privileged {
+			bad("privileged steps are linux-only; worker %q is a windows worker", w.Name)
+		}
+		if a.Run.User != "" {
+			bad("run.user %q is not supported on windows worker %q", a.Run.User, w.Name)
+		}
 	}
-	if w.Namespace == "" {
-		bad("worker namespace is empty")
-	} else if msgs := validation.IsDNS1123Label(w.Namespace); len(msgs) > 0 {
-		bad("worker namespace %q is invalid: %v", w.Namespace, msgs)
-	}
-	if w.PorterImage == "" {
-		bad("worker porter image is empty")
-	}
-	if w.ATCAddress == "" {
-		bad("worker ATC address is empty")
-	}
-	if w.UploadAllowance < 0 {
-		bad("worker upload allowance %s is negative", w.UploadAllowance)
+	if a.OS() != w.os() {
+		bad("a %s step cannot run on worker %q, whose platform is %s", a.OS(), w.Name, w.os())
 	}
 	if s.StepToken == "" {
 		bad("step token is empty")
@@ -402,6 +569,64 @@ func validate(a *action.Action, w Worker, s Secrets) error {
 		return fmt.Errorf("build pod for step %q: %w", a.StepID, err)
 	}
 	return nil
+}
+
+// Validate checks a worker's settings on their own, so that a bad worker
+// configuration is reported when it is loaded rather than by every step.
+// Build checks them too.
+func (w Worker) Validate() error {
+	if err := errors.Join(w.problems()...); err != nil {
+		return fmt.Errorf("worker %q: %w", w.Name, err)
+	}
+	return nil
+}
+
+func (w Worker) problems() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if w.Name == "" {
+		bad("worker name is empty")
+	}
+	if w.Namespace == "" {
+		bad("worker namespace is empty")
+	} else if msgs := validation.IsDNS1123Label(w.Namespace); len(msgs) > 0 {
+		bad("worker namespace %q is invalid: %v", w.Namespace, msgs)
+	}
+	switch w.Platform {
+	case "", action.PlatformLinux:
+		if w.PorterImage == "" {
+			bad("worker porter image is empty")
+		}
+	case action.PlatformWindows:
+		if w.WindowsPorterImage == "" {
+			bad("worker %q is a windows worker but has no windows porter image", w.Name)
+		}
+	default:
+		bad("worker platform %q: want linux or windows", w.Platform)
+	}
+	for _, tag := range sortedKeys(w.TagPlacement) {
+		tp := w.TagPlacement[tag]
+		for _, key := range sortedKeys(tp.NodeSelector) {
+			if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
+				bad("tag %q: node label %q is invalid: %v", tag, key, msgs)
+			}
+			if value := tp.NodeSelector[key]; len(validation.IsValidLabelValue(value)) > 0 {
+				bad("tag %q: node label value %q is invalid: %v", tag, value, validation.IsValidLabelValue(value))
+			}
+		}
+	}
+	for _, name := range w.ImagePullSecrets {
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			bad("worker image pull secret %q is invalid: %v", name, msgs)
+		}
+	}
+	if w.ATCAddress == "" {
+		bad("worker ATC address is empty")
+	}
+	if w.UploadAllowance < 0 {
+		bad("worker upload allowance %s is negative", w.UploadAllowance)
+	}
+	return errs
 }
 
 func checkEnvName(name string, bad func(string, ...any)) {
@@ -471,19 +696,19 @@ func buildSecret(name, namespace string, labels map[string]string, a *action.Act
 	return secret, paramKeys
 }
 
-func sidecarEnv(secretName, actionJSON string, a *action.Action, w Worker, s Secrets) []corev1.EnvVar {
+func sidecarEnv(secretName, actionJSON string, a *action.Action, w Worker, s Secrets, sh shape) []corev1.EnvVar {
 	env := []corev1.EnvVar{
 		{Name: action.EnvVar, Value: verbatim1(actionJSON)},
 		{Name: EnvATCAddress, Value: w.ATCAddress},
 	}
 	if a.StdinSecret {
-		env = append(env, corev1.EnvVar{Name: action.StdinFileEnvVar, Value: StdinDir + "/" + StdinFile})
+		env = append(env, corev1.EnvVar{Name: action.StdinFileEnvVar, Value: sh.join(sh.stdinDir, StdinFile)})
 	}
 	if w.ATCServerName != "" {
 		env = append(env, corev1.EnvVar{Name: EnvATCServerName, Value: w.ATCServerName})
 	}
 	env = append(env,
-		corev1.EnvVar{Name: EnvSocket, Value: SocketPath},
+		corev1.EnvVar{Name: EnvSocket, Value: sh.socket},
 		corev1.EnvVar{Name: EnvPodName, ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"},
 		}},
@@ -510,7 +735,7 @@ func sidecarEnv(secretName, actionJSON string, a *action.Action, w Worker, s Sec
 	return env
 }
 
-func stepEnv(secretName string, a *action.Action, paramKeys map[string]string) []corev1.EnvVar {
+func stepEnv(secretName string, a *action.Action, paramKeys map[string]string, sh shape) []corev1.EnvVar {
 	env := make([]corev1.EnvVar, 0, len(a.Params)+len(a.SecretParams)+1)
 	for _, name := range sortedKeys(a.Params) {
 		env = append(env, corev1.EnvVar{Name: name, Value: verbatim1(a.Params[name])})
@@ -518,7 +743,7 @@ func stepEnv(secretName string, a *action.Action, paramKeys map[string]string) [
 	for _, name := range sortedKeys(paramKeys) {
 		env = append(env, secretEnv(name, secretName, paramKeys[name]))
 	}
-	return append(env, corev1.EnvVar{Name: EnvSocket, Value: SocketPath})
+	return append(env, corev1.EnvVar{Name: EnvSocket, Value: sh.socket})
 }
 
 func secretEnv(name, secretName, key string) corev1.EnvVar {
@@ -534,13 +759,13 @@ func secretEnv(name, secretName, key string) corev1.EnvVar {
 // emptyDir, mounted at the same place in the sidecar (which fills and
 // empties it) and in the step container (which uses it). An output at the
 // same path as an input is that input, modified, so it shares its volume.
-func buildVolumes(a *action.Action) (volumes []corev1.Volume, sidecarMounts, stepMounts []corev1.VolumeMount) {
+func buildVolumes(a *action.Action, sh shape) (volumes []corev1.Volume, sidecarMounts, stepMounts []corev1.VolumeMount) {
 	volumes = []corev1.Volume{emptyDir(porterVolumeName), emptyDir(workDirVolumeName)}
-	porterMount := corev1.VolumeMount{Name: porterVolumeName, MountPath: PorterDir}
+	porterMount := corev1.VolumeMount{Name: porterVolumeName, MountPath: sh.porterDir}
 	sidecarMounts = []corev1.VolumeMount{porterMount}
 	// The work directory is a volume of its own so that it exists and is
 	// writable whatever the image and the run user.
-	stepMounts = []corev1.VolumeMount{porterMount, {Name: workDirVolumeName, MountPath: a.WorkDir}}
+	stepMounts = []corev1.VolumeMount{porterMount, {Name: workDirVolumeName, MountPath: sh.path(a.WorkDir)}}
 
 	byDir := map[string]bool{}
 	add := func(volume, p string) {
@@ -550,7 +775,7 @@ func buildVolumes(a *action.Action) (volumes []corev1.Volume, sidecarMounts, ste
 		}
 		byDir[dir] = true
 		volumes = append(volumes, emptyDir(volume))
-		mount := corev1.VolumeMount{Name: volume, MountPath: dir}
+		mount := corev1.VolumeMount{Name: volume, MountPath: sh.path(dir)}
 		sidecarMounts = append(sidecarMounts, mount)
 		stepMounts = append(stepMounts, mount)
 	}

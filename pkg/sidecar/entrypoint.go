@@ -269,7 +269,7 @@ func (e *entrypoint) startProcess(st *controlpb.Start) (*process, error) {
 		return nil, fmt.Errorf("start %q: %w", argv[0], err)
 	}
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: st.GetDir(), Env: env,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Credential: cred}}
+		SysProcAttr: processAttr(cred, true)}
 	if st.GetHasStdin() {
 		cmd.Stdin = strings.NewReader(string(st.GetStdin()))
 	}
@@ -355,13 +355,12 @@ func (p *process) stop(grace time.Duration, mark func(*process)) {
 	}
 	mark(p)
 	p.mu.Unlock()
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	terminateGroup(p.cmd.Process)
 	go func() {
 		select {
 		case <-p.done:
 		case <-time.After(grace):
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			killGroup(p.cmd.Process)
 		}
 	}()
 }
@@ -392,24 +391,4 @@ func processEnv(base, extra []string, home string, switched bool) []string {
 		env = append(env, "HOME="+home)
 	}
 	return append(env, extra...)
-}
-
-// lookPath resolves a command against the step's PATH, not the wrapper's.
-func lookPath(name string, env []string) (string, error) {
-	if strings.Contains(name, "/") {
-		return name, nil
-	}
-	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	for _, dir := range filepath.SplitList(path) {
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("executable file not found in PATH (%s): %w", path, fs.ErrNotExist)
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"syscall"
 
 	"github.com/creack/pty"
 
@@ -68,7 +67,7 @@ func (e *entrypoint) startSession(open *eventspb.SessionOpen) (*session, error) 
 	if err != nil {
 		return nil, fmt.Errorf("start %q: %w", argv[0], err)
 	}
-	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, SysProcAttr: &syscall.SysProcAttr{Credential: cred}}
+	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, SysProcAttr: processAttr(cred, false)}
 	s := &session{id: open.GetSessionId(), cmd: cmd, post: e.post}
 	var outputs []io.Reader
 	var streams []eventspb.Stream
@@ -84,7 +83,7 @@ func (e *entrypoint) startSession(open *eventspb.SessionOpen) (*session, error) 
 		s.tty = f
 		outputs, streams = []io.Reader{f}, []eventspb.Stream{eventspb.Stream_STREAM_STDOUT}
 	} else {
-		cmd.SysProcAttr.Setpgid = true
+		cmd.SysProcAttr = processAttr(cred, true)
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			return nil, fmt.Errorf("session stdin: %w", err)
@@ -137,16 +136,6 @@ func (e *entrypoint) startSession(open *eventspb.SessionOpen) (*session, error) 
 	return s, nil
 }
 
-// defaultShell is the first shell the image has.
-func defaultShell() string {
-	for _, sh := range []string{"/bin/bash", "/bin/sh", "/busybox/sh"} {
-		if _, err := os.Stat(sh); err == nil {
-			return sh
-		}
-	}
-	return "sh"
-}
-
 func (s *session) input(in *eventspb.SessionInput) {
 	if s == nil {
 		return
@@ -179,8 +168,8 @@ func (s *session) close() {
 	if s == nil || s.cmd.Process == nil {
 		return
 	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGHUP)
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	hangUpGroup(s.cmd.Process)
+	killGroup(s.cmd.Process)
 }
 
 func (e *entrypoint) closeSessions() {

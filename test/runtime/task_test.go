@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -493,4 +494,25 @@ run: {path: ls}
 			Expect(err).NotTo(HaveOccurred(), "%s: %s", c.Name, mustJSON(pod))
 		}
 	})
+
+	// The Windows shapes above pass only if they hold no Linux-only field:
+	// this proves the API server checks that for os.name windows.
+	It("refuses a Linux-only field in the Windows pod shape (server-side dry run)", func(ctx SpecContext) {
+		var windows *podspec.Case
+		for _, c := range podspec.GoldenCases() {
+			if c.Name == "windows" {
+				windows = &c
+			}
+		}
+		Expect(windows).NotTo(BeNil())
+		windows.Worker.Namespace = namespace
+		pod, _, err := podspec.Build(windows.Action, windows.Worker, windows.Secrets)
+		Expect(err).NotTo(HaveOccurred())
+		pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptrTo(int64(1000))}
+		_, err = admin.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+		Expect(err.Error()).To(ContainSubstring("runAsUser"))
+	})
 })
+
+func ptrTo[T any](v T) *T { return &v }
