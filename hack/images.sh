@@ -16,7 +16,7 @@
 #   --no-import      build the archives only
 #   --import-cached  build the named images (if any), then import every cached archive (no push)
 #   --push-cached    push every cached archive of PUSH_GROUPS to the registry (no build, no import)
-#   groups: base (pause busybox minio registry), project (porter atc-porter-runtime),
+#   groups: base (pause busybox minio registry coredns), project (porter atc-porter-runtime),
 #           extra (postgres: for deploy/postgres, not needed by cluster-up), all
 #   group resources: resource-mock resource-time resource-git resource-registry-image (the resource types)
 #   PORTER_IMAGES_GO_DIR=dir builds the go: sources from that module instead of the repo.
@@ -34,6 +34,7 @@ define_images() {
   image base    busybox docker.io/library/busybox:latest   -cmd '["sh"]'            busybox:/
   image base    minio   porter.local/minio:dev             -entrypoint '["/minio"]' -env HOME=/tmp "$TOOLS_BIN/minio:/minio"
   image base    registry porter.local/registry:dev          -entrypoint '["/registry"]' -cmd '["serve","/etc/distribution/config.yml"]' "$TOOLS_BIN/registry:/registry"
+  image base    coredns porter.local/coredns:dev           -entrypoint '["/coredns"]' "$TOOLS_BIN/coredns:/coredns"
   image project porter  porter.local/porter:dev            -entrypoint '["/usr/local/bin/porter"]' go:./cmd/porter:/usr/local/bin/porter
   image project atc-porter-runtime porter.local/atc-porter-runtime:dev -entrypoint '["/usr/local/bin/atc-porter-runtime"]' go:./cmd/atc-porter-runtime:/usr/local/bin/atc-porter-runtime
   # Resource types: one static binary (cmd/resource) with /opt/resource/{check,in,out}
