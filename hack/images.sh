@@ -12,8 +12,9 @@
 # $REGISTRY_ADDR/library/busybox:latest, porter.local/porter:dev
 # $REGISTRY_ADDR/porter:dev. An image the registry already has is not pushed again.
 #
-# usage: hack/images.sh [--no-import|--import-cached|--push-cached] [GROUP|NAME...]   (default: every image)
+# usage: hack/images.sh [--no-import|--no-push|--import-cached|--push-cached] [GROUP|NAME...]   (default: every image)
 #   --no-import      build the archives only
+#   --no-push        build and import, do not push (e.g. an image only an in-cluster deploy uses)
 #   --import-cached  build the named images (if any), then import every cached archive (no push)
 #   --push-cached    push every cached archive of PUSH_GROUPS to the registry (no build, no import)
 #   groups: base (pause busybox minio registry coredns), project (porter atc-porter-runtime),
@@ -203,10 +204,11 @@ import_cached() {
 }
 
 main() {
-  local do_import=1 import_all=0 push_only=0 want=() name sel
+  local do_import=1 do_push=1 import_all=0 push_only=0 want=() name sel
   while [ $# -gt 0 ]; do
     case $1 in
       --no-import) do_import=0 ;;
+      --no-push) do_push=0 ;;
       --import-cached) import_all=1 ;;
       --push-cached) push_only=1 ;;
       -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; return 0 ;;
@@ -268,7 +270,7 @@ main() {
   for name in "${selected[@]}"; do
     import_image "$name"
   done
-  timed "images: push to $REGISTRY_ADDR" push_cached
+  [ $do_push = 0 ] || timed "images: push to $REGISTRY_ADDR" push_cached
 }
 
 main "$@"

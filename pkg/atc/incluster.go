@@ -3,12 +3,37 @@ package atc
 import (
 	"context"
 	"flag"
+	"log/slog"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/porter-ci/porter/pkg/db"
 )
+
+// dbStartTimeout is how long serve waits for the database at start: applied
+// together (one kubectl apply), the ATC may start before PostgreSQL answers,
+// and a crash-looping pod would back off for much longer.
+const dbStartTimeout = 2 * time.Minute
+
+// openDB opens the database, retrying for dbStartTimeout.
+func openDB(ctx context.Context, dsn string, log *slog.Logger) (*db.DB, error) {
+	deadline := time.Now().Add(dbStartTimeout)
+	for {
+		d, err := db.Open(ctx, dsn, log)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return d, err
+		}
+		log.Warn("database not reachable yet; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
 
 // InClusterConfig is what an ATC running in the cluster (deploy/atc, several
 // replicas) sets beyond a host-run one: where its keys live and how replicas

@@ -139,7 +139,7 @@ func serve(ctx context.Context, cfg Config, sf serveFlags, log *slog.Logger) err
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	database, err := db.Open(ctx, sf.postgresDSN, log.With("component", "db"))
+	database, err := openDB(ctx, sf.postgresDSN, log.With("component", "db"))
 	if err != nil {
 		return err
 	}
