@@ -196,6 +196,6 @@ func removePorter(ctx context.Context, root, kubectl string) {
 		_, err := env.client.CoreV1().Namespaces().Get(ctx, porterNamespace, metav1.GetOptions{})
 		_, pvErr := env.client.CoreV1().PersistentVolumes().Get(ctx, "porter-local-postgres", metav1.GetOptions{})
 		return apierrors.IsNotFound(err) && apierrors.IsNotFound(pvErr)
-	}).WithPolling(time.Second).WithTimeout(100 * time.Second).Should(BeTrue(), "namespace %s and its volume to go", porterNamespace)
+	}).WithPolling(time.Second).WithTimeout(100*time.Second).Should(BeTrue(), "namespace %s and its volume to go", porterNamespace)
 	Expect(os.RemoveAll(postgresVolume)).To(Succeed())
 }
