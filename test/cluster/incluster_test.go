@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -92,6 +94,30 @@ run: {path: sh, args: [-c, 'echo "hello $WORD from $(hostname)"']}
 		Expect(res.ExitCode).To(Equal(0), res.String())
 		Expect(res.Stdout).To(ContainSubstring("hello in-cluster from porter-b"), res.String())
 		Expect(res.Stdout).To(ContainSubstring("succeeded"), res.String())
+
+		By("the step pods' sidecars dialled an ATC pod's own IP (over TLS: the build ran)")
+		atcIPs := map[string]bool{}
+		atcs, err := env.client.CoreV1().Pods(porterNamespace).List(ctx, metav1.ListOptions{LabelSelector: atcSelector})
+		Expect(err).NotTo(HaveOccurred())
+		for _, p := range atcs.Items {
+			atcIPs[p.Status.PodIP] = true
+		}
+		steps, err := env.client.CoreV1().Pods(porterNamespace).List(ctx, metav1.ListOptions{LabelSelector: podspec.LabelStep})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(steps.Items).NotTo(BeEmpty(), "the build's step pods (kept for --pod-retention)")
+		for _, p := range steps.Items {
+			var addr string
+			for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+				for _, e := range c.Env {
+					if e.Name == podspec.EnvATCAddress {
+						addr = e.Value
+					}
+				}
+			}
+			host, _, err := net.SplitHostPort(addr)
+			Expect(err).NotTo(HaveOccurred(), "pod %s: %s=%q", p.Name, podspec.EnvATCAddress, addr)
+			Expect(atcIPs).To(HaveKey(host), "pod %s dials %s, not an ATC pod's IP", p.Name, addr)
+		}
 
 		By("one replica holds the scheduler's Lease")
 		lease, err := env.client.CoordinationV1().Leases(porterNamespace).Get(ctx, "atc-porter-runtime-scheduler", metav1.GetOptions{})
