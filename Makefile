@@ -25,11 +25,11 @@ generate: ## regenerate the protobuf code from the .proto files
 	hack/generate.sh
 
 .PHONY: tools
-tools: ## build the pinned third-party binaries (Kubernetes, etcd, MinIO, registry) from the module proxy
+tools: ## build the pinned third-party binaries (Kubernetes incl. kube-proxy, etcd, MinIO, registry, CoreDNS) from the module proxy
 	hack/build-tools.sh
 
 .PHONY: cluster-up
-cluster-up: ## start the local Kubernetes cluster + MinIO + registry (no-op health check when it is up)
+cluster-up: ## start the local Kubernetes cluster (kube-proxy, CoreDNS) + MinIO + registry (no-op health check when it is up)
 	hack/cluster-up.sh
 
 .PHONY: cluster-down

@@ -4,12 +4,12 @@
 # A binary whose stamp matches its pinned version is not rebuilt: a warm run takes
 # well under a second. Prints how long each build took.
 #
-# usage: hack/build-tools.sh [kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd minio registry]
+# usage: hack/build-tools.sh [kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy etcd minio registry coredns]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
-want=("$@"); [ ${#want[@]} -gt 0 ] || want=("${K8S_CMDS[@]}" etcd minio registry)
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy)
+want=("$@"); [ ${#want[@]} -gt 0 ] || want=("${K8S_CMDS[@]}" etcd minio registry coredns)
 mkdir -p "$TOOLS_BIN" "$PORTER_CACHE/src"
 
 # Every build uses the same flags so Go's build cache stays valid between runs:
@@ -25,8 +25,22 @@ etcd_src=$PORTER_CACHE/src/etcd-$ETCD_VERSION
 # k8s.io/kubernetes cannot be built with `go install mod@version`: its go.mod replaces the
 # k8s.io/<staging> modules with ./staging paths. A wrapper module requires it and points
 # every staging module at its published v0.<minor>.<patch> tag instead.
+k8s_tools_go() {
+  printf '//go:build tools\n\npackage tools\n\nimport (\n'
+  local c
+  for c in "${K8S_CMDS[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
+  printf ')\n'
+}
+
 k8s_module() {
-  [ -f "$k8s_src/go.sum" ] && return 0
+  # A module made for fewer commands (an older K8S_CMDS) lacks their go.sum
+  # lines: write the imports again and tidy once.
+  if [ -f "$k8s_src/go.sum" ]; then
+    [ "$(k8s_tools_go)" = "$(cat "$k8s_src/tools.go" 2>/dev/null)" ] && return 0
+    k8s_tools_go >"$k8s_src/tools.go"
+    (cd "$k8s_src" && go mod tidy)
+    return 0
+  fi
   mkdir -p "$k8s_src"
   local gomod
   gomod=$(cd "$k8s_src" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
@@ -35,11 +49,7 @@ k8s_module() {
     grep -E '^\s+k8s\.io/[a-z0-9-]+ => \./staging/' "$gomod" | awk -v v="v0.$minor.$patch" '{printf "\t%s => %s %s\n", $1, $1, v}'
     printf ')\n'
   } >"$k8s_src/go.mod"
-  {
-    printf '//go:build tools\n\npackage tools\n\nimport (\n'
-    for c in "${K8S_CMDS[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
-    printf ')\n'
-  } >"$k8s_src/tools.go"
+  k8s_tools_go >"$k8s_src/tools.go"
   (cd "$k8s_src" && go mod tidy)
 }
 
@@ -67,6 +77,7 @@ build_one() {
     etcd) version=$ETCD_VERSION ;;
     minio) version=$MINIO_VERSION ;;
     registry) version=$DISTRIBUTION_VERSION ;;
+    coredns) version=$COREDNS_VERSION ;;
     *) version=$K8S_VERSION ;;
   esac
   local stamp="$TOOLS_BIN/.$name.version"
@@ -87,6 +98,14 @@ build_one() {
         -ldflags "-s -w -X github.com/distribution/distribution/v3/version.version=$DISTRIBUTION_VERSION" \
         "github.com/distribution/distribution/v3/cmd/registry@$DISTRIBUTION_VERSION")
       mv "$TOOLS_BIN/.registry-gobin/registry" "$TOOLS_BIN/registry.tmp" ;;
+    coredns)
+      # The default plugin set (kubernetes, forward, cache, ...); its go.mod has
+      # no replaces, so `go install mod@version` works. The version variable
+      # feeds `coredns -version`.
+      (cd / && GOBIN="$TOOLS_BIN/.coredns-gobin" go install "${GOFLAGS_BUILD[@]}" \
+        -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" \
+        "github.com/coredns/coredns@$COREDNS_VERSION")
+      mv "$TOOLS_BIN/.coredns-gobin/coredns" "$TOOLS_BIN/coredns.tmp" ;;
     *)
       timed "kubernetes wrapper module" k8s_module
       (cd "$k8s_src" && go build "${GOFLAGS_BUILD[@]}" -ldflags "$(k8s_ldflags)" -o "$TOOLS_BIN/$name.tmp" "k8s.io/kubernetes/cmd/$name") ;;

@@ -159,7 +159,7 @@ main() {
   mkdir -p "$CLUSTER_LOGS"
   : >"$CLUSTER_LOGS/cluster-down.log"
   # Nothing may create or restart pods while they are being removed.
-  timed "stop kubelet and controllers" stop_components 10 kubelet kube-scheduler kube-controller-manager
+  timed "stop kubelet and controllers" stop_components 10 kube-proxy apiserver-proxy kubelet kube-scheduler kube-controller-manager
   timed "remove pod sandboxes" remove_pods
   # The data is thrown away, so etcd need not outlive the apiserver.
   # All state is thrown away below, so a component that dawdles is killed after a

@@ -21,6 +21,10 @@ NODE_IP=10.245.0.1
 POD_SUBNET=10.244.0.0/24
 POD_GATEWAY=10.244.0.1
 SERVICE_CIDR=10.96.0.0/24
+# Cluster DNS (CoreDNS, deploy/coredns): the Service IP is fixed in the service
+# CIDR, and the kubelet writes it into ClusterFirst pods' resolv.conf.
+CLUSTER_DNS_IP=${SERVICE_CIDR%.0/*}.10
+CLUSTER_DOMAIN=cluster.local
 BRIDGE=porterbr0
 APISERVER_URL=https://127.0.0.1:6443
 # The image registry (deploy/registry, the CNCF distribution registry) is a
@@ -31,7 +35,7 @@ REGISTRY_ADDR=$NODE_IP:$REGISTRY_PORT
 REGISTRY_NAMESPACE=porter-registry
 # Ports this cluster listens on (all on 127.0.0.1 or NODE_IP); cluster-up refuses
 # to start if something else already holds one of them.
-CLUSTER_PORTS="2379 2380 6443 9000 $REGISTRY_PORT 10248 10250 10257 10259"
+CLUSTER_PORTS="2379 2380 6443 9000 $REGISTRY_PORT 10248 10249 10250 10256 10257 10259"
 
 # MinIO runs as a host-network pod on NODE_IP, so the host and pods use one address.
 MINIO_ENDPOINT=$NODE_IP:9000
@@ -60,6 +64,14 @@ IMAGE_CACHE=$PORTER_CACHE/images
 
 # Components in start order; each one's PID is in $CLUSTER_RUN/<name>.pid.
 CLUSTER_COMPONENTS=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet)
+# Host processes added later, for Service routing: a cluster-up of a running
+# cluster that lacks them starts them instead of calling the cluster half up.
+#  apiserver-proxy  socat from $NODE_IP:6443 (the "kubernetes" Service's
+#                   endpoint) to the apiserver on 127.0.0.1:6443, so pods reach
+#                   the API through kube-proxy while the apiserver stays on loopback
+#  kube-proxy       iptables mode: ClusterIPs (and the DNS Service) route
+ADDON_COMPONENTS=(apiserver-proxy kube-proxy)
+COREDNS_NAMESPACE=kube-system
 
 # ctr talks to our containerd only, in the namespace the CRI plugin uses.
 cluster_ctr() { ctr -a "$CONTAINERD_SOCK" -n k8s.io "$@"; }

@@ -8,6 +8,9 @@
 #   an image registry (CNCF distribution) as a host-network pod on the node IP,
 #   plain HTTP, that containerd pulls from; the cached images are pushed there
 #   PostgreSQL on 127.0.0.1:$POSTGRES_PORT (hack/postgres.sh; on the host, not a pod)
+#   kube-proxy (iptables mode, a host process like the kubelet) and socat
+#   forwarding $NODE_IP:6443 to the apiserver: ClusterIPs route, pods reach the API
+#   CoreDNS (deploy/coredns) at $CLUSTER_DNS_IP, the kubelet's clusterDNS
 #
 # Everything listens on 127.0.0.1 or on the node IP (a /32 alias on lo); pods can
 # reach each other and this host, nothing else. Image pulls from anywhere but the
@@ -15,8 +18,10 @@
 #
 # Idempotent: when the cluster is already up this only checks its health, imports
 # and pushes images that changed, and brings what changed in this script to the
-# running cluster without a teardown: a missing registry is started, and
-# containerd is restarted (its containers keep running) if its settings changed.
+# running cluster without a teardown: a missing registry, kube-proxy,
+# apiserver proxy or CoreDNS is started, containerd is restarted (its
+# containers keep running) if its settings changed, and so is the kubelet (its
+# pods keep running) if its config changed.
 # A half-running cluster is torn down and restarted.
 # Every process is recorded by PID in $CLUSTER_RUN; hack/cluster-down.sh stops them.
 #
@@ -77,16 +82,34 @@ check_health() {
   [ -f "$MINIO_ENV_FILE" ] || die "$MINIO_ENV_FILE is missing"
 }
 
+# check_routing: kube-proxy and the apiserver proxy run and kube-proxy is
+# healthy; cluster DNS answers for the kubernetes Service, through its ClusterIP
+# (so this proves kube-proxy's rules as well as CoreDNS).
+check_routing() {
+  local c
+  for c in "${ADDON_COMPONENTS[@]}"; do require_alive "$c"; done
+  kube_proxy_ready || die "kube-proxy is not healthy (127.0.0.1:10256/healthz)"
+  dns_ready || die "cluster DNS at $CLUSTER_DNS_IP does not resolve kubernetes.default.svc.$CLUSTER_DOMAIN"
+}
+
 # converge_running: brings a running cluster to what this script would start
 # today. Each step is a no-op when nothing changed.
 converge_running() {
-  [ -x "$TOOLS_BIN/registry" ] || die "$TOOLS_BIN/registry is missing: run hack/build-tools.sh"
+  local b
+  for b in registry kube-proxy coredns; do
+    [ -x "$TOOLS_BIN/$b" ] || die "$TOOLS_BIN/$b is missing: run hack/build-tools.sh"
+  done
   reconcile_containerd
+  [ -f "$PKI/kube-proxy.kubeconfig" ] || kube_proxy_pki
+  component_pid apiserver-proxy >/dev/null || start_apiserver_proxy
+  component_pid kube-proxy >/dev/null || start_kube_proxy
+  reconcile_kubelet
   # base: builds the registry image if it is new (cheap when the archives are current).
   timed "import changed images" "$REPO_ROOT/hack/images.sh" --import-cached base ||
     die "importing the images failed"
   registry_ready || timed "registry ready" start_registry
   timed "push changed images" "$REPO_ROOT/hack/images.sh" --push-cached || die "pushing the images failed"
+  dns_ready || timed "CoreDNS ready" start_coredns
   { grep -qxF "PORTER_CLUSTER_REGISTRY=$REGISTRY_ADDR" "$CLUSTER_STATE/cluster.env" &&
     grep -qxF "PORTER_CLUSTER_POD_SUBNET=$POD_SUBNET" "$CLUSTER_STATE/cluster.env"; } 2>/dev/null ||
     write_env_files "$(secret_value MINIO_ROOT_USER)" "$(secret_value MINIO_ROOT_PASSWORD)"
@@ -97,10 +120,10 @@ preflight() {
   [ "$(id -u)" = 0 ] || die "must run as root"
   ensure_apt
   local b
-  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl minio registry; do
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy minio registry coredns; do
     [ -x "$TOOLS_BIN/$b" ] || die "$TOOLS_BIN/$b is missing: run hack/build-tools.sh"
   done
-  for b in /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/firewall; do
+  for b in /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/firewall /usr/bin/socat /bin/busybox; do
     [ -x "$b" ] || die "$b is missing (package containernetworking-plugins)"
   done
   # A distro etcd, another cluster or a leftover MinIO would make a confusing failure later.
@@ -163,6 +186,14 @@ EOF
   chmod 600 "$1"
 }
 
+# kube_proxy_pki: kube-proxy's identity; the RBAC bootstrap policy binds
+# system:node-proxier to this user name. Separate so that a cluster from before
+# kube-proxy gets it on the next cluster-up.
+kube_proxy_pki() {
+  make_cert kube-proxy "/CN=system:kube-proxy" clientAuth
+  write_kubeconfig "$PKI/kube-proxy.kubeconfig" kube-proxy kube-proxy
+}
+
 # EC P-256 everywhere: generating the whole PKI takes about half a second.
 generate_pki() {
   rm -rf "$PKI"
@@ -181,6 +212,7 @@ generate_pki() {
   make_cert scheduler "/CN=system:kube-scheduler" clientAuth
   # Node authorizer and NodeRestriction recognise the kubelet by this identity.
   make_cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
+  kube_proxy_pki
   openssl genpkey -algorithm ec -pkeyopt ec_paramgen_curve:prime256v1 -out "$PKI/service-account.key" 2>/dev/null
   openssl pkey -in "$PKI/service-account.key" -pubout -out "$PKI/service-account.pub" 2>/dev/null
   write_kubeconfig "$ADMIN_KUBECONFIG" porter-admin admin
@@ -413,10 +445,11 @@ start_controllers() {
     --bind-address=127.0.0.1 --leader-elect=false --profiling=false
 }
 
-start_kubelet() {
-  local dir=$CLUSTER_STATE/kubelet
-  mkdir -p "$dir" "$CLUSTER_STATE/pod-logs"
-  cat >"$dir/config.yaml" <<EOF
+KUBELET_DIR=$CLUSTER_STATE/kubelet
+
+kubelet_config() {
+  local dir=$KUBELET_DIR
+  cat <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # The kubelet API (logs, exec) on the node IP only; health on loopback.
@@ -440,8 +473,11 @@ failSwapOn: false
 # (default -999) nor raise RLIMIT_NOFILE past the hard limit (default 1000000).
 oomScoreAdj: 0
 maxOpenFiles: $(ulimit -Hn)
-# No nameserver in pods: nothing in a pod tries to resolve names off this host.
+# dnsPolicy Default pods get no nameserver (nothing resolves names off this
+# host); ClusterFirst pods get CoreDNS (deploy/coredns).
 resolvConf: ""
+clusterDNS: [$CLUSTER_DNS_IP]
+clusterDomain: $CLUSTER_DOMAIN
 podLogsDir: $CLUSTER_STATE/pod-logs
 serializeImagePulls: false
 # Images cannot be pulled back, so never garbage-collect them.
@@ -453,12 +489,111 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "2%", imagefs.availa
 volumePluginDir: $dir/volume-plugins
 maxPods: 110
 EOF
+}
+
+start_kubelet() {
+  local dir=$KUBELET_DIR
+  mkdir -p "$dir" "$CLUSTER_STATE/pod-logs"
+  kubelet_config >"$dir/config.yaml"
   # --root-dir/--cert-dir keep volumes and the kubelet's serving cert under our state.
   # --hostname-override matches the name in the kubelet's client certificate.
   start_component kubelet "$TOOLS_BIN/kubelet" \
     --config="$dir/config.yaml" --kubeconfig="$PKI/kubelet.kubeconfig" \
     --root-dir="$dir" --cert-dir="$dir/pki" \
     --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --v=1
+}
+
+# reconcile_kubelet: on a running cluster, restarts the kubelet if its config
+# changed (an older cluster-up). Pods keep running: their containers belong to
+# containerd, and the new kubelet adopts them; it takes a few seconds.
+reconcile_kubelet() {
+  [ "$(kubelet_config)" = "$(cat "$KUBELET_DIR/config.yaml" 2>/dev/null)" ] && return 0
+  log "cluster-up: the kubelet's config changed; restarting the kubelet (pods keep running)"
+  local pid deadline
+  pid=$(component_pid kubelet) || die "the kubelet is not running"
+  kill -TERM "$pid"
+  deadline=$(($(date +%s) + 15))
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      log "cluster-up: the kubelet ignored SIGTERM for 15s; SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    sleep 0.1
+  done
+  mkdir -p "$CLUSTER_LOGS/previous"
+  mv -f "$CLUSTER_LOGS/kubelet.log" "$CLUSTER_LOGS/previous/kubelet.log" 2>/dev/null || true
+  start_kubelet
+  wait_until 30 "the kubelet's healthz" curl -fsS --noproxy '*' http://127.0.0.1:10248/healthz
+  require_alive kubelet
+  cluster_kubectl wait --for=condition=Ready "node/$NODE_NAME" --timeout=60s >/dev/null ||
+    die "node $NODE_NAME is not Ready after restarting the kubelet"
+}
+
+# ---------------------------------------------------------------- Service routing and DNS
+# socat, one process per connection: the apiserver keeps its loopback-only
+# bind (and the host's kubeconfigs their 127.0.0.1 URL), while pods reach it at
+# the "kubernetes" Service endpoint the apiserver advertises ($NODE_IP:6443;
+# its certificate names $NODE_IP and the Service IP).
+start_apiserver_proxy() {
+  start_component apiserver-proxy socat "TCP-LISTEN:6443,bind=$NODE_IP,reuseaddr,fork" TCP:127.0.0.1:6443
+}
+
+# Why each setting:
+#  mode iptables           the backend the CNI firewall plugin and the isolation
+#                          rule use too; cluster-down removes its KUBE- chains.
+#  clusterCIDR             traffic from outside the pod subnet to a ClusterIP is
+#                          masqueraded, so replies come back through this host.
+#  nodePortAddresses       NodePorts on the node IP only, never on eth0.
+#  localhostNodePorts      off: it would set route_localnet on the host.
+#  conntrack 0s/0          leave the host's conntrack sysctls alone (root here
+#                          cannot set them all, and other things share them).
+#  health/metrics          loopback only.
+kube_proxy_config() {
+  cat <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: $PKI/kube-proxy.kubeconfig
+hostnameOverride: $NODE_NAME
+bindAddress: $NODE_IP
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+mode: iptables
+clusterCIDR: $POD_SUBNET
+nodePortAddresses: ["$NODE_IP/32"]
+iptables:
+  localhostNodePorts: false
+  masqueradeAll: false
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+EOF
+}
+
+start_kube_proxy() {
+  mkdir -p "$CLUSTER_STATE/kube-proxy"
+  kube_proxy_config >"$CLUSTER_STATE/kube-proxy/config.yaml"
+  start_component kube-proxy "$TOOLS_BIN/kube-proxy" --config="$CLUSTER_STATE/kube-proxy/config.yaml" --v=1
+}
+
+kube_proxy_ready() { curl -fs --noproxy '*' -o /dev/null --max-time 2 http://127.0.0.1:10256/healthz; }
+
+# dns_ready: CoreDNS answers through the kube-dns ClusterIP, so this proves
+# kube-proxy's rules too (busybox-static's nslookup: no other DNS client is
+# sure to be installed).
+dns_ready() {
+  busybox nslookup "kubernetes.default.svc.$CLUSTER_DOMAIN" "$CLUSTER_DNS_IP" 2>/dev/null |
+    grep -q "^Address.*[: ]${SERVICE_CIDR%.0/*}\.1\$"
+}
+
+start_coredns() {
+  wait_until 60 "kube-proxy's healthz" kube_proxy_ready
+  cluster_kubectl apply -k "$REPO_ROOT/deploy/coredns" >/dev/null
+  cluster_kubectl -n "$COREDNS_NAMESPACE" rollout status deployment/coredns --timeout=120s >/dev/null ||
+    die "CoreDNS did not become ready (kubectl -n $COREDNS_NAMESPACE describe pod -l app.kubernetes.io/name=coredns)"
+  wait_until 30 "cluster DNS at $CLUSTER_DNS_IP" dns_ready
 }
 
 wait_apiserver() {
@@ -552,6 +687,8 @@ cluster is up ($(elapsed)s)
   node:           $NODE_NAME, node IP $NODE_IP, pods $POD_SUBNET on $BRIDGE
   MinIO:          http://$MINIO_ENDPOINT from the host and from pods, bucket $MINIO_BUCKET
   registry:       http://$REGISTRY_ADDR (plain HTTP) from the host, pods and containerd
+  Services:       kube-proxy (iptables); ClusterIPs in $SERVICE_CIDR route from the host and pods
+  DNS:            CoreDNS at $CLUSTER_DNS_IP, domain $CLUSTER_DOMAIN (ClusterFirst pods)
   credentials:    $MINIO_ENV_FILE (all settings: $CLUSTER_STATE/cluster.env)
   PostgreSQL:     127.0.0.1:$POSTGRES_PORT, admin DSN in $POSTGRES_ENV_FILE
   logs:           $CLUSTER_LOGS
@@ -566,6 +703,7 @@ main() {
   if [ $dead = 0 ]; then
     timed "verify running cluster" check_health
     converge_running
+    timed "verify Services and DNS" check_routing
     timed "postgres" "$REPO_ROOT/hack/postgres.sh" up
     print_summary
     return 0
@@ -586,6 +724,7 @@ main() {
   wait_until 30 "etcd" curl -fsS --noproxy '*' http://127.0.0.1:2379/health
   require_alive etcd
   start_apiserver
+  start_apiserver_proxy
   import_images &
   local images_pid=$!
   configure_cni
@@ -596,11 +735,14 @@ main() {
   start_controllers
   start_kubelet
   timed "node Ready, default SA" wait_node
+  start_kube_proxy
   wait "$images_pid" || die "importing the images failed"
   wait "$postgres_pid" || die "starting PostgreSQL failed (hack/postgres.sh up)"
   timed "MinIO ready, bucket" start_minio
   timed "registry ready" start_registry
   timed "push images" "$REPO_ROOT/hack/images.sh" --push-cached || die "pushing the images failed"
+  timed "CoreDNS ready" start_coredns
+  timed "verify Services and DNS" check_routing
   print_summary
 }
 

@@ -12,11 +12,12 @@
 # $REGISTRY_ADDR/library/busybox:latest, porter.local/porter:dev
 # $REGISTRY_ADDR/porter:dev. An image the registry already has is not pushed again.
 #
-# usage: hack/images.sh [--no-import|--import-cached|--push-cached] [GROUP|NAME...]   (default: every image)
+# usage: hack/images.sh [--no-import|--no-push|--import-cached|--push-cached] [GROUP|NAME...]   (default: every image)
 #   --no-import      build the archives only
+#   --no-push        build and import, do not push (e.g. an image only an in-cluster deploy uses)
 #   --import-cached  build the named images (if any), then import every cached archive (no push)
 #   --push-cached    push every cached archive of PUSH_GROUPS to the registry (no build, no import)
-#   groups: base (pause busybox minio registry), project (porter atc-porter-runtime),
+#   groups: base (pause busybox minio registry coredns), project (porter atc-porter-runtime),
 #           extra (postgres: for deploy/postgres, not needed by cluster-up), all
 #   group resources: resource-mock resource-time resource-git resource-registry-image (the resource types)
 #   PORTER_IMAGES_GO_DIR=dir builds the go: sources from that module instead of the repo.
@@ -34,6 +35,7 @@ define_images() {
   image base    busybox docker.io/library/busybox:latest   -cmd '["sh"]'            busybox:/
   image base    minio   porter.local/minio:dev             -entrypoint '["/minio"]' -env HOME=/tmp "$TOOLS_BIN/minio:/minio"
   image base    registry porter.local/registry:dev          -entrypoint '["/registry"]' -cmd '["serve","/etc/distribution/config.yml"]' "$TOOLS_BIN/registry:/registry"
+  image base    coredns porter.local/coredns:dev           -entrypoint '["/coredns"]' "$TOOLS_BIN/coredns:/coredns"
   image project porter  porter.local/porter:dev            -entrypoint '["/usr/local/bin/porter"]' go:./cmd/porter:/usr/local/bin/porter
   image project atc-porter-runtime porter.local/atc-porter-runtime:dev -entrypoint '["/usr/local/bin/atc-porter-runtime"]' go:./cmd/atc-porter-runtime:/usr/local/bin/atc-porter-runtime
   # Resource types: one static binary (cmd/resource) with /opt/resource/{check,in,out}
@@ -202,10 +204,11 @@ import_cached() {
 }
 
 main() {
-  local do_import=1 import_all=0 push_only=0 want=() name sel
+  local do_import=1 do_push=1 import_all=0 push_only=0 want=() name sel
   while [ $# -gt 0 ]; do
     case $1 in
       --no-import) do_import=0 ;;
+      --no-push) do_push=0 ;;
       --import-cached) import_all=1 ;;
       --push-cached) push_only=1 ;;
       -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; return 0 ;;
@@ -267,7 +270,7 @@ main() {
   for name in "${selected[@]}"; do
     import_image "$name"
   done
-  timed "images: push to $REGISTRY_ADDR" push_cached
+  [ $do_push = 0 ] || timed "images: push to $REGISTRY_ADDR" push_cached
 }
 
 main "$@"

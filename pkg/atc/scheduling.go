@@ -32,7 +32,7 @@ func (s *Server) wakeScheduler() { s.sch.loop.Wake() }
 
 // runScheduling runs checks and scheduling until ctx ends (one server at a
 // time, under the database's scheduler lock).
-func (s *Server) runScheduling(ctx context.Context) { s.sch.loop.Run(ctx) }
+func (s *Server) runScheduling(ctx context.Context) { s.whileLeading(ctx, "scheduler", s.sch.loop.Run) }
 
 // schedStarter runs the builds the scheduler and the checker start.
 type schedStarter struct{ s *Server }

@@ -84,6 +84,7 @@ func ServeCommand(ctx context.Context, args []string) int {
 	fs.StringVar(&sf.baseTypeDefaults, "base-resource-type-defaults", "", "YAML file of source defaults by base resource type name (e.g. registry-image: {registry_mirror: {host: HOST}}), merged under the source of every resource and image_resource of the type")
 	fs.StringVar(&cfg.CredentialNamespacePrefix, "kubernetes-credential-namespace-prefix", creds.DefaultNamespacePrefix,
 		"((vars)) of team T are read from Secrets in namespace PREFIX+T (the ATC needs get on secrets there)")
+	AddInClusterFlags(fs, &cfg.InClusterConfig)
 	fs.StringVar(&cfg.PodBlobstoreEndpoint, "pod-blobstore-endpoint", "", "blobstore endpoint as step pods reach it (default: PORTER_BLOBSTORE_ENDPOINT)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: atc-porter-runtime serve [flags]\n\nThe blobstore comes from PORTER_BLOBSTORE_{ENDPOINT,BUCKET,ACCESS_KEY,SECRET_KEY,REGION,SECURE,DRIVER}.")
@@ -155,7 +156,7 @@ func serve(ctx context.Context, cfg Config, sf serveFlags, log *slog.Logger) err
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	database, err := db.Open(ctx, sf.postgresDSN, log.With("component", "db"))
+	database, err := openDB(ctx, sf.postgresDSN, log.With("component", "db"))
 	if err != nil {
 		return err
 	}
@@ -165,7 +166,7 @@ func serve(ctx context.Context, cfg Config, sf serveFlags, log *slog.Logger) err
 	}
 	var key crypto.Signer
 	if sf.signingSecret != "" {
-		key, err = auth.LoadOrCreateKeySecret(ctx, kube, cfg.Namespace, sf.signingSecret)
+		key, err = auth.LoadOrCreateKeySecret(ctx, kube, cfg.keyNamespace(), sf.signingSecret)
 	} else {
 		key, err = auth.LoadOrCreateKeyFile(filepath.Join(cfg.StateDir, "token-signing.pem"))
 	}

@@ -93,6 +93,8 @@ type Config struct {
 	// CredentialNamespacePrefix names the namespace of a team's
 	// credentials: prefix + team (empty: creds.DefaultNamespacePrefix).
 	CredentialNamespacePrefix string
+	// InClusterConfig: keys in Secrets, leader election (incluster.go).
+	InClusterConfig
 }
 
 // Deps are what the server is given rather than opening itself.
@@ -169,7 +171,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if err := worker.ValidateAll(cfg.Workers); err != nil {
 		return nil, err
 	}
-	key, err := tokenKey(cfg.StateDir, steptoken.NewKey)
+	key, err := stepTokenKey(ctx, cfg, deps.Kube)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +226,7 @@ func (s *Server) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("grpc advertise address %q: %w", s.cfg.GRPCAdvertise, err)
 		}
-		tlsCfg, caPEM, err := serverTLS(s.cfg.StateDir, host)
+		tlsCfg, caPEM, err := s.grpcTLS(ctx, host)
 		if err != nil {
 			return err
 		}

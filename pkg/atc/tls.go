@@ -1,6 +1,8 @@
 package atc
 
 import (
+	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,38 +12,158 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/porter-ci/porter/pkg/steptoken"
 )
 
-// serverTLS loads the gRPC endpoint's certificate from dir, creating a
-// private CA and a certificate for host on first use. Sidecars get the CA
-// through their step's Secret, so no public PKI is needed.
-func serverTLS(dir, host string) (*tls.Config, []byte, error) {
-	caCertPath, caKeyPath := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
-	certPath, keyPath := filepath.Join(dir, "grpc-"+host+".crt"), filepath.Join(dir, "grpc-"+host+".key")
-	if _, err := os.Stat(caCertPath); errors.Is(err, os.ErrNotExist) {
-		if err := writeCA(caCertPath, caKeyPath); err != nil {
-			return nil, nil, err
-		}
+// DefaultGRPCCertLifetime is how long an issued gRPC server certificate is
+// valid; it is re-issued from the CA after two thirds of that.
+const DefaultGRPCCertLifetime = 30 * 24 * time.Hour
+
+// Keys of the Secrets that hold the ATC's CA and step token key.
+const (
+	secretCACert       = "ca.crt"
+	secretCAKey        = "ca.key"
+	secretStepTokenKey = "step-token.key"
+)
+
+// grpcTLS is the gRPC endpoint's TLS configuration: the CA (from the state
+// directory or a Secret, created on first use) and a server certificate
+// issued from it for host and cfg.GRPCCertHosts, renewed before it expires
+// without a restart. Sidecars get the CA through their step's Secret, so no
+// public PKI is needed.
+func (s *Server) grpcTLS(ctx context.Context, host string) (*tls.Config, []byte, error) {
+	var caCertPEM, caKeyPEM []byte
+	var err error
+	if s.cfg.CASecret != "" {
+		var data map[string][]byte
+		data, err = loadOrCreateSecret(ctx, s.kube, s.cfg.keyNamespace(), s.cfg.CASecret, func() (map[string][]byte, error) {
+			c, k, err := newCA()
+			return map[string][]byte{secretCACert: c, secretCAKey: k}, err
+		})
+		caCertPEM, caKeyPEM = data[secretCACert], data[secretCAKey]
+	} else {
+		caCertPEM, caKeyPEM, err = caFromDir(s.cfg.StateDir)
 	}
-	caPEM, err := os.ReadFile(caCertPath)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read ATC CA: %w", err)
+		return nil, nil, fmt.Errorf("ATC CA: %w", err)
 	}
+	iss, err := newCertIssuer(caCertPEM, caKeyPEM, append([]string{host}, s.cfg.GRPCCertHosts...), s.cfg.GRPCCertLifetime, s.log)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Issue the first certificate now, so a broken CA fails the start.
+	if _, err := iss.GetCertificate(nil); err != nil {
+		return nil, nil, err
+	}
+	return &tls.Config{GetCertificate: iss.GetCertificate, MinVersion: tls.VersionTLS12}, caCertPEM, nil
+}
+
+// keyNamespace is where the key Secrets are.
+func (c Config) keyNamespace() string {
+	if c.SecretNamespace != "" {
+		return c.SecretNamespace
+	}
+	return c.Namespace
+}
+
+// stepTokenKey loads the key step tokens are signed with, from a Secret when
+// cfg.StepTokenKeySecret is set and from the state directory otherwise,
+// creating it on first use: it must outlive restarts (and be shared by
+// replicas), or running steps could not reconnect.
+func stepTokenKey(ctx context.Context, cfg Config, kube kubernetes.Interface) ([]byte, error) {
+	if cfg.StepTokenKeySecret == "" {
+		return tokenKey(cfg.StateDir, steptoken.NewKey)
+	}
+	data, err := loadOrCreateSecret(ctx, kube, cfg.keyNamespace(), cfg.StepTokenKeySecret, func() (map[string][]byte, error) {
+		key, err := steptoken.NewKey()
+		return map[string][]byte{secretStepTokenKey: key}, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("step token key: %w", err)
+	}
+	return data[secretStepTokenKey], nil
+}
+
+// loadOrCreateSecret returns the data of Secret namespace/name, creating it
+// (immutable) from generate first if there is none. When several replicas
+// start at once, the first to create it wins and the others read its data.
+// Every key generate returns must be present, so a hand-made Secret missing
+// one is an error rather than a silent new key.
+func loadOrCreateSecret(ctx context.Context, kube kubernetes.Interface, namespace, name string, generate func() (map[string][]byte, error)) (map[string][]byte, error) {
+	secrets := kube.CoreV1().Secrets(namespace)
+	want, err := generate()
+	if err != nil {
+		return nil, fmt.Errorf("generate the data of Secret %s/%s: %w", namespace, name, err)
+	}
+	check := func(sec *corev1.Secret) (map[string][]byte, error) {
+		for k := range want {
+			if len(sec.Data[k]) == 0 {
+				return nil, fmt.Errorf("secret %s/%s has no %q", namespace, name, k)
+			}
+		}
+		return sec.Data, nil
+	}
+	sec, err := secrets.Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		return check(sec)
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("get Secret %s/%s: %w", namespace, name, err)
+	}
+	_, err = secrets.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "porter"}},
+		Type:      corev1.SecretTypeOpaque,
+		Immutable: new(true), // a changed key or CA would cut off running steps
+		Data:      want,
+	}, metav1.CreateOptions{})
+	if err == nil {
+		return want, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create Secret %s/%s: %w", namespace, name, err)
+	}
+	if sec, err = secrets.Get(ctx, name, metav1.GetOptions{}); err != nil {
+		return nil, fmt.Errorf("get Secret %s/%s after losing the race to create it: %w", namespace, name, err)
+	}
+	return check(sec)
+}
+
+// caFromDir reads the CA from dir, creating it on first use.
+func caFromDir(dir string) (certPEM, keyPEM []byte, err error) {
+	certPath, keyPath := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
 	if _, err := os.Stat(certPath); errors.Is(err, os.ErrNotExist) {
-		if err := writeServerCert(caCertPath, caKeyPath, certPath, keyPath, host); err != nil {
+		c, k, err := newCA()
+		if err != nil {
 			return nil, nil, err
 		}
+		if err := os.WriteFile(keyPath, k, 0o600); err != nil {
+			return nil, nil, fmt.Errorf("write CA key: %w", err)
+		}
+		if err := os.WriteFile(certPath, c, 0o644); err != nil {
+			return nil, nil, fmt.Errorf("write CA certificate: %w", err)
+		}
 	}
-	cert, err := tls.LoadX509KeyPair(certPath, keyPath)
-	if err != nil {
-		return nil, nil, fmt.Errorf("load gRPC certificate: %w", err)
+	if certPEM, err = os.ReadFile(certPath); err != nil {
+		return nil, nil, fmt.Errorf("read CA certificate: %w", err)
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, caPEM, nil
+	if keyPEM, err = os.ReadFile(keyPath); err != nil {
+		return nil, nil, fmt.Errorf("read CA key: %w", err)
+	}
+	return certPEM, keyPEM, nil
 }
 
 func newKey() (*ecdsa.PrivateKey, []byte, error) {
@@ -61,10 +183,11 @@ func serial() *big.Int {
 	return n
 }
 
-func writeCA(certPath, keyPath string) error {
+// newCA makes a ten-year CA and returns its certificate and key as PEM.
+func newCA() (certPEM, keyPEM []byte, err error) {
 	key, keyPEM, err := newKey()
 	if err != nil {
-		return fmt.Errorf("generate ATC CA key: %w", err)
+		return nil, nil, fmt.Errorf("generate CA key: %w", err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(), Subject: pkix.Name{CommonName: "porter ATC CA"},
@@ -73,45 +196,96 @@ func writeCA(certPath, keyPath string) error {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return fmt.Errorf("create ATC CA: %w", err)
+		return nil, nil, fmt.Errorf("create CA: %w", err)
 	}
-	if err := os.WriteFile(keyPath, keyPEM, 0o600); err != nil {
-		return fmt.Errorf("write ATC CA key: %w", err)
-	}
-	return os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
 }
 
-func writeServerCert(caCertPath, caKeyPath, certPath, keyPath, host string) error {
-	ca, err := tls.LoadX509KeyPair(caCertPath, caKeyPath)
+// certIssuer issues the gRPC server certificate from the CA and issues a
+// new one once two thirds of the current one's lifetime have passed, so a
+// long-running ATC never serves an expired certificate. Connections already
+// open keep the certificate they were made with; new ones get the new one.
+type certIssuer struct {
+	ca       *x509.Certificate
+	caKey    crypto.Signer
+	hosts    []string
+	lifetime time.Duration
+	log      *slog.Logger
+	now      func() time.Time
+
+	mu      sync.Mutex
+	cur     *tls.Certificate
+	renewAt time.Time
+}
+
+func newCertIssuer(caCertPEM, caKeyPEM []byte, hosts []string, lifetime time.Duration, log *slog.Logger) (*certIssuer, error) {
+	pair, err := tls.X509KeyPair(caCertPEM, caKeyPEM)
 	if err != nil {
-		return fmt.Errorf("load ATC CA: %w", err)
+		return nil, fmt.Errorf("load ATC CA: %w", err)
 	}
-	caCert, err := x509.ParseCertificate(ca.Certificate[0])
+	ca, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
-		return fmt.Errorf("parse ATC CA: %w", err)
+		return nil, fmt.Errorf("parse ATC CA: %w", err)
 	}
-	key, keyPEM, err := newKey()
+	signer, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, errors.New("ATC CA key cannot sign")
+	}
+	if lifetime <= 0 {
+		lifetime = DefaultGRPCCertLifetime
+	}
+	return &certIssuer{ca: ca, caKey: signer, hosts: hosts, lifetime: lifetime, log: log, now: time.Now}, nil
+}
+
+// GetCertificate implements tls.Config.GetCertificate.
+func (c *certIssuer) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if c.cur != nil && now.Before(c.renewAt) {
+		return c.cur, nil
+	}
+	cert, err := c.issue(now)
 	if err != nil {
-		return fmt.Errorf("generate gRPC key: %w", err)
+		if c.cur != nil && now.Before(c.cur.Leaf.NotAfter) {
+			return c.cur, nil // still valid: try again at the next handshake
+		}
+		return nil, err
+	}
+	c.cur, c.renewAt = cert, now.Add(c.lifetime*2/3)
+	if c.log != nil {
+		c.log.Info("issued gRPC server certificate", "hosts", c.hosts, "not_after", cert.Leaf.NotAfter, "renew_at", c.renewAt)
+	}
+	return cert, nil
+}
+
+func (c *certIssuer) issue(now time.Time) (*tls.Certificate, error) {
+	key, _, err := newKey()
+	if err != nil {
+		return nil, fmt.Errorf("generate gRPC key: %w", err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().AddDate(2, 0, 0),
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: c.hosts[0]},
+		// A little back-dated, for clocks a step pod's node may be behind by.
+		NotBefore: now.Add(-5 * time.Minute), NotAfter: now.Add(c.lifetime),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	if ip := net.ParseIP(host); ip != nil {
-		tmpl.IPAddresses = []net.IP{ip}
-	} else {
-		tmpl.DNSNames = []string{host}
+	for _, h := range c.hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if h != "" {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, ca.PrivateKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.ca, &key.PublicKey, c.caKey)
 	if err != nil {
-		return fmt.Errorf("create gRPC certificate: %w", err)
+		return nil, fmt.Errorf("create gRPC certificate: %w", err)
 	}
-	if err := os.WriteFile(keyPath, keyPEM, 0o600); err != nil {
-		return fmt.Errorf("write gRPC key: %w", err)
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("parse gRPC certificate: %w", err)
 	}
-	return os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
 }
 
 // tokenKey loads the step token signing key from dir, creating it on first
