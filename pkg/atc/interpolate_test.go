@@ -26,6 +26,7 @@ import (
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/worker"
 )
 
@@ -43,7 +44,8 @@ func credSecret(ns, name string, data map[string]string) *corev1.Secret {
 func credsExecutor(t *testing.T, store blobstore.Store, objs ...runtime.Object) (*executor, *fake.Clientset) {
 	t.Helper()
 	kube := fake.NewSimpleClientset(objs...)
-	s := &Server{cfg: Config{Worker: "w"}, kube: kube, store: store, log: slog.New(slog.DiscardHandler)}
+	s := &Server{cfg: Config{Worker: "w"}, kube: kube, store: store, log: slog.New(slog.DiscardHandler),
+		podWorker: podspec.Worker{PorterImage: "porter", ATCAddress: "atc:7777"}}
 	if err := s.newWorkers([]worker.Config{{Name: "w", Namespace: "steps", Platform: worker.PlatformLinux}}, func(worker.Config) (kubernetes.Interface, error) { return kube, nil }); err != nil {
 		t.Fatal(err)
 	}

@@ -559,6 +559,7 @@ func (x *executor) resolveResource(ctx context.Context, p *concourse.Plan, step 
 		Build:    action.Build{ID: fmt.Sprint(b.id), Name: b.name, Team: b.team},
 		StepName: name,
 		Type:     step.kind,
+		Tags:     step.tags,
 		Image:    image,
 		// Resource type images are pinned or built locally: pulled once.
 		ImagePullPolicy: string(corev1.PullIfNotPresent),

@@ -75,6 +75,7 @@ func ServeCommand(ctx context.Context, args []string) int {
 	fs.StringVar(&cfg.StateDir, "state-dir", envOr("PORTER_STATE_DIR", defaultStateDir()), "directory for the step token key, the gRPC CA and the token signing key")
 	fs.BoolVar(&cfg.Insecure, "insecure-grpc", false, "serve sidecars without TLS (tests only)")
 	fs.StringVar(&cfg.PorterImage, "porter-image", "porter.local/porter:dev", "image holding the porter binary")
+	fs.StringVar(&cfg.WindowsPorterImage, "windows-porter-image", "", "image holding porter.exe at C:\\bin\\porter.exe, for windows workers (docs/windows-workers.md)")
 	fs.BoolVar(&cfg.NativeSidecars, "native-sidecars", true, "run the sidecar as a native sidecar (Kubernetes 1.29+)")
 	dns := fs.String("dns-policy", string(corev1.DNSClusterFirst), "step pods' dnsPolicy")
 	pull := fs.String("image-pull-policy", string(corev1.PullIfNotPresent), "step images' pull policy: Always, IfNotPresent or Never")

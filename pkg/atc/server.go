@@ -64,11 +64,13 @@ type Config struct {
 	// key across restarts.
 	StateDir string
 	// Insecure serves gRPC without TLS (tests only).
-	Insecure        bool
-	PorterImage     string
-	NativeSidecars  bool
-	DNSPolicy       corev1.DNSPolicy
-	ImagePullPolicy corev1.PullPolicy
+	Insecure    bool
+	PorterImage string
+	// WindowsPorterImage holds porter.exe for windows workers.
+	WindowsPorterImage string
+	NativeSidecars     bool
+	DNSPolicy          corev1.DNSPolicy
+	ImagePullPolicy    corev1.PullPolicy
 	// KeepAlive is how long a finished step stays interceptible.
 	KeepAlive time.Duration
 	// PodRetention is how long a finished step's pod is kept (for kubectl
@@ -194,8 +196,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		podEndpoint = cfg.Blobstore.Endpoint
 	}
 	s.podWorker = podspec.Worker{
-		PorterImage: cfg.PorterImage,
-		ATCAddress:  cfg.GRPCAdvertise, BlobstoreEndpoint: podEndpoint, BlobstoreBucket: cfg.Blobstore.Bucket,
+		PorterImage: cfg.PorterImage, WindowsPorterImage: cfg.WindowsPorterImage,
+		ATCAddress: cfg.GRPCAdvertise, BlobstoreEndpoint: podEndpoint, BlobstoreBucket: cfg.Blobstore.Bucket,
 		BlobstoreRegion: cfg.Blobstore.Region, BlobstoreSecure: cfg.Blobstore.Secure,
 		ImagePullPolicy: cfg.ImagePullPolicy, NativeSidecars: cfg.NativeSidecars, DNSPolicy: cfg.DNSPolicy,
 	}

@@ -329,6 +329,7 @@ func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 		StepID:   stepID,
 		Build:    action.Build{ID: fmt.Sprint(b.id), Name: b.name, Team: b.team},
 		StepName: name, Type: "task",
+		Platform: cfg.Platform, Tags: tp.Tags,
 		Run:        action.Run{Path: cfg.Run.Path, Args: cfg.Run.Args, Dir: cfg.Run.Dir, User: cfg.Run.User},
 		Params:     taskconfig.MergeParams(cfg.Params, params),
 		WorkDir:    "/tmp/build/" + randomSuffix(),
@@ -389,6 +390,9 @@ func (s *Server) createStepPod(ctx context.Context, w *workerRT, a *action.Actio
 	token, err := s.keys.Mint(a.StepID, a.Timeout.Duration+a.KeepAlive.Duration+24*time.Hour)
 	if err != nil {
 		return err
+	}
+	if a.Platform == "" {
+		a.Platform = w.cfg.Platform // a resource step runs on its worker's platform
 	}
 	given.StepToken, given.ATCCA = token, s.caPEM
 	given.BlobstoreAccessKey, given.BlobstoreSecretKey = s.cfg.Blobstore.AccessKey, s.cfg.Blobstore.SecretKey

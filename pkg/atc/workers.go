@@ -55,7 +55,17 @@ func (s *Server) newWorkers(cfgs []worker.Config, client func(worker.Config) (ku
 			return fmt.Errorf("worker %s: %w", c.Name, err)
 		}
 		spec := s.podWorker
-		spec.Name, spec.Namespace = c.Name, c.Namespace
+		spec.Name, spec.Namespace, spec.Platform = c.Name, c.Namespace, c.Platform
+		spec.ImagePullSecrets = c.ImagePullSecrets
+		for tag, p := range c.TagPlacement {
+			if spec.TagPlacement == nil {
+				spec.TagPlacement = map[string]podspec.Placement{}
+			}
+			spec.TagPlacement[tag] = podspec.Placement{NodeSelector: p.NodeSelector, Tolerations: p.Tolerations}
+		}
+		if err := spec.Validate(); err != nil {
+			return err
+		}
 		w := &workerRT{cfg: c, kube: kube, spec: spec,
 			pods: podwatch.New(kube, c.Namespace, c.Name, s.log.With("component", "podwatch", "worker", c.Name))}
 		s.workers = append(s.workers, w)

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/porter-ci/porter/test/testenv"
 )
@@ -158,11 +161,19 @@ run: {path: sh, args: [-c, 'echo "param: $PORTER_VERSION"']}
 		Expect(lines(res.Stdout)).To(ContainElement("vars: hello/3/from-a-file"))
 	})
 
-	It("runs a step tagged with a worker's tag on that worker (--tag), and untagged steps elsewhere", func() {
+	It("runs a step tagged with a worker's tag on that worker (--tag) with the tag's placement, and untagged steps elsewhere", func(ctx SpecContext) {
 		res := results["tag"]
 		Expect(res.ExitCode).To(Equal(0), res.String())
 		Expect(lines(res.Stdout)).To(ContainElement("tagged"))
 		Expect(plain(res.Stdout)).To(ContainSubstring("selected worker: "+taggedWorker+"\n"), res.String())
+		pods, err := s.env.Admin.CoreV1().Pods(s.tagged.Name).List(ctx, metav1.ListOptions{
+			LabelSelector: "porter.dev/build=" + strconv.Itoa(buildID(res.Stdout))})
+		Expect(err).NotTo(HaveOccurred())
+		i := slices.IndexFunc(pods.Items, func(p corev1.Pod) bool { return strings.Contains(p.Name, "-one-off-") })
+		Expect(i).NotTo(Equal(-1), "no pod of the task in %s", s.tagged.Name)
+		task := pods.Items[i]
+		Expect(task.Spec.NodeSelector).To(HaveKeyWithValue("kubernetes.io/os", "linux"))
+		Expect(task.Spec.Tolerations).To(ContainElement(HaveField("Key", "porter.dev/e2e")))
 		res = results["config"]
 		Expect(plain(res.Stdout)).To(ContainSubstring("selected worker: "+sharedWorker+"\n"), res.String())
 	})

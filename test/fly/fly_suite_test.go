@@ -47,6 +47,8 @@ const (
 type suite struct {
 	env    *testenv.ATCEnv
 	ns     testenv.WorkerNamespace
+	// tagged is the namespace of the shared server's tagged worker.
+	tagged testenv.WorkerNamespace
 	server *testenv.ATC
 	flyBin string
 
@@ -71,12 +73,19 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	DeferCleanup(removeNS)
 	Expect(err).NotTo(HaveOccurred())
 
-	tagged, removeTagged, err := env.NewWorkerNamespace(ctx, "porter-fly-tagged-")
+	var removeTagged func(context.Context) error
+	s.tagged, removeTagged, err = env.NewWorkerNamespace(ctx, "porter-fly-tagged-")
 	DeferCleanup(removeTagged)
 	Expect(err).NotTo(HaveOccurred())
 	s.server = newServer(ctx, testenv.ATCConfig{
 		WorkerName:  sharedWorker,
-		MoreWorkers: []testenv.Worker{{Name: taggedWorker, Namespace: tagged, Tags: []string{workerTag}}},
+		MoreWorkers: []testenv.Worker{{Name: taggedWorker, Namespace: s.tagged, Tags: []string{workerTag},
+			// Where the tag's steps go: a node label the node has, and a
+			// toleration (of a taint it does not have).
+			TagPlacement: map[string]any{workerTag: map[string]any{
+				"node_selector": map[string]string{"kubernetes.io/os": "linux"},
+				"tolerations":   []map[string]string{{"key": "porter.dev/e2e", "operator": "Exists", "effect": "NoSchedule"}},
+			}}}},
 		// Finished steps stay interceptible long enough for the intercept
 		// specs, whatever order they run in.
 		KeepAlive: 3 * time.Minute,

@@ -270,6 +270,9 @@ type Worker struct {
 	Team      string
 	// Kubeconfig overrides Namespace.Kubeconfig (e.g. one through a proxy).
 	Kubeconfig string
+	// TagPlacement is the worker's tag_placement (tag: node_selector,
+	// tolerations), as the workers file has it.
+	TagPlacement map[string]any
 }
 
 // workersFile writes the --workers-config file of the server's workers.
@@ -284,7 +287,12 @@ func (a *ATC) workersFile(first string) (string, error) {
 			kc = w.Namespace.Kubeconfig
 		}
 		tags, _ := json.Marshal(w.Tags)
-		fmt.Fprintf(&b, "- {name: %q, kubeconfig: %q, namespace: %q, team: %q, tags: %s}\n", w.Name, kc, w.Namespace.Name, w.Team, tags)
+		placement, err := json.Marshal(w.TagPlacement)
+		if err != nil {
+			return "", fmt.Errorf("workers file: tag placement of %s: %w", w.Name, err)
+		}
+		fmt.Fprintf(&b, "- {name: %q, kubeconfig: %q, namespace: %q, team: %q, tags: %s, tag_placement: %s}\n",
+			w.Name, kc, w.Namespace.Name, w.Team, tags, placement)
 	}
 	path := filepath.Join(a.dir, "workers.yaml")
 	if len(c.MoreWorkers) == 0 {
