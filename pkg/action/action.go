@@ -60,6 +60,18 @@ type Action struct {
 	// than here: a resource step's request holds the resource's source,
 	// credentials included. The sidecar reads it from StdinFileEnvVar.
 	StdinSecret bool `json:"stdin_secret,omitempty"`
+	// Telemetry, when set, has the sidecar export its spans.
+	Telemetry *Telemetry `json:"telemetry,omitempty"`
+}
+
+// Telemetry is how a step's sidecar joins the server's trace.
+type Telemetry struct {
+	// TraceParent is the W3C traceparent of the step's span: the sidecar's
+	// spans are its children.
+	TraceParent string `json:"traceparent,omitempty"`
+	// OTLPEndpoint is the OTLP/gRPC endpoint URL the pod exports to
+	// (http:// for no TLS).
+	OTLPEndpoint string `json:"otlp_endpoint,omitempty"`
 }
 
 // Build identifies the build a step belongs to.

@@ -23,6 +23,7 @@ import (
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/metrics"
 )
 
 // listFlag is a repeatable string flag.
@@ -46,10 +47,11 @@ type serveFlags struct {
 
 // ServeCommand runs `atc-porter-runtime serve ARGS...` and returns the exit code.
 func ServeCommand(ctx context.Context, args []string) int {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var cfg Config
 	var sf serveFlags
+	var lf logFlags
+	addObservabilityFlags(fs, &cfg, &lf)
 	var tags listFlag
 	fs.StringVar(&sf.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the worker's cluster (empty: in-cluster service account)")
 	fs.StringVar(&sf.postgresDSN, "postgres-dsn", os.Getenv("PORTER_POSTGRES_DSN"), "PostgreSQL connection string (env PORTER_POSTGRES_DSN)")
@@ -86,8 +88,12 @@ func ServeCommand(ctx context.Context, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	log, err := lf.logger(os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "serve: %v\n", err)
+		return 2
+	}
 	cfg.WorkerTags = tags
-	var err error
 	if cfg.ImagePullPolicy, err = podImagePullPolicy(*pull); err != nil {
 		fmt.Fprintf(os.Stderr, "serve: %v\n", err)
 		return 2
@@ -162,7 +168,10 @@ func serve(ctx context.Context, cfg Config, sf serveFlags, log *slog.Logger) err
 	if err := blobstore.EnsureBucket(ctx, store); err != nil {
 		return fmt.Errorf("blobstore bucket %q: %w", cfg.Blobstore.Bucket, err)
 	}
-	srv, err := New(ctx, cfg, Deps{Kube: kube, DB: database, Store: store, SigningKey: key, Log: log})
+	tracing, flushSpans := startTracing(ctx, log)
+	defer flushSpans()
+	srv, err := New(ctx, cfg, Deps{Kube: kube, DB: database, Store: store, SigningKey: key, Log: log,
+		Metrics: metrics.New(), Tracing: tracing})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -25,6 +26,7 @@ import (
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/metrics"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/podwatch"
 	"github.com/porter-ci/porter/pkg/scheduler"
@@ -82,6 +84,10 @@ type Config struct {
 	// CredentialNamespacePrefix names the namespace of a team's
 	// credentials: prefix + team (empty: creds.DefaultNamespacePrefix).
 	CredentialNamespacePrefix string
+	// OpsListen serves /metrics, /livez and /readyz ("": not served).
+	OpsListen string
+	// PodOTLPEndpoint is where step pods export their spans ("": none).
+	PodOTLPEndpoint string
 }
 
 // Deps are what the server is given rather than opening itself.
@@ -93,6 +99,9 @@ type Deps struct {
 	Log        *slog.Logger
 	// Planner plans job builds and checks (nil: pkg/pipeline's).
 	Planner scheduler.Planner
+	// Metrics and Tracing are the server's (nil: none).
+	Metrics *metrics.Metrics
+	Tracing trace.TracerProvider
 }
 
 // Server is a running ATC runtime.
@@ -111,6 +120,7 @@ type Server struct {
 	sch     *scheduling
 	// images caches the digests of checked task images.
 	images *imageCache
+	obs    observability
 
 	started time.Time
 
@@ -160,6 +170,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	}
 	s.sch = newScheduling(s, planner)
 	s.streams = stepserver.New(s, keys, log.With("component", "stepserver"))
+	s.observe(deps)
 	s.pods = podwatch.New(deps.Kube, cfg.Namespace, cfg.Worker, log.With("component", "podwatch"))
 	podEndpoint := cfg.PodBlobstoreEndpoint
 	if podEndpoint == "" {
@@ -176,6 +187,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 
 // Run serves gRPC and HTTP until ctx ends. A listener that dies is an error.
 func (s *Server) Run(ctx context.Context) error {
+	stopOps, err := s.startOps(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopOps()
 	if err := s.pods.Run(ctx); err != nil {
 		return fmt.Errorf("watch step pods: %w", err)
 	}
@@ -220,6 +236,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	s.retireEnded(ctx)
+	s.setReady()
 	s.log.Info("serving", "grpc", gln.Addr().String(), "advertised", s.cfg.GRPCAdvertise, "http", hln.Addr().String(),
 		"external_url", s.cfg.ExternalURL, "namespace", s.cfg.Namespace, "worker", s.cfg.Worker, "tls", !s.cfg.Insecure)
 	errc := make(chan error, 2)
@@ -253,6 +270,7 @@ func (s *Server) registerWorker(ctx context.Context) error {
 	if err := s.db.UpsertWorker(ctx, s.workerRecord()); err != nil {
 		return fmt.Errorf("register worker %s: %w", s.cfg.Worker, err)
 	}
+	s.obs.metrics.WorkerState(s.cfg.Worker, s.workerRecord().State)
 	return nil
 }
 
@@ -314,6 +332,7 @@ func (s *Server) Append(_ context.Context, stepID string, evs []*eventspb.Event)
 		return nil
 	default:
 	}
+	s.obs.metrics.SidecarEvents(stepID, evs)
 	for _, ev := range evs {
 		st.mu.Lock()
 		shown := st.translate(ev)

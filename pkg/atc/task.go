@@ -389,6 +389,7 @@ func (s *Server) createStepPod(ctx context.Context, a *action.Action, given pods
 		return err
 	}
 	given.StepToken, given.ATCCA = token, s.caPEM
+	a.Telemetry = s.podTelemetry(ctx)
 	given.BlobstoreAccessKey, given.BlobstoreSecretKey = s.cfg.Blobstore.AccessKey, s.cfg.Blobstore.SecretKey
 	pod, secret, err := podspec.Build(a, s.worker, given)
 	if err != nil {
@@ -459,6 +460,7 @@ func (s *Server) writePodAudit(ctx context.Context, a *action.Action, pod *corev
 func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.StepFinished {
 	tracker := s.pods.Track(st.id)
 	defer tracker.Stop()
+	defer s.observePod(ctx, st.id)
 	var podEnded, abortGiveUp <-chan time.Time
 	stopping := ctx.Done()
 	aborting := false
@@ -467,6 +469,7 @@ func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.Ste
 		case fin := <-st.finished:
 			return fin
 		case err := <-tracker.Failed():
+			s.podFailed(ctx, s.kube, s.cfg.Namespace, st, err)
 			s.deletePod(ctx, st.id)
 			if aborting {
 				return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1, Error: err.Error()}

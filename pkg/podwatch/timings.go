@@ -49,7 +49,9 @@ func (t Timings) Scheduling() time.Duration { return between(t.Created, t.Schedu
 
 // ImagePull is how long the step container took to start once the pod was
 // initialized: pulling its image and creating it (0 if unknown).
-func (t Timings) ImagePull() time.Duration { return between(later(t.Initialized, t.Scheduled), t.StepStarted) }
+func (t Timings) ImagePull() time.Duration {
+	return between(later(t.Initialized, t.Scheduled), t.StepStarted)
+}
 
 func between(from, to time.Time) time.Duration {
 	if from.IsZero() || to.IsZero() || to.Before(from) {
