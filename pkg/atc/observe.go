@@ -61,7 +61,7 @@ func (lf logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	if err != nil {
 		return nil, err
 	}
-	telemetry.RouteKlog(log)
+	telemetry.RouteKlog(log, log.Enabled(context.Background(), slog.LevelDebug))
 	return log, nil
 }
 

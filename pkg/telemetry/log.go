@@ -5,6 +5,7 @@
 package telemetry
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -63,9 +64,16 @@ func LoggerFromEnv(w io.Writer) *slog.Logger {
 }
 
 // RouteKlog sends client-go's klog output through log, so that one
-// process writes one format. klog is process-wide; call it once, from main.
-func RouteKlog(log *slog.Logger) {
+// process writes one format. With verbose, klog's verbosity is raised to 4
+// (client-go's informer and request tracing, at slog's debug level). klog
+// is process-wide; call it once, from main.
+func RouteKlog(log *slog.Logger, verbose bool) {
 	klog.SetSlogLogger(log.With("logger", "klog"))
+	if verbose {
+		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+		klog.InitFlags(fs)
+		_ = fs.Set("v", "4")
+	}
 }
 
 func envOr(name, fallback string) string {
