@@ -128,11 +128,22 @@ run: {path: "true"}
 				g.Expect(ok).To(BeTrue(), "no server span %q under the step span", name)
 			}
 		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		for _, s := range spans {
+			if s.TraceID == build.TraceID {
+				GinkgoWriter.Printf("span %s/%s %q parent %s attrs %v\n", s.Service, s.SpanID, s.Name, s.Parent, s.Attrs)
+			}
+		}
 		Expect(build.Parent).To(BeEmpty(), "the build span is a root")
-		inputs, _ := find(spans, func(s span) bool { return s.Name == "inputs" && s.Parent == step.SpanID })
-		transfer, ok := find(spans, func(s span) bool { return s.Parent == inputs.SpanID && strings.HasPrefix(s.Name, "transfer ") })
-		Expect(ok).To(BeTrue(), "no transfer span under the sidecar's inputs span")
+		// The task's image check runs a pod of its own under the step's span
+		// too; the task's input transfer is under the task pod's inputs span.
+		transfer, ok := find(spans, func(s span) bool { return s.Name == `transfer input "in"` && s.TraceID == build.TraceID })
+		Expect(ok).To(BeTrue(), "no transfer span for input in")
 		Expect(transfer.Attrs["porter.artifact.bytes"]).NotTo(Equal("0"))
+		inputs, ok := find(spans, func(s span) bool { return s.SpanID == transfer.Parent })
+		Expect(ok).To(BeTrue(), "the transfer's parent span was not exported")
+		Expect(inputs.Name).To(Equal("inputs"))
+		Expect(inputs.Service).To(Equal("porter-sidecar"))
+		Expect(inputs.Parent).To(Equal(step.SpanID))
 		for _, s := range spans {
 			if s.Parent == step.SpanID || s.SpanID == step.SpanID || s.Parent == inputs.SpanID {
 				Expect(s.TraceID).To(Equal(build.TraceID), "span %s (%s)", s.Name, s.Service)
