@@ -172,17 +172,8 @@ func (s *Server) buildFinished(ctx context.Context, status concourse.BuildStatus
 
 // observed wraps the executor's leaf steps in a span each.
 func (x *executor) observed(leaf func(context.Context, *concourse.Plan) (bool, error)) func(context.Context, *concourse.Plan) (bool, error) {
-	if x.s == nil {
-		return leaf
-	}
 	return func(ctx context.Context, p *concourse.Plan) (bool, error) {
-		kind, name := stepKind(p)
-		if kind == "" || x.s.obs.tracer == nil {
-			return leaf(ctx, p)
-		}
-		ctx, span := x.s.obs.tracer.Start(ctx, kind+" "+name, trace.WithAttributes(
-			attribute.String("porter.step.type", kind), attribute.String("porter.step.name", name),
-			attribute.String("porter.plan.id", string(p.ID)), attribute.Int64("porter.build.id", x.b.id)))
+		ctx, span := x.stepSpan(ctx, p)
 		defer span.End()
 		ok, err := leaf(ctx, p)
 		span.SetAttributes(attribute.Bool("porter.step.ok", ok))
@@ -194,6 +185,18 @@ func (x *executor) observed(leaf func(context.Context, *concourse.Plan) (bool, e
 		}
 		return ok, err
 	}
+}
+
+// stepSpan opens the span of a step that runs a pod (a task, get, put or
+// check, a task image's check included); other steps get a no-op span.
+func (x *executor) stepSpan(ctx context.Context, p *concourse.Plan) (context.Context, trace.Span) {
+	kind, name := stepKind(p)
+	if kind == "" || x.s == nil || x.s.obs.tracer == nil {
+		return ctx, noop.Span{}
+	}
+	return x.s.obs.tracer.Start(ctx, kind+" "+name, trace.WithAttributes(
+		attribute.String("porter.step.type", kind), attribute.String("porter.step.name", name),
+		attribute.String("porter.plan.id", string(p.ID)), attribute.Int64("porter.build.id", x.b.id)))
 }
 
 // stepKind names the steps that run pods ("" for the others).

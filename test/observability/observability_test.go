@@ -134,8 +134,12 @@ run: {path: "true"}
 			}
 		}
 		Expect(build.Parent).To(BeEmpty(), "the build span is a root")
-		// The task's image check runs a pod of its own under the step's span
-		// too; the task's input transfer is under the task pod's inputs span.
+		// The task's image check is a step of its own under the task's span,
+		// with its pod's spans under it.
+		check, ok := find(spans, func(s span) bool { return s.Name == "check image" && s.Parent == step.SpanID })
+		Expect(ok).To(BeTrue(), "no span of the image check under the task's")
+		_, ok = find(spans, func(s span) bool { return s.Service == "porter-sidecar" && s.Name == "run" && s.Parent == check.SpanID })
+		Expect(ok).To(BeTrue(), "no sidecar run span under the image check's")
 		transfer, ok := find(spans, func(s span) bool { return s.Name == `transfer input "in"` && s.TraceID == build.TraceID })
 		Expect(ok).To(BeTrue(), "no transfer span for input in")
 		Expect(transfer.Attrs["porter.artifact.bytes"]).NotTo(Equal("0"))
