@@ -227,10 +227,12 @@ func (s *Server) podTelemetry(ctx context.Context) *action.Telemetry {
 	return &action.Telemetry{TraceParent: tp, OTLPEndpoint: s.cfg.PodOTLPEndpoint}
 }
 
-// observePod records, once a step is over, how long its pod took to be
-// scheduled and to start the step's container (image pull), as metrics and
-// as spans under the step's.
+// observePod records, once a step's supervision is over, how long its pod
+// took to be scheduled and to start the step's container (image pull), as
+// metrics and as spans under the step's; and drops the step's phase clock
+// (a sidecar that never reported its end leaves one behind).
 func (s *Server) observePod(ctx context.Context, stepID string) {
+	s.obs.metrics.ForgetStep(stepID)
 	pod, ok := s.pods.Pod(stepID)
 	if !ok {
 		return
