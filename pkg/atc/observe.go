@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/porter-ci/porter/pkg/action"
@@ -227,17 +228,48 @@ func (s *Server) podTelemetry(ctx context.Context) *action.Telemetry {
 	return &action.Telemetry{TraceParent: tp, OTLPEndpoint: s.cfg.PodOTLPEndpoint}
 }
 
+// podTimingsWait bounds how long a finished step's pod status is awaited
+// for its start times: the kubelet reports a container's start in a status
+// update that can arrive after the sidecar has reported the step's end.
+const podTimingsWait = 10 * time.Second
+
 // observePod records, once a step's supervision is over, how long its pod
 // took to be scheduled and to start the step's container (image pull), as
-// metrics and as spans under the step's; and drops the step's phase clock
-// (a sidecar that never reported its end leaves one behind).
+// metrics and as spans under the step's, as soon as the pod's status shows
+// them (in the background, for at most podTimingsWait); and drops the
+// step's phase clock (a sidecar that never reported its end leaves one).
 func (s *Server) observePod(ctx context.Context, stepID string) {
 	s.obs.metrics.ForgetStep(stepID)
-	pod, ok := s.pods.Pod(stepID)
-	if !ok {
-		return
-	}
-	t := podwatch.PodTimings(pod)
+	s.runs.Add(1)
+	go func() {
+		defer s.runs.Done()
+		giveUp := time.After(podTimingsWait)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			pod, ok := s.pods.Pod(stepID)
+			if !ok {
+				return // deleted (a failed step's pod): nothing to tell
+			}
+			t := podwatch.PodTimings(pod)
+			if !t.StepStarted.IsZero() {
+				s.recordPodTimings(ctx, pod, t)
+				return
+			}
+			select {
+			case <-giveUp:
+				s.recordPodTimings(ctx, pod, t)
+				return
+			case <-s.shutdownCtx().Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+// recordPodTimings records the phases t knows of.
+func (s *Server) recordPodTimings(ctx context.Context, pod *corev1.Pod, t podwatch.Timings) {
 	phases := []struct {
 		name       string
 		from, to   time.Time

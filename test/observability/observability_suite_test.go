@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,7 @@ var (
 	server    *testenv.ATC
 	fly       *testenv.Fly
 	receiver  *traceReceiver
+	dbProxy   *testenv.Proxy
 )
 
 var _ = BeforeSuite(func(ctx SpecContext) {
@@ -60,6 +62,14 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	dsn, dropDB, err := env.NewDatabase(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(dropDB)
+	// The server reaches its database through a proxy a spec can cut.
+	u, err := url.Parse(dsn)
+	Expect(err).NotTo(HaveOccurred())
+	dbProxy, err = testenv.StartProxy(u.Host)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(dbProxy.Close)
+	u.Host = dbProxy.Addr
+	dsn = u.String()
 
 	// The OTLP receiver listens where both the server (on this host) and
 	// the step pods (through the node's address) reach it.

@@ -49,20 +49,24 @@ run: {path: sh, args: [-c, "cp in/data out/copy && echo copied"]}
 	})
 
 	It("counts builds, step phases, artifact bytes, events and the worker's state in /metrics", func(ctx SpecContext) {
-		m := scrape(ctx)
-		Expect(m.value("porter_builds_started_total", nil)).To(BeNumerically(">=", 1))
-		Expect(m.value("porter_builds_finished_total", map[string]string{"status": "succeeded"})).To(BeNumerically(">=", 1))
-		for _, phase := range []string{"scheduling", "image_pull", "inputs", "run", "outputs"} {
-			Expect(m.value("porter_step_phase_seconds_count", map[string]string{"phase": phase})).To(BeNumerically(">=", 1), "phase %s", phase)
-		}
-		// 20000 random 26-character texts went in, and their copy came out.
-		for _, dir := range []string{"download", "upload"} {
-			Expect(m.value("porter_artifact_bytes_total", map[string]string{"direction": dir})).To(BeNumerically(">", 0), dir)
-			Expect(m.value("porter_artifact_transfer_mbps_count", map[string]string{"direction": dir})).To(BeNumerically(">=", 1), dir)
-		}
-		Expect(m.value("porter_sidecar_events_total", nil)).To(BeNumerically(">", 0))
-		Expect(m.value("porter_worker_state", map[string]string{"worker": "e2e", "state": "running"})).To(Equal(1.0))
-		Expect(m.has("porter_sidecar_streams_connected")).To(BeTrue())
+		// The pod phases are read from the pod's status, which the kubelet
+		// may report after the step's end: they come within seconds.
+		Eventually(func(g Gomega) {
+			m := scrape(ctx)
+			g.Expect(m.value("porter_builds_started_total", nil)).To(BeNumerically(">=", 1))
+			g.Expect(m.value("porter_builds_finished_total", map[string]string{"status": "succeeded"})).To(BeNumerically(">=", 1))
+			for _, phase := range []string{"scheduling", "image_pull", "inputs", "run", "outputs"} {
+				g.Expect(m.value("porter_step_phase_seconds_count", map[string]string{"phase": phase})).To(BeNumerically(">=", 1), "phase %s", phase)
+			}
+			// The input went in and its copy came out (compressed: some hundred bytes each way).
+			for _, dir := range []string{"download", "upload"} {
+				g.Expect(m.value("porter_artifact_bytes_total", map[string]string{"direction": dir})).To(BeNumerically(">", 0), dir)
+				g.Expect(m.value("porter_artifact_transfer_mbps_count", map[string]string{"direction": dir})).To(BeNumerically(">=", 1), dir)
+			}
+			g.Expect(m.value("porter_sidecar_events_total", nil)).To(BeNumerically(">", 0))
+			g.Expect(m.value("porter_worker_state", map[string]string{"worker": "e2e", "state": "running"})).To(Equal(1.0))
+			g.Expect(m.has("porter_sidecar_streams_connected")).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(15 * time.Second).Should(Succeed())
 	})
 
 	Context("a step whose image does not exist", Ordered, func() {
@@ -124,7 +128,9 @@ run: {path: "true"}
 				g.Expect(ok).To(BeTrue(), "no sidecar span %q under the step span", name)
 			}
 			for _, name := range []string{"pod scheduling", "pod image pull"} {
-				_, ok := find(spans, func(s span) bool { return s.Service == "atc-porter-runtime" && s.Name == name && s.Parent == step.SpanID })
+				_, ok := find(spans, func(s span) bool {
+					return s.Service == "atc-porter-runtime" && s.Name == name && s.Parent == step.SpanID
+				})
 				g.Expect(ok).To(BeTrue(), "no server span %q under the step span", name)
 			}
 		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
@@ -176,6 +182,24 @@ run: {path: "true"}
 		}
 		Expect(lines).To(BeNumerically(">", 10))
 		Expect(klogLines).To(BeNumerically(">", 0), "no klog line (logger=klog) in the server's log")
+	})
+
+	// Last: it cuts the database for a while.
+	It("turns /readyz to 503 while the database is unreachable, and back to 200 after", func(ctx SpecContext) {
+		dbProxy.Down()
+		DeferCleanup(func() { Expect(dbProxy.Up()).To(Succeed()) })
+		Eventually(func(g Gomega) {
+			code, body := get(ctx, server.OpsURL()+"/readyz")
+			g.Expect(code).To(Equal(http.StatusServiceUnavailable), body)
+			g.Expect(body).To(ContainSubstring("database"))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		code, body := get(ctx, server.OpsURL()+"/livez")
+		Expect(code).To(Equal(http.StatusOK), "the process is alive: %s", body)
+		Expect(dbProxy.Up()).To(Succeed())
+		Eventually(func(g Gomega) {
+			code, body := get(ctx, server.OpsURL()+"/readyz")
+			g.Expect(code).To(Equal(http.StatusOK), body)
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	})
 })
 
