@@ -7,7 +7,6 @@ package atc
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -110,15 +109,20 @@ func (s *Server) startOps(ctx context.Context) (stop func(), err error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		go func() {
-			<-ctx.Done()
-			shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = hs.Shutdown(shutdown)
-		}()
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		served := make(chan error, 1)
+		go func() { served <- hs.Serve(ln) }()
+		select {
+		case err := <-served:
+			// The API and the sidecars are still served: the probes failing
+			// says enough to the kubelet.
 			s.log.Error("ops endpoints stopped", "addr", ln.Addr().String(), "err", err)
+			return
+		case <-ctx.Done():
 		}
+		shutdown, cancelShutdown := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancelShutdown()
+		_ = hs.Shutdown(shutdown)
+		<-served
 	}()
 	s.log.Info("ops endpoints", "addr", ln.Addr().String())
 	return func() { cancel(); <-done }, nil
