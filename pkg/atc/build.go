@@ -150,7 +150,7 @@ func (s *Server) chunks(id int64) chunkSource {
 func (s *Server) startBuild(ctx context.Context, b *build, plan concourse.Plan) {
 	runCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
 	b.abort = abort
-	runCtx, span := s.startBuildSpan(runCtx, b)
+	runCtx, span := s.observeBuildStart(runCtx, b)
 	// The log outlives an abort (the build's last events must be written)
 	// and ends on its own once the finished build is durable, or when the
 	// server stops.

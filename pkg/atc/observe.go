@@ -153,9 +153,9 @@ func (s *Server) opsRoutes() http.Handler {
 // setReady marks the server ready for /readyz.
 func (s *Server) setReady() { s.obs.ready.Store(true) }
 
-// startBuildSpan counts a build that starts running and opens its span
+// observeBuildStart counts a build that starts running and opens its span
 // (the root of the build's trace); the span ends with the build's run.
-func (s *Server) startBuildSpan(ctx context.Context, b *build) (context.Context, trace.Span) {
+func (s *Server) observeBuildStart(ctx context.Context, b *build) (context.Context, trace.Span) {
 	s.obs.metrics.BuildStarted()
 	if s.obs.tracer == nil {
 		return ctx, trace.SpanFromContext(ctx)
