@@ -17,10 +17,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"syscall"
+	"time"
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/sidecar"
+	"github.com/porter-ci/porter/pkg/telemetry"
 )
 
 const defaultSocket = "/porter/run/control.sock"
@@ -45,7 +47,7 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("porter", args[0])
+	log := telemetry.LoggerFromEnv(os.Stderr).With("porter", args[0])
 	switch args[0] {
 	case "install":
 		if len(args) != 2 {
@@ -163,7 +165,26 @@ func runSidecar(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	socket := envOr("PORTER_SOCKET", defaultSocket)
+	tracing := telemetry.Noop()
+	if t := a.Telemetry; t != nil && t.OTLPEndpoint != "" {
+		// The step's spans join the build's trace, as children of the
+		// server's step span.
+		if tracing, err = telemetry.TracingTo(ctx, "porter-sidecar", t.OTLPEndpoint); err != nil {
+			log.Warn("no traces from this step", "err", err)
+			tracing = telemetry.Noop()
+		}
+		ctx = telemetry.WithTraceParent(ctx, t.TraceParent)
+	}
+	defer func() {
+		// Spans are flushed even after TERM, within the pod's grace period.
+		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(flush); err != nil {
+			log.Warn("flush spans", "err", err)
+		}
+	}()
 	res, err := sidecar.Run(ctx, sidecar.Config{
+		Tracer:     tracing.Tracer(),
 		Action:     a,
 		ATC:        atc,
 		PodName:    os.Getenv("PORTER_POD_NAME"),

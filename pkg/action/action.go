@@ -68,6 +68,8 @@ type Action struct {
 	// --tag); the worker maps each to node placement. An empty tag is no
 	// tag, as in worker selection.
 	Tags []string `json:"tags,omitempty"`
+	// Telemetry, when set, has the sidecar export its spans.
+	Telemetry *Telemetry `json:"telemetry,omitempty"`
 }
 
 // Platforms a step or a worker runs on.
@@ -82,6 +84,16 @@ func (a *Action) OS() string {
 		return PlatformLinux
 	}
 	return a.Platform
+}
+
+// Telemetry is how a step's sidecar joins the server's trace.
+type Telemetry struct {
+	// TraceParent is the W3C traceparent of the step's span: the sidecar's
+	// spans are its children.
+	TraceParent string `json:"traceparent,omitempty"`
+	// OTLPEndpoint is the OTLP/gRPC endpoint URL the pod exports to
+	// (http:// for no TLS).
+	OTLPEndpoint string `json:"otlp_endpoint,omitempty"`
 }
 
 // Build identifies the build a step belongs to.

@@ -153,6 +153,7 @@ func (s *Server) chunks(id int64) chunkSource {
 func (s *Server) startBuild(ctx context.Context, b *build, plan concourse.Plan) {
 	runCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
 	b.abort = abort
+	runCtx, span := s.observeBuildStart(runCtx, b)
 	// The log outlives an abort (the build's last events must be written)
 	// and ends on its own once the finished build is durable, or when the
 	// server stops.
@@ -163,6 +164,7 @@ func (s *Server) startBuild(ctx context.Context, b *build, plan concourse.Plan) 
 	s.runs.Add(1)
 	go func() {
 		defer s.runs.Done()
+		defer span.End()
 		logDone := make(chan struct{})
 		go func() { defer close(logDone); b.log.run(logCtx) }()
 		defer func() { stopLog(); <-logDone }()
@@ -213,6 +215,7 @@ func (s *Server) finishBuild(ctx context.Context, b *build, status concourse.Bui
 	// The audit trail is complete before anyone sees the build end.
 	s.writeBuildAudit(ctx, b, status, now)
 	b.log.appendEvent(events.Status{Status: concourse.BuildStatus(status), Time: now.Unix()}, "", 0)
+	s.buildFinished(ctx, status)
 	if err := b.log.sync(ctx, b.log.lastID()); err != nil {
 		s.log.Error("build log not durable", "build", b.id, "err", err)
 	}

@@ -33,7 +33,7 @@ type executor struct {
 
 func newExecutor(s *Server, b *build) *executor {
 	x := &executor{s: s, b: b, artifacts: map[string]api.ArtifactRef{}}
-	x.leaf = x.work
+	x.leaf = x.observed(x.work)
 	return x
 }
 

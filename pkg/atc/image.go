@@ -204,6 +204,8 @@ func (x *executor) imageResourceImage(ctx context.Context, p *concourse.Plan, ir
 // no worker line, so a task's output reads the same whether its image was
 // checked or cached. Its versions are no resource's.
 func (x *executor) imageCheck(ctx context.Context, task, p *concourse.Plan) (map[string]string, error) {
+	ctx, span := x.stepSpan(ctx, p)
+	defer span.End()
 	cp := p.Check
 	step := resourceStep{kind: "check", name: cp.Name, typ: cp.Type, source: cp.Source, image: cp.TypeImage, tags: cp.Tags, timeout: cp.Timeout}
 	r := x.b.record(p.ID, cp.Name, "check")

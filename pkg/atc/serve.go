@@ -24,6 +24,7 @@ import (
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/worker"
+	"github.com/porter-ci/porter/pkg/metrics"
 )
 
 // listFlag is a repeatable string flag.
@@ -48,10 +49,11 @@ type serveFlags struct {
 
 // ServeCommand runs `atc-porter-runtime serve ARGS...` and returns the exit code.
 func ServeCommand(ctx context.Context, args []string) int {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var cfg Config
 	var sf serveFlags
+	var lf logFlags
+	addObservabilityFlags(fs, &cfg, &lf)
 	var tags listFlag
 	fs.StringVar(&sf.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the worker's cluster (empty: in-cluster service account)")
 	fs.StringVar(&sf.postgresDSN, "postgres-dsn", os.Getenv("PORTER_POSTGRES_DSN"), "PostgreSQL connection string (env PORTER_POSTGRES_DSN)")
@@ -94,9 +96,13 @@ func ServeCommand(ctx context.Context, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	log, err := lf.logger(os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "serve: %v\n", err)
+		return 2
+	}
 	cfg.WorkerTags = tags
 	cfg.Kubeconfig = sf.kubeconfig
-	var err error
 	if cfg.Placement.Strategy, err = worker.ParseStrategy(*strategy); err != nil {
 		fmt.Fprintf(os.Stderr, "serve: %v\n", err)
 		return 2
@@ -181,7 +187,10 @@ func serve(ctx context.Context, cfg Config, sf serveFlags, log *slog.Logger) err
 	if err := blobstore.EnsureBucket(ctx, store); err != nil {
 		return fmt.Errorf("blobstore bucket %q: %w", cfg.Blobstore.Bucket, err)
 	}
-	srv, err := New(ctx, cfg, Deps{Kube: kube, DB: database, Store: store, SigningKey: key, Log: log})
+	tracing, flushSpans := startTracing(ctx, log)
+	defer flushSpans()
+	srv, err := New(ctx, cfg, Deps{Kube: kube, DB: database, Store: store, SigningKey: key, Log: log,
+		Metrics: metrics.New(), Tracing: tracing})
 	if err != nil {
 		return err
 	}

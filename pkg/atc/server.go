@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -25,6 +26,7 @@ import (
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/metrics"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/scheduler"
 	"github.com/porter-ci/porter/pkg/sidecar"
@@ -97,6 +99,10 @@ type Config struct {
 	CredentialNamespacePrefix string
 	// InClusterConfig: keys in Secrets, leader election (incluster.go).
 	InClusterConfig
+	// OpsListen serves /metrics, /livez and /readyz ("": not served).
+	OpsListen string
+	// PodOTLPEndpoint is where step pods export their spans ("": none).
+	PodOTLPEndpoint string
 }
 
 // Deps are what the server is given rather than opening itself.
@@ -111,6 +117,9 @@ type Deps struct {
 	WorkerKube func(worker.Config) (kubernetes.Interface, error)
 	// Planner plans job builds and checks (nil: pkg/pipeline's).
 	Planner scheduler.Planner
+	// Metrics and Tracing are the server's (nil: none).
+	Metrics *metrics.Metrics
+	Tracing trace.TracerProvider
 }
 
 // Server is a running ATC runtime.
@@ -133,6 +142,7 @@ type Server struct {
 	sch          *scheduling
 	// images caches the digests of checked task images.
 	images *imageCache
+	obs    observability
 
 	started time.Time
 
@@ -191,6 +201,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	}
 	s.sch = newScheduling(s, planner)
 	s.streams = stepserver.New(s, keys, log.With("component", "stepserver"))
+	s.observe(deps)
 	podEndpoint := cfg.PodBlobstoreEndpoint
 	if podEndpoint == "" {
 		podEndpoint = cfg.Blobstore.Endpoint
@@ -222,6 +233,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 
 // Run serves gRPC and HTTP until ctx ends. A listener that dies is an error.
 func (s *Server) Run(ctx context.Context) error {
+	stopOps, err := s.startOps(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopOps()
 	var opts []grpc.ServerOption
 	if !s.cfg.Insecure {
 		host, _, err := net.SplitHostPort(s.cfg.GRPCAdvertise)
@@ -261,6 +277,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	s.retireEnded(ctx)
+	s.setReady()
 	s.log.Info("serving", "grpc", gln.Addr().String(), "advertised", s.cfg.GRPCAdvertise, "http", hln.Addr().String(),
 		"external_url", s.cfg.ExternalURL, "workers", len(s.workers), "tls", !s.cfg.Insecure)
 	errc := make(chan error, 2)
@@ -345,6 +362,7 @@ func (s *Server) Append(_ context.Context, stepID string, evs []*eventspb.Event)
 		return nil
 	default:
 	}
+	s.obs.metrics.SidecarEvents(stepID, evs)
 	for _, ev := range evs {
 		st.mu.Lock()
 		shown := st.translate(ev)

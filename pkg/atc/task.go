@@ -395,6 +395,7 @@ func (s *Server) createStepPod(ctx context.Context, w *workerRT, a *action.Actio
 		a.Platform = w.cfg.Platform // a resource step runs on its worker's platform
 	}
 	given.StepToken, given.ATCCA = token, s.caPEM
+	a.Telemetry = s.podTelemetry(ctx)
 	given.BlobstoreAccessKey, given.BlobstoreSecretKey = s.cfg.Blobstore.AccessKey, s.cfg.Blobstore.SecretKey
 	pod, secret, err := podspec.Build(a, w.spec, given)
 	if err != nil {
@@ -465,6 +466,7 @@ func (s *Server) writePodAudit(ctx context.Context, a *action.Action, pod *corev
 func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.StepFinished {
 	tracker := st.worker.pods.Track(st.id)
 	defer tracker.Stop()
+	defer s.observePod(ctx, st.worker, st.id)
 	var podEnded, abortGiveUp <-chan time.Time
 	stopping := ctx.Done()
 	aborting := false
@@ -490,6 +492,7 @@ func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.Ste
 					return oomKilled(nil, f)
 				}
 			}
+			s.podFailed(ctx, st, err)
 			s.deletePod(ctx, st.worker, st.id)
 			if aborting {
 				return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1, Error: err.Error()}

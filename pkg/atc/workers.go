@@ -140,6 +140,7 @@ func (s *Server) registerWorker(ctx context.Context, w *workerRT) bool {
 		return false
 	}
 	w.registered, w.lastErr = true, ""
+	s.obs.metrics.WorkerState(w.cfg.Name, worker.StateRunning)
 	s.log.Info("worker registered", "worker", w.cfg.Name, "namespace", w.cfg.Namespace,
 		"platform", w.cfg.Platform, "tags", w.cfg.Tags, "team", w.cfg.Team)
 	return true
@@ -205,6 +206,7 @@ func (s *Server) heartbeatWorker(ctx context.Context, w *workerRT) (gone bool) {
 		}
 		return false
 	}
+	s.obs.metrics.WorkerState(w.cfg.Name, recorded)
 	if recorded != worker.StateLanding && recorded != worker.StateRetiring {
 		return false
 	}
@@ -219,6 +221,7 @@ func (s *Server) heartbeatWorker(ctx context.Context, w *workerRT) (gone bool) {
 			s.log.Warn("land worker", "worker", w.cfg.Name, "err", err)
 		} else if ok {
 			s.log.Info("worker landed", "worker", w.cfg.Name)
+			s.obs.metrics.WorkerState(w.cfg.Name, worker.StateLanded)
 		}
 		return false
 	}
@@ -230,6 +233,7 @@ func (s *Server) heartbeatWorker(ctx context.Context, w *workerRT) (gone bool) {
 	w.retired = true
 	w.mu.Unlock()
 	s.log.Info("worker retired", "worker", w.cfg.Name)
+	s.obs.metrics.WorkerState(w.cfg.Name, "")
 	return true
 }
 

@@ -12,6 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -68,6 +72,9 @@ type Config struct {
 	// instead sends TERM once the main container has ended.
 	StayUntilTerminated bool
 	Log                 *slog.Logger
+	// Tracer makes the step's spans (inputs, run, outputs, transfers) as
+	// children of the span in Run's context (nil: none).
+	Tracer trace.Tracer
 }
 
 // Result is how the step ended, as recorded in result.json.
@@ -117,6 +124,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	if cfg.KillGrace == 0 {
 		cfg.KillGrace = 10 * time.Second
@@ -299,7 +309,9 @@ func (r *run) execute(ctx context.Context) *Result {
 		}
 	}()
 	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_FETCHING_INPUTS, fmt.Sprintf("%d inputs, %d caches", len(a.Inputs), len(a.Caches)))
-	inputs, caches, err := r.fetchInputs(fetchCtx)
+	spanCtx, span := r.cfg.Tracer.Start(fetchCtx, "inputs")
+	inputs, caches, err := r.fetchInputs(spanCtx)
+	endSpan(span, err)
 	res.Inputs, res.Caches = inputs, caches
 	if reason := r.abortReason(); reason != "" {
 		return r.failBeforeStart(ctx, res, "ABORTED", reason, 130)
@@ -339,7 +351,12 @@ func (r *run) execute(ctx context.Context) *Result {
 	}
 	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_RUNNING, "")
 
+	_, span = r.cfg.Tracer.Start(ctx, "run", trace.WithAttributes(attribute.String("porter.run.path", a.Run.Path)))
 	exited, err := r.forwardUntilExit(ctx)
+	endSpan(span, err)
+	if exited != nil {
+		span.SetAttributes(attribute.Int("porter.run.exit_status", int(exited.GetExitStatus())))
+	}
 	if err != nil {
 		res.Result, res.ExitStatus, res.Error = resultFor(r.abortReason(), "ERRORED"), -1, errOr(r.abortReason(), err)
 		return res
@@ -373,7 +390,9 @@ func (r *run) execute(ctx context.Context) *Result {
 	}
 
 	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_UPLOADING_OUTPUTS, fmt.Sprintf("%d outputs, %d caches", len(a.Outputs), len(a.Caches)))
-	outputs, savedCaches, err := r.storeOutputs(ctx)
+	spanCtx, span = r.cfg.Tracer.Start(ctx, "outputs")
+	outputs, savedCaches, err := r.storeOutputs(spanCtx)
+	endSpan(span, err)
 	res.Outputs, res.Caches = outputs, append(res.Caches, savedCaches...)
 	if err != nil {
 		res.Result, res.Error = "ERRORED", err.Error()
@@ -580,6 +599,22 @@ func (r *run) storeOutputs(ctx context.Context) ([]Transfer, []Transfer, error) 
 // whole transfer with backoff: the store's own retries cover short blips,
 // this covers a store that is away for longer. Errors say what was moved.
 func (r *run) transfer(ctx context.Context, what, name string, do func(context.Context) (Artifact, error)) (Transfer, error) {
+	ctx, span := r.cfg.Tracer.Start(ctx, "transfer "+what)
+	t, err := r.transferRetrying(ctx, what, name, do)
+	span.SetAttributes(attribute.Int64("porter.artifact.bytes", t.Size), attribute.Float64("porter.artifact.seconds", t.Seconds))
+	endSpan(span, err)
+	return t, err
+}
+
+// endSpan ends span, marked as failed by err if any.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+func (r *run) transferRetrying(ctx context.Context, what, name string, do func(context.Context) (Artifact, error)) (Transfer, error) {
 	deadline := time.Now().Add(r.cfg.TransferRetry)
 	delay := 500 * time.Millisecond
 	for attempt := 1; ; attempt++ {

@@ -96,6 +96,19 @@ func (s *Server) Connected(stepID string) bool {
 	return ok && st.conn != nil
 }
 
+// ConnectedCount is the number of sidecars with a live stream.
+func (s *Server) ConnectedCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, st := range s.steps {
+		if st.conn != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // Abort asks the step to stop. It is delivered now if the sidecar is
 // connected, otherwise as soon as it connects; ErrNotConnected tells the
 // caller it may have to fall back to deleting the pod.

@@ -39,6 +39,7 @@ func Required() []Access {
 		{Verb: "create", Resource: "secrets"},
 		{Verb: "patch", Resource: "secrets"},
 		{Verb: "delete", Resource: "secrets"},
+		{Verb: "create", Resource: "events"},
 	}
 }
 

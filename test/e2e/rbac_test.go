@@ -85,6 +85,8 @@ var _ = Describe("the ATC's RBAC (deploy/atc)", func() {
 			{namespace: ns, verb: "get", resource: "events"},
 			{namespace: ns, verb: "list", resource: "events"},
 			{namespace: ns, verb: "watch", resource: "events"},
+			// A Warning Event on the pod of a step that failed on its pod.
+			{namespace: ns, verb: "create", resource: "events"},
 		}
 		denied := []access{
 			// Into a container: the design never needs these.
@@ -95,12 +97,13 @@ var _ = Describe("the ATC's RBAC (deploy/atc)", func() {
 			{namespace: ns, verb: "create", resource: "pods", subresource: "portforward"},
 			{namespace: ns, verb: "create", resource: "pods", subresource: "ephemeralcontainers"},
 			{namespace: ns, verb: "patch", resource: "pods", subresource: "ephemeralcontainers"},
-			// Changing pods, reading secrets in bulk, writing events.
+			// Changing pods, reading secrets in bulk, changing events.
 			{namespace: ns, verb: "update", resource: "pods"},
 			{namespace: ns, verb: "patch", resource: "pods"},
 			{namespace: ns, verb: "list", resource: "secrets"},
 			{namespace: ns, verb: "watch", resource: "secrets"},
-			{namespace: ns, verb: "create", resource: "events"},
+			{namespace: ns, verb: "update", resource: "events"},
+			{namespace: ns, verb: "delete", resource: "events"},
 			{namespace: ns, verb: "create", resource: "serviceaccounts", subresource: "token"},
 			{namespace: ns, verb: "create", group: "rbac.authorization.k8s.io", resource: "roles"},
 			{namespace: ns, verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings"},
@@ -202,7 +205,7 @@ var _ = Describe("deploy/atc/rbac.yaml", func() {
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "get", "delete", "patch"}},
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch", "create"}},
 		))
 	})
 })

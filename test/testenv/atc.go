@@ -314,6 +314,7 @@ type ATC struct {
 	env                *ATCEnv
 	dir                string
 	grpcAddr, httpAddr string
+	opsAddr            string
 
 	// baseTypes are the --base-resource-type flags of the current run.
 	baseTypes []string
@@ -350,11 +351,19 @@ func (e *ATCEnv) NewATC(cfg ATCConfig) (*ATC, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ATC{Config: cfg, env: e, dir: dir, grpcAddr: grpcAddr, httpAddr: httpAddr}, nil
+	// The ops endpoints get a port of their own: several servers run at once.
+	opsAddr, err := FreeAddr("127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	return &ATC{Config: cfg, env: e, dir: dir, grpcAddr: grpcAddr, httpAddr: httpAddr, opsAddr: opsAddr}, nil
 }
 
 // URL is the HTTP API's base URL.
 func (a *ATC) URL() string { return "http://" + a.httpAddr }
+
+// OpsURL is the base URL of /metrics, /livez and /readyz.
+func (a *ATC) OpsURL() string { return "http://" + a.opsAddr }
 
 // GRPCAddr is where sidecars connect.
 func (a *ATC) GRPCAddr() string { return a.grpcAddr }
@@ -461,7 +470,7 @@ func (a *ATC) Args() []string {
 	}
 	args := []string{"serve",
 		"--kubeconfig", c.Worker.Kubeconfig, "--namespace", c.Worker.Name, "--worker", worker,
-		"--grpc-listen", a.grpcAddr, "--http-listen", a.httpAddr,
+		"--grpc-listen", a.grpcAddr, "--http-listen", a.httpAddr, "--ops-listen", a.opsAddr,
 		"--state-dir", filepath.Join(a.dir, "state"),
 		"--porter-image", "porter.local/porter:dev",
 		// The local cluster has no cluster DNS; nothing here resolves names.

@@ -1,0 +1,344 @@
+package atc
+
+// The server's observability: Prometheus metrics, OpenTelemetry spans,
+// Kubernetes Events on failed step pods and the ops HTTP listener
+// (/metrics, /livez, /readyz). The rest of the package calls in here with
+// one-line hooks.
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/metrics"
+	"github.com/porter-ci/porter/pkg/podevents"
+	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/pkg/podwatch"
+	"github.com/porter-ci/porter/pkg/telemetry"
+)
+
+// observability is the server's share of it. The zero value records
+// nothing (nil metrics, no-op tracer) and reports not ready.
+type observability struct {
+	metrics *metrics.Metrics
+	tracer  trace.Tracer
+	// ready is set once the server has registered its worker and resumed
+	// its builds (/readyz).
+	ready atomic.Bool
+}
+
+// logFlags are serve's logging flags.
+type logFlags struct{ format, level string }
+
+// addObservabilityFlags declares serve's flags for logging, the ops
+// listener and traces.
+func addObservabilityFlags(fs *flag.FlagSet, cfg *Config, lf *logFlags) {
+	fs.StringVar(&cfg.OpsListen, "ops-listen", envOr("PORTER_OPS_LISTEN", "127.0.0.1:9090"), "address of /metrics, /livez and /readyz (\"\": none)")
+	fs.StringVar(&cfg.PodOTLPEndpoint, "pod-otlp-endpoint", envOr("PORTER_POD_OTLP_ENDPOINT", ""),
+		"OTLP/gRPC endpoint URL step pods export their spans to (http:// for no TLS); empty: the sidecars export none. The server's own spans go to OTEL_EXPORTER_OTLP_ENDPOINT")
+	fs.StringVar(&lf.format, "log-format", envOr(telemetry.LogFormatEnv, telemetry.FormatText), "log format: text or json")
+	fs.StringVar(&lf.level, "log-level", envOr(telemetry.LogLevelEnv, "info"), "lowest level logged: debug, info, warn or error")
+}
+
+// logger is serve's logger, with client-go's klog routed into it.
+func (lf logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	log, err := telemetry.NewLogger(w, lf.format, lf.level)
+	if err != nil {
+		return nil, err
+	}
+	telemetry.RouteKlog(log, log.Enabled(context.Background(), slog.LevelDebug))
+	return log, nil
+}
+
+// startTracing exports the server's spans when OTEL_EXPORTER_OTLP_ENDPOINT
+// is set; the returned func flushes them.
+func startTracing(ctx context.Context, log *slog.Logger) (trace.TracerProvider, func()) {
+	t, err := telemetry.TracingFromEnv(ctx, "atc-porter-runtime")
+	if err != nil {
+		log.Warn("no traces", "err", err)
+		t = telemetry.Noop()
+	}
+	return t.Provider, func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := t.Shutdown(ctx); err != nil {
+			log.Warn("flush spans", "err", err)
+		}
+	}
+}
+
+// observe takes the server's metrics and tracer from its dependencies.
+func (s *Server) observe(deps Deps) {
+	s.obs.metrics = deps.Metrics
+	tp := deps.Tracing
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	s.obs.tracer = tp.Tracer("github.com/porter-ci/porter/pkg/atc")
+	s.obs.metrics.StreamsConnected(s.streams.ConnectedCount)
+}
+
+// startOps serves the ops endpoints until ctx ends or the returned stop is
+// called; stop waits for the listener to close. Without an address it
+// serves nothing.
+func (s *Server) startOps(ctx context.Context) (stop func(), err error) {
+	if s.cfg.OpsListen == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.OpsListen)
+	if err != nil {
+		return nil, fmt.Errorf("listen for the ops endpoints on %s: %w", s.cfg.OpsListen, err)
+	}
+	hs := &http.Server{Handler: s.opsRoutes(), ReadHeaderTimeout: 10 * time.Second}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		served := make(chan error, 1)
+		go func() { served <- hs.Serve(ln) }()
+		select {
+		case err := <-served:
+			// The API and the sidecars are still served: the probes failing
+			// says enough to the kubelet.
+			s.log.Error("ops endpoints stopped", "addr", ln.Addr().String(), "err", err)
+			return
+		case <-ctx.Done():
+		}
+		shutdown, cancelShutdown := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancelShutdown()
+		_ = hs.Shutdown(shutdown)
+		<-served
+	}()
+	s.log.Info("ops endpoints", "addr", ln.Addr().String())
+	return func() { cancel(); <-done }, nil
+}
+
+func (s *Server) opsRoutes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.obs.metrics.Handler())
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !s.obs.ready.Load() {
+			http.Error(w, "not ready: registering the worker and resuming builds", http.StatusServiceUnavailable)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		if err := s.db.Ping(ctx); err != nil {
+			http.Error(w, "not ready: database: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// setReady marks the server ready for /readyz.
+func (s *Server) setReady() { s.obs.ready.Store(true) }
+
+// observeBuildStart counts a build that starts running and opens its span
+// (the root of the build's trace); the span ends with the build's run.
+func (s *Server) observeBuildStart(ctx context.Context, b *build) (context.Context, trace.Span) {
+	s.obs.metrics.BuildStarted()
+	if s.obs.tracer == nil {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	return s.obs.tracer.Start(ctx, "build "+b.name, trace.WithNewRoot(), trace.WithAttributes(
+		attribute.Int64("porter.build.id", b.id), attribute.String("porter.build.name", b.name),
+		attribute.String("porter.team", b.team), attribute.String("porter.pipeline", b.pipeline), attribute.String("porter.job", b.job)))
+}
+
+// buildFinished counts a build's end and records its status on its span.
+func (s *Server) buildFinished(ctx context.Context, status concourse.BuildStatus) {
+	s.obs.metrics.BuildFinished(string(status))
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(attribute.String("porter.build.status", string(status)))
+	if status != concourse.StatusSucceeded {
+		span.SetStatus(codes.Error, string(status))
+	}
+}
+
+// observed wraps the executor's leaf steps in a span each.
+func (x *executor) observed(leaf func(context.Context, *concourse.Plan) (bool, error)) func(context.Context, *concourse.Plan) (bool, error) {
+	return func(ctx context.Context, p *concourse.Plan) (bool, error) {
+		ctx, span := x.stepSpan(ctx, p)
+		defer span.End()
+		ok, err := leaf(ctx, p)
+		span.SetAttributes(attribute.Bool("porter.step.ok", ok))
+		switch {
+		case err != nil:
+			span.SetStatus(codes.Error, err.Error())
+		case !ok:
+			span.SetStatus(codes.Error, "failed")
+		}
+		return ok, err
+	}
+}
+
+// stepSpan opens the span of a step that runs a pod (a task, get, put or
+// check, a task image's check included); other steps get a no-op span.
+func (x *executor) stepSpan(ctx context.Context, p *concourse.Plan) (context.Context, trace.Span) {
+	kind, name := stepKind(p)
+	if kind == "" || x.s == nil || x.s.obs.tracer == nil {
+		return ctx, noop.Span{}
+	}
+	return x.s.obs.tracer.Start(ctx, kind+" "+name, trace.WithAttributes(
+		attribute.String("porter.step.type", kind), attribute.String("porter.step.name", name),
+		attribute.String("porter.plan.id", string(p.ID)), attribute.Int64("porter.build.id", x.b.id)))
+}
+
+// stepKind names the steps that run pods ("" for the others).
+func stepKind(p *concourse.Plan) (kind, name string) {
+	switch {
+	case p.Task != nil:
+		return "task", p.Task.Name
+	case p.Get != nil:
+		return "get", p.Get.Name
+	case p.Put != nil:
+		return "put", p.Put.Name
+	case p.Check != nil:
+		return "check", p.Check.Name
+	}
+	return "", ""
+}
+
+// podTelemetry is what a step's pod needs to join the build's trace: the
+// step span's traceparent and where to export (nil: no traces from pods).
+func (s *Server) podTelemetry(ctx context.Context) *action.Telemetry {
+	if s.cfg.PodOTLPEndpoint == "" {
+		return nil
+	}
+	tp := telemetry.TraceParent(ctx)
+	if tp == "" {
+		return nil
+	}
+	return &action.Telemetry{TraceParent: tp, OTLPEndpoint: s.cfg.PodOTLPEndpoint}
+}
+
+// podTimingsWait bounds how long a finished step's pod status is awaited
+// for its start times: the kubelet reports a container's start in a status
+// update that can arrive after the sidecar has reported the step's end.
+const podTimingsWait = 10 * time.Second
+
+// observePod records, once a step's supervision is over, how long its pod
+// took to be scheduled and to start the step's container (image pull), as
+// metrics and as spans under the step's, as soon as the pod's status shows
+// them (in the background, for at most podTimingsWait); and drops the
+// step's phase clock (a sidecar that never reported its end leaves one).
+func (s *Server) observePod(ctx context.Context, w *workerRT, stepID string) {
+	s.obs.metrics.ForgetStep(stepID)
+	s.runs.Add(1)
+	go func() {
+		defer s.runs.Done()
+		giveUp := time.After(podTimingsWait)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			pod, ok := w.pods.Pod(stepID)
+			if !ok {
+				return // deleted (a failed step's pod): nothing to tell
+			}
+			t := podwatch.PodTimings(pod)
+			if !t.StepStarted.IsZero() {
+				s.recordPodTimings(ctx, pod, t)
+				return
+			}
+			select {
+			case <-giveUp:
+				s.recordPodTimings(ctx, pod, t)
+				return
+			case <-s.shutdownCtx().Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+// recordPodTimings records the phases t knows of.
+func (s *Server) recordPodTimings(ctx context.Context, pod *corev1.Pod, t podwatch.Timings) {
+	phases := []struct {
+		name       string
+		from, to   time.Time
+		d          time.Duration
+		metricName string
+	}{
+		{"pod scheduling", t.Created, t.Scheduled, t.Scheduling(), metrics.PhaseScheduling},
+		{"pod image pull", laterOf(t.Initialized, t.Scheduled), t.StepStarted, t.ImagePull(), metrics.PhaseImagePull},
+	}
+	for _, ph := range phases {
+		if ph.from.IsZero() || ph.to.IsZero() {
+			continue
+		}
+		s.obs.metrics.StepPhase(ph.metricName, ph.d)
+		if s.obs.tracer != nil {
+			_, span := s.obs.tracer.Start(ctx, ph.name, trace.WithTimestamp(ph.from),
+				trace.WithAttributes(attribute.String("k8s.pod.name", pod.Name), attribute.String("k8s.namespace.name", pod.Namespace)))
+			span.End(trace.WithTimestamp(ph.to))
+		}
+	}
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// podFailed records a step that failed because of its pod: the failure by
+// kind in metrics and on the step's span, and a Warning Event on the pod
+// (made with the step's worker's client, in its namespace) so that kubectl
+// shows why Porter gave up on it.
+func (s *Server) podFailed(ctx context.Context, st *stepState, err error) {
+	w := st.worker
+	s.obs.metrics.ForgetStep(st.id)
+	f, ok := podwatch.AsFailure(err)
+	if !ok {
+		return
+	}
+	s.obs.metrics.PodFailure(string(f.Kind))
+	trace.SpanFromContext(ctx).AddEvent("pod failed", trace.WithAttributes(
+		attribute.String("porter.pod_failure.kind", string(f.Kind)), attribute.String("porter.pod_failure.reason", f.Reason)))
+	ref := podevents.Pod{Namespace: w.cfg.Namespace, Name: podspec.Name(st.id)}
+	step := string(st.planID)
+	if pod, ok := w.pods.Pod(st.id); ok {
+		ref.UID = pod.UID
+		if name := pod.Annotations[podspec.AnnotationStepName]; name != "" {
+			step = name
+		}
+	}
+	b := st.b
+	msg := fmt.Sprintf("build %d (%s/%s) step %q failed: %s (%s)", b.id, b.team, buildLabel(b), step, f.Detail, f.Kind)
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	rec := podevents.Recorder{Client: w.kube, Host: s.cfg.ServerID}
+	if err := rec.Warning(ectx, ref, podevents.ReasonStepFailed, msg); err != nil {
+		s.log.Warn("record the step's failure on its pod", "step", st.id, "err", err)
+	}
+}
+
+// buildLabel is how people name a build: pipeline/job #name, or #name for a
+// one-off.
+func buildLabel(b *build) string {
+	if b.pipeline != "" {
+		return b.pipeline + "/" + b.job + " #" + b.name
+	}
+	return "#" + b.name
+}
