@@ -13,14 +13,11 @@ import (
 	"github.com/porter-ci/porter/pkg/db"
 )
 
-// dbStartTimeout is how long serve waits for the database at start: applied
-// together (one kubectl apply), the ATC may start before PostgreSQL answers,
-// and a crash-looping pod would back off for much longer.
-const dbStartTimeout = 2 * time.Minute
-
-// openDB opens the database, retrying for dbStartTimeout.
-func openDB(ctx context.Context, dsn string, log *slog.Logger) (*db.DB, error) {
-	deadline := time.Now().Add(dbStartTimeout)
+// openDB opens the database, retrying for wait (--database-wait): in a
+// cluster the ATC may start before PostgreSQL; on a host an unreachable
+// database is an error at once (wait 0).
+func openDB(ctx context.Context, dsn string, wait time.Duration, log *slog.Logger) (*db.DB, error) {
+	deadline := time.Now().Add(wait)
 	for {
 		d, err := db.Open(ctx, dsn, log)
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
@@ -39,6 +36,8 @@ func openDB(ctx context.Context, dsn string, log *slog.Logger) (*db.DB, error) {
 // replicas) sets beyond a host-run one: where its keys live and how replicas
 // agree on who runs the single-runner loops. See docs/deploy.md.
 type InClusterConfig struct {
+	// DatabaseWait is how long serve retries the database at start.
+	DatabaseWait time.Duration
 	// CASecret and StepTokenKeySecret name Secrets (in SecretNamespace)
 	// that hold the gRPC CA and the step token key, created on first use;
 	// empty: files in StateDir. Replicas must share both: a step's sidecar
@@ -66,6 +65,7 @@ type InClusterConfig struct {
 
 // AddInClusterFlags registers InClusterConfig's flags on fs.
 func AddInClusterFlags(fs *flag.FlagSet, cfg *InClusterConfig) {
+	fs.DurationVar(&cfg.DatabaseWait, "database-wait", 0, "how long to retry an unreachable database at start (0: fail at once)")
 	fs.StringVar(&cfg.CASecret, "ca-secret", "", "keep the gRPC CA in this Secret (created on first use) instead of the state directory")
 	fs.StringVar(&cfg.StepTokenKeySecret, "step-token-key-secret", "", "keep the step token key in this Secret (created on first use) instead of the state directory")
 	fs.StringVar(&cfg.SecretNamespace, "secret-namespace", envOr("PORTER_SECRET_NAMESPACE", ""), "namespace of the key Secrets (default: --namespace)")

@@ -163,7 +163,7 @@ func serve(ctx context.Context, cfg Config, sf serveFlags, log *slog.Logger) err
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	database, err := openDB(ctx, sf.postgresDSN, log.With("component", "db"))
+	database, err := openDB(ctx, sf.postgresDSN, cfg.DatabaseWait, log.With("component", "db"))
 	if err != nil {
 		return err
 	}
