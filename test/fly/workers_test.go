@@ -139,6 +139,8 @@ var _ = Describe("workers: land, retire, prune, stall and registration", func() 
 		srv := newServer(ctx, testenv.ATCConfig{Args: heartbeat, MoreWorkers: []testenv.Worker{
 			{Name: "nowhere", Namespace: s.ns, Kubeconfig: nowhere},
 			{Name: "no-create", Namespace: noCreate},
+			// Registers, but runs team other's steps only.
+			{Name: "team-other", Namespace: s.ns, Team: "other"},
 		}})
 		f := newFly("registration")
 		login(ctx, f, srv, adminUser, s.adminPassword)
@@ -147,14 +149,23 @@ var _ = Describe("workers: land, retire, prune, stall and registration", func() 
 			MatchRegexp(`worker not registered.* worker=nowhere .*connection refused`),
 			MatchRegexp(`worker not registered.* worker=no-create .*not allowed in namespace `+noCreate.Name+`: create pods"?\n`),
 		))
+		Eventually(func() map[string]flyWorker { return workers(ctx, f) }).WithContext(ctx).WithTimeout(30 * time.Second).
+			Should(HaveKey("team-other"))
 		ws := workers(ctx, f)
 		Expect(ws).To(HaveKey(srv.Config.WorkerName))
+		Expect(ws["team-other"].Team).To(Equal("other"))
 		Expect(ws).NotTo(HaveKey("nowhere"))
 		Expect(ws).NotTo(HaveKey("no-create"))
+		res := succeed(ctx, f, "workers", "-d")
+		Expect(plain(res.Stdout)).To(MatchRegexp(`(?m)^team-other\s+0\s+linux\s+none\s+other\s+running\s+2\.5\s+\S+\s+namespace/`+s.ns.Name+`\s+s3://\S+\s+0\s+git,mock,registry-image,time\s*$`), res.String())
 
-		// Steps run on the worker that registered.
-		res := succeed(ctx, f, "execute", "-c", shTask("echo placed"))
-		Expect(plain(res.Stdout)).To(ContainSubstring("selected worker: " + srv.Config.WorkerName + "\n"))
+		// Team main's steps run on the shared worker that registered, never
+		// on team other's (six tries: fewest-build-containers breaks ties at
+		// random).
+		for range 6 {
+			res := succeed(ctx, f, "execute", "-c", shTask("true"))
+			Expect(plain(res.Stdout)).To(ContainSubstring("selected worker: " + srv.Config.WorkerName + "\n"))
+		}
 	})
 
 	It("stalls a worker whose API server is unreachable for 60 s, keeps its running build going without losing a line, and runs it again when back", func(ctx SpecContext) {
@@ -189,6 +200,9 @@ var _ = Describe("workers: land, retire, prune, stall and registration", func() 
 		Eventually(func() string { return workerState(ctx, f, name) }).WithContext(ctx).
 			WithTimeout(15 * time.Second).Should(Equal("stalled"))
 		Expect(build.Done()).NotTo(BeClosed(), "the build ended while its worker's API server was unreachable")
+		// A stalled worker may be pruned; alive again, it registers anew.
+		Expect(succeed(ctx, f, "prune-worker", "-w", name).Stdout).To(Equal("pruned '" + name + "'\n"))
+		Expect(workers(ctx, f)).NotTo(HaveKey(name))
 		time.Sleep(time.Until(down.Add(60 * time.Second)))
 		Expect(proxy.Up()).To(Succeed())
 		Eventually(func() string { return workerState(ctx, f, name) }).WithContext(ctx).
