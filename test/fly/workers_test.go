@@ -157,7 +157,7 @@ var _ = Describe("workers: land, retire, prune, stall and registration", func() 
 		Expect(ws).NotTo(HaveKey("nowhere"))
 		Expect(ws).NotTo(HaveKey("no-create"))
 		res := succeed(ctx, f, "workers", "-d")
-		Expect(plain(res.Stdout)).To(MatchRegexp(`(?m)^team-other\s+0\s+linux\s+none\s+other\s+running\s+2\.5\s+\S+\s+namespace/`+s.ns.Name+`\s+s3://\S+\s+0\s+git,mock,registry-image,time\s*$`), res.String())
+		Expect(plain(res.Stdout)).To(MatchRegexp(`(?m)^team-other\s+0\s+linux\s+none\s+other\s+running\s+2\.5\s+\S+\s+namespace/`+s.ns.Name+`\s+s3://\S+\s+0\s+git, mock, registry-image, time\s*$`), res.String())
 
 		// Team main's steps run on the shared worker that registered, never
 		// on team other's (six tries: fewest-build-containers breaks ties at
