@@ -3,7 +3,6 @@ package atc
 import (
 	"context"
 	"crypto"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -63,6 +62,7 @@ type Config struct {
 	// PodRetention is how long a finished step's pod is kept (for kubectl
 	// logs and post-mortems) before it is deleted.
 	PodRetention time.Duration
+	GC           GCConfig
 	// Blobstore is the ATC's own access; PodBlobstoreEndpoint, when set, is
 	// the endpoint step pods use instead (a different network view).
 	Blobstore            blobstore.Config
@@ -219,7 +219,6 @@ func (s *Server) Run(ctx context.Context) error {
 		hln.Close()
 		return err
 	}
-	s.retireEnded(ctx)
 	s.log.Info("serving", "grpc", gln.Addr().String(), "advertised", s.cfg.GRPCAdvertise, "http", hln.Addr().String(),
 		"external_url", s.cfg.ExternalURL, "namespace", s.cfg.Namespace, "worker", s.cfg.Worker, "tls", !s.cfg.Insecure)
 	errc := make(chan error, 2)
@@ -230,6 +229,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { defer close(heartbeatDone); s.heartbeat(hbCtx) }()
 	schedDone := make(chan struct{})
 	go func() { defer close(schedDone); s.runScheduling(hbCtx) }()
+	gcDone := s.runGC(hbCtx)
 
 	var runErr error
 	select {
@@ -240,6 +240,7 @@ func (s *Server) Run(ctx context.Context) error {
 	stopHeartbeat()
 	<-heartbeatDone
 	<-schedDone
+	<-gcDone
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(shutdown)
@@ -399,46 +400,4 @@ func (s *Server) shutdownCtx() context.Context {
 		return context.Background()
 	}
 	return s.base
-}
-
-// retireEnded schedules the removal of the step pods of builds that ended
-// while no server followed them, and of their container records: their
-// retention timers died with the server that ran them. Pods Porter knows
-// nothing of are left alone.
-func (s *Server) retireEnded(ctx context.Context) {
-	pods, err := s.kube.CoreV1().Pods(s.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: podspec.WorkerSelector(s.cfg.Worker)})
-	if err != nil {
-		s.log.Warn("list step pods left from before the restart", "err", err)
-		return
-	}
-	containers, err := s.db.Containers(ctx, db.ContainerFilter{})
-	if err != nil {
-		s.log.Warn("list containers left from before the restart", "err", err)
-		return
-	}
-	byLabel := map[string]db.Container{}
-	for _, c := range containers {
-		if c.WorkerName == s.cfg.Worker && c.StepID != "" {
-			byLabel[podspec.LabelValue(c.StepID)] = c
-		}
-	}
-	keep := max(s.cfg.PodRetention, s.cfg.KeepAlive)
-	for _, pod := range pods.Items {
-		c, ok := byLabel[pod.Labels[podspec.LabelStep]]
-		if !ok {
-			continue
-		}
-		b, err := s.db.Build(ctx, c.BuildID)
-		if err != nil || !concourse.BuildStatus(b.Status).Finished() {
-			continue // a resumed build retires its own steps
-		}
-		time.AfterFunc(max(time.Until(b.EndTime.Add(keep)), 0), func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			s.deletePod(ctx, c.StepID)
-			if err := s.db.DeleteContainer(ctx, c.Handle); err != nil && !errors.Is(err, db.ErrNotFound) {
-				s.log.Warn("remove a container record", "container", c.Handle, "err", err)
-			}
-		})
-	}
 }

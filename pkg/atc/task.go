@@ -235,21 +235,14 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *stepRecord
 	return stepOutcome(status, fin.GetError())
 }
 
-// retire keeps a finished step's pod for kubectl logs and intercept for a
-// while, then removes it and its container record.
-func (s *Server) retire(stepID, container string) {
+// retire forgets a finished step in memory once its keep-alive and pod
+// retention are over; its pod and container record are the garbage
+// collector's (pkg/gc), which survives a restart where a timer would not.
+func (s *Server) retire(stepID, _ string) {
 	keep := max(s.cfg.PodRetention, s.cfg.KeepAlive)
 	time.AfterFunc(keep, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s.deletePod(ctx, stepID)
 		s.streams.Forget(stepID)
 		s.forgetStep(stepID)
-		if container != "" {
-			if err := s.db.DeleteContainer(ctx, container); err != nil && !errors.Is(err, db.ErrNotFound) {
-				s.log.Warn("remove a container record", "container", container, "err", err)
-			}
-		}
 	})
 }
 
