@@ -242,7 +242,9 @@ func (c *Collector) orphanPods(ctx context.Context, w Worker, res *Result) error
 	var errs []error
 	now := c.Now()
 	for _, pod := range pods.Items {
-		if known[pod.Name] || !porterPod(&pod, w.Name) || now.Sub(pod.CreationTimestamp.Time) < c.cfg.OrphanGrace {
+		// A terminating pod is already going (often one finishedPods just deleted).
+		if known[pod.Name] || !porterPod(&pod, w.Name) || pod.DeletionTimestamp != nil ||
+			now.Sub(pod.CreationTimestamp.Time) < c.cfg.OrphanGrace {
 			continue
 		}
 		deleted, err := deletePod(ctx, w, pod.Name)
