@@ -43,7 +43,9 @@ func (f *fakeStore) DeleteContainer(_ context.Context, h string) error {
 	f.deleted = append(f.deleted, h)
 	return nil
 }
-func (f *fakeStore) ExpiredArtifacts(context.Context, time.Time) ([]db.Artifact, error) { return nil, nil }
+func (f *fakeStore) ExpiredArtifacts(context.Context, time.Time) ([]db.Artifact, error) {
+	return nil, nil
+}
 func (f *fakeStore) DeleteExpiredArtifact(context.Context, int64, time.Time) (bool, bool, error) {
 	return false, false, nil
 }
