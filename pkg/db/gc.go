@@ -140,3 +140,21 @@ func (d *DB) ReferencedArtifactKeys(ctx context.Context, cutoff time.Time) (map[
 	}
 	return out, nil
 }
+
+// DeleteExpiredResourceCaches forgets the resource caches last used before
+// cutoff, except a pinned version's (pinned through the API or in the
+// pipeline's config) and those a running build's get took: the next get
+// of such a version fetches it again. It says how many went. A get reads
+// its cache with ResourceCache, which marks it used, so a cache being
+// taken now is never past the cutoff.
+func (d *DB) DeleteExpiredResourceCaches(ctx context.Context, cutoff time.Time) (int64, error) {
+	tag, err := d.pool.Exec(ctx, `DELETE FROM resource_caches rc WHERE rc.last_used < $1
+		AND NOT EXISTS (SELECT 1 FROM resources r WHERE r.id = rc.resource_id
+			AND (r.api_pinned_version = rc.version OR r.config->'version' = rc.version))
+		AND NOT EXISTS (SELECT 1 FROM builds b WHERE b.`+unfinished+` AND b.state IS NOT NULL
+			AND jsonb_path_exists(b.state, '$.steps.*.cache_key ? (@ == $k)', jsonb_build_object('k', rc.key)))`, cutoff)
+	if err != nil {
+		return 0, fmt.Errorf("delete the expired resource caches: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -2,6 +2,7 @@ package db
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -123,5 +124,69 @@ func TestGCExpiredContainers(t *testing.T) {
 	cs, err := d.ExpiredContainers(ctx, "w", later)
 	if err != nil || len(cs) != 1 || cs[0].Handle != mine.Handle {
 		t.Fatalf("containers of worker w past the retention: %+v %v", cs, err)
+	}
+}
+
+func TestGCResourceCaches(t *testing.T) {
+	d, _ := openTest(t)
+	ctx := t.Context()
+	team, err := d.EnsureTeam(ctx, "main", TeamAuth{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig([]string{"j"}, map[string]map[string]any{"cfgpin": {"n": 1}, "apipin": {"n": 2}})
+	cfg.Resources[1].Version = map[string]string{"ref": "pinned"} // "cfgpin" (sorted after "apipin")
+	p, _, err := d.SavePipeline(ctx, team.ID, "p", cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgpin, err := d.Resource(ctx, p.ID, "cfgpin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apipin, err := d.Resource(ctx, p.ID, "apipin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.pool.Exec(ctx, `UPDATE resources SET api_pinned_version = '{"ref":"api"}' WHERE id = $1`, apipin.ID); err != nil {
+		t.Fatal(err)
+	}
+	save := func(key string, resourceID int64, ref string) {
+		t.Helper()
+		if err := d.SaveResourceCache(ctx, ResourceCache{Key: key, TeamID: team.ID, ResourceID: resourceID,
+			Artifact: "artifacts/" + key + ".tar.zst", Version: map[string]string{"ref": ref}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save("cfg-pinned", cfgpin.ID, "pinned")
+	save("cfg-other", cfgpin.ID, "other")
+	save("api-pinned", apipin.ID, "api")
+	save("api-other", apipin.ID, "other")
+	save("one-off", 0, "x")
+	save("in-use", 0, "y")
+	running, err := d.CreateOneOffBuild(ctx, team.ID, json.RawMessage(`{"id":"1"}`), "test", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SaveBuildState(ctx, running.ID, json.RawMessage(`{"steps":{"2":{"cache_key":"in-use"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+
+	if n, err := d.DeleteExpiredResourceCaches(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("caches used within the retention: deleted %d %v", n, err)
+	}
+	n, err := d.DeleteExpiredResourceCaches(ctx, time.Now().Add(time.Hour))
+	if err != nil || n != 3 {
+		t.Fatalf("deleted %d, want 3 (cfg-other, api-other, one-off): %v", n, err)
+	}
+	for _, key := range []string{"cfg-pinned", "api-pinned", "in-use"} {
+		if _, err := d.ResourceCache(ctx, key); err != nil {
+			t.Errorf("%s: %v", key, err)
+		}
+	}
+	for _, key := range []string{"cfg-other", "api-other", "one-off"} {
+		if _, err := d.ResourceCache(ctx, key); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s still there: %v", key, err)
+		}
 	}
 }

@@ -27,6 +27,7 @@ type Store interface {
 	Containers(ctx context.Context, f db.ContainerFilter) ([]db.Container, error)
 	ExpiredContainers(ctx context.Context, worker string, endedBefore time.Time) ([]db.Container, error)
 	DeleteContainer(ctx context.Context, handle string) error
+	DeleteExpiredResourceCaches(ctx context.Context, cutoff time.Time) (int64, error)
 	ExpiredArtifacts(ctx context.Context, cutoff time.Time) ([]db.Artifact, error)
 	DeleteExpiredArtifact(ctx context.Context, id int64, cutoff time.Time) (deleted, keyReferenced bool, err error)
 	ArtifactKeyReferenced(ctx context.Context, key string, cutoff time.Time) (bool, error)
@@ -77,6 +78,7 @@ type Result struct {
 	Containers       int // container records removed
 	StagingObjects   int
 	StagingBytes     int64
+	ResourceCaches   int // resource cache records removed (unused for the retention, not pinned)
 	ArtifactRecords  int // artifact records (`fly volumes`) removed
 	ArtifactBlobs    int
 	ArtifactBytes    int64
@@ -85,7 +87,7 @@ type Result struct {
 }
 
 func (r Result) logAttrs() []any {
-	return []any{"pods", r.Pods, "orphan_pods", r.OrphanPods, "containers", r.Containers,
+	return []any{"pods", r.Pods, "orphan_pods", r.OrphanPods, "containers", r.Containers, "resource_caches", r.ResourceCaches,
 		"staging_objects", r.StagingObjects, "staging_bytes", r.StagingBytes,
 		"artifact_records", r.ArtifactRecords, "artifact_blobs", r.ArtifactBlobs, "artifact_bytes", r.ArtifactBytes,
 		"duration", r.Duration}
@@ -306,17 +308,24 @@ func (c *Collector) staging(ctx context.Context, res *Result) error {
 	return errors.Join(errs...)
 }
 
-// artifacts removes expired artifact records, then the artifacts/ blobs
-// nothing references, older than the retention. A blob is checked again
-// just before it goes; what is left is a byte-identical output being
-// recorded in the milliseconds between that check and the delete, for a
-// blob unreferenced for the whole retention.
+// artifacts removes the resource caches unused for the retention (a
+// pinned version's stays) and the expired artifact records, then the
+// artifacts/ blobs nothing references, older than the retention. A blob is
+// checked again just before it goes; the window left is a byte-identical
+// output being recorded in the milliseconds between that check and the
+// delete, for a blob unreferenced for the whole retention.
 func (c *Collector) artifacts(ctx context.Context, res *Result) error {
 	cutoff := c.Now().Add(-c.cfg.ArtifactRetention)
 	var errs []error
+	// Caches first, so that their blobs go in this same pass.
+	if n, err := c.db.DeleteExpiredResourceCaches(ctx, cutoff); err != nil {
+		errs = append(errs, err)
+	} else {
+		res.ResourceCaches = int(n)
+	}
 	expired, err := c.db.ExpiredArtifacts(ctx, cutoff)
 	if err != nil {
-		return err
+		return errors.Join(append(errs, err)...)
 	}
 	for _, a := range expired {
 		deleted, _, err := c.db.DeleteExpiredArtifact(ctx, a.ID, cutoff)

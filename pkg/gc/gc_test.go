@@ -43,6 +43,9 @@ func (f *fakeStore) DeleteContainer(_ context.Context, h string) error {
 	f.deleted = append(f.deleted, h)
 	return nil
 }
+func (f *fakeStore) DeleteExpiredResourceCaches(context.Context, time.Time) (int64, error) {
+	return 0, nil
+}
 func (f *fakeStore) ExpiredArtifacts(context.Context, time.Time) ([]db.Artifact, error) {
 	return nil, nil
 }
