@@ -62,7 +62,7 @@ type Config struct {
 	// PodRetention is how long a finished step's pod is kept (for kubectl
 	// logs and post-mortems) before it is deleted.
 	PodRetention time.Duration
-	GC           GCConfig
+	GC           GCConfig // the garbage collector (gc.go)
 	// Blobstore is the ATC's own access; PodBlobstoreEndpoint, when set, is
 	// the endpoint step pods use instead (a different network view).
 	Blobstore            blobstore.Config
