@@ -472,18 +472,14 @@ func (x *executor) podEnded(ctx context.Context, r *stepRecord, st *stepState, f
 			x.b.log.appendEvent(events.Error{Message: fin.GetError(), Origin: events.Origin{ID: string(st.planID)}, Time: time.Now().Unix()}, "", 0)
 		}
 	}
-	var container string
 	x.b.update(func() {
 		r.AuditKey = fin.GetAuditKey()
 		if fin.GetExitStatus() >= 0 {
 			code := int(fin.GetExitStatus())
 			r.ExitStatus = &code
 		}
-		container = r.Container
 	})
-	if st.worker != nil {
-		x.s.retire(st.worker, st.id, container)
-	}
+	x.s.retire(st.id)
 	return fin, false, nil
 }
 

@@ -83,6 +83,7 @@ func ServeCommand(ctx context.Context, args []string) int {
 	pull := fs.String("image-pull-policy", string(corev1.PullIfNotPresent), "step images' pull policy: Always, IfNotPresent or Never")
 	fs.DurationVar(&cfg.KeepAlive, "keep-alive", 0, "how long a finished step stays interceptible")
 	fs.DurationVar(&cfg.PodRetention, "pod-retention", 2*time.Minute, "how long a finished step's pod is kept")
+	gcFlags(fs, &cfg.GC)
 	fs.Var(&sf.baseTypes, "base-resource-type", "image of a base resource type NAME=IMAGE (defaults: registry-image, git, time and mock from porter.local); repeatable")
 	fs.StringVar(&sf.baseTypeDefaults, "base-resource-type-defaults", "", "YAML file of source defaults by base resource type name (e.g. registry-image: {registry_mirror: {host: HOST}}), merged under the source of every resource and image_resource of the type")
 	fs.StringVar(&cfg.CredentialNamespacePrefix, "kubernetes-credential-namespace-prefix", creds.DefaultNamespacePrefix,

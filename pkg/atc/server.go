@@ -3,7 +3,6 @@ package atc
 import (
 	"context"
 	"crypto"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,7 +22,6 @@ import (
 
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
-	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/metrics"
@@ -78,6 +76,7 @@ type Config struct {
 	// PodRetention is how long a finished step's pod is kept (for kubectl
 	// logs and post-mortems) before it is deleted.
 	PodRetention time.Duration
+	GC           GCConfig // the garbage collector (gc.go)
 	// Blobstore is the ATC's own access; PodBlobstoreEndpoint, when set, is
 	// the endpoint step pods use instead (a different network view).
 	Blobstore            blobstore.Config
@@ -276,7 +275,6 @@ func (s *Server) Run(ctx context.Context) error {
 		hln.Close()
 		return err
 	}
-	s.retireEnded(ctx)
 	s.setReady()
 	s.log.Info("serving", "grpc", gln.Addr().String(), "advertised", s.cfg.GRPCAdvertise, "http", hln.Addr().String(),
 		"external_url", s.cfg.ExternalURL, "workers", len(s.workers), "tls", !s.cfg.Insecure)
@@ -288,6 +286,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { defer close(heartbeatDone); s.heartbeat(hbCtx) }()
 	schedDone := make(chan struct{})
 	go func() { defer close(schedDone); s.runScheduling(hbCtx) }()
+	gcDone := s.runGC(hbCtx)
 
 	var runErr error
 	select {
@@ -298,6 +297,7 @@ func (s *Server) Run(ctx context.Context) error {
 	stopHeartbeat()
 	<-heartbeatDone
 	<-schedDone
+	<-gcDone
 	stopWorkers()
 	<-workersDone
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -448,54 +448,4 @@ func (s *Server) shutdownCtx() context.Context {
 		return context.Background()
 	}
 	return s.base
-}
-
-// retireEnded schedules the removal of the step pods of builds that ended
-// while no server followed them, and of their container records: their
-// retention timers died with the server that ran them. Pods Porter knows
-// nothing of are left alone.
-func (s *Server) retireEnded(ctx context.Context) {
-	for _, w := range s.workers {
-		if w.usable() {
-			s.retireEndedOn(ctx, w)
-		}
-	}
-}
-
-func (s *Server) retireEndedOn(ctx context.Context, w *workerRT) {
-	pods, err := w.kube.CoreV1().Pods(w.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: podspec.WorkerSelector(w.cfg.Name)})
-	if err != nil {
-		s.log.Warn("list step pods left from before the restart", "err", err)
-		return
-	}
-	containers, err := s.db.Containers(ctx, db.ContainerFilter{})
-	if err != nil {
-		s.log.Warn("list containers left from before the restart", "err", err)
-		return
-	}
-	byLabel := map[string]db.Container{}
-	for _, c := range containers {
-		if c.WorkerName == w.cfg.Name && c.StepID != "" {
-			byLabel[podspec.LabelValue(c.StepID)] = c
-		}
-	}
-	keep := max(s.cfg.PodRetention, s.cfg.KeepAlive)
-	for _, pod := range pods.Items {
-		c, ok := byLabel[pod.Labels[podspec.LabelStep]]
-		if !ok {
-			continue
-		}
-		b, err := s.db.Build(ctx, c.BuildID)
-		if err != nil || !concourse.BuildStatus(b.Status).Finished() {
-			continue // a resumed build retires its own steps
-		}
-		time.AfterFunc(max(time.Until(b.EndTime.Add(keep)), 0), func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			s.deletePod(ctx, w, c.StepID)
-			if err := s.db.DeleteContainer(ctx, c.Handle); err != nil && !errors.Is(err, db.ErrNotFound) {
-				s.log.Warn("remove a container record", "container", c.Handle, "err", err)
-			}
-		})
-	}
 }

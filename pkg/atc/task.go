@@ -93,9 +93,7 @@ func taskConfig(tp *concourse.TaskPlan) (*taskconfig.Config, map[string]string, 
 // the timer that would have removed it died with the server that ran it.
 func (x *executor) replay(rec stepRecord) (bool, error) {
 	if rec.StepID != "" {
-		if w, err := x.s.worker(rec.Worker); err == nil {
-			x.s.retire(w, rec.StepID, rec.Container)
-		}
+		x.s.retire(rec.StepID)
 	}
 	for name, a := range rec.Outputs {
 		x.setArtifact(name, a)
@@ -226,7 +224,6 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *stepRecord
 	for _, o := range fin.GetOutputs() {
 		outputs[o.GetName()] = api.ArtifactRef{Key: o.GetKey(), Digest: o.GetDigest(), Size: o.GetSize()}
 	}
-	var container string
 	b.update(func() {
 		r.Status, r.Error, r.AuditKey, r.EndTime = string(status), fin.GetError(), fin.GetAuditKey(), time.Now().Unix()
 		if fin.GetExitStatus() >= 0 {
@@ -236,15 +233,12 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *stepRecord
 		if len(outputs) > 0 {
 			r.Outputs = outputs
 		}
-		container = r.Container
 	})
 	s.saveState(ctx, b)
 	for name, a := range outputs {
 		x.setArtifact(name, a)
 	}
-	if st.worker != nil {
-		s.retire(st.worker, st.id, container)
-	}
+	s.retire(st.id)
 	if cause := context.Cause(ctx); cause != nil && status == string(concourse.StatusAborted) {
 		// Stopped by a timeout or a failing sibling rather than a person.
 		return false, cause
@@ -252,21 +246,14 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *stepRecord
 	return stepOutcome(status, fin.GetError())
 }
 
-// retire keeps a finished step's pod for kubectl logs and intercept for a
-// while, then removes it and its container record.
-func (s *Server) retire(w *workerRT, stepID, container string) {
+// retire forgets a finished step in memory once its keep-alive and pod
+// retention are over; its pod and container record are the garbage
+// collector's (pkg/gc), which survives a restart where a timer would not.
+func (s *Server) retire(stepID string) {
 	keep := max(s.cfg.PodRetention, s.cfg.KeepAlive)
 	time.AfterFunc(keep, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s.deletePod(ctx, w, stepID)
 		s.streams.Forget(stepID)
 		s.forgetStep(stepID)
-		if container != "" {
-			if err := s.db.DeleteContainer(ctx, container); err != nil && !errors.Is(err, db.ErrNotFound) {
-				s.log.Warn("remove a container record", "container", container, "err", err)
-			}
-		}
 	})
 }
 

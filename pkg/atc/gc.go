@@ -1,0 +1,77 @@
+package atc
+
+import (
+	"context"
+	"flag"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/gc"
+)
+
+// GCConfig tunes the garbage collector (see pkg/gc).
+type GCConfig struct {
+	// Interval between passes; 0 turns GC off.
+	Interval          time.Duration
+	ArtifactRetention time.Duration
+	// OrphanGrace and StagingAge are there for tests; the defaults suit
+	// production.
+	OrphanGrace time.Duration
+	StagingAge  time.Duration
+}
+
+// gcFlags registers the GC flags of serve.
+func gcFlags(fs *flag.FlagSet, c *GCConfig) {
+	fs.DurationVar(&c.Interval, "gc-interval", 30*time.Second, "time between garbage-collection passes (0: no GC)")
+	fs.DurationVar(&c.ArtifactRetention, "artifact-retention", gc.DefaultArtifactRetention,
+		"how long an artifact nothing references any more (its build finished, no cache or pinned version) is kept")
+	fs.DurationVar(&c.OrphanGrace, "gc-orphan-grace", gc.DefaultOrphanGrace, "age at which a step pod no container record knows is deleted")
+	fs.DurationVar(&c.StagingAge, "gc-staging-age", gc.DefaultStagingAge, "age at which a staging/ object (an interrupted upload) is deleted")
+}
+
+// gcWorkers are the workers whose pods GC looks after.
+func (s *Server) gcWorkers() []gc.Worker {
+	var ws []gc.Worker
+	for _, w := range s.workers {
+		if w.usable() {
+			ws = append(ws, gc.Worker{Name: w.cfg.Name, Namespace: w.cfg.Namespace, Kube: w.kube})
+		}
+	}
+	return ws
+}
+
+// newCollector is the server's collector: a finished step's pod stays for
+// the longer of the keep-alive (intercept) and the pod retention.
+func (s *Server) newCollector() *gc.Collector {
+	return gc.New(gc.Config{
+		PodRetention:      max(s.cfg.PodRetention, s.cfg.KeepAlive),
+		OrphanGrace:       s.cfg.GC.OrphanGrace,
+		StagingAge:        s.cfg.GC.StagingAge,
+		ArtifactRetention: s.cfg.GC.ArtifactRetention,
+	}, s.db, s.store, s.gcWorkers, s.log.With("component", "gc"))
+}
+
+// runGC runs the collector until ctx ends; the returned channel closes
+// when it has stopped.
+func (s *Server) runGC(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	if s.cfg.GC.Interval <= 0 {
+		close(done)
+		return done
+	}
+	c := s.newCollector()
+	c.OnPass = func(r gc.Result, _ error) {
+		m := s.obs.metrics
+		m.GCReclaimed("pods", r.Pods+r.OrphanPods, 0)
+		m.GCReclaimed("containers", r.Containers, 0)
+		m.GCReclaimed("resource_caches", r.ResourceCaches, 0)
+		m.GCReclaimed("staging", r.StagingObjects, r.StagingBytes)
+		m.GCReclaimed("artifacts", r.ArtifactBlobs, r.ArtifactBytes)
+	}
+	// One collector among replicas (a Lease when in-cluster); the advisory
+	// lock guards each pass either way.
+	go func() {
+		defer close(done)
+		s.whileLeading(ctx, "gc", func(ctx context.Context) { c.Run(ctx, s.cfg.GC.Interval) })
+	}()
+	return done
+}

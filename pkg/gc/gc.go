@@ -1,0 +1,377 @@
+// Package gc is Porter's garbage collector: one pass removes the pods of
+// finished steps, orphan step pods, staging leftovers and unreferenced
+// artifacts; Run repeats it on an interval while holding the GC lock, so
+// among servers sharing a database only one collects at a time.
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/podspec"
+)
+
+// Store is the database as the collector needs it (*db.DB).
+type Store interface {
+	TryLock(ctx context.Context, id db.LockID) (release func(), ok bool, err error)
+	Containers(ctx context.Context, f db.ContainerFilter) ([]db.Container, error)
+	ExpiredContainers(ctx context.Context, worker string, endedBefore time.Time) ([]db.Container, error)
+	DeleteContainer(ctx context.Context, handle string) error
+	DeleteExpiredResourceCaches(ctx context.Context, cutoff time.Time) (int64, error)
+	ExpiredArtifacts(ctx context.Context, cutoff time.Time) ([]db.Artifact, error)
+	DeleteExpiredArtifact(ctx context.Context, id int64, cutoff time.Time) (deleted, keyReferenced bool, err error)
+	ArtifactKeyReferenced(ctx context.Context, key string, cutoff time.Time) (bool, error)
+	ReferencedArtifactKeys(ctx context.Context, cutoff time.Time) (map[string]bool, error)
+}
+
+// Blobs lists and deletes blobstore objects (a blobstore.Store is one).
+type Blobs interface {
+	List(ctx context.Context, prefix string) ([]blobstore.ObjectInfo, error)
+	Delete(ctx context.Context, key string) error
+}
+
+// Worker is one worker's namespace and the client that reaches it.
+type Worker struct {
+	Name      string
+	Namespace string
+	Kube      kubernetes.Interface
+}
+
+// Config holds the collector's thresholds; zero values take the defaults.
+type Config struct {
+	// PodRetention is how long a finished build's step pods stay
+	// (max of the keep-alive and the pod retention).
+	PodRetention time.Duration
+	// OrphanGrace is the age an orphan pod must reach: a pod whose
+	// container record is being written is never taken.
+	OrphanGrace time.Duration
+	// StagingAge is the age of a staging/ object left by an interrupted upload.
+	StagingAge time.Duration
+	// ArtifactRetention is how long an artifact stays after its build
+	// finished (or, for an upload, after it was made) and after nothing
+	// references it any more.
+	ArtifactRetention time.Duration
+}
+
+// Defaults.
+const (
+	DefaultPodRetention      = 2 * time.Minute
+	DefaultOrphanGrace       = time.Minute
+	DefaultStagingAge        = time.Hour
+	DefaultArtifactRetention = 24 * time.Hour
+)
+
+// Result counts what one pass reclaimed (for logs and metrics).
+type Result struct {
+	Pods             int // pods of finished steps
+	OrphanPods       int
+	Containers       int // container records removed
+	StagingObjects   int
+	StagingBytes     int64
+	ResourceCaches   int // resource cache records removed (unused for the retention, not pinned)
+	ArtifactRecords  int // artifact records (`fly volumes`) removed
+	ArtifactBlobs    int
+	ArtifactBytes    int64
+	Duration         time.Duration
+	SkippedNotLeader bool // another server holds the GC lock
+}
+
+func (r Result) logAttrs() []any {
+	return []any{"pods", r.Pods, "orphan_pods", r.OrphanPods, "containers", r.Containers, "resource_caches", r.ResourceCaches,
+		"staging_objects", r.StagingObjects, "staging_bytes", r.StagingBytes,
+		"artifact_records", r.ArtifactRecords, "artifact_blobs", r.ArtifactBlobs, "artifact_bytes", r.ArtifactBytes,
+		"duration", r.Duration}
+}
+
+// Collector runs garbage-collection passes.
+type Collector struct {
+	cfg     Config
+	db      Store
+	blobs   Blobs
+	workers func() []Worker
+	log     *slog.Logger
+	// Now is the clock (tests move it forward instead of waiting an hour).
+	Now func() time.Time
+	// OnPass, when set, sees every pass's result (metrics).
+	OnPass func(Result, error)
+}
+
+// New returns a collector of the pods of the workers that workers returns
+// at each pass (those registered then; nil: none) and the blobstore's
+// objects.
+func New(cfg Config, store Store, blobs Blobs, workers func() []Worker, log *slog.Logger) *Collector {
+	if workers == nil {
+		workers = func() []Worker { return nil }
+	}
+	if cfg.PodRetention <= 0 {
+		cfg.PodRetention = DefaultPodRetention
+	}
+	if cfg.OrphanGrace <= 0 {
+		cfg.OrphanGrace = DefaultOrphanGrace
+	}
+	if cfg.StagingAge <= 0 {
+		cfg.StagingAge = DefaultStagingAge
+	}
+	if cfg.ArtifactRetention <= 0 {
+		cfg.ArtifactRetention = DefaultArtifactRetention
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Collector{cfg: cfg, db: store, blobs: blobs, workers: workers, log: log, Now: time.Now}
+}
+
+// Run collects every interval until ctx ends, each pass only while this
+// server holds the GC lock (another server holding it means skip).
+func (c *Collector) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		res, err := c.CollectLocked(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if c.OnPass != nil {
+			c.OnPass(res, err)
+		}
+		switch {
+		case err != nil:
+			c.log.Warn("gc pass", append(res.logAttrs(), "err", err)...)
+		case res.SkippedNotLeader:
+			c.log.Debug("gc pass skipped: another server holds the lock")
+		default:
+			c.log.Info("gc pass", res.logAttrs()...)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// CollectLocked runs one pass if the GC lock is free.
+func (c *Collector) CollectLocked(ctx context.Context) (Result, error) {
+	release, ok, err := c.db.TryLock(ctx, db.LockGC)
+	if err != nil {
+		return Result{}, fmt.Errorf("take the gc lock: %w", err)
+	}
+	if !ok {
+		return Result{SkippedNotLeader: true}, nil
+	}
+	defer release()
+	return c.Collect(ctx)
+}
+
+// Collect runs one pass. The failure of one item does not stop the pass:
+// the errors are joined.
+func (c *Collector) Collect(ctx context.Context) (Result, error) {
+	start := time.Now()
+	var res Result
+	var errs []error
+	for _, w := range c.workers() {
+		errs = append(errs, c.finishedPods(ctx, w, &res), c.orphanPods(ctx, w, &res))
+	}
+	errs = append(errs, c.staging(ctx, &res), c.artifacts(ctx, &res))
+	res.Duration = time.Since(start)
+	return res, errors.Join(errs...)
+}
+
+// finishedPods removes the pods (and then the container records) of steps
+// whose build finished more than the pod retention ago. The record goes
+// only once the pod is gone, so a failed delete is retried next pass.
+func (c *Collector) finishedPods(ctx context.Context, w Worker, res *Result) error {
+	expired, err := c.db.ExpiredContainers(ctx, w.Name, c.Now().Add(-c.cfg.PodRetention))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, ct := range expired {
+		if ct.Namespace != "" && ct.Namespace != w.Namespace {
+			continue // recorded in a namespace this worker no longer has
+		}
+		name := ct.PodName
+		if name == "" && ct.StepID != "" {
+			name = podspec.Name(ct.StepID)
+		}
+		if name != "" {
+			deleted, err := deletePod(ctx, w, name)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("worker %s: container %s: %w", w.Name, ct.Handle, err))
+				continue
+			}
+			if deleted {
+				res.Pods++
+			}
+		}
+		if err := c.db.DeleteContainer(ctx, ct.Handle); err != nil && !errors.Is(err, db.ErrNotFound) {
+			errs = append(errs, err)
+			continue
+		}
+		res.Containers++
+	}
+	return errors.Join(errs...)
+}
+
+// orphanPods removes the pods with Porter's labels for this worker that no
+// container record knows, once older than the grace period. Pods are
+// listed by Porter's labels: a pod without them is never looked at. The
+// pods are listed before the records, and a step's record is written
+// before its pod, so a pod in the list has its record in the later read.
+func (c *Collector) orphanPods(ctx context.Context, w Worker, res *Result) error {
+	pods, err := w.Kube.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{LabelSelector: podspec.WorkerSelector(w.Name)})
+	if err != nil {
+		return fmt.Errorf("worker %s: list step pods in %s: %w", w.Name, w.Namespace, err)
+	}
+	containers, err := c.db.Containers(ctx, db.ContainerFilter{})
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, ct := range containers {
+		if ct.WorkerName == w.Name {
+			known[ct.PodName] = true
+			if ct.StepID != "" {
+				known[podspec.Name(ct.StepID)] = true
+			}
+		}
+	}
+	var errs []error
+	now := c.Now()
+	for _, pod := range pods.Items {
+		// A terminating pod is already going (often one finishedPods just deleted).
+		if known[pod.Name] || !porterPod(&pod, w.Name) || pod.DeletionTimestamp != nil ||
+			now.Sub(pod.CreationTimestamp.Time) < c.cfg.OrphanGrace {
+			continue
+		}
+		deleted, err := deletePod(ctx, w, pod.Name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("worker %s: orphan pod: %w", w.Name, err))
+			continue
+		}
+		if deleted {
+			c.log.Info("deleted an orphan step pod", "worker", w.Name, "namespace", w.Namespace, "pod", pod.Name)
+			res.OrphanPods++
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// porterPod checks the labels again, whatever the API server's selector did.
+func porterPod(pod *corev1.Pod, worker string) bool {
+	return pod.Labels[podspec.LabelManagedBy] == podspec.ManagedByPorter && pod.Labels[podspec.LabelWorker] == podspec.LabelValue(worker)
+}
+
+// deletePod deletes a step pod and its Secrets (owned by the pod, but
+// removed here too so nothing waits on the cluster's own collector).
+func deletePod(ctx context.Context, w Worker, name string) (bool, error) {
+	grace := int64(0)
+	err := w.Kube.CoreV1().Pods(w.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	deleted := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("delete pod %s/%s: %w", w.Namespace, name, err)
+	}
+	var errs []error
+	for _, secret := range []string{name, name + "-pull"} {
+		if err := w.Kube.CoreV1().Secrets(w.Namespace).Delete(ctx, secret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete secret %s/%s: %w", w.Namespace, secret, err))
+		}
+	}
+	return deleted, errors.Join(errs...)
+}
+
+// staging removes staging/ objects older than StagingAge: an upload
+// promotes and deletes its staging object within minutes.
+func (c *Collector) staging(ctx context.Context, res *Result) error {
+	objs, err := c.blobs.List(ctx, stagingPrefix)
+	if err != nil {
+		return fmt.Errorf("list staging objects: %w", err)
+	}
+	cutoff := c.Now().Add(-c.cfg.StagingAge)
+	var errs []error
+	for _, o := range objs {
+		if !o.LastModified.Before(cutoff) {
+			continue
+		}
+		if err := c.blobs.Delete(ctx, o.Key); err != nil {
+			errs = append(errs, fmt.Errorf("delete staging object %s: %w", o.Key, err))
+			continue
+		}
+		res.StagingObjects++
+		res.StagingBytes += o.Size
+	}
+	return errors.Join(errs...)
+}
+
+// artifacts removes the resource caches unused for the retention (a
+// pinned version's stays) and the expired artifact records, then the
+// artifacts/ blobs nothing references, older than the retention. A blob is
+// checked again just before it goes; the window left is a byte-identical
+// output being recorded in the milliseconds between that check and the
+// delete, for a blob unreferenced for the whole retention.
+func (c *Collector) artifacts(ctx context.Context, res *Result) error {
+	cutoff := c.Now().Add(-c.cfg.ArtifactRetention)
+	var errs []error
+	// Caches first, so that their blobs go in this same pass.
+	if n, err := c.db.DeleteExpiredResourceCaches(ctx, cutoff); err != nil {
+		errs = append(errs, err)
+	} else {
+		res.ResourceCaches = int(n)
+	}
+	expired, err := c.db.ExpiredArtifacts(ctx, cutoff)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, a := range expired {
+		deleted, _, err := c.db.DeleteExpiredArtifact(ctx, a.ID, cutoff)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if deleted {
+			res.ArtifactRecords++
+		}
+	}
+	// The blobs: one sweep covers the records just removed and the step
+	// outputs that never had a record.
+	objs, err := c.blobs.List(ctx, artifactPrefix)
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("list artifacts: %w", err))...)
+	}
+	refs, err := c.db.ReferencedArtifactKeys(ctx, cutoff)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, o := range objs {
+		if refs[o.Key] || !o.LastModified.Before(cutoff) {
+			continue
+		}
+		if used, err := c.db.ArtifactKeyReferenced(ctx, o.Key, cutoff); err != nil || used {
+			errs = append(errs, err)
+			continue
+		}
+		if err := c.blobs.Delete(ctx, o.Key); err != nil {
+			errs = append(errs, fmt.Errorf("delete artifact %s: %w", o.Key, err))
+			continue
+		}
+		res.ArtifactBlobs++
+		res.ArtifactBytes += o.Size
+	}
+	return errors.Join(errs...)
+}
+
+// The prefixes of pkg/blobstore's layout that GC sweeps.
+const (
+	artifactPrefix = "artifacts/"
+	stagingPrefix  = "staging/"
+)
