@@ -23,8 +23,8 @@ import (
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/db"
-	"github.com/porter-ci/porter/pkg/worker"
 	"github.com/porter-ci/porter/pkg/metrics"
+	"github.com/porter-ci/porter/pkg/worker"
 )
 
 // listFlag is a repeatable string flag.

@@ -45,8 +45,8 @@ const (
 
 // suite is what the specs share; BeforeSuite fills it.
 type suite struct {
-	env    *testenv.ATCEnv
-	ns     testenv.WorkerNamespace
+	env *testenv.ATCEnv
+	ns  testenv.WorkerNamespace
 	// tagged is the namespace of the shared server's tagged worker.
 	tagged testenv.WorkerNamespace
 	server *testenv.ATC
@@ -78,7 +78,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	DeferCleanup(removeTagged)
 	Expect(err).NotTo(HaveOccurred())
 	s.server = newServer(ctx, testenv.ATCConfig{
-		WorkerName:  sharedWorker,
+		WorkerName: sharedWorker,
 		MoreWorkers: []testenv.Worker{{Name: taggedWorker, Namespace: s.tagged, Tags: []string{workerTag},
 			// Where the tag's steps go: a node label the node has, and a
 			// toleration (of a taint it does not have).
