@@ -13,9 +13,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -109,34 +106,12 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(res.ExitCode).To(Equal(0), res.String())
 })
 
-// buildPorterImage builds cmd/porter into an image as hack/images.sh does,
-// under a tag of its own, imports it into the cluster's containerd and
-// removes it after the suite.
+// buildPorterImage builds this tree's sidecar into an image of its own for
+// the suite (removed after it).
 func buildPorterImage(ctx context.Context) string {
 	GinkgoHelper()
-	root, err := testenv.RepoRoot()
+	ref, remove, err := testenv.BuildPorterImage(ctx, GinkgoT().TempDir(), "obs")
 	Expect(err).NotTo(HaveOccurred())
-	dir := GinkgoT().TempDir()
-	bin := filepath.Join(dir, "porter")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/porter")
-	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "build cmd/porter: %s", out)
-	ref := "porter.local/porter:obs-" + strings.ToLower(rand.Text()[:8])
-	archive := filepath.Join(dir, "image.tar")
-	mkimage := filepath.Join(os.Getenv("HOME"), ".cache", "porter", "bin", "mkimage")
-	out, err = exec.CommandContext(ctx, mkimage, "-ref", ref, "-o", archive,
-		"-entrypoint", `["/usr/local/bin/porter"]`, bin+":/usr/local/bin/porter").CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "mkimage: %s", out)
-	out, err = ctr(ctx, "images", "import", archive)
-	Expect(err).NotTo(HaveOccurred(), "import %s: %s", ref, out)
-	DeferCleanup(func(ctx context.Context) {
-		out, err := ctr(ctx, "images", "rm", ref)
-		Expect(err).NotTo(HaveOccurred(), "remove %s: %s", ref, out)
-	})
+	DeferCleanup(remove)
 	return ref
-}
-
-func ctr(ctx context.Context, args ...string) ([]byte, error) {
-	return exec.CommandContext(ctx, "ctr", append([]string{"-a", "/run/porter-cluster/containerd.sock", "-n", "k8s.io"}, args...)...).CombinedOutput()
 }
