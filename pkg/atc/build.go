@@ -136,9 +136,9 @@ func (s *Server) createBuild(ctx context.Context, team db.Team, createdBy string
 }
 
 func (s *Server) newBuild(rec db.Build, team db.Team) *build {
-	return &build{id: rec.ID, name: rec.Name, team: team.Name, teamID: team.ID,
-		log:  newBuildLog(s.chunks(rec.ID), s.log.With("build", rec.ID)),
-		done: make(chan struct{})}
+	log := newBuildLog(s.chunks(rec.ID), s.log.With("build", rec.ID))
+	log.maxBytes = s.cfg.MaxBuildLogBytes
+	return &build{id: rec.ID, name: rec.Name, team: team.Name, teamID: team.ID, log: log, done: make(chan struct{})}
 }
 
 // chunks is where a build's log lives: chunk objects under
@@ -277,7 +277,8 @@ func (s *Server) resume(ctx context.Context) error {
 			return err
 		}
 		b := s.newBuild(rec, team)
-		b.log = log
+		log.maxBytes = s.cfg.MaxBuildLogBytes
+		b.log = log // restored: the IDs go on after the stored ones
 		jb, err := s.db.JobBuildByID(ctx, rec.ID)
 		if err != nil {
 			return fmt.Errorf("resume build %d: %w", rec.ID, err)

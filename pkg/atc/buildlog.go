@@ -58,11 +58,45 @@ type buildLog struct {
 	// event appended after they were read shows ((redacted)) instead.
 	secrets  []string
 	redactor *creds.Redactor
+
+	// maxBytes caps the output a build's log keeps (0: no cap); outBytes
+	// counts it, and capped says the cap was reached (and announced).
+	maxBytes int64
+	outBytes int64
+	capped   bool
 }
+
+// memoryWindow is how many durable records of a running build stay in
+// memory for live watchers; older ones are read back from the chunks, so
+// a build's memory does not grow with its log.
+const memoryWindow = 1024
 
 func newBuildLog(src chunkSource, log *slog.Logger) *buildLog {
 	return &buildLog{src: src, log: log, stepSeq: map[string]uint64{},
 		changed: make(chan struct{}), flushReq: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
+}
+
+// evictLocked drops durable records from memory: all of them once the
+// build is over, else all but the last memoryWindow (in batches, so the
+// copy that frees the old backing array is amortized).
+func (l *buildLog) evictLocked() {
+	inMemDurable := l.durable - l.base
+	keep := uint64(memoryWindow)
+	switch {
+	case l.evictable && l.durable == l.base+uint64(len(l.records)):
+		keep = 0
+	case inMemDurable < 2*keep:
+		return
+	}
+	if inMemDurable <= keep {
+		if keep == 0 {
+			l.base, l.records = l.durable, nil
+		}
+		return
+	}
+	drop := inMemDurable - keep
+	l.records = slices.Clone(l.records[drop:])
+	l.base += drop
 }
 
 // chunkIndex is the database's index of a build's log chunks.
@@ -143,6 +177,13 @@ func (l *buildLog) append(recs ...record) uint64 {
 
 // appendEvent adds one build event, with the build's credentials redacted.
 func (l *buildLog) appendEvent(e events.Event, step string, seq uint64) uint64 {
+	if lg, ok := e.(events.Log); ok {
+		shown, kept := l.capOutput(lg)
+		if !kept {
+			return l.append(record{Step: step, Seq: seq})
+		}
+		e = shown
+	}
 	env, err := events.NewEnvelope(e)
 	if err != nil {
 		l.log.Error("encode build event", "err", err)
@@ -158,6 +199,29 @@ func (l *buildLog) appendEvent(e events.Event, step string, seq uint64) uint64 {
 		env.Data = data
 	}
 	return l.append(record{Step: step, Seq: seq, Event: &env})
+}
+
+// capOutput counts a step's output against the build's cap. Past the cap
+// the output is dropped (ok false); the event that crosses it is cut and
+// says why, once.
+func (l *buildLog) capOutput(e events.Log) (events.Log, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.maxBytes <= 0 {
+		return e, true
+	}
+	if l.capped {
+		return e, false
+	}
+	l.outBytes += int64(len(e.Payload))
+	if l.outBytes <= l.maxBytes {
+		return e, true
+	}
+	l.capped = true
+	keep := int64(len(e.Payload)) - (l.outBytes - l.maxBytes)
+	e.Payload = e.Payload[:max(keep, 0)] + fmt.Sprintf(
+		"\n[porter] this build's log reached its cap of %d bytes (--max-build-log-bytes): further output is not kept; the steps go on\n", l.maxBytes)
+	return e, true
 }
 
 // redact hides values from every event appended from now on.
@@ -275,10 +339,12 @@ func (l *buildLog) flush(ctx context.Context) {
 	l.mu.Lock()
 	from := l.durable
 	pending := append([]record(nil), l.records[from-l.base:]...)
-	l.mu.Unlock()
 	if len(pending) == 0 {
+		l.evictLocked()
+		l.mu.Unlock()
 		return
 	}
+	l.mu.Unlock()
 	var buf bytes.Buffer
 	enc, _ := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedFastest))
 	je := json.NewEncoder(enc)
@@ -309,9 +375,7 @@ func (l *buildLog) flush(ctx context.Context) {
 	defer l.mu.Unlock()
 	l.durable = from + uint64(len(pending))
 	l.flushErr = nil
-	if l.evictable && l.durable == l.base+uint64(len(l.records)) {
-		l.base, l.records = l.durable, nil
-	}
+	l.evictLocked()
 	l.notifyLocked()
 }
 
@@ -410,19 +474,35 @@ func readChunk(ctx context.Context, store blobstore.Store, key string) ([]record
 	return out, nil
 }
 
-// loadBuildLog restores a build's log from its chunks after a restart.
+// loadBuildLog restores a build's log after a restart: its last record ID
+// and every step's resume point, read one chunk at a time. The records
+// stay in the blobstore (since reads them when someone watches), so a
+// restart's memory does not grow with the logs it restores.
 func loadBuildLog(ctx context.Context, src chunkSource, log *slog.Logger) (*buildLog, error) {
 	l := newBuildLog(src, log)
-	recs, err := readChunks(ctx, src, 0, 0)
+	keys, _, err := src.list(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range recs {
-		if r.Step != "" && r.Seq > l.stepSeq[r.Step] {
-			l.stepSeq[r.Step] = r.Seq
+	var last uint64
+	for _, key := range keys {
+		recs, err := readChunk(ctx, src.store, key)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			if r.ID <= last {
+				continue // a retried chunk's repeat
+			}
+			if r.ID != last+1 {
+				return nil, fmt.Errorf("build log %s: record %d follows %d", src.prefix, r.ID, last)
+			}
+			last = r.ID
+			if r.Step != "" && r.Seq > l.stepSeq[r.Step] {
+				l.stepSeq[r.Step] = r.Seq
+			}
 		}
 	}
-	l.records = recs
-	l.durable = uint64(len(recs))
+	l.base, l.durable = last, last
 	return l, nil
 }

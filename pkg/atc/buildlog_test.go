@@ -2,6 +2,7 @@ package atc
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"testing"
@@ -64,6 +65,9 @@ func TestBuildLogIsDurableAndReadBackAfterEviction(t *testing.T) {
 	if got := log.lastID(); got != n {
 		t.Fatalf("lastID = %d, want %d", got, n)
 	}
+	if len(log.records) != 0 {
+		t.Fatalf("%d records still in memory after the build's end", len(log.records))
+	}
 
 	// Evicted from memory: since() reads the chunks back, in order, from any point.
 	for _, from := range []uint64{0, 1, 49, 50, 51, 199, 249, 250} {
@@ -88,6 +92,85 @@ func TestBuildLogIsDurableAndReadBackAfterEviction(t *testing.T) {
 	}
 	if restored.lastID() != n || restored.stepSeq["step-a"] != n {
 		t.Fatalf("restored lastID %d, step seq %d; want %d", restored.lastID(), restored.stepSeq["step-a"], n)
+	}
+	// Lazily: nothing in memory until someone reads it.
+	if len(restored.records) != 0 {
+		t.Fatalf("restore loaded %d records into memory", len(restored.records))
+	}
+	if recs, _, err := restored.since(ctx, 0); err != nil || len(recs) != n {
+		t.Fatalf("since(0) after restore = %d records, %v; want %d", len(recs), err, n)
+	}
+	if id := restored.append(record{Step: "step-a", Seq: n + 1}); id != n+1 {
+		t.Fatalf("the first record after restore is %d, want %d", id, n+1)
+	}
+}
+
+// TestRunningBuildLogStaysBounded appends far more records than the
+// memory window while the build runs: memory keeps at most two windows,
+// and a watcher still reads every record in order.
+func TestRunningBuildLogStaysBounded(t *testing.T) {
+	store := minioStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	log := newBuildLog(chunkSource{store: store, prefix: "atc/events/000000000003/"}, slog.New(slog.DiscardHandler))
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go log.run(runCtx)
+
+	const n = 10 * memoryWindow
+	most := 0
+	var last uint64
+	for i := 1; i <= n; i++ {
+		last = log.appendEvent(events.Log{Payload: "a line of output\n", Origin: events.Origin{ID: "s"}}, "s", uint64(i))
+		if i%500 == 0 {
+			if err := log.sync(ctx, last); err != nil {
+				t.Fatal(err)
+			}
+			log.mu.Lock()
+			most = max(most, len(log.records))
+			log.mu.Unlock()
+		}
+	}
+	if err := log.sync(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if most > 2*memoryWindow+500 {
+		t.Fatalf("a running build kept %d records in memory (window %d)", most, memoryWindow)
+	}
+	recs, _, err := log.since(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != n {
+		t.Fatalf("since(0) = %d records, want %d", len(recs), n)
+	}
+	for i, r := range recs {
+		if r.ID != uint64(i+1) {
+			t.Fatalf("record %d has ID %d", i, r.ID)
+		}
+	}
+}
+
+func TestBuildLogOutputCap(t *testing.T) {
+	log := newBuildLog(chunkSource{}, slog.New(slog.DiscardHandler))
+	log.maxBytes = 10
+	for i, p := range []string{"12345", "678", "9abcdef", "more"} {
+		log.appendEvent(events.Log{Payload: p}, "s", uint64(i+1))
+	}
+	var kept []string
+	for _, r := range log.records {
+		if r.Event == nil {
+			continue // dropped output still records the step's sequence
+		}
+		var l events.Log
+		if err := json.Unmarshal(r.Event.Data, &l); err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, l.Payload)
+	}
+	if len(log.records) != 4 || len(kept) != 3 || kept[0] != "12345" || kept[1] != "678" ||
+		kept[2] != "9a\n[porter] this build's log reached its cap of 10 bytes (--max-build-log-bytes): further output is not kept; the steps go on\n" {
+		t.Fatalf("kept %q of %d records", kept, len(log.records))
 	}
 }
 

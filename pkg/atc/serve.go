@@ -74,6 +74,7 @@ func ServeCommand(ctx context.Context, args []string) int {
 	fs.StringVar(&cfg.ClusterName, "cluster-name", "porter", "name shown by fly and the web UI")
 	fs.StringVar(&cfg.ServerID, "server-id", "", "this server's name among several sharing a database (default: --worker)")
 	fs.DurationVar(&cfg.TokenTTL, "token-ttl", 24*time.Hour, "how long a login lasts")
+	fs.Int64Var(&cfg.MaxBuildLogBytes, "max-build-log-bytes", 1<<30, "the most output a build's log keeps; past it the output is dropped with a message and the steps go on (0: no cap)")
 	fs.StringVar(&cfg.StateDir, "state-dir", envOr("PORTER_STATE_DIR", defaultStateDir()), "directory for the step token key, the gRPC CA and the token signing key")
 	fs.BoolVar(&cfg.Insecure, "insecure-grpc", false, "serve sidecars without TLS (tests only)")
 	fs.StringVar(&cfg.PorterImage, "porter-image", "porter.local/porter:dev", "image holding the porter binary")

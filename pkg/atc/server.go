@@ -81,6 +81,8 @@ type Config struct {
 	// the endpoint step pods use instead (a different network view).
 	Blobstore            blobstore.Config
 	PodBlobstoreEndpoint string
+	// MaxBuildLogBytes caps the output a build's log keeps (0: no cap).
+	MaxBuildLogBytes int64
 	// TokenTTL is how long a login lasts.
 	TokenTTL time.Duration
 	// ServerID names this server in the builds it runs, so that with
