@@ -26,6 +26,7 @@ type StepResult struct {
 	Error      string         `json:"error,omitempty"`
 	TimedOut   bool           `json:"timed_out,omitempty"`
 	Signal     string         `json:"signal,omitempty"`
+	OOMKilled  bool           `json:"oom_killed,omitempty"`
 	Inputs     []StepArtifact `json:"inputs,omitempty"`
 	Outputs    []StepArtifact `json:"outputs,omitempty"`
 	Caches     []StepArtifact `json:"caches,omitempty"`

@@ -460,6 +460,13 @@ func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.Ste
 	for {
 		select {
 		case fin := <-st.finished:
+			stopped := ctx.Err() != nil && !errors.Is(context.Cause(ctx), errShutdown)
+			if (aborting || stopped) && fin.GetResult() == eventspb.Result_RESULT_SUCCEEDED {
+				// The step finished (its outputs stored) before the abort
+				// reached it: the abort still wins, and its outputs are
+				// never referenced.
+				return abortedAfterAll(fin)
+			}
 			if fin.GetResult() == eventspb.Result_RESULT_ERRORED {
 				// An OOM kill takes the entrypoint with the process, and the
 				// sidecar reports that before the kubelet says why.
@@ -513,6 +520,13 @@ func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.Ste
 	}
 }
 
+// abortedAfterAll is a step that succeeded after it was asked to abort:
+// aborted, without outputs, its audit record kept.
+func abortedAfterAll(reported *eventspb.StepFinished) *eventspb.StepFinished {
+	return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: reported.GetExitStatus(),
+		AuditKey: reported.GetAuditKey()}
+}
+
 // oomGrace is how long a step the sidecar reports as errored waits for the
 // kubelet to say it was OOM-killed.
 const oomGrace = 5 * time.Second
@@ -537,7 +551,7 @@ func oomKilled(reported *eventspb.StepFinished, f *podwatch.Failure) *eventspb.S
 	if reported != nil {
 		fin = proto.Clone(reported).(*eventspb.StepFinished)
 	}
-	fin.Result, fin.ExitStatus = eventspb.Result_RESULT_FAILED, 137
+	fin.Result, fin.ExitStatus, fin.OomKilled = eventspb.Result_RESULT_FAILED, 137, true
 	fin.Error = "out of memory: " + f.Detail
 	return fin
 }

@@ -73,7 +73,8 @@ func RunEntrypoint(ctx context.Context, cfg EntrypointConfig) int {
 		fmt.Fprintf(cfg.Stderr, "porter entrypoint: attach to sidecar: %v\n", err)
 		return ExitSetupFailed
 	}
-	e := &entrypoint{cfg: cfg, stream: stream, send: make(chan *controlpb.EntrypointMessage, 64), sessions: map[string]*session{}}
+	e := &entrypoint{cfg: cfg, stream: stream, send: make(chan *controlpb.EntrypointMessage, 64), sessions: map[string]*session{},
+		memory: cgroupFS{root: cgroupRoot}}
 	go e.sender()
 	e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Waiting{Waiting: &controlpb.Waiting{Argv: cfg.Argv, Pid: int32(os.Getpid())}}})
 	return e.run(ctx)
@@ -116,6 +117,8 @@ type entrypoint struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	start    *controlpb.Start
+	// memory is the container's memory cgroup, read to tell an OOM kill.
+	memory memoryCgroup
 }
 
 // sender is the stream's only writer. Once the stream breaks it keeps
@@ -284,6 +287,7 @@ func (e *entrypoint) startProcess(st *controlpb.Start) (*process, error) {
 		return nil, fmt.Errorf("create stderr pipe: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
+	oom := startOOMWatch(e.memory)
 	if err := cmd.Start(); err != nil {
 		for _, f := range []*os.File{stdoutR, stdoutW, stderrR, stderrW} {
 			f.Close()
@@ -320,7 +324,11 @@ func (e *entrypoint) startProcess(st *controlpb.Start) (*process, error) {
 		p.mu.Lock()
 		p.exited = exitOf(cmd.ProcessState, err)
 		p.exited.Aborted, p.exited.TimedOut = p.aborted, p.timedOut
+		oom.mark(p.exited)
 		p.mu.Unlock()
+		if p.exited.GetOomKilled() {
+			fmt.Fprintf(e.cfg.Stderr, "porter: %s\n", OutOfMemoryMessage(p.exited.GetMemoryLimit()))
+		}
 		close(p.done)
 	}()
 	return p, nil

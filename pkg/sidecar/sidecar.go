@@ -375,6 +375,9 @@ func (r *run) execute(ctx context.Context) *Result {
 	case exited.GetTimedOut():
 		res.Result, res.Error = "FAILED", fmt.Sprintf("timeout %s exceeded", a.Timeout.Duration)
 		return res
+	case exited.GetOomKilled():
+		res.Result, res.OOMKilled, res.Error = "FAILED", true, OutOfMemoryMessage(exited.GetMemoryLimit())
+		return res
 	case exited.GetExitStatus() != 0:
 		res.Result = "FAILED"
 		return res
@@ -390,9 +393,23 @@ func (r *run) execute(ctx context.Context) *Result {
 	}
 
 	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_UPLOADING_OUTPUTS, fmt.Sprintf("%d outputs, %d caches", len(a.Outputs), len(a.Caches)))
-	spanCtx, span = r.cfg.Tracer.Start(ctx, "outputs")
+	// An abort stops the upload; what was stored is left unreferenced.
+	uploadCtx, cancelUpload := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-r.abortCh:
+			cancelUpload()
+		case <-uploadCtx.Done():
+		}
+	}()
+	spanCtx, span = r.cfg.Tracer.Start(uploadCtx, "outputs")
 	outputs, savedCaches, err := r.storeOutputs(spanCtx)
 	endSpan(span, err)
+	cancelUpload()
+	if reason := r.abortReason(); reason != "" {
+		res.Result, res.Error = "ABORTED", reason
+		return res
+	}
 	res.Outputs, res.Caches = outputs, append(res.Caches, savedCaches...)
 	if err != nil {
 		res.Result, res.Error = "ERRORED", err.Error()
@@ -475,7 +492,8 @@ func (r *run) forwardUntilExit(ctx context.Context) (*controlpb.Exited, error) {
 				e := m.Exited
 				r.log.Info("process exited", "exit_status", e.GetExitStatus())
 				r.emit(ctx, &eventspb.Event{Time: timestamppb.Now(), Payload: &eventspb.Event_ProcessExited{ProcessExited: &eventspb.ProcessExited{
-					ExitStatus: e.GetExitStatus(), Signal: e.GetSignal(), TimedOut: e.GetTimedOut(), Aborted: e.GetAborted()}}})
+					ExitStatus: e.GetExitStatus(), Signal: e.GetSignal(), TimedOut: e.GetTimedOut(), Aborted: e.GetAborted(),
+					OomKilled: e.GetOomKilled(), MemoryLimit: e.GetMemoryLimit()}}})
 				go r.forwardSessions(ctx)
 				return e, nil
 			}
@@ -649,7 +667,8 @@ func compact(ts []Transfer) []Transfer {
 // finish writes the audit record and reports the end of the step; it returns
 // the finish event's sequence number.
 func (r *run) finish(ctx context.Context, res *Result) uint64 {
-	fin := &eventspb.StepFinished{Result: eventspb.Result(eventspb.Result_value["RESULT_"+res.Result]), ExitStatus: res.ExitStatus, Error: res.Error}
+	fin := &eventspb.StepFinished{Result: eventspb.Result(eventspb.Result_value["RESULT_"+res.Result]), ExitStatus: res.ExitStatus, Error: res.Error,
+		OomKilled: res.OOMKilled}
 	if res.Result == "SUCCEEDED" {
 		fin.Response = r.responseBody
 	}

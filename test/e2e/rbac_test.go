@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/pkg/worker"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -70,50 +72,40 @@ var _ = Describe("the ATC's RBAC (deploy/atc)", func() {
 		applyATCRBAC(ctx, ns)
 	}, NodeTimeout(60*time.Second))
 
-	It("grants exactly the Role's rights and nothing that reaches into a container or outside the namespace", func(ctx SpecContext) {
-		allowed := []access{
-			{namespace: ns, verb: "create", resource: "pods"},
-			{namespace: ns, verb: "get", resource: "pods"},
-			{namespace: ns, verb: "list", resource: "pods"},
-			{namespace: ns, verb: "watch", resource: "pods"},
-			{namespace: ns, verb: "delete", resource: "pods"},
-			{namespace: ns, verb: "get", resource: "pods", subresource: "log"},
-			{namespace: ns, verb: "create", resource: "secrets"},
-			{namespace: ns, verb: "get", resource: "secrets"},
-			{namespace: ns, verb: "patch", resource: "secrets"},
-			{namespace: ns, verb: "delete", resource: "secrets"},
-			{namespace: ns, verb: "get", resource: "events"},
-			{namespace: ns, verb: "list", resource: "events"},
-			{namespace: ns, verb: "watch", resource: "events"},
-			// A Warning Event on the pod of a step that failed on its pod.
-			{namespace: ns, verb: "create", resource: "events"},
+	It("grants the ATC the rights the runtime uses and nothing else, in its namespace or outside it", func(ctx SpecContext) {
+		// Everything the runtime uses is allowed (the authorizer learns of a
+		// new binding within moments).
+		want := runtimeRights()
+		for _, r := range want {
+			a := access{namespace: ns, verb: r.verb, group: r.group, resource: r.resource, subresource: r.subresource}
+			Eventually(func() bool {
+				ok, _ := canI(ctx, ns, a)
+				return ok
+			}).WithContext(ctx).WithTimeout(rbacPropagation).Should(BeTrue(), "the ATC should be allowed %+v", a)
 		}
+
+		// Nothing else is: every rule the API server grants the ATC's
+		// account in the namespace, less what it grants any account there
+		// (the namespace's default ServiceAccount: discovery, self reviews),
+		// is exactly the runtime's list.
+		granted := grantedRules(ctx, ns, atcServiceAccountName)
+		anyone := grantedRules(ctx, ns, "default")
+		var extra []right
+		for r := range granted {
+			if !anyone[r] {
+				extra = append(extra, r)
+			}
+		}
+		Expect(extra).To(ConsistOf(want), "the ATC's rights in its namespace beyond any account's")
+
+		// Outside the namespace and cluster-wide: nothing.
 		denied := []access{
-			// Into a container: the design never needs these.
-			{namespace: ns, verb: "create", resource: "pods", subresource: "exec"},
-			{namespace: ns, verb: "get", resource: "pods", subresource: "exec"},
-			{namespace: ns, verb: "create", resource: "pods", subresource: "attach"},
-			{namespace: ns, verb: "get", resource: "pods", subresource: "attach"},
-			{namespace: ns, verb: "create", resource: "pods", subresource: "portforward"},
-			{namespace: ns, verb: "create", resource: "pods", subresource: "ephemeralcontainers"},
-			{namespace: ns, verb: "patch", resource: "pods", subresource: "ephemeralcontainers"},
-			// Changing pods, reading secrets in bulk, changing events.
-			{namespace: ns, verb: "update", resource: "pods"},
-			{namespace: ns, verb: "patch", resource: "pods"},
-			{namespace: ns, verb: "list", resource: "secrets"},
-			{namespace: ns, verb: "watch", resource: "secrets"},
-			{namespace: ns, verb: "update", resource: "events"},
-			{namespace: ns, verb: "delete", resource: "events"},
-			{namespace: ns, verb: "create", resource: "serviceaccounts", subresource: "token"},
-			{namespace: ns, verb: "create", group: "rbac.authorization.k8s.io", resource: "roles"},
-			{namespace: ns, verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings"},
-			{namespace: ns, verb: "create", group: "apps", resource: "deployments"},
-			// Other namespaces and all of them at once.
 			{namespace: "default", verb: "create", resource: "pods"},
+			{namespace: "default", verb: "get", resource: "secrets"},
 			{namespace: "kube-system", verb: "get", resource: "secrets"},
 			{namespace: "", verb: "list", resource: "pods"},
 			{namespace: "", verb: "watch", resource: "pods"},
-			// Cluster-scoped objects.
+			{namespace: "", verb: "get", resource: "secrets"},
 			{verb: "list", resource: "nodes"},
 			{verb: "get", resource: "nodes"},
 			{verb: "create", resource: "namespaces"},
@@ -122,14 +114,6 @@ var _ = Describe("the ATC's RBAC (deploy/atc)", func() {
 			{verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings"},
 			{verb: "create", resource: "persistentvolumes"},
 			{verb: "create", group: "certificates.k8s.io", resource: "certificatesigningrequests"},
-		}
-
-		// The authorizer learns of a new binding within moments.
-		for _, a := range allowed {
-			Eventually(func() bool {
-				ok, _ := canI(ctx, ns, a)
-				return ok
-			}).WithContext(ctx).WithTimeout(rbacPropagation).Should(BeTrue(), "the ATC should be allowed %+v", a)
 		}
 		for _, a := range denied {
 			ok, reason := canI(ctx, ns, a)
@@ -168,9 +152,12 @@ var _ = Describe("the ATC's RBAC (deploy/atc)", func() {
 		end := expectEnd(ctx, ns, tr)
 		Expect(end.Phase).To(Equal(corev1.PodSucceeded))
 		Expect(tr.Failed()).NotTo(Receive())
-		logs, err := sa.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: podspec.StepContainerName}).DoRaw(ctx)
-		Expect(err).NotTo(HaveOccurred(), "the ATC reading a step's logs")
+		logs, err := cluster.client.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: podspec.StepContainerName}).DoRaw(ctx)
+		Expect(err).NotTo(HaveOccurred(), "reading the step's logs as the admin")
 		Expect(string(logs)).To(ContainSubstring("hello from the ATC pod"))
+		// The runtime never reads a pod's log (the sidecar streams the output).
+		_, err = sa.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: podspec.StepContainerName}).DoRaw(ctx)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "pods/log as the ATC: want Forbidden, got %v", err)
 
 		// Reaching into the pod is refused before anything else is looked at.
 		for _, sub := range []string{"exec", "attach"} {
@@ -190,8 +177,61 @@ var _ = Describe("the ATC's RBAC (deploy/atc)", func() {
 
 })
 
+// right is one verb on one resource (and subresource) of one API group.
+type right struct{ verb, group, resource, subresource string }
+
+// runtimeRights is what the runtime uses: pkg/worker.Required (its rights in
+// a worker's namespace, which it checks at start), plus reading Secrets for
+// its own keys (token signing key, step-token key, CA), which in-cluster
+// live in its namespace, the one this Role covers (pkg/auth
+// LoadOrCreateKeySecret, pkg/atc/tls.go).
+func runtimeRights() []right {
+	var out []right
+	for _, a := range worker.Required() {
+		out = append(out, right{verb: a.Verb, resource: a.Resource, subresource: a.Subresource})
+	}
+	return append(out, right{verb: "get", resource: "secrets"})
+}
+
+// expand lists a rule's rights one by one ("pods/log" is resource pods,
+// subresource log).
+func expand(groups, resources, verbs []string) []right {
+	var out []right
+	for _, g := range groups {
+		for _, res := range resources {
+			r, sub, _ := strings.Cut(res, "/")
+			for _, v := range verbs {
+				out = append(out, right{verb: v, group: g, resource: r, subresource: sub})
+			}
+		}
+	}
+	return out
+}
+
+// grantedRules is every resource right the API server grants service
+// account sa in ns, as the account itself sees them (SelfSubjectRulesReview
+// with its own token). A wildcard stays "*", so it can never match a list.
+func grantedRules(ctx context.Context, ns, sa string) map[right]bool {
+	GinkgoHelper()
+	cfg, err := testenv.ServiceAccountKubeconfig(ctx, cluster.admin, ns, sa)
+	Expect(err).NotTo(HaveOccurred())
+	client, err := kubernetes.NewForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	review, err := client.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx,
+		&authorizationv1.SelfSubjectRulesReview{Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: ns}}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred(), "a SelfSubjectRulesReview as %s/%s", ns, sa)
+	Expect(review.Status.Incomplete).To(BeFalse(), "the rules of %s/%s are incomplete: %s", ns, sa, review.Status.EvaluationError)
+	out := map[right]bool{}
+	for _, rule := range review.Status.ResourceRules {
+		for _, r := range expand(rule.APIGroups, rule.Resources, rule.Verbs) {
+			out[r] = true
+		}
+	}
+	return out
+}
+
 var _ = Describe("deploy/atc/rbac.yaml", func() {
-	It("keeps the Role to the agreed rules", func() {
+	It("grants exactly the rights the runtime uses (pkg/worker.Required and reading its key Secrets)", func() {
 		objs, err := testenv.DecodeManifests(atcRBACManifest)
 		Expect(err).NotTo(HaveOccurred())
 		var role *rbacv1.Role
@@ -201,11 +241,11 @@ var _ = Describe("deploy/atc/rbac.yaml", func() {
 			}
 		}
 		Expect(role).NotTo(BeNil())
-		Expect(role.Rules).To(ConsistOf(
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "get", "delete", "patch"}},
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch", "create"}},
-		))
+		var granted []right
+		for _, rule := range role.Rules {
+			Expect(rule.ResourceNames).To(BeEmpty(), "a rule of the Role")
+			granted = append(granted, expand(rule.APIGroups, rule.Resources, rule.Verbs)...)
+		}
+		Expect(granted).To(ConsistOf(runtimeRights()))
 	})
 })

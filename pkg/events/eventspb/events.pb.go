@@ -655,9 +655,14 @@ type ProcessExited struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	ExitStatus int32                  `protobuf:"varint,1,opt,name=exit_status,json=exitStatus,proto3" json:"exit_status,omitempty"`
 	// Set when the process was ended by a signal (e.g. "terminated", "killed").
-	Signal        string `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
-	TimedOut      bool   `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
-	Aborted       bool   `protobuf:"varint,4,opt,name=aborted,proto3" json:"aborted,omitempty"`
+	Signal   string `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	TimedOut bool   `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	Aborted  bool   `protobuf:"varint,4,opt,name=aborted,proto3" json:"aborted,omitempty"`
+	// The process failed after the kernel's OOM killer killed it (or one of
+	// its children) for exceeding the container's memory limit.
+	OomKilled bool `protobuf:"varint,5,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
+	// The container's memory limit in bytes, when it has one (0: unknown or none).
+	MemoryLimit   int64 `protobuf:"varint,6,opt,name=memory_limit,json=memoryLimit,proto3" json:"memory_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -718,6 +723,20 @@ func (x *ProcessExited) GetAborted() bool {
 		return x.Aborted
 	}
 	return false
+}
+
+func (x *ProcessExited) GetOomKilled() bool {
+	if x != nil {
+		return x.OomKilled
+	}
+	return false
+}
+
+func (x *ProcessExited) GetMemoryLimit() int64 {
+	if x != nil {
+		return x.MemoryLimit
+	}
+	return 0
 }
 
 type InputFetched struct {
@@ -874,11 +893,14 @@ type StepFinished struct {
 	Outputs    []*ArtifactUploaded    `protobuf:"bytes,3,rep,name=outputs,proto3" json:"outputs,omitempty"`
 	// Blobstore key of the step's audit record (result.json).
 	AuditKey string `protobuf:"bytes,4,opt,name=audit_key,json=auditKey,proto3" json:"audit_key,omitempty"`
-	// Why the step errored, when result is ERRORED.
+	// Why the step errored, when result is ERRORED; why it failed, when the
+	// step's own outcome does not say (timeout, out of memory).
 	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// A resource step's (check, get, put) response: the JSON its script
 	// printed on stdout, checked to be valid JSON.
-	Response      []byte `protobuf:"bytes,6,opt,name=response,proto3" json:"response,omitempty"`
+	Response []byte `protobuf:"bytes,6,opt,name=response,proto3" json:"response,omitempty"`
+	// The step failed because its process ran out of memory (error names the limit).
+	OomKilled     bool `protobuf:"varint,7,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -953,6 +975,13 @@ func (x *StepFinished) GetResponse() []byte {
 		return x.Response
 	}
 	return nil
+}
+
+func (x *StepFinished) GetOomKilled() bool {
+	if x != nil {
+		return x.OomKilled
+	}
+	return false
 }
 
 type Error struct {
@@ -1656,13 +1685,16 @@ const file_pkg_events_eventspb_events_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"N\n" +
 	"\x06Output\x120\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x18.porter.events.v1.StreamR\x06stream\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\x7f\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xc1\x01\n" +
 	"\rProcessExited\x12\x1f\n" +
 	"\vexit_status\x18\x01 \x01(\x05R\n" +
 	"exitStatus\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\x12\x1b\n" +
 	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\x12\x18\n" +
-	"\aaborted\x18\x04 \x01(\bR\aaborted\"`\n" +
+	"\aaborted\x18\x04 \x01(\bR\aaborted\x12\x1d\n" +
+	"\n" +
+	"oom_killed\x18\x05 \x01(\bR\toomKilled\x12!\n" +
+	"\fmemory_limit\x18\x06 \x01(\x03R\vmemoryLimit\"`\n" +
 	"\fInputFetched\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
@@ -1673,7 +1705,7 @@ const file_pkg_events_eventspb_events_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x16\n" +
 	"\x06digest\x18\x04 \x01(\tR\x06digest\x12\x14\n" +
-	"\x05cache\x18\x05 \x01(\bR\x05cache\"\xee\x01\n" +
+	"\x05cache\x18\x05 \x01(\bR\x05cache\"\x8d\x02\n" +
 	"\fStepFinished\x120\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x18.porter.events.v1.ResultR\x06result\x12\x1f\n" +
 	"\vexit_status\x18\x02 \x01(\x05R\n" +
@@ -1681,7 +1713,9 @@ const file_pkg_events_eventspb_events_proto_rawDesc = "" +
 	"\aoutputs\x18\x03 \x03(\v2\".porter.events.v1.ArtifactUploadedR\aoutputs\x12\x1b\n" +
 	"\taudit_key\x18\x04 \x01(\tR\bauditKey\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bresponse\x18\x06 \x01(\fR\bresponse\"!\n" +
+	"\bresponse\x18\x06 \x01(\fR\bresponse\x12\x1d\n" +
+	"\n" +
+	"oom_killed\x18\a \x01(\bR\toomKilled\"!\n" +
 	"\x05Error\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\"\xc2\x03\n" +
 	"\n" +

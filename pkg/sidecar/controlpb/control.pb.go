@@ -264,7 +264,12 @@ type Exited struct {
 	// The process could not be started at all (bad user, missing binary).
 	StartError string `protobuf:"bytes,5,opt,name=start_error,json=startError,proto3" json:"start_error,omitempty"`
 	// The command given does not exist in the image.
-	NotFound      bool `protobuf:"varint,6,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
+	NotFound bool `protobuf:"varint,6,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
+	// The kernel's OOM killer killed a process of the step while it ran (the
+	// container's memory cgroup counted a kill) and the process failed.
+	OomKilled bool `protobuf:"varint,7,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
+	// The container's memory limit in bytes, when it has one (0: unknown or none).
+	MemoryLimit   int64 `protobuf:"varint,8,opt,name=memory_limit,json=memoryLimit,proto3" json:"memory_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -339,6 +344,20 @@ func (x *Exited) GetNotFound() bool {
 		return x.NotFound
 	}
 	return false
+}
+
+func (x *Exited) GetOomKilled() bool {
+	if x != nil {
+		return x.OomKilled
+	}
+	return false
+}
+
+func (x *Exited) GetMemoryLimit() int64 {
+	if x != nil {
+		return x.MemoryLimit
+	}
+	return 0
 }
 
 type SidecarCommand struct {
@@ -768,7 +787,7 @@ const file_pkg_sidecar_controlpb_control_proto_rawDesc = "" +
 	"\x06Output\x120\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x18.porter.events.v1.StreamR\x06stream\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12.\n" +
-	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xb6\x01\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xf8\x01\n" +
 	"\x06Exited\x12\x1f\n" +
 	"\vexit_status\x18\x01 \x01(\x05R\n" +
 	"exitStatus\x12\x16\n" +
@@ -777,7 +796,10 @@ const file_pkg_sidecar_controlpb_control_proto_rawDesc = "" +
 	"\aaborted\x18\x04 \x01(\bR\aaborted\x12\x1f\n" +
 	"\vstart_error\x18\x05 \x01(\tR\n" +
 	"startError\x12\x1b\n" +
-	"\tnot_found\x18\x06 \x01(\bR\bnotFound\"\xfe\x03\n" +
+	"\tnot_found\x18\x06 \x01(\bR\bnotFound\x12\x1d\n" +
+	"\n" +
+	"oom_killed\x18\a \x01(\bR\toomKilled\x12!\n" +
+	"\fmemory_limit\x18\b \x01(\x03R\vmemoryLimit\"\xfe\x03\n" +
 	"\x0eSidecarCommand\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x18.porter.control.v1.StartH\x00R\x05start\x12-\n" +
 	"\x04fail\x18\x02 \x01(\v2\x17.porter.control.v1.FailH\x00R\x04fail\x120\n" +
