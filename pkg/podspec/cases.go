@@ -110,6 +110,7 @@ func GoldenCases() []Case {
 				w.VolumeSizeLimit = ptr(resource.MustParse("1Gi"))
 				w.EphemeralStorageRequest = ptr(resource.MustParse("100Mi"))
 				w.EphemeralStorageLimit = ptr(resource.MustParse("2Gi"))
+				w.MaxExtractBytes, w.MaxExtractFiles = 1<<30, 100_000
 				return w
 			}(),
 			Secrets: exampleSecrets(),

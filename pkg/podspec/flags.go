@@ -12,6 +12,8 @@ func AddBoundsFlags(fs *flag.FlagSet, b *Bounds) {
 	fs.BoolVar(&b.HardCPULimit, "step-hard-cpu-limit", false, "also make a task's container_limits.cpu the step's CPU limit (default: a request only, as Concourse's relative shares)")
 	fs.Var(quantityFlag{&b.VolumeSizeLimit}, "step-volume-size-limit", "sizeLimit of each emptyDir of a step pod, e.g. 10Gi (default: none); the kubelet evicts a pod writing more")
 	fs.Var(quantityFlag{&b.EphemeralStorageRequest}, "step-ephemeral-storage-request", "ephemeral-storage request of the step container, e.g. 1Gi (default: none)")
+	fs.Int64Var(&b.MaxExtractBytes, "step-max-extract-bytes", 0, "most bytes a step's sidecar extracts from one input or cache (0: 64 GiB)")
+	fs.Int64Var(&b.MaxExtractFiles, "step-max-extract-files", 0, "most files and directories a step's sidecar extracts from one input or cache (0: 2,000,000)")
 	fs.Var(quantityFlag{&b.EphemeralStorageLimit}, "step-ephemeral-storage-limit", "ephemeral-storage limit of the step container, e.g. 20Gi (default: none)")
 }
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/blobstore"
 )
 
 // Paths and names inside a step pod, shared with the porter binary.
@@ -182,6 +183,11 @@ type Bounds struct {
 	// none.
 	EphemeralStorageRequest *resource.Quantity
 	EphemeralStorageLimit   *resource.Quantity
+	// MaxExtractBytes and MaxExtractFiles cap what the sidecar extracts
+	// from one input or cache (blobstore.ExtractLimits); 0 means
+	// blobstore's defaults.
+	MaxExtractBytes int64
+	MaxExtractFiles int64
 }
 
 // Placement is a tag's share of a pod's scheduling constraints.
@@ -667,6 +673,9 @@ func (w Worker) problems() []error {
 			bad("worker %s %s is not positive", what, q)
 		}
 	}
+	if w.MaxExtractBytes < 0 || w.MaxExtractFiles < 0 {
+		bad("worker extraction caps (%d bytes, %d files) are negative", w.MaxExtractBytes, w.MaxExtractFiles)
+	}
 	if r, l := w.EphemeralStorageRequest, w.EphemeralStorageLimit; r != nil && l != nil && r.Cmp(*l) > 0 {
 		bad("worker step ephemeral-storage request %s is above its limit %s", r, l)
 	}
@@ -764,6 +773,12 @@ func sidecarEnv(secretName, actionJSON string, a *action.Action, w Worker, s Sec
 	)
 	if len(s.ATCCA) > 0 {
 		env = append(env, secretEnv(EnvATCCAPEM, secretName, SecretKeyATCCA))
+	}
+	if w.MaxExtractBytes > 0 {
+		env = append(env, corev1.EnvVar{Name: blobstore.EnvMaxExtractBytes, Value: strconv.FormatInt(w.MaxExtractBytes, 10)})
+	}
+	if w.MaxExtractFiles > 0 {
+		env = append(env, corev1.EnvVar{Name: blobstore.EnvMaxExtractFiles, Value: strconv.FormatInt(w.MaxExtractFiles, 10)})
 	}
 	if w.NativeSidecars {
 		// A native sidecar that exits is restarted: it must wait for the
