@@ -174,8 +174,9 @@ type Bounds struct {
 	// relative CPU shares, which never cap a step on an idle node.
 	HardCPULimit bool
 	// VolumeSizeLimit is the sizeLimit of each emptyDir of a step pod
-	// (work directory, inputs, outputs, caches, porter's own): the kubelet
-	// evicts a pod that writes more into one of them. Nil means none.
+	// (work directory, inputs, outputs, caches; porter's own gets 256Mi
+	// more for the porter binary): the kubelet evicts a pod that writes
+	// more into one of them. Nil means none.
 	VolumeSizeLimit *resource.Quantity
 	// EphemeralStorageRequest and EphemeralStorageLimit are the step
 	// container's ephemeral-storage request and limit (its writable layer
@@ -819,7 +820,14 @@ func secretEnv(name, secretName, key string) corev1.EnvVar {
 // empties it) and in the step container (which uses it). An output at the
 // same path as an input is that input, modified, so it shares its volume.
 func buildVolumes(a *action.Action, sh shape, sizeLimit *resource.Quantity) (volumes []corev1.Volume, sidecarMounts, stepMounts []corev1.VolumeMount) {
-	volumes = []corev1.Volume{emptyDirSized(porterVolumeName, sizeLimit), emptyDirSized(workDirVolumeName, sizeLimit)}
+	porterLimit := sizeLimit
+	if sizeLimit != nil {
+		// porter's own volume also holds the porter binary.
+		q := sizeLimit.DeepCopy()
+		q.Add(porterVolumeReserve)
+		porterLimit = &q
+	}
+	volumes = []corev1.Volume{emptyDirSized(porterVolumeName, porterLimit), emptyDirSized(workDirVolumeName, sizeLimit)}
 	porterMount := corev1.VolumeMount{Name: porterVolumeName, MountPath: sh.porterDir}
 	sidecarMounts = []corev1.VolumeMount{porterMount}
 	// The work directory is a volume of its own so that it exists and is
@@ -853,6 +861,10 @@ func buildVolumes(a *action.Action, sh shape, sizeLimit *resource.Quantity) (vol
 	}
 	return volumes, sidecarMounts, stepMounts
 }
+
+// porterVolumeReserve is what the porter volume holds beyond the worker's
+// VolumeSizeLimit: the installed porter binary and the event journal.
+var porterVolumeReserve = resource.MustParse("256Mi")
 
 func emptyDirSized(name string, sizeLimit *resource.Quantity) corev1.Volume {
 	source := &corev1.EmptyDirVolumeSource{}
