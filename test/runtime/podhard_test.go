@@ -24,7 +24,7 @@ import (
 // on extraction. A server of its own runs this tree's sidecar (the caps are
 // the sidecar's) in a namespace enforcing the baseline level, with small
 // bounds: 32Mi per step volume, 16 MiB per extracted artifact.
-var _ = Describe("step pod hardening", Ordered, func() {
+var _ = Describe("step pod hardening", Ordered, ContinueOnFailure, func() {
 	const (
 		volumeLimit  = "32Mi"
 		extractBytes = 16 << 20
@@ -125,8 +125,8 @@ run:
 		res := porter(ctx, "execute", "-p", "-c", taskFile(busyboxTask+`run: {path: echo, args: [never]}
 `))
 		Expect(res.Code).NotTo(Equal(0), res.String())
-		Expect(res.Stdout + res.Stderr).To(ContainSubstring("violates PodSecurity"))
-		Expect(taskOutput(res.Stdout)).NotTo(ContainSubstring("never"))
+		Expect(res.Stdout).To(ContainSubstring(`violates PodSecurity "baseline:latest": privileged`))
+		Expect(res.Stdout).NotTo(ContainSubstring("never\n"))
 	})
 
 	It("fails a step writing more than the volume size limit into its working directory", func(ctx SpecContext) {
@@ -137,8 +137,14 @@ run:
 		Expect(res.Code).NotTo(Equal(0), res.String())
 		id := buildID(res.Stdout)
 		Expect(endedStatus(ctx, id)).NotTo(Equal(concourse.StatusSucceeded))
-		msgs := strings.Join(errorMessages(buildEvents(ctx, id)), "\n")
-		Expect(msgs).To(And(ContainSubstring("evicted"), ContainSubstring("exceeds the limit"), ContainSubstring(volumeLimit)), res.String())
+		Expect(res.Stdout).NotTo(ContainSubstring("succeeded"))
+		// The kubelet evicted the pod, naming the volume and its limit. (The
+		// build's own message is whichever report arrives first: today the
+		// sidecar's "entrypoint went away" can beat the pod's status, the
+		// race issue 10 also names for OOM kills.)
+		pod := stepPod(ctx, id)
+		Expect(pod.Status.Reason).To(Equal("Evicted"), "pod status %+v", pod.Status)
+		Expect(pod.Status.Message).To(And(ContainSubstring(`volume "workdir" exceeds the limit`), ContainSubstring(volumeLimit)))
 	}, SpecTimeout(4*time.Minute))
 
 	It("refuses an input that expands beyond the extraction cap (a zstd bomb), naming the cap", func(ctx SpecContext) {
@@ -152,7 +158,7 @@ run:
 run: {path: echo, args: [never]}
 `))
 		Expect(res.Code).NotTo(Equal(0), res.String())
-		Expect(taskOutput(res.Stdout)).NotTo(ContainSubstring("never"))
+		Expect(res.Stdout).NotTo(ContainSubstring("never\n"))
 		msgs := strings.Join(errorMessages(buildEvents(ctx, buildID(res.Stdout))), "\n")
 		Expect(msgs).To(And(ContainSubstring("extraction limit exceeded"), ContainSubstring(strconv.Itoa(extractBytes)+" bytes")), res.String())
 	})
