@@ -164,6 +164,10 @@ func runSidecar(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	extractLimits, err := blobstore.ExtractLimitsFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
 	socket := envOr("PORTER_SOCKET", defaultSocket)
 	tracing := telemetry.Noop()
 	if t := a.Telemetry; t != nil && t.OTLPEndpoint != "" {
@@ -190,7 +194,7 @@ func runSidecar(ctx context.Context, log *slog.Logger) error {
 		PodName:    os.Getenv("PORTER_POD_NAME"),
 		SocketPath: socket,
 		StdinFile:  os.Getenv(action.StdinFileEnvVar),
-		Artifacts:  sidecar.BlobArtifacts(store),
+		Artifacts:  sidecar.BlobArtifacts(store, extractLimits),
 		JournalDir: filepath.Dir(socket),
 		Log:        log,
 		// Set by podspec for native sidecars (see sidecar.Config).

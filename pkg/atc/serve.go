@@ -24,6 +24,7 @@ import (
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/metrics"
+	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/worker"
 )
 
@@ -80,6 +81,7 @@ func ServeCommand(ctx context.Context, args []string) int {
 	fs.StringVar(&cfg.PorterImage, "porter-image", "porter.local/porter:dev", "image holding the porter binary")
 	fs.StringVar(&cfg.WindowsPorterImage, "windows-porter-image", "", "image holding porter.exe at C:\\bin\\porter.exe, for windows workers (docs/windows-workers.md)")
 	fs.BoolVar(&cfg.NativeSidecars, "native-sidecars", true, "run the sidecar as a native sidecar (Kubernetes 1.29+)")
+	podspec.AddBoundsFlags(fs, &cfg.StepBounds)
 	dns := fs.String("dns-policy", string(corev1.DNSClusterFirst), "step pods' dnsPolicy")
 	pull := fs.String("image-pull-policy", string(corev1.PullIfNotPresent), "step images' pull policy: Always, IfNotPresent or Never")
 	fs.DurationVar(&cfg.KeepAlive, "keep-alive", 0, "how long a finished step stays interceptible")

@@ -69,6 +69,7 @@ type Config struct {
 	// WindowsPorterImage holds porter.exe for windows workers.
 	WindowsPorterImage string
 	NativeSidecars     bool
+	StepBounds         podspec.Bounds // step pods' resource bounds (podspec.AddBoundsFlags)
 	DNSPolicy          corev1.DNSPolicy
 	ImagePullPolicy    corev1.PullPolicy
 	// KeepAlive is how long a finished step stays interceptible.
@@ -212,6 +213,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		ATCAddress: cfg.GRPCAdvertise, BlobstoreEndpoint: podEndpoint, BlobstoreBucket: cfg.Blobstore.Bucket,
 		BlobstoreRegion: cfg.Blobstore.Region, BlobstoreSecure: cfg.Blobstore.Secure,
 		ImagePullPolicy: cfg.ImagePullPolicy, NativeSidecars: cfg.NativeSidecars, DNSPolicy: cfg.DNSPolicy,
+		Bounds: cfg.StepBounds,
 	}
 	client := deps.WorkerKube
 	if client == nil {

@@ -186,6 +186,12 @@ func deleteQuietly(ctx context.Context, store Store, key string) {
 // must then be treated as garbage (the stream is checked as it arrives, to
 // keep memory and disk bounded).
 func DownloadDir(ctx context.Context, store Store, key, wantDigest, dir string) (Artifact, error) {
+	return DownloadDirLimited(ctx, store, key, wantDigest, dir, ExtractLimits{})
+}
+
+// DownloadDirLimited is DownloadDir with the given extraction caps
+// (ExtractLimited).
+func DownloadDirLimited(ctx context.Context, store Store, key, wantDigest, dir string, limits ExtractLimits) (Artifact, error) {
 	rc, _, err := store.Get(ctx, key)
 	if err != nil {
 		return Artifact{}, fmt.Errorf("download %q: %w", key, err)
@@ -193,7 +199,7 @@ func DownloadDir(ctx context.Context, store Store, key, wantDigest, dir string) 
 	defer rc.Close()
 	h := sha256.New()
 	body := &countingReader{r: io.TeeReader(rc, h)}
-	a, err := readArtifact(ctx, body, h, dir)
+	a, err := readArtifact(ctx, body, h, dir, limits)
 	if err != nil {
 		return Artifact{}, fmt.Errorf("download %q into %s: %w", key, dir, err)
 	}
@@ -204,7 +210,7 @@ func DownloadDir(ctx context.Context, store Store, key, wantDigest, dir string) 
 	return a, nil
 }
 
-func readArtifact(ctx context.Context, body *countingReader, h hash.Hash, dir string) (Artifact, error) {
+func readArtifact(ctx context.Context, body *countingReader, h hash.Hash, dir string, limits ExtractLimits) (Artifact, error) {
 	dec, err := zstd.NewReader(body,
 		zstd.WithDecoderLowmem(true),
 		zstd.WithDecoderConcurrency(2),
@@ -215,7 +221,7 @@ func readArtifact(ctx context.Context, body *countingReader, h hash.Hash, dir st
 		return Artifact{}, fmt.Errorf("zstd decoder: %w", err)
 	}
 	defer dec.Close()
-	if err := Extract(ctx, dec, dir); err != nil {
+	if err := ExtractLimited(ctx, dec, dir, limits); err != nil {
 		return Artifact{}, err
 	}
 	// The digest covers the whole stored stream: read what the tar reader

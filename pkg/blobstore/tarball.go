@@ -181,14 +181,23 @@ var ErrUnsafePath = errors.New("unsafe tar entry")
 // operation goes through an os.Root on dir, so nothing can be created or
 // written outside it; entries with absolute names or ".." components, hard
 // links to outside names, and device files and FIFOs are refused with
-// ErrUnsafePath. Existing non-directories are replaced.
+// ErrUnsafePath. Existing non-directories are replaced. The default
+// ExtractLimits apply (see ExtractLimited).
 func Extract(ctx context.Context, r io.Reader, dir string) error {
+	return ExtractLimited(ctx, r, dir, ExtractLimits{})
+}
+
+// ExtractLimited is Extract with caps on the bytes and entries written:
+// an archive over either is refused with ErrExtractLimit before the entry
+// that crosses it is written (a file's declared size counts up front, so a
+// decompression bomb stops at its first header).
+func ExtractLimited(ctx context.Context, r io.Reader, dir string, limits ExtractLimits) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return fmt.Errorf("extract into %s: %w", dir, err)
 	}
 	defer root.Close()
-	x := &extractor{root: root, chown: os.Geteuid() == 0, buf: make([]byte, copyBufSize)}
+	x := &extractor{root: root, chown: os.Geteuid() == 0, buf: make([]byte, copyBufSize), limits: limits.withDefaults()}
 	if err := x.run(ctx, tar.NewReader(r)); err != nil {
 		return fmt.Errorf("extract into %s: %w", dir, err)
 	}
@@ -209,6 +218,24 @@ type extractor struct {
 	// dirs get their modes and mtimes at the end: writing their contents
 	// would change the mtime, and a read-only mode would stop the writes.
 	dirs []dirAttrs
+
+	limits       ExtractLimits
+	bytes, files int64 // written so far
+}
+
+// count charges one entry of size bytes against the limits.
+func (x *extractor) count(hdr *tar.Header) error {
+	x.files++
+	if x.files > x.limits.MaxFiles {
+		return fmt.Errorf("%w: more than %d files and directories (the cap on entries per extraction)", ErrExtractLimit, x.limits.MaxFiles)
+	}
+	if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA {
+		if hdr.Size > x.limits.MaxBytes-x.bytes {
+			return fmt.Errorf("%w: %q (%d bytes) takes the artifact over %d bytes (the cap on bytes per extraction)", ErrExtractLimit, hdr.Name, hdr.Size, x.limits.MaxBytes)
+		}
+		x.bytes += hdr.Size
+	}
+	return nil
 }
 
 func (x *extractor) run(ctx context.Context, tr *tar.Reader) error {
@@ -222,6 +249,9 @@ func (x *extractor) run(ctx context.Context, tr *tar.Reader) error {
 		}
 		if err != nil {
 			return fmt.Errorf("read tar: %w", err)
+		}
+		if err := x.count(hdr); err != nil {
+			return err
 		}
 		if err := x.entry(ctx, hdr, tr); err != nil {
 			return err

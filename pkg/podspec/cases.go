@@ -4,6 +4,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/porter-ci/porter/pkg/action"
 )
@@ -87,6 +88,45 @@ func GoldenCases() []Case {
 				w.ImagePullPolicy = corev1.PullIfNotPresent
 				w.DNSPolicy = corev1.DNSDefault
 				w.UploadAllowance = 15 * time.Minute
+				return w
+			}(),
+			Secrets: exampleSecrets(),
+		},
+		{
+			// A task running as a numeric non-root uid: the pod passes the
+			// restricted Pod Security Standard. Shares are a CPU request
+			// only; the worker bounds its volumes and ephemeral storage.
+			Name: "restricted",
+			Action: func() *action.Action {
+				a := exampleAction("restricted")
+				a.Run = action.Run{Path: "sh", Args: []string{"-c", "id"}, User: "1000:1000"}
+				a.Limits = action.Limits{CPUShares: ptr(uint64(512)), MemoryBytes: ptr(uint64(256 << 20))}
+				a.Inputs = []action.Input{{Name: "repo", Path: "repo", Key: "artifacts/" + fakeDigest + ".tar.zst", Digest: "sha256:" + fakeDigest}}
+				a.Outputs = []action.Output{{Name: "built", Path: "built"}}
+				return a
+			}(),
+			Worker: func() Worker {
+				w := exampleWorker()
+				w.VolumeSizeLimit = ptr(resource.MustParse("1Gi"))
+				w.EphemeralStorageRequest = ptr(resource.MustParse("100Mi"))
+				w.EphemeralStorageLimit = ptr(resource.MustParse("2Gi"))
+				w.MaxExtractBytes, w.MaxExtractFiles = 1<<30, 100_000
+				return w
+			}(),
+			Secrets: exampleSecrets(),
+		},
+		{
+			// cpu: 0 and memory: 0 mean unlimited, as in Concourse; the
+			// worker asks for hard CPU limits, which 0 shares do not get.
+			Name: "unlimited",
+			Action: func() *action.Action {
+				a := exampleAction("unlimited")
+				a.Limits = action.Limits{CPUShares: ptr(uint64(0)), MemoryBytes: ptr(uint64(0))}
+				return a
+			}(),
+			Worker: func() Worker {
+				w := exampleWorker()
+				w.HardCPULimit = true
 				return w
 			}(),
 			Secrets: exampleSecrets(),

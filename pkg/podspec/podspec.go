@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/blobstore"
 )
 
 // Paths and names inside a step pod, shared with the porter binary.
@@ -44,9 +45,10 @@ const (
 	// annotationDefaultContainer is the container kubectl picks by default.
 	annotationDefaultContainer = "kubectl.kubernetes.io/default-container"
 
-	porterVolumeName  = "porter"
-	workDirVolumeName = "workdir"
-	stdinVolumeName   = "porter-stdin"
+	porterVolumeName     = "porter"
+	workDirVolumeName    = "workdir"
+	stdinVolumeName      = "porter-stdin"
+	sidecarTmpVolumeName = "porter-tmp"
 
 	// StdinDir is where the sidecar finds a secret stdin (file StdinFile).
 	StdinDir  = "/var/run/porter-stdin"
@@ -159,6 +161,34 @@ type Worker struct {
 	// may pull any step image with; they follow the step's own pull Secret
 	// in the pod's imagePullSecrets.
 	ImagePullSecrets []string
+
+	// Bounds are the resource bounds of its step pods.
+	Bounds
+}
+
+// Bounds are what a worker's step pods may use beyond the task's own
+// container_limits: set by serve flags (AddBoundsFlags).
+type Bounds struct {
+	// HardCPULimit also sets a task's container_limits.cpu as the step's
+	// CPU limit. By default it is only a request: Concourse's cpu is
+	// relative CPU shares, which never cap a step on an idle node.
+	HardCPULimit bool
+	// VolumeSizeLimit is the sizeLimit of each emptyDir of a step pod
+	// (work directory, inputs, outputs, caches; porter's own gets 256Mi
+	// more for the porter binary): the kubelet evicts a pod that writes
+	// more into one of them. Nil means none.
+	VolumeSizeLimit *resource.Quantity
+	// EphemeralStorageRequest and EphemeralStorageLimit are the step
+	// container's ephemeral-storage request and limit (its writable layer
+	// and logs; with a limit, the pod's emptyDirs count too). Nil means
+	// none.
+	EphemeralStorageRequest *resource.Quantity
+	EphemeralStorageLimit   *resource.Quantity
+	// MaxExtractBytes and MaxExtractFiles cap what the sidecar extracts
+	// from one input or cache (blobstore.ExtractLimits); 0 means
+	// blobstore's defaults.
+	MaxExtractBytes int64
+	MaxExtractFiles int64
 }
 
 // Placement is a tag's share of a pod's scheduling constraints.
@@ -277,12 +307,12 @@ func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("build pod for step %s: encode action: %w", a.StepID, err)
 	}
-	resources, err := stepResources(a.Limits)
+	resources, err := stepResources(a.Limits, w)
 	if err != nil {
 		return nil, nil, fmt.Errorf("build pod for step %s: %w", a.StepID, err)
 	}
 
-	volumes, sidecarMounts, stepMounts := buildVolumes(a, sh)
+	volumes, sidecarMounts, stepMounts := buildVolumes(a, sh, w.VolumeSizeLimit)
 	if a.StdinSecret {
 		// The step container never sees the Secret: the sidecar hands the
 		// request to the process.
@@ -327,8 +357,16 @@ func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, 
 	if a.ImagePullPolicy != "" {
 		step.ImagePullPolicy = corev1.PullPolicy(a.ImagePullPolicy)
 	}
-	if a.Privileged {
-		step.SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)}
+	var podSecurity *corev1.PodSecurityContext
+	if !sh.windows {
+		// The sidecar's root filesystem is read-only: its temporary files
+		// go to a volume of its own.
+		volumes = append(volumes, emptyDirSized(sidecarTmpVolumeName, w.VolumeSizeLimit))
+		// First, so that it lies under any work directory in /tmp.
+		sidecar.VolumeMounts = append([]corev1.VolumeMount{{Name: sidecarTmpVolumeName, MountPath: "/tmp"}}, sidecar.VolumeMounts...)
+		var sec security
+		podSecurity, sec = securityOf(a)
+		sidecar.SecurityContext, step.SecurityContext = sec.sidecar, sec.step
 	}
 
 	// A native sidecar is an init container: the step container starts once
@@ -367,6 +405,7 @@ func Build(a *action.Action, w Worker, s Secrets) (*corev1.Pod, *corev1.Secret, 
 			InitContainers:                initContainers,
 			Containers:                    containers,
 			Volumes:                       volumes,
+			SecurityContext:               podSecurity,
 		},
 	}
 	if sh.windows {
@@ -626,6 +665,21 @@ func (w Worker) problems() []error {
 	if w.UploadAllowance < 0 {
 		bad("worker upload allowance %s is negative", w.UploadAllowance)
 	}
+	for what, q := range map[string]*resource.Quantity{
+		"step volume size limit":         w.VolumeSizeLimit,
+		"step ephemeral-storage request": w.EphemeralStorageRequest,
+		"step ephemeral-storage limit":   w.EphemeralStorageLimit,
+	} {
+		if q != nil && q.Sign() <= 0 {
+			bad("worker %s %s is not positive", what, q)
+		}
+	}
+	if w.MaxExtractBytes < 0 || w.MaxExtractFiles < 0 {
+		bad("worker extraction caps (%d bytes, %d files) are negative", w.MaxExtractBytes, w.MaxExtractFiles)
+	}
+	if r, l := w.EphemeralStorageRequest, w.EphemeralStorageLimit; r != nil && l != nil && r.Cmp(*l) > 0 {
+		bad("worker step ephemeral-storage request %s is above its limit %s", r, l)
+	}
 	return errs
 }
 
@@ -721,6 +775,12 @@ func sidecarEnv(secretName, actionJSON string, a *action.Action, w Worker, s Sec
 	if len(s.ATCCA) > 0 {
 		env = append(env, secretEnv(EnvATCCAPEM, secretName, SecretKeyATCCA))
 	}
+	if w.MaxExtractBytes > 0 {
+		env = append(env, corev1.EnvVar{Name: blobstore.EnvMaxExtractBytes, Value: strconv.FormatInt(w.MaxExtractBytes, 10)})
+	}
+	if w.MaxExtractFiles > 0 {
+		env = append(env, corev1.EnvVar{Name: blobstore.EnvMaxExtractFiles, Value: strconv.FormatInt(w.MaxExtractFiles, 10)})
+	}
 	if w.NativeSidecars {
 		// A native sidecar that exits is restarted: it must wait for the
 		// kubelet's TERM, which comes once the main container has ended.
@@ -759,8 +819,15 @@ func secretEnv(name, secretName, key string) corev1.EnvVar {
 // emptyDir, mounted at the same place in the sidecar (which fills and
 // empties it) and in the step container (which uses it). An output at the
 // same path as an input is that input, modified, so it shares its volume.
-func buildVolumes(a *action.Action, sh shape) (volumes []corev1.Volume, sidecarMounts, stepMounts []corev1.VolumeMount) {
-	volumes = []corev1.Volume{emptyDir(porterVolumeName), emptyDir(workDirVolumeName)}
+func buildVolumes(a *action.Action, sh shape, sizeLimit *resource.Quantity) (volumes []corev1.Volume, sidecarMounts, stepMounts []corev1.VolumeMount) {
+	porterLimit := sizeLimit
+	if sizeLimit != nil {
+		// porter's own volume also holds the porter binary.
+		q := sizeLimit.DeepCopy()
+		q.Add(porterVolumeReserve)
+		porterLimit = &q
+	}
+	volumes = []corev1.Volume{emptyDirSized(porterVolumeName, porterLimit), emptyDirSized(workDirVolumeName, sizeLimit)}
 	porterMount := corev1.VolumeMount{Name: porterVolumeName, MountPath: sh.porterDir}
 	sidecarMounts = []corev1.VolumeMount{porterMount}
 	// The work directory is a volume of its own so that it exists and is
@@ -774,7 +841,7 @@ func buildVolumes(a *action.Action, sh shape) (volumes []corev1.Volume, sidecarM
 			return
 		}
 		byDir[dir] = true
-		volumes = append(volumes, emptyDir(volume))
+		volumes = append(volumes, emptyDirSized(volume, sizeLimit))
 		mount := corev1.VolumeMount{Name: volume, MountPath: sh.path(dir)}
 		sidecarMounts = append(sidecarMounts, mount)
 		stepMounts = append(stepMounts, mount)
@@ -795,43 +862,61 @@ func buildVolumes(a *action.Action, sh shape) (volumes []corev1.Volume, sidecarM
 	return volumes, sidecarMounts, stepMounts
 }
 
-func emptyDir(name string) corev1.Volume {
-	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+// porterVolumeReserve is what the porter volume holds beyond the worker's
+// VolumeSizeLimit: the installed porter binary and the event journal.
+var porterVolumeReserve = resource.MustParse("256Mi")
+
+func emptyDirSized(name string, sizeLimit *resource.Quantity) corev1.Volume {
+	source := &corev1.EmptyDirVolumeSource{}
+	if sizeLimit != nil {
+		q := sizeLimit.DeepCopy()
+		source.SizeLimit = &q
+	}
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: source}}
 }
 
 // stepResources turns Concourse's container_limits into Kubernetes resources.
 //
-// Concourse's cpu limit is in cgroup CPU shares, where 1024 shares weigh as
-// much as one CPU; Kubernetes itself converts a CPU request of 1 into 1024
-// shares. So a limit of N shares becomes N*1000/1024 millicores (at least
-// 1m), used as both request and limit. Memory is bytes, also both request and
-// limit, so that the scheduler places the pod where the memory exists.
-func stepResources(l action.Limits) (corev1.ResourceRequirements, error) {
+// Concourse's cpu is in cgroup CPU shares, a weight relative to other
+// containers (1024 weigh as much as one CPU); Kubernetes itself converts a
+// CPU request of 1 into 1024 shares. So N shares become a request of
+// N*1000/1024 millicores (at least 1m) and, unless the worker asks for hard
+// limits, no CPU limit: shares never cap a step on an idle node. Memory is
+// bytes, the limit and also the request, so that the scheduler places the
+// pod where the memory exists. As in Concourse (Garden), 0 means unlimited:
+// no request and no limit.
+func stepResources(l action.Limits, w Worker) (corev1.ResourceRequirements, error) {
 	var r corev1.ResourceRequirements
-	if l.CPUShares == nil && l.MemoryBytes == nil {
-		return r, nil
+	set := func(list *corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
+		if *list == nil {
+			*list = corev1.ResourceList{}
+		}
+		(*list)[name] = q
 	}
-	r.Requests = corev1.ResourceList{}
-	r.Limits = corev1.ResourceList{}
-	if l.CPUShares != nil {
+	if l.CPUShares != nil && *l.CPUShares > 0 {
 		shares := *l.CPUShares
 		if shares > math.MaxInt64/1000 {
 			return r, fmt.Errorf("cpu limit %d shares is too large", shares)
 		}
-		milli := max(int64(shares)*1000/1024, 1)
-		r.Requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(milli, resource.DecimalSI)
-		r.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(milli, resource.DecimalSI)
+		milli := *resource.NewMilliQuantity(max(int64(shares)*1000/1024, 1), resource.DecimalSI)
+		set(&r.Requests, corev1.ResourceCPU, milli)
+		if w.HardCPULimit {
+			set(&r.Limits, corev1.ResourceCPU, milli)
+		}
 	}
-	if l.MemoryBytes != nil {
+	if l.MemoryBytes != nil && *l.MemoryBytes > 0 {
 		bytes := *l.MemoryBytes
 		if bytes > math.MaxInt64 {
 			return r, fmt.Errorf("memory limit %d bytes is too large", bytes)
 		}
-		if bytes == 0 {
-			return r, errors.New("memory limit is zero")
-		}
-		r.Requests[corev1.ResourceMemory] = *resource.NewQuantity(int64(bytes), resource.BinarySI)
-		r.Limits[corev1.ResourceMemory] = *resource.NewQuantity(int64(bytes), resource.BinarySI)
+		set(&r.Requests, corev1.ResourceMemory, *resource.NewQuantity(int64(bytes), resource.BinarySI))
+		set(&r.Limits, corev1.ResourceMemory, *resource.NewQuantity(int64(bytes), resource.BinarySI))
+	}
+	if q := w.EphemeralStorageRequest; q != nil {
+		set(&r.Requests, corev1.ResourceEphemeralStorage, q.DeepCopy())
+	}
+	if q := w.EphemeralStorageLimit; q != nil {
+		set(&r.Limits, corev1.ResourceEphemeralStorage, q.DeepCopy())
 	}
 	return r, nil
 }

@@ -234,8 +234,9 @@ func TestPodShape(t *testing.T) {
 	if step.WorkingDir != "/tmp/build/minimal" {
 		t.Errorf("step workingDir = %q", step.WorkingDir)
 	}
-	if step.SecurityContext != nil {
-		t.Errorf("step securityContext = %+v, want none", step.SecurityContext)
+	// A root image's step: baseline, not restricted (see TestSecurity).
+	if sc := step.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities != nil || sc.Privileged != nil {
+		t.Errorf("step securityContext = %+v, want only allowPrivilegeEscalation false", sc)
 	}
 	if got := envValue(step, podspec.EnvSocket); got != podspec.SocketPath {
 		t.Errorf("step %s = %q", podspec.EnvSocket, got)
@@ -304,9 +305,9 @@ func TestArtifactVolumes(t *testing.T) {
 	if v := mountAt(step, c.Action.Dir("extra")); v != "" {
 		t.Errorf("unprovided optional input is mounted from %q", v)
 	}
-	// porter + workdir + repo + version + built + cache.
-	if n := len(pod.Spec.Volumes); n != 6 {
-		t.Errorf("%d volumes, want 6: %v", n, pod.Spec.Volumes)
+	// porter + workdir + repo + version + built + cache + the sidecar's tmp.
+	if n := len(pod.Spec.Volumes); n != 7 {
+		t.Errorf("%d volumes, want 7: %v", n, pod.Spec.Volumes)
 	}
 	if mountAt(step, c.Action.WorkDir) == "" {
 		t.Error("step does not mount its work directory")
@@ -347,12 +348,15 @@ func TestParams(t *testing.T) {
 func TestLimits(t *testing.T) {
 	_, pod, _ := buildCase(t, "limits")
 	step := findContainer(t, pod, podspec.StepContainerName)
-	cpu := resource.MustParse("500m") // 512 shares = half a CPU
+	// 512 shares = half a CPU, requested, never a limit by default.
+	if q := step.Resources.Requests[corev1.ResourceCPU]; q.Cmp(resource.MustParse("500m")) != 0 {
+		t.Errorf("cpu request = %s, want 500m", q.String())
+	}
+	if q, ok := step.Resources.Limits[corev1.ResourceCPU]; ok {
+		t.Errorf("cpu limit = %s, want none", q.String())
+	}
 	mem := resource.MustParse("1Gi")
 	for what, list := range map[string]corev1.ResourceList{"requests": step.Resources.Requests, "limits": step.Resources.Limits} {
-		if q := list[corev1.ResourceCPU]; q.Cmp(cpu) != 0 {
-			t.Errorf("cpu %s = %s, want %s", what, q.String(), cpu.String())
-		}
 		if q := list[corev1.ResourceMemory]; q.Cmp(mem) != 0 {
 			t.Errorf("memory %s = %s, want %s", what, q.String(), mem.String())
 		}
@@ -372,6 +376,180 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// TestContainerLimits pins Concourse's container_limits semantics: cpu
+// shares are a relative weight (a request, a limit only when the worker
+// asks), memory is a limit (and request), 0 and unset mean unlimited.
+func TestContainerLimits(t *testing.T) {
+	u := func(v uint64) *uint64 { return &v }
+	for _, tc := range []struct {
+		name           string
+		limits         action.Limits
+		hard           bool
+		cpuReq, cpuLim string // "" = absent
+		memReq, memLim string
+	}{
+		{name: "unset"},
+		{name: "zero", limits: action.Limits{CPUShares: u(0), MemoryBytes: u(0)}},
+		{name: "zero hard", limits: action.Limits{CPUShares: u(0), MemoryBytes: u(0)}, hard: true},
+		{name: "one core", limits: action.Limits{CPUShares: u(1024)}, cpuReq: "1"},
+		{name: "two cores", limits: action.Limits{CPUShares: u(2048)}, cpuReq: "2"},
+		{name: "half", limits: action.Limits{CPUShares: u(512), MemoryBytes: u(256 << 20)}, cpuReq: "500m", memReq: "256Mi", memLim: "256Mi"},
+		{name: "half hard", limits: action.Limits{CPUShares: u(512)}, hard: true, cpuReq: "500m", cpuLim: "500m"},
+		{name: "100 shares", limits: action.Limits{CPUShares: u(100)}, cpuReq: "97m"},
+		{name: "one share", limits: action.Limits{CPUShares: u(1)}, cpuReq: "1m"},
+		{name: "memory only", limits: action.Limits{MemoryBytes: u(1 << 30)}, memReq: "1Gi", memLim: "1Gi"},
+		{name: "memory, cpu 0", limits: action.Limits{CPUShares: u(0), MemoryBytes: u(1 << 30)}, memReq: "1Gi", memLim: "1Gi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := podspec.GoldenCases()[0]
+			c.Action.Limits = tc.limits
+			c.Worker.HardCPULimit = tc.hard
+			pod, _, err := podspec.Build(c.Action, c.Worker, c.Secrets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := findContainer(t, pod, podspec.StepContainerName).Resources
+			check := func(what string, list corev1.ResourceList, name corev1.ResourceName, want string) {
+				q, ok := list[name]
+				switch {
+				case want == "" && ok:
+					t.Errorf("%s %s = %s, want none", name, what, q.String())
+				case want != "" && !ok:
+					t.Errorf("%s %s absent, want %s", name, what, want)
+				case want != "" && q.Cmp(resource.MustParse(want)) != 0:
+					t.Errorf("%s %s = %s, want %s", name, what, q.String(), want)
+				}
+			}
+			check("request", r.Requests, corev1.ResourceCPU, tc.cpuReq)
+			check("limit", r.Limits, corev1.ResourceCPU, tc.cpuLim)
+			check("request", r.Requests, corev1.ResourceMemory, tc.memReq)
+			check("limit", r.Limits, corev1.ResourceMemory, tc.memLim)
+		})
+	}
+}
+
+// TestSecurity checks each golden shape's least privilege: restricted for
+// a numeric non-root run.user, baseline otherwise, privileged only when
+// asked; porter's sidecar never root-writable nor escalating.
+func TestSecurity(t *testing.T) {
+	for _, c := range podspec.GoldenCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			pod, _, err := podspec.Build(c.Action, c.Worker, c.Secrets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sidecar := findContainer(t, pod, podspec.SidecarContainerName)
+			step := findContainer(t, pod, podspec.StepContainerName)
+			if c.Worker.Platform == action.PlatformWindows {
+				if pod.Spec.SecurityContext != nil || sidecar.SecurityContext != nil || step.SecurityContext != nil {
+					t.Error("a Windows pod carries a Linux securityContext")
+				}
+				return
+			}
+			ps := pod.Spec.SecurityContext
+			if ps == nil || ps.SeccompProfile == nil || ps.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("pod seccompProfile = %+v, want RuntimeDefault", ps)
+			}
+			sc := sidecar.SecurityContext
+			if sc == nil || !isTrue(sc.ReadOnlyRootFilesystem) || !isFalse(sc.AllowPrivilegeEscalation) ||
+				sc.Capabilities == nil || strings.Join(capNames(sc.Capabilities.Drop), ",") != "ALL" {
+				t.Fatalf("sidecar securityContext = %+v", sc)
+			}
+			if mountAt(sidecar, "/tmp") == "" {
+				t.Error("sidecar with a read-only root filesystem has no /tmp volume")
+			}
+			uid, gid, restricted := podspec.NonRootUser(c.Action.Run.User)
+			switch {
+			case c.Action.Privileged:
+				if !isTrue(step.SecurityContext.Privileged) {
+					t.Error("privileged step is not privileged")
+				}
+			case restricted:
+				if !isTrue(ps.RunAsNonRoot) || ps.RunAsUser == nil || *ps.RunAsUser != uid || ps.RunAsGroup == nil || *ps.RunAsGroup != gid {
+					t.Errorf("pod securityContext = %+v, want non-root %d:%d", ps, uid, gid)
+				}
+				if len(sc.Capabilities.Add) > 0 {
+					t.Errorf("restricted sidecar adds capabilities %v", sc.Capabilities.Add)
+				}
+				if s := step.SecurityContext; s == nil || !isFalse(s.AllowPrivilegeEscalation) || s.Capabilities == nil || strings.Join(capNames(s.Capabilities.Drop), ",") != "ALL" {
+					t.Errorf("restricted step securityContext = %+v", s)
+				}
+			default:
+				if ps.RunAsNonRoot != nil || ps.RunAsUser != nil {
+					t.Errorf("a step of the image's user runs as %+v", ps)
+				}
+				if got := strings.Join(capNames(sc.Capabilities.Add), ","); got != "CHOWN,DAC_OVERRIDE,FOWNER,FSETID" {
+					t.Errorf("root sidecar adds %s", got)
+				}
+				if s := step.SecurityContext; s == nil || !isFalse(s.AllowPrivilegeEscalation) || s.Privileged != nil {
+					t.Errorf("step securityContext = %+v", s)
+				}
+			}
+		})
+	}
+}
+
+func TestNonRootUser(t *testing.T) {
+	for spec, want := range map[string][3]int64{
+		"1000": {1000, 1000, 1}, "1000:100": {1000, 100, 1}, "65532:0": {65532, 0, 1},
+		"": {0, 0, 0}, "0": {0, 0, 0}, "0:1000": {0, 0, 0}, "root": {0, 0, 0}, "nobody": {0, 0, 0},
+		"1000:staff": {0, 0, 0}, "-1": {0, 0, 0}, "99999999999": {0, 0, 0},
+	} {
+		uid, gid, ok := podspec.NonRootUser(spec)
+		if got := [3]int64{uid, gid, map[bool]int64{true: 1}[ok]}; got != want {
+			t.Errorf("NonRootUser(%q) = %v, want %v", spec, got, want)
+		}
+	}
+}
+
+func TestStepStorage(t *testing.T) {
+	c, pod, _ := buildCase(t, "restricted")
+	for _, v := range pod.Spec.Volumes {
+		want := c.Worker.VolumeSizeLimit.DeepCopy()
+		if v.Name == "porter" {
+			want.Add(resource.MustParse("256Mi")) // room for the porter binary
+		}
+		if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Cmp(want) != 0 {
+			t.Errorf("volume %s: emptyDir %+v, want sizeLimit %s", v.Name, v.EmptyDir, want.String())
+		}
+	}
+	r := findContainer(t, pod, podspec.StepContainerName).Resources
+	if q := r.Requests[corev1.ResourceEphemeralStorage]; q.Cmp(resource.MustParse("100Mi")) != 0 {
+		t.Errorf("ephemeral-storage request = %s", q.String())
+	}
+	if q := r.Limits[corev1.ResourceEphemeralStorage]; q.Cmp(resource.MustParse("2Gi")) != 0 {
+		t.Errorf("ephemeral-storage limit = %s", q.String())
+	}
+	_, plain, _ := buildCase(t, "minimal")
+	for _, v := range plain.Spec.Volumes {
+		if v.EmptyDir.SizeLimit != nil {
+			t.Errorf("volume %s has a sizeLimit the worker did not set", v.Name)
+		}
+	}
+
+	c.Worker.EphemeralStorageRequest = ptrQ("3Gi")
+	c.Worker.VolumeSizeLimit = ptrQ("0")
+	_, _, err := podspec.Build(c.Action, c.Worker, c.Secrets)
+	for _, want := range []string{"request 3Gi is above its limit 2Gi", "step volume size limit 0 is not positive"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Build error = %v, want it to say %q", err, want)
+		}
+	}
+}
+
+func ptrQ(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
+
+func isTrue(b *bool) bool  { return b != nil && *b }
+func isFalse(b *bool) bool { return b != nil && !*b }
+
+func capNames(cs []corev1.Capability) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, string(c))
+	}
+	return out
+}
+
 func TestResourceStepPullPolicy(t *testing.T) {
 	_, pod, _ := buildCase(t, "get")
 	if p := findContainer(t, pod, podspec.StepContainerName).ImagePullPolicy; p != corev1.PullIfNotPresent {
@@ -379,31 +557,6 @@ func TestResourceStepPullPolicy(t *testing.T) {
 	}
 	if p := findContainer(t, pod, podspec.SidecarContainerName).ImagePullPolicy; p != corev1.PullAlways {
 		t.Errorf("sidecar's pull policy = %q, want the worker's Always", p)
-	}
-}
-
-func TestCPUSharesConversion(t *testing.T) {
-	for _, tc := range []struct {
-		shares uint64
-		want   string
-	}{
-		{1024, "1"},
-		{2048, "2"},
-		{512, "500m"},
-		{100, "97m"},
-		{1, "1m"},
-		{0, "1m"},
-	} {
-		a := podspec.GoldenCases()[0].Action
-		a.Limits.CPUShares = &tc.shares
-		pod, _, err := podspec.Build(a, podspec.GoldenCases()[0].Worker, podspec.GoldenCases()[0].Secrets)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := findContainer(t, pod, podspec.StepContainerName).Resources.Limits[corev1.ResourceCPU]
-		if want := resource.MustParse(tc.want); q.Cmp(want) != 0 {
-			t.Errorf("%d shares = %s, want %s", tc.shares, q.String(), tc.want)
-		}
 	}
 }
 

@@ -8,17 +8,23 @@ import (
 	"github.com/porter-ci/porter/pkg/blobstore"
 )
 
-// BlobArtifacts adapts a blobstore.Store to what the sidecar needs.
-func BlobArtifacts(store blobstore.Store) Artifacts { return blobArtifacts{store} }
+// BlobArtifacts adapts a blobstore.Store to what the sidecar needs;
+// downloads are extracted within limits.
+func BlobArtifacts(store blobstore.Store, limits blobstore.ExtractLimits) Artifacts {
+	return blobArtifacts{store, limits}
+}
 
-type blobArtifacts struct{ store blobstore.Store }
+type blobArtifacts struct {
+	store  blobstore.Store
+	limits blobstore.ExtractLimits
+}
 
 func fromBlob(a blobstore.Artifact) Artifact {
 	return Artifact{Key: a.Key, Size: a.Size, Digest: a.Digest}
 }
 
 func (b blobArtifacts) Download(ctx context.Context, key, digest, dir string) (Artifact, error) {
-	a, err := blobstore.DownloadDir(ctx, b.store, key, digest, dir)
+	a, err := blobstore.DownloadDirLimited(ctx, b.store, key, digest, dir, b.limits)
 	return fromBlob(a), err
 }
 

@@ -60,6 +60,11 @@ func lookupUser(spec string) (*syscall.Credential, string, error) {
 	if os.Geteuid() != 0 && cred.Uid != uint32(os.Geteuid()) {
 		return nil, "", fmt.Errorf("run.user %q: the container does not run as root, so it cannot switch user", spec)
 	}
+	if os.Geteuid() != 0 {
+		// The pod already runs as run.user (podspec's restricted shape), with
+		// the group it was given; a non-root process could not change it.
+		return nil, home, nil
+	}
 	if len(cred.Groups) == 0 {
 		cred.NoSetGroups = os.Geteuid() != 0
 	}

@@ -314,9 +314,10 @@ func coerceString(data json.RawMessage) (string, error) {
 
 // ContainerLimits are a task's container_limits.
 type ContainerLimits struct {
-	// CPU is in CPU shares (1024 = one CPU).
+	// CPU is in CPU shares (1024 = one CPU's weight), relative to other
+	// containers; 0 means unlimited, as in Concourse.
 	CPU *CPULimit `json:"cpu,omitempty"`
-	// Memory is in bytes.
+	// Memory is in bytes; 0 means unlimited.
 	Memory *MemoryLimit `json:"memory,omitempty"`
 }
 

@@ -300,6 +300,26 @@ func TestMemoryLimitAsNumber(t *testing.T) {
 	}
 }
 
+// TestZeroLimits: 0 is Concourse's "unlimited", kept as an explicit zero
+// (podspec then sets no request or limit), not refused.
+func TestZeroLimits(t *testing.T) {
+	for _, y := range []string{
+		"container_limits: {memory: 0, cpu: 0}",
+		`container_limits: {memory: "0", cpu: 0}`,
+		`container_limits: {memory: "0GB", cpu: 0}`,
+	} {
+		c, err := taskconfig.Parse([]byte("platform: linux\nrun: {path: echo}\n" + y + "\n"))
+		if err != nil {
+			t.Errorf("%s: %v", y, err)
+			continue
+		}
+		l := c.ActionLimits()
+		if l.CPUShares == nil || *l.CPUShares != 0 || l.MemoryBytes == nil || *l.MemoryBytes != 0 {
+			t.Errorf("%s: action limits = %+v, want explicit zeros", y, l)
+		}
+	}
+}
+
 func TestPinnedImage(t *testing.T) {
 	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	for _, tc := range []struct {

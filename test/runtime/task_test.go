@@ -270,7 +270,8 @@ run:
 		Expect(taskOutput(res.Stdout)).To(Equal("mounted\n"), "only a privileged container may mount")
 		step := podContainer(stepPod(ctx, buildID(res.Stdout)), podspec.StepContainerName)
 		Expect(step.Resources.Limits.Memory().Value()).To(Equal(int64(128 << 20)))
-		Expect(step.Resources.Limits.Cpu().Cmp(resource.MustParse("500m"))).To(Equal(0))
+		Expect(step.Resources.Requests.Cpu().Cmp(resource.MustParse("500m"))).To(Equal(0))
+		Expect(step.Resources.Limits).NotTo(HaveKey(corev1.ResourceCPU), "cpu shares are a request (see podhard_test.go)")
 		Expect(step.SecurityContext.Privileged).To(HaveValue(BeTrue()))
 	})
 

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -197,4 +198,21 @@ func APIServerAddr(path string) (string, error) {
 		return "", fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	return u.Host, nil
+}
+
+// SetPodSecurity labels namespace ns with the Pod Security Standard level
+// the API server enforces there ("privileged", "baseline" or
+// "restricted", latest version), and warns and audits against restricted,
+// as deploy/atc/namespace.yaml does for the porter namespace. Namespaces
+// CreateNamespace makes are unlabelled (privileged) so that specs may run
+// privileged steps.
+func SetPodSecurity(ctx context.Context, client kubernetes.Interface, ns, enforce string) error {
+	patch := fmt.Sprintf(`{"metadata":{"labels":{`+
+		`"pod-security.kubernetes.io/enforce":%q,"pod-security.kubernetes.io/enforce-version":"latest",`+
+		`"pod-security.kubernetes.io/warn":"restricted","pod-security.kubernetes.io/warn-version":"latest",`+
+		`"pod-security.kubernetes.io/audit":"restricted","pod-security.kubernetes.io/audit-version":"latest"}}}`, enforce)
+	if _, err := client.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("label namespace %s pod-security enforce=%s: %w", ns, enforce, err)
+	}
+	return nil
 }
