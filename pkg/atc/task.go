@@ -468,10 +468,17 @@ func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.Ste
 				return abortedAfterAll(fin)
 			}
 			if fin.GetResult() == eventspb.Result_RESULT_ERRORED {
-				// An OOM kill takes the entrypoint with the process, and the
-				// sidecar reports that before the kubelet says why.
-				if oom := awaitOOM(tracker, oomGrace); oom != nil {
-					return oomKilled(fin, oom)
+				// An OOM kill or an eviction takes the entrypoint with the
+				// process, and the sidecar reports that before the kubelet
+				// says why: the kubelet's reason is the one people need.
+				if f := awaitPodFailure(tracker, oomGrace); f != nil {
+					if f.Kind == podwatch.KindOOMKilled {
+						return oomKilled(fin, f)
+					}
+					s.podFailed(ctx, st, f)
+					why := proto.Clone(fin).(*eventspb.StepFinished)
+					why.Error = f.Error()
+					return why
 				}
 			}
 			return fin
@@ -531,11 +538,12 @@ func abortedAfterAll(reported *eventspb.StepFinished) *eventspb.StepFinished {
 // kubelet to say it was OOM-killed.
 const oomGrace = 5 * time.Second
 
-// awaitOOM returns the tracker's OOM kill if it reports one within grace.
-func awaitOOM(tracker *podwatch.Tracker, grace time.Duration) *podwatch.Failure {
+// awaitPodFailure returns why Kubernetes says the step's pod failed, if
+// the tracker says so within grace.
+func awaitPodFailure(tracker *podwatch.Tracker, grace time.Duration) *podwatch.Failure {
 	select {
 	case err := <-tracker.Failed():
-		if f := (*podwatch.Failure)(nil); errors.As(err, &f) && f.Kind == podwatch.KindOOMKilled {
+		if f := (*podwatch.Failure)(nil); errors.As(err, &f) {
 			return f
 		}
 	case <-time.After(grace):

@@ -138,10 +138,10 @@ run:
 		id := buildID(res.Stdout)
 		Expect(endedStatus(ctx, id)).NotTo(Equal(concourse.StatusSucceeded))
 		Expect(res.Stdout).NotTo(ContainSubstring("succeeded"))
-		// The kubelet evicted the pod, naming the volume and its limit. (The
-		// build's own message is whichever report arrives first: today the
-		// sidecar's "entrypoint went away" can beat the pod's status, the
-		// race issue 10 also names for OOM kills.)
+		// The kubelet evicted the pod, naming the volume and its limit, and
+		// the build says so (not the sidecar's "entrypoint went away").
+		Expect(res.Stdout).To(ContainSubstring(`exceeds the limit`), res.String())
+		Expect(res.Stdout).NotTo(ContainSubstring("entrypoint went away"))
 		pod := stepPod(ctx, id)
 		Expect(pod.Status.Reason).To(Equal("Evicted"), "pod status %+v", pod.Status)
 		Expect(pod.Status.Message).To(And(ContainSubstring(`volume "workdir" exceeds the limit`), ContainSubstring(volumeLimit)))
