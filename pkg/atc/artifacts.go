@@ -27,6 +27,11 @@ func (s *Server) handleCreateArtifact(w http.ResponseWriter, r *http.Request, _ 
 	}
 	// limitBodies bounds the body (--max-artifact-upload).
 	a, err := uploadTgz(r.Context(), s.store, r.Body)
+	if big := (errBodyTooLarge{}); errors.As(err, &big) {
+		s.log.Warn("artifact upload refused", "team", team.Name, "err", big)
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("the uploaded directory is too large: %w", big))
+		return
+	}
 	if err != nil {
 		s.log.Warn("artifact upload failed", "team", team.Name, "err", err)
 		writeError(w, http.StatusBadRequest, fmt.Errorf("store the uploaded directory: %w", err))

@@ -95,8 +95,8 @@ run:
 		Expect(m).NotTo(BeNil(), p.Stdout.String())
 		build := m[1]
 
-		Expect(syscall.Kill(srv.Pid(), syscall.SIGTERM)).To(Succeed())
 		start := time.Now()
+		Expect(syscall.Kill(srv.Pid(), syscall.SIGTERM)).To(Succeed())
 		waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		code, err := srv.Wait(waitCtx)
