@@ -122,7 +122,7 @@ run:
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.ExitCode).NotTo(Equal(0), res.String())
 		Expect(res.Output()).To(ContainSubstring("413"), res.String())
-		Expect(res.Output()).To(ContainSubstring("at most " + uploadLimit), res.String())
+		Expect(res.Output()).To(ContainSubstring("at most "+uploadLimit), res.String())
 		Expect(res.Output()).To(ContainSubstring("--max-artifact-upload"), res.String())
 
 		By("an upload under the limit goes through")
