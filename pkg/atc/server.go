@@ -150,6 +150,10 @@ type Server struct {
 	// base is Run's context: builds stop (to be resumed) when it ends.
 	base context.Context
 
+	// listenerDied receives the error of each listener that stops serving
+	// (Run's; buffered for all of them).
+	listenerDied chan error
+
 	mu     sync.Mutex
 	builds map[int64]*build      // builds this server is running
 	steps  map[string]*stepState // by step ID (the pod's)
@@ -242,6 +246,8 @@ func (s *Server) Run(parent context.Context) error {
 	// loops stop on it either way.
 	ctx, stop := context.WithCancelCause(parent)
 	defer stop(nil)
+	errc := make(chan error, 3) // gRPC, API, ops
+	s.listenerDied = errc
 	stopOps, err := s.startOps(ctx)
 	if err != nil {
 		return err
@@ -300,7 +306,6 @@ func (s *Server) Run(parent context.Context) error {
 	s.log.Info("serving", "grpc", gln.Addr().String(), "advertised", s.cfg.GRPCAdvertise, "http", hln.Addr().String(),
 		"external_url", s.cfg.ExternalURL, "workers", len(s.workers), "tls", !s.cfg.Insecure)
 	var serving sync.WaitGroup
-	errc := make(chan error, 2)
 	serving.Add(2)
 	go func() {
 		defer serving.Done()
