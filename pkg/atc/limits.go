@@ -1,10 +1,12 @@
 package atc
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"time"
@@ -93,6 +95,21 @@ func (b *byteSize) Set(v string) error {
 	}
 	*b = byteSize(n)
 	return nil
+}
+
+// apiServer is the HTTP server of the API's routes, within the limits;
+// its requests' contexts derive from base.
+func (s *Server) apiServer(base context.Context, routes http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           s.limitBodies(routes),
+		ReadHeaderTimeout: readHeaderTimeout,
+		// Uploads move their deadline along (stallReader); event streams
+		// and intercept websockets are not cut by it (net/http clears the
+		// deadline once the request is read, and on hijack).
+		ReadTimeout: s.cfg.Limits.HTTPReadTimeout,
+		IdleTimeout: s.cfg.Limits.HTTPIdleTimeout,
+		BaseContext: func(net.Listener) context.Context { return base },
+	}
 }
 
 // artifactUploadPath is the route of `fly execute -i` uploads.

@@ -1,12 +1,14 @@
 package atc
 
 import (
+	"context"
 	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestByteSizeFlag(t *testing.T) {
@@ -75,5 +77,54 @@ func TestBodyLimits(t *testing.T) {
 				t.Fatalf("message %s does not name --%s", msg, c.flag)
 			}
 		})
+	}
+}
+
+// TestUploadReadTimeoutBoundsStalls: on the API's real server, an upload
+// that keeps sending goes on past --http-read-timeout, one that stalls
+// longer than it is cut off, and so is an ordinary request read too slowly.
+func TestUploadReadTimeoutBoundsStalls(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	s := &Server{cfg: Config{Limits: LimitsConfig{HTTPReadTimeout: timeout}.withDefaults()}}
+	read := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config = s.apiServer(context.Background(), read)
+	srv.Start()
+	defer srv.Close()
+
+	// send writes n chunks with gap between them, as a chunked body.
+	send := func(path string, n int, gap time.Duration) (int, error) {
+		pr, pw := io.Pipe()
+		go func() {
+			for range n {
+				if _, err := pw.Write([]byte("chunk")); err != nil {
+					return
+				}
+				time.Sleep(gap)
+			}
+			pw.Close()
+		}()
+		resp, err := http.Post(srv.URL+path, "application/octet-stream", pr)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	upload := "/api/v1/teams/main/artifacts"
+	if code, err := send(upload, 10, timeout/3); err != nil || code != http.StatusNoContent {
+		t.Fatalf("steady upload lasting %s (timeout %s): %d, %v; want it through", 10*timeout/3, timeout, code, err)
+	}
+	if code, err := send(upload, 2, 3*timeout); err == nil && code == http.StatusNoContent {
+		t.Fatalf("an upload stalling %s went through (timeout %s)", 3*timeout, timeout)
+	}
+	if code, err := send("/api/v1/teams/main/pipelines/p/config", 10, timeout/3); err == nil && code == http.StatusNoContent {
+		t.Fatalf("an ordinary request read over %s went through (timeout %s)", 10*timeout/3, timeout)
 	}
 }

@@ -283,13 +283,7 @@ func (s *Server) Run(parent context.Context) error {
 	// fly following a build's events must not hold the shutdown.
 	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer endRequests()
-	hs := &http.Server{
-		Handler:           s.limitBodies(s.routes()),
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       s.cfg.Limits.HTTPReadTimeout,
-		IdleTimeout:       s.cfg.Limits.HTTPIdleTimeout,
-		BaseContext:       func(net.Listener) context.Context { return reqCtx },
-	}
+	hs := s.apiServer(reqCtx, s.routes())
 
 	s.base = ctx
 	workersCtx, stopWorkers := context.WithCancel(ctx)
