@@ -70,6 +70,10 @@ type Action struct {
 	Tags []string `json:"tags,omitempty"`
 	// Telemetry, when set, has the sidecar export its spans.
 	Telemetry *Telemetry `json:"telemetry,omitempty"`
+	// ATCLinkInsecure lets the sidecar reach the ATC without TLS: set only
+	// by a server run with --insecure-grpc (tests). Without it a sidecar
+	// given no CA refuses to dial rather than send its token in plain text.
+	ATCLinkInsecure bool `json:"atc_link_insecure,omitempty"`
 }
 
 // Platforms a step or a worker runs on.

@@ -17,9 +17,6 @@ import (
 	"github.com/porter-ci/porter/pkg/db"
 )
 
-// maxArtifactUpload bounds one `fly execute -i` upload (compressed).
-const maxArtifactUpload = 8 << 30
-
 // handleCreateArtifact stores a directory `fly execute -i` uploads (tar
 // through gzip, as fly sends it) as a content-addressed artifact (tar
 // through zstd). A broken stream stores nothing.
@@ -28,7 +25,13 @@ func (s *Server) handleCreateArtifact(w http.ResponseWriter, r *http.Request, _ 
 		writeError(w, http.StatusBadRequest, fmt.Errorf("platform %q: this server runs linux steps only", p))
 		return
 	}
-	a, err := uploadTgz(r.Context(), s.store, http.MaxBytesReader(w, r.Body, maxArtifactUpload))
+	// limitBodies bounds the body (--max-artifact-upload).
+	a, err := uploadTgz(r.Context(), s.store, r.Body)
+	if big := (errBodyTooLarge{}); errors.As(err, &big) {
+		s.log.Warn("artifact upload refused", "team", team.Name, "err", big)
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("the uploaded directory is too large: %w", big))
+		return
+	}
 	if err != nil {
 		s.log.Warn("artifact upload failed", "team", team.Name, "err", err)
 		writeError(w, http.StatusBadRequest, fmt.Errorf("store the uploaded directory: %w", err))

@@ -107,6 +107,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // writeError answers with Concourse's error body ({"errors": [...]}),
 // which fly prints as it is.
 func writeError(w http.ResponseWriter, code int, err error) {
+	if tooLarge(err) {
+		code = http.StatusRequestEntityTooLarge // whatever the handler thought of it
+	}
 	writeJSON(w, code, map[string][]string{"errors": {err.Error()}})
 }
 

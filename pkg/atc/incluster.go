@@ -17,19 +17,14 @@ import (
 // cluster the ATC may start before PostgreSQL; on a host an unreachable
 // database is an error at once (wait 0).
 func openDB(ctx context.Context, dsn string, wait time.Duration, log *slog.Logger) (*db.DB, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		d, err := db.Open(ctx, dsn, log)
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
-			return d, err
-		}
-		log.Warn("database not reachable yet; retrying", "err", err)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
-	}
+	var d *db.DB
+	err := retry(ctx, retryBackoff(500*time.Millisecond, 5*time.Second), time.Now().Add(wait), log, "open the database",
+		func() (bool, error) {
+			var err error
+			d, err = db.Open(ctx, dsn, log)
+			return err == nil, err
+		})
+	return d, err
 }
 
 // InClusterConfig is what an ATC running in the cluster (deploy/atc, several

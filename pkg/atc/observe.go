@@ -112,9 +112,11 @@ func (s *Server) startOps(ctx context.Context) (stop func(), err error) {
 		go func() { served <- hs.Serve(ln) }()
 		select {
 		case err := <-served:
-			// The API and the sidecars are still served: the probes failing
-			// says enough to the kubelet.
+			// A dead listener stops the server (Run), which then exits non-zero.
 			s.log.Error("ops endpoints stopped", "addr", ln.Addr().String(), "err", err)
+			if s.listenerDied != nil {
+				s.listenerDied <- fmt.Errorf("serve the ops endpoints on %s: %w", ln.Addr(), err)
+			}
 			return
 		case <-ctx.Done():
 		}

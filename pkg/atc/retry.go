@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"log/slog"
+	"math"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/porter-ci/porter/pkg/db"
 )
@@ -14,29 +17,47 @@ import (
 // (a restart, a failover) before the write is given up.
 const dbRetryFor = 2 * time.Minute
 
-// retryDB runs a database write of a running build until it succeeds, the
-// error is one no retry changes (not found, conflict), the server stops or
-// dbRetryFor has passed: a database restarted mid-build must not lose the
-// build's record. Backoff doubles from 100 ms to 2 s, with jitter so that
-// many builds do not retry in lockstep.
-func (s *Server) retryDB(ctx context.Context, what string, write func(context.Context) error) error {
-	ctx = context.WithoutCancel(ctx)
-	deadline := time.Now().Add(dbRetryFor)
-	wait := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err := write(ctx)
-		if err == nil || errors.Is(err, db.ErrNotFound) || errors.Is(err, db.ErrConflict) {
+// retryBackoff is the backoff of the server's retry loops: doubling from
+// first to most, each wait stretched by up to half of itself at random, so
+// that the many builds (or replicas) that met the same outage do not all
+// retry in the same instant.
+func retryBackoff(first, most time.Duration) wait.Backoff {
+	return wait.Backoff{Duration: first, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: most}
+}
+
+// retry runs attempt until it returns done, ctx ends (the last error is
+// returned) or the deadline passes, waiting backoff's steps between tries.
+// what and log name the attempts in the log.
+func retry(ctx context.Context, backoff wait.Backoff, deadline time.Time, log *slog.Logger, what string, attempt func() (done bool, err error)) error {
+	for n := 1; ; n++ {
+		done, err := attempt()
+		if done {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: gave up after %d attempts: %w", what, attempt, err)
+			return fmt.Errorf("%s: gave up after %d attempts: %w", what, n, err)
 		}
-		s.log.Warn("database write failed; retrying", "what", what, "attempt", attempt, "err", err)
+		delay := backoff.Step()
+		log.Warn(what+" failed; retrying", "attempt", n, "in", delay, "err", err)
+		timer := time.NewTimer(delay)
 		select {
-		case <-time.After(wait/2 + rand.N(wait)):
-		case <-s.shutdownCtx().Done():
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		wait = min(2*wait, 2*time.Second)
 	}
+}
+
+// retryDB runs a database write of a running build until it succeeds, the
+// error is one no retry changes (not found, conflict), the server stops or
+// dbRetryFor has passed: a database restarted mid-build must not lose the
+// build's record.
+func (s *Server) retryDB(ctx context.Context, what string, write func(context.Context) error) error {
+	ctx = context.WithoutCancel(ctx)
+	return retry(s.shutdownCtx(), retryBackoff(100*time.Millisecond, 2*time.Second), time.Now().Add(dbRetryFor), s.log, what,
+		func() (bool, error) {
+			err := write(ctx)
+			return err == nil || errors.Is(err, db.ErrNotFound) || errors.Is(err, db.ErrConflict), err
+		})
 }

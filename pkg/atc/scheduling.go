@@ -56,7 +56,9 @@ func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan 
 	b.pipeline, b.job = rec.PipelineName, rec.JobName
 	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: now.Unix()}, "", 0)
 	s.startBuild(s.shutdownCtx(), b, plan)
+	s.runs.Add(1) // Run waits for it
 	go func() {
+		defer s.runs.Done()
 		select {
 		case <-b.done:
 			s.wakeScheduler()
@@ -91,7 +93,9 @@ func (st schedStarter) RunCheck(ctx context.Context, rec db.JobBuild, plan conco
 	b.pipeline = rec.PipelineName
 	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: rec.StartTime.Unix()}, "", 0)
 	s.startBuild(s.shutdownCtx(), b, plan)
+	s.runs.Add(1) // Run waits for it
 	go func() {
+		defer s.runs.Done()
 		timer := time.AfterFunc(timeout, func() {
 			// Said in the build itself: the aborted step shows no error of
 			// its own, and `fly check-resource` shows only the build.

@@ -55,6 +55,7 @@ func ServeCommand(ctx context.Context, args []string) int {
 	var sf serveFlags
 	var lf logFlags
 	addObservabilityFlags(fs, &cfg, &lf)
+	limitFlags(fs, &cfg.Limits)
 	var tags listFlag
 	fs.StringVar(&sf.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the worker's cluster (empty: in-cluster service account)")
 	fs.StringVar(&sf.postgresDSN, "postgres-dsn", os.Getenv("PORTER_POSTGRES_DSN"), "PostgreSQL connection string (env PORTER_POSTGRES_DSN)")

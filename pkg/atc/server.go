@@ -3,6 +3,7 @@ package atc
 import (
 	"context"
 	"crypto"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -105,6 +105,8 @@ type Config struct {
 	OpsListen string
 	// PodOTLPEndpoint is where step pods export their spans ("": none).
 	PodOTLPEndpoint string
+	// Limits bound request bodies, slow HTTP clients and sidecar streams.
+	Limits LimitsConfig
 }
 
 // Deps are what the server is given rather than opening itself.
@@ -151,6 +153,10 @@ type Server struct {
 	// base is Run's context: builds stop (to be resumed) when it ends.
 	base context.Context
 
+	// listenerDied receives the error of each listener that stops serving
+	// (Run's; buffered for all of them).
+	listenerDied chan error
+
 	mu     sync.Mutex
 	builds map[int64]*build      // builds this server is running
 	steps  map[string]*stepState // by step ID (the pod's)
@@ -179,6 +185,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if cfg.WorkerHeartbeat <= 0 {
 		cfg.WorkerHeartbeat = defaultWorkerHeartbeat
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	if len(cfg.Workers) == 0 {
 		cfg.Workers = []worker.Config{{Name: cfg.Worker, Namespace: cfg.Namespace, Tags: cfg.WorkerTags}}
 	}
@@ -202,7 +209,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		planner = pipelinePlanner{baseTypes: s.baseTypeNames()}
 	}
 	s.sch = newScheduling(s, planner)
-	s.streams = stepserver.New(s, keys, log.With("component", "stepserver"))
+	s.streams = stepserver.New(s, keys, log.With("component", "stepserver")).WithLimits(cfg.Limits.GRPC)
 	s.observe(deps)
 	podEndpoint := cfg.PodBlobstoreEndpoint
 	if podEndpoint == "" {
@@ -234,14 +241,23 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	return s, nil
 }
 
-// Run serves gRPC and HTTP until ctx ends. A listener that dies is an error.
-func (s *Server) Run(ctx context.Context) error {
+// Run serves gRPC and HTTP until ctx ends or a listener dies (an error).
+// Either way it returns within seconds: running builds stop where they are
+// (their pods go on) for the next server to resume, and every goroutine Run
+// started has ended.
+func (s *Server) Run(parent context.Context) error {
+	// ctx ends with parent or with the first listener to die: builds and
+	// loops stop on it either way.
+	ctx, stop := context.WithCancelCause(parent)
+	defer stop(nil)
+	errc := make(chan error, 3) // gRPC, API, ops
+	s.listenerDied = errc
 	stopOps, err := s.startOps(ctx)
 	if err != nil {
 		return err
 	}
 	defer stopOps()
-	var opts []grpc.ServerOption
+	opts := s.streams.ServerOptions()
 	if !s.cfg.Insecure {
 		host, _, err := net.SplitHostPort(s.cfg.GRPCAdvertise)
 		if err != nil {
@@ -254,7 +270,6 @@ func (s *Server) Run(ctx context.Context) error {
 		s.caPEM = caPEM
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
-	opts = append(opts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
 	// A resource step's response (up to sidecar.MaxResponse) arrives in one message.
 	opts = append(opts, grpc.MaxRecvMsgSize(sidecar.MaxResponse+1<<20))
 	gs := grpc.NewServer(opts...)
@@ -268,7 +283,11 @@ func (s *Server) Run(ctx context.Context) error {
 		gln.Close()
 		return fmt.Errorf("listen for the API on %s: %w", s.cfg.HTTPListen, err)
 	}
-	hs := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// Requests end with the server, not only when their client leaves: a
+	// fly following a build's events must not hold the shutdown.
+	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRequests()
+	hs := s.apiServer(reqCtx, s.routes())
 
 	s.base = ctx
 	workersCtx, stopWorkers := context.WithCancel(ctx)
@@ -277,37 +296,55 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.resume(ctx); err != nil {
 		gln.Close()
 		hln.Close()
+		stopWorkers()
+		<-workersDone
 		return err
 	}
 	s.setReady()
 	s.log.Info("serving", "grpc", gln.Addr().String(), "advertised", s.cfg.GRPCAdvertise, "http", hln.Addr().String(),
 		"external_url", s.cfg.ExternalURL, "workers", len(s.workers), "tls", !s.cfg.Insecure)
-	errc := make(chan error, 2)
-	go func() { errc <- fmt.Errorf("serve sidecars: %w", gs.Serve(gln)) }()
-	go func() { errc <- fmt.Errorf("serve the API: %w", hs.Serve(hln)) }()
+	var serving sync.WaitGroup
+	serving.Add(2)
+	go func() {
+		defer serving.Done()
+		if err := gs.Serve(gln); err != nil {
+			errc <- fmt.Errorf("serve sidecars on %s: %w", gln.Addr(), err)
+		}
+	}()
+	go func() {
+		defer serving.Done()
+		if err := hs.Serve(hln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("serve the API on %s: %w", hln.Addr(), err)
+		}
+	}()
 	heartbeatDone := make(chan struct{})
-	hbCtx, stopHeartbeat := context.WithCancel(ctx)
-	go func() { defer close(heartbeatDone); s.heartbeat(hbCtx) }()
+	go func() { defer close(heartbeatDone); s.heartbeat(ctx) }()
 	schedDone := make(chan struct{})
-	go func() { defer close(schedDone); s.runScheduling(hbCtx) }()
-	gcDone := s.runGC(hbCtx)
+	go func() { defer close(schedDone); s.runScheduling(ctx) }()
+	gcDone := s.runGC(ctx)
 
 	var runErr error
 	select {
 	case <-ctx.Done():
+		s.log.Info("server stopping: builds are left running for the next server")
 	case runErr = <-errc:
-		s.log.Error("server stopped", "err", runErr)
+		s.log.Error("server stopped: a listener died", "err", runErr)
 	}
-	stopHeartbeat()
+	stop(runErr) // builds, loops and workers stop
 	<-heartbeatDone
 	<-schedDone
 	<-gcDone
 	stopWorkers()
 	<-workersDone
-	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	endRequests()
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_ = hs.Shutdown(shutdown)
+	if err := hs.Shutdown(shutdown); err != nil {
+		s.log.Warn("API requests still running at shutdown: closed", "err", err)
+		_ = hs.Close()
+	}
 	gs.Stop()
+	serving.Wait()
 	s.runs.Wait()
 	return runErr
 }

@@ -381,7 +381,7 @@ func (s *Server) createStepPod(ctx context.Context, w *workerRT, a *action.Actio
 	if a.Platform == "" {
 		a.Platform = w.cfg.Platform // a resource step runs on its worker's platform
 	}
-	given.StepToken, given.ATCCA = token, s.caPEM
+	given.StepToken, given.ATCCA, a.ATCLinkInsecure = token, s.caPEM, s.cfg.Insecure
 	a.Telemetry = s.podTelemetry(ctx)
 	given.BlobstoreAccessKey, given.BlobstoreSecretKey = s.cfg.Blobstore.AccessKey, s.cfg.Blobstore.SecretKey
 	pod, secret, err := podspec.Build(a, w.spec, given)

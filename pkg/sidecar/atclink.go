@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"google.golang.org/grpc"
@@ -23,8 +24,12 @@ import (
 type ATCConfig struct {
 	// Address is host:port of the ATC's gRPC endpoint.
 	Address string
-	// CAPEM, when set, turns on TLS and is the CA the ATC's certificate must chain to.
+	// CAPEM is the CA the ATC's certificate must chain to. It is required
+	// unless Insecure is set.
 	CAPEM []byte
+	// Insecure dials without TLS; it comes from the action's explicit
+	// marker (action.ATCLinkInsecure), never from a missing CA.
+	Insecure bool
 	// ServerName overrides the name checked in the ATC's certificate.
 	ServerName string
 	// Token is the step's token, minted by the ATC.
@@ -46,9 +51,25 @@ type atcLink struct {
 	sessionOutput <-chan *eventspb.SessionOutput
 }
 
+// errNoCA refuses a link that would carry the step's token in plain text.
+var errNoCA = errors.New("no CA for the ATC (PORTER_ATC_CA_PEM): refusing to send the step's token without TLS " +
+	"(only a server run with --insecure-grpc marks its actions as allowed to)")
+
+// Check refuses a configuration that would send the token in plain text.
+func (c ATCConfig) Check() error {
+	if len(c.CAPEM) == 0 && !c.Insecure {
+		return errNoCA
+	}
+	return nil
+}
+
 func dialATC(cfg ATCConfig) (*grpc.ClientConn, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
 	creds := insecure.NewCredentials()
 	if len(cfg.CAPEM) > 0 {
+		// A CA given is used even where the link may be insecure.
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(cfg.CAPEM) {
 			return nil, errors.New("ATC CA: no certificate found in PEM")
@@ -75,7 +96,7 @@ func (l *atcLink) run(ctx context.Context) {
 	}
 	defer conn.Close()
 	client := eventspb.NewStepStreamClient(conn)
-	delay := 100 * time.Millisecond
+	attempt := 0
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := l.serve(ctx, client)
@@ -83,20 +104,46 @@ func (l *atcLink) run(ctx context.Context) {
 			return
 		}
 		if time.Since(start) > 10*time.Second {
-			delay = 100 * time.Millisecond
+			attempt = 0
 		}
+		delay := reconnectDelay(attempt, rand.Float64)
+		attempt++
 		level := slog.LevelWarn
 		if status.Code(err) == codes.Unauthenticated {
 			level = slog.LevelError
 		}
 		l.log.Log(ctx, level, "ATC stream ended; reconnecting", "err", err, "in", delay)
+		timer := time.NewTimer(delay)
 		select {
-		case <-time.After(delay):
+		case <-timer.C:
 		case <-ctx.Done():
+			timer.Stop()
 			return
 		}
-		delay = min(delay*2, 3*time.Second)
 	}
+}
+
+// Reconnect backoff: doubling from reconnectBase to reconnectMax, each
+// delay spread by ±reconnectJitter of itself, so that the sidecars of every
+// step do not come back in the same instant after an ATC restart.
+const (
+	reconnectBase   = 100 * time.Millisecond
+	reconnectMax    = 3 * time.Second
+	reconnectJitter = 0.5
+)
+
+// reconnectDelay is the wait before reconnect attempt n (from 0); rnd
+// returns a number in [0, 1).
+func reconnectDelay(n int, rnd func() float64) time.Duration {
+	d := reconnectBase
+	for range n {
+		if d >= reconnectMax {
+			break
+		}
+		d *= 2
+	}
+	d = min(d, reconnectMax)
+	return time.Duration(float64(d) * (1 + reconnectJitter*(2*rnd()-1)))
 }
 
 // serve runs one connection: hello, the ATC's resume point, then events and

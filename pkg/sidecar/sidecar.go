@@ -142,6 +142,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	a := cfg.Action
 	log := cfg.Log.With("step", a.StepID)
+	cfg.ATC.Insecure = cfg.ATC.Insecure || a.ATCLinkInsecure
+	if err := cfg.ATC.Check(); err != nil {
+		return nil, err
+	}
 	audit, err := newAuditTrail(cfg.JournalDir, a, cfg.PodName, cfg.Artifacts)
 	if err != nil {
 		return nil, err

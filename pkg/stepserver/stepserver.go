@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/porter-ci/porter/pkg/events/eventspb"
@@ -44,9 +46,55 @@ type Server struct {
 	sink   Sink
 	verify Verifier
 	log    *slog.Logger
+	limits Limits
 
 	mu    sync.Mutex
 	steps map[string]*step
+}
+
+// Limits bound what one client can hold on the server.
+type Limits struct {
+	// Hello is how long a stream may go without saying which step it is
+	// (its hello) before it is closed; it also bounds a connection's TLS
+	// and HTTP/2 handshake.
+	Hello time.Duration
+	// StreamsPerStep is how many streams one step may hold at once: one,
+	// plus reconnects racing a half-dead stream.
+	StreamsPerStep int
+	// StreamsPerConn is HTTP/2's MaxConcurrentStreams.
+	StreamsPerConn uint32
+}
+
+// DefaultLimits are the limits New uses for zero fields.
+var DefaultLimits = Limits{Hello: 10 * time.Second, StreamsPerStep: 4, StreamsPerConn: 16}
+
+func (l Limits) withDefaults() Limits {
+	if l.Hello <= 0 {
+		l.Hello = DefaultLimits.Hello
+	}
+	if l.StreamsPerStep <= 0 {
+		l.StreamsPerStep = DefaultLimits.StreamsPerStep
+	}
+	if l.StreamsPerConn == 0 {
+		l.StreamsPerConn = DefaultLimits.StreamsPerConn
+	}
+	return l
+}
+
+// ServerOptions are the gRPC server options that enforce the limits and
+// the keepalive policy sidecars follow (pings every 20 s): a client that
+// pings more often, or a connection that never opens a stream, is cut off.
+func (s *Server) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ConnectionTimeout(s.limits.Hello),
+		grpc.MaxConcurrentStreams(s.limits.StreamsPerConn),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// A sidecar always holds a stream; a connection without one for
+		// this long is not a sidecar at work.
+		// Pinging finds connections that died without a word, so that their
+		// streams stop counting against StreamsPerStep.
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 6 * s.limits.Hello, Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	}
 }
 
 // step is what the server knows of one step across its connections.
@@ -59,18 +107,28 @@ type step struct {
 	// not in a connection, so a superseded connection that is still
 	// delivering cannot append an event twice.
 	appended uint64
+	// streams is how many streams of the step are open (Limits.StreamsPerStep).
+	streams int
 	// pending commands survive a disconnect and are sent on the next connect.
 	aborted  *eventspb.Abort
 	released bool
 	sessions map[string]*Session
 }
 
-// New returns a server storing events in sink and checking tokens with verify.
+// New returns a server storing events in sink and checking tokens with
+// verify, within DefaultLimits.
 func New(sink Sink, verify Verifier, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{sink: sink, verify: verify, log: log, steps: map[string]*step{}}
+	return &Server{sink: sink, verify: verify, log: log, limits: DefaultLimits, steps: map[string]*step{}}
+}
+
+// WithLimits sets the server's limits (zero fields: DefaultLimits'); call
+// it before serving.
+func (s *Server) WithLimits(l Limits) *Server {
+	s.limits = l.withDefaults()
+	return s
 }
 
 // Register adds the service to a gRPC server.
@@ -151,7 +209,7 @@ func (s *Server) sendLocked(st *step, msg *eventspb.ATCMessage) error {
 // Connect serves one sidecar connection.
 func (s *Server) Connect(stream eventspb.StepStream_ConnectServer) error {
 	ctx := stream.Context()
-	first, err := stream.Recv()
+	first, err := s.recvHello(ctx, stream)
 	if err != nil {
 		return err
 	}
@@ -172,6 +230,12 @@ func (s *Server) Connect(stream eventspb.StepStream_ConnectServer) error {
 	out := make(chan *eventspb.ATCMessage, 256)
 	s.mu.Lock()
 	st := s.stepLocked(stepID)
+	if st.streams >= s.limits.StreamsPerStep {
+		s.mu.Unlock()
+		s.log.Warn("refused sidecar: too many streams", "step", stepID, "pod", hello.GetPodName(), "limit", s.limits.StreamsPerStep)
+		return status.Errorf(codes.ResourceExhausted, "step %q already holds %d streams (the limit)", stepID, s.limits.StreamsPerStep)
+	}
+	st.streams++
 	st.connID++
 	connID := st.connID
 	st.conn = out
@@ -189,6 +253,8 @@ func (s *Server) Connect(stream eventspb.StepStream_ConnectServer) error {
 
 	defer func() {
 		s.mu.Lock()
+		// st, not s.steps[stepID]: Forget may have dropped it meanwhile.
+		st.streams--
 		if cur, ok := s.steps[stepID]; ok && cur.connID == connID {
 			cur.conn = nil
 			// The sessions' processes may live on in the pod, but nothing
@@ -227,6 +293,31 @@ func (s *Server) Connect(stream eventspb.StepStream_ConnectServer) error {
 	}
 	s.log.Info("sidecar disconnected", "step", stepID, "err", recvErr)
 	return recvErr
+}
+
+// recvHello waits for the stream's first message for at most
+// Limits.Hello: a client that does not say who it is holds nothing for long.
+// Returning ends the stream, which ends the Recv below.
+func (s *Server) recvHello(ctx context.Context, stream eventspb.StepStream_ConnectServer) (*eventspb.SidecarMessage, error) {
+	type received struct {
+		msg *eventspb.SidecarMessage
+		err error
+	}
+	got := make(chan received, 1)
+	go func() {
+		msg, err := stream.Recv()
+		got <- received{msg, err}
+	}()
+	timer := time.NewTimer(s.limits.Hello)
+	defer timer.Stop()
+	select {
+	case r := <-got:
+		return r.msg, r.err
+	case <-timer.C:
+		return nil, status.Errorf(codes.DeadlineExceeded, "no hello within %s", s.limits.Hello)
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 }
 
 func ack(seq uint64) *eventspb.ATCMessage {

@@ -181,6 +181,8 @@ func newAction(name string, argv ...string) *action.Action {
 		Image:    "host",
 		Run:      action.Run{Path: argv[0], Args: argv[1:]},
 		WorkDir:  filepath.Join(root, "build"),
+		// The harness's ATC serves plain gRPC on loopback.
+		ATCLinkInsecure: true,
 	}
 }
 

@@ -204,7 +204,7 @@ func (b *bench) action(name string, argv ...string) *action.Action {
 	b.steps++
 	return &action.Action{StepID: fmt.Sprintf("%s-%d", name, b.steps), Build: action.Build{ID: "bench", Team: "main"},
 		StepName: name, Type: "task", Image: "host", Run: action.Run{Path: argv[0], Args: argv[1:]},
-		WorkDir: filepath.Join(b.tmp, "work-"+name)}
+		WorkDir: filepath.Join(b.tmp, "work-"+name), ATCLinkInsecure: true /* plain gRPC on loopback */}
 }
 
 // runStep runs a step to its end and checks it succeeded.

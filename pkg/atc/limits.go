@@ -1,0 +1,192 @@
+package atc
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/porter-ci/porter/pkg/stepserver"
+)
+
+// LimitsConfig bounds what clients can hold on the server: request bodies,
+// slow HTTP clients, sidecar streams.
+type LimitsConfig struct {
+	// MaxArtifactUpload bounds one `fly execute -i` upload (as sent:
+	// tar+gzip); MaxRequestBody any other request's body.
+	MaxArtifactUpload int64
+	MaxRequestBody    int64
+	// HTTPReadTimeout bounds reading a request (an upload: the wait for
+	// each read, so a large upload on a slow link still goes through);
+	// HTTPIdleTimeout a keep-alive connection with no request.
+	HTTPReadTimeout time.Duration
+	HTTPIdleTimeout time.Duration
+	// GRPC are the sidecar stream's limits.
+	GRPC stepserver.Limits
+}
+
+// Default limits (the flags' defaults).
+const (
+	defaultMaxArtifactUpload = 10 << 30
+	// Pipeline configs are the largest bodies besides uploads (maxConfigSize).
+	defaultMaxRequestBody  = 8 << 20
+	defaultHTTPReadTimeout = time.Minute
+	defaultHTTPIdleTimeout = 2 * time.Minute
+	// readHeaderTimeout bounds a client that sends its headers slowly.
+	readHeaderTimeout = 10 * time.Second
+)
+
+func (c LimitsConfig) withDefaults() LimitsConfig {
+	if c.MaxArtifactUpload <= 0 {
+		c.MaxArtifactUpload = defaultMaxArtifactUpload
+	}
+	if c.MaxRequestBody <= 0 {
+		c.MaxRequestBody = defaultMaxRequestBody
+	}
+	if c.HTTPReadTimeout <= 0 {
+		c.HTTPReadTimeout = defaultHTTPReadTimeout
+	}
+	if c.HTTPIdleTimeout <= 0 {
+		c.HTTPIdleTimeout = defaultHTTPIdleTimeout
+	}
+	return c
+}
+
+func limitFlags(fs *flag.FlagSet, c *LimitsConfig) {
+	c.MaxArtifactUpload, c.MaxRequestBody = defaultMaxArtifactUpload, defaultMaxRequestBody
+	fs.Var((*byteSize)(&c.MaxArtifactUpload), "max-artifact-upload", "largest `fly execute -i` upload accepted, as sent (e.g. 10Gi, 500Mi)")
+	fs.Var((*byteSize)(&c.MaxRequestBody), "max-request-body", "largest body of any other API request (e.g. 8Mi)")
+	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", defaultHTTPReadTimeout, "how long reading an API request may take (an upload: each read)")
+	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", defaultHTTPIdleTimeout, "how long an idle keep-alive API connection is kept")
+	fs.DurationVar(&c.GRPC.Hello, "grpc-hello-timeout", stepserver.DefaultLimits.Hello, "how long a sidecar connection may take to say which step it is before it is closed")
+	fs.IntVar(&c.GRPC.StreamsPerStep, "grpc-max-streams-per-step", stepserver.DefaultLimits.StreamsPerStep, "most streams one step's sidecar may hold at once")
+	fs.Func("grpc-max-concurrent-streams", fmt.Sprintf("most streams on one sidecar connection (default %d)", stepserver.DefaultLimits.StreamsPerConn), func(v string) error {
+		var n uint32
+		if _, err := fmt.Sscan(v, &n); err != nil || n == 0 {
+			return fmt.Errorf("want a positive number, got %q", v)
+		}
+		c.GRPC.StreamsPerConn = n
+		return nil
+	})
+}
+
+// byteSize is a flag of bytes written as a Kubernetes quantity (10Gi, 500M, 1024).
+type byteSize int64
+
+func (b *byteSize) String() string {
+	return resource.NewQuantity(int64(*b), resource.BinarySI).String()
+}
+
+func (b *byteSize) Set(v string) error {
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return fmt.Errorf("want a size such as 10Gi or 500Mi: %w", err)
+	}
+	n, ok := q.AsInt64()
+	if !ok || n <= 0 {
+		return fmt.Errorf("want a positive whole number of bytes, got %q", v)
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+// apiServer is the HTTP server of the API's routes, within the limits;
+// its requests' contexts derive from base.
+func (s *Server) apiServer(base context.Context, routes http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           s.limitBodies(routes),
+		ReadHeaderTimeout: readHeaderTimeout,
+		// Uploads move their deadline along (stallReader); event streams
+		// and intercept websockets are not cut by it (net/http clears the
+		// deadline once the request is read, and on hijack).
+		ReadTimeout: s.cfg.Limits.HTTPReadTimeout,
+		IdleTimeout: s.cfg.Limits.HTTPIdleTimeout,
+		BaseContext: func(net.Listener) context.Context { return base },
+	}
+}
+
+// artifactUploadPath is the route of `fly execute -i` uploads.
+var artifactUploadPath = regexp.MustCompile(`^/api/v1/teams/[^/]+/artifacts/?$`)
+
+// limitBodies bounds every request's body: uploads by MaxArtifactUpload,
+// the rest by MaxRequestBody. A body declared too large is refused before
+// it is read; one that turns out too large fails its read with an
+// *http.MaxBytesError, which handlers answer with tooLarge.
+func (s *Server) limitBodies(next http.Handler) http.Handler {
+	lim := s.cfg.Limits
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		limit, flagName := lim.MaxRequestBody, "max-request-body"
+		upload := r.Method == http.MethodPost && artifactUploadPath.MatchString(r.URL.Path)
+		if upload {
+			limit, flagName = lim.MaxArtifactUpload, "max-artifact-upload"
+		}
+		if r.ContentLength > limit {
+			writeError(w, http.StatusRequestEntityTooLarge, bodyTooLarge(limit, flagName))
+			return
+		}
+		body := io.ReadCloser(http.MaxBytesReader(w, r.Body, limit))
+		if upload {
+			// The server's read timeout would cut a large upload off:
+			// only a stalled one is.
+			body = &stallReader{ReadCloser: body, rc: http.NewResponseController(w), stall: lim.HTTPReadTimeout}
+		}
+		r.Body = &limitedBody{ReadCloser: body, limit: limit, flag: flagName}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitedBody names the limit and its flag when the body exceeds it.
+type limitedBody struct {
+	io.ReadCloser
+	limit int64
+	flag  string
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if mb := (*http.MaxBytesError)(nil); errors.As(err, &mb) {
+		err = bodyTooLarge(b.limit, b.flag)
+	}
+	return n, err
+}
+
+// errBodyTooLarge is a request body over the server's limit (HTTP 413).
+type errBodyTooLarge struct {
+	limit int64
+	flag  string
+}
+
+func (e errBodyTooLarge) Error() string {
+	return fmt.Sprintf("request body too large: this server accepts at most %s (%d bytes; serve --%s)",
+		resource.NewQuantity(e.limit, resource.BinarySI), e.limit, e.flag)
+}
+
+func bodyTooLarge(limit int64, flag string) error { return errBodyTooLarge{limit: limit, flag: flag} }
+
+// tooLarge reports whether err is a body over its limit.
+func tooLarge(err error) bool {
+	var e errBodyTooLarge
+	return errors.As(err, &e)
+}
+
+// stallReader moves the connection's read deadline forward before each
+// read, so that the deadline bounds a stall rather than the whole body.
+type stallReader struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+func (r *stallReader) Read(p []byte) (int, error) {
+	// An error means the connection cannot take deadlines (HTTP/2 before
+	// Go supports it, a test recorder): the server's own then applies.
+	_ = r.rc.SetReadDeadline(time.Now().Add(r.stall))
+	return r.ReadCloser.Read(p)
+}

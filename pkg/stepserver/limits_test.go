@@ -1,0 +1,147 @@
+package stepserver_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/stepserver"
+)
+
+// serveLimited runs a real gRPC server with the limits' options.
+func serveLimited(t *testing.T, limits stepserver.Limits) eventspb.StepStreamClient {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := stepserver.New(stepserver.NewMemorySink(), keyring(t), slog.New(slog.DiscardHandler)).WithLimits(limits)
+	gs := grpc.NewServer(srv.ServerOptions()...)
+	srv.Register(gs)
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return eventspb.NewStepStreamClient(conn)
+}
+
+func TestSilentClientIsDisconnectedAfterHelloDeadline(t *testing.T) {
+	const deadline = 300 * time.Millisecond
+	client := serveLimited(t, stepserver.Limits{Hello: deadline})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	stream, err := client.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = stream.Recv() // says nothing, waits to be told
+	took := time.Since(start)
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("Recv = %v, want DeadlineExceeded", err)
+	}
+	if took < deadline || took > deadline+2*time.Second {
+		t.Fatalf("disconnected after %s, want about %s", took, deadline)
+	}
+}
+
+func TestSlowHelloWithinDeadlineIsServed(t *testing.T) {
+	keys := keyring(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := stepserver.New(stepserver.NewMemorySink(), keys, slog.New(slog.DiscardHandler)).WithLimits(stepserver.Limits{Hello: 2 * time.Second})
+	gs := grpc.NewServer(srv.ServerOptions()...)
+	srv.Register(gs)
+	go gs.Serve(ln)
+	defer gs.Stop()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := eventspb.NewStepStreamClient(conn).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	token, _ := keys.Mint("step-a", time.Hour)
+	if err := stream.Send(hello("step-a", token)); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.Recv()
+	if err != nil || msg.GetAck() == nil {
+		t.Fatalf("Recv = %v, %v; want the resume point", msg, err)
+	}
+}
+
+func TestStreamsPerStepAreBounded(t *testing.T) {
+	keys := keyring(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := stepserver.New(stepserver.NewMemorySink(), keys, slog.New(slog.DiscardHandler)).WithLimits(stepserver.Limits{StreamsPerStep: 2})
+	gs := grpc.NewServer(srv.ServerOptions()...)
+	srv.Register(gs)
+	go gs.Serve(ln)
+	defer gs.Stop()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := eventspb.NewStepStreamClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	token, _ := keys.Mint("step-a", time.Hour)
+	open := func() (eventspb.StepStream_ConnectClient, error) {
+		stream, err := client.Connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := stream.Send(hello("step-a", token)); err != nil {
+			return nil, err
+		}
+		_, err = stream.Recv()
+		return stream, err
+	}
+	var held []eventspb.StepStream_ConnectClient
+	for i := range 2 {
+		stream, err := open()
+		if err != nil {
+			t.Fatalf("stream %d: %v", i+1, err)
+		}
+		held = append(held, stream)
+	}
+	if _, err := open(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("third stream: %v, want ResourceExhausted", err)
+	}
+	// A closed stream frees its place.
+	held[0].CloseSend()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := open()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after closing a stream: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
