@@ -135,14 +135,21 @@ const (
 // reconnectDelay is the wait before reconnect attempt n (from 0); rnd
 // returns a number in [0, 1).
 func reconnectDelay(n int, rnd func() float64) time.Duration {
-	d := reconnectBase
+	return jitteredDelay(n, reconnectBase, reconnectMax, rnd)
+}
+
+// jitteredDelay doubles from base to most with attempt n (from 0), spread
+// by ±reconnectJitter of itself: the sidecars of every step that failed
+// together (an ATC restart, a blobstore outage) do not retry in lockstep.
+func jitteredDelay(n int, base, most time.Duration, rnd func() float64) time.Duration {
+	d := base
 	for range n {
-		if d >= reconnectMax {
+		if d >= most {
 			break
 		}
 		d *= 2
 	}
-	d = min(d, reconnectMax)
+	d = min(d, most)
 	return time.Duration(float64(d) * (1 + reconnectJitter*(2*rnd()-1)))
 }
 

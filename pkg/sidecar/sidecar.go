@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"log/slog"
 	"os"
 	"sync"
@@ -638,8 +639,8 @@ func endSpan(span trace.Span, err error) {
 
 func (r *run) transferRetrying(ctx context.Context, what, name string, do func(context.Context) (Artifact, error)) (Transfer, error) {
 	deadline := time.Now().Add(r.cfg.TransferRetry)
-	delay := 500 * time.Millisecond
 	for attempt := 1; ; attempt++ {
+		delay := jitteredDelay(attempt-1, 500*time.Millisecond, 10*time.Second, rand.Float64)
 		start := time.Now()
 		art, err := do(ctx)
 		if err == nil {
@@ -654,7 +655,6 @@ func (r *run) transferRetrying(ctx context.Context, what, name string, do func(c
 		case <-ctx.Done():
 			return Transfer{}, fmt.Errorf("%s: %w", what, err)
 		}
-		delay = min(delay*2, 10*time.Second)
 	}
 }
 
