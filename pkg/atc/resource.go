@@ -19,6 +19,7 @@ import (
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/names"
 	"github.com/porter-ci/porter/pkg/podspec"
 )
 
@@ -778,6 +779,9 @@ func validateResourceStep(p *concourse.Plan) error {
 	}
 	if name == "" {
 		return fmt.Errorf("a %s step has no name", kind)
+	}
+	if err := names.Check(kind, name); err != nil {
+		return err
 	}
 	if timeout != "" {
 		if _, err := parsePositiveDuration(timeout); err != nil {
