@@ -445,7 +445,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 	})
 	s.saveState(ctx, b)
 	st := s.registerResourceStep(b, w, a.StepID, p.ID, step.kind)
-	if err := s.createPodWithStdin(ctx, w, a, stdin); err != nil {
+	if err := s.createStepPod(ctx, w, a, podspec.Secrets{Stdin: stdin, Redact: b.log.secretValues()}); err != nil {
 		fin = errored(err.Error())
 	} else {
 		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
