@@ -245,6 +245,13 @@ func (s *Server) writeBuildAudit(ctx context.Context, b *build, status concourse
 	if err != nil {
 		return
 	}
+	if red := b.log.currentRedactor(); red != nil {
+		// Step errors may quote what a step printed, credentials included.
+		if body, err = redactJSON(red, body); err != nil {
+			s.log.Warn("audit build record: redact", "build", b.id, "err", err)
+			return
+		}
+	}
 	key := blobstore.BuildPrefix(fmt.Sprint(b.id)) + "build.json"
 	if _, err := s.store.Stat(ctx, key); err == nil {
 		return

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -306,6 +308,13 @@ run: {path: sh, args: [-c, 'echo "token=$TOKEN"']}`)), 0o644)).To(Succeed())
 		res := succeed(ctx, f, "execute", "-c", path)
 		Expect(res.Stdout).To(ContainSubstring("token=((redacted))"))
 		Expect(res.Output()).NotTo(ContainSubstring(value))
+		// fly left the unset ((var)) as written, so the server knows it is
+		// a credential: it goes through the Secret and no audit object shows it.
+		m := regexp.MustCompile(`executing build (\d+)`).FindStringSubmatch(res.Stdout)
+		Expect(m).NotTo(BeNil(), res.String())
+		id, err := strconv.ParseInt(m[1], 10, 64)
+		Expect(err).NotTo(HaveOccurred())
+		expectNowhere(ctx, id, []string{value}, []string{name})
 	})
 
 	It("says so when the ATC may not read a team's Secrets, rather than calling the var undefined", func(ctx SpecContext) {
