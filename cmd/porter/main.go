@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -194,6 +195,7 @@ func runSidecar(ctx context.Context, log *slog.Logger) error {
 		PodName:    os.Getenv("PORTER_POD_NAME"),
 		SocketPath: socket,
 		StdinFile:  os.Getenv(action.StdinFileEnvVar),
+		Redact:     redactValues(log),
 		Artifacts:  sidecar.BlobArtifacts(store, extractLimits),
 		JournalDir: filepath.Dir(socket),
 		Log:        log,
@@ -212,4 +214,18 @@ func envOr(name, fallback string) string {
 		return v
 	}
 	return fallback
+}
+
+// redactValues are the values the step's Secret says to redact from the
+// audit journal (PORTER_REDACT, a JSON list).
+func redactValues(log *slog.Logger) []string {
+	raw := os.Getenv("PORTER_REDACT")
+	if raw == "" {
+		return nil
+	}
+	var values []string
+	if err := json.Unmarshal([]byte(raw), &values); err != nil {
+		log.Warn("PORTER_REDACT is not a JSON list of strings: the journal is not redacted", "err", err)
+	}
+	return values
 }

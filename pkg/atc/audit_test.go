@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,5 +38,27 @@ func TestBuildAuditIsKeyedByID(t *testing.T) {
 		if err := json.Unmarshal(body, &rec); err != nil || rec.ID != id {
 			t.Errorf("builds/%d/build.json is %s (%v)", id, body, err)
 		}
+	}
+}
+
+// build.json shows the credentials the build read as ((redacted)), like
+// its events: a step's error may quote what the step printed.
+func TestBuildAuditRedactsCredentials(t *testing.T) {
+	store := minioStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := &Server{store: store, log: slog.New(slog.DiscardHandler)}
+	b := &build{id: 43, name: "1", team: "main", log: newBuildLog(chunkSource{}, slog.New(slog.DiscardHandler))}
+	b.state.Steps = map[concourse.PlanID]*stepRecord{"p1": {Error: "login as s3cret-user failed"}}
+	b.log.redact([]string{"s3cret-user"})
+	s.writeBuildAudit(ctx, b, concourse.StatusErrored, time.Now())
+	rc, _, err := store.Get(ctx, blobstore.BuildPrefix("43")+"build.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(rc)
+	rc.Close()
+	if strings.Contains(string(body), "s3cret-user") || !strings.Contains(string(body), "login as ((redacted)) failed") {
+		t.Errorf("build.json = %s, want the credential redacted", body)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
 )
@@ -237,6 +238,14 @@ type auditBuild struct {
 	Steps   map[concourse.PlanID]*stepRecord `json:"steps"`
 }
 
+// secretRedactor redacts the credentials the build has read (nil: none).
+func (b *build) secretRedactor() *creds.Redactor {
+	if b.log == nil {
+		return nil
+	}
+	return b.log.currentRedactor()
+}
+
 // writeBuildAudit writes builds/<id>/build.json once, when the build ends.
 func (s *Server) writeBuildAudit(ctx context.Context, b *build, status concourse.BuildStatus, end time.Time) {
 	b.mu.Lock()
@@ -244,6 +253,13 @@ func (s *Server) writeBuildAudit(ctx context.Context, b *build, status concourse
 	b.mu.Unlock()
 	if err != nil {
 		return
+	}
+	// Step errors may quote what a step printed, credentials included.
+	if red := b.secretRedactor(); red != nil {
+		if body, err = redactJSON(red, body); err != nil {
+			s.log.Warn("audit build record: redact", "build", b.id, "err", err)
+			return
+		}
 	}
 	key := blobstore.BuildPrefix(fmt.Sprint(b.id)) + "build.json"
 	if _, err := s.store.Stat(ctx, key); err == nil {

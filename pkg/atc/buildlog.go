@@ -240,6 +240,14 @@ func (l *buildLog) redact(values []string) {
 	}
 }
 
+// secretValues are the credential values the build has read so far (the
+// sidecar redacts them from a step's audit journal).
+func (l *buildLog) secretValues() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.secrets)
+}
+
 // currentRedactor is nil while the build has read no credential.
 func (l *buildLog) currentRedactor() *creds.Redactor {
 	l.mu.Lock()

@@ -18,6 +18,7 @@ import (
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/names"
 )
 
 // configVersionHeader carries a pipeline's config version: GET config
@@ -117,16 +118,14 @@ func refuseInstanceVars(r *http.Request) error {
 // part of object keys and URLs), and warns, as Concourse does, about names
 // that are not Concourse identifiers.
 func validPipelineName(name string) (*configWarning, error) {
-	switch {
-	case name == "":
+	if name == "" {
 		return nil, errors.New("pipeline: identifier cannot be an empty string")
-	case name == "." || name == "..":
-		return nil, fmt.Errorf("pipeline: %q is not a valid name", name)
-	case len(name) > 255:
-		return nil, fmt.Errorf("pipeline: name %.20q... is longer than 255 bytes", name)
+	}
+	if err := names.Check("pipeline", name); err != nil {
+		return nil, err
 	}
 	for _, c := range name {
-		if c == '/' || unicode.IsSpace(c) || unicode.IsControl(c) {
+		if unicode.IsSpace(c) {
 			return nil, fmt.Errorf("pipeline: %q is not a valid name: it contains %q", name, c)
 		}
 	}
@@ -510,15 +509,7 @@ func taskCacheKey(team, pipeline, job, step, cachePath string) (string, error) {
 }
 
 // keySegment checks that a name can be one segment of an object key.
-func keySegment(name string) error {
-	switch {
-	case name == "":
-		return errors.New("an empty name cannot name a cache")
-	case name == "." || name == "..", strings.ContainsAny(name, "/\\\x00"):
-		return fmt.Errorf("%q cannot name a cache: it must not be '.' or '..' or contain '/'", name)
-	}
-	return nil
-}
+func keySegment(name string) error { return names.Check("task cache", name) }
 
 // validCachePath checks a task's cache path: relative, inside the task's
 // working directory.

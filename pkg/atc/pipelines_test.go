@@ -23,6 +23,11 @@ func TestTaskCacheKey(t *testing.T) {
 		{"main", "p", "j", "unit", "a/../..", ""},
 		{"main", "p", "j", "unit", ".", ""},
 		{"main", "p", "j", "unit", "", ""},
+		{"main", "p", "j", `..\x`, "cache", ""},
+		{"main", "p", "j\x00", "unit", "cache", ""},
+		{"main", "p", "j", "unit\n", "cache", ""},
+		{"main", "p", "j", "unit", "a\x00b", ""},
+		{"main", "p", strings.Repeat("j", 256), "unit", "cache", ""},
 	} {
 		got, err := taskCacheKey(c.team, c.pipeline, c.job, c.step, c.path)
 		if c.want == "" {
@@ -57,6 +62,9 @@ func TestValidPipelineName(t *testing.T) {
 		{name: "a/b", err: true},
 		{name: "..", err: true},
 		{name: "a b", err: true},
+		{name: `a\b`, err: true},
+		{name: "a\x7fb", err: true},
+		{name: strings.Repeat("p", 256), err: true},
 		{name: "MyPipeline", warning: "must start with a lowercase letter or a number"},
 		{name: "my@pipeline", warning: "illegal character '@'"},
 		{name: "123", warning: "cannot be just numbers"},

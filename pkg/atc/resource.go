@@ -19,6 +19,7 @@ import (
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/names"
 	"github.com/porter-ci/porter/pkg/podspec"
 )
 
@@ -444,7 +445,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 	})
 	s.saveState(ctx, b)
 	st := s.registerResourceStep(b, w, a.StepID, p.ID, step.kind)
-	if err := s.createPodWithStdin(ctx, w, a, stdin); err != nil {
+	if err := s.createStepPod(ctx, w, a, podspec.Secrets{Stdin: stdin, Redact: b.log.secretValues()}); err != nil {
 		fin = errored(err.Error())
 	} else {
 		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
@@ -778,6 +779,9 @@ func validateResourceStep(p *concourse.Plan) error {
 	}
 	if name == "" {
 		return fmt.Errorf("a %s step has no name", kind)
+	}
+	if err := names.Check(kind, name); err != nil {
+		return err
 	}
 	if timeout != "" {
 		if _, err := parsePositiveDuration(timeout); err != nil {

@@ -169,7 +169,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	})
 	s.saveState(ctx, b)
 	st := s.registerStep(b, w, a.StepID, p.ID, eventConfig)
-	if err := s.createStepPod(ctx, w, a, podspec.Secrets{ImagePull: pull, Params: secretParams}); err != nil {
+	if err := s.createStepPod(ctx, w, a, podspec.Secrets{ImagePull: pull, Params: secretParams, Redact: b.log.secretValues()}); err != nil {
 		fin = errored(err.Error())
 	} else {
 		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
@@ -361,12 +361,6 @@ func randomSuffix() string {
 // pulls its image with.
 func (s *Server) createPod(ctx context.Context, w *workerRT, a *action.Action, pull *podspec.RegistryAuth) error {
 	return s.createStepPod(ctx, w, a, podspec.Secrets{ImagePull: pull})
-}
-
-// createPodWithStdin is createPod for a step whose stdin is secret
-// (a.StdinSecret): it travels in the step's Secret.
-func (s *Server) createPodWithStdin(ctx context.Context, w *workerRT, a *action.Action, stdin []byte) error {
-	return s.createStepPod(ctx, w, a, podspec.Secrets{Stdin: stdin})
 }
 
 // createStepPod creates the step's Secrets (its own and, for a login to

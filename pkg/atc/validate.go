@@ -10,6 +10,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/names"
 )
 
 // validatePlan checks a one-off build's plan before anything is recorded:
@@ -33,12 +34,22 @@ func (s *Server) validatePlan(ctx context.Context, team db.Team, plan *concourse
 				errs = append(errs, fmt.Errorf("timeout: %w", err))
 			}
 		case p.Task != nil:
+			if p.Task.Name != "" {
+				if err := names.Check("task", p.Task.Name); err != nil {
+					errs = append(errs, err)
+					return
+				}
+			}
 			if err := validateTaskPlan(p.Task); err != nil {
 				errs = append(errs, err)
 			} else if err := s.checkPlacement(requirements(team.Name, p.Task.Tags, taskPlatform(p.Task), true)); err != nil {
 				errs = append(errs, fmt.Errorf("task %q: %w", p.Task.Name, err))
 			}
 		case p.ArtifactInput != nil:
+			if err := names.Check("input", p.ArtifactInput.Name); err != nil {
+				errs = append(errs, err)
+				return
+			}
 			a, err := s.db.Artifact(ctx, p.ArtifactInput.ArtifactID)
 			switch {
 			case errors.Is(err, db.ErrNotFound) || (err == nil && a.TeamID != team.ID):
@@ -53,6 +64,8 @@ func (s *Server) validatePlan(ctx context.Context, team db.Team, plan *concourse
 		case p.ArtifactOutput != nil:
 			if p.ArtifactOutput.Name == "" {
 				errs = append(errs, errors.New("an artifact_output step has no name"))
+			} else if err := names.Check("output", p.ArtifactOutput.Name); err != nil {
+				errs = append(errs, err)
 			}
 		default:
 			errs = append(errs, unsupportedStep(p))
@@ -64,8 +77,6 @@ func (s *Server) validatePlan(ctx context.Context, team db.Team, plan *concourse
 	return nil
 }
 
-// validName checks a team name: what Concourse allows, and what an object
-// key or a label can hold safely.
 // taskPlatform is the platform of a task plan's inline config ("" when
 // it has none yet: a config file, or one with ((vars))).
 func taskPlatform(tp *concourse.TaskPlan) string {
@@ -76,6 +87,8 @@ func taskPlatform(tp *concourse.TaskPlan) string {
 	return c.Platform
 }
 
+// validName checks a team (or worker) name: what Concourse allows, and what
+// an object key, a namespace or a label can hold safely.
 func validName(name string) error {
 	if !regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`).MatchString(name) {
 		return fmt.Errorf("%q: use lowercase letters, digits, '-', '_' and '.', starting with a letter or digit (at most 63)", name)

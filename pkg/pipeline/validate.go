@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/names"
 	"github.com/porter-ci/porter/pkg/taskconfig"
 )
 
@@ -101,10 +102,15 @@ var (
 )
 
 // checkIdentifier records a warning for a name Concourse discourages and
-// returns an error message for an empty one.
+// returns an error message for an empty one, and for one that cannot be
+// part of an object key or path (names.Check), which Concourse would only
+// warn about.
 func (v *validator) checkIdentifier(name, where string) (problem string) {
 	if name == "" {
 		return where + ": identifier cannot be an empty string"
+	}
+	if err := names.Check(where, name); err != nil {
+		return err.Error()
 	}
 	var reason string
 	switch {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/porter-ci/porter/pkg/names"
 )
 
 const validPipeline = `
@@ -258,6 +260,23 @@ func TestValidate(t *testing.T) {
 			name: "steps in hooks are validated",
 			yaml: "jobs:\n- {name: j, plan: [{task: t, file: f, on_failure: {put: nope}}], ensure: {get: gone}}",
 			errs: []string{"jobs.j.plan[0].task(t).on_failure.put(nope): unknown resource 'nope'", "jobs.j.ensure.get(gone): unknown resource 'gone'"},
+		},
+		{
+			name: "names that would become keys or paths are refused",
+			yaml: "resources:\n- {name: 'r/s', type: git, source: {}}\nresource_types:\n- {name: '..', type: git, source: {}}\n" +
+				`jobs:
+- {name: '../x', plan: [{get: 'r/s'}, {task: 'a\b', file: f}]}
+- {name: ok, plan: [{task: "t\x00", file: f}, {set_pipeline: '../p', file: f}, {load_var: 'v/w', file: f}]}`,
+			errs: []string{
+				`resources.r/s: name "r/s" contains '/' (` + names.Rule + ")",
+				`resource_types...: name ".." is a relative path element`,
+				`jobs.../x: name "../x" contains '/'`,
+				`jobs.../x.plan[0].get(r/s): name "r/s" contains '/'`,
+				`name "a\\b" contains '\\'`,
+				`name "t\x00" contains the control character U+0000`,
+				`jobs.ok.plan[1].set_pipeline(../p): name "../p" contains '/'`,
+				`jobs.ok.plan[2].load_var(v/w): name "v/w" contains '/'`,
+			},
 		},
 		{
 			name: "invalid identifiers warn",

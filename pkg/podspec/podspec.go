@@ -87,6 +87,9 @@ const (
 	EnvBlobstoreSecure    = "PORTER_BLOBSTORE_SECURE"
 	EnvBlobstoreAccessKey = "PORTER_BLOBSTORE_ACCESS_KEY"
 	EnvBlobstoreSecretKey = "PORTER_BLOBSTORE_SECRET_KEY"
+	// EnvRedact is a JSON list of the values the sidecar redacts from the
+	// step's audit journal (from the Secret).
+	EnvRedact = "PORTER_REDACT"
 )
 
 // Keys of the per-step Secret.
@@ -96,6 +99,7 @@ const (
 	SecretKeyStdin              = "stdin"
 	SecretKeyBlobstoreAccessKey = "blobstore-access-key"
 	SecretKeyBlobstoreSecretKey = "blobstore-secret-key"
+	SecretKeyRedact             = "redact"
 	secretKeyParamPrefix        = "param-"
 )
 
@@ -274,6 +278,9 @@ type Secrets struct {
 	// Stdin is the process's stdin when the action says it is secret
 	// (StdinSecret): a file of the Secret, mounted into the sidecar only.
 	Stdin []byte
+	// Redact are the values (the build's credentials) the sidecar
+	// redacts from the step's audit journal, as the ATC does from its events.
+	Redact []string
 	// ImagePull, when set, are the credentials the kubelet pulls the step's
 	// image with: they go into the step's pull Secret (PullSecret), which
 	// the pod names in imagePullSecrets.
@@ -729,6 +736,9 @@ func buildSecret(name, namespace string, labels map[string]string, a *action.Act
 	if a.StdinSecret {
 		data[SecretKeyStdin] = s.Stdin
 	}
+	if len(s.Redact) > 0 {
+		data[SecretKeyRedact], _ = json.Marshal(s.Redact) // a []string always encodes
+	}
 	// Param names may hold characters Secret keys refuse, so keys are by
 	// position in SecretParams.
 	paramKeys := make(map[string]string, len(a.SecretParams))
@@ -785,6 +795,9 @@ func sidecarEnv(secretName, actionJSON string, a *action.Action, w Worker, s Sec
 		// A native sidecar that exits is restarted: it must wait for the
 		// kubelet's TERM, which comes once the main container has ended.
 		env = append(env, corev1.EnvVar{Name: EnvNativeSidecar, Value: "true"})
+	}
+	if len(s.Redact) > 0 {
+		env = append(env, secretEnv(EnvRedact, secretName, SecretKeyRedact))
 	}
 	if s.BlobstoreAccessKey != "" {
 		env = append(env,

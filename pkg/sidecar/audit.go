@@ -19,11 +19,13 @@ import (
 	"github.com/hashicorp/go-multierror"
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/redact"
 )
 
 // auditTrail writes the step's audit record: action.json when the step
@@ -35,6 +37,7 @@ type auditTrail struct {
 	store     Artifacts
 	prefix    string
 	startedAt time.Time
+	red       *redact.Redactor
 
 	mu      sync.Mutex
 	file    *os.File
@@ -42,7 +45,7 @@ type auditTrail struct {
 	err     error
 }
 
-func newAuditTrail(dir string, a *action.Action, pod string, store Artifacts) (*auditTrail, error) {
+func newAuditTrail(dir string, a *action.Action, pod string, store Artifacts, red *redact.Redactor) (*auditTrail, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create journal directory: %w", err)
 	}
@@ -51,11 +54,19 @@ func newAuditTrail(dir string, a *action.Action, pod string, store Artifacts) (*
 		return nil, fmt.Errorf("create event journal: %w", err)
 	}
 	return &auditTrail{a: a, pod: pod, store: store, prefix: blobstore.StepPrefix(a.Build.ID, a.StepID),
-		startedAt: time.Now().UTC(), file: f, journal: bufio.NewWriterSize(f, 64<<10)}, nil
+		startedAt: time.Now().UTC(), red: red, file: f, journal: bufio.NewWriterSize(f, 64<<10)}, nil
 }
 
 // record appends one event to the journal (called in sequence order).
 func (t *auditTrail) record(ev *eventspb.Event) {
+	if out := ev.GetOutput(); out != nil {
+		// The process may print a credential: the journal shows it
+		// redacted, like the build's events.
+		if data := t.red.Bytes(out.GetData()); string(data) != string(out.GetData()) {
+			ev = proto.Clone(ev).(*eventspb.Event)
+			ev.GetOutput().Data = data
+		}
+	}
 	line, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(ev)
 	t.mu.Lock()
 	defer t.mu.Unlock()

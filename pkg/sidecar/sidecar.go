@@ -24,6 +24,7 @@ import (
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/redact"
 	"github.com/porter-ci/porter/pkg/sidecar/controlpb"
 )
 
@@ -60,6 +61,9 @@ type Config struct {
 	// (action.StdinSecret): a file of the step's Secret.
 	StdinFile string
 	Artifacts Artifacts
+	// Redact are values (the build's credentials) the audit journal shows
+	// as ((redacted)), as the ATC's build events do.
+	Redact []string
 	// JournalDir holds the step's event journal until it is uploaded.
 	JournalDir string
 	// KillGrace is how long the process group gets between TERM and KILL.
@@ -147,7 +151,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.ATC.Check(); err != nil {
 		return nil, err
 	}
-	audit, err := newAuditTrail(cfg.JournalDir, a, cfg.PodName, cfg.Artifacts)
+	audit, err := newAuditTrail(cfg.JournalDir, a, cfg.PodName, cfg.Artifacts, redact.New(cfg.Redact))
 	if err != nil {
 		return nil, err
 	}

@@ -3,20 +3,26 @@ package pipelines_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/klauspost/compress/zstd"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"google.golang.org/protobuf/encoding/protojson"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/test/testenv"
 )
@@ -97,6 +103,7 @@ func expectNowhere(ctx context.Context, buildID int64, values []string, planVars
 	objs, err := store.List(ctx, blobstore.BuildPrefix(fmt.Sprint(buildID)))
 	Expect(err).NotTo(HaveOccurred())
 	var names []string
+	journals := 0
 	for _, o := range objs {
 		names = append(names, o.Key[strings.LastIndex(o.Key, "/")+1:])
 		rc, _, err := store.Get(ctx, o.Key)
@@ -104,9 +111,30 @@ func expectNowhere(ctx context.Context, buildID int64, values []string, planVars
 		body, err := io.ReadAll(rc)
 		rc.Close()
 		Expect(err).NotTo(HaveOccurred())
+		if strings.HasSuffix(o.Key, ".zst") {
+			// The event journal is compressed: a value in it would not
+			// show in its bytes.
+			dec, err := zstd.NewReader(nil)
+			Expect(err).NotTo(HaveOccurred())
+			body, err = dec.DecodeAll(body, nil)
+			dec.Close()
+			Expect(err).NotTo(HaveOccurred(), "decompress %s", o.Key)
+			journals++
+			// Output is bytes, base64 in the journal: decode it.
+			for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+				var ev eventspb.Event
+				Expect(protojson.Unmarshal([]byte(line), &ev)).To(Succeed(), "journal line %q", line)
+				body = append(body, ev.GetOutput().GetData()...)
+			}
+		}
 		for _, v := range values {
 			Expect(string(body)).NotTo(ContainSubstring(v), "audit object %s shows a credential", o.Key)
 		}
+	}
+	Expect(journals).To(BeNumerically(">", 0), "the audit trail has no event journal to look at")
+	audit := apiGet(ctx, fmt.Sprintf("/api/v1/builds/%d/audit", buildID))
+	for _, v := range values {
+		Expect(audit).NotTo(ContainSubstring(v), "the audit API shows a credential")
 	}
 	Expect(names).To(ContainElements(blobstore.PodObject, "action.json"), "the audit trail has no pod or action to look at")
 
@@ -154,11 +182,13 @@ jobs:
     params: {TOKEN: ((token)), USER: ((`+login+`.username)), PLAIN: not-secret}
     config:
 `+busyboxTask("      ", `inputs: [{name: src}]
-run: {path: sh, args: [-c, 'echo "token=$TOKEN user=$USER file=$(cat src/pw) plain=$PLAIN"']}`))
+run: {path: sh, args: [-c, 'echo "token=$TOKEN user=$USER file=$(cat src/pw) plain=$PLAIN"; echo "token-sha256=$(printf %s "$TOKEN" | sha256sum)"']}`))
 		succeed(ctx, f, "check-resource", "-r", p+"/src")
 		res := succeed(ctx, f, "trigger-job", "-j", p+"/show", "-w")
 		Expect(res.Stdout).To(ContainSubstring("token=((redacted)) user=((redacted)) file=((redacted)) plain=not-secret"))
 		Expect(res.Stdout).To(ContainSubstring("fetching as ((redacted))"), "the get's log is not redacted")
+		// The process got the real value, not the redaction.
+		Expect(res.Stdout).To(ContainSubstring(fmt.Sprintf("token-sha256=%x", sha256.Sum256([]byte(token)))))
 		watch := succeed(ctx, f, "watch", "-j", p+"/show")
 		Expect(watch.Stdout).To(ContainSubstring("token=((redacted))"))
 		secrets := []string{user, password, token}
@@ -278,6 +308,13 @@ run: {path: sh, args: [-c, 'echo "token=$TOKEN"']}`)), 0o644)).To(Succeed())
 		res := succeed(ctx, f, "execute", "-c", path)
 		Expect(res.Stdout).To(ContainSubstring("token=((redacted))"))
 		Expect(res.Output()).NotTo(ContainSubstring(value))
+		// fly left the unset ((var)) as written, so the server knows it is
+		// a credential: it goes through the Secret and no audit object shows it.
+		m := regexp.MustCompile(`executing build (\d+)`).FindStringSubmatch(res.Stdout)
+		Expect(m).NotTo(BeNil(), res.String())
+		id, err := strconv.ParseInt(m[1], 10, 64)
+		Expect(err).NotTo(HaveOccurred())
+		expectNowhere(ctx, id, []string{value}, []string{name})
 	})
 
 	It("says so when the ATC may not read a team's Secrets, rather than calling the var undefined", func(ctx SpecContext) {

@@ -69,10 +69,15 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte { return nil }, fun
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(drop)
 	s.dsn = dsn
+	porterImage, removeImage, err := testenv.BuildPorterImage(ctx, GinkgoT().TempDir(), "pipelines")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(removeImage)
 	s.server, err = env.NewATC(testenv.ATCConfig{
 		Worker: s.ns, WorkerName: "pipelines", Database: dsn, CredentialNamespacePrefix: credPrefix,
 		LocalUsers: []string{adminUser + ":" + s.password}, MainTeamUsers: []string{adminUser},
 		PodRetention: time.Minute,
+		// This tree's sidecar: it redacts credentials from the audit journal.
+		Args: []string{"--porter-image", porterImage},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(s.server.Start(ctx)).To(Succeed())
