@@ -54,15 +54,12 @@ func buildRunning(ctx context.Context, f *testenv.Fly, id int) {
 	GinkgoHelper()
 	Eventually(func() bool {
 		res := succeed(ctx, f, "containers", "--json")
-		var cs []struct {
+		type container struct {
 			BuildID int `json:"build_id"`
 		}
+		var cs []container
 		Expect(json.Unmarshal([]byte(res.Stdout), &cs)).To(Succeed(), res.String())
-		return slices.ContainsFunc(cs, func(c struct {
-			BuildID int `json:"build_id"`
-		}) bool {
-			return c.BuildID == id
-		})
+		return slices.Contains(cs, container{BuildID: id})
 	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(500 * time.Millisecond).Should(BeTrue())
 }
 
@@ -219,7 +216,6 @@ var _ = Describe("workers: land, retire, prune, stall and registration", func() 
 		Expect(got).To(Equal(want))
 		Expect(srv.Log()).To(ContainSubstring("worker stalled"))
 		Expect(srv.Log()).To(ContainSubstring("worker running again"))
-		_ = os.Remove(through)
 	})
 })
 

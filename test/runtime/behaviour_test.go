@@ -9,9 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -89,20 +87,7 @@ var _ = Describe("how steps end, with this tree's sidecar", Ordered, func() {
 	// eventsOf reads a build's events to its end.
 	eventsOf := func(ctx context.Context, id int64) []events.Event {
 		GinkgoHelper()
-		s, err := client().BuildEvents(ctx, id)
-		Expect(err).NotTo(HaveOccurred())
-		defer s.Close()
-		var evs []events.Event
-		for {
-			_, env, err := s.Next()
-			if errors.Is(err, io.EOF) {
-				return evs
-			}
-			Expect(err).NotTo(HaveOccurred())
-			ev, err := env.Decode()
-			Expect(err).NotTo(HaveOccurred())
-			evs = append(evs, ev)
-		}
+		return eventsFrom(ctx, client(), id)
 	}
 
 	taskFile := func(body string) string {

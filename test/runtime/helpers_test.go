@@ -232,7 +232,13 @@ func latestBuildID(ctx context.Context) int64 {
 // buildEvents reads a build's events to their end (the build's end).
 func buildEvents(ctx context.Context, id int64) []events.Event {
 	GinkgoHelper()
-	s, err := api().BuildEvents(ctx, id)
+	return eventsFrom(ctx, api(), id)
+}
+
+// eventsFrom reads a build's events to their end through c.
+func eventsFrom(ctx context.Context, c *atcclient.Client, id int64) []events.Event {
+	GinkgoHelper()
+	s, err := c.BuildEvents(ctx, id)
 	Expect(err).NotTo(HaveOccurred())
 	defer s.Close()
 	var evs []events.Event
