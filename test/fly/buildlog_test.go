@@ -14,8 +14,9 @@ var _ = Describe("a build's log cap", func() {
 		srv := newServer(ctx, testenv.ATCConfig{Args: []string{"--max-build-log-bytes", "2000"}})
 		f := newFly("logcap")
 		login(ctx, f, srv, adminUser, s.adminPassword)
+		// One stream (stdout): its order is the process's order.
 		res := succeed(ctx, f, "execute", "-c",
-			shTask(`i=0; while [ $i -lt 500 ]; do echo line-$i; i=$((i+1)); done; echo finished-$i >&2`))
+			shTask(`i=0; while [ $i -lt 500 ]; do echo line-$i; i=$((i+1)); done; echo finished-$i`))
 		out := plain(res.Stdout)
 		Expect(out).To(ContainSubstring("line-0\n"))
 		Expect(out).To(ContainSubstring("[porter] this build's log reached its cap of 2000 bytes (--max-build-log-bytes): further output is not kept; the steps go on\n"))
