@@ -196,7 +196,7 @@ func runSidecar(ctx context.Context, log *slog.Logger) error {
 		SocketPath: socket,
 		StdinFile:  os.Getenv(action.StdinFileEnvVar),
 		Redact:     redactValues(log),
-		Artifacts:  sidecar.BlobArtifacts(store, extractLimits),
+		Artifacts:  sidecar.BlobArtifacts(store, a.Build.Team, a.StepID, extractLimits),
 		JournalDir: filepath.Dir(socket),
 		Log:        log,
 		// Set by podspec for native sidecars (see sidecar.Config).

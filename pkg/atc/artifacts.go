@@ -19,14 +19,17 @@ import (
 
 // handleCreateArtifact stores a directory `fly execute -i` uploads (tar
 // through gzip, as fly sends it) as a content-addressed artifact (tar
-// through zstd). A broken stream stores nothing.
+// through zstd) of the team's. A broken stream stores nothing.
 func (s *Server) handleCreateArtifact(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
 	if p := r.URL.Query().Get("platform"); p != "" && p != "linux" {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("platform %q: this server runs linux steps only", p))
 		return
 	}
 	// limitBodies bounds the body (--max-artifact-upload).
-	a, err := uploadTgz(r.Context(), s.store, r.Body)
+	a, err := uploadTgz(r.Context(), s.store, team.Name, r.Body)
+	if err == nil {
+		a = blobstore.DedupOrKeep(r.Context(), s.store, team.Name, a, s.log)
+	}
 	if big := (errBodyTooLarge{}); errors.As(err, &big) {
 		s.log.Warn("artifact upload refused", "team", team.Name, "err", big)
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("the uploaded directory is too large: %w", big))
@@ -46,7 +49,7 @@ func (s *Server) handleCreateArtifact(w http.ResponseWriter, r *http.Request, _ 
 }
 
 // uploadTgz recompresses a tar+gzip stream into the blobstore's format.
-func uploadTgz(ctx context.Context, store blobstore.Store, body io.Reader) (blobstore.Artifact, error) {
+func uploadTgz(ctx context.Context, store blobstore.Store, team string, body io.Reader) (blobstore.Artifact, error) {
 	gz, err := gzip.NewReader(body)
 	if err != nil {
 		return blobstore.Artifact{}, fmt.Errorf("read gzip: %w", err)
@@ -60,7 +63,7 @@ func uploadTgz(ctx context.Context, store blobstore.Store, body io.Reader) (blob
 		}
 		pw.CloseWithError(err)
 	}()
-	a, err := blobstore.UploadStream(ctx, store, pr)
+	a, err := blobstore.UploadStream(ctx, store, blobstore.NewBlobKey(team, blobstore.ATCBlobOwner), pr)
 	pr.CloseWithError(err)
 	return a, err
 }

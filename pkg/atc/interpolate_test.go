@@ -79,7 +79,7 @@ func TestPrepareTaskFromFileWithVarsAndCredentials(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "ci", "task.yml"), []byte(taskFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	art, err := blobstore.UploadDir(ctx, store, dir, blobstore.UploadOptions{})
+	art, err := blobstore.UploadDir(ctx, store, dir, blobstore.NewBlobKey("main", "test"), blobstore.UploadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestPrepareTaskErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "other.yml"), []byte("x: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	art, err := blobstore.UploadDir(ctx, store, dir, blobstore.UploadOptions{})
+	art, err := blobstore.UploadDir(ctx, store, dir, blobstore.NewBlobKey("main", "test"), blobstore.UploadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,6 +93,7 @@ func ServeCommand(ctx context.Context, args []string) int {
 	fs.StringVar(&cfg.CredentialNamespacePrefix, "kubernetes-credential-namespace-prefix", creds.DefaultNamespacePrefix,
 		"((vars)) of team T are read from Secrets in namespace PREFIX+T (the ATC needs get on secrets there)")
 	AddInClusterFlags(fs, &cfg.InClusterConfig)
+	addStepCredentialsFlags(fs, &cfg.StepCredentials)
 	fs.StringVar(&cfg.PodBlobstoreEndpoint, "pod-blobstore-endpoint", "", "blobstore endpoint as step pods reach it (default: PORTER_BLOBSTORE_ENDPOINT)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: atc-porter-runtime serve [flags]\n\nThe blobstore comes from PORTER_BLOBSTORE_{ENDPOINT,BUCKET,ACCESS_KEY,SECRET_KEY,REGION,SECURE,DRIVER}.")

@@ -28,6 +28,7 @@ import (
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/scheduler"
 	"github.com/porter-ci/porter/pkg/sidecar"
+	"github.com/porter-ci/porter/pkg/stepcreds"
 	"github.com/porter-ci/porter/pkg/stepserver"
 	"github.com/porter-ci/porter/pkg/steptoken"
 	"github.com/porter-ci/porter/pkg/worker"
@@ -82,6 +83,8 @@ type Config struct {
 	// the endpoint step pods use instead (a different network view).
 	Blobstore            blobstore.Config
 	PodBlobstoreEndpoint string
+	// StepCredentials says how step pods get their blobstore credentials.
+	StepCredentials StepCredentialsConfig
 	// MaxBuildLogBytes caps the output a build's log keeps (0: no cap).
 	MaxBuildLogBytes int64
 	// TokenTTL is how long a login lasts.
@@ -124,6 +127,9 @@ type Deps struct {
 	// Metrics and Tracing are the server's (nil: none).
 	Metrics *metrics.Metrics
 	Tracing trace.TracerProvider
+	// StepCredentials mints each step's blobstore credentials (nil: from
+	// Config.StepCredentials).
+	StepCredentials stepcreds.Issuer
 }
 
 // Server is a running ATC runtime.
@@ -132,6 +138,8 @@ type Server struct {
 	log   *slog.Logger
 	db    *db.DB
 	store blobstore.Store
+	// stepCreds mints each step's scoped blobstore credentials.
+	stepCreds stepcreds.Issuer
 	// kube is the server's own API client (credentials, its Secrets).
 	kube    kubernetes.Interface
 	streams *stepserver.Server
@@ -203,7 +211,12 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys,
 		issuer: auth.NewIssuer(deps.SigningKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL),
 		builds: map[int64]*build{}, steps: map[string]*stepState{}, started: time.Now(),
-		images: newImageCache(imageCacheTTL, imageCacheSize)}
+		images: newImageCache(imageCacheTTL, imageCacheSize), stepCreds: deps.StepCredentials}
+	if s.stepCreds == nil {
+		if s.stepCreds, err = cfg.StepCredentials.issuer(cfg.Blobstore); err != nil {
+			return nil, err
+		}
+	}
 	planner := deps.Planner
 	if planner == nil {
 		planner = pipelinePlanner{baseTypes: s.baseTypeNames()}

@@ -377,7 +377,9 @@ func (s *Server) createStepPod(ctx context.Context, w *workerRT, a *action.Actio
 	}
 	given.StepToken, given.ATCCA, a.ATCLinkInsecure = token, s.caPEM, s.cfg.Insecure
 	a.Telemetry = s.podTelemetry(ctx)
-	given.BlobstoreAccessKey, given.BlobstoreSecretKey = s.cfg.Blobstore.AccessKey, s.cfg.Blobstore.SecretKey
+	if err := s.mintStepCredentials(ctx, a, w.spec, &given); err != nil {
+		return err
+	}
 	pod, secret, err := podspec.Build(a, w.spec, given)
 	if err != nil {
 		return fmt.Errorf("declare the step's pod: %w", err)
@@ -475,7 +477,7 @@ func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.Ste
 					return why
 				}
 			}
-			return fin
+			return s.dedupOutputs(ctx, st, fin)
 		case err := <-tracker.Failed():
 			if f := (*podwatch.Failure)(nil); errors.As(err, &f) && f.Kind == podwatch.KindOOMKilled && !aborting {
 				// The sidecar stays for intercept; its report (with the audit
@@ -519,6 +521,26 @@ func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.Ste
 			return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1}
 		}
 	}
+}
+
+// dedupOutputs gives a finished step's uploaded blobs their content
+// address in the build's team (blobstore.Dedup): an output identical to one
+// already stored resolves to that blob and the step's copy is deleted.
+func (s *Server) dedupOutputs(ctx context.Context, st *stepState, fin *eventspb.StepFinished) *eventspb.StepFinished {
+	if len(fin.GetOutputs()) == 0 {
+		return fin
+	}
+	fin = proto.Clone(fin).(*eventspb.StepFinished)
+	for _, o := range fin.Outputs {
+		// A step names only what it wrote itself: a key elsewhere would have
+		// the ATC hand another step's blob to this team.
+		if !strings.HasPrefix(o.GetKey(), blobstore.BlobPrefix(st.b.team, st.id)) {
+			return errored(fmt.Sprintf("output %q: the step reported key %q, outside its own %q", o.GetName(), o.GetKey(), blobstore.BlobPrefix(st.b.team, st.id)))
+		}
+		a := blobstore.DedupOrKeep(ctx, s.store, st.b.team, blobstore.Artifact{Key: o.GetKey(), Digest: o.GetDigest(), Size: o.GetSize()}, s.log)
+		o.Key = a.Key
+	}
+	return fin
 }
 
 // abortedAfterAll is a step that succeeded after it was asked to abort:

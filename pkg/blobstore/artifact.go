@@ -12,8 +12,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/hashicorp/go-multierror"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -43,45 +41,18 @@ type UploadOptions struct {
 	// EncoderConcurrency is the number of zstd encoder goroutines; it is at
 	// least 2 (zero: GOMAXPROCS, at least 2).
 	EncoderConcurrency int
+	// LowMemory trades a little compression for encoder buffers of a few
+	// MiB (the sidecar, whose memory is the step's).
+	LowMemory bool
 }
 
-// UploadDir stores dir as a content-addressed artifact: the tar+zstd stream
-// is uploaded to a staging key while its digest is computed, then copied
-// server-side to ArtifactKey(digest) unless that key already exists, and the
-// staging object is deleted. A failed upload leaves nothing under
-// ArtifactKey.
-func UploadDir(ctx context.Context, store Store, dir string, opts UploadOptions) (Artifact, error) {
-	staging := StagingKey(uuid.NewString())
-	a, err := uploadStaged(ctx, store, dir, staging, opts)
-	if err != nil {
-		return Artifact{}, fmt.Errorf("upload %s: %w", dir, err)
-	}
-	a.Key = ArtifactKey(a.Digest)
-	err = promote(ctx, store, staging, a.Key, true)
-	if err != nil {
-		return Artifact{}, fmt.Errorf("upload %s: %w", dir, err)
-	}
-	return a, nil
-}
-
-// UploadDirTo stores dir under a fixed key (task caches). Like UploadDir it
-// goes through a staging object, so readers of key see either the previous
-// object or the complete new one.
-func UploadDirTo(ctx context.Context, store Store, dir, key string) (Artifact, error) {
-	staging := StagingKey(uuid.NewString())
-	a, err := uploadStaged(ctx, store, dir, staging, UploadOptions{})
-	if err != nil {
-		return Artifact{}, fmt.Errorf("upload %s to %q: %w", dir, key, err)
-	}
-	a.Key = key
-	if err := promote(ctx, store, staging, key, false); err != nil {
-		return Artifact{}, fmt.Errorf("upload %s to %q: %w", dir, key, err)
-	}
-	return a, nil
-}
-
-// uploadStaged streams dir as tar → zstd → (sha256, counter) → Put(staging).
-func uploadStaged(ctx context.Context, store Store, dir, staging string, opts UploadOptions) (Artifact, error) {
+// UploadDir stores dir as one tar+zstd object at key, computing the stream's
+// digest as it goes: tar → zstd → (sha256, counter) → Put. Put is atomic
+// (a multipart upload is only made visible once complete), so readers of key
+// see the previous object or the complete new one, and a failed upload
+// leaves nothing new. Uploads to a fresh NewBlobKey are then given their
+// content address by Dedup.
+func UploadDir(ctx context.Context, store Store, dir, key string, opts UploadOptions) (Artifact, error) {
 	encConc := opts.EncoderConcurrency
 	if encConc <= 0 {
 		encConc = runtime.GOMAXPROCS(0)
@@ -93,7 +64,7 @@ func uploadStaged(ctx context.Context, store Store, dir, staging string, opts Up
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := writeCompressed(ctx, pw, dir, encConc)
+		err := writeCompressed(ctx, pw, dir, encConc, opts.LowMemory)
 		pw.CloseWithError(err) // nil closes with EOF
 		done <- err
 	}()
@@ -101,7 +72,7 @@ func uploadStaged(ctx context.Context, store Store, dir, staging string, opts Up
 	h := sha256.New()
 	body := &countingReader{r: io.TeeReader(pr, h)}
 	start := time.Now()
-	info, putErr := store.Put(ctx, staging, body, -1, PutOptions{
+	info, putErr := store.Put(ctx, key, body, -1, PutOptions{
 		ContentType: ArtifactContentType,
 		PartSize:    opts.PartSize,
 		Concurrency: opts.Concurrency,
@@ -111,35 +82,30 @@ func uploadStaged(ctx context.Context, store Store, dir, staging string, opts Up
 	cancel()
 	writeErr := <-done
 
-	var result *multierror.Error
-	if writeErr != nil {
-		result = multierror.Append(result, writeErr)
-	}
-	if putErr != nil {
-		result = multierror.Append(result, putErr)
-	}
-	if err := result.ErrorOrNil(); err != nil {
-		// Put is atomic, but should it have completed before the writer's
-		// error reached it, the staging object is garbage.
-		deleteQuietly(ctx, store, staging)
-		return Artifact{}, err
+	if err := errors.Join(writeErr, putErr); err != nil {
+		return Artifact{}, fmt.Errorf("upload %s to %q: %w", dir, key, err)
 	}
 	if info.Size > 0 && info.Size != body.n {
-		deleteQuietly(ctx, store, staging)
-		return Artifact{}, fmt.Errorf("stored %d bytes but streamed %d", info.Size, body.n)
+		return Artifact{}, fmt.Errorf("upload %s to %q: stored %d bytes but streamed %d", dir, key, info.Size, body.n)
 	}
-	a := Artifact{Size: body.n, Digest: "sha256:" + hex.EncodeToString(h.Sum(nil))}
-	slog.DebugContext(ctx, "artifact uploaded", "dir", dir, "digest", a.Digest, "bytes", a.Size, "took", time.Since(start))
+	a := Artifact{Key: key, Size: body.n, Digest: "sha256:" + hex.EncodeToString(h.Sum(nil))}
+	slog.DebugContext(ctx, "artifact uploaded", "dir", dir, "key", key, "digest", a.Digest, "bytes", a.Size, "took", time.Since(start))
 	return a, nil
 }
 
-func writeCompressed(ctx context.Context, w io.Writer, dir string, encConc int) error {
-	enc, err := zstd.NewWriter(w,
+func writeCompressed(ctx context.Context, w io.Writer, dir string, encConc int, lowMem bool) error {
+	zopts := []zstd.EOption{
 		zstd.WithEncoderConcurrency(encConc),
 		zstd.WithEncoderLevel(zstd.SpeedDefault),
 		// Frame checksums are redundant with the sha256 over the stream.
 		zstd.WithEncoderCRC(false),
-	)
+	}
+	if lowMem {
+		// Smaller windows and history buffers: a few MiB per encoder
+		// instead of tens, for a small ratio cost.
+		zopts = append(zopts, zstd.WithLowerEncoderMem(true), zstd.WithWindowSize(1<<20))
+	}
+	enc, err := zstd.NewWriter(w, zopts...)
 	if err != nil {
 		return fmt.Errorf("zstd encoder: %w", err)
 	}
@@ -153,30 +119,13 @@ func writeCompressed(ctx context.Context, w io.Writer, dir string, encConc int) 
 	return nil
 }
 
-// promote copies staging to key (unless dedup and key exists) and always
-// deletes staging.
-func promote(ctx context.Context, store Store, staging, key string, dedup bool) (err error) {
-	defer deleteQuietly(ctx, store, staging)
-	if dedup {
-		_, err := store.Stat(ctx, key)
-		if err == nil {
-			return nil // same digest, same bytes: already stored
-		}
-		if !errors.Is(err, ErrNotFound) {
-			return err
-		}
-	}
-	_, err = store.Copy(ctx, staging, key)
-	return err
-}
-
-// deleteQuietly removes a staging object even when ctx was canceled; a
-// leftover is only garbage for GC, so failures are logged, not returned.
+// deleteQuietly removes an object even when ctx was canceled; a leftover
+// is only garbage for GC, so failures are logged, not returned.
 func deleteQuietly(ctx context.Context, store Store, key string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if err := store.Delete(ctx, key); err != nil {
-		slog.WarnContext(ctx, "could not delete staging object", "key", key, "err", err)
+		slog.WarnContext(ctx, "could not delete object", "key", key, "err", err)
 	}
 }
 

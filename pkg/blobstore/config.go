@@ -46,8 +46,10 @@ type Config struct {
 	Region    string // defaults to us-east-1
 	AccessKey string
 	SecretKey string
-	Secure    bool   // https
-	CAFile    string // optional PEM bundle trusted in addition to the system roots
+	// SessionToken comes with temporary (STS) credentials: a step's.
+	SessionToken string
+	Secure       bool   // https
+	CAFile       string // optional PEM bundle trusted in addition to the system roots
 }
 
 // Environment variables read by ConfigFromEnv.
@@ -58,8 +60,10 @@ const (
 	EnvRegion    = "PORTER_BLOBSTORE_REGION"
 	EnvAccessKey = "PORTER_BLOBSTORE_ACCESS_KEY"
 	EnvSecretKey = "PORTER_BLOBSTORE_SECRET_KEY"
-	EnvSecure    = "PORTER_BLOBSTORE_SECURE"
-	EnvCAFile    = "PORTER_BLOBSTORE_CA_FILE"
+	// EnvSessionToken is optional: set with temporary credentials.
+	EnvSessionToken = "PORTER_BLOBSTORE_SESSION_TOKEN"
+	EnvSecure       = "PORTER_BLOBSTORE_SECURE"
+	EnvCAFile       = "PORTER_BLOBSTORE_CA_FILE"
 )
 
 // ConfigFromEnv reads a Config from the PORTER_BLOBSTORE_* variables. DRIVER
@@ -67,13 +71,14 @@ const (
 // BUCKET, ACCESS_KEY and SECRET_KEY are required.
 func ConfigFromEnv() (Config, error) {
 	cfg := Config{
-		Driver:    os.Getenv(EnvDriver),
-		Endpoint:  os.Getenv(EnvEndpoint),
-		Bucket:    os.Getenv(EnvBucket),
-		Region:    os.Getenv(EnvRegion),
-		AccessKey: os.Getenv(EnvAccessKey),
-		SecretKey: os.Getenv(EnvSecretKey),
-		CAFile:    os.Getenv(EnvCAFile),
+		Driver:       os.Getenv(EnvDriver),
+		Endpoint:     os.Getenv(EnvEndpoint),
+		Bucket:       os.Getenv(EnvBucket),
+		Region:       os.Getenv(EnvRegion),
+		AccessKey:    os.Getenv(EnvAccessKey),
+		SecretKey:    os.Getenv(EnvSecretKey),
+		SessionToken: os.Getenv(EnvSessionToken),
+		CAFile:       os.Getenv(EnvCAFile),
 	}
 	if cfg.Driver == "" {
 		cfg.Driver = DriverMinio
@@ -157,6 +162,23 @@ func EnsureBucket(ctx context.Context, s Store) error {
 		return fmt.Errorf("ensure bucket: %T cannot create buckets", s)
 	}
 	return be.EnsureBucket(ctx)
+}
+
+// URL is the endpoint as a URL (STS requests go to it).
+func (c Config) URL() string {
+	if c.Secure {
+		return "https://" + c.Endpoint
+	}
+	return "http://" + c.Endpoint
+}
+
+// HTTPClient is a client that trusts what the drivers trust (CAFile).
+func (c Config) HTTPClient() (*http.Client, error) {
+	t, err := c.transport()
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: t, Timeout: time.Minute}, nil
 }
 
 // transport is the HTTP transport of both drivers: the CA file (if any) is

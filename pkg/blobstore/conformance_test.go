@@ -356,14 +356,15 @@ var _ = Describe("Store conformance", func() {
 					want, err := snapshot(src)
 					Expect(err).NotTo(HaveOccurred())
 
-					a, err := blobstore.UploadDir(ctx, store, src, blobstore.UploadOptions{})
+					key := blobstore.NewBlobKey("main", "step-1")
+					a, err := blobstore.UploadDir(ctx, store, src, key, blobstore.UploadOptions{})
 					Expect(err).NotTo(HaveOccurred())
 					Expect(a.Digest).To(MatchRegexp(`^sha256:[0-9a-f]{64}$`))
-					Expect(a.Key).To(Equal(blobstore.ArtifactKey(a.Digest)))
+					Expect(a.Key).To(Equal(key))
 					st, err := store.Stat(ctx, a.Key)
 					Expect(err).NotTo(HaveOccurred())
 					Expect(st.Size).To(Equal(a.Size))
-					Expect(store.List(ctx, "staging/")).To(BeEmpty(), "the staging object is deleted")
+					Expect(store.List(ctx, "blobs/")).To(HaveLen(1), "one object written, nothing copied or staged")
 
 					dst := filepath.Join(tmp, "dst")
 					Expect(os.Mkdir(dst, 0o755)).To(Succeed())
@@ -382,7 +383,7 @@ var _ = Describe("Store conformance", func() {
 					src := filepath.Join(tmp, "src")
 					Expect(os.MkdirAll(src, 0o755)).To(Succeed())
 					Expect(os.WriteFile(filepath.Join(src, "f"), []byte("content"), 0o644)).To(Succeed())
-					a, err := blobstore.UploadDir(ctx, store, src, blobstore.UploadOptions{})
+					a, err := blobstore.UploadDir(ctx, store, src, blobstore.NewBlobKey("main", "step-1"), blobstore.UploadOptions{})
 					Expect(err).NotTo(HaveOccurred())
 					wrong := "sha256:" + strings.Repeat("0", 64)
 					dst := filepath.Join(tmp, "dst")
@@ -398,7 +399,7 @@ var _ = Describe("Store conformance", func() {
 				})
 
 				It("fails a download of a missing artifact with ErrNotFound", func(ctx SpecContext) {
-					_, err := blobstore.DownloadDir(ctx, store, blobstore.ArtifactKey("sha256:"+strings.Repeat("a", 64)), "", tmp)
+					_, err := blobstore.DownloadDir(ctx, store, blobstore.NewBlobKey("main", "step-1"), "", tmp)
 					Expect(err).To(MatchError(blobstore.ErrNotFound))
 				})
 
@@ -407,7 +408,7 @@ var _ = Describe("Store conformance", func() {
 					Expect(os.MkdirAll(filepath.Join(src, "ci", "tasks"), 0o755)).To(Succeed())
 					Expect(os.WriteFile(filepath.Join(src, "ci", "tasks", "test.yml"), []byte("platform: linux\n"), 0o644)).To(Succeed())
 					Expect(os.WriteFile(filepath.Join(src, "big"), bytes.Repeat([]byte("x"), 4096), 0o644)).To(Succeed())
-					a, err := blobstore.UploadDir(ctx, store, src, blobstore.UploadOptions{})
+					a, err := blobstore.UploadDir(ctx, store, src, blobstore.NewBlobKey("main", "step-1"), blobstore.UploadOptions{})
 					Expect(err).NotTo(HaveOccurred())
 
 					data, err := blobstore.ReadFile(ctx, store, a.Key, "./ci/tasks/test.yml", 1024)
@@ -423,28 +424,52 @@ var _ = Describe("Store conformance", func() {
 					Expect(err).To(MatchError(blobstore.ErrUnsafePath))
 				})
 
-				It("stores the same content once", func(ctx SpecContext) {
+				It("stores the same content once per team, by manifest, without copying the blob", func(ctx SpecContext) {
 					src := filepath.Join(tmp, "src")
 					buildRichTree(src, 50, 1<<20)
-					a1, err := blobstore.UploadDir(ctx, store, src, blobstore.UploadOptions{})
+					up := func(owner string) blobstore.Artifact {
+						a, err := blobstore.UploadDir(ctx, store, src, blobstore.NewBlobKey("main", owner), blobstore.UploadOptions{})
+						Expect(err).NotTo(HaveOccurred())
+						return a
+					}
+					a1 := up("step-1")
+					d1, err := blobstore.Dedup(ctx, store, "main", a1)
 					Expect(err).NotTo(HaveOccurred())
-					first, err := store.List(ctx, "artifacts/")
+					Expect(d1).To(Equal(a1), "the first upload is the content's blob")
+					blob1, err := store.Stat(ctx, a1.Key)
 					Expect(err).NotTo(HaveOccurred())
-					Expect(first).To(HaveLen(1))
-					a2, err := blobstore.UploadDir(ctx, store, src, blobstore.UploadOptions{})
+
+					a2 := up("step-2")
+					Expect(a2.Digest).To(Equal(a1.Digest))
+					Expect(a2.Key).NotTo(Equal(a1.Key))
+					d2, err := blobstore.Dedup(ctx, store, "main", a2)
 					Expect(err).NotTo(HaveOccurred())
-					Expect(a2).To(Equal(a1))
-					objs, err := store.List(ctx, "artifacts/")
+					Expect(d2).To(Equal(a1), "the second upload resolves to the first blob")
+					_, err = store.Stat(ctx, a2.Key)
+					Expect(err).To(MatchError(blobstore.ErrNotFound), "the duplicate blob is deleted")
+					again, err := store.Stat(ctx, a1.Key)
 					Expect(err).NotTo(HaveOccurred())
-					Expect(objs).To(HaveLen(1))
-					Expect(objs[0]).To(Equal(first[0]), "the second upload did not copy over the first")
-					Expect(store.List(ctx, "staging/")).To(BeEmpty())
+					Expect(again.ETag).To(Equal(blob1.ETag), "the kept blob was not rewritten")
+					Expect(store.List(ctx, "artifacts/main/")).To(HaveLen(1))
+
+					a3 := up("step-3")
+					d3, err := blobstore.Dedup(ctx, store, "other", a3)
+					Expect(err).NotTo(HaveOccurred())
+					Expect(d3).To(Equal(a3), "another team's identical content is its own")
+
+					Expect(store.Delete(ctx, a1.Key)).To(Succeed())
+					a4 := up("step-4")
+					d4, err := blobstore.Dedup(ctx, store, "main", a4)
+					Expect(err).NotTo(HaveOccurred())
+					Expect(d4).To(Equal(a4), "a manifest whose blob was collected is replaced")
+					m, err := blobstore.ReadManifest(ctx, store, blobstore.ManifestKey("main", a4.Digest))
+					Expect(err).NotTo(HaveOccurred())
+					Expect(m.Key).To(Equal(a4.Key))
 
 					Expect(os.WriteFile(filepath.Join(src, "new"), []byte("x"), 0o644)).To(Succeed())
-					a3, err := blobstore.UploadDir(ctx, store, src, blobstore.UploadOptions{})
-					Expect(err).NotTo(HaveOccurred())
-					Expect(a3.Key).NotTo(Equal(a1.Key))
-					Expect(store.List(ctx, "artifacts/")).To(HaveLen(2))
+					a5 := up("step-5")
+					Expect(a5.Digest).NotTo(Equal(a1.Digest))
+					Expect(store.List(ctx, "staging/")).To(BeEmpty())
 				})
 
 				It("replaces a fixed key atomically (task caches)", func(ctx SpecContext) {
@@ -452,16 +477,19 @@ var _ = Describe("Store conformance", func() {
 					src := filepath.Join(tmp, "src")
 					Expect(os.MkdirAll(src, 0o755)).To(Succeed())
 					Expect(os.WriteFile(filepath.Join(src, "v"), []byte("one"), 0o644)).To(Succeed())
-					a, err := blobstore.UploadDirTo(ctx, store, src, key)
+					a, err := blobstore.UploadDir(ctx, store, src, key, blobstore.UploadOptions{})
 					Expect(err).NotTo(HaveOccurred())
 					Expect(a.Key).To(Equal(key))
 
-					_, err = blobstore.UploadDirTo(ctx, store, filepath.Join(tmp, "does-not-exist"), key)
+					_, err = blobstore.UploadDir(ctx, store, filepath.Join(tmp, "does-not-exist"), key, blobstore.UploadOptions{})
 					Expect(err).To(HaveOccurred())
-					Expect(store.List(ctx, "staging/")).To(BeEmpty())
+					dst0 := filepath.Join(tmp, "dst0")
+					Expect(os.Mkdir(dst0, 0o755)).To(Succeed())
+					_, err = blobstore.DownloadDir(ctx, store, key, a.Digest, dst0)
+					Expect(err).NotTo(HaveOccurred(), "a failed save leaves the previous cache whole")
 
 					Expect(os.WriteFile(filepath.Join(src, "v"), []byte("two"), 0o644)).To(Succeed())
-					b, err := blobstore.UploadDirTo(ctx, store, src, key)
+					b, err := blobstore.UploadDir(ctx, store, src, key, blobstore.UploadOptions{})
 					Expect(err).NotTo(HaveOccurred())
 					Expect(b.Digest).NotTo(Equal(a.Digest))
 

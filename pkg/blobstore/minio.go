@@ -38,7 +38,7 @@ func NewMinio(cfg Config) (*MinioStore, error) {
 		return nil, fmt.Errorf("minio client: %w", err)
 	}
 	c, err := minio.New(cfg.Endpoint, &minio.Options{
-		Creds:        credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
+		Creds:        credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken),
 		Secure:       cfg.Secure,
 		Region:       cfg.region(),
 		Transport:    t,

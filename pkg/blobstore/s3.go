@@ -55,7 +55,7 @@ func NewS3(ctx context.Context, cfg Config) (*S3Store, error) {
 	}
 	awsCfg := aws.Config{
 		Region:      cfg.region(),
-		Credentials: credentials.NewStaticCredentialsProvider(cfg.AccessKey, cfg.SecretKey, ""),
+		Credentials: credentials.NewStaticCredentialsProvider(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken),
 		HTTPClient:  &http.Client{Transport: t},
 		Retryer: func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {

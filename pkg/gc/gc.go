@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -34,9 +35,11 @@ type Store interface {
 	ReferencedArtifactKeys(ctx context.Context, cutoff time.Time) (map[string]bool, error)
 }
 
-// Blobs lists and deletes blobstore objects (a blobstore.Store is one).
+// Blobs lists, reads and deletes blobstore objects (a blobstore.Store is
+// one).
 type Blobs interface {
 	List(ctx context.Context, prefix string) ([]blobstore.ObjectInfo, error)
+	Get(ctx context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error)
 	Delete(ctx context.Context, key string) error
 }
 
@@ -73,23 +76,24 @@ const (
 
 // Result counts what one pass reclaimed (for logs and metrics).
 type Result struct {
-	Pods             int // pods of finished steps
-	OrphanPods       int
-	Containers       int // container records removed
-	StagingObjects   int
-	StagingBytes     int64
-	ResourceCaches   int // resource cache records removed (unused for the retention, not pinned)
-	ArtifactRecords  int // artifact records (`fly volumes`) removed
-	ArtifactBlobs    int
-	ArtifactBytes    int64
-	Duration         time.Duration
-	SkippedNotLeader bool // another server holds the GC lock
+	Pods              int // pods of finished steps
+	OrphanPods        int
+	Containers        int // container records removed
+	StagingObjects    int
+	StagingBytes      int64
+	ResourceCaches    int // resource cache records removed (unused for the retention, not pinned)
+	ArtifactRecords   int // artifact records (`fly volumes`) removed
+	ArtifactBlobs     int
+	ArtifactBytes     int64
+	ArtifactManifests int // manifests whose blob was collected
+	Duration          time.Duration
+	SkippedNotLeader  bool // another server holds the GC lock
 }
 
 func (r Result) logAttrs() []any {
 	return []any{"pods", r.Pods, "orphan_pods", r.OrphanPods, "containers", r.Containers, "resource_caches", r.ResourceCaches,
 		"staging_objects", r.StagingObjects, "staging_bytes", r.StagingBytes,
-		"artifact_records", r.ArtifactRecords, "artifact_blobs", r.ArtifactBlobs, "artifact_bytes", r.ArtifactBytes,
+		"artifact_records", r.ArtifactRecords, "artifact_blobs", r.ArtifactBlobs, "artifact_bytes", r.ArtifactBytes, "artifact_manifests", r.ArtifactManifests,
 		"duration", r.Duration}
 }
 
@@ -343,35 +347,69 @@ func (c *Collector) artifacts(ctx context.Context, res *Result) error {
 		}
 	}
 	// The blobs: one sweep covers the records just removed and the step
-	// outputs that never had a record.
-	objs, err := c.blobs.List(ctx, artifactPrefix)
-	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("list artifacts: %w", err))...)
+	// outputs that never had a record (aborted, or deduplicated away).
+	var objs []blobstore.ObjectInfo
+	for _, prefix := range []string{blobPrefix, artifactPrefix} {
+		o, err := c.blobs.List(ctx, prefix)
+		if err != nil {
+			return errors.Join(append(errs, fmt.Errorf("list %s: %w", prefix, err))...)
+		}
+		objs = append(objs, o...)
 	}
 	refs, err := c.db.ReferencedArtifactKeys(ctx, cutoff)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
+	live := map[string]bool{}
+	var manifests []blobstore.ObjectInfo
 	for _, o := range objs {
+		if blobstore.IsManifestKey(o.Key) {
+			manifests = append(manifests, o)
+			continue
+		}
 		if refs[o.Key] || !o.LastModified.Before(cutoff) {
+			live[o.Key] = true
 			continue
 		}
 		if used, err := c.db.ArtifactKeyReferenced(ctx, o.Key, cutoff); err != nil || used {
 			errs = append(errs, err)
+			live[o.Key] = true
 			continue
 		}
 		if err := c.blobs.Delete(ctx, o.Key); err != nil {
 			errs = append(errs, fmt.Errorf("delete artifact %s: %w", o.Key, err))
+			live[o.Key] = true
 			continue
 		}
 		res.ArtifactBlobs++
 		res.ArtifactBytes += o.Size
+	}
+	// A manifest goes with its blob. It is written just after its blob,
+	// so only one as old as the retention can name a collected blob.
+	for _, o := range manifests {
+		if !o.LastModified.Before(cutoff) {
+			continue
+		}
+		m, err := blobstore.ReadManifest(ctx, c.blobs, o.Key)
+		if err == nil && live[m.Key] {
+			continue
+		}
+		if err != nil && errors.Is(err, blobstore.ErrNotFound) {
+			continue
+		}
+		// Unreadable or dangling: either way it must not be followed.
+		if err := c.blobs.Delete(ctx, o.Key); err != nil {
+			errs = append(errs, fmt.Errorf("delete artifact manifest %s: %w", o.Key, err))
+			continue
+		}
+		res.ArtifactManifests++
 	}
 	return errors.Join(errs...)
 }
 
 // The prefixes of pkg/blobstore's layout that GC sweeps.
 const (
-	artifactPrefix = "artifacts/"
-	stagingPrefix  = "staging/"
+	blobPrefix     = "blobs/"
+	artifactPrefix = "artifacts/" // manifests, and blobs of older versions
+	stagingPrefix  = "staging/"   // left by older versions' uploads
 )

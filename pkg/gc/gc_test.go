@@ -3,6 +3,7 @@ package gc
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -73,6 +74,9 @@ func (f *fakeBlobs) List(_ context.Context, prefix string) ([]blobstore.ObjectIn
 		}
 	}
 	return out, nil
+}
+func (f *fakeBlobs) Get(context.Context, string) (io.ReadCloser, blobstore.ObjectInfo, error) {
+	return nil, blobstore.ObjectInfo{}, errors.New("not used by these tests")
 }
 func (f *fakeBlobs) Delete(_ context.Context, key string) error {
 	if key == f.failOn {
@@ -149,7 +153,8 @@ func TestLockHeldElsewhereSkips(t *testing.T) {
 }
 
 func TestPrefixesMatchTheLayout(t *testing.T) {
-	if !strings.HasPrefix(blobstore.ArtifactKey("sha256:ab"), artifactPrefix) || !strings.HasPrefix(blobstore.StagingKey("x"), stagingPrefix) {
+	m := blobstore.ManifestKey("main", "sha256:ab")
+	if !strings.HasPrefix(blobstore.NewBlobKey("main", "step"), blobPrefix) || !strings.HasPrefix(m, artifactPrefix) || !blobstore.IsManifestKey(m) {
 		t.Fatal("pkg/blobstore's layout moved: update the GC prefixes")
 	}
 }

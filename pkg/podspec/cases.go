@@ -328,5 +328,7 @@ func exampleSecrets() Secrets {
 		ATCCA:              []byte("-----BEGIN CERTIFICATE-----\nsecret-ca-body\n-----END CERTIFICATE-----\n"),
 		BlobstoreAccessKey: "secret-access-key-id",
 		BlobstoreSecretKey: "secret-secret-access-key",
+		// Step-scoped STS credentials come with a session token.
+		BlobstoreSessionToken: "secret-session-token",
 	}
 }

@@ -87,6 +87,7 @@ const (
 	EnvBlobstoreSecure    = "PORTER_BLOBSTORE_SECURE"
 	EnvBlobstoreAccessKey = "PORTER_BLOBSTORE_ACCESS_KEY"
 	EnvBlobstoreSecretKey = "PORTER_BLOBSTORE_SECRET_KEY"
+	EnvBlobstoreToken     = "PORTER_BLOBSTORE_SESSION_TOKEN"
 	// EnvRedact is a JSON list of the values the sidecar redacts from the
 	// step's audit journal (from the Secret).
 	EnvRedact = "PORTER_REDACT"
@@ -99,6 +100,7 @@ const (
 	SecretKeyStdin              = "stdin"
 	SecretKeyBlobstoreAccessKey = "blobstore-access-key"
 	SecretKeyBlobstoreSecretKey = "blobstore-secret-key"
+	SecretKeyBlobstoreToken     = "blobstore-session-token"
 	SecretKeyRedact             = "redact"
 	secretKeyParamPrefix        = "param-"
 )
@@ -273,6 +275,8 @@ type Secrets struct {
 	// credentials (e.g. a cloud workload identity).
 	BlobstoreAccessKey string
 	BlobstoreSecretKey string
+	// BlobstoreSessionToken comes with temporary, step-scoped credentials.
+	BlobstoreSessionToken string
 	// Params holds the value of each of the action's SecretParams by name.
 	Params map[string]string
 	// Stdin is the process's stdin when the action says it is secret
@@ -732,6 +736,9 @@ func buildSecret(name, namespace string, labels map[string]string, a *action.Act
 	if s.BlobstoreAccessKey != "" {
 		data[SecretKeyBlobstoreAccessKey] = []byte(s.BlobstoreAccessKey)
 		data[SecretKeyBlobstoreSecretKey] = []byte(s.BlobstoreSecretKey)
+		if s.BlobstoreSessionToken != "" {
+			data[SecretKeyBlobstoreToken] = []byte(s.BlobstoreSessionToken)
+		}
 	}
 	if a.StdinSecret {
 		data[SecretKeyStdin] = s.Stdin
@@ -804,6 +811,9 @@ func sidecarEnv(secretName, actionJSON string, a *action.Action, w Worker, s Sec
 			secretEnv(EnvBlobstoreAccessKey, secretName, SecretKeyBlobstoreAccessKey),
 			secretEnv(EnvBlobstoreSecretKey, secretName, SecretKeyBlobstoreSecretKey),
 		)
+		if s.BlobstoreSessionToken != "" {
+			env = append(env, secretEnv(EnvBlobstoreToken, secretName, SecretKeyBlobstoreToken))
+		}
 	}
 	return env
 }

@@ -104,7 +104,7 @@ func TestNoSecretValueInPod(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			values := []string{c.Secrets.StepToken, string(c.Secrets.ATCCA), c.Secrets.BlobstoreAccessKey, c.Secrets.BlobstoreSecretKey}
+			values := []string{c.Secrets.StepToken, string(c.Secrets.ATCCA), c.Secrets.BlobstoreAccessKey, c.Secrets.BlobstoreSecretKey, c.Secrets.BlobstoreSessionToken}
 			for _, v := range c.Secrets.Params {
 				values = append(values, v)
 			}
@@ -261,7 +261,7 @@ func TestFallbackSidecar(t *testing.T) {
 	}
 	sidecar := pod.Spec.Containers[0]
 	checkInstallHook(t, sidecar)
-	for _, name := range []string{podspec.EnvATCCAPEM, podspec.EnvBlobstoreAccessKey, podspec.EnvBlobstoreSecretKey, podspec.EnvATCServerName} {
+	for _, name := range []string{podspec.EnvATCCAPEM, podspec.EnvBlobstoreAccessKey, podspec.EnvBlobstoreSecretKey, podspec.EnvBlobstoreToken, podspec.EnvATCServerName} {
 		if hasEnv(sidecar, name) {
 			t.Errorf("sidecar sets %s though no value was given", name)
 		}

@@ -8,15 +8,23 @@ import (
 	"github.com/porter-ci/porter/pkg/blobstore"
 )
 
-// BlobArtifacts adapts a blobstore.Store to what the sidecar needs;
-// downloads are extracted within limits.
-func BlobArtifacts(store blobstore.Store, limits blobstore.ExtractLimits) Artifacts {
-	return blobArtifacts{store, limits}
+// BlobArtifacts adapts a blobstore.Store to what the sidecar needs: outputs
+// go to fresh keys under the step's blob prefix (the ATC gives them their
+// content address), downloads are extracted within limits.
+func BlobArtifacts(store blobstore.Store, team, stepID string, limits blobstore.ExtractLimits) Artifacts {
+	// Small buffers whatever the artifact's size: the step's memory limit
+	// covers the sidecar too. 3 parts of 8 MiB in flight still keep a local
+	// MinIO busy.
+	up := blobstore.UploadOptions{PartSize: 8 << 20, Concurrency: 3, EncoderConcurrency: 2, LowMemory: true}
+	return blobArtifacts{store: store, team: team, owner: stepID, limits: limits, upload: up}
 }
 
 type blobArtifacts struct {
 	store  blobstore.Store
+	team   string
+	owner  string
 	limits blobstore.ExtractLimits
+	upload blobstore.UploadOptions
 }
 
 func fromBlob(a blobstore.Artifact) Artifact {
@@ -29,12 +37,12 @@ func (b blobArtifacts) Download(ctx context.Context, key, digest, dir string) (A
 }
 
 func (b blobArtifacts) Upload(ctx context.Context, dir string) (Artifact, error) {
-	a, err := blobstore.UploadDir(ctx, b.store, dir, blobstore.UploadOptions{})
+	a, err := blobstore.UploadDir(ctx, b.store, dir, blobstore.NewBlobKey(b.team, b.owner), b.upload)
 	return fromBlob(a), err
 }
 
 func (b blobArtifacts) UploadTo(ctx context.Context, dir, key string) (Artifact, error) {
-	a, err := blobstore.UploadDirTo(ctx, b.store, dir, key)
+	a, err := blobstore.UploadDir(ctx, b.store, dir, key, b.upload)
 	return fromBlob(a), err
 }
 

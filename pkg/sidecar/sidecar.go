@@ -39,7 +39,7 @@ type Artifact struct {
 type Artifacts interface {
 	// Download extracts the artifact at key into dir, checking its digest when given.
 	Download(ctx context.Context, key, digest, dir string) (Artifact, error)
-	// Upload stores dir as a content-addressed artifact.
+	// Upload stores dir as a new artifact blob (the ATC deduplicates it).
 	Upload(ctx context.Context, dir string) (Artifact, error)
 	// UploadTo stores dir under a fixed key (task caches).
 	UploadTo(ctx context.Context, dir, key string) (Artifact, error)

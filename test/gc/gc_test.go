@@ -69,7 +69,8 @@ var _ = Describe("step pods", func() {
 
 var _ = Describe("staging objects", func() {
 	It("deletes a staging object older than an hour and keeps a fresh one", func(ctx SpecContext) {
-		oldKey, freshKey := blobstore.StagingKey("old-"+suffix()), blobstore.StagingKey("fresh-"+suffix())
+		// Left by the staging uploads of earlier versions.
+		oldKey, freshKey := "staging/old-"+suffix()+".tar.zst", "staging/fresh-"+suffix()+".tar.zst"
 		old, err := store.Put(ctx, oldKey, strings.NewReader("leftover of an interrupted upload"), -1, blobstore.PutOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		time.Sleep(2100 * time.Millisecond) // S3 times have 1 s resolution
@@ -147,6 +148,19 @@ var _ = Describe("artifacts", func() {
 		for _, key := range added {
 			Eventually(func() bool { return blobExists(ctx, key) }).WithTimeout(10*time.Second).Should(BeFalse(), key)
 		}
+		// Their content addresses go with them: no manifest names a
+		// collected blob.
+		Eventually(func() []string {
+			var dangling []string
+			objs, err := store.List(ctx, "artifacts/")
+			Expect(err).NotTo(HaveOccurred())
+			for _, o := range objs {
+				if m, err := blobstore.ReadManifest(ctx, store, o.Key); err == nil && slices.Contains(added, m.Key) {
+					dangling = append(dangling, o.Key)
+				}
+			}
+			return dangling
+		}).WithTimeout(10 * time.Second).Should(BeEmpty())
 	})
 })
 

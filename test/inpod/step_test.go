@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -70,7 +69,7 @@ var _ = Describe("a step run by porter sidecar and porter entrypoint", func() {
 		out := fin.GetOutputs()[0]
 		Expect(out.GetName()).To(Equal("files"))
 		Expect(out.GetDigest()).To(HavePrefix("sha256:"))
-		Expect(out.GetKey()).To(Equal(blobstore.ArtifactKey(out.GetDigest())))
+		Expect(out.GetKey()).To(HavePrefix(blobstore.BlobPrefix(make.Build.Team, make.StepID)), "the step writes under its own prefix")
 
 		consume := newAction("consume-the-file", "sh", "-c", `cat files/sub/created_file; readlink files/link`)
 		consume.Inputs = []action.Input{{Name: "files", Path: "files", Key: out.GetKey(), Digest: out.GetDigest()}}
@@ -186,7 +185,7 @@ var _ = Describe("a step run by porter sidecar and porter entrypoint", func() {
 	It("fails with a clear error before the process starts when an input is missing", func() {
 		marker := filepath.Join(GinkgoT().TempDir(), "ran")
 		a := newAction("missing-input", "sh", "-c", "touch "+marker)
-		a.Inputs = []action.Input{{Name: "repo", Path: "repo", Key: "artifacts/0000000000000000000000000000000000000000000000000000000000000000.tar.zst"}}
+		a.Inputs = []action.Input{{Name: "repo", Path: "repo", Key: blobstore.NewBlobKey("main", "never-written")}}
 		r := runStep(atc, a, stepOptions{blob: blobCfg})
 		evs, fin := atc.waitFinished(a.StepID, time.Minute)
 		Expect(fin.GetResult()).To(Equal(eventspb.Result_RESULT_ERRORED))
@@ -322,9 +321,7 @@ func putRawArtifact(ctx context.Context, entries []tarEntry) string {
 	}
 	Expect(tw.Close()).To(Succeed())
 	Expect(enc.Close()).To(Succeed())
-	id := make([]byte, 32)
-	rand.Read(id)
-	key := blobstore.ArtifactKey("sha256:" + hex.EncodeToString(id))
+	key := blobstore.NewBlobKey("main", "test")
 	_, err = store.Put(ctx, key, bytes.NewReader(buf.Bytes()), int64(buf.Len()), blobstore.PutOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	return key

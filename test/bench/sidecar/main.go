@@ -46,7 +46,7 @@ func main() {
 	}
 	rate := flag.Int("rate", 10_000, "log lines per second")
 	duration := flag.Duration("duration", 10*time.Second, "how long the process logs")
-	size := flag.Int64("artifact-size", 2<<30, "bytes of the artifact moved for the RSS figure")
+	size := flag.Int64("artifact-size", 10<<30, "bytes of the artifact moved for the RSS figure")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -177,7 +177,7 @@ func (b *bench) measure(ctx context.Context, rate int, duration time.Duration, s
 	if err := writeRandomFile(filepath.Join(src, "big.bin"), size); err != nil {
 		return err
 	}
-	art, err := blobstore.UploadDir(ctx, store, src, blobstore.UploadOptions{})
+	art, err := blobstore.UploadDir(ctx, store, src, blobstore.NewBlobKey("main", "bench"), blobstore.UploadOptions{})
 	if err != nil {
 		return err
 	}
