@@ -197,7 +197,8 @@ func runSidecar(ctx context.Context, log *slog.Logger) error {
 		StdinFile:  os.Getenv(action.StdinFileEnvVar),
 		Redact:     redactValues(log),
 		Artifacts:  sidecar.BlobArtifacts(store, a.Build.Team, a.StepID, extractLimits),
-		JournalDir: filepath.Dir(socket),
+		// The step container does not mount the journal's directory.
+		JournalDir: envOr("PORTER_JOURNAL_DIR", filepath.Join(os.TempDir(), "porter-journal")),
 		Log:        log,
 		// Set by podspec for native sidecars (see sidecar.Config).
 		StayUntilTerminated: os.Getenv("PORTER_NATIVE_SIDECAR") == "true",

@@ -49,10 +49,15 @@ const (
 	workDirVolumeName    = "workdir"
 	stdinVolumeName      = "porter-stdin"
 	sidecarTmpVolumeName = "porter-tmp"
+	journalVolumeName    = "porter-journal"
 
 	// StdinDir is where the sidecar finds a secret stdin (file StdinFile).
 	StdinDir  = "/var/run/porter-stdin"
 	StdinFile = "stdin"
+	// JournalDir holds the sidecar's event journal (the audit trail's
+	// events): a volume the step container does not mount, so that step code
+	// cannot edit its own record before it is uploaded.
+	JournalDir = "/var/run/porter-journal"
 )
 
 // The same paths in a Windows step pod (Worker.Platform "windows").
@@ -64,6 +69,7 @@ const (
 	// (Worker.WindowsPorterImage) keeps porter.exe.
 	WindowsPorterImageBinary = `C:\bin\porter.exe`
 	WindowsStdinDir          = `C:\porter-stdin`
+	WindowsJournalDir        = `C:\porter-journal`
 	// windowsEntrypoint is the binary `porter install` puts into the
 	// shared volume on Windows.
 	windowsEntrypoint = WindowsPorterBinDir + `\porter.exe`
@@ -78,6 +84,7 @@ const (
 	EnvATCServerName      = "PORTER_ATC_SERVER_NAME"
 	EnvATCCAPEM           = "PORTER_ATC_CA_PEM"
 	EnvSocket             = "PORTER_SOCKET"
+	EnvJournalDir         = "PORTER_JOURNAL_DIR"
 	EnvPodName            = "PORTER_POD_NAME"
 	EnvNativeSidecar      = "PORTER_NATIVE_SIDECAR"
 	EnvStepToken          = "PORTER_STEP_TOKEN"
@@ -221,6 +228,7 @@ type shape struct {
 	imageBinary, entrypoint string
 	porterDir, binDir       string
 	socket, stdinDir        string
+	journalDir              string
 }
 
 func shapeOf(w Worker) shape {
@@ -229,14 +237,14 @@ func shapeOf(w Worker) shape {
 			windows: true, porterImage: w.WindowsPorterImage,
 			imageBinary: WindowsPorterImageBinary, entrypoint: windowsEntrypoint,
 			porterDir: WindowsPorterDir, binDir: WindowsPorterBinDir,
-			socket: WindowsSocketPath, stdinDir: WindowsStdinDir,
+			socket: WindowsSocketPath, stdinDir: WindowsStdinDir, journalDir: WindowsJournalDir,
 		}
 	}
 	return shape{
 		porterImage: w.PorterImage,
 		imageBinary: PorterImageBinary, entrypoint: PorterBinDir + "/porter",
 		porterDir: PorterDir, binDir: PorterBinDir,
-		socket: SocketPath, stdinDir: StdinDir,
+		socket: SocketPath, stdinDir: StdinDir, journalDir: JournalDir,
 	}
 }
 
@@ -780,6 +788,7 @@ func sidecarEnv(secretName, actionJSON string, a *action.Action, w Worker, s Sec
 	}
 	env = append(env,
 		corev1.EnvVar{Name: EnvSocket, Value: sh.socket},
+		corev1.EnvVar{Name: EnvJournalDir, Value: sh.journalDir},
 		corev1.EnvVar{Name: EnvPodName, ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"},
 		}},
@@ -852,7 +861,9 @@ func buildVolumes(a *action.Action, sh shape, sizeLimit *resource.Quantity) (vol
 	}
 	volumes = []corev1.Volume{emptyDirSized(porterVolumeName, porterLimit), emptyDirSized(workDirVolumeName, sizeLimit)}
 	porterMount := corev1.VolumeMount{Name: porterVolumeName, MountPath: sh.porterDir}
-	sidecarMounts = []corev1.VolumeMount{porterMount}
+	// The journal's volume is the sidecar's alone (see JournalDir).
+	volumes = append(volumes, emptyDirSized(journalVolumeName, sizeLimit))
+	sidecarMounts = []corev1.VolumeMount{porterMount, {Name: journalVolumeName, MountPath: sh.journalDir}}
 	// The work directory is a volume of its own so that it exists and is
 	// writable whatever the image and the run user.
 	stepMounts = []corev1.VolumeMount{porterMount, {Name: workDirVolumeName, MountPath: sh.path(a.WorkDir)}}
@@ -886,7 +897,7 @@ func buildVolumes(a *action.Action, sh shape, sizeLimit *resource.Quantity) (vol
 }
 
 // porterVolumeReserve is what the porter volume holds beyond the worker's
-// VolumeSizeLimit: the installed porter binary and the event journal.
+// VolumeSizeLimit: the installed porter binary.
 var porterVolumeReserve = resource.MustParse("256Mi")
 
 func emptyDirSized(name string, sizeLimit *resource.Quantity) corev1.Volume {

@@ -305,9 +305,22 @@ func TestArtifactVolumes(t *testing.T) {
 	if v := mountAt(step, c.Action.Dir("extra")); v != "" {
 		t.Errorf("unprovided optional input is mounted from %q", v)
 	}
-	// porter + workdir + repo + version + built + cache + the sidecar's tmp.
-	if n := len(pod.Spec.Volumes); n != 7 {
-		t.Errorf("%d volumes, want 7: %v", n, pod.Spec.Volumes)
+	// porter + workdir + journal + repo + version + built + cache + the sidecar's tmp.
+	if n := len(pod.Spec.Volumes); n != 8 {
+		t.Errorf("%d volumes, want 8: %v", n, pod.Spec.Volumes)
+	}
+	// The audit journal is the sidecar's alone: step code cannot edit it.
+	if v := mountAt(sidecar, podspec.JournalDir); v == "" {
+		t.Errorf("sidecar does not mount %s", podspec.JournalDir)
+	} else {
+		for _, m := range step.VolumeMounts {
+			if m.Name == v {
+				t.Errorf("step container mounts the journal's volume %q at %s", v, m.MountPath)
+			}
+		}
+	}
+	if e := findEnv(t, sidecar, podspec.EnvJournalDir); e.Value != podspec.JournalDir {
+		t.Errorf("%s = %q", podspec.EnvJournalDir, e.Value)
 	}
 	if mountAt(step, c.Action.WorkDir) == "" {
 		t.Error("step does not mount its work directory")
