@@ -3,6 +3,7 @@ package blobstore_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -345,6 +346,44 @@ var _ = Describe("Store conformance", func() {
 				Expect(time.Since(start)).To(BeNumerically(">", 4*time.Second))
 				Expect(getAll(ctx, store, "through-outage")).To(Equal(data))
 			}, SpecTimeout(2*time.Minute))
+
+			It("keeps an audit bucket's first versions under compliance-mode Object Lock, and refuses an unlocked one", func(ctx SpecContext) {
+				err := blobstore.EnsureLockedBucket(ctx, store, 24*time.Hour)
+				Expect(err).To(MatchError(blobstore.ErrNotLocked), "a bucket made without Object Lock")
+				Expect(err.Error()).To(ContainSubstring(bucket))
+
+				cfg := minioServer.Config("audit-" + strings.ToLower(driver) + "-" + strings.ToLower(rand.Text()[:8]))
+				audit := openStore(ctx, driver, cfg)
+				Expect(blobstore.EnsureLockedBucket(ctx, audit, 36*time.Hour)).To(Succeed(), "created with a 2-day retention")
+				Expect(blobstore.EnsureLockedBucket(ctx, audit, 24*time.Hour)).To(Succeed(), "checked again")
+				Expect(blobstore.EnsureLockedBucket(ctx, audit, 5*24*time.Hour)).To(MatchError(ContainSubstring("retention of 2 days, shorter than the 5")))
+
+				key := "builds/1/steps/s/result.json"
+				_, err = audit.Put(ctx, key, strings.NewReader("the record"), 10, blobstore.PutOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				_, err = audit.Put(ctx, key, strings.NewReader("a forgery"), 9, blobstore.PutOptions{})
+				Expect(err).NotTo(HaveOccurred(), "an overwrite only adds a version")
+				_ = audit.Delete(ctx, key) // at most a delete marker
+				rc, _, err := blobstore.GetOriginal(ctx, audit, key)
+				Expect(err).NotTo(HaveOccurred())
+				body, err := io.ReadAll(rc)
+				rc.Close()
+				Expect(err).NotTo(HaveOccurred())
+				Expect(string(body)).To(Equal("the record"))
+
+				// Not even the owner can remove the first version.
+				var versions []string
+				for o := range rawClient().ListObjects(ctx, cfg.Bucket, minio.ListObjectsOptions{Prefix: key, WithVersions: true}) {
+					if !o.IsDeleteMarker {
+						versions = append(versions, o.VersionID)
+					}
+				}
+				Expect(versions).To(HaveLen(2))
+				err = rawClient().RemoveObject(ctx, cfg.Bucket, key, minio.RemoveObjectOptions{VersionID: versions[len(versions)-1]})
+				Expect(err).To(HaveOccurred(), "deleting a retained version")
+				_, _, err = blobstore.GetOriginal(ctx, audit, "builds/1/steps/s/missing.json")
+				Expect(err).To(MatchError(blobstore.ErrNotFound))
+			})
 
 			Describe("artifacts", func() {
 				var tmp string

@@ -262,3 +262,65 @@ func (g *guardReader) Read(p []byte) (int, error) {
 		return n, fmt.Errorf("read body: %w", err)
 	}
 }
+
+// EnsureLockedBucket implements Locker.
+func (s *MinioStore) EnsureLockedBucket(ctx context.Context, days int) error {
+	ok, err := s.Client.BucketExists(ctx, s.Bucket)
+	if err != nil {
+		return fmt.Errorf("check bucket %q: %w", s.Bucket, err)
+	}
+	if !ok {
+		err := s.Client.MakeBucket(ctx, s.Bucket, minio.MakeBucketOptions{Region: s.region, ObjectLocking: true})
+		if err != nil && minio.ToErrorResponse(err).Code != "BucketAlreadyOwnedByYou" {
+			return fmt.Errorf("create audit bucket %q: %w", s.Bucket, err)
+		}
+		mode, unit, validity := minio.Compliance, minio.Days, uint(days)
+		if err := s.Client.SetObjectLockConfig(ctx, s.Bucket, &mode, &validity, &unit); err != nil {
+			return fmt.Errorf("audit bucket %q: set default retention: %w", s.Bucket, err)
+		}
+	}
+	enabled, mode, validity, unit, err := s.Client.GetObjectLockConfig(ctx, s.Bucket)
+	if err != nil && minio.ToErrorResponse(err).Code != "ObjectLockConfigurationNotFoundError" {
+		return fmt.Errorf("audit bucket %q: read Object Lock: %w", s.Bucket, err)
+	}
+	var m string
+	var n int
+	if mode != nil {
+		m = mode.String()
+	}
+	if validity != nil && unit != nil {
+		n = int(*validity)
+		if *unit == minio.Years {
+			n *= 365
+		}
+	}
+	return checkLock(s.Bucket, m, enabled == "Enabled", n, days)
+}
+
+// GetOriginal implements Locker.
+func (s *MinioStore) GetOriginal(ctx context.Context, key string) (io.ReadCloser, ObjectInfo, error) {
+	var first *minio.ObjectInfo
+	for o := range s.Client.ListObjects(ctx, s.Bucket, minio.ListObjectsOptions{Prefix: key, WithVersions: true}) {
+		if o.Err != nil {
+			return nil, ObjectInfo{}, fmt.Errorf("list versions of %q: %w", key, mapMinioErr(o.Err))
+		}
+		if o.Key != key || o.IsDeleteMarker {
+			continue
+		}
+		// S3 lists a key's versions newest first: the last one is the first written.
+		first = &o
+	}
+	if first == nil {
+		return nil, ObjectInfo{}, fmt.Errorf("get %q: %w", key, ErrNotFound)
+	}
+	obj, err := s.Client.GetObject(ctx, s.Bucket, key, minio.GetObjectOptions{VersionID: first.VersionID})
+	if err != nil {
+		return nil, ObjectInfo{}, fmt.Errorf("get %q version %s: %w", key, first.VersionID, mapMinioErr(err))
+	}
+	oi, err := obj.Stat()
+	if err != nil {
+		obj.Close()
+		return nil, ObjectInfo{}, fmt.Errorf("get %q version %s: %w", key, first.VersionID, mapMinioErr(err))
+	}
+	return obj, fromMinioInfo(oi), nil
+}

@@ -287,7 +287,11 @@ func (s *S3Store) abort(ctx context.Context, key string, uploadID *string) {
 
 // Get opens key for reading.
 func (s *S3Store) Get(ctx context.Context, key string) (io.ReadCloser, ObjectInfo, error) {
-	out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.Bucket, Key: &key})
+	return s.getVersion(ctx, key, nil)
+}
+
+func (s *S3Store) getVersion(ctx context.Context, key string, version *string) (io.ReadCloser, ObjectInfo, error) {
+	out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.Bucket, Key: &key, VersionId: version})
 	if err != nil {
 		return nil, ObjectInfo{}, fmt.Errorf("get %q: %w", key, mapS3Err(err))
 	}
@@ -464,4 +468,58 @@ func optString(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// EnsureLockedBucket implements Locker.
+func (s *S3Store) EnsureLockedBucket(ctx context.Context, days int) error {
+	if _, err := s.Client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &s.Bucket}); err != nil {
+		in := &s3.CreateBucketInput{Bucket: &s.Bucket, ObjectLockEnabledForBucket: aws.Bool(true)}
+		if s.region != "us-east-1" {
+			in.CreateBucketConfiguration = &types.CreateBucketConfiguration{LocationConstraint: types.BucketLocationConstraint(s.region)}
+		}
+		var owned *types.BucketAlreadyOwnedByYou
+		if _, err := s.Client.CreateBucket(ctx, in); err != nil && !errors.As(err, &owned) {
+			return fmt.Errorf("create audit bucket %q: %w", s.Bucket, err)
+		}
+		_, err := s.Client.PutObjectLockConfiguration(ctx, &s3.PutObjectLockConfigurationInput{Bucket: &s.Bucket,
+			ObjectLockConfiguration: &types.ObjectLockConfiguration{ObjectLockEnabled: types.ObjectLockEnabledEnabled,
+				Rule: &types.ObjectLockRule{DefaultRetention: &types.DefaultRetention{Mode: types.ObjectLockRetentionModeCompliance, Days: aws.Int32(int32(days))}}}})
+		if err != nil {
+			return fmt.Errorf("audit bucket %q: set default retention: %w", s.Bucket, err)
+		}
+	}
+	out, err := s.Client.GetObjectLockConfiguration(ctx, &s3.GetObjectLockConfigurationInput{Bucket: &s.Bucket})
+	if err != nil {
+		return fmt.Errorf("audit bucket %q: read Object Lock: %w (%w)", s.Bucket, err, ErrNotLocked)
+	}
+	var mode string
+	var n int
+	c := out.ObjectLockConfiguration
+	if c != nil && c.Rule != nil && c.Rule.DefaultRetention != nil {
+		mode = string(c.Rule.DefaultRetention.Mode)
+		n = int(aws.ToInt32(c.Rule.DefaultRetention.Days)) + 365*int(aws.ToInt32(c.Rule.DefaultRetention.Years))
+	}
+	return checkLock(s.Bucket, mode, c != nil && c.ObjectLockEnabled == types.ObjectLockEnabledEnabled, n, days)
+}
+
+// GetOriginal implements Locker.
+func (s *S3Store) GetOriginal(ctx context.Context, key string) (io.ReadCloser, ObjectInfo, error) {
+	var first *string
+	p := s3.NewListObjectVersionsPaginator(s.Client, &s3.ListObjectVersionsInput{Bucket: &s.Bucket, Prefix: &key})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, ObjectInfo{}, fmt.Errorf("list versions of %q: %w", key, mapS3Err(err))
+		}
+		for _, v := range page.Versions {
+			// Newest first: the last one is the first written.
+			if aws.ToString(v.Key) == key {
+				first = v.VersionId
+			}
+		}
+	}
+	if first == nil {
+		return nil, ObjectInfo{}, fmt.Errorf("get %q: %w", key, ErrNotFound)
+	}
+	return s.getVersion(ctx, key, first)
 }
