@@ -165,6 +165,13 @@ func runSidecar(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The audit trail goes to its own bucket, under Object Lock.
+	auditCfg := bcfg
+	auditCfg.Bucket = envOr("PORTER_AUDIT_BUCKET", bcfg.Bucket)
+	audit, err := blobstore.Open(ctx, auditCfg)
+	if err != nil {
+		return err
+	}
 	extractLimits, err := blobstore.ExtractLimitsFromEnv(os.Getenv)
 	if err != nil {
 		return err
@@ -196,7 +203,7 @@ func runSidecar(ctx context.Context, log *slog.Logger) error {
 		SocketPath: socket,
 		StdinFile:  os.Getenv(action.StdinFileEnvVar),
 		Redact:     redactValues(log),
-		Artifacts:  sidecar.BlobArtifacts(store, a.Build.Team, a.StepID, extractLimits),
+		Artifacts:  sidecar.BlobArtifacts(store, audit, a.Build.Team, a.StepID, extractLimits),
 		// The step container does not mount the journal's directory.
 		JournalDir: envOr("PORTER_JOURNAL_DIR", filepath.Join(os.TempDir(), "porter-journal")),
 		Log:        log,

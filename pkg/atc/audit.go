@@ -19,14 +19,15 @@ import (
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, b db.Build) {
 	ctx := r.Context()
 	prefix := blobstore.BuildPrefix(fmt.Sprint(b.ID))
-	objs, err := s.store.List(ctx, prefix)
+	objs, err := s.audit.List(ctx, prefix)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, fmt.Errorf("list %s: %w", prefix, err))
 		return
 	}
 	audit := api.Audit{Objects: []api.AuditObject{}, Steps: map[string]json.RawMessage{}}
 	read := func(key string) (json.RawMessage, error) {
-		rc, _, err := s.store.Get(ctx, key)
+		// A version written after the first one is not the record.
+		rc, _, err := blobstore.GetOriginal(ctx, s.audit, key)
 		if err != nil {
 			return nil, err
 		}

@@ -94,6 +94,8 @@ func ServeCommand(ctx context.Context, args []string) int {
 		"((vars)) of team T are read from Secrets in namespace PREFIX+T (the ATC needs get on secrets there)")
 	AddInClusterFlags(fs, &cfg.InClusterConfig)
 	addStepCredentialsFlags(fs, &cfg.StepCredentials)
+	fs.StringVar(&cfg.AuditBucket, "audit-bucket", os.Getenv("PORTER_AUDIT_BUCKET"), "bucket of the audit trail, created with Object Lock in compliance mode or checked for it at start (default: the blobstore bucket's name + \"-audit\"; env PORTER_AUDIT_BUCKET)")
+	fs.DurationVar(&cfg.AuditRetention, "audit-retention", 30*24*time.Hour, "default retention of a new audit bucket, and the least an existing one must have (whole days)")
 	fs.StringVar(&cfg.PodBlobstoreEndpoint, "pod-blobstore-endpoint", "", "blobstore endpoint as step pods reach it (default: PORTER_BLOBSTORE_ENDPOINT)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: atc-porter-runtime serve [flags]\n\nThe blobstore comes from PORTER_BLOBSTORE_{ENDPOINT,BUCKET,ACCESS_KEY,SECRET_KEY,REGION,SECURE,DRIVER}.")
@@ -193,9 +195,21 @@ func serve(ctx context.Context, cfg Config, sf serveFlags, log *slog.Logger) err
 	if err := blobstore.EnsureBucket(ctx, store); err != nil {
 		return fmt.Errorf("blobstore bucket %q: %w", cfg.Blobstore.Bucket, err)
 	}
+	if cfg.AuditBucket == "" {
+		cfg.AuditBucket = cfg.Blobstore.Bucket + "-audit"
+	}
+	auditCfg := cfg.Blobstore
+	auditCfg.Bucket = cfg.AuditBucket
+	audit, err := blobstore.Open(ctx, auditCfg)
+	if err != nil {
+		return err
+	}
+	if err := blobstore.EnsureLockedBucket(ctx, audit, cfg.AuditRetention); err != nil {
+		return fmt.Errorf("--audit-bucket: %w", err)
+	}
 	tracing, flushSpans := startTracing(ctx, log)
 	defer flushSpans()
-	srv, err := New(ctx, cfg, Deps{Kube: kube, DB: database, Store: store, SigningKey: key, Log: log,
+	srv, err := New(ctx, cfg, Deps{Kube: kube, DB: database, Store: store, Audit: audit, SigningKey: key, Log: log,
 		Metrics: metrics.New(), Tracing: tracing})
 	if err != nil {
 		return err

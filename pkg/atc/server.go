@@ -1,6 +1,7 @@
 package atc
 
 import (
+	"cmp"
 	"context"
 	"crypto"
 	"errors"
@@ -85,6 +86,11 @@ type Config struct {
 	PodBlobstoreEndpoint string
 	// StepCredentials says how step pods get their blobstore credentials.
 	StepCredentials StepCredentialsConfig
+	// AuditBucket holds the audit trail under Object Lock (empty: the
+	// blobstore's bucket, as in tests without Deps.Audit); AuditRetention is
+	// its default retention.
+	AuditBucket    string
+	AuditRetention time.Duration
 	// MaxBuildLogBytes caps the output a build's log keeps (0: no cap).
 	MaxBuildLogBytes int64
 	// TokenTTL is how long a login lasts.
@@ -130,6 +136,8 @@ type Deps struct {
 	// StepCredentials mints each step's blobstore credentials (nil: from
 	// Config.StepCredentials).
 	StepCredentials stepcreds.Issuer
+	// Audit is the audit bucket (nil: Store).
+	Audit blobstore.Store
 }
 
 // Server is a running ATC runtime.
@@ -140,6 +148,8 @@ type Server struct {
 	store blobstore.Store
 	// stepCreds mints each step's scoped blobstore credentials.
 	stepCreds stepcreds.Issuer
+	// audit is the audit bucket.
+	audit blobstore.Store
 	// kube is the server's own API client (credentials, its Secrets).
 	kube    kubernetes.Interface
 	streams *stepserver.Server
@@ -211,9 +221,10 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys,
 		issuer: auth.NewIssuer(deps.SigningKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL),
 		builds: map[int64]*build{}, steps: map[string]*stepState{}, started: time.Now(),
-		images: newImageCache(imageCacheTTL, imageCacheSize), stepCreds: deps.StepCredentials}
+		images: newImageCache(imageCacheTTL, imageCacheSize), stepCreds: deps.StepCredentials,
+		audit: cmp.Or[blobstore.Store](deps.Audit, deps.Store)}
 	if s.stepCreds == nil {
-		if s.stepCreds, err = cfg.StepCredentials.issuer(cfg.Blobstore); err != nil {
+		if s.stepCreds, err = cfg.StepCredentials.issuer(cfg.Blobstore, cfg.AuditBucket); err != nil {
 			return nil, err
 		}
 	}
@@ -231,7 +242,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	s.podWorker = podspec.Worker{
 		PorterImage: cfg.PorterImage, WindowsPorterImage: cfg.WindowsPorterImage,
 		ATCAddress: cfg.GRPCAdvertise, BlobstoreEndpoint: podEndpoint, BlobstoreBucket: cfg.Blobstore.Bucket,
-		BlobstoreRegion: cfg.Blobstore.Region, BlobstoreSecure: cfg.Blobstore.Secure,
+		BlobstoreRegion: cfg.Blobstore.Region, BlobstoreSecure: cfg.Blobstore.Secure, AuditBucket: cfg.AuditBucket,
 		ImagePullPolicy: cfg.ImagePullPolicy, NativeSidecars: cfg.NativeSidecars, DNSPolicy: cfg.DNSPolicy,
 		Bounds: cfg.StepBounds,
 	}

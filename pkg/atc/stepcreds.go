@@ -44,7 +44,7 @@ func addStepCredentialsFlags(fs *flag.FlagSet, c *StepCredentialsConfig) {
 	fs.DurationVar(&c.MaxLifetime, "step-credentials-max-lifetime", DefaultStepCredentialsMaxLifetime, "longest a step's credentials last (a step's timeout, upload allowance and keep-alive, within 15m and this)")
 }
 
-func (c StepCredentialsConfig) issuer(store blobstore.Config) (stepcreds.Issuer, error) {
+func (c StepCredentialsConfig) issuer(store blobstore.Config, auditBucket string) (stepcreds.Issuer, error) {
 	switch c.Mode {
 	case StepCredentialsStatic:
 		return stepcreds.Static{AccessKey: store.AccessKey, SecretKey: store.SecretKey}, nil
@@ -61,7 +61,7 @@ func (c StepCredentialsConfig) issuer(store blobstore.Config) (stepcreds.Issuer,
 		endpoint = store.URL()
 	}
 	return stepcreds.STS{Endpoint: endpoint, AccessKey: store.AccessKey, SecretKey: store.SecretKey, RoleARN: c.RoleARN,
-		Region: c.Region, Bucket: store.Bucket, MaxLifetime: c.MaxLifetime, Client: client}, nil
+		Region: c.Region, Bucket: store.Bucket, AuditBucket: auditBucket, MaxLifetime: c.MaxLifetime, Client: client}, nil
 }
 
 // stepScope is what the step of a may touch in the bucket.

@@ -5,6 +5,7 @@
 package podspec
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -90,6 +91,7 @@ const (
 	EnvStepToken          = "PORTER_STEP_TOKEN"
 	EnvBlobstoreEndpoint  = "PORTER_BLOBSTORE_ENDPOINT"
 	EnvBlobstoreBucket    = "PORTER_BLOBSTORE_BUCKET"
+	EnvAuditBucket        = "PORTER_AUDIT_BUCKET"
 	EnvBlobstoreRegion    = "PORTER_BLOBSTORE_REGION"
 	EnvBlobstoreSecure    = "PORTER_BLOBSTORE_SECURE"
 	EnvBlobstoreAccessKey = "PORTER_BLOBSTORE_ACCESS_KEY"
@@ -140,6 +142,9 @@ type Worker struct {
 	BlobstoreBucket   string
 	BlobstoreRegion   string
 	BlobstoreSecure   bool
+	// AuditBucket holds the audit trail, under Object Lock (empty:
+	// BlobstoreBucket).
+	AuditBucket string
 
 	// ImagePullPolicy applies to every container; empty leaves Kubernetes'
 	// default (Always for :latest, IfNotPresent otherwise).
@@ -794,6 +799,7 @@ func sidecarEnv(secretName, actionJSON string, a *action.Action, w Worker, s Sec
 		}},
 		corev1.EnvVar{Name: EnvBlobstoreEndpoint, Value: w.BlobstoreEndpoint},
 		corev1.EnvVar{Name: EnvBlobstoreBucket, Value: w.BlobstoreBucket},
+		corev1.EnvVar{Name: EnvAuditBucket, Value: cmp.Or(w.AuditBucket, w.BlobstoreBucket)},
 		corev1.EnvVar{Name: EnvBlobstoreRegion, Value: w.BlobstoreRegion},
 		corev1.EnvVar{Name: EnvBlobstoreSecure, Value: strconv.FormatBool(w.BlobstoreSecure)},
 		secretEnv(EnvStepToken, secretName, SecretKeyStepToken),

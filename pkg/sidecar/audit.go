@@ -86,14 +86,14 @@ func (t *auditTrail) close() {
 // putOnce stores an audit object unless it is already there.
 func (t *auditTrail) putOnce(ctx context.Context, name string, body []byte, contentType string) (string, error) {
 	key := t.prefix + name
-	ok, err := t.store.Exists(ctx, key)
+	ok, err := t.store.AuditExists(ctx, key)
 	if err != nil {
 		return key, fmt.Errorf("look up %s: %w", key, err)
 	}
 	if ok {
 		return key, nil
 	}
-	if err := t.store.PutObject(ctx, key, body, contentType); err != nil {
+	if err := t.store.PutAudit(ctx, key, body, contentType); err != nil {
 		return key, fmt.Errorf("write %s: %w", key, err)
 	}
 	return key, nil

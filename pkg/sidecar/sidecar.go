@@ -45,8 +45,10 @@ type Artifacts interface {
 	UploadTo(ctx context.Context, dir, key string) (Artifact, error)
 	// Exists reports whether key is stored.
 	Exists(ctx context.Context, key string) (bool, error)
-	// PutObject stores a small object (audit records).
-	PutObject(ctx context.Context, key string, body []byte, contentType string) error
+	// AuditExists reports whether the audit object key is stored.
+	AuditExists(ctx context.Context, key string) (bool, error)
+	// PutAudit stores a small audit object.
+	PutAudit(ctx context.Context, key string, body []byte, contentType string) error
 }
 
 // Config is everything `porter sidecar` needs.

@@ -66,7 +66,9 @@ type STS struct {
 	RoleARN string
 	// Region is AWS STS's location.
 	Region string
-	Bucket string
+	// Bucket holds artifacts and caches, AuditBucket the audit trail
+	// (empty: Bucket).
+	Bucket, AuditBucket string
 	// MinLifetime and MaxLifetime (default 12 h) bound the credentials'
 	// duration, whatever the step's: STS refuses less than 15 minutes, and
 	// AWS more than 12 h for a role.
@@ -76,7 +78,7 @@ type STS struct {
 
 // Issue implements Issuer.
 func (s STS) Issue(ctx context.Context, sc Scope) (Credentials, error) {
-	policy, err := Policy(s.Bucket, sc)
+	policy, err := Policy(s.Bucket, s.AuditBucket, sc)
 	if err != nil {
 		return Credentials{}, err
 	}
@@ -123,13 +125,16 @@ var ErrPolicyTooLarge = errors.New("step credentials: session policy too large")
 // has so many inputs and caches that the policy would not fit, keys are
 // grouped by the prefix of the step that wrote them, then by team: never
 // wider than the step's own team.
-func Policy(bucket string, sc Scope) ([]byte, error) {
+func Policy(bucket, auditBucket string, sc Scope) ([]byte, error) {
+	if auditBucket == "" {
+		auditBucket = bucket
+	}
 	if sc.Team == "" || sc.BuildID == "" || sc.StepID == "" {
 		return nil, fmt.Errorf("step credentials: scope needs a team, a build and a step (got %q, %q, %q)", sc.Team, sc.BuildID, sc.StepID)
 	}
 	var last []byte
 	for _, widen := range []func(string, string) string{exact, byWriter, byTeam} {
-		doc := build(bucket, sc, widen)
+		doc := build(bucket, auditBucket, sc, widen)
 		b, err := json.Marshal(doc)
 		if err != nil {
 			return nil, err
@@ -142,11 +147,11 @@ func Policy(bucket string, sc Scope) ([]byte, error) {
 	return nil, fmt.Errorf("%w: %d bytes for %d inputs and %d caches, over %d", ErrPolicyTooLarge, len(last), len(sc.Inputs), len(sc.Caches), MaxPolicySize)
 }
 
-func build(bucket string, sc Scope, widen func(team, key string) string) document {
+func build(bucket, auditBucket string, sc Scope, widen func(team, key string) string) document {
 	arn := func(key string) string { return "arn:aws:s3:::" + bucket + "/" + key }
 	own := []string{
 		arn(blobstore.BlobPrefix(sc.Team, sc.StepID) + "*"),
-		arn(blobstore.StepPrefix(sc.BuildID, sc.StepID) + "*"),
+		"arn:aws:s3:::" + auditBucket + "/" + blobstore.StepPrefix(sc.BuildID, sc.StepID) + "*",
 	}
 	var reads, caches []string
 	for _, k := range sc.Inputs {
@@ -157,7 +162,7 @@ func build(bucket string, sc Scope, widen func(team, key string) string) documen
 	}
 	doc := document{Version: "2012-10-17", Statement: []statement{
 		// minio-go asks for the bucket's location when no region is set.
-		{Effect: "Allow", Action: []string{"s3:GetBucketLocation"}, Resource: []string{"arn:aws:s3:::" + bucket}},
+		{Effect: "Allow", Action: []string{"s3:GetBucketLocation"}, Resource: appendNew([]string{"arn:aws:s3:::" + bucket}, "arn:aws:s3:::"+auditBucket)},
 		// The audit objects are written once: the sidecar checks first.
 		{Effect: "Allow", Action: []string{"s3:GetObject"}, Resource: slices.Concat(reads, caches, own[1:])},
 		{Effect: "Allow", Action: []string{"s3:PutObject", "s3:AbortMultipartUpload"}, Resource: slices.Concat(own, caches)},

@@ -40,7 +40,7 @@ func resources(t *testing.T, policy []byte) map[string][]string {
 func TestPolicyGrantsOnlyTheStepsKeys(t *testing.T) {
 	in := blobstore.NewBlobKey("main", "producer")
 	cache := blobstore.TaskCacheKey("main", "p", "j", "s", "cache")
-	p, err := stepcreds.Policy("bkt", stepcreds.Scope{Team: "main", BuildID: "7", StepID: "s1", Inputs: []string{in}, Caches: []string{cache}})
+	p, err := stepcreds.Policy("bkt", "", stepcreds.Scope{Team: "main", BuildID: "7", StepID: "s1", Inputs: []string{in}, Caches: []string{cache}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestPolicyWidensWithinTheTeamOnlyWhenItMustFit(t *testing.T) {
 	for range 30 {
 		many = append(many, blobstore.NewBlobKey("main", "producer"))
 	}
-	p, err := stepcreds.Policy("bkt", stepcreds.Scope{Team: "main", BuildID: "7", StepID: "s1", Inputs: many})
+	p, err := stepcreds.Policy("bkt", "", stepcreds.Scope{Team: "main", BuildID: "7", StepID: "s1", Inputs: many})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestPolicyWidensWithinTheTeamOnlyWhenItMustFit(t *testing.T) {
 	for i := range 40 {
 		producers = append(producers, blobstore.NewBlobKey("main", fmt.Sprintf("producer-%02d-%s", i, strings.Repeat("x", 20))))
 	}
-	p, err = stepcreds.Policy("bkt", stepcreds.Scope{Team: "main", BuildID: "7", StepID: "s1", Inputs: producers})
+	p, err = stepcreds.Policy("bkt", "", stepcreds.Scope{Team: "main", BuildID: "7", StepID: "s1", Inputs: producers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +89,11 @@ func TestPolicyWidensWithinTheTeamOnlyWhenItMustFit(t *testing.T) {
 	for i := range 40 {
 		legacy = append(legacy, fmt.Sprintf("artifacts/%064d.tar.zst", i))
 	}
-	_, err = stepcreds.Policy("bkt", stepcreds.Scope{Team: "main", BuildID: "7", StepID: "s1", Inputs: legacy})
+	_, err = stepcreds.Policy("bkt", "", stepcreds.Scope{Team: "main", BuildID: "7", StepID: "s1", Inputs: legacy})
 	if !errors.Is(err, stepcreds.ErrPolicyTooLarge) || !strings.Contains(err.Error(), "40 inputs") {
 		t.Errorf("40 keys that cannot be grouped: %v, want ErrPolicyTooLarge naming the inputs", err)
 	}
-	if _, err := stepcreds.Policy("bkt", stepcreds.Scope{Team: "main"}); err == nil {
+	if _, err := stepcreds.Policy("bkt", "", stepcreds.Scope{Team: "main"}); err == nil {
 		t.Error("a scope without build and step was accepted")
 	}
 }
@@ -109,6 +109,15 @@ func TestSTSCredentialsOnRealMinIO(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		auditCfg := cfg
+		auditCfg.Bucket = cfg.Bucket + "-audit"
+		audit, err := blobstore.Open(ctx, auditCfg)
+		if err != nil {
+			return err
+		}
+		if err := blobstore.EnsureLockedBucket(ctx, audit, 24*time.Hour); err != nil {
+			return err
+		}
 		put := func(key, body string) {
 			if _, err := admin.Put(ctx, key, strings.NewReader(body), int64(len(body)), blobstore.PutOptions{}); err != nil {
 				t.Fatal(err)
@@ -122,12 +131,15 @@ func TestSTSCredentialsOnRealMinIO(t *testing.T) {
 		for _, k := range []string{in, cache, victim, otherTeam, otherAudit} {
 			put(k, "original "+k)
 		}
+		if _, err := audit.Put(ctx, otherAudit, strings.NewReader("original "+otherAudit), -1, blobstore.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
 
 		client, err := cfg.HTTPClient()
 		if err != nil {
 			return err
 		}
-		issuer := stepcreds.STS{Endpoint: cfg.URL(), AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey, Bucket: cfg.Bucket, Client: client}
+		issuer := stepcreds.STS{Endpoint: cfg.URL(), AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey, Bucket: cfg.Bucket, AuditBucket: auditCfg.Bucket, Client: client}
 		c, err := issuer.Issue(ctx, stepcreds.Scope{Team: "main", BuildID: "7", StepID: "s1", Inputs: []string{in}, Caches: []string{cache}, Lifetime: time.Hour})
 		if err != nil {
 			return err
@@ -141,6 +153,12 @@ func TestSTSCredentialsOnRealMinIO(t *testing.T) {
 		stepCfg := cfg
 		stepCfg.AccessKey, stepCfg.SecretKey, stepCfg.SessionToken = c.AccessKey, c.SecretKey, c.SessionToken
 		step, err := blobstore.Open(ctx, stepCfg)
+		if err != nil {
+			return err
+		}
+		stepAuditCfg := stepCfg
+		stepAuditCfg.Bucket = auditCfg.Bucket
+		stepAudit, err := blobstore.Open(ctx, stepAuditCfg)
 		if err != nil {
 			return err
 		}
@@ -161,11 +179,35 @@ func TestSTSCredentialsOnRealMinIO(t *testing.T) {
 		if _, err := blobstore.UploadDir(ctx, step, dir, cache, blobstore.UploadOptions{}); err != nil {
 			t.Errorf("save the cache: %v", err)
 		}
-		if _, err := step.Put(ctx, blobstore.StepPrefix("7", "s1")+blobstore.ResultObject, bytes.NewReader([]byte("{}")), 2, blobstore.PutOptions{}); err != nil {
+		record := blobstore.StepPrefix("7", "s1") + blobstore.ResultObject
+		if _, err := stepAudit.Put(ctx, record, bytes.NewReader([]byte("{}")), 2, blobstore.PutOptions{}); err != nil {
 			t.Errorf("write its audit record: %v", err)
+		}
+		// A second write only adds a version; it cannot delete either.
+		if _, err := stepAudit.Put(ctx, record, strings.NewReader("forged"), 6, blobstore.PutOptions{}); err != nil {
+			t.Errorf("second write of its audit record: %v", err)
+		}
+		if err := stepAudit.Delete(ctx, record); err == nil {
+			t.Errorf("delete its audit record: allowed")
+		}
+		if rc, _, err := blobstore.GetOriginal(ctx, audit, record); err != nil {
+			t.Errorf("read the record back: %v", err)
+		} else {
+			var b bytes.Buffer
+			_, _ = b.ReadFrom(rc)
+			rc.Close()
+			if b.String() != "{}" {
+				t.Errorf("the record reads %q", b.String())
+			}
+		}
+		if _, err := step.Put(ctx, record, strings.NewReader("{}"), 2, blobstore.PutOptions{}); err == nil {
+			t.Errorf("audit record written to the artifacts bucket: allowed")
 		}
 
 		// What it must not do.
+		if _, err := stepAudit.Put(ctx, otherAudit, strings.NewReader("forged"), 6, blobstore.PutOptions{}); err == nil {
+			t.Errorf("overwrite another build's audit record: allowed")
+		}
 		for _, k := range []string{victim, otherTeam, otherAudit, blobstore.ManifestKey("main", "sha256:ab")} {
 			if _, _, err := step.Get(ctx, k); err == nil {
 				t.Errorf("read %s: allowed", k)

@@ -53,12 +53,12 @@ func lastBuildID(ctx context.Context, f *testenv.Fly, pipeline, job string) int6
 	return int64(id)
 }
 
-// buildStore is the shared server's blobstore, as the admin sees it.
-func buildStore(ctx context.Context) blobstore.Store {
+// auditStore is the shared server's audit bucket, as the admin sees it.
+func auditStore(ctx context.Context) blobstore.Store {
 	GinkgoHelper()
 	cl := s.env.Cluster
 	store, err := blobstore.Open(ctx, blobstore.Config{Driver: blobstore.DriverMinio,
-		Endpoint: cl["PORTER_CLUSTER_MINIO_ENDPOINT"], Bucket: s.server.Config.Bucket, Region: cl["PORTER_CLUSTER_MINIO_REGION"],
+		Endpoint: cl["PORTER_CLUSTER_MINIO_ENDPOINT"], Bucket: s.server.Config.Bucket + "-audit", Region: cl["PORTER_CLUSTER_MINIO_REGION"],
 		AccessKey: cl["PORTER_CLUSTER_MINIO_ACCESS_KEY"], SecretKey: cl["PORTER_CLUSTER_MINIO_SECRET_KEY"]})
 	Expect(err).NotTo(HaveOccurred())
 	return store
@@ -99,7 +99,7 @@ func expectNowhere(ctx context.Context, buildID int64, values []string, planVars
 		}
 	}
 
-	store := buildStore(ctx)
+	store := auditStore(ctx)
 	objs, err := store.List(ctx, blobstore.BuildPrefix(fmt.Sprint(buildID)))
 	Expect(err).NotTo(HaveOccurred())
 	var names []string

@@ -29,6 +29,7 @@ const user = "e2e"
 
 var (
 	admin     kubernetes.Interface
+	cluster   map[string]string // testenv.ATCEnv.Cluster
 	namespace string
 	server    *testenv.ATC // see test/testenv/atc.go for its API
 	password  string
@@ -43,7 +44,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Fail(fmt.Sprintf("CI needs the local cluster and PostgreSQL: %v", err))
 	}
 	Expect(err).NotTo(HaveOccurred())
-	admin = env.Admin
+	admin, cluster = env.Admin, env.Cluster
 
 	// The server runs as deploy/atc's service account, so every spec also
 	// proves the Role is enough (and nothing more is needed).
