@@ -11,8 +11,6 @@ import (
 	"path"
 	"strings"
 	"time"
-
-	"github.com/hashicorp/go-multierror"
 )
 
 // EnvVar is the environment variable that carries the JSON action into the
@@ -189,8 +187,8 @@ func (a *Action) Encode() ([]byte, error) { return json.Marshal(a) }
 
 // Validate checks what the sidecar and the pod spec rely on.
 func (a *Action) Validate() error {
-	var errs *multierror.Error
-	bad := func(format string, args ...any) { errs = multierror.Append(errs, fmt.Errorf(format, args...)) }
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if a.StepID == "" {
 		bad("step_id is empty")
 	}
@@ -252,7 +250,7 @@ func (a *Action) Validate() error {
 	if a.Timeout.Duration < 0 {
 		bad("timeout %s is negative", a.Timeout)
 	}
-	if err := errs.ErrorOrNil(); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid action: %w", err)
 	}
 	return nil

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
@@ -404,7 +403,7 @@ func (a *app) downloadOutputs(ctx context.Context, c *atcclient.Client, id int64
 	}
 	var (
 		mu   sync.Mutex
-		errs *multierror.Error
+		errs []error
 		wg   sync.WaitGroup
 	)
 	for _, out := range outputs {
@@ -415,11 +414,11 @@ func (a *app) downloadOutputs(ctx context.Context, c *atcclient.Client, id int64
 		wg.Go(func() {
 			if err := c.DownloadArtifact(ctx, "", art.ID, out.Path, nil); err != nil {
 				mu.Lock()
-				errs = multierror.Append(errs, fmt.Errorf("output %q: %w", out.Name, err))
+				errs = append(errs, fmt.Errorf("output %q: %w", out.Name, err))
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	return errs.ErrorOrNil()
+	return errors.Join(errs...)
 }

@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -567,15 +566,15 @@ func validate(a *action.Action, w Worker, s Secrets) error {
 	if a == nil {
 		return errors.New("build pod: action is nil")
 	}
-	var errs *multierror.Error
+	var errs []error
 	if err := a.Validate(); err != nil {
-		errs = multierror.Append(errs, err)
+		errs = append(errs, err)
 	}
-	bad := func(format string, args ...any) { errs = multierror.Append(errs, fmt.Errorf(format, args...)) }
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if a.Image == "" {
 		bad("action has no image")
 	}
-	errs = multierror.Append(errs, w.problems()...)
+	errs = append(errs, w.problems()...)
 	if w.os() == action.PlatformWindows {
 		// Windows containers have neither privileged mode nor a user
 		// switch inside the container.
@@ -628,7 +627,7 @@ func validate(a *action.Action, w Worker, s Secrets) error {
 	for _, name := range a.SecretParams {
 		checkEnvName(name, bad)
 	}
-	if err := errs.ErrorOrNil(); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("build pod for step %q: %w", a.StepID, err)
 	}
 	return nil

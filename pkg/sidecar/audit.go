@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -113,11 +112,11 @@ func (t *auditTrail) writeAction(ctx context.Context) error {
 func (t *auditTrail) writeResult(ctx context.Context, res *Result) (string, error) {
 	rec := api.StepRecord{StepID: t.a.StepID, BuildID: t.a.Build.ID, StepName: t.a.StepName, Pod: t.pod, Image: t.a.Image,
 		PorterVersion: Version, StartedAt: t.startedAt, FinishedAt: time.Now().UTC(), StepResult: *res}
-	var errs *multierror.Error
+	var errs []error
 	if events, digest, err := t.compressedJournal(); err != nil {
-		errs = multierror.Append(errs, err)
+		errs = append(errs, err)
 	} else if key, err := t.putOnce(ctx, blobstore.EventsObject, events, "application/zstd"); err != nil {
-		errs = multierror.Append(errs, err)
+		errs = append(errs, err)
 	} else {
 		rec.EventsKey, rec.EventsDigest = key, digest
 	}
@@ -127,9 +126,9 @@ func (t *auditTrail) writeResult(ctx context.Context, res *Result) (string, erro
 	}
 	key, err := t.putOnce(ctx, blobstore.ResultObject, body, "application/json")
 	if err != nil {
-		errs = multierror.Append(errs, err)
+		errs = append(errs, err)
 	}
-	return key, errs.ErrorOrNil()
+	return key, errors.Join(errs...)
 }
 
 func (t *auditTrail) compressedJournal() ([]byte, string, error) {

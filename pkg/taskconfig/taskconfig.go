@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hashicorp/go-multierror"
 	"sigs.k8s.io/yaml"
 
 	"github.com/porter-ci/porter/pkg/action"
@@ -107,8 +106,8 @@ func Parse(data []byte) (*Config, error) {
 // Validate reports every problem of the config at once. The first messages
 // are Concourse's own; the rest guard what a step pod relies on.
 func (c *Config) Validate() error {
-	var errs *multierror.Error
-	bad := func(format string, args ...any) { errs = multierror.Append(errs, fmt.Errorf(format, args...)) }
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
 	if c.Platform == "" {
 		bad("missing 'platform'")
@@ -159,7 +158,7 @@ func (c *Config) Validate() error {
 		claimPath(bad, "cache", cache.Path, cache.Path, cachePaths, inputPaths, outputPaths)
 	}
 
-	if err := errs.ErrorOrNil(); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid task configuration: %w", err)
 	}
 	return nil
