@@ -621,6 +621,7 @@ secret_value() {
 }
 
 start_minio() {
+  "$REPO_ROOT/hack/credentials.sh"
   cluster_kubectl apply -k "$REPO_ROOT/deploy/minio" >/dev/null
   cluster_kubectl -n "$MINIO_NAMESPACE" rollout status deployment/minio --timeout=120s >/dev/null ||
     die "MinIO did not become ready (kubectl -n $MINIO_NAMESPACE describe pod -l app.kubernetes.io/name=minio)"
