@@ -19,7 +19,7 @@ import (
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, b db.Build) {
 	ctx := r.Context()
 	prefix := blobstore.BuildPrefix(fmt.Sprint(b.ID))
-	objs, err := s.audit.List(ctx, prefix)
+	objs, err := s.auditStore().List(ctx, prefix)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, fmt.Errorf("list %s: %w", prefix, err))
 		return
@@ -27,7 +27,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, b db.Build)
 	audit := api.Audit{Objects: []api.AuditObject{}, Steps: map[string]json.RawMessage{}}
 	read := func(key string) (json.RawMessage, error) {
 		// A version written after the first one is not the record.
-		rc, _, err := blobstore.GetOriginal(ctx, s.audit, key)
+		rc, _, err := blobstore.GetOriginal(ctx, s.auditStore(), key)
 		if err != nil {
 			return nil, err
 		}

@@ -262,13 +262,13 @@ func (s *Server) writeBuildAudit(ctx context.Context, b *build, status concourse
 		}
 	}
 	key := blobstore.BuildPrefix(fmt.Sprint(b.id)) + "build.json"
-	if _, err := s.audit.Stat(ctx, key); err == nil {
+	if _, err := s.auditStore().Stat(ctx, key); err == nil {
 		return
 	} else if !errors.Is(err, blobstore.ErrNotFound) {
 		s.log.Warn("audit build record", "key", key, "err", err)
 		return
 	}
-	if _, err := s.audit.Put(ctx, key, strings.NewReader(string(body)), int64(len(body)), blobstore.PutOptions{ContentType: "application/json"}); err != nil {
+	if _, err := s.auditStore().Put(ctx, key, strings.NewReader(string(body)), int64(len(body)), blobstore.PutOptions{ContentType: "application/json"}); err != nil {
 		s.log.Warn("audit build record", "key", key, "err", err)
 	}
 }

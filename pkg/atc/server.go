@@ -1,7 +1,6 @@
 package atc
 
 import (
-	"cmp"
 	"context"
 	"crypto"
 	"errors"
@@ -148,7 +147,7 @@ type Server struct {
 	store blobstore.Store
 	// stepCreds mints each step's scoped blobstore credentials.
 	stepCreds stepcreds.Issuer
-	// audit is the audit bucket.
+	// audit is the audit bucket (nil: store).
 	audit blobstore.Store
 	// kube is the server's own API client (credentials, its Secrets).
 	kube    kubernetes.Interface
@@ -222,7 +221,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		issuer: auth.NewIssuer(deps.SigningKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL),
 		builds: map[int64]*build{}, steps: map[string]*stepState{}, started: time.Now(),
 		images: newImageCache(imageCacheTTL, imageCacheSize), stepCreds: deps.StepCredentials,
-		audit: cmp.Or[blobstore.Store](deps.Audit, deps.Store)}
+		audit: deps.Audit}
 	if s.stepCreds == nil {
 		if s.stepCreds, err = cfg.StepCredentials.issuer(cfg.Blobstore, cfg.AuditBucket); err != nil {
 			return nil, err
@@ -513,4 +512,12 @@ func (s *Server) shutdownCtx() context.Context {
 		return context.Background()
 	}
 	return s.base
+}
+
+// auditStore is where the audit trail goes.
+func (s *Server) auditStore() blobstore.Store {
+	if s.audit != nil {
+		return s.audit
+	}
+	return s.store
 }

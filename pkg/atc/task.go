@@ -436,7 +436,7 @@ func (s *Server) writePodAudit(ctx context.Context, a *action.Action, pod *corev
 	body, err := yaml.Marshal(declared)
 	if err == nil {
 		key := blobstore.StepPrefix(a.Build.ID, a.StepID) + blobstore.PodObject
-		_, err = s.audit.Put(ctx, key, bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{ContentType: "application/yaml"})
+		_, err = s.auditStore().Put(ctx, key, bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{ContentType: "application/yaml"})
 	}
 	if err != nil {
 		s.log.Warn("audit pod spec", "step", a.StepID, "err", err)
