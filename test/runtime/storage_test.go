@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -135,7 +136,19 @@ run: {path: sh, args: ["-c", "echo `+content+` > files/f"]}
 		defer dec.Close()
 		journal, err := io.ReadAll(dec)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(string(journal)).To(ContainSubstring("the-real-output"))
-		Expect(string(journal)).NotTo(ContainSubstring("forged"))
+		// Lines of protojson events; output data is base64.
+		var output strings.Builder
+		for _, line := range strings.Split(strings.TrimSpace(string(journal)), "\n") {
+			var ev struct {
+				Output *struct {
+					Data []byte `json:"data"`
+				} `json:"output"`
+			}
+			Expect(json.Unmarshal([]byte(line), &ev)).To(Succeed(), "journal line %q", line)
+			if ev.Output != nil {
+				output.Write(ev.Output.Data)
+			}
+		}
+		Expect(output.String()).To(HavePrefix("the-real-output\njournals found: 0\n"))
 	})
 })
