@@ -35,6 +35,9 @@
 //     resolve on them. Only an ipBlock reaches them.
 //   - Connections are judged after Service translation: the destination is
 //     the pod (or address) behind a Service, on the pod's port.
+//
+// Not modelled: traffic from a pod's own node (kubelet probes), which
+// implementations let through whatever the policies say.
 package netpolicy
 
 import (
