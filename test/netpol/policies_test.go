@@ -41,7 +41,7 @@ const (
 // The policies deploy/ renders, with the pods they must tell apart: two
 // real step pods (teams a and b) and the ATC, PostgreSQL and MinIO as
 // deploy/ declares them.
-var _ = Describe("deploy/networkpolicy", Ordered, func() {
+var _ = Describe("deploy/networkpolicy", Ordered, ContinueOnFailure, func() {
 	var (
 		rendered []runtime.Object // kubectl kustomize deploy/
 		example  []runtime.Object // deploy/networkpolicy/cross-team.example.yaml
