@@ -215,7 +215,7 @@ func waitAPI(ctx context.Context, url string) {
 // apply starts from nothing (initdb included).
 func removePorter(ctx context.Context, root, kubectl string) {
 	GinkgoHelper()
-	for _, dir := range []string{"deploy/atc", "deploy/postgres/dev"} {
+	for _, dir := range []string{"deploy/networkpolicy", "deploy/atc", "deploy/postgres/dev"} {
 		runIn(ctx, root, kubectl, "--kubeconfig", kubeconfigPath(), "delete", "-k", dir, "--ignore-not-found", "--wait=false")
 	}
 	Eventually(ctx, func() bool {
