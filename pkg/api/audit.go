@@ -18,10 +18,20 @@ type StepRecord struct {
 	EventsDigest string `json:"events_digest,omitempty"`
 }
 
+// Outcome is how a step ended in one word. Its strings are what audit
+// records hold and the ATC reads: they must not change.
+type Outcome string
+
+const (
+	Succeeded Outcome = "SUCCEEDED"
+	Failed    Outcome = "FAILED"  // the process failed: non-zero exit, timeout, out of memory
+	Errored   Outcome = "ERRORED" // porter or the infrastructure failed
+	Aborted   Outcome = "ABORTED"
+)
+
 // StepResult is how a step ended.
 type StepResult struct {
-	// Result is SUCCEEDED, FAILED, ERRORED or ABORTED.
-	Result     string         `json:"result"`
+	Result     Outcome        `json:"result"`
 	ExitStatus int32          `json:"exit_status"`
 	Error      string         `json:"error,omitempty"`
 	TimedOut   bool           `json:"timed_out,omitempty"`

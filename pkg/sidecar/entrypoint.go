@@ -7,18 +7,10 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/porter-ci/porter/pkg/events/eventspb"
@@ -41,164 +33,227 @@ const (
 	ExitStartFailed = 127 // the process could not be started
 )
 
+// defaultKillGrace applies when the sidecar's Start does not say.
+const defaultKillGrace = 10 * time.Second
+
+// Link is the entrypoint's attached connection to the sidecar.
+type Link interface {
+	Send(*controlpb.EntrypointMessage) error
+	Recv() (*controlpb.SidecarCommand, error)
+	// Close ends the connection.
+	Close() error
+}
+
+// Waiter waits for the sidecar and attaches to it.
+type Waiter interface {
+	Wait(ctx context.Context) (Link, error)
+}
+
+// OutputFunc receives each chunk the process writes, as soon as it is read.
+type OutputFunc func(stream eventspb.Stream, data []byte)
+
+// Runner starts the step's process as the sidecar's Start describes.
+type Runner interface {
+	Start(argv []string, st *controlpb.Start, out OutputFunc) (Process, error)
+}
+
+// Process is the running step process.
+type Process interface {
+	// Done is closed once the process has ended and its output is read.
+	Done() <-chan struct{}
+	// Exited is how it ended; valid once Done is closed.
+	Exited() *controlpb.Exited
+	// Stop signals the process to end and kills it after grace. Exited
+	// records why, unless the process had already ended.
+	Stop(grace time.Duration, why StopReason)
+}
+
+// StopReason is why the entrypoint stops the process.
+type StopReason int
+
+const (
+	StopAborted  StopReason = iota + 1 // the ATC aborted the step, or the pod is going
+	StopTimedOut                       // the step's timeout passed
+)
+
+func (r StopReason) String() string {
+	switch r {
+	case StopAborted:
+		return "aborted"
+	case StopTimedOut:
+		return "timed out"
+	}
+	return fmt.Sprintf("StopReason(%d)", int(r))
+}
+
 // RunEntrypoint waits for the sidecar's go-ahead, runs the process, reports
 // its output and exit, stays for intercept sessions until released and
 // returns the exit code the container should exit with.
 func RunEntrypoint(ctx context.Context, cfg EntrypointConfig) int {
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.NewTextHandler(cfg.Stderr, nil))
-	}
-	if len(cfg.Argv) == 0 {
-		fmt.Fprintln(cfg.Stderr, "porter entrypoint: no command given (usage: porter entrypoint -- CMD [ARGS...])")
-		return ExitSetupFailed
-	}
-	if err := waitForSocket(ctx, cfg.SocketPath); err != nil {
-		fmt.Fprintf(cfg.Stderr, "porter entrypoint: %v\n", err)
-		return ExitSetupFailed
-	}
-	conn, err := grpc.NewClient("unix://"+cfg.SocketPath, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", cfg.SocketPath)
-		}))
-	if err != nil {
-		fmt.Fprintf(cfg.Stderr, "porter entrypoint: connect to sidecar: %v\n", err)
-		return ExitSetupFailed
-	}
-	defer conn.Close()
-	streamCtx, cancelStream := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelStream()
-	stream, err := controlpb.NewControlClient(conn).Attach(streamCtx, grpc.WaitForReady(true))
-	if err != nil {
-		fmt.Fprintf(cfg.Stderr, "porter entrypoint: attach to sidecar: %v\n", err)
-		return ExitSetupFailed
-	}
-	e := &entrypoint{cfg: cfg, stream: stream, send: make(chan *controlpb.EntrypointMessage, 64), sessions: map[string]*session{},
-		memory: cgroupFS{root: cgroupRoot}}
-	go e.sender()
-	e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Waiting{Waiting: &controlpb.Waiting{Argv: cfg.Argv, Pid: int32(os.Getpid())}}})
-	return e.run(ctx)
+	e := NewEntrypointer(cfg, socketWaiter{path: cfg.SocketPath},
+		execRunner{stderr: cfg.Stderr, memory: cgroupFS{root: cgroupRoot}})
+	return e.Run(ctx)
 }
 
-// waitForSocket returns once path exists, watching its directory rather than polling.
-func waitForSocket(ctx context.Context, path string) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create control socket directory %s: %w", dir, err)
-	}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("watch for the control socket: %w", err)
-	}
-	defer w.Close()
-	if err := w.Add(dir); err != nil {
-		return fmt.Errorf("watch %s: %w", dir, err)
-	}
-	// Checked after the watch is in place so a socket created in between is not missed.
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return nil
-		}
-		select {
-		case <-w.Events:
-		case err := <-w.Errors:
-			return fmt.Errorf("watch %s: %w", dir, err)
-		case <-ctx.Done():
-			return fmt.Errorf("wait for the sidecar's control socket %s: %w", path, ctx.Err())
-		}
-	}
-}
-
-type entrypoint struct {
+// Entrypointer is the in-container side of a step: what it does with the
+// sidecar's commands, with the process, the socket and the clock's effects
+// behind Waiter and Runner so the logic is testable without processes.
+type Entrypointer struct {
 	cfg    EntrypointConfig
-	stream controlpb.Control_AttachClient
+	waiter Waiter
+	runner Runner
 	send   chan *controlpb.EntrypointMessage
 
 	mu       sync.Mutex
 	sessions map[string]*session
 	start    *controlpb.Start
-	// memory is the container's memory cgroup, read to tell an OOM kill.
-	memory memoryCgroup
 }
 
-// sender is the stream's only writer. Once the stream breaks it keeps
+// NewEntrypointer returns an Entrypointer for cfg.Argv; cfg.SocketPath is
+// the waiter's business.
+func NewEntrypointer(cfg EntrypointConfig, w Waiter, r Runner) *Entrypointer {
+	if cfg.Stdout == nil {
+		cfg.Stdout = io.Discard
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = io.Discard
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(cfg.Stderr, nil))
+	}
+	return &Entrypointer{cfg: cfg, waiter: w, runner: r,
+		send: make(chan *controlpb.EntrypointMessage, 64), sessions: map[string]*session{}}
+}
+
+// epState is where the entrypoint is in a step's life.
+type epState int
+
+const (
+	waitingForStart epState = iota // attached; the process has not been started
+	running                        // the process is running
+	exited                         // the process ended or could not start; waiting for Release
+)
+
+// Run attaches to the sidecar, follows its commands until released (or
+// until the sidecar is gone) and returns the container's exit code.
+func (e *Entrypointer) Run(ctx context.Context) int {
+	if len(e.cfg.Argv) == 0 {
+		fmt.Fprintln(e.cfg.Stderr, "porter entrypoint: no command given (usage: porter entrypoint -- CMD [ARGS...])")
+		return ExitSetupFailed
+	}
+	link, err := e.waiter.Wait(ctx)
+	if err != nil {
+		fmt.Fprintf(e.cfg.Stderr, "porter entrypoint: %v\n", err)
+		return ExitSetupFailed
+	}
+	defer link.Close()
+	go e.sender(link)
+	e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Waiting{Waiting: &controlpb.Waiting{Argv: e.cfg.Argv, Pid: int32(os.Getpid())}}})
+	return e.loop(ctx, link)
+}
+
+// sender is the link's only writer. Once the link breaks it keeps
 // draining so the process's output is never blocked on a gone sidecar.
-func (e *entrypoint) sender() {
+func (e *Entrypointer) sender(link Link) {
 	broken := false
 	for msg := range e.send {
 		if broken {
 			continue
 		}
-		if err := e.stream.Send(msg); err != nil {
+		if err := link.Send(msg); err != nil {
 			e.cfg.Log.Warn("lost the sidecar; output now goes only to the container log", "err", err)
 			broken = true
 		}
 	}
 }
 
-func (e *entrypoint) post(msg *controlpb.EntrypointMessage) { e.send <- msg }
+func (e *Entrypointer) post(msg *controlpb.EntrypointMessage) { e.send <- msg }
 
-// process is the running step process.
-type process struct {
-	cmd      *exec.Cmd
-	done     chan struct{}
-	exited   *controlpb.Exited
-	mu       sync.Mutex
-	aborted  bool
-	timedOut bool
+// output sends a chunk of the process's output to the container's own
+// stream and to the sidecar.
+func (e *Entrypointer) output(stream eventspb.Stream, data []byte) {
+	local := e.cfg.Stdout
+	if stream == eventspb.Stream_STREAM_STDERR {
+		local = e.cfg.Stderr
+	}
+	now := timestamppb.Now()
+	_, _ = local.Write(data)
+	e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Output{Output: &controlpb.Output{Stream: stream, Data: data, Time: now}}})
 }
 
-func (e *entrypoint) run(ctx context.Context) int {
+func (e *Entrypointer) loop(ctx context.Context, link Link) int {
 	cmds := make(chan *controlpb.SidecarCommand)
 	recvErr := make(chan error, 1)
+	stopRecv := make(chan struct{})
+	defer close(stopRecv)
 	go func() {
 		for {
-			cmd, err := e.stream.Recv()
+			cmd, err := link.Recv()
 			if err != nil {
 				recvErr <- err
 				return
 			}
-			cmds <- cmd
+			select {
+			case cmds <- cmd:
+			case <-stopRecv:
+				return
+			}
 		}
 	}()
 
-	var proc *process
-	var procDone <-chan struct{}
-	exitCode := -1
+	state := waitingForStart
+	var proc Process
+	var timer *time.Timer
+	var timeout <-chan time.Time // armed while running with a step timeout
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	exitCode := 0 // valid once exited
 	sigTerm := ctx.Done()
 	for {
+		var procDone <-chan struct{}
+		if state == running {
+			procDone = proc.Done()
+		}
 		select {
 		case cmd := <-cmds:
 			switch m := cmd.Msg.(type) {
 			case *controlpb.SidecarCommand_Start:
-				if proc != nil {
+				if state != waitingForStart {
 					continue
 				}
 				e.mu.Lock()
 				e.start = m.Start
 				e.mu.Unlock()
-				p, err := e.startProcess(m.Start)
+				p, err := e.runner.Start(e.cfg.Argv, m.Start, e.output)
 				if err != nil {
 					fmt.Fprintf(e.cfg.Stderr, "porter entrypoint: %v\n", err)
 					e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Exited{Exited: &controlpb.Exited{
 						ExitStatus: ExitStartFailed, StartError: err.Error(), NotFound: errors.Is(err, fs.ErrNotExist)}}})
-					exitCode = ExitStartFailed
+					state, exitCode = exited, ExitStartFailed
 					continue
 				}
-				proc, procDone = p, p.done
+				state, proc = running, p
+				if t := m.Start.GetTimeout(); t != nil && t.AsDuration() > 0 {
+					timer = time.NewTimer(t.AsDuration())
+					timeout = timer.C
+				}
 			case *controlpb.SidecarCommand_Fail:
+				// Sent only for a step whose process never ran.
 				fmt.Fprintf(e.cfg.Stderr, "porter: step cannot run: %s\n", m.Fail.GetMessage())
 				return int(max(m.Fail.GetExitStatus(), 1))
 			case *controlpb.SidecarCommand_Abort:
-				if proc != nil {
-					proc.stop(e.killGrace(), func(p *process) { p.aborted = true })
+				if state == running {
+					proc.Stop(e.killGrace(), StopAborted)
 				}
 			case *controlpb.SidecarCommand_Release:
-				if proc != nil && exitCode < 0 {
+				if state == running {
 					continue // released before the process ended: ignore
 				}
 				e.closeSessions()
-				return max(exitCode, 0)
+				return exitCode
 			case *controlpb.SidecarCommand_SessionOpen:
 				e.openSession(m.SessionOpen)
 			case *controlpb.SidecarCommand_SessionInput:
@@ -209,194 +264,54 @@ func (e *entrypoint) run(ctx context.Context) int {
 				e.session(m.SessionClose.GetSessionId()).close()
 			}
 		case <-procDone:
-			procDone = nil
-			exitCode = int(proc.exited.GetExitStatus())
-			e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Exited{Exited: proc.exited}})
+			state, exitCode, timeout = exited, int(proc.Exited().GetExitStatus()), nil
+			e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Exited{Exited: proc.Exited()}})
+		case <-timeout:
+			timeout = nil
+			fmt.Fprintf(e.cfg.Stderr, "porter: timeout %s exceeded; stopping the process\n", e.startTimeout())
+			proc.Stop(e.killGrace(), StopTimedOut)
 		case err := <-recvErr:
 			// Without the sidecar nobody can release us: finish the process
 			// (its output still reaches the container log) and exit with its code.
 			e.cfg.Log.Warn("sidecar connection closed", "err", err)
-			if proc == nil {
-				if exitCode >= 0 {
-					return exitCode
-				}
+			switch state {
+			case waitingForStart:
 				fmt.Fprintf(e.cfg.Stderr, "porter entrypoint: the sidecar went away before the step started: %v\n", err)
 				return ExitSetupFailed
+			case running:
+				<-proc.Done()
+				exitCode = int(proc.Exited().GetExitStatus())
 			}
-			<-proc.done
 			e.closeSessions()
-			return int(proc.exited.GetExitStatus())
+			return exitCode
 		case <-sigTerm:
 			// The pod is being deleted: stop the process group and go.
 			sigTerm = nil
-			if proc == nil {
+			switch state {
+			case waitingForStart:
 				return ExitSetupFailed
+			case running:
+				proc.Stop(e.killGrace(), StopAborted)
+				<-proc.Done()
+				exitCode = int(proc.Exited().GetExitStatus())
 			}
-			proc.stop(e.killGrace(), func(p *process) { p.aborted = true })
-			<-proc.done
 			e.closeSessions()
-			return int(proc.exited.GetExitStatus())
+			return exitCode
 		}
 	}
 }
 
-func (e *entrypoint) killGrace() time.Duration {
+func (e *Entrypointer) killGrace() time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.start != nil && e.start.GetKillGrace() != nil {
 		return e.start.GetKillGrace().AsDuration()
 	}
-	return 10 * time.Second
+	return defaultKillGrace
 }
 
-// startProcess starts the step's process in its own process group.
-func (e *entrypoint) startProcess(st *controlpb.Start) (*process, error) {
-	cred, home, err := lookupUser(st.GetUser())
-	if err != nil {
-		return nil, err
-	}
-	if dir := st.GetDir(); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("create working directory %s: %w", dir, err)
-		}
-	}
-	argv := e.cfg.Argv
-	env := processEnv(os.Environ(), st.GetEnv(), home, cred != nil)
-	path, err := lookPath(argv[0], env)
-	if err != nil {
-		return nil, fmt.Errorf("start %q: %w", argv[0], err)
-	}
-	// A missing command is told apart from other start errors: for a
-	// resource step it means the type's image is not a resource type.
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("start %q: %w", argv[0], err)
-	}
-	cmd := &exec.Cmd{Path: path, Args: argv, Dir: st.GetDir(), Env: env,
-		SysProcAttr: processAttr(cred, true)}
-	if st.GetHasStdin() {
-		cmd.Stdin = strings.NewReader(string(st.GetStdin()))
-	}
-	stdoutR, stdoutW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("create stdout pipe: %w", err)
-	}
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		stdoutR.Close()
-		stdoutW.Close()
-		return nil, fmt.Errorf("create stderr pipe: %w", err)
-	}
-	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
-	oom := startOOMWatch(e.memory)
-	if err := cmd.Start(); err != nil {
-		for _, f := range []*os.File{stdoutR, stdoutW, stderrR, stderrW} {
-			f.Close()
-		}
-		return nil, fmt.Errorf("start %q: %w", argv[0], err)
-	}
-	stdoutW.Close()
-	stderrW.Close()
-
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	var copiers sync.WaitGroup
-	copiers.Add(2)
-	go e.copyOutput(&copiers, stdoutR, e.cfg.Stdout, eventspb.Stream_STREAM_STDOUT)
-	go e.copyOutput(&copiers, stderrR, e.cfg.Stderr, eventspb.Stream_STREAM_STDERR)
-
-	var timer *time.Timer
-	if t := st.GetTimeout(); t != nil && t.AsDuration() > 0 {
-		timer = time.AfterFunc(t.AsDuration(), func() {
-			fmt.Fprintf(e.cfg.Stderr, "porter: timeout %s exceeded; stopping the process\n", t.AsDuration())
-			p.stop(e.killGrace(), func(p *process) { p.timedOut = true })
-		})
-	}
-	go func() {
-		err := cmd.Wait()
-		if timer != nil {
-			timer.Stop()
-		}
-		// Background children may hold the pipes open: give them a moment,
-		// then stop reading so the step can finish.
-		deadline := time.Now().Add(2 * time.Second)
-		stdoutR.SetReadDeadline(deadline)
-		stderrR.SetReadDeadline(deadline)
-		copiers.Wait()
-		p.mu.Lock()
-		p.exited = exitOf(cmd.ProcessState, err)
-		p.exited.Aborted, p.exited.TimedOut = p.aborted, p.timedOut
-		oom.mark(p.exited)
-		p.mu.Unlock()
-		if p.exited.GetOomKilled() {
-			fmt.Fprintf(e.cfg.Stderr, "porter: %s\n", OutOfMemoryMessage(p.exited.GetMemoryLimit()))
-		}
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// copyOutput sends each chunk the process writes to the sidecar as soon as
-// it is read (low latency) and to the container's own stream.
-func (e *entrypoint) copyOutput(wg *sync.WaitGroup, r *os.File, local io.Writer, stream eventspb.Stream) {
-	defer wg.Done()
-	defer r.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			data := append([]byte(nil), buf[:n]...)
-			now := timestamppb.Now()
-			local.Write(data)
-			e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Output{Output: &controlpb.Output{Stream: stream, Data: data, Time: now}}})
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// stop signals the process group TERM, then KILL after grace.
-func (p *process) stop(grace time.Duration, mark func(*process)) {
-	p.mu.Lock()
-	if p.exited != nil {
-		p.mu.Unlock()
-		return
-	}
-	mark(p)
-	p.mu.Unlock()
-	terminateGroup(p.cmd.Process)
-	go func() {
-		select {
-		case <-p.done:
-		case <-time.After(grace):
-			killGroup(p.cmd.Process)
-		}
-	}()
-}
-
-func exitOf(state *os.ProcessState, waitErr error) *controlpb.Exited {
-	if state == nil {
-		return &controlpb.Exited{ExitStatus: ExitStartFailed, StartError: fmt.Sprint(waitErr)}
-	}
-	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return &controlpb.Exited{ExitStatus: int32(128 + int(ws.Signal())), Signal: ws.Signal().String()}
-	}
-	return &controlpb.Exited{ExitStatus: int32(state.ExitCode())}
-}
-
-// processEnv is the container's environment without porter's own setting
-// (the control socket: the only one the main container gets), plus the
-// step's extra variables; HOME follows a switched user. Params whose names
-// start with PORTER_ are the user's and reach the process.
-func processEnv(base, extra []string, home string, switched bool) []string {
-	env := make([]string, 0, len(base)+len(extra)+1)
-	for _, kv := range base {
-		if strings.HasPrefix(kv, "PORTER_SOCKET=") || (switched && strings.HasPrefix(kv, "HOME=")) {
-			continue
-		}
-		env = append(env, kv)
-	}
-	if switched && home != "" {
-		env = append(env, "HOME="+home)
-	}
-	return append(env, extra...)
+func (e *Entrypointer) startTimeout() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.start.GetTimeout().AsDuration()
 }

@@ -24,13 +24,13 @@ type session struct {
 	post  func(*controlpb.EntrypointMessage)
 }
 
-func (e *entrypoint) session(id string) *session {
+func (e *Entrypointer) session(id string) *session {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.sessions[id]
 }
 
-func (e *entrypoint) openSession(open *eventspb.SessionOpen) {
+func (e *Entrypointer) openSession(open *eventspb.SessionOpen) {
 	s, err := e.startSession(open)
 	if err != nil {
 		e.post(sessionMsg(&eventspb.SessionOutput{SessionId: open.GetSessionId(), Exited: true, ExitStatus: -1, Error: err.Error()}))
@@ -45,7 +45,7 @@ func sessionMsg(out *eventspb.SessionOutput) *controlpb.EntrypointMessage {
 	return &controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_SessionOutput{SessionOutput: out}}
 }
 
-func (e *entrypoint) startSession(open *eventspb.SessionOpen) (*session, error) {
+func (e *Entrypointer) startSession(open *eventspb.SessionOpen) (*session, error) {
 	e.mu.Lock()
 	st := e.start
 	e.mu.Unlock()
@@ -172,7 +172,7 @@ func (s *session) close() {
 	killGroup(s.cmd.Process)
 }
 
-func (e *entrypoint) closeSessions() {
+func (e *Entrypointer) closeSessions() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, s := range e.sessions {

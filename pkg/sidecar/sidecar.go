@@ -87,6 +87,31 @@ type Config struct {
 // Result is how the step ended, as recorded in result.json.
 type Result = api.StepResult
 
+// StepResult is how a step ended in one word (Result.Result).
+type StepResult = api.Outcome
+
+const (
+	Succeeded = api.Succeeded
+	Failed    = api.Failed
+	Errored   = api.Errored
+	Aborted   = api.Aborted
+)
+
+// resultEvent is a step result as the ATC's events carry it.
+func resultEvent(r StepResult) eventspb.Result {
+	switch r {
+	case Succeeded:
+		return eventspb.Result_RESULT_SUCCEEDED
+	case Failed:
+		return eventspb.Result_RESULT_FAILED
+	case Errored:
+		return eventspb.Result_RESULT_ERRORED
+	case Aborted:
+		return eventspb.Result_RESULT_ABORTED
+	}
+	return eventspb.Result_RESULT_UNSPECIFIED
+}
+
 // Transfer is one artifact moved in or out of the step.
 type Transfer = api.StepArtifact
 
@@ -208,7 +233,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	cancelFlush()
 	// A person who aborted a step asked for it to stop: it is not kept.
-	if res.Result != "ABORTED" {
+	if res.Result != Aborted {
 		r.keepAlive(ctx)
 	}
 	r.releaseEntrypoint(ctx)
@@ -325,16 +350,16 @@ func (r *run) execute(ctx context.Context) *Result {
 	endSpan(span, err)
 	res.Inputs, res.Caches = inputs, caches
 	if reason := r.abortReason(); reason != "" {
-		return r.failBeforeStart(ctx, res, "ABORTED", reason, 130)
+		return r.failBeforeStart(ctx, res, Aborted, reason, 130)
 	}
 	if err != nil {
-		return r.failBeforeStart(ctx, res, "ERRORED", err.Error(), 1)
+		return r.failBeforeStart(ctx, res, Errored, err.Error(), 1)
 	}
 	r.log.Info("inputs ready", "inputs", len(inputs), "caches", len(caches))
 
 	waiting, err := r.waitForEntrypoint(ctx)
 	if err != nil {
-		return r.failBeforeStart(ctx, res, resultFor(r.abortReason(), "ERRORED"), errOr(r.abortReason(), err), 1)
+		return r.failBeforeStart(ctx, res, resultFor(r.abortReason(), Errored), errOr(r.abortReason(), err), 1)
 	}
 	// The milestones are logged at Info: they are few per step, and their
 	// timestamps are how a slow step start is taken apart (see docs).
@@ -353,12 +378,12 @@ func (r *run) execute(ctx context.Context) *Result {
 	case a.StdinSecret:
 		stdin, err := readStdin(r.cfg.StdinFile)
 		if err != nil {
-			return r.failBeforeStart(ctx, res, "ERRORED", err.Error(), 1)
+			return r.failBeforeStart(ctx, res, Errored, err.Error(), 1)
 		}
 		start.Stdin, start.HasStdin = stdin, true
 	}
 	if err := r.ctl.send(ctx, &controlpb.SidecarCommand{Msg: &controlpb.SidecarCommand_Start{Start: start}}); err != nil {
-		return r.failBeforeStart(ctx, res, "ERRORED", fmt.Sprintf("start the process: %v", err), 1)
+		return r.failBeforeStart(ctx, res, Errored, fmt.Sprintf("start the process: %v", err), 1)
 	}
 	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_RUNNING, "")
 
@@ -369,35 +394,35 @@ func (r *run) execute(ctx context.Context) *Result {
 		span.SetAttributes(attribute.Int("porter.run.exit_status", int(exited.GetExitStatus())))
 	}
 	if err != nil {
-		res.Result, res.ExitStatus, res.Error = resultFor(r.abortReason(), "ERRORED"), -1, errOr(r.abortReason(), err)
+		res.Result, res.ExitStatus, res.Error = resultFor(r.abortReason(), Errored), -1, errOr(r.abortReason(), err)
 		return res
 	}
 	res.ExitStatus, res.TimedOut, res.Signal = exited.GetExitStatus(), exited.GetTimedOut(), exited.GetSignal()
 	switch {
 	case exited.GetStartError() != "":
-		res.Result, res.Error = "ERRORED", exited.GetStartError()
+		res.Result, res.Error = Errored, exited.GetStartError()
 		if r.response != nil && exited.GetNotFound() {
 			res.Error = fmt.Sprintf("the resource type's image has no %s", a.Run.Path)
 		}
 		return res
 	case exited.GetAborted() || r.abortReason() != "":
-		res.Result, res.Error = "ABORTED", errOr(r.abortReason(), errors.New("aborted"))
+		res.Result, res.Error = Aborted, errOr(r.abortReason(), errors.New("aborted"))
 		return res
 	case exited.GetTimedOut():
-		res.Result, res.Error = "FAILED", fmt.Sprintf("timeout %s exceeded", a.Timeout.Duration)
+		res.Result, res.Error = Failed, fmt.Sprintf("timeout %s exceeded", a.Timeout.Duration)
 		return res
 	case exited.GetOomKilled():
-		res.Result, res.OOMKilled, res.Error = "FAILED", true, OutOfMemoryMessage(exited.GetMemoryLimit())
+		res.Result, res.OOMKilled, res.Error = Failed, true, OutOfMemoryMessage(exited.GetMemoryLimit())
 		return res
 	case exited.GetExitStatus() != 0:
-		res.Result = "FAILED"
+		res.Result = Failed
 		return res
 	}
 
 	if r.response != nil {
 		body, err := r.response.body()
 		if err != nil {
-			res.Result, res.Error = "ERRORED", err.Error()
+			res.Result, res.Error = Errored, err.Error()
 			return res
 		}
 		r.responseBody = body
@@ -418,15 +443,15 @@ func (r *run) execute(ctx context.Context) *Result {
 	endSpan(span, err)
 	cancelUpload()
 	if reason := r.abortReason(); reason != "" {
-		res.Result, res.Error = "ABORTED", reason
+		res.Result, res.Error = Aborted, reason
 		return res
 	}
 	res.Outputs, res.Caches = outputs, append(res.Caches, savedCaches...)
 	if err != nil {
-		res.Result, res.Error = "ERRORED", err.Error()
+		res.Result, res.Error = Errored, err.Error()
 		return res
 	}
-	res.Result = "SUCCEEDED"
+	res.Result = Succeeded
 	return res
 }
 
@@ -442,9 +467,9 @@ func readStdin(path string) ([]byte, error) {
 	return b, nil
 }
 
-func resultFor(abortReason, otherwise string) string {
+func resultFor(abortReason string, otherwise StepResult) StepResult {
 	if abortReason != "" {
-		return "ABORTED"
+		return Aborted
 	}
 	return otherwise
 }
@@ -458,7 +483,7 @@ func errOr(abortReason string, err error) string {
 
 // failBeforeStart ends a step whose process never ran; the entrypoint is
 // told (by releaseEntrypoint) so it exits instead of waiting.
-func (r *run) failBeforeStart(ctx context.Context, res *Result, result, msg string, exit int32) *Result {
+func (r *run) failBeforeStart(ctx context.Context, res *Result, result StepResult, msg string, exit int32) *Result {
 	res.Result, res.Error, res.ExitStatus = result, msg, exit
 	r.emit(ctx, &eventspb.Event{Payload: &eventspb.Event_Error{Error: &eventspb.Error{Message: msg}}})
 	r.mu.Lock()
@@ -677,15 +702,15 @@ func compact(ts []Transfer) []Transfer {
 // finish writes the audit record and reports the end of the step; it returns
 // the finish event's sequence number.
 func (r *run) finish(ctx context.Context, res *Result) uint64 {
-	fin := &eventspb.StepFinished{Result: eventspb.Result(eventspb.Result_value["RESULT_"+res.Result]), ExitStatus: res.ExitStatus, Error: res.Error,
+	fin := &eventspb.StepFinished{Result: resultEvent(res.Result), ExitStatus: res.ExitStatus, Error: res.Error,
 		OomKilled: res.OOMKilled}
-	if res.Result == "SUCCEEDED" {
+	if res.Result == Succeeded {
 		fin.Response = r.responseBody
 	}
 	for _, o := range res.Outputs {
 		fin.Outputs = append(fin.Outputs, &eventspb.ArtifactUploaded{Name: o.Name, Key: o.Key, Size: o.Size, Digest: o.Digest})
 	}
-	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_FINISHED, res.Result)
+	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_FINISHED, string(res.Result))
 	select {
 	case <-r.actionWritten:
 	case <-ctx.Done():
