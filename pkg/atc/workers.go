@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -259,10 +260,12 @@ func (s *Server) placeStep(ctx context.Context, b *build, origin events.Origin, 
 			b.log.appendEvent(events.Log{Time: time.Now().Unix(), Origin: origin, Payload: msg + "\n"}, "", 0)
 			said = msg
 		}
+		// Jittered, so that steps waiting for the same worker do not all
+		// ask again in the same instant.
 		select {
 		case <-ctx.Done():
 			return nil, interrupted(ctx)
-		case <-time.After(time.Second):
+		case <-time.After(wait.Jitter(time.Second, 0.5)):
 		}
 	}
 }

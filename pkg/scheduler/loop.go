@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/porter-ci/porter/pkg/db"
 )
 
@@ -68,7 +70,8 @@ func (l *Loop) Run(ctx context.Context) {
 			l.Log.Warn("scheduling", "err", err)
 		}
 		if !ran && ctx.Err() == nil {
-			retry.Reset(lockRetry)
+			// Servers that lost the lock together retry apart.
+			retry.Reset(wait.Jitter(lockRetry, 1))
 		}
 	}
 }
