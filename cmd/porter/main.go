@@ -17,7 +17,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -127,16 +126,8 @@ func installedName() string {
 	return "porter"
 }
 
-// sidecarMemoryLimit is the sidecar's soft Go memory limit unless GOMEMLIMIT
-// says otherwise: the step's memory limit covers the sidecar too, and
-// without it a multi-GiB transfer lets the heap grow to twice its live size.
-const sidecarMemoryLimit = 48 << 20
-
 func runSidecar(ctx context.Context, log *slog.Logger) error {
 	log.Info("sidecar starting", "version", sidecar.Version)
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(sidecarMemoryLimit)
-	}
 	raw := os.Getenv(action.EnvVar)
 	if raw == "" {
 		return fmt.Errorf("%s is not set: the sidecar needs the step's action", action.EnvVar)
