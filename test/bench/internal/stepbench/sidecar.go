@@ -28,13 +28,12 @@ type Sidecar struct {
 	cancel context.CancelFunc
 	recv   chan struct{} // closed when the receiver ends
 
-	// window: only events sent in [from, to) have their ack latency kept,
-	// only acks received in it are counted.
-	from, to time.Time
-
 	nextSeq uint64 // the sender's alone
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// The measured window: only events sent in [from, to) have their ack
+	// latency kept, only acks received in it are counted.
+	from, to  time.Time
 	pending   []sentEvent // unacknowledged, in order
 	acked     uint64
 	changed   chan struct{} // closed and replaced on every ack
@@ -49,9 +48,8 @@ type sentEvent struct {
 }
 
 // Connect opens step i's stream on conn (the caller's: one per sidecar, or
-// shared) and waits for the ATC's resume point. Ack latencies are kept for
-// events sent within [from, to).
-func Connect(ctx context.Context, srv *Server, conn *grpc.ClientConn, i int, from, to time.Time) (*Sidecar, error) {
+// shared) and waits for the ATC's resume point.
+func Connect(ctx context.Context, srv *Server, conn *grpc.ClientConn, i int) (*Sidecar, error) {
 	stepID := StepID(i)
 	token, err := srv.Keys.Mint(stepID, 24*time.Hour)
 	if err != nil {
@@ -78,7 +76,7 @@ func Connect(ctx context.Context, srv *Server, conn *grpc.ClientConn, i int, fro
 		return nil, fmt.Errorf("step %s: first message is %T, want an ack", stepID, first.Msg)
 	}
 	c := &Sidecar{StepID: stepID, conn: conn, stream: stream, cancel: cancel, recv: make(chan struct{}),
-		from: from, to: to, nextSeq: first.GetAck().GetSeq() + 1, acked: first.GetAck().GetSeq(), changed: make(chan struct{})}
+		nextSeq: first.GetAck().GetSeq() + 1, acked: first.GetAck().GetSeq(), changed: make(chan struct{})}
 	go c.receive()
 	return c, nil
 }
@@ -100,8 +98,8 @@ func (c *Sidecar) receive() {
 			continue // commands: none are given in a benchmark
 		}
 		now := time.Now()
-		inWindow := !now.Before(c.from) && now.Before(c.to)
 		c.mu.Lock()
+		inWindow := !now.Before(c.from) && now.Before(c.to)
 		n := 0
 		for n < len(c.pending) && c.pending[n].seq <= a.GetSeq() {
 			at := c.pending[n].at
@@ -119,6 +117,14 @@ func (c *Sidecar) receive() {
 		c.changed = make(chan struct{})
 		c.mu.Unlock()
 	}
+}
+
+// SetWindow sets the measured window: ack latencies are kept for events
+// sent within [from, to), and acks received within it are counted.
+func (c *Sidecar) SetWindow(from, to time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.from, c.to = from, to
 }
 
 // Send numbers and sends one output event; only one goroutine may send.
@@ -163,6 +169,12 @@ func (c *Sidecar) WaitAcked(ctx context.Context, seq uint64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// WaitAllAcked blocks until every event sent is acknowledged; call it
+// once the sender is done.
+func (c *Sidecar) WaitAllAcked(ctx context.Context) error {
+	return c.WaitAcked(ctx, c.nextSeq-1)
 }
 
 // Results are the ack latencies of the events sent within the window and
