@@ -256,6 +256,11 @@ func measure(ctx context.Context, c config, blob blobstore.Config, dir string, p
 	if err != nil {
 		return result{}, err
 	}
+	if opts.MemProfile != "" {
+		if err := srv.HeapProfile(); err != nil {
+			return result{}, err
+		}
+	}
 	wg.Wait()
 
 	// Every event sent is acknowledged before the streams close.
@@ -309,7 +314,7 @@ func sendPaced(ctx context.Context, car *stepbench.Sidecar, rate float64, interv
 		// Catch up on what is due, so the average rate is exact even when
 		// a tick comes late or a send blocks.
 		due := int(time.Since(begin).Seconds() * rate)
-		for ; sent < due; sent++ {
+		for ; sent < due && ctx.Err() == nil; sent++ {
 			if _, err := car.Send(outputLine(car, sent, line)); err != nil {
 				return err
 			}

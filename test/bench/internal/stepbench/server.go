@@ -27,8 +27,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -76,7 +76,8 @@ type Options struct {
 	// Limits are the stepserver's (zero: its defaults).
 	Limits stepserver.Limits
 	// CPUProfile and MemProfile, when set, are where the child writes its
-	// CPU profile (from start to stop) and its heap profile (at stop).
+	// CPU profile (from start to stop) and its heap profile (on
+	// HeapProfile).
 	CPUProfile, MemProfile string
 	// Stderr receives the child's log (nil: discarded).
 	Stderr io.Writer
@@ -209,6 +210,15 @@ func (s *Server) Stop() (Usage, error) {
 		return u, fmt.Errorf("the server child: %w", err)
 	}
 	return u, nil
+}
+
+// HeapProfile asks the child to write its heap profile (Options.MemProfile)
+// now, as of its last garbage collection.
+func (s *Server) HeapProfile() error {
+	if _, err := io.WriteString(s.stdin, "heap\n"); err != nil {
+		return fmt.Errorf("ask the server child for a heap profile: %w", err)
+	}
+	return nil
 }
 
 // Kill ends the child at once (after a failure).
@@ -387,24 +397,50 @@ func serve(args []string) (err error) {
 	go func() { served <- gs.Serve(ln) }()
 	fmt.Printf("listening %s\n", ln.Addr())
 
-	// The parent closes stdin to stop the child.
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	// The parent asks for a heap profile with a line "heap", and closes
+	// stdin to stop the child; a signal stops it too.
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+wait:
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				break wait
+			}
+			if line == "heap" && *memProfile != "" {
+				if err := writeHeapProfile(*memProfile); err != nil {
+					return err
+				}
+			}
+		case <-sigs:
+			break wait
+		}
+	}
 	gs.Stop()
 	start := time.Now()
 	err = finish()
 	fmt.Fprintf(os.Stderr, "server child: finished every build in %s\n", time.Since(start).Round(time.Millisecond))
-	if *memProfile != "" {
-		f, ferr := os.Create(*memProfile)
-		if ferr != nil {
-			return errors.Join(err, ferr)
-		}
-		runtime.GC()
-		err = errors.Join(err, pprof.WriteHeapProfile(f), f.Close())
-	}
 	if serr := <-served; serr != nil && !errors.Is(serr, grpc.ErrServerStopped) {
 		err = errors.Join(err, serr)
 	}
 	return err
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
 }
 
 // discardSink acknowledges every event and keeps none.
