@@ -113,6 +113,35 @@ type chunkSource struct {
 	prefix  string // e.g. atc/events/000000000042/
 	index   chunkIndex
 	buildID int64
+	// enc compresses chunks (nil: an encoder of its own per chunk). One
+	// encoder serves every build: making one per chunk allocates megabytes,
+	// which a thousand running builds flushing many times a second turn
+	// into most of the server's CPU and memory.
+	enc *zstd.Encoder
+}
+
+// newChunkEncoder returns the encoder the server's builds share.
+func newChunkEncoder() (*zstd.Encoder, error) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		return nil, fmt.Errorf("build log chunk encoder: %w", err)
+	}
+	return enc, nil
+}
+
+// compress is a chunk's stored form of its JSON lines.
+func (c chunkSource) compress(raw []byte) ([]byte, error) {
+	enc := c.enc
+	if enc == nil {
+		var err error
+		if enc, err = newChunkEncoder(); err != nil {
+			return nil, err
+		}
+		defer enc.Close()
+	}
+	// EncodeAll may be called concurrently: the encoder hands each call
+	// one of its GOMAXPROCS internal encoders.
+	return enc.EncodeAll(raw, nil), nil
 }
 
 // list returns the chunks' keys and first record IDs, in order.
@@ -353,21 +382,23 @@ func (l *buildLog) flush(ctx context.Context) {
 		return
 	}
 	l.mu.Unlock()
-	var buf bytes.Buffer
-	enc, _ := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedFastest))
-	je := json.NewEncoder(enc)
+	var raw bytes.Buffer
+	je := json.NewEncoder(&raw)
 	for _, r := range pending {
 		if err := je.Encode(r); err != nil {
-			enc.Close()
 			l.setFlushErr(fmt.Errorf("encode build log record %d: %w", r.ID, err))
 			return
 		}
 	}
-	enc.Close()
 	// A retry after a failed write uses the same key with more records: the
 	// later object is a superset, and readers skip IDs they have seen.
 	key := chunkKey(l.src.prefix, from+1)
-	if _, err := l.src.store.Put(ctx, key, bytes.NewReader(buf.Bytes()), int64(buf.Len()), blobstore.PutOptions{ContentType: "application/zstd"}); err != nil {
+	data, err := l.src.compress(raw.Bytes())
+	if err != nil {
+		l.setFlushErr(fmt.Errorf("compress build log chunk %s: %w", key, err))
+		return
+	}
+	if _, err := l.src.store.Put(ctx, key, bytes.NewReader(data), int64(len(data)), blobstore.PutOptions{ContentType: "application/zstd"}); err != nil {
 		l.setFlushErr(fmt.Errorf("write build log chunk %s: %w", key, err))
 		return
 	}

@@ -27,12 +27,16 @@ type LogSink struct {
 
 // NewLogSink returns a sink writing build logs to store, each build's
 // output capped at maxBuildLogBytes (0: no cap), as --max-build-log-bytes does.
-func NewLogSink(store blobstore.Store, maxBuildLogBytes int64, log *slog.Logger) *LogSink {
+func NewLogSink(store blobstore.Store, maxBuildLogBytes int64, log *slog.Logger) (*LogSink, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &LogSink{s: &Server{cfg: Config{MaxBuildLogBytes: maxBuildLogBytes}, log: log, store: store,
-		builds: map[int64]*build{}, steps: map[string]*stepState{}}}
+	enc, err := newChunkEncoder()
+	if err != nil {
+		return nil, err
+	}
+	return &LogSink{s: &Server{cfg: Config{MaxBuildLogBytes: maxBuildLogBytes}, log: log, store: store, chunkEnc: enc,
+		builds: map[int64]*build{}, steps: map[string]*stepState{}}}, nil
 }
 
 // LastSeq implements stepserver.Sink.

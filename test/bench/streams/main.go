@@ -6,13 +6,15 @@
 // the sidecars are simulated in this process, each with its own connection
 // and stream, sending 100-byte output lines as events and waiting for acks.
 //
-// Phases, each against a fresh server child:
+// Phases (-phases), each against a fresh server child, each a load and a
+// sink:
 //   - paced: every sidecar offers its share of -rate, in batches every
 //     -batch-interval (what its process wrote since the last one);
-//   - flat out: every sidecar keeps -window events in flight (a process
+//   - flat (out): every sidecar keeps -window events in flight (a process
 //     printing as fast as the ATC takes it): the ceiling;
-//   - baseline: flat out against the same stepserver with a sink that
-//     stores nothing, the cost of gRPC, TLS and the stepserver alone.
+//   - sink atc: the ATC's; sink discard, the baseline: the same stepserver
+//     with a sink that stores nothing, the cost of gRPC, TLS and the
+//     stepserver alone.
 //
 // It prints figures next to the goals and never fails on timing.
 //
@@ -60,9 +62,9 @@ type config struct {
 	window        int
 	warmup        time.Duration
 	duration      time.Duration
-	flatOut       bool
-	baseline      bool
+	phases        string
 	profileDir    string
+	stats         time.Duration
 }
 
 func main() {
@@ -76,8 +78,8 @@ func main() {
 	flag.IntVar(&c.window, "window", 256, "flat out: events each sidecar keeps in flight")
 	flag.DurationVar(&c.warmup, "warmup", 5*time.Second, "load before the measured window")
 	flag.DurationVar(&c.duration, "duration", 20*time.Second, "the measured window")
-	flag.BoolVar(&c.flatOut, "flat-out", true, "also run the flat-out phase")
-	flag.BoolVar(&c.baseline, "baseline", true, "also run the baseline (flat out, a sink that stores nothing)")
+	flag.StringVar(&c.phases, "phases", "paced/atc,flat/atc,flat/discard", "phases to run, each `load/sink`: load paced or flat (out), sink atc or discard (the baseline)")
+	flag.DurationVar(&c.stats, "stats", 0, "print the server child's rates this often (0: never)")
 	flag.StringVar(&c.profileDir, "profile", "", "write the server child's CPU and heap profiles here (one pair per phase)")
 	flag.Parse()
 
@@ -114,12 +116,24 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	phases := []*phase{{name: fmt.Sprintf("paced, %d ev/s offered", c.rate), sink: stepbench.SinkATC, paced: true}}
-	if c.flatOut {
-		phases = append(phases, &phase{name: fmt.Sprintf("flat out, %d in flight each", c.window), sink: stepbench.SinkATC})
-	}
-	if c.baseline {
-		phases = append(phases, &phase{name: fmt.Sprintf("baseline: flat out, %d in flight, sink stores nothing", c.window), sink: stepbench.SinkDiscard})
+	var phases []*phase
+	for _, spec := range strings.Split(c.phases, ",") {
+		load, sink, _ := strings.Cut(strings.TrimSpace(spec), "/")
+		p := &phase{sink: sink, paced: load == "paced"}
+		switch {
+		case sink != stepbench.SinkATC && sink != stepbench.SinkDiscard:
+			return fmt.Errorf("phase %q: the sink is atc or discard", spec)
+		case load == "paced":
+			p.name = fmt.Sprintf("paced, %d ev/s offered", c.rate)
+		case load == "flat":
+			p.name = fmt.Sprintf("flat out, %d in flight each", c.window)
+		default:
+			return fmt.Errorf("phase %q: the load is paced or flat", spec)
+		}
+		if sink == stepbench.SinkDiscard {
+			p.name = "baseline: " + p.name
+		}
+		phases = append(phases, p)
 	}
 	slog.Info("starting MinIO")
 	err = testenv.WithMinIOBucket(ctx, func(_ *testenv.MinIO, blob blobstore.Config) error {
@@ -146,7 +160,7 @@ func run(ctx context.Context, c config) error {
 
 func measure(ctx context.Context, c config, blob blobstore.Config, dir string, p *phase, n int) (result, error) {
 	opts := stepbench.Options{Dir: dir, Blob: blob, Sink: p.sink, Steps: c.sidecars, StepsPerBuild: c.stepsPerBuild,
-		MaxBuildLogBytes: 1 << 30, Stderr: os.Stderr}
+		MaxBuildLogBytes: 1 << 30, Stats: c.stats, Stderr: os.Stderr}
 	if c.profileDir != "" {
 		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
 			return result{}, err

@@ -79,6 +79,9 @@ type Options struct {
 	// CPU profile (from start to stop) and its heap profile (on
 	// HeapProfile).
 	CPUProfile, MemProfile string
+	// Stats, when set, is how often the child prints its rates (events,
+	// syncs, chunk writes) and heap on Stderr.
+	Stats time.Duration
 	// Stderr receives the child's log (nil: discarded).
 	Stderr io.Writer
 }
@@ -130,7 +133,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		"-max-build-log-bytes", strconv.FormatInt(opts.MaxBuildLogBytes, 10),
 		"-streams-per-conn", strconv.FormatUint(uint64(opts.Limits.StreamsPerConn), 10),
 		"-streams-per-step", strconv.Itoa(opts.Limits.StreamsPerStep),
-		"-cpuprofile", opts.CPUProfile, "-memprofile", opts.MemProfile}
+		"-cpuprofile", opts.CPUProfile, "-memprofile", opts.MemProfile, "-stats", opts.Stats.String()}
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Env = append(os.Environ(),
 		blobstore.EnvDriver+"="+opts.Blob.Driver, blobstore.EnvEndpoint+"="+opts.Blob.Endpoint,
@@ -315,7 +318,8 @@ func serve(args []string) (err error) {
 	perConn := fs.Uint("streams-per-conn", 0, "HTTP/2 streams per connection (0: default)")
 	perStep := fs.Int("streams-per-step", 0, "streams per step (0: default)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile here")
-	memProfile := fs.String("memprofile", "", "write a heap profile here at the end")
+	memProfile := fs.String("memprofile", "", "write a heap profile here when asked")
+	statsEvery := fs.Duration("stats", 0, "print the server's rates this often (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -345,6 +349,7 @@ func serve(args []string) (err error) {
 		return fmt.Errorf("load server certificate: %w", err)
 	}
 
+	var stats counters
 	var sink stepserver.Sink
 	var finish func() error
 	switch *sinkName {
@@ -359,7 +364,10 @@ func serve(args []string) (err error) {
 		if err != nil {
 			return fmt.Errorf("open blobstore: %w", err)
 		}
-		ls := atc.NewLogSink(store, *maxLog, log)
+		ls, err := atc.NewLogSink(countingStore{store, &stats}, *maxLog, log)
+		if err != nil {
+			return err
+		}
 		builds := (*steps + *perBuild - 1) / *perBuild
 		for b := range builds {
 			var ids []string
@@ -382,6 +390,12 @@ func serve(args []string) (err error) {
 		return fmt.Errorf("unknown sink %q", *sinkName)
 	}
 
+	if *statsEvery > 0 {
+		sink = countingSink{sink, &stats}
+		rctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go stats.report(rctx, *statsEvery)
+	}
 	// As atc.Server.Run serves sidecars.
 	srv := stepserver.New(sink, keys, log).WithLimits(stepserver.Limits{StreamsPerConn: uint32(*perConn), StreamsPerStep: *perStep})
 	opts := append(srv.ServerOptions(),
