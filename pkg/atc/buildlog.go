@@ -40,13 +40,15 @@ type buildLog struct {
 	src chunkSource
 	log *slog.Logger
 
-	mu       sync.Mutex
-	records  []record // records[i].ID == base+i+1
-	base     uint64   // records with ID <= base are not in memory
-	durable  uint64   // highest durable ID
-	stepSeq  map[string]uint64
-	changed  chan struct{}
-	flushReq chan struct{}
+	mu      sync.Mutex
+	records []record // records[i].ID == base+i+1
+	base    uint64   // records with ID <= base are not in memory
+	durable uint64   // highest durable ID
+	// durableBytes is the recordSize of the durable records in memory.
+	durableBytes int64
+	stepSeq      map[string]uint64
+	changed      chan struct{}
+	flushReq     chan struct{}
 	// urgent asks for a flush without the group commit's gathering delay:
 	// someone waits in sync (a sidecar for its acknowledgement, the end of
 	// the build), so a commit now is worth more than a bigger one later.
@@ -66,10 +68,26 @@ type buildLog struct {
 	capped   bool
 }
 
-// memoryWindow is how many durable records of a running build stay in
-// memory for live watchers; older ones are read back from the chunks, so
-// a build's memory does not grow with its log.
-const memoryWindow = 1024
+// The memory window: the newest durable records of a running build stay
+// in memory for live watchers, at most memoryWindow of them holding at most
+// memoryWindowBytes (recordSize); older ones are read back from the chunks.
+// A build's memory does not grow with its log, and a thousand running
+// builds' windows (each up to twice its size between evictions) take about
+// 128 MiB, where a count alone let them take most of a GiB.
+const (
+	memoryWindow      = 1024
+	memoryWindowBytes = 64 << 10
+)
+
+// recordSize approximates the memory a record holds: its event's JSON and
+// the record and envelope around it.
+func recordSize(r *record) int64 {
+	n := int64(48 + len(r.Step))
+	if r.Event != nil {
+		n += int64(64 + len(r.Event.Data) + len(r.Event.Event) + len(r.Event.Version))
+	}
+	return n
+}
 
 func newBuildLog(src chunkSource, log *slog.Logger) *buildLog {
 	return &buildLog{src: src, log: log, stepSeq: map[string]uint64{},
@@ -77,26 +95,30 @@ func newBuildLog(src chunkSource, log *slog.Logger) *buildLog {
 }
 
 // evictLocked drops durable records from memory: all of them once the
-// build is over, else all but the last memoryWindow (in batches, so the
-// copy that frees the old backing array is amortized).
+// build is over, else all but the memory window (in batches, once the
+// durable records in memory are twice the window, so the copy that frees
+// the old backing array is amortized).
 func (l *buildLog) evictLocked() {
-	inMemDurable := l.durable - l.base
-	keep := uint64(memoryWindow)
-	switch {
-	case l.evictable && l.durable == l.base+uint64(len(l.records)):
-		keep = 0
-	case inMemDurable < 2*keep:
+	n := int(l.durable - l.base) // durable records in memory
+	if l.evictable && n == len(l.records) {
+		l.base, l.records, l.durableBytes = l.durable, nil, 0
 		return
 	}
-	if inMemDurable <= keep {
-		if keep == 0 {
-			l.base, l.records = l.durable, nil
+	if n < 2*memoryWindow && l.durableBytes < 2*memoryWindowBytes {
+		return
+	}
+	keep, kept := 0, int64(0)
+	for keep < min(n, memoryWindow) {
+		size := recordSize(&l.records[n-1-keep])
+		if kept+size > memoryWindowBytes {
+			break
 		}
-		return
+		keep, kept = keep+1, kept+size
 	}
-	drop := inMemDurable - keep
+	drop := n - keep
 	l.records = slices.Clone(l.records[drop:])
-	l.base += drop
+	l.base += uint64(drop)
+	l.durableBytes = kept
 }
 
 // chunkIndex is the database's index of a build's log chunks.
@@ -384,11 +406,13 @@ func (l *buildLog) flush(ctx context.Context) {
 	l.mu.Unlock()
 	var raw bytes.Buffer
 	je := json.NewEncoder(&raw)
-	for _, r := range pending {
-		if err := je.Encode(r); err != nil {
-			l.setFlushErr(fmt.Errorf("encode build log record %d: %w", r.ID, err))
+	var size int64
+	for i := range pending {
+		if err := je.Encode(pending[i]); err != nil {
+			l.setFlushErr(fmt.Errorf("encode build log record %d: %w", pending[i].ID, err))
 			return
 		}
+		size += recordSize(&pending[i])
 	}
 	// A retry after a failed write uses the same key with more records: the
 	// later object is a superset, and readers skip IDs they have seen.
@@ -413,6 +437,7 @@ func (l *buildLog) flush(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.durable = from + uint64(len(pending))
+	l.durableBytes += size
 	l.flushErr = nil
 	l.evictLocked()
 	l.notifyLocked()
