@@ -100,6 +100,8 @@ type phase struct {
 
 type result struct {
 	acked         int
+	received      int // events the server's sink took within the window
+	minioCPU      time.Duration
 	latencies     []time.Duration
 	peakRSS       int64 // at the window's end
 	peakRSSAll    int64 // over the child's life, ending every build included
@@ -136,14 +138,18 @@ func run(ctx context.Context, c config) error {
 		phases = append(phases, p)
 	}
 	slog.Info("starting MinIO")
-	err = testenv.WithMinIOBucket(ctx, func(_ *testenv.MinIO, blob blobstore.Config) error {
+	err = testenv.WithMinIOBucket(ctx, func(m *testenv.MinIO, blob blobstore.Config) error {
+		minioPid, err := m.Pid(ctx)
+		if err != nil {
+			return err
+		}
 		for i, p := range phases {
 			slog.Info("phase", "name", p.name, "sink", p.sink)
 			dir := filepath.Join(tmp, fmt.Sprintf("phase-%d", i))
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return err
 			}
-			r, err := measure(ctx, c, blob, dir, p, i)
+			r, err := measure(ctx, c, blob, minioPid, dir, p, i)
 			if err != nil {
 				return fmt.Errorf("phase %q: %w", p.name, err)
 			}
@@ -158,7 +164,7 @@ func run(ctx context.Context, c config) error {
 	return nil
 }
 
-func measure(ctx context.Context, c config, blob blobstore.Config, dir string, p *phase, n int) (result, error) {
+func measure(ctx context.Context, c config, blob blobstore.Config, minioPid int, dir string, p *phase, n int) (result, error) {
 	opts := stepbench.Options{Dir: dir, Blob: blob, Sink: p.sink, Steps: c.sidecars, StepsPerBuild: c.stepsPerBuild,
 		MaxBuildLogBytes: 1 << 30, Stats: c.stats, Stderr: os.Stderr}
 	if c.profileDir != "" {
@@ -257,6 +263,11 @@ func measure(ctx context.Context, c config, blob blobstore.Config, dir string, p
 	}
 	cpuStart, _ = srv.CPUTime()
 	cliStart = selfCPU()
+	minioStart, _ := stepbench.ProcessCPU(minioPid)
+	eventsStart, err := srv.Events()
+	if err != nil {
+		return result{}, err
+	}
 	select {
 	case <-time.After(time.Until(to)):
 	case <-ctx.Done():
@@ -266,6 +277,13 @@ func measure(ctx context.Context, c config, blob blobstore.Config, dir string, p
 	cpuEnd, _ := srv.CPUTime()
 	r.serverCPU = cpuEnd - cpuStart
 	r.clientCPU = selfCPU() - cliStart
+	minioEnd, _ := stepbench.ProcessCPU(minioPid)
+	r.minioCPU = minioEnd - minioStart
+	eventsEnd, err := srv.Events()
+	if err != nil {
+		return result{}, err
+	}
+	r.received = int(eventsEnd - eventsStart)
 	r.peakRSS, err = srv.PeakRSS()
 	if err != nil {
 		return result{}, err
@@ -388,13 +406,18 @@ func report(c config, phases []*phase) {
 	fmt.Printf("%d-byte output lines, one per event; %s measured after %s of warm-up; %d CPUs (GOMAXPROCS %d) shared by the sidecars, the server and MinIO\n\n",
 		c.line, c.duration, c.warmup, runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tsink\tacked ev/s\tp50 ack\tp99 ack\tserver peak RSS\tserver CPU\tsidecars' CPU\terrors\t")
-	fmt.Fprintf(tw, "goal (item 9c)\t\t≥ %d\t\t\t≤ %d MiB\t\t\t\t\n", goalEventsPerSec, goalRSS>>20)
+	fmt.Fprintln(tw, "phase\tsink\tacked ev/s\treceived ev/s\tp50 ack\tp99 ack\tserver peak RSS\tserver CPU\tper event\tMinIO CPU\tsidecars' CPU\terrors\t")
+	fmt.Fprintf(tw, "goal (item 9c)\t\t≥ %d\t\t\t\t≤ %d MiB\t\t\t\t\t\t\n", goalEventsPerSec, goalRSS>>20)
+	cores := func(d time.Duration) string { return fmt.Sprintf("%.2f cores", d.Seconds()/c.duration.Seconds()) }
 	for _, p := range phases {
 		r := p.result
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%d MiB\t%.2f cores\t%.2f cores\t%d\t\n", p.name, p.sink,
-			float64(r.acked)/c.duration.Seconds(), pct(r.latencies, 0.50), pct(r.latencies, 0.99),
-			r.peakRSS>>20, r.serverCPU.Seconds()/c.duration.Seconds(), r.clientCPU.Seconds()/c.duration.Seconds(), r.clientErrs)
+		perEvent := "-"
+		if r.received > 0 {
+			perEvent = fmt.Sprintf("%.1f µs", float64(r.serverCPU.Microseconds())/float64(r.received))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%s\t%s\t%d MiB\t%s\t%s\t%s\t%s\t%d\t\n", p.name, p.sink,
+			float64(r.acked)/c.duration.Seconds(), float64(r.received)/c.duration.Seconds(), pct(r.latencies, 0.50), pct(r.latencies, 0.99),
+			r.peakRSS>>20, cores(r.serverCPU), perEvent, cores(r.minioCPU), cores(r.clientCPU), r.clientErrs)
 	}
 	tw.Flush()
 	fmt.Println()

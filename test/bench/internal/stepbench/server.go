@@ -98,6 +98,8 @@ type Server struct {
 
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
+	// replies are the child's answers on its stdout, a line each.
+	replies chan string
 }
 
 // Usage is what the child used over its life.
@@ -165,7 +167,13 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("the server child exited before listening: %v", cmd.ProcessState)
 	}
-	go io.Copy(io.Discard, stdout)
+	s.replies = make(chan string)
+	go func() {
+		for sc.Scan() {
+			s.replies <- sc.Text()
+		}
+		close(s.replies)
+	}()
 	return s, nil
 }
 
@@ -222,6 +230,22 @@ func (s *Server) HeapProfile() error {
 		return fmt.Errorf("ask the server child for a heap profile: %w", err)
 	}
 	return nil
+}
+
+// Events is how many events the child's sink has taken so far.
+func (s *Server) Events() (int64, error) {
+	if _, err := io.WriteString(s.stdin, "count\n"); err != nil {
+		return 0, fmt.Errorf("ask the server child for its count: %w", err)
+	}
+	line, ok := <-s.replies
+	if !ok {
+		return 0, errors.New("the server child exited")
+	}
+	n, err := strconv.ParseInt(strings.TrimPrefix(line, "events "), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("the server child's count %q: %w", line, err)
+	}
+	return n, nil
 }
 
 // Kill ends the child at once (after a failure).
@@ -390,8 +414,8 @@ func serve(args []string) (err error) {
 		return fmt.Errorf("unknown sink %q", *sinkName)
 	}
 
+	sink = countingSink{sink, &stats}
 	if *statsEvery > 0 {
-		sink = countingSink{sink, &stats}
 		rctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go stats.report(rctx, *statsEvery)
@@ -411,8 +435,9 @@ func serve(args []string) (err error) {
 	go func() { served <- gs.Serve(ln) }()
 	fmt.Printf("listening %s\n", ln.Addr())
 
-	// The parent asks for a heap profile with a line "heap", and closes
-	// stdin to stop the child; a signal stops it too.
+	// The parent asks for a heap profile with a line "heap" and for the
+	// number of events taken with "count", and closes stdin to stop the
+	// child; a signal stops it too.
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -430,10 +455,13 @@ wait:
 			if !ok {
 				break wait
 			}
-			if line == "heap" && *memProfile != "" {
+			switch {
+			case line == "heap" && *memProfile != "":
 				if err := writeHeapProfile(*memProfile); err != nil {
 					return err
 				}
+			case line == "count":
+				fmt.Printf("events %d\n", stats.events.Load())
 			}
 		case <-sigs:
 			break wait
@@ -465,26 +493,29 @@ func (discardSink) Append(context.Context, string, []*eventspb.Event) error { re
 func (discardSink) Sync(context.Context, string, uint64) error              { return nil }
 
 // CPUTime is the CPU time (user and system) the child has used so far.
-func (s *Server) CPUTime() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.Pid()))
+func (s *Server) CPUTime() (time.Duration, error) { return ProcessCPU(s.Pid()) }
+
+// ProcessCPU is the CPU time (user and system) process pid has used so far.
+func ProcessCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, fmt.Errorf("read the server child's stat: %w", err)
+		return 0, fmt.Errorf("read process %d's CPU time: %w", pid, err)
 	}
 	// The command name, in parentheses, may hold spaces: count from after it.
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", s.Pid())
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 13 {
-		return 0, fmt.Errorf("parse /proc/%d/stat: %d fields", s.Pid(), len(f))
+		return 0, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(f))
 	}
 	// utime and stime are fields 14 and 15, in clock ticks (USER_HZ, 100 on Linux).
 	var ticks int64
 	for _, v := range f[11:13] {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("parse /proc/%d/stat: %w", s.Pid(), err)
+			return 0, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
 		}
 		ticks += n
 	}
