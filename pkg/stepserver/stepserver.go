@@ -103,9 +103,14 @@ type step struct {
 	conn chan *eventspb.ATCMessage
 	// connID tells a stale connection from the current one.
 	connID uint64
-	// appended is the last sequence number given to the sink. It lives here,
-	// not in a connection, so a superseded connection that is still
-	// delivering cannot append an event twice.
+	// appendMu serialises the step's appends, and a new connection's taking
+	// over from an old one, so that a superseded connection that is still
+	// delivering cannot append an event twice. It is the step's own: held
+	// while the sink works, a server-wide lock made every stream wait for
+	// every other (1,000 streams spent their time queueing on it).
+	appendMu sync.Mutex
+	// appended is the last sequence number given to the sink (appendMu).
+	// It lives here, not in a connection, for the same reason.
 	appended uint64
 	// streams is how many streams of the step are open (Limits.StreamsPerStep).
 	streams int
@@ -222,33 +227,10 @@ func (s *Server) Connect(stream eventspb.StepStream_ConnectServer) error {
 		s.log.Warn("refused sidecar", "step", stepID, "pod", hello.GetPodName(), "err", err)
 		return status.Errorf(codes.Unauthenticated, "step %q: %v", stepID, err)
 	}
-	last, err := s.sink.LastSeq(ctx, stepID)
+	st, connID, out, last, err := s.takeOver(ctx, stepID, hello)
 	if err != nil {
-		return status.Errorf(codes.Unavailable, "read stored events of step %q: %v", stepID, err)
+		return err
 	}
-
-	out := make(chan *eventspb.ATCMessage, 256)
-	s.mu.Lock()
-	st := s.stepLocked(stepID)
-	if st.streams >= s.limits.StreamsPerStep {
-		s.mu.Unlock()
-		s.log.Warn("refused sidecar: too many streams", "step", stepID, "pod", hello.GetPodName(), "limit", s.limits.StreamsPerStep)
-		return status.Errorf(codes.ResourceExhausted, "step %q already holds %d streams (the limit)", stepID, s.limits.StreamsPerStep)
-	}
-	st.streams++
-	st.connID++
-	connID := st.connID
-	st.conn = out
-	st.appended = last
-	// The resume point comes first; commands given while disconnected follow it.
-	out <- ack(last)
-	if st.aborted != nil {
-		out <- &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Abort{Abort: st.aborted}}
-	}
-	if st.released {
-		out <- &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Release{Release: &eventspb.Release{}}}
-	}
-	s.mu.Unlock()
 	s.log.Info("sidecar connected", "step", stepID, "pod", hello.GetPodName(), "stored", last, "resend_from", hello.GetFirstUnackedSeq())
 
 	defer func() {
@@ -286,13 +268,55 @@ func (s *Server) Connect(stream eventspb.StepStream_ConnectServer) error {
 		}
 	}()
 
-	recvErr := s.receive(ctx, stream, stepID, connID, out)
+	recvErr := s.receive(ctx, stream, st, stepID, connID, out)
 	cancel()
 	if err := <-sendErr; err != nil && recvErr == nil {
 		recvErr = err
 	}
 	s.log.Info("sidecar disconnected", "step", stepID, "err", recvErr)
 	return recvErr
+}
+
+// takeOver makes a new connection the step's current one: it reads the
+// resume point and queues it, and any commands given while the step was
+// disconnected, on the connection's outbox.
+func (s *Server) takeOver(ctx context.Context, stepID string, hello *eventspb.Hello) (st *step, connID uint64, out chan *eventspb.ATCMessage, last uint64, err error) {
+	s.mu.Lock()
+	st = s.stepLocked(stepID)
+	s.mu.Unlock()
+	// The step's appends wait while it changes hands: an event an older
+	// connection is storing is either in the resume point read here, or
+	// refused to that connection as superseded; never stored twice.
+	st.appendMu.Lock()
+	defer st.appendMu.Unlock()
+	last, err = s.sink.LastSeq(ctx, stepID)
+	if err != nil {
+		return nil, 0, nil, 0, status.Errorf(codes.Unavailable, "read stored events of step %q: %v", stepID, err)
+	}
+
+	out = make(chan *eventspb.ATCMessage, 256)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.steps[stepID] != st {
+		return nil, 0, nil, 0, status.Errorf(codes.Unavailable, "step %q was forgotten while its sidecar connected", stepID)
+	}
+	if st.streams >= s.limits.StreamsPerStep {
+		s.log.Warn("refused sidecar: too many streams", "step", stepID, "pod", hello.GetPodName(), "limit", s.limits.StreamsPerStep)
+		return nil, 0, nil, 0, status.Errorf(codes.ResourceExhausted, "step %q already holds %d streams (the limit)", stepID, s.limits.StreamsPerStep)
+	}
+	st.streams++
+	st.connID++
+	st.conn = out
+	st.appended = last
+	// The resume point comes first; commands given while disconnected follow it.
+	out <- ack(last)
+	if st.aborted != nil {
+		out <- &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Abort{Abort: st.aborted}}
+	}
+	if st.released {
+		out <- &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Release{Release: &eventspb.Release{}}}
+	}
+	return st, st.connID, out, last, nil
 }
 
 // recvHello waits for the stream's first message for at most
@@ -327,7 +351,7 @@ func ack(seq uint64) *eventspb.ATCMessage {
 // receive stores events in order, skipping ones already stored, and routes
 // session output to its session. Acknowledgements trail behind, sent by
 // acker once the sink says the events are durable.
-func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_ConnectServer, stepID string, connID uint64, out chan<- *eventspb.ATCMessage) error {
+func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_ConnectServer, st *step, stepID string, connID uint64, out chan<- *eventspb.ATCMessage) error {
 	appended := make(chan uint64, 1)
 	ackErr := make(chan error, 1)
 	go func() { ackErr <- s.acker(ctx, stepID, appended, out) }()
@@ -341,7 +365,7 @@ func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_Connect
 		}
 		switch m := msg.Msg.(type) {
 		case *eventspb.SidecarMessage_Event:
-			seq, stored, err := s.append(ctx, stepID, connID, m.Event)
+			seq, stored, err := s.append(ctx, st, stepID, connID, m.Event)
 			if err != nil {
 				return err
 			}
@@ -367,15 +391,17 @@ func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_Connect
 	}
 }
 
-// append gives one event to the sink unless it is stored already. Steps are
-// serialised here, so two connections of one step (a reconnect racing a
-// half-dead stream) cannot store an event twice.
-func (s *Server) append(ctx context.Context, stepID string, connID uint64, ev *eventspb.Event) (uint64, bool, error) {
+// append gives one event to the sink unless it is stored already. Each
+// step's appends are serialised (step.appendMu), so two connections of one
+// step (a reconnect racing a half-dead stream) cannot store an event twice.
+func (s *Server) append(ctx context.Context, st *step, stepID string, connID uint64, ev *eventspb.Event) (uint64, bool, error) {
+	st.appendMu.Lock()
+	defer st.appendMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.steps[stepID]
+	current := s.steps[stepID] == st && st.connID == connID
+	s.mu.Unlock()
 	switch {
-	case !ok || st.connID != connID:
+	case !current:
 		return 0, false, status.Errorf(codes.Aborted, "step %q: superseded by a newer connection", stepID)
 	case ev.GetSeq() <= st.appended:
 		return 0, false, nil

@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -77,7 +78,7 @@ type Options struct {
 	Limits stepserver.Limits
 	// CPUProfile and MemProfile, when set, are where the child writes its
 	// CPU profile (from start to stop) and its heap profile (on
-	// HeapProfile).
+	// HeapProfile, with the mutex, block and goroutine profiles next to it).
 	CPUProfile, MemProfile string
 	// Stats, when set, is how often the child prints its rates (events,
 	// syncs, chunk writes) and heap on Stderr.
@@ -360,6 +361,10 @@ func serve(args []string) (err error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if *memProfile != "" {
+		runtime.SetMutexProfileFraction(100)
+		runtime.SetBlockProfileRate(int(time.Millisecond))
+	}
 	key, err := os.ReadFile(filepath.Join(*dir, "step-token.key"))
 	if err != nil {
 		return fmt.Errorf("read step token key: %w", err)
@@ -457,7 +462,7 @@ wait:
 			}
 			switch {
 			case line == "heap" && *memProfile != "":
-				if err := writeHeapProfile(*memProfile); err != nil {
+				if err := writeProfiles(*memProfile); err != nil {
 					return err
 				}
 			case line == "count":
@@ -477,12 +482,23 @@ wait:
 	return err
 }
 
-func writeHeapProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
+// writeProfiles writes the heap profile to path, and the mutex, block and
+// goroutine profiles next to it.
+func writeProfiles(path string) error {
+	var errs []error
+	for _, name := range []string{"heap", "mutex", "block", "goroutine"} {
+		p := path
+		if name != "heap" {
+			p = strings.TrimSuffix(path, ".heap.pprof") + "." + name + ".pprof"
+		}
+		f, err := os.Create(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		errs = append(errs, pprof.Lookup(name).WriteTo(f, 0), f.Close())
 	}
-	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
+	return errors.Join(errs...)
 }
 
 // discardSink acknowledges every event and keeps none.
