@@ -404,11 +404,14 @@ func (l *buildLog) flush(ctx context.Context) {
 		return
 	}
 	l.mu.Unlock()
-	var raw []byte
 	var size int64
 	for i := range pending {
-		raw = appendRecordJSON(raw, &pending[i])
 		size += recordSize(&pending[i])
+	}
+	// recordSize exceeds a record's JSON but for escapes: raw is seldom grown.
+	raw := make([]byte, 0, size)
+	for i := range pending {
+		raw = appendRecordJSON(raw, &pending[i])
 	}
 	// A retry after a failed write uses the same key with more records: the
 	// later object is a superset, and readers skip IDs they have seen.
