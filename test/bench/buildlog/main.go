@@ -42,6 +42,7 @@ type config struct {
 	chunk      int
 	inFlight   int
 	profileDir string
+	stats      time.Duration
 }
 
 func main() {
@@ -54,6 +55,7 @@ func main() {
 	// pkg/sidecar's outbox holds up to 32 MiB unacknowledged by default.
 	flag.IntVar(&c.inFlight, "in-flight", 32<<20, "bytes of events the sidecar keeps unacknowledged")
 	flag.StringVar(&c.profileDir, "profile", "", "write the server child's CPU and heap profiles here")
+	flag.DurationVar(&c.stats, "stats", 0, "print the server child's rates this often (0: never)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -116,7 +118,7 @@ func run(ctx context.Context, c config) error {
 
 func measure(ctx context.Context, c config, blob blobstore.Config, tmp string) ([]mark, stepbench.Usage, time.Duration, error) {
 	opts := stepbench.Options{Dir: tmp, Blob: blob, Sink: stepbench.SinkATC, Steps: 1, StepsPerBuild: 1,
-		MaxBuildLogBytes: 2 * c.bytes, Stderr: os.Stderr}
+		MaxBuildLogBytes: 2 * c.bytes, Stats: c.stats, Stderr: os.Stderr}
 	if c.profileDir != "" {
 		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
 			return nil, stepbench.Usage{}, 0, err
@@ -209,6 +211,11 @@ func measure(ctx context.Context, c config, blob blobstore.Config, tmp string) (
 		slog.Info("durable", "bytes", human(target), "peak_rss_mib", m.peakRSS>>20, "mb_per_s", fmt.Sprintf("%.1f", float64(m.segment)/1e6/m.took.Seconds()))
 	}
 	total := time.Since(start)
+	if opts.MemProfile != "" {
+		if err := srv.HeapProfile(); err != nil {
+			return nil, stepbench.Usage{}, 0, err
+		}
+	}
 	if err := car.Close(); err != nil {
 		return nil, stepbench.Usage{}, 0, err
 	}
