@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -135,35 +136,61 @@ type chunkSource struct {
 	prefix  string // e.g. atc/events/000000000042/
 	index   chunkIndex
 	buildID int64
-	// enc compresses chunks (nil: an encoder of its own per chunk). One
-	// encoder serves every build: making one per chunk allocates megabytes,
-	// which a thousand running builds flushing many times a second turn
-	// into most of the server's CPU and memory.
-	enc *zstd.Encoder
+	// enc encodes chunks (nil: an encoder of its own per chunk).
+	enc *chunkEncoder
 }
 
-// newChunkEncoder returns the encoder the server's builds share.
-func newChunkEncoder() (*zstd.Encoder, error) {
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
+// chunkEncoder turns records into a chunk's stored form: JSON lines,
+// zstd-compressed. One serves all of a server's builds: a zstd encoder per
+// chunk allocates megabytes, which a thousand running builds flushing many
+// times a second turned into most of the server's CPU and memory. It
+// encodes GOMAXPROCS chunks at a time, so flushes waiting their turn do not
+// each hold their chunk's uncompressed JSON meanwhile.
+type chunkEncoder struct {
+	zstd  *zstd.Encoder
+	slots chan struct{}
+}
+
+func newChunkEncoder() (*chunkEncoder, error) {
+	n := runtime.GOMAXPROCS(0)
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(n))
 	if err != nil {
 		return nil, fmt.Errorf("build log chunk encoder: %w", err)
 	}
-	return enc, nil
+	return &chunkEncoder{zstd: enc, slots: make(chan struct{}, n)}, nil
 }
 
-// compress is a chunk's stored form of its JSON lines.
-func (c chunkSource) compress(raw []byte) ([]byte, error) {
+// encode returns the chunk holding recs.
+func (e *chunkEncoder) encode(ctx context.Context, recs []record) ([]byte, error) {
+	select {
+	case e.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-e.slots }()
+	var size int64
+	for i := range recs {
+		size += recordSize(&recs[i])
+	}
+	// recordSize exceeds a record's JSON but for escapes: raw is seldom grown.
+	raw := make([]byte, 0, size)
+	for i := range recs {
+		raw = appendRecordJSON(raw, &recs[i])
+	}
+	return e.zstd.EncodeAll(raw, nil), nil
+}
+
+// encode returns the chunk holding recs.
+func (c chunkSource) encode(ctx context.Context, recs []record) ([]byte, error) {
 	enc := c.enc
 	if enc == nil {
 		var err error
 		if enc, err = newChunkEncoder(); err != nil {
 			return nil, err
 		}
-		defer enc.Close()
+		defer enc.zstd.Close()
 	}
-	// EncodeAll may be called concurrently: the encoder hands each call
-	// one of its GOMAXPROCS internal encoders.
-	return enc.EncodeAll(raw, nil), nil
+	return enc.encode(ctx, recs)
 }
 
 // list returns the chunks' keys and first record IDs, in order.
@@ -404,22 +431,17 @@ func (l *buildLog) flush(ctx context.Context) {
 		return
 	}
 	l.mu.Unlock()
-	var size int64
-	for i := range pending {
-		size += recordSize(&pending[i])
-	}
-	// recordSize exceeds a record's JSON but for escapes: raw is seldom grown.
-	raw := make([]byte, 0, size)
-	for i := range pending {
-		raw = appendRecordJSON(raw, &pending[i])
-	}
 	// A retry after a failed write uses the same key with more records: the
 	// later object is a superset, and readers skip IDs they have seen.
 	key := chunkKey(l.src.prefix, from+1)
-	data, err := l.src.compress(raw)
+	data, err := l.src.encode(ctx, pending)
 	if err != nil {
-		l.setFlushErr(fmt.Errorf("compress build log chunk %s: %w", key, err))
+		l.setFlushErr(fmt.Errorf("encode build log chunk %s: %w", key, err))
 		return
+	}
+	var size int64
+	for i := range pending {
+		size += recordSize(&pending[i])
 	}
 	if _, err := l.src.store.Put(ctx, key, bytes.NewReader(data), int64(len(data)), blobstore.PutOptions{ContentType: "application/zstd"}); err != nil {
 		l.setFlushErr(fmt.Errorf("write build log chunk %s: %w", key, err))

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -146,7 +145,7 @@ type Server struct {
 	caPEM        []byte
 	sch          *scheduling
 	// chunkEnc compresses every build's log chunks.
-	chunkEnc *zstd.Encoder
+	chunkEnc *chunkEncoder
 	// images caches the digests of checked task images.
 	images *imageCache
 	obs    observability
