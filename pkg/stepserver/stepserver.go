@@ -9,13 +9,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 )
@@ -48,6 +51,10 @@ type Server struct {
 	log    *slog.Logger
 	limits Limits
 
+	// unsynced holds Limits.Unsynced: a stream takes an event's size
+	// before appending it and gives it back once the event is durable.
+	unsynced *semaphore.Weighted
+
 	mu    sync.Mutex
 	steps map[string]*step
 }
@@ -63,10 +70,17 @@ type Limits struct {
 	StreamsPerStep int
 	// StreamsPerConn is HTTP/2's MaxConcurrentStreams.
 	StreamsPerConn uint32
+	// Unsynced bounds the bytes of events (as received) that the server
+	// has taken from all its streams and the sink has not yet made durable.
+	// Past it, streams stop reading until the sink catches up, and HTTP/2
+	// flow control leaves the rest in the sidecars' outboxes, which push
+	// back on their processes: without it a slow blobstore let a thousand
+	// sidecars fill the server's memory with up to an outbox (32 MiB) each.
+	Unsynced int64
 }
 
 // DefaultLimits are the limits New uses for zero fields.
-var DefaultLimits = Limits{Hello: 10 * time.Second, StreamsPerStep: 4, StreamsPerConn: 16}
+var DefaultLimits = Limits{Hello: 10 * time.Second, StreamsPerStep: 4, StreamsPerConn: 16, Unsynced: 128 << 20}
 
 func (l Limits) withDefaults() Limits {
 	if l.Hello <= 0 {
@@ -77,6 +91,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.StreamsPerConn == 0 {
 		l.StreamsPerConn = DefaultLimits.StreamsPerConn
+	}
+	if l.Unsynced <= 0 {
+		l.Unsynced = DefaultLimits.Unsynced
 	}
 	return l
 }
@@ -126,13 +143,15 @@ func New(sink Sink, verify Verifier, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{sink: sink, verify: verify, log: log, limits: DefaultLimits, steps: map[string]*step{}}
+	return &Server{sink: sink, verify: verify, log: log, limits: DefaultLimits, steps: map[string]*step{},
+		unsynced: semaphore.NewWeighted(DefaultLimits.Unsynced)}
 }
 
 // WithLimits sets the server's limits (zero fields: DefaultLimits'); call
 // it before serving.
 func (s *Server) WithLimits(l Limits) *Server {
 	s.limits = l.withDefaults()
+	s.unsynced = semaphore.NewWeighted(s.limits.Unsynced)
 	return s
 }
 
@@ -354,7 +373,17 @@ func ack(seq uint64) *eventspb.ATCMessage {
 func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_ConnectServer, st *step, stepID string, connID uint64, out chan<- *eventspb.ATCMessage) error {
 	appended := make(chan uint64, 1)
 	ackErr := make(chan error, 1)
-	go func() { ackErr <- s.acker(ctx, stepID, appended, out) }()
+	var held heldBytes
+	// Whatever the stream still holds of Limits.Unsynced goes back when it
+	// ends; the sink makes it durable on its own.
+	defer func() { s.unsynced.Release(held.upTo(math.MaxUint64)) }()
+	// A failing acker also ends a wait for Limits.Unsynced.
+	actx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	go func() {
+		ackErr <- s.acker(ctx, stepID, appended, out, &held)
+		stopWaiting()
+	}()
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
@@ -365,13 +394,26 @@ func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_Connect
 		}
 		switch m := msg.Msg.(type) {
 		case *eventspb.SidecarMessage_Event:
+			size := min(int64(proto.Size(m.Event)), s.limits.Unsynced)
+			if err := s.unsynced.Acquire(actx, size); err != nil {
+				select {
+				case err := <-ackErr:
+					return err
+				default:
+					return nil // the stream ended
+				}
+			}
 			seq, stored, err := s.append(ctx, st, stepID, connID, m.Event)
+			if err != nil || !stored {
+				s.unsynced.Release(size)
+			}
 			if err != nil {
 				return err
 			}
 			if !stored {
 				continue // a resend of something already stored
 			}
+			held.add(seq, size)
 			// Only the newest matters to the acker: replace an unread value.
 			select {
 			case <-appended:
@@ -389,6 +431,37 @@ func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_Connect
 		default:
 		}
 	}
+}
+
+// heldBytes is what a stream holds of Limits.Unsynced, by event.
+type heldBytes struct {
+	mu     sync.Mutex
+	events []heldEvent // in sequence order
+}
+
+type heldEvent struct {
+	seq  uint64
+	size int64
+}
+
+func (h *heldBytes) add(seq uint64, size int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, heldEvent{seq, size})
+}
+
+// upTo forgets the events up to seq and returns their bytes.
+func (h *heldBytes) upTo(seq uint64) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var size int64
+	n := 0
+	for n < len(h.events) && h.events[n].seq <= seq {
+		size += h.events[n].size
+		n++
+	}
+	h.events = h.events[n:]
+	return size
 }
 
 // append gives one event to the sink unless it is stored already. Each
@@ -416,7 +489,7 @@ func (s *Server) append(ctx context.Context, st *step, stepID string, connID uin
 }
 
 // acker acknowledges appended events once they are durable.
-func (s *Server) acker(ctx context.Context, stepID string, appended <-chan uint64, out chan<- *eventspb.ATCMessage) error {
+func (s *Server) acker(ctx context.Context, stepID string, appended <-chan uint64, out chan<- *eventspb.ATCMessage, held *heldBytes) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -428,6 +501,7 @@ func (s *Server) acker(ctx context.Context, stepID string, appended <-chan uint6
 				}
 				return status.Errorf(codes.Unavailable, "store events of step %q: %v", stepID, err)
 			}
+			s.unsynced.Release(held.upTo(seq))
 			select {
 			case out <- ack(seq):
 			case <-ctx.Done():
