@@ -138,6 +138,7 @@ func run(ctx context.Context, c config) error {
 		phases = append(phases, p)
 	}
 	slog.Info("starting MinIO")
+	measured := false
 	err = testenv.WithMinIOBucket(ctx, func(m *testenv.MinIO, blob blobstore.Config) error {
 		minioPid, err := m.Pid(ctx)
 		if err != nil {
@@ -155,13 +156,14 @@ func run(ctx context.Context, c config) error {
 			}
 			p.result = r
 		}
+		measured = true
 		return nil
 	})
-	if err != nil {
-		return err
+	// The figures stand even if removing MinIO failed.
+	if measured {
+		report(c, phases)
 	}
-	report(c, phases)
-	return nil
+	return err
 }
 
 func measure(ctx context.Context, c config, blob blobstore.Config, minioPid int, dir string, p *phase, n int) (result, error) {
