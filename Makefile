@@ -68,6 +68,14 @@ bench-artifacts: docker-up ## artifact upload/download MB/s table against a MinI
 bench-sidecar: docker-up ## log latency at 10,000 lines/s and sidecar peak RSS moving a 2 GiB artifact
 	TESTCONTAINERS_RYUK_DISABLED=true $(GO) run ./test/bench/sidecar
 
+.PHONY: bench-streams
+bench-streams: docker-up ## 1,000 simulated sidecars over gRPC+TLS against one server: acked events/s, ack latency, server peak RSS
+	TESTCONTAINERS_RYUK_DISABLED=true $(GO) run ./test/bench/streams
+
+.PHONY: bench-buildlog
+bench-buildlog: docker-up ## one build printing 10 GiB of output: server peak RSS at 1, 5 and 10 GiB, MB/s
+	TESTCONTAINERS_RYUK_DISABLED=true $(GO) run ./test/bench/buildlog
+
 .PHONY: bench-overhead
 bench-overhead: cluster-up images ## a `true` task through Porter vs a bare `true` pod, median of 20, on the local cluster
 	$(GO) run ./test/bench/overhead -n 20
@@ -77,4 +85,4 @@ bench-pipelines: cluster-up images ## pipelines: commit → triggered build, tri
 	$(GO) run ./test/bench/pipelines -n 5
 
 .PHONY: bench
-bench: bench-artifacts bench-sidecar bench-overhead bench-pipelines ## every benchmark (prints figures; never fails on timing)
+bench: bench-artifacts bench-sidecar bench-streams bench-buildlog bench-overhead bench-pipelines ## every benchmark (prints figures; never fails on timing)

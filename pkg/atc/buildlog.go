@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,13 +41,15 @@ type buildLog struct {
 	src chunkSource
 	log *slog.Logger
 
-	mu       sync.Mutex
-	records  []record // records[i].ID == base+i+1
-	base     uint64   // records with ID <= base are not in memory
-	durable  uint64   // highest durable ID
-	stepSeq  map[string]uint64
-	changed  chan struct{}
-	flushReq chan struct{}
+	mu      sync.Mutex
+	records []record // records[i].ID == base+i+1
+	base    uint64   // records with ID <= base are not in memory
+	durable uint64   // highest durable ID
+	// durableBytes is the recordSize of the durable records in memory.
+	durableBytes int64
+	stepSeq      map[string]uint64
+	changed      chan struct{}
+	flushReq     chan struct{}
 	// urgent asks for a flush without the group commit's gathering delay:
 	// someone waits in sync (a sidecar for its acknowledgement, the end of
 	// the build), so a commit now is worth more than a bigger one later.
@@ -66,10 +69,26 @@ type buildLog struct {
 	capped   bool
 }
 
-// memoryWindow is how many durable records of a running build stay in
-// memory for live watchers; older ones are read back from the chunks, so
-// a build's memory does not grow with its log.
-const memoryWindow = 1024
+// The memory window: the newest durable records of a running build stay
+// in memory for live watchers, at most memoryWindow of them holding at most
+// memoryWindowBytes (recordSize); older ones are read back from the chunks.
+// A build's memory does not grow with its log, and a thousand running
+// builds' windows (each up to twice its size between evictions) take about
+// 128 MiB, where a count alone let them take most of a GiB.
+const (
+	memoryWindow      = 1024
+	memoryWindowBytes = 64 << 10
+)
+
+// recordSize approximates the memory a record holds: its event's JSON and
+// the record and envelope around it.
+func recordSize(r *record) int64 {
+	n := int64(48 + len(r.Step))
+	if r.Event != nil {
+		n += int64(64 + len(r.Event.Data) + len(r.Event.Event) + len(r.Event.Version))
+	}
+	return n
+}
 
 func newBuildLog(src chunkSource, log *slog.Logger) *buildLog {
 	return &buildLog{src: src, log: log, stepSeq: map[string]uint64{},
@@ -77,26 +96,30 @@ func newBuildLog(src chunkSource, log *slog.Logger) *buildLog {
 }
 
 // evictLocked drops durable records from memory: all of them once the
-// build is over, else all but the last memoryWindow (in batches, so the
-// copy that frees the old backing array is amortized).
+// build is over, else all but the memory window (in batches, once the
+// durable records in memory are twice the window, so the copy that frees
+// the old backing array is amortized).
 func (l *buildLog) evictLocked() {
-	inMemDurable := l.durable - l.base
-	keep := uint64(memoryWindow)
-	switch {
-	case l.evictable && l.durable == l.base+uint64(len(l.records)):
-		keep = 0
-	case inMemDurable < 2*keep:
+	n := int(l.durable - l.base) // durable records in memory
+	if l.evictable && n == len(l.records) {
+		l.base, l.records, l.durableBytes = l.durable, nil, 0
 		return
 	}
-	if inMemDurable <= keep {
-		if keep == 0 {
-			l.base, l.records = l.durable, nil
+	if n < 2*memoryWindow && l.durableBytes < 2*memoryWindowBytes {
+		return
+	}
+	keep, kept := 0, int64(0)
+	for keep < min(n, memoryWindow) {
+		size := recordSize(&l.records[n-1-keep])
+		if kept+size > memoryWindowBytes {
+			break
 		}
-		return
+		keep, kept = keep+1, kept+size
 	}
-	drop := inMemDurable - keep
+	drop := n - keep
 	l.records = slices.Clone(l.records[drop:])
-	l.base += drop
+	l.base += uint64(drop)
+	l.durableBytes = kept
 }
 
 // chunkIndex is the database's index of a build's log chunks.
@@ -113,6 +136,61 @@ type chunkSource struct {
 	prefix  string // e.g. atc/events/000000000042/
 	index   chunkIndex
 	buildID int64
+	// enc encodes chunks (nil: an encoder of its own per chunk).
+	enc *chunkEncoder
+}
+
+// chunkEncoder turns records into a chunk's stored form: JSON lines,
+// zstd-compressed. One serves all of a server's builds: a zstd encoder per
+// chunk allocates megabytes, which a thousand running builds flushing many
+// times a second turned into most of the server's CPU and memory. It
+// encodes GOMAXPROCS chunks at a time, so flushes waiting their turn do not
+// each hold their chunk's uncompressed JSON meanwhile.
+type chunkEncoder struct {
+	zstd  *zstd.Encoder
+	slots chan struct{}
+}
+
+func newChunkEncoder() (*chunkEncoder, error) {
+	n := runtime.GOMAXPROCS(0)
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(n))
+	if err != nil {
+		return nil, fmt.Errorf("build log chunk encoder: %w", err)
+	}
+	return &chunkEncoder{zstd: enc, slots: make(chan struct{}, n)}, nil
+}
+
+// encode returns the chunk holding recs.
+func (e *chunkEncoder) encode(ctx context.Context, recs []record) ([]byte, error) {
+	select {
+	case e.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-e.slots }()
+	var size int64
+	for i := range recs {
+		size += recordSize(&recs[i])
+	}
+	// recordSize exceeds a record's JSON but for escapes: raw is seldom grown.
+	raw := make([]byte, 0, size)
+	for i := range recs {
+		raw = appendRecordJSON(raw, &recs[i])
+	}
+	return e.zstd.EncodeAll(raw, nil), nil
+}
+
+// encode returns the chunk holding recs.
+func (c chunkSource) encode(ctx context.Context, recs []record) ([]byte, error) {
+	enc := c.enc
+	if enc == nil {
+		var err error
+		if enc, err = newChunkEncoder(); err != nil {
+			return nil, err
+		}
+		defer enc.zstd.Close()
+	}
+	return enc.encode(ctx, recs)
 }
 
 // list returns the chunks' keys and first record IDs, in order.
@@ -353,21 +431,19 @@ func (l *buildLog) flush(ctx context.Context) {
 		return
 	}
 	l.mu.Unlock()
-	var buf bytes.Buffer
-	enc, _ := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedFastest))
-	je := json.NewEncoder(enc)
-	for _, r := range pending {
-		if err := je.Encode(r); err != nil {
-			enc.Close()
-			l.setFlushErr(fmt.Errorf("encode build log record %d: %w", r.ID, err))
-			return
-		}
-	}
-	enc.Close()
 	// A retry after a failed write uses the same key with more records: the
 	// later object is a superset, and readers skip IDs they have seen.
 	key := chunkKey(l.src.prefix, from+1)
-	if _, err := l.src.store.Put(ctx, key, bytes.NewReader(buf.Bytes()), int64(buf.Len()), blobstore.PutOptions{ContentType: "application/zstd"}); err != nil {
+	data, err := l.src.encode(ctx, pending)
+	if err != nil {
+		l.setFlushErr(fmt.Errorf("encode build log chunk %s: %w", key, err))
+		return
+	}
+	var size int64
+	for i := range pending {
+		size += recordSize(&pending[i])
+	}
+	if _, err := l.src.store.Put(ctx, key, bytes.NewReader(data), int64(len(data)), blobstore.PutOptions{ContentType: "application/zstd"}); err != nil {
 		l.setFlushErr(fmt.Errorf("write build log chunk %s: %w", key, err))
 		return
 	}
@@ -382,9 +458,55 @@ func (l *buildLog) flush(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.durable = from + uint64(len(pending))
+	l.durableBytes += size
 	l.flushErr = nil
 	l.evictLocked()
 	l.notifyLocked()
+}
+
+// appendRecordJSON appends r as one line of JSON, as json.Encoder writes
+// it, except that the event's data is taken as it is: it is json.Marshal's
+// output (events.NewEnvelope, redactJSON), compact and valid, and having
+// encoding/json check and compact it again was the largest part of a
+// flush's cost.
+func appendRecordJSON(b []byte, r *record) []byte {
+	b = append(b, `{"id":`...)
+	b = strconv.AppendUint(b, r.ID, 10)
+	if r.Step != "" {
+		b = append(b, `,"step":`...)
+		b = appendJSONString(b, r.Step)
+	}
+	if r.Seq != 0 {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendUint(b, r.Seq, 10)
+	}
+	if e := r.Event; e != nil {
+		b = append(b, `,"event":{"data":`...)
+		if len(e.Data) == 0 {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, e.Data...)
+		}
+		b = append(b, `,"event":`...)
+		b = appendJSONString(b, string(e.Event))
+		b = append(b, `,"version":`...)
+		b = appendJSONString(b, e.Version)
+		b = append(b, '}')
+	}
+	return append(b, "}\n"...)
+}
+
+// appendJSONString appends s quoted as encoding/json quotes it.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 func (l *buildLog) setFlushErr(err error) {

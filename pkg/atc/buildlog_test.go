@@ -1,6 +1,7 @@
 package atc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/test/testenv"
 )
@@ -205,6 +208,50 @@ func TestReadChunksToleratesARetriedChunk(t *testing.T) {
 	for i, r := range recs {
 		if r.ID != uint64(i+1) {
 			t.Fatalf("record %d has ID %d", i, r.ID)
+		}
+	}
+}
+
+// TestRecordJSONIsEncodingJSONs checks that a flush writes each record
+// exactly as json.Encoder would, so readers (and chunks written before)
+// see no difference.
+func TestRecordJSONIsEncodingJSONs(t *testing.T) {
+	envelope := func(e events.Event) *events.Envelope {
+		env, err := events.NewEnvelope(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &env
+	}
+	red := creds.NewRedactor([]string{"hunter2"})
+	redacted := envelope(events.Log{Payload: "the password is hunter2\n", Origin: events.Origin{ID: "p"}})
+	data, err := redactJSON(red, redacted.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	redacted.Data = data
+	for _, r := range []record{
+		{ID: 1},
+		{ID: 2, Step: "step-a", Seq: 7},
+		{ID: 3, Event: envelope(events.Status{Status: concourse.StatusStarted, Time: 1700000000})},
+		{ID: 18446744073709551615, Step: "s", Seq: 18446744073709551615, Event: envelope(events.Log{Time: 1, Origin: events.Origin{ID: "a", Source: events.OriginSourceStderr},
+			Payload: "quotes \" back\\slash <html> & tab\t nul\x00 é \u2028 invalid \xff\n"})},
+		{ID: 4, Step: "ünïcode <&> \"step\"", Seq: 1, Event: redacted},
+		{ID: 5, Event: &events.Envelope{Event: "odd\n", Version: "1.0"}},
+		{ID: 6, Step: "a<b", Seq: 2},
+		{ID: 7, Step: "a>b", Seq: 2},
+		{ID: 8, Step: "a&b", Seq: 2},
+		{ID: 9, Step: "a\"b", Seq: 2},
+		{ID: 10, Step: "a\\b", Seq: 2},
+		{ID: 11, Step: "a\tb", Seq: 2},
+		{ID: 12, Step: "a\x7fb", Seq: 2},
+	} {
+		var want bytes.Buffer
+		if err := json.NewEncoder(&want).Encode(r); err != nil {
+			t.Fatal(err)
+		}
+		if got := appendRecordJSON(nil, &r); string(got) != want.String() {
+			t.Errorf("record %d:\n got %s\nwant %s", r.ID, got, want.String())
 		}
 	}
 }

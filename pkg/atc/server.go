@@ -161,6 +161,8 @@ type Server struct {
 	workerByName map[string]*workerRT
 	caPEM        []byte
 	sch          *scheduling
+	// chunkEnc compresses every build's log chunks.
+	chunkEnc *chunkEncoder
 	// images caches the digests of checked task images.
 	images *imageCache
 	obs    observability
@@ -217,7 +219,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys,
+	chunkEnc, err := newChunkEncoder()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys, chunkEnc: chunkEnc,
 		issuer: auth.NewIssuer(deps.SigningKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL),
 		builds: map[int64]*build{}, steps: map[string]*stepState{}, started: time.Now(),
 		images: newImageCache(imageCacheTTL, imageCacheSize), stepCreds: deps.StepCredentials,

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/stepserver"
@@ -143,5 +144,99 @@ func TestStreamsPerStepAreBounded(t *testing.T) {
 			t.Fatalf("after closing a stream: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// unsyncedSink stores events at once but makes none durable until release
+// is closed.
+type unsyncedSink struct {
+	*stepserver.MemorySink
+	release chan struct{}
+}
+
+func (u *unsyncedSink) Sync(ctx context.Context, _ string, _ uint64) error {
+	select {
+	case <-u.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestUnsyncedBytesAreBounded: while the sink makes nothing durable, the
+// server takes no more than Limits.Unsynced bytes of events from all its
+// streams, then everything once the sink catches up.
+func TestUnsyncedBytesAreBounded(t *testing.T) {
+	keys := keyring(t)
+	sink := &unsyncedSink{MemorySink: stepserver.NewMemorySink(), release: make(chan struct{})}
+	payload := string(make([]byte, 1000))
+	size := proto.Size(event(1, payload).GetEvent()) // the same for seq 1..127
+	const fit = 5
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := stepserver.New(sink, keys, slog.New(slog.DiscardHandler)).WithLimits(stepserver.Limits{Unsynced: int64(fit*size + size/2)})
+	gs := grpc.NewServer(srv.ServerOptions()...)
+	srv.Register(gs)
+	go gs.Serve(ln)
+	defer gs.Stop()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := eventspb.NewStepStreamClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	open := func(step string) eventspb.StepStream_ConnectClient {
+		token, _ := keys.Mint(step, time.Hour)
+		stream, err := client.Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream.Send(hello(step, token))
+		if _, err := stream.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		return stream
+	}
+	stored := func() int { return len(sink.Events("a")) + len(sink.Events("b")) }
+
+	a, b := open("a"), open("b")
+	const sent = 20
+	for seq := uint64(1); seq <= sent; seq++ {
+		if err := a.Send(event(seq, payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := sink.Wait(ctx, "a", func(evs []*eventspb.Event) bool { return len(evs) >= fit }); err != nil {
+		t.Fatalf("the first events were not stored: %v", err)
+	}
+	// The bound is the server's, not the stream's: another step waits too.
+	if err := b.Send(event(1, payload)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := stored(); n != fit {
+		t.Fatalf("took %d events (%d bytes each) with nothing durable, want %d within the limit", n, size, fit)
+	}
+
+	close(sink.release)
+	waitAck := func(stream eventspb.StepStream_ConnectClient, seq uint64) {
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				t.Fatalf("waiting for ack %d: %v", seq, err)
+			}
+			if msg.GetAck().GetSeq() >= seq {
+				return
+			}
+		}
+	}
+	waitAck(a, sent)
+	waitAck(b, 1)
+	if n := stored(); n != sent+1 {
+		t.Fatalf("stored %d events once durable, want %d", n, sent+1)
 	}
 }

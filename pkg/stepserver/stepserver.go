@@ -9,13 +9,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 )
@@ -48,6 +51,10 @@ type Server struct {
 	log    *slog.Logger
 	limits Limits
 
+	// unsynced holds Limits.Unsynced: a stream takes an event's size
+	// before appending it and gives it back once the event is durable.
+	unsynced *semaphore.Weighted
+
 	mu    sync.Mutex
 	steps map[string]*step
 }
@@ -63,10 +70,17 @@ type Limits struct {
 	StreamsPerStep int
 	// StreamsPerConn is HTTP/2's MaxConcurrentStreams.
 	StreamsPerConn uint32
+	// Unsynced bounds the bytes of events (as received) that the server
+	// has taken from all its streams and the sink has not yet made durable.
+	// Past it, streams stop reading until the sink catches up, and HTTP/2
+	// flow control leaves the rest in the sidecars' outboxes, which push
+	// back on their processes: without it a slow blobstore let a thousand
+	// sidecars fill the server's memory with up to an outbox (32 MiB) each.
+	Unsynced int64
 }
 
 // DefaultLimits are the limits New uses for zero fields.
-var DefaultLimits = Limits{Hello: 10 * time.Second, StreamsPerStep: 4, StreamsPerConn: 16}
+var DefaultLimits = Limits{Hello: 10 * time.Second, StreamsPerStep: 4, StreamsPerConn: 16, Unsynced: 128 << 20}
 
 func (l Limits) withDefaults() Limits {
 	if l.Hello <= 0 {
@@ -77,6 +91,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.StreamsPerConn == 0 {
 		l.StreamsPerConn = DefaultLimits.StreamsPerConn
+	}
+	if l.Unsynced <= 0 {
+		l.Unsynced = DefaultLimits.Unsynced
 	}
 	return l
 }
@@ -103,9 +120,14 @@ type step struct {
 	conn chan *eventspb.ATCMessage
 	// connID tells a stale connection from the current one.
 	connID uint64
-	// appended is the last sequence number given to the sink. It lives here,
-	// not in a connection, so a superseded connection that is still
-	// delivering cannot append an event twice.
+	// appendMu serialises the step's appends, and a new connection's taking
+	// over from an old one, so that a superseded connection that is still
+	// delivering cannot append an event twice. It is the step's own: held
+	// while the sink works, a server-wide lock made every stream wait for
+	// every other (1,000 streams spent their time queueing on it).
+	appendMu sync.Mutex
+	// appended is the last sequence number given to the sink (appendMu).
+	// It lives here, not in a connection, for the same reason.
 	appended uint64
 	// streams is how many streams of the step are open (Limits.StreamsPerStep).
 	streams int
@@ -121,13 +143,15 @@ func New(sink Sink, verify Verifier, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{sink: sink, verify: verify, log: log, limits: DefaultLimits, steps: map[string]*step{}}
+	return &Server{sink: sink, verify: verify, log: log, limits: DefaultLimits, steps: map[string]*step{},
+		unsynced: semaphore.NewWeighted(DefaultLimits.Unsynced)}
 }
 
 // WithLimits sets the server's limits (zero fields: DefaultLimits'); call
 // it before serving.
 func (s *Server) WithLimits(l Limits) *Server {
 	s.limits = l.withDefaults()
+	s.unsynced = semaphore.NewWeighted(s.limits.Unsynced)
 	return s
 }
 
@@ -222,33 +246,10 @@ func (s *Server) Connect(stream eventspb.StepStream_ConnectServer) error {
 		s.log.Warn("refused sidecar", "step", stepID, "pod", hello.GetPodName(), "err", err)
 		return status.Errorf(codes.Unauthenticated, "step %q: %v", stepID, err)
 	}
-	last, err := s.sink.LastSeq(ctx, stepID)
+	st, connID, out, last, err := s.takeOver(ctx, stepID, hello)
 	if err != nil {
-		return status.Errorf(codes.Unavailable, "read stored events of step %q: %v", stepID, err)
+		return err
 	}
-
-	out := make(chan *eventspb.ATCMessage, 256)
-	s.mu.Lock()
-	st := s.stepLocked(stepID)
-	if st.streams >= s.limits.StreamsPerStep {
-		s.mu.Unlock()
-		s.log.Warn("refused sidecar: too many streams", "step", stepID, "pod", hello.GetPodName(), "limit", s.limits.StreamsPerStep)
-		return status.Errorf(codes.ResourceExhausted, "step %q already holds %d streams (the limit)", stepID, s.limits.StreamsPerStep)
-	}
-	st.streams++
-	st.connID++
-	connID := st.connID
-	st.conn = out
-	st.appended = last
-	// The resume point comes first; commands given while disconnected follow it.
-	out <- ack(last)
-	if st.aborted != nil {
-		out <- &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Abort{Abort: st.aborted}}
-	}
-	if st.released {
-		out <- &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Release{Release: &eventspb.Release{}}}
-	}
-	s.mu.Unlock()
 	s.log.Info("sidecar connected", "step", stepID, "pod", hello.GetPodName(), "stored", last, "resend_from", hello.GetFirstUnackedSeq())
 
 	defer func() {
@@ -286,13 +287,55 @@ func (s *Server) Connect(stream eventspb.StepStream_ConnectServer) error {
 		}
 	}()
 
-	recvErr := s.receive(ctx, stream, stepID, connID, out)
+	recvErr := s.receive(ctx, stream, st, stepID, connID, out)
 	cancel()
 	if err := <-sendErr; err != nil && recvErr == nil {
 		recvErr = err
 	}
 	s.log.Info("sidecar disconnected", "step", stepID, "err", recvErr)
 	return recvErr
+}
+
+// takeOver makes a new connection the step's current one: it reads the
+// resume point and queues it, and any commands given while the step was
+// disconnected, on the connection's outbox.
+func (s *Server) takeOver(ctx context.Context, stepID string, hello *eventspb.Hello) (st *step, connID uint64, out chan *eventspb.ATCMessage, last uint64, err error) {
+	s.mu.Lock()
+	st = s.stepLocked(stepID)
+	s.mu.Unlock()
+	// The step's appends wait while it changes hands: an event an older
+	// connection is storing is either in the resume point read here, or
+	// refused to that connection as superseded; never stored twice.
+	st.appendMu.Lock()
+	defer st.appendMu.Unlock()
+	last, err = s.sink.LastSeq(ctx, stepID)
+	if err != nil {
+		return nil, 0, nil, 0, status.Errorf(codes.Unavailable, "read stored events of step %q: %v", stepID, err)
+	}
+
+	out = make(chan *eventspb.ATCMessage, 256)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.steps[stepID] != st {
+		return nil, 0, nil, 0, status.Errorf(codes.Unavailable, "step %q was forgotten while its sidecar connected", stepID)
+	}
+	if st.streams >= s.limits.StreamsPerStep {
+		s.log.Warn("refused sidecar: too many streams", "step", stepID, "pod", hello.GetPodName(), "limit", s.limits.StreamsPerStep)
+		return nil, 0, nil, 0, status.Errorf(codes.ResourceExhausted, "step %q already holds %d streams (the limit)", stepID, s.limits.StreamsPerStep)
+	}
+	st.streams++
+	st.connID++
+	st.conn = out
+	st.appended = last
+	// The resume point comes first; commands given while disconnected follow it.
+	out <- ack(last)
+	if st.aborted != nil {
+		out <- &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Abort{Abort: st.aborted}}
+	}
+	if st.released {
+		out <- &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Release{Release: &eventspb.Release{}}}
+	}
+	return st, st.connID, out, last, nil
 }
 
 // recvHello waits for the stream's first message for at most
@@ -327,10 +370,20 @@ func ack(seq uint64) *eventspb.ATCMessage {
 // receive stores events in order, skipping ones already stored, and routes
 // session output to its session. Acknowledgements trail behind, sent by
 // acker once the sink says the events are durable.
-func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_ConnectServer, stepID string, connID uint64, out chan<- *eventspb.ATCMessage) error {
+func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_ConnectServer, st *step, stepID string, connID uint64, out chan<- *eventspb.ATCMessage) error {
 	appended := make(chan uint64, 1)
 	ackErr := make(chan error, 1)
-	go func() { ackErr <- s.acker(ctx, stepID, appended, out) }()
+	var held heldBytes
+	// Whatever the stream still holds of Limits.Unsynced goes back when it
+	// ends; the sink makes it durable on its own.
+	defer func() { s.unsynced.Release(held.upTo(math.MaxUint64)) }()
+	// A failing acker also ends a wait for Limits.Unsynced.
+	actx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	go func() {
+		ackErr <- s.acker(ctx, stepID, appended, out, &held)
+		stopWaiting()
+	}()
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
@@ -341,13 +394,26 @@ func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_Connect
 		}
 		switch m := msg.Msg.(type) {
 		case *eventspb.SidecarMessage_Event:
-			seq, stored, err := s.append(ctx, stepID, connID, m.Event)
+			size := min(int64(proto.Size(m.Event)), s.limits.Unsynced)
+			if err := s.unsynced.Acquire(actx, size); err != nil {
+				select {
+				case err := <-ackErr:
+					return err
+				default:
+					return nil // the stream ended
+				}
+			}
+			seq, stored, err := s.append(ctx, st, stepID, connID, m.Event)
+			if err != nil || !stored {
+				s.unsynced.Release(size)
+			}
 			if err != nil {
 				return err
 			}
 			if !stored {
 				continue // a resend of something already stored
 			}
+			held.add(seq, size)
 			// Only the newest matters to the acker: replace an unread value.
 			select {
 			case <-appended:
@@ -367,15 +433,48 @@ func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_Connect
 	}
 }
 
-// append gives one event to the sink unless it is stored already. Steps are
-// serialised here, so two connections of one step (a reconnect racing a
-// half-dead stream) cannot store an event twice.
-func (s *Server) append(ctx context.Context, stepID string, connID uint64, ev *eventspb.Event) (uint64, bool, error) {
+// heldBytes is what a stream holds of Limits.Unsynced, by event.
+type heldBytes struct {
+	mu     sync.Mutex
+	events []heldEvent // in sequence order
+}
+
+type heldEvent struct {
+	seq  uint64
+	size int64
+}
+
+func (h *heldBytes) add(seq uint64, size int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, heldEvent{seq, size})
+}
+
+// upTo forgets the events up to seq and returns their bytes.
+func (h *heldBytes) upTo(seq uint64) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var size int64
+	n := 0
+	for n < len(h.events) && h.events[n].seq <= seq {
+		size += h.events[n].size
+		n++
+	}
+	h.events = h.events[n:]
+	return size
+}
+
+// append gives one event to the sink unless it is stored already. Each
+// step's appends are serialised (step.appendMu), so two connections of one
+// step (a reconnect racing a half-dead stream) cannot store an event twice.
+func (s *Server) append(ctx context.Context, st *step, stepID string, connID uint64, ev *eventspb.Event) (uint64, bool, error) {
+	st.appendMu.Lock()
+	defer st.appendMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.steps[stepID]
+	current := s.steps[stepID] == st && st.connID == connID
+	s.mu.Unlock()
 	switch {
-	case !ok || st.connID != connID:
+	case !current:
 		return 0, false, status.Errorf(codes.Aborted, "step %q: superseded by a newer connection", stepID)
 	case ev.GetSeq() <= st.appended:
 		return 0, false, nil
@@ -390,7 +489,7 @@ func (s *Server) append(ctx context.Context, stepID string, connID uint64, ev *e
 }
 
 // acker acknowledges appended events once they are durable.
-func (s *Server) acker(ctx context.Context, stepID string, appended <-chan uint64, out chan<- *eventspb.ATCMessage) error {
+func (s *Server) acker(ctx context.Context, stepID string, appended <-chan uint64, out chan<- *eventspb.ATCMessage, held *heldBytes) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -402,6 +501,7 @@ func (s *Server) acker(ctx context.Context, stepID string, appended <-chan uint6
 				}
 				return status.Errorf(codes.Unavailable, "store events of step %q: %v", stepID, err)
 			}
+			s.unsynced.Release(held.upTo(seq))
 			select {
 			case out <- ack(seq):
 			case <-ctx.Done():

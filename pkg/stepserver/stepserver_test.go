@@ -246,3 +246,71 @@ func TestASupersededConnectionCannotStoreTwice(t *testing.T) {
 		t.Fatalf("stored %v", evs)
 	}
 }
+
+// slowSink holds the appends of step "slow" until release is closed.
+type slowSink struct {
+	*stepserver.MemorySink
+	entered chan struct{} // receives once a "slow" append is held
+	release chan struct{}
+}
+
+func (s *slowSink) Append(ctx context.Context, stepID string, evs []*eventspb.Event) error {
+	if stepID == "slow" {
+		select {
+		case s.entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.MemorySink.Append(ctx, stepID, evs)
+}
+
+// TestAStepsSlowAppendDoesNotHoldUpOthers: appends are serialised per
+// step, not server-wide, so one step waiting on the sink does not stop the
+// other steps' events from being stored and acknowledged.
+func TestAStepsSlowAppendDoesNotHoldUpOthers(t *testing.T) {
+	keys := keyring(t)
+	sink := &slowSink{MemorySink: stepserver.NewMemorySink(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	defer close(sink.release)
+	client, _ := serve(t, sink, keys)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	connect := func(step string) eventspb.StepStream_ConnectClient {
+		token, _ := keys.Mint(step, time.Hour)
+		stream, err := client.Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream.Send(hello(step, token))
+		if _, err := stream.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		return stream
+	}
+
+	slow := connect("slow")
+	slow.Send(event(1, "held"))
+	select {
+	case <-sink.entered:
+	case <-ctx.Done():
+		t.Fatal("the slow step's event never reached the sink")
+	}
+	fast := connect("fast")
+	fast.Send(event(1, "through"))
+	for {
+		msg, err := fast.Recv()
+		if err != nil {
+			t.Fatalf("the other step's event was not acknowledged while the slow one was held: %v", err)
+		}
+		if msg.GetAck().GetSeq() >= 1 {
+			break
+		}
+	}
+	if evs := sink.Events("fast"); len(evs) != 1 {
+		t.Fatalf("stored %d events of the other step, want 1", len(evs))
+	}
+}

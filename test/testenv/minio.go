@@ -110,6 +110,16 @@ func (m *MinIO) NewBucket(ctx context.Context) (string, error) {
 	return name, nil
 }
 
+// Pid is the MinIO server's process ID on this host: benchmarks read its
+// CPU time from /proc.
+func (m *MinIO) Pid(ctx context.Context) (int, error) {
+	st, err := m.container.State(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("minio container state: %w", err)
+	}
+	return st.Pid, nil
+}
+
 // Terminate stops and removes the container.
 func (m *MinIO) Terminate(ctx context.Context) error {
 	if m == nil || m.container == nil {
