@@ -145,7 +145,7 @@ func (s *Server) newBuild(rec db.Build, team db.Team) *build {
 // chunks is where a build's log lives: chunk objects under
 // atc/events/<build>/, indexed in the database.
 func (s *Server) chunks(id int64) chunkSource {
-	return chunkSource{store: s.store, prefix: fmt.Sprintf("atc/events/%012d/", id), index: s.db, buildID: id, enc: s.chunkEnc}
+	return chunkSource{store: s.store, prefix: fmt.Sprintf("atc/events/%012d/", id), index: s.db, buildID: id, enc: s.chunkEnc, windows: &s.logWindows}
 }
 
 // startBuild runs the build in the background. The build outlives the

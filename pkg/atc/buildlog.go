@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -70,15 +71,37 @@ type buildLog struct {
 }
 
 // The memory window: the newest durable records of a running build stay
-// in memory for live watchers, at most memoryWindow of them holding at most
-// memoryWindowBytes (recordSize); older ones are read back from the chunks.
-// A build's memory does not grow with its log, and a thousand running
-// builds' windows (each up to twice its size between evictions) take about
-// 128 MiB, where a count alone let them take most of a GiB.
+// in memory for live watchers, at most memoryWindow of them, holding at
+// most the build's share of memoryWindows (recordSize); older ones are read
+// back from the chunks. A build's memory does not grow with its log, and
+// the running builds' windows together stay within twice memoryWindows
+// (between evictions): one build printing fast keeps a large window for its
+// watchers, a thousand builds keep small ones (where a count alone let them
+// take most of a GiB).
 const (
-	memoryWindow      = 1024
-	memoryWindowBytes = 64 << 10
+	memoryWindow           = 1024
+	memoryWindows          = 32 << 20
+	memoryWindowBytesLeast = 16 << 10
 )
+
+// windowShare counts the running builds' logs, which share memoryWindows
+// (nil: a log counts as the only one).
+type windowShare struct{ logs atomic.Int64 }
+
+// bytes is one running build's share of memoryWindows.
+func (w *windowShare) bytes() int64 {
+	n := int64(1)
+	if w != nil {
+		n = max(w.logs.Load(), 1)
+	}
+	return max(memoryWindows/n, memoryWindowBytesLeast)
+}
+
+func (w *windowShare) add(n int64) {
+	if w != nil {
+		w.logs.Add(n)
+	}
+}
 
 // recordSize approximates the memory a record holds: its event's JSON and
 // the record and envelope around it.
@@ -105,13 +128,14 @@ func (l *buildLog) evictLocked() {
 		l.base, l.records, l.durableBytes = l.durable, nil, 0
 		return
 	}
-	if n < 2*memoryWindow && l.durableBytes < 2*memoryWindowBytes {
+	window := l.src.windows.bytes()
+	if n < 2*memoryWindow && l.durableBytes < 2*window {
 		return
 	}
 	keep, kept := 0, int64(0)
 	for keep < min(n, memoryWindow) {
 		size := recordSize(&l.records[n-1-keep])
-		if kept+size > memoryWindowBytes {
+		if kept+size > window {
 			break
 		}
 		keep, kept = keep+1, kept+size
@@ -138,6 +162,8 @@ type chunkSource struct {
 	buildID int64
 	// enc encodes chunks (nil: an encoder of its own per chunk).
 	enc *chunkEncoder
+	// windows is what the build's memory window is a share of.
+	windows *windowShare
 }
 
 // chunkEncoder turns records into a chunk's stored form: JSON lines,
@@ -372,6 +398,9 @@ func (l *buildLog) stepDurable(ctx context.Context, step string) (uint64, error)
 
 // run commits appended records until ctx ends, then once more.
 func (l *buildLog) run(ctx context.Context) {
+	// A running build's log takes a share of memoryWindows until it ends.
+	l.src.windows.add(1)
+	defer l.src.windows.add(-1)
 	ticker := time.NewTicker(flushInterval)
 	defer ticker.Stop()
 	for {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -253,5 +254,40 @@ func TestRecordJSONIsEncodingJSONs(t *testing.T) {
 		if got := appendRecordJSON(nil, &r); string(got) != want.String() {
 			t.Errorf("record %d:\n got %s\nwant %s", r.ID, got, want.String())
 		}
+	}
+}
+
+// TestMemoryWindowIsAShareOfTheRunningBuilds: a thousand running builds
+// keep a small window each, a build running alone a full one.
+func TestMemoryWindowIsAShareOfTheRunningBuilds(t *testing.T) {
+	var share windowShare
+	evicted := func() (records int, bytes int64) {
+		l := newBuildLog(chunkSource{windows: &share}, slog.New(slog.DiscardHandler))
+		line := strings.Repeat("x", 100) + "\n"
+		for i := 1; i <= 4*memoryWindow; i++ {
+			l.appendEvent(events.Log{Payload: line, Origin: events.Origin{ID: "s"}}, "s", uint64(i))
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		// As a flush leaves it: everything durable.
+		l.durable = l.base + uint64(len(l.records))
+		for i := range l.records {
+			l.durableBytes += recordSize(&l.records[i])
+		}
+		l.evictLocked()
+		for i := range l.records {
+			bytes += recordSize(&l.records[i])
+		}
+		return len(l.records), bytes
+	}
+
+	share.add(1000)
+	n, bytes := evicted()
+	if want := share.bytes(); bytes > want || bytes < want/2 {
+		t.Fatalf("one of 1000 running builds kept %d records of %d bytes, want its share of about %d bytes", n, bytes, want)
+	}
+	share.add(-999)
+	if n, bytes := evicted(); n != memoryWindow {
+		t.Fatalf("a build running alone kept %d records (%d bytes), want the whole window of %d", n, bytes, memoryWindow)
 	}
 }

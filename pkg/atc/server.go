@@ -161,8 +161,10 @@ type Server struct {
 	workerByName map[string]*workerRT
 	caPEM        []byte
 	sch          *scheduling
-	// chunkEnc compresses every build's log chunks.
-	chunkEnc *chunkEncoder
+	// chunkEnc encodes every build's log chunks; the running builds' logs
+	// share logWindows' memory.
+	chunkEnc   *chunkEncoder
+	logWindows windowShare
 	// images caches the digests of checked task images.
 	images *imageCache
 	obs    observability

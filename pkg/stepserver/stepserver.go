@@ -76,11 +76,14 @@ type Limits struct {
 	// flow control leaves the rest in the sidecars' outboxes, which push
 	// back on their processes: without it a slow blobstore let a thousand
 	// sidecars fill the server's memory with up to an outbox (32 MiB) each.
+	// The default is one outbox's worth: a single stream is not held back,
+	// and the sink's memory for it (several times the bytes, for short
+	// lines) stays a few hundred MiB.
 	Unsynced int64
 }
 
 // DefaultLimits are the limits New uses for zero fields.
-var DefaultLimits = Limits{Hello: 10 * time.Second, StreamsPerStep: 4, StreamsPerConn: 16, Unsynced: 128 << 20}
+var DefaultLimits = Limits{Hello: 10 * time.Second, StreamsPerStep: 4, StreamsPerConn: 16, Unsynced: 32 << 20}
 
 func (l Limits) withDefaults() Limits {
 	if l.Hello <= 0 {
