@@ -9,11 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
@@ -51,9 +50,8 @@ type Server struct {
 	log    *slog.Logger
 	limits Limits
 
-	// unsynced holds Limits.Unsynced: a stream takes an event's size
-	// before appending it and gives it back once the event is durable.
-	unsynced *semaphore.Weighted
+	// receiving counts the connected streams, which share Limits.Unsynced.
+	receiving atomic.Int64
 
 	mu    sync.Mutex
 	steps map[string]*step
@@ -71,16 +69,23 @@ type Limits struct {
 	// StreamsPerConn is HTTP/2's MaxConcurrentStreams.
 	StreamsPerConn uint32
 	// Unsynced bounds the bytes of events (as received) that the server
-	// has taken from all its streams and the sink has not yet made durable.
-	// Past it, streams stop reading until the sink catches up, and HTTP/2
-	// flow control leaves the rest in the sidecars' outboxes, which push
-	// back on their processes: without it a slow blobstore let a thousand
-	// sidecars fill the server's memory with up to an outbox (32 MiB) each.
-	// The default is one outbox's worth: a single stream is not held back,
-	// and the sink's memory for it (several times the bytes, for short
-	// lines) stays a few hundred MiB.
+	// has taken from its streams and the sink has not yet made durable:
+	// each stream may hold its share (at least unsyncedLeast, or one
+	// event) and stops reading past it until the sink catches up, so that
+	// HTTP/2 flow control leaves the rest in the sidecar's outbox, which
+	// pushes back on its process. Without it a slow blobstore let a
+	// thousand sidecars fill the server's memory with up to an outbox
+	// (32 MiB) each. The default is one outbox's worth: a single stream is
+	// not held back, and the sink's memory for a thousand (several times
+	// the bytes, for short lines) stays a few hundred MiB. A share, not a
+	// pool: a stream waits for its own events to be durable, which keeps
+	// each step's events in batches (a pool handed out an event at a time
+	// made a thousand steps' chunks a few events each).
 	Unsynced int64
 }
+
+// unsyncedLeast is the smallest share of Limits.Unsynced a stream gets.
+const unsyncedLeast = 16 << 10
 
 // DefaultLimits are the limits New uses for zero fields.
 var DefaultLimits = Limits{Hello: 10 * time.Second, StreamsPerStep: 4, StreamsPerConn: 16, Unsynced: 32 << 20}
@@ -146,15 +151,13 @@ func New(sink Sink, verify Verifier, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{sink: sink, verify: verify, log: log, limits: DefaultLimits, steps: map[string]*step{},
-		unsynced: semaphore.NewWeighted(DefaultLimits.Unsynced)}
+	return &Server{sink: sink, verify: verify, log: log, limits: DefaultLimits, steps: map[string]*step{}}
 }
 
 // WithLimits sets the server's limits (zero fields: DefaultLimits'); call
 // it before serving.
 func (s *Server) WithLimits(l Limits) *Server {
 	s.limits = l.withDefaults()
-	s.unsynced = semaphore.NewWeighted(s.limits.Unsynced)
 	return s
 }
 
@@ -254,6 +257,10 @@ func (s *Server) Connect(stream eventspb.StepStream_ConnectServer) error {
 		return err
 	}
 	s.log.Info("sidecar connected", "step", stepID, "pod", hello.GetPodName(), "stored", last, "resend_from", hello.GetFirstUnackedSeq())
+	// Counted before the resume point goes out: the sidecar's first event
+	// finds its share already made.
+	s.receiving.Add(1)
+	defer s.receiving.Add(-1)
 
 	defer func() {
 		s.mu.Lock()
@@ -376,11 +383,8 @@ func ack(seq uint64) *eventspb.ATCMessage {
 func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_ConnectServer, st *step, stepID string, connID uint64, out chan<- *eventspb.ATCMessage) error {
 	appended := make(chan uint64, 1)
 	ackErr := make(chan error, 1)
-	var held heldBytes
-	// Whatever the stream still holds of Limits.Unsynced goes back when it
-	// ends; the sink makes it durable on its own.
-	defer func() { s.unsynced.Release(held.upTo(math.MaxUint64)) }()
-	// A failing acker also ends a wait for Limits.Unsynced.
+	held := heldBytes{freed: make(chan struct{})}
+	// A failing acker also ends a wait for the stream's share.
 	actx, stopWaiting := context.WithCancel(ctx)
 	defer stopWaiting()
 	go func() {
@@ -397,8 +401,8 @@ func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_Connect
 		}
 		switch m := msg.Msg.(type) {
 		case *eventspb.SidecarMessage_Event:
-			size := min(int64(proto.Size(m.Event)), s.limits.Unsynced)
-			if err := s.unsynced.Acquire(actx, size); err != nil {
+			size := int64(proto.Size(m.Event))
+			if err := held.wait(actx, size, s.unsyncedShare()); err != nil {
 				select {
 				case err := <-ackErr:
 					return err
@@ -407,9 +411,6 @@ func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_Connect
 				}
 			}
 			seq, stored, err := s.append(ctx, st, stepID, connID, m.Event)
-			if err != nil || !stored {
-				s.unsynced.Release(size)
-			}
 			if err != nil {
 				return err
 			}
@@ -436,10 +437,17 @@ func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_Connect
 	}
 }
 
-// heldBytes is what a stream holds of Limits.Unsynced, by event.
+// unsyncedShare is one stream's share of Limits.Unsynced.
+func (s *Server) unsyncedShare() int64 {
+	return max(s.limits.Unsynced/max(s.receiving.Load(), 1), unsyncedLeast)
+}
+
+// heldBytes are a stream's events appended and not yet durable.
 type heldBytes struct {
 	mu     sync.Mutex
 	events []heldEvent // in sequence order
+	total  int64
+	freed  chan struct{} // closed and replaced when events become durable
 }
 
 type heldEvent struct {
@@ -451,20 +459,42 @@ func (h *heldBytes) add(seq uint64, size int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.events = append(h.events, heldEvent{seq, size})
+	h.total += size
 }
 
-// upTo forgets the events up to seq and returns their bytes.
-func (h *heldBytes) upTo(seq uint64) int64 {
+// durable forgets the events up to seq.
+func (h *heldBytes) durable(seq uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var size int64
 	n := 0
 	for n < len(h.events) && h.events[n].seq <= seq {
-		size += h.events[n].size
+		h.total -= h.events[n].size
 		n++
 	}
+	if n == 0 {
+		return
+	}
 	h.events = h.events[n:]
-	return size
+	close(h.freed)
+	h.freed = make(chan struct{})
+}
+
+// wait blocks until an event of size fits in share beside those held (or
+// none is held: an event larger than the share goes alone).
+func (h *heldBytes) wait(ctx context.Context, size, share int64) error {
+	for {
+		h.mu.Lock()
+		fits, freed := h.total == 0 || h.total+size <= share, h.freed
+		h.mu.Unlock()
+		if fits {
+			return nil
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // append gives one event to the sink unless it is stored already. Each
@@ -504,7 +534,7 @@ func (s *Server) acker(ctx context.Context, stepID string, appended <-chan uint6
 				}
 				return status.Errorf(codes.Unavailable, "store events of step %q: %v", stepID, err)
 			}
-			s.unsynced.Release(held.upTo(seq))
+			held.durable(seq)
 			select {
 			case out <- ack(seq):
 			case <-ctx.Done():
