@@ -172,35 +172,11 @@ func TestUnsyncedBytesAreBounded(t *testing.T) {
 	payload := string(make([]byte, 10_000))
 	size := proto.Size(event(1, payload).GetEvent()) // the same for seq 1..127
 	const fit = 5                                    // events within a stream's share, of two streams
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := stepserver.New(sink, keys, slog.New(slog.DiscardHandler)).WithLimits(stepserver.Limits{Unsynced: int64(2 * (fit*size + size/2))})
-	gs := grpc.NewServer(srv.ServerOptions()...)
-	srv.Register(gs)
-	go gs.Serve(ln)
-	defer gs.Stop()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := eventspb.NewStepStreamClient(conn)
+	client := listen(t, srv, srv.ServerOptions()...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	open := func(step string) eventspb.StepStream_ConnectClient {
-		token, _ := keys.Mint(step, time.Hour)
-		stream, err := client.Connect(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stream.Send(hello(step, token))
-		if _, err := stream.Recv(); err != nil {
-			t.Fatal(err)
-		}
-		return stream
-	}
+	open := func(step string) eventspb.StepStream_ConnectClient { return connectStep(ctx, t, client, keys, step) }
 
 	a, b := open("a"), open("b")
 	const sent = 20

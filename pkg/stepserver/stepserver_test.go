@@ -20,12 +20,18 @@ import (
 // serve runs a real gRPC server on loopback and returns a client.
 func serve(t *testing.T, sink stepserver.Sink, keys *steptoken.Keyring) (eventspb.StepStreamClient, *stepserver.Server) {
 	t.Helper()
+	srv := stepserver.New(sink, keys, slog.New(slog.DiscardHandler))
+	return listen(t, srv), srv
+}
+
+// listen serves srv over real gRPC on a loopback port and returns a client.
+func listen(t *testing.T, srv *stepserver.Server, opts ...grpc.ServerOption) eventspb.StepStreamClient {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := stepserver.New(sink, keys, slog.New(slog.DiscardHandler))
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(opts...)
 	srv.Register(gs)
 	go gs.Serve(ln)
 	t.Cleanup(gs.Stop)
@@ -34,7 +40,23 @@ func serve(t *testing.T, sink stepserver.Sink, keys *steptoken.Keyring) (eventsp
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return eventspb.NewStepStreamClient(conn), srv
+	return eventspb.NewStepStreamClient(conn)
+}
+
+// connectStep opens a stream for step and waits for the server's answer to
+// its hello.
+func connectStep(ctx context.Context, t *testing.T, client eventspb.StepStreamClient, keys *steptoken.Keyring, step string) eventspb.StepStream_ConnectClient {
+	t.Helper()
+	token, _ := keys.Mint(step, time.Hour)
+	stream, err := client.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.Send(hello(step, token))
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	return stream
 }
 
 func keyring(t *testing.T) *steptoken.Keyring {
@@ -279,18 +301,7 @@ func TestAStepsSlowAppendDoesNotHoldUpOthers(t *testing.T) {
 	client, _ := serve(t, sink, keys)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	connect := func(step string) eventspb.StepStream_ConnectClient {
-		token, _ := keys.Mint(step, time.Hour)
-		stream, err := client.Connect(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stream.Send(hello(step, token))
-		if _, err := stream.Recv(); err != nil {
-			t.Fatal(err)
-		}
-		return stream
-	}
+	connect := func(step string) eventspb.StepStream_ConnectClient { return connectStep(ctx, t, client, keys, step) }
 
 	slow := connect("slow")
 	slow.Send(event(1, "held"))
