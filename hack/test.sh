@@ -112,8 +112,26 @@ run_go_tests() {
   set +a
   export PORTER_CLUSTER_MINIO_ENV_FILE=$MINIO_ENV_FILE
   export PORTER_KUBECTL=$TOOLS_BIN/kubectl
+  # The suites record their specs' times here (test/testenv/spectimes.go).
+  PORTER_SPEC_TIMES_DIR=$(mktemp -d /tmp/porter-spec-times.XXXXXX)
+  export PORTER_SPEC_TIMES_DIR
+  local rc=0
   # shellcheck disable=SC2086 # GO_TEST_FLAGS and GO_TEST_PKGS are word lists
-  (cd "$REPO_ROOT" && go test $GO_TEST_FLAGS $GO_TEST_PKGS)
+  (cd "$REPO_ROOT" && go test $GO_TEST_FLAGS $GO_TEST_PKGS) || rc=$?
+  spec_times "$PORTER_SPEC_TIMES_DIR"
+  rm -rf "$PORTER_SPEC_TIMES_DIR"
+  return $rc
+}
+
+# spec_times DIR: each suite's total and the slowest specs, so that a suite
+# that grows shows where its time went.
+spec_times() {
+  local files=("$1"/*.tsv)
+  [ -e "${files[0]}" ] || return 0
+  log "spec seconds by suite (specs run one after another within a suite):"
+  awk -F'\t' '{t[$3]+=$1; n[$3]++} END {for (s in t) printf "%9.1f  %4d specs  %s\n", t[s], n[s], s}' "${files[@]}" | sort -rn >&2
+  log "the 15 slowest specs:"
+  sort -t$'\t' -k1,1 -rn "${files[@]}" | head -15 | awk -F'\t' '{printf "%9.1f  %s  %s: %s\n", $1, $2, $3, $4}' >&2
 }
 
 phase "apt" ensure_apt

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -128,6 +129,9 @@ func installedName() string {
 
 func runSidecar(ctx context.Context, log *slog.Logger) error {
 	log.Info("sidecar starting", "version", sidecar.Version)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(sidecar.SoftMemoryLimit)
+	}
 	raw := os.Getenv(action.EnvVar)
 	if raw == "" {
 		return fmt.Errorf("%s is not set: the sidecar needs the step's action", action.EnvVar)

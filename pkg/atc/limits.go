@@ -61,6 +61,7 @@ func (c LimitsConfig) withDefaults() LimitsConfig {
 
 func limitFlags(fs *flag.FlagSet, c *LimitsConfig) {
 	c.MaxArtifactUpload, c.MaxRequestBody = defaultMaxArtifactUpload, defaultMaxRequestBody
+	c.GRPC.Unsynced = stepserver.DefaultLimits.Unsynced
 	fs.Var((*byteSize)(&c.MaxArtifactUpload), "max-artifact-upload", "largest `fly execute -i` upload accepted, as sent (e.g. 10Gi, 500Mi)")
 	fs.Var((*byteSize)(&c.MaxRequestBody), "max-request-body", "largest body of any other API request (e.g. 8Mi)")
 	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", defaultHTTPReadTimeout, "how long reading an API request may take (an upload: each read)")
@@ -75,6 +76,7 @@ func limitFlags(fs *flag.FlagSet, c *LimitsConfig) {
 		c.GRPC.StreamsPerConn = n
 		return nil
 	})
+	fs.Var((*byteSize)(&c.GRPC.Unsynced), "grpc-max-unsynced-bytes", "most event bytes taken from all sidecars and not yet durable; past it, events wait in the sidecars (e.g. 32Mi)")
 }
 
 // byteSize is a flag of bytes written as a Kubernetes quantity (10Gi, 500M, 1024).

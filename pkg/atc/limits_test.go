@@ -16,18 +16,20 @@ func TestByteSizeFlag(t *testing.T) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	limitFlags(fs, &c)
-	if c.MaxArtifactUpload != 10<<30 || c.MaxRequestBody != 8<<20 {
-		t.Fatalf("defaults %d, %d", c.MaxArtifactUpload, c.MaxRequestBody)
+	if c.MaxArtifactUpload != 10<<30 || c.MaxRequestBody != 8<<20 || c.GRPC.Unsynced != 32<<20 {
+		t.Fatalf("defaults %d, %d, %d", c.MaxArtifactUpload, c.MaxRequestBody, c.GRPC.Unsynced)
 	}
-	if err := fs.Parse([]string{"--max-artifact-upload", "500Mi", "--max-request-body", "1000"}); err != nil {
+	if err := fs.Parse([]string{"--max-artifact-upload", "500Mi", "--max-request-body", "1000", "--grpc-max-unsynced-bytes", "64Mi"}); err != nil {
 		t.Fatal(err)
 	}
-	if c.MaxArtifactUpload != 500<<20 || c.MaxRequestBody != 1000 {
-		t.Fatalf("parsed %d, %d", c.MaxArtifactUpload, c.MaxRequestBody)
+	if c.MaxArtifactUpload != 500<<20 || c.MaxRequestBody != 1000 || c.GRPC.Unsynced != 64<<20 {
+		t.Fatalf("parsed %d, %d, %d", c.MaxArtifactUpload, c.MaxRequestBody, c.GRPC.Unsynced)
 	}
 	for _, bad := range []string{"0", "-1", "lots", "1.5"} {
-		if err := fs.Parse([]string{"--max-artifact-upload", bad}); err == nil {
-			t.Errorf("--max-artifact-upload %s accepted", bad)
+		for _, name := range []string{"--max-artifact-upload", "--grpc-max-unsynced-bytes"} {
+			if err := fs.Parse([]string{name, bad}); err == nil {
+				t.Errorf("%s %s accepted", name, bad)
+			}
 		}
 	}
 }

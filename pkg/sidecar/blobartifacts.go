@@ -8,6 +8,14 @@ import (
 	"github.com/porter-ci/porter/pkg/blobstore"
 )
 
+// SoftMemoryLimit is the Go runtime's memory limit in the sidecar unless
+// GOMEMLIMIT sets another. Moving an artifact keeps about 26 MiB live (the
+// upload's part buffers); without a limit the heap grows to twice that
+// between collections, which are rare because little else is allocated. The
+// binary's own pages (~17 MiB) come on top, so the sidecar stays under
+// 64 MiB resident whatever the artifact's size.
+const SoftMemoryLimit = 40 << 20
+
 // BlobArtifacts adapts a blobstore.Store to what the sidecar needs: outputs
 // go to fresh keys under the step's blob prefix (the ATC gives them their
 // content address), downloads are extracted within limits.

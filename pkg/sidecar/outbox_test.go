@@ -102,19 +102,6 @@ func TestProcessEnvDropsTheSocketKeepsParamsAndFollowsUser(t *testing.T) {
 	}
 }
 
-func TestLookupUser(t *testing.T) {
-	if cred, _, err := lookupUser(""); err != nil || cred != nil {
-		t.Fatalf("empty user: %v, %v", cred, err)
-	}
-	if _, _, err := lookupUser("no-such-user-here"); err == nil {
-		t.Fatal("unknown user accepted")
-	}
-	cred, _, err := lookupUser("0:0")
-	if err != nil || cred.Uid != 0 || cred.Gid != 0 {
-		t.Fatalf("0:0 = %+v, %v", cred, err)
-	}
-}
-
 func TestOutboxContinuesAfterTheATCsResumePoint(t *testing.T) {
 	// A restarted sidecar starts from nothing while the ATC has 50 events.
 	o := newOutbox(1<<20, nil)

@@ -63,3 +63,16 @@ func TestTerminateGroupReachesChildren(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestLookupUser(t *testing.T) {
+	if cred, _, err := lookupUser(""); err != nil || cred != nil {
+		t.Fatalf("empty user: %v, %v", cred, err)
+	}
+	if _, _, err := lookupUser("no-such-user-here"); err == nil {
+		t.Fatal("unknown user accepted")
+	}
+	cred, _, err := lookupUser("0:0")
+	if err != nil || cred.Uid != 0 || cred.Gid != 0 {
+		t.Fatalf("0:0 = %+v, %v", cred, err)
+	}
+}

@@ -31,6 +31,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/porter-ci/porter/test/testenv"
 )
 
 const (
@@ -61,6 +63,8 @@ func TestCluster(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Local cluster smoke suite")
 }
+
+var _ = ReportAfterSuite("spec times", testenv.RecordSpecTimes)
 
 var _ = BeforeSuite(func(ctx SpecContext) {
 	kubeconfig := getenv("PORTER_KUBECONFIG", defaultKubeconfig)

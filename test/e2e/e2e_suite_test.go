@@ -29,6 +29,8 @@ func TestE2E(t *testing.T) {
 	RunSpecs(t, "Porter e2e suite")
 }
 
+var _ = ReportAfterSuite("spec times", testenv.RecordSpecTimes)
+
 var _ = BeforeSuite(func(ctx SpecContext) {
 	path := testenv.KubeconfigPath()
 	config, err := testenv.AdminConfig(ctx, path)

@@ -29,6 +29,8 @@ func TestFly(t *testing.T) {
 	RunSpecs(t, "fly against Porter")
 }
 
+var _ = ReportAfterSuite("spec times", testenv.RecordSpecTimes)
+
 // The shared server's people: admin owns team main (so is an admin);
 // alice gets team other from the set-team spec.
 const (

@@ -30,6 +30,8 @@ func TestGC(t *testing.T) {
 	RunSpecs(t, "garbage collection")
 }
 
+var _ = ReportAfterSuite("spec times", testenv.RecordSpecTimes)
+
 const (
 	user       = "gc"
 	workerName = "e2e-gc"

@@ -21,6 +21,8 @@ func TestInPod(t *testing.T) {
 	RunSpecs(t, "In-pod processes")
 }
 
+var _ = ReportAfterSuite("spec times", testenv.RecordSpecTimes)
+
 var (
 	porterBin string
 	minio     *testenv.MinIO

@@ -42,6 +42,8 @@ func TestNetpol(t *testing.T) {
 	RunSpecs(t, "Network policies")
 }
 
+var _ = ReportAfterSuite("spec times", testenv.RecordSpecTimes)
+
 var _ = BeforeSuite(func(ctx SpecContext) {
 	config, err := testenv.AdminConfig(ctx, testenv.KubeconfigPath())
 	if err == nil {

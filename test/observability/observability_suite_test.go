@@ -28,6 +28,8 @@ func TestObservability(t *testing.T) {
 	RunSpecs(t, "ATC observability end to end")
 }
 
+var _ = ReportAfterSuite("spec times", testenv.RecordSpecTimes)
+
 const user = "obs"
 
 var (

@@ -30,6 +30,8 @@ func TestPipelines(t *testing.T) {
 	RunSpecs(t, "pipelines through fly")
 }
 
+var _ = ReportAfterSuite("spec times", testenv.RecordSpecTimes)
+
 const adminUser = "admin"
 
 type suite struct {

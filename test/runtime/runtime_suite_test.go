@@ -24,6 +24,8 @@ func TestRuntime(t *testing.T) {
 	RunSpecs(t, "ATC runtime end to end")
 }
 
+var _ = ReportAfterSuite("spec times", testenv.RecordSpecTimes)
+
 // user is the local user the specs log in as: an owner of team main.
 const user = "e2e"
 
