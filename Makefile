@@ -65,7 +65,7 @@ bench-artifacts: docker-up ## artifact upload/download MB/s table against a MinI
 	TESTCONTAINERS_RYUK_DISABLED=true $(GO) run ./test/bench/artifacts
 
 .PHONY: bench-sidecar
-bench-sidecar: docker-up ## log latency at 10,000 lines/s and sidecar peak RSS moving a 2 GiB artifact
+bench-sidecar: docker-up ## log latency at 10,000 lines/s and sidecar peak RSS moving a 10 GiB artifact
 	TESTCONTAINERS_RYUK_DISABLED=true $(GO) run ./test/bench/sidecar
 
 .PHONY: bench-streams

@@ -7,7 +7,7 @@
 //
 // It prints figures and never fails on timing.
 //
-//	go run ./test/bench/sidecar [-rate 10000] [-duration 10s] [-artifact-size 2147483648]
+//	go run ./test/bench/sidecar [-rate 10000] [-duration 10s] [-artifact-size 10737418240]
 package main
 
 import (
