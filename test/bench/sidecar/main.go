@@ -36,6 +36,7 @@ import (
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/stepserver"
 	"github.com/porter-ci/porter/pkg/steptoken"
+	"github.com/porter-ci/porter/test/bench/internal/stepbench"
 	"github.com/porter-ci/porter/test/stepproc"
 	"github.com/porter-ci/porter/test/testenv"
 )
@@ -214,9 +215,8 @@ func (b *bench) action(name string, argv ...string) *action.Action {
 // grows, so sampling misses at most the last interval before the exit.
 const hwmInterval = 5 * time.Millisecond
 
-// peakRSS follows a process's VmHWM from /proc. The rusage of a waited child is
-// no use here: Go starts children with vfork, and the kernel carries the
-// parent's (this bench's) high-water mark into the child's at exec.
+// peakRSS follows a process's VmHWM (stepbench.ProcessPeakRSS says why not
+// its rusage).
 type peakRSS struct {
 	mu    sync.Mutex
 	bytes int64
@@ -226,7 +226,7 @@ func (p *peakRSS) watch(pid int, done <-chan struct{}) {
 	tick := time.NewTicker(hwmInterval)
 	defer tick.Stop()
 	for {
-		if v, err := readHWM(pid); err == nil {
+		if v, err := stepbench.ProcessPeakRSS(pid); err == nil {
 			p.mu.Lock()
 			p.bytes = max(p.bytes, v)
 			p.mu.Unlock()
@@ -243,21 +243,6 @@ func (p *peakRSS) load() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.bytes
-}
-
-// readHWM returns a live process's peak resident set size in bytes.
-func readHWM(pid int) (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kib << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }
 
 // runStep runs a step to its end and checks it succeeded. Each watch is given

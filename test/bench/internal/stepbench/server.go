@@ -105,7 +105,7 @@ type Server struct {
 
 // Usage is what the child used over its life.
 type Usage struct {
-	PeakRSS      int64 // bytes (wait4's ru_maxrss)
+	PeakRSS      int64 // bytes (the child's own VmHWM as it ended)
 	User, System time.Duration
 }
 
@@ -182,15 +182,21 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
 // PeakRSS is the child's peak resident set so far (VmHWM), in bytes.
-func (s *Server) PeakRSS() (int64, error) { return procStatus(s.Pid(), "VmHWM") }
+func (s *Server) PeakRSS() (int64, error) { return ProcessPeakRSS(s.Pid()) }
 
 // RSS is the child's resident set now (VmRSS), in bytes.
 func (s *Server) RSS() (int64, error) { return procStatus(s.Pid(), "VmRSS") }
 
+// ProcessPeakRSS is a live process's peak resident set (VmHWM), in bytes.
+// It is the figure to use for a child: the ru_maxrss that wait4 reports
+// for one carries its parent's peak, because Go starts children with vfork
+// and the kernel keeps the old address space's high-water mark at exec.
+func ProcessPeakRSS(pid int) (int64, error) { return procStatus(pid, "VmHWM") }
+
 func procStatus(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, fmt.Errorf("read the server child's status: %w", err)
+		return 0, fmt.Errorf("read process %d's status: %w", pid, err)
 	}
 	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
@@ -208,15 +214,21 @@ func procStatus(pid int, field string) (int64, error) {
 // returns what it used.
 func (s *Server) Stop() (Usage, error) {
 	s.stdin.Close()
+	// The child's last line is its own peak; its stdout ends as it exits,
+	// and is read to the end before Wait closes it.
+	var u Usage
+	for line := range s.replies {
+		if v, ok := strings.CutPrefix(line, "peak-rss "); ok {
+			u.PeakRSS, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
 	err := s.cmd.Wait()
 	st := s.cmd.ProcessState
 	if st == nil {
 		return Usage{}, fmt.Errorf("wait for the server child: %w", err)
 	}
-	ru, _ := st.SysUsage().(*syscall.Rusage)
-	u := Usage{}
-	if ru != nil {
-		u = Usage{PeakRSS: ru.Maxrss << 10, User: time.Duration(ru.Utime.Nano()), System: time.Duration(ru.Stime.Nano())}
+	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+		u.User, u.System = time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 	}
 	if err != nil {
 		return u, fmt.Errorf("the server child: %w", err)
@@ -476,6 +488,9 @@ wait:
 	start := time.Now()
 	err = finish()
 	fmt.Fprintf(os.Stderr, "server child: finished every build in %s\n", time.Since(start).Round(time.Millisecond))
+	if peak, perr := ProcessPeakRSS(os.Getpid()); perr == nil {
+		fmt.Printf("peak-rss %d\n", peak)
+	}
 	if serr := <-served; serr != nil && !errors.Is(serr, grpc.ErrServerStopped) {
 		err = errors.Join(err, serr)
 	}
