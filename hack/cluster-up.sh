@@ -485,6 +485,9 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 # Do not evict CI pods because a shared machine's disk or memory is fairly full.
 evictionHard: {memory.available: "100Mi", nodefs.available: "2%", imagefs.available: "2%", nodefs.inodesFree: "2%"}
+# An emptyDir past its sizeLimit is evicted once the kubelet measures it:
+# every 10 s instead of every minute, so a step filling its volume fails soon.
+volumeStatsAggPeriod: 10s
 # The default /usr/libexec/kubernetes/... would litter the host.
 volumePluginDir: $dir/volume-plugins
 maxPods: 110
