@@ -306,7 +306,7 @@ run: {path: sh, args: [-c, 'echo "shipping $(cat repo/README)"']}`))
 		Expect(succeed(ctx, f, "watch", "-j", p+"/ship", "-b", "1").Stdout).To(ContainSubstring("shipping v1"))
 
 		commit(ctx, repo, "main", "v2")
-		waitForBuildNamed(ctx, f, p, "ship", "2", "succeeded", 90*time.Second)
+		waitForBuildNamed(ctx, f, p, "ship", "2", "succeeded", 120*time.Second)
 		Expect(succeed(ctx, f, "watch", "-j", p+"/ship", "-b", "2").Stdout).To(ContainSubstring("shipping v2"))
 		Expect(jobBuilds(ctx, f, p, "unit")).To(HaveLen(2))
 		Expect(jobBuilds(ctx, f, p, "ship")).To(HaveLen(2))
