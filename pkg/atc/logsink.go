@@ -38,7 +38,7 @@ func NewLogSink(store blobstore.Store, maxBuildLogBytes int64, log *slog.Logger)
 	}
 	index := newMemIndex()
 	return &LogSink{s: &Server{cfg: Config{MaxBuildLogBytes: maxBuildLogBytes}, log: log, store: store, chunkEnc: enc,
-		logIndex: index, segments: newSegmentWriter(store, index, segmentPrefix),
+		logIndex: index, segments: newSegmentWriter(store, index, segmentPrefix, segmentWrites),
 		builds: map[int64]*build{}, steps: map[string]*stepState{}}}, nil
 }
 

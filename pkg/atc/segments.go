@@ -67,8 +67,9 @@ type segmentPart struct {
 	err  error
 }
 
-func newSegmentWriter(store blobstore.Store, index chunkIndex, prefix string) *segmentWriter {
-	return &segmentWriter{store: store, index: index, prefix: prefix, slots: make(chan struct{}, segmentWrites)}
+// newSegmentWriter writes segments under prefix, at most writes at once.
+func newSegmentWriter(store blobstore.Store, index chunkIndex, prefix string, writes int) *segmentWriter {
+	return &segmentWriter{store: store, index: index, prefix: prefix, slots: make(chan struct{}, writes)}
 }
 
 // commit returns once p is stored and indexed, or why it is not. After an

@@ -234,7 +234,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		images: newImageCache(imageCacheTTL, imageCacheSize), stepCreds: deps.StepCredentials,
 		audit: deps.Audit}
 	s.logIndex = deps.DB
-	s.segments = newSegmentWriter(deps.Store, s.logIndex, segmentPrefix)
+	s.segments = newSegmentWriter(deps.Store, s.logIndex, segmentPrefix, segmentWrites)
 	if s.stepCreds == nil {
 		if s.stepCreds, err = cfg.StepCredentials.issuer(cfg.Blobstore, cfg.AuditBucket); err != nil {
 			return nil, err
