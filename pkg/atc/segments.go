@@ -52,8 +52,9 @@ const maxSegmentBytes = 16 << 20
 
 // segmentTimeout bounds one segment's write and index. A write holds other
 // builds' parts, so it is not ended by the context of the flush that
-// happens to run it.
-const segmentTimeout = time.Minute
+// happens to run it; it is as long as a log's last flush at shutdown may
+// take, so a stopping server waits no longer for it than before segments.
+const segmentTimeout = 30 * time.Second
 
 // segmentPart is one build's chunk waiting for a segment.
 type segmentPart struct {

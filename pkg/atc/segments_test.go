@@ -392,3 +392,40 @@ func TestFailedSegmentWritesAreRetried(t *testing.T) {
 		}
 	}
 }
+
+// TestSegmentPartWithdrawnWhenItsFlushGivesUp: a part still waiting for a
+// write leaves the queue when its flush's context ends, and is not written.
+func TestSegmentPartWithdrawnWhenItsFlushGivesUp(t *testing.T) {
+	minio := minioStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store := &gatedStore{Store: minio, gate: make(chan struct{}), prefix: segmentPrefix}
+	index := newMemIndex()
+	w := newSegmentWriter(store, index, segmentPrefix, 1)
+	first := make(chan error, 1)
+	go func() {
+		first <- w.commit(ctx, &segmentPart{buildID: 1, first: 1, last: 1, data: []byte("a"), done: make(chan struct{})})
+	}()
+	waitFor(t, func() bool { return store.puts.Load() == 1 })
+	giveUp, stop := context.WithCancel(ctx)
+	second := make(chan error, 1)
+	go func() {
+		second <- w.commit(giveUp, &segmentPart{buildID: 2, first: 1, last: 1, data: []byte("b"), done: make(chan struct{})})
+	}()
+	waitFor(t, func() bool { w.mu.Lock(); defer w.mu.Unlock(); return len(w.queue) == 1 })
+	stop()
+	if err := <-second; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the withdrawn part's commit: %v, want context.Canceled", err)
+	}
+	close(store.gate)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	queued := len(w.queue)
+	w.mu.Unlock()
+	chunks, _ := index.EventChunks(ctx, 2)
+	if queued != 0 || len(chunks) != 0 || store.puts.Load() != 1 {
+		t.Fatalf("after withdrawal: %d queued, build 2's chunks %+v, %d writes", queued, chunks, store.puts.Load())
+	}
+}
