@@ -154,12 +154,23 @@ func (w *segmentWriter) writeSegment(ctx context.Context, parts []*segmentPart) 
 	for _, p := range parts {
 		size += len(p.data)
 	}
-	body := make([]byte, 0, size)
+	// A lone part (one build printing fast) is the segment as it is.
+	var body []byte
+	if len(parts) > 1 {
+		body = make([]byte, 0, size)
+	}
 	chunks := make([]db.BuildEventChunk, len(parts))
+	offset := 0
 	for i, p := range parts {
 		chunks[i] = db.BuildEventChunk{BuildID: p.buildID, EventChunk: db.EventChunk{
-			FirstID: p.first, LastID: p.last, Key: key, Offset: int64(len(body)), Length: int64(len(p.data))}}
-		body = append(body, p.data...)
+			FirstID: p.first, LastID: p.last, Key: key, Offset: int64(offset), Length: int64(len(p.data))}}
+		offset += len(p.data)
+		if len(parts) > 1 {
+			body = append(body, p.data...)
+		}
+	}
+	if len(parts) == 1 {
+		body = parts[0].data
 	}
 	if _, err := w.store.Put(ctx, key, bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{ContentType: "application/zstd"}); err != nil {
 		return fmt.Errorf("write build log segment %s (%d builds' chunks): %w", key, len(parts), err)
