@@ -142,11 +142,16 @@ func (s *Server) newBuild(rec db.Build, team db.Team) *build {
 	return &build{id: rec.ID, name: rec.Name, team: team.Name, teamID: team.ID, log: log, done: make(chan struct{})}
 }
 
-// chunks is where a build's log lives: chunk objects under
-// atc/events/<build>/, indexed in the database.
+// chunks is where a build's log lives: parts of segments under
+// segmentPrefix (before segments: chunk objects under atc/events/<build>/),
+// indexed in the database.
 func (s *Server) chunks(id int64) chunkSource {
-	return chunkSource{store: s.store, prefix: fmt.Sprintf("atc/events/%012d/", id), index: s.db, buildID: id, enc: s.chunkEnc, windows: &s.logWindows}
+	return chunkSource{store: s.store, prefix: fmt.Sprintf("atc/events/%012d/", id), index: s.logIndex, buildID: id,
+		enc: s.chunkEnc, windows: &s.logWindows, segments: s.segments}
 }
+
+// segmentPrefix is where the build logs' segments go.
+const segmentPrefix = "atc/segments/"
 
 // startBuild runs the build in the background. The build outlives the
 // request that created it, but not the server: on shutdown it stops where

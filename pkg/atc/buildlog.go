@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -146,9 +147,12 @@ func (l *buildLog) evictLocked() {
 	l.durableBytes = kept
 }
 
-// chunkIndex is the database's index of a build's log chunks.
+// chunkIndex is the index of the builds' log chunks: the database's, or
+// memIndex where there is none.
 type chunkIndex interface {
 	AddEventChunk(ctx context.Context, buildID int64, firstID, lastID uint64, key string) error
+	// AddEventSegment records one segment's chunks, all or none.
+	AddEventSegment(ctx context.Context, chunks []db.BuildEventChunk) error
 	EventChunks(ctx context.Context, buildID int64) ([]db.EventChunk, error)
 }
 
@@ -164,6 +168,9 @@ type chunkSource struct {
 	enc *chunkEncoder
 	// windows is what the build's memory window is a share of.
 	windows *windowShare
+	// segments commits the build's chunks together with other builds'
+	// (nil: each chunk is an object of its own under prefix).
+	segments *segmentWriter
 }
 
 // chunkEncoder turns records into a chunk's stored form: JSON lines,
@@ -219,29 +226,27 @@ func (c chunkSource) encode(ctx context.Context, recs []record) ([]byte, error) 
 	return enc.encode(ctx, recs)
 }
 
-// list returns the chunks' keys and first record IDs, in order.
-func (c chunkSource) list(ctx context.Context) (keys []string, firsts []uint64, err error) {
+// list returns the build's chunks in record order.
+func (c chunkSource) list(ctx context.Context) ([]db.EventChunk, error) {
 	if c.index != nil {
 		chunks, err := c.index.EventChunks(ctx, c.buildID)
 		if err != nil {
-			return nil, nil, fmt.Errorf("list build log chunks: %w", err)
+			return nil, fmt.Errorf("list build log chunks: %w", err)
 		}
-		for _, ch := range chunks {
-			keys, firsts = append(keys, ch.Key), append(firsts, ch.FirstID)
-		}
-		return keys, firsts, nil
+		return chunks, nil
 	}
 	objs, err := c.store.List(ctx, c.prefix)
 	if err != nil {
-		return nil, nil, fmt.Errorf("list build log chunks: %w", err)
+		return nil, fmt.Errorf("list build log chunks: %w", err)
 	}
+	var chunks []db.EventChunk
 	for _, o := range objs {
 		first, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(o.Key, c.prefix), ".jsonl.zst"), 10, 64)
 		if err == nil {
-			firsts, keys = append(firsts, first), append(keys, o.Key)
+			chunks = append(chunks, db.EventChunk{FirstID: first, Key: o.Key})
 		}
 	}
-	return keys, firsts, nil
+	return chunks, nil
 }
 
 // flushInterval bounds how long an event waits to be committed; it is the
@@ -449,7 +454,8 @@ func chunkKey(prefix string, firstID uint64) string {
 	return fmt.Sprintf("%s%020d.jsonl.zst", prefix, firstID)
 }
 
-// flush writes the records not yet durable as one chunk.
+// flush writes the records not yet durable as one chunk: a part of a
+// segment shared with other builds, or an object of its own.
 func (l *buildLog) flush(ctx context.Context) {
 	l.mu.Lock()
 	from := l.durable
@@ -460,37 +466,54 @@ func (l *buildLog) flush(ctx context.Context) {
 		return
 	}
 	l.mu.Unlock()
-	// A retry after a failed write uses the same key with more records: the
-	// later object is a superset, and readers skip IDs they have seen.
-	key := chunkKey(l.src.prefix, from+1)
+	first, last := from+1, from+uint64(len(pending))
 	data, err := l.src.encode(ctx, pending)
 	if err != nil {
-		l.setFlushErr(fmt.Errorf("encode build log chunk %s: %w", key, err))
+		l.setFlushErr(fmt.Errorf("encode build log chunk %d-%d: %w", first, last, err))
 		return
 	}
 	var size int64
 	for i := range pending {
 		size += recordSize(&pending[i])
 	}
-	if _, err := l.src.store.Put(ctx, key, bytes.NewReader(data), int64(len(data)), blobstore.PutOptions{ContentType: "application/zstd"}); err != nil {
-		l.setFlushErr(fmt.Errorf("write build log chunk %s: %w", key, err))
-		return
-	}
-	if l.src.index != nil {
-		// A chunk already indexed is the same key: the object above is its superset.
-		err := l.src.index.AddEventChunk(ctx, l.src.buildID, from+1, from+uint64(len(pending)), key)
-		if err != nil && !errors.Is(err, db.ErrConflict) {
-			l.setFlushErr(fmt.Errorf("index build log chunk %s: %w", key, err))
+	if l.src.segments != nil {
+		// A retry after a failed commit goes into another segment with more
+		// records; its index row replaces the failed one's, if that one was
+		// indexed after all.
+		part := &segmentPart{buildID: l.src.buildID, first: first, last: last, data: data, done: make(chan struct{})}
+		if err := l.src.segments.commit(ctx, part); err != nil {
+			l.setFlushErr(fmt.Errorf("commit build log chunk %d-%d: %w", first, last, err))
 			return
 		}
+	} else if err := l.putChunk(ctx, first, last, data); err != nil {
+		l.setFlushErr(err)
+		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.durable = from + uint64(len(pending))
+	l.durable = last
 	l.durableBytes += size
 	l.flushErr = nil
 	l.evictLocked()
 	l.notifyLocked()
+}
+
+// putChunk writes a chunk as an object of its own, named by its first record.
+func (l *buildLog) putChunk(ctx context.Context, first, last uint64, data []byte) error {
+	// A retry after a failed write uses the same key with more records: the
+	// later object is a superset, and readers skip IDs they have seen.
+	key := chunkKey(l.src.prefix, first)
+	if _, err := l.src.store.Put(ctx, key, bytes.NewReader(data), int64(len(data)), blobstore.PutOptions{ContentType: "application/zstd"}); err != nil {
+		return fmt.Errorf("write build log chunk %s: %w", key, err)
+	}
+	if l.src.index != nil {
+		// A chunk already indexed is the same key: the object above is its superset.
+		err := l.src.index.AddEventChunk(ctx, l.src.buildID, first, last, key)
+		if err != nil && !errors.Is(err, db.ErrConflict) {
+			return fmt.Errorf("index build log chunk %s: %w", key, err)
+		}
+	}
+	return nil
 }
 
 // appendRecordJSON appends r as one line of JSON, as json.Encoder writes
@@ -577,18 +600,21 @@ func (l *buildLog) since(ctx context.Context, id uint64) ([]record, <-chan struc
 
 // readChunks reads the durable records with after < ID <= upto (upto 0: all).
 func readChunks(ctx context.Context, src chunkSource, after, upto uint64) ([]record, error) {
-	keys, firsts, err := src.list(ctx)
+	chunks, err := src.list(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []record
 	last := after
-	for i, key := range keys {
+	for i, c := range chunks {
 		// A chunk ends where the next begins: skip chunks wholly at or before `after`.
-		if i+1 < len(firsts) && firsts[i+1] <= after+1 {
+		if i+1 < len(chunks) && chunks[i+1].FirstID <= after+1 {
 			continue
 		}
-		recs, err := readChunk(ctx, src.store, key)
+		if upto > 0 && c.FirstID > upto {
+			break
+		}
+		recs, err := readChunk(ctx, src.store, c)
 		if err != nil {
 			return nil, err
 		}
@@ -606,15 +632,25 @@ func readChunks(ctx context.Context, src chunkSource, after, upto uint64) ([]rec
 	return out, nil
 }
 
-func readChunk(ctx context.Context, store blobstore.Store, key string) ([]record, error) {
-	rc, _, err := store.Get(ctx, key)
+// readChunk reads a chunk: its part of a segment (one ranged read), or
+// the whole object of a chunk written on its own.
+func readChunk(ctx context.Context, store blobstore.Store, c db.EventChunk) ([]record, error) {
+	what := c.Key
+	var rc io.ReadCloser
+	var err error
+	if c.Length > 0 {
+		what = fmt.Sprintf("%s bytes %d+%d", c.Key, c.Offset, c.Length)
+		rc, err = store.GetRange(ctx, c.Key, c.Offset, c.Length)
+	} else {
+		rc, _, err = store.Get(ctx, c.Key)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("read build log chunk %s: %w", key, err)
+		return nil, fmt.Errorf("read build log chunk %s: %w", what, err)
 	}
 	defer rc.Close()
 	dec, err := zstd.NewReader(rc, zstd.WithDecoderConcurrency(1))
 	if err != nil {
-		return nil, fmt.Errorf("read build log chunk %s: %w", key, err)
+		return nil, fmt.Errorf("read build log chunk %s: %w", what, err)
 	}
 	defer dec.Close()
 	var out []record
@@ -623,12 +659,12 @@ func readChunk(ctx context.Context, store blobstore.Store, key string) ([]record
 	for sc.Scan() {
 		var r record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("decode build log chunk %s: %w", key, err)
+			return nil, fmt.Errorf("decode build log chunk %s: %w", what, err)
 		}
 		out = append(out, r)
 	}
 	if err := sc.Err(); err != nil && !errors.Is(err, context.Canceled) {
-		return nil, fmt.Errorf("read build log chunk %s: %w", key, err)
+		return nil, fmt.Errorf("read build log chunk %s: %w", what, err)
 	}
 	return out, nil
 }
@@ -639,13 +675,13 @@ func readChunk(ctx context.Context, store blobstore.Store, key string) ([]record
 // restart's memory does not grow with the logs it restores.
 func loadBuildLog(ctx context.Context, src chunkSource, log *slog.Logger) (*buildLog, error) {
 	l := newBuildLog(src, log)
-	keys, _, err := src.list(ctx)
+	chunks, err := src.list(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var last uint64
-	for _, key := range keys {
-		recs, err := readChunk(ctx, src.store, key)
+	for _, c := range chunks {
+		recs, err := readChunk(ctx, src.store, c)
 		if err != nil {
 			return nil, err
 		}

@@ -40,11 +40,29 @@ func minioStore(t *testing.T) blobstore.Store {
 	return store
 }
 
+// logSources are the two ways a build's log is stored: as parts of
+// segments shared with other builds (a server's), and as chunk objects of
+// its own (before segments); each gives build 1's source.
+func logSources(store blobstore.Store) map[string]func() chunkSource {
+	index := newMemIndex()
+	w := newSegmentWriter(store, index, segmentPrefix, segmentWrites)
+	return map[string]func() chunkSource{
+		"segments": func() chunkSource { return segmentSource(store, index, w, 1) },
+		"objects":  func() chunkSource { return chunkSource{store: store, prefix: "atc/events/000000000001/"} },
+	}
+}
+
 func TestBuildLogIsDurableAndReadBackAfterEviction(t *testing.T) {
 	store := minioStore(t)
+	for name, source := range logSources(store) {
+		t.Run(name, func(t *testing.T) { testBuildLogIsDurableAndReadBackAfterEviction(t, source) })
+	}
+}
+
+func testBuildLogIsDurableAndReadBackAfterEviction(t *testing.T, source func() chunkSource) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	log := newBuildLog(chunkSource{store: store, prefix: "atc/events/000000000001/"}, slog.New(slog.DiscardHandler))
+	log := newBuildLog(source(), slog.New(slog.DiscardHandler))
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { log.run(runCtx); close(done) }()
@@ -90,7 +108,7 @@ func TestBuildLogIsDurableAndReadBackAfterEviction(t *testing.T) {
 	}
 
 	// A restarted server restores the log and every step's resume point.
-	restored, err := loadBuildLog(ctx, chunkSource{store: store, prefix: "atc/events/000000000001/"}, slog.New(slog.DiscardHandler))
+	restored, err := loadBuildLog(ctx, source(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,9 +132,15 @@ func TestBuildLogIsDurableAndReadBackAfterEviction(t *testing.T) {
 // and a watcher still reads every record in order.
 func TestRunningBuildLogStaysBounded(t *testing.T) {
 	store := minioStore(t)
+	for name, source := range logSources(store) {
+		t.Run(name, func(t *testing.T) { testRunningBuildLogStaysBounded(t, source) })
+	}
+}
+
+func testRunningBuildLogStaysBounded(t *testing.T, source func() chunkSource) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	log := newBuildLog(chunkSource{store: store, prefix: "atc/events/000000000003/"}, slog.New(slog.DiscardHandler))
+	log := newBuildLog(source(), slog.New(slog.DiscardHandler))
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go log.run(runCtx)

@@ -19,8 +19,9 @@ import (
 // blobstore), for task steps registered by hand instead of by a running
 // plan: no database, cluster or scheduler. The benchmarks under test/bench
 // drive it to measure the sidecar stream and the build log path without a
-// cluster. Unlike a full server's, its chunks are not indexed in a database
-// (readers list the bucket).
+// cluster. Its logs go into segments as a full server's do; with no
+// database to index them it keeps the index in memory (a server adds one
+// database statement per segment).
 type LogSink struct {
 	s *Server
 }
@@ -35,7 +36,9 @@ func NewLogSink(store blobstore.Store, maxBuildLogBytes int64, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
+	index := newMemIndex()
 	return &LogSink{s: &Server{cfg: Config{MaxBuildLogBytes: maxBuildLogBytes}, log: log, store: store, chunkEnc: enc,
+		logIndex: index, segments: newSegmentWriter(store, index, segmentPrefix, segmentWrites),
 		builds: map[int64]*build{}, steps: map[string]*stepState{}}}, nil
 }
 
@@ -64,8 +67,6 @@ func (k *LogSink) StartBuild(ctx context.Context, buildID int64, stepIDs ...stri
 		return fmt.Errorf("build %d is already running", buildID)
 	}
 	b := k.s.newBuild(db.Build{ID: buildID, Name: fmt.Sprint(buildID)}, db.Team{ID: 1, Name: "main"})
-	// There is no database to index the chunks in.
-	b.log.src.index = nil
 	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: time.Now().Unix()}, "", 0)
 	// The log ends on its own once the build is finished and durable.
 	logCtx, stop := context.WithCancel(ctx)

@@ -165,6 +165,9 @@ type Server struct {
 	// share logWindows' memory.
 	chunkEnc   *chunkEncoder
 	logWindows windowShare
+	// logIndex indexes the build logs' chunks, which segments writes.
+	logIndex chunkIndex
+	segments *segmentWriter
 	// images caches the digests of checked task images.
 	images *imageCache
 	obs    observability
@@ -230,6 +233,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		builds: map[int64]*build{}, steps: map[string]*stepState{}, started: time.Now(),
 		images: newImageCache(imageCacheTTL, imageCacheSize), stepCreds: deps.StepCredentials,
 		audit: deps.Audit}
+	s.logIndex = deps.DB
+	s.segments = newSegmentWriter(deps.Store, s.logIndex, segmentPrefix, segmentWrites)
 	if s.stepCreds == nil {
 		if s.stepCreds, err = cfg.StepCredentials.issuer(cfg.Blobstore, cfg.AuditBucket); err != nil {
 			return nil, err

@@ -6,6 +6,7 @@ package blobstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 )
@@ -34,6 +35,26 @@ type PutOptions struct {
 	Concurrency int
 }
 
+// checkRange refuses a range GetRange cannot serve.
+func checkRange(key string, offset, length int64) error {
+	if offset < 0 || length <= 0 {
+		return fmt.Errorf("get %q bytes %d+%d: %w", key, offset, length, errBadRange)
+	}
+	return nil
+}
+
+// errBadRange is a range GetRange does not serve.
+var errBadRange = errors.New("the range must start at 0 or later and hold at least one byte")
+
+// checkRangeLength refuses a ranged response shorter than asked for: the
+// object ends within the range.
+func checkRangeLength(key string, offset, length, got int64) error {
+	if got != length {
+		return fmt.Errorf("get %q bytes %d+%d: the object ends within the range (%d bytes served)", key, offset, length, got)
+	}
+	return nil
+}
+
 // Store is an S3-compatible bucket.
 type Store interface {
 	// Put stores the body under key. It is atomic for readers: a failed or
@@ -42,6 +63,10 @@ type Store interface {
 	Put(ctx context.Context, key string, body io.Reader, size int64, opts PutOptions) (ObjectInfo, error)
 	// Get opens an object for reading; a missing key gives ErrNotFound.
 	Get(ctx context.Context, key string) (io.ReadCloser, ObjectInfo, error)
+	// GetRange opens length bytes of an object from offset (length > 0),
+	// in one request; a missing key gives ErrNotFound, and a range that
+	// does not lie wholly within the object is an error.
+	GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
 	// Stat describes an object; a missing key gives ErrNotFound.
 	Stat(ctx context.Context, key string) (ObjectInfo, error)
 	// Copy copies an object server-side, whatever its size.

@@ -206,6 +206,30 @@ var _ = Describe("Store conformance", func() {
 				Expect(store.Delete(ctx, "missing/key")).To(Succeed())
 			})
 
+			It("reads a range of an object, and refuses a range the object does not hold", func(ctx SpecContext) {
+				body := []byte("0123456789abcdef")
+				_, err := store.Put(ctx, "ranged", bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				for _, r := range []struct{ offset, length int64 }{{0, 16}, {0, 1}, {3, 4}, {15, 1}, {10, 6}} {
+					rc, err := store.GetRange(ctx, "ranged", r.offset, r.length)
+					Expect(err).NotTo(HaveOccurred(), "range %d+%d", r.offset, r.length)
+					Expect(io.ReadAll(rc)).To(Equal(body[r.offset:r.offset+r.length]), "range %d+%d", r.offset, r.length)
+					Expect(rc.Close()).To(Succeed())
+				}
+				// Past the end, partly past it, empty or negative: an error, not fewer bytes.
+				for _, r := range []struct{ offset, length int64 }{{16, 1}, {100, 5}, {10, 7}, {0, 0}, {-1, 2}} {
+					rc, err := store.GetRange(ctx, "ranged", r.offset, r.length)
+					if err == nil {
+						rc.Close()
+					}
+					Expect(err).To(HaveOccurred(), "range %d+%d", r.offset, r.length)
+					Expect(errors.Is(err, blobstore.ErrNotFound)).To(BeFalse(), "range %d+%d: %v", r.offset, r.length, err)
+				}
+				_, err = store.GetRange(ctx, "missing/key", 0, 1)
+				Expect(err).To(MatchError(blobstore.ErrNotFound))
+				Expect(err.Error()).To(ContainSubstring(`"missing/key"`))
+			})
+
 			It("does not map a missing bucket to ErrNotFound", func(ctx SpecContext) {
 				other := openStore(ctx, driver, minioServer.Config("no-such-bucket-"+bucket))
 				_, err := other.Put(ctx, "k", strings.NewReader("x"), 1, blobstore.PutOptions{})

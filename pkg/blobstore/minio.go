@@ -131,6 +131,28 @@ func (s *MinioStore) Get(ctx context.Context, key string) (io.ReadCloser, Object
 	return obj, fromMinioInfo(oi), nil
 }
 
+// GetRange opens length bytes of key from offset, in one request.
+func (s *MinioStore) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if err := checkRange(key, offset, length); err != nil {
+		return nil, err
+	}
+	var opts minio.GetObjectOptions
+	if err := opts.SetRange(offset, offset+length-1); err != nil {
+		return nil, fmt.Errorf("get %q bytes %d+%d: %w", key, offset, length, err)
+	}
+	// Core's GetObject sends the request now (the Client's is lazy) and
+	// says how much of the range the object holds.
+	body, info, _, err := minio.Core{Client: s.Client}.GetObject(ctx, s.Bucket, key, opts)
+	if err != nil {
+		return nil, fmt.Errorf("get %q bytes %d+%d: %w", key, offset, length, mapMinioErr(err))
+	}
+	if err := checkRangeLength(key, offset, length, info.Size); err != nil {
+		body.Close()
+		return nil, err
+	}
+	return body, nil
+}
+
 // Stat describes key.
 func (s *MinioStore) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	oi, err := s.Client.StatObject(ctx, s.Bucket, key, minio.StatObjectOptions{})

@@ -290,6 +290,23 @@ func (s *S3Store) Get(ctx context.Context, key string) (io.ReadCloser, ObjectInf
 	return s.getVersion(ctx, key, nil)
 }
 
+// GetRange opens length bytes of key from offset, in one request.
+func (s *S3Store) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if err := checkRange(key, offset, length); err != nil {
+		return nil, err
+	}
+	rng := fmt.Sprintf("bytes=%d-%d", offset, offset+length-1)
+	out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.Bucket, Key: &key, Range: &rng})
+	if err != nil {
+		return nil, fmt.Errorf("get %q bytes %d+%d: %w", key, offset, length, mapS3Err(err))
+	}
+	if err := checkRangeLength(key, offset, length, aws.ToInt64(out.ContentLength)); err != nil {
+		out.Body.Close()
+		return nil, err
+	}
+	return out.Body, nil
+}
+
 func (s *S3Store) getVersion(ctx context.Context, key string, version *string) (io.ReadCloser, ObjectInfo, error) {
 	out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.Bucket, Key: &key, VersionId: version})
 	if err != nil {

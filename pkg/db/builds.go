@@ -247,11 +247,14 @@ func (d *DB) AbortsRequested(ctx context.Context, server string) ([]int64, error
 	return ids, nil
 }
 
-// EventChunk is one blobstore object of a build's log: events FirstID to
-// LastID, inclusive.
+// EventChunk is one part of a build's log in the blobstore: events FirstID
+// to LastID, inclusive, stored at Key; Length bytes from Offset when Length
+// is not 0 (a part of a segment shared by many builds), else the whole
+// object.
 type EventChunk struct {
 	FirstID, LastID uint64
 	Key             string
+	Offset, Length  int64
 }
 
 // AddEventChunk records a chunk of the build's events stored at key. A second
@@ -267,17 +270,58 @@ func (d *DB) AddEventChunk(ctx context.Context, buildID int64, firstID, lastID u
 	return nil
 }
 
+// BuildEventChunk is a chunk of one build's log.
+type BuildEventChunk struct {
+	BuildID int64
+	EventChunk
+}
+
+// AddEventSegment records the chunks of one segment, all or none (one
+// statement). A chunk starting at the same event as one recorded before
+// replaces it when it reaches as far or further: it is a retry of a write
+// whose answer was lost, holding the same events and more. Chunks of
+// builds that no longer exist are left out, so one deleted build cannot
+// fail the others' chunks forever.
+func (d *DB) AddEventSegment(ctx context.Context, chunks []BuildEventChunk) error {
+	if len(chunks) == 0 {
+		return nil
+	}
+	n := len(chunks)
+	builds, firsts, lasts := make([]int64, n), make([]int64, n), make([]int64, n)
+	keys, offsets, lengths := make([]string, n), make([]int64, n), make([]int64, n)
+	for i, c := range chunks {
+		builds[i], firsts[i], lasts[i] = c.BuildID, int64(c.FirstID), int64(c.LastID)
+		keys[i], offsets[i], lengths[i] = c.Key, c.Offset, c.Length
+	}
+	_, err := d.pool.Exec(ctx, `
+		INSERT INTO build_event_chunks (build_id, first_id, last_id, key, segment_offset, segment_length)
+		SELECT c.build_id, c.first_id, c.last_id, c.key, c.segment_offset, c.segment_length
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::bigint[])
+			AS c (build_id, first_id, last_id, key, segment_offset, segment_length)
+		JOIN builds b ON b.id = c.build_id
+		ON CONFLICT (build_id, first_id) DO UPDATE SET
+			last_id = EXCLUDED.last_id, key = EXCLUDED.key,
+			segment_offset = EXCLUDED.segment_offset, segment_length = EXCLUDED.segment_length
+		WHERE build_event_chunks.last_id <= EXCLUDED.last_id`,
+		builds, firsts, lasts, keys, offsets, lengths)
+	if err != nil {
+		return fmt.Errorf("add %d event chunks of segment %s: %w", n, chunks[0].Key, err)
+	}
+	return nil
+}
+
 // EventChunks lists the chunks of a build's log in event order.
 func (d *DB) EventChunks(ctx context.Context, buildID int64) ([]EventChunk, error) {
 	rows, err := d.pool.Query(ctx, `
-		SELECT first_id, last_id, key FROM build_event_chunks WHERE build_id = $1 ORDER BY first_id`, buildID)
+		SELECT first_id, last_id, key, segment_offset, segment_length
+		FROM build_event_chunks WHERE build_id = $1 ORDER BY first_id`, buildID)
 	if err != nil {
 		return nil, fmt.Errorf("event chunks of build %d: %w", buildID, err)
 	}
 	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EventChunk, error) {
 		var first, last int64
 		var c EventChunk
-		err := r.Scan(&first, &last, &c.Key)
+		err := r.Scan(&first, &last, &c.Key, &c.Offset, &c.Length)
 		c.FirstID, c.LastID = uint64(first), uint64(last)
 		return c, err
 	})

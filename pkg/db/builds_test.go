@@ -3,6 +3,7 @@ package db
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -178,7 +179,7 @@ func TestEventChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []EventChunk{{100, 149, "c2"}, {0, 99, "c1"}, {150, 150, "c3"}} {
+	for _, c := range []EventChunk{{FirstID: 100, LastID: 149, Key: "c2"}, {FirstID: 0, LastID: 99, Key: "c1"}, {FirstID: 150, LastID: 150, Key: "c3"}} {
 		if err := d.AddEventChunk(ctx, b.ID, c.FirstID, c.LastID, c.Key); err != nil {
 			t.Fatal(err)
 		}
@@ -190,8 +191,70 @@ func TestEventChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cs) != 3 || cs[0].Key != "c1" || cs[1].Key != "c2" || cs[2] != (EventChunk{150, 150, "c3"}) {
+	if len(cs) != 3 || cs[0].Key != "c1" || cs[1].Key != "c2" || cs[2] != (EventChunk{FirstID: 150, LastID: 150, Key: "c3"}) {
 		t.Fatalf("chunks %+v", cs)
+	}
+}
+
+// TestEventSegment: one segment's chunks of several builds go in together
+// or not at all, next to a build's whole-object chunks; a retried chunk
+// replaces the one it extends.
+func TestEventSegment(t *testing.T) {
+	d, _ := openTest(t)
+	ctx := t.Context()
+	team, _ := d.EnsureTeam(ctx, "main", nil)
+	var ids []int64
+	for range 2 {
+		b, err := d.CreateOneOffBuild(ctx, team.ID, nil, "", "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, b.ID)
+	}
+	a, b := ids[0], ids[1]
+	if err := d.AddEventChunk(ctx, a, 1, 10, "atc/events/a/1"); err != nil {
+		t.Fatal(err)
+	}
+	seg := func(key string, chunks ...BuildEventChunk) []BuildEventChunk {
+		for i := range chunks {
+			chunks[i].Key = key
+		}
+		return chunks
+	}
+	chunk := func(build int64, first, last uint64, offset, length int64) BuildEventChunk {
+		return BuildEventChunk{BuildID: build, EventChunk: EventChunk{FirstID: first, LastID: last, Offset: offset, Length: length}}
+	}
+	// A build that does not exist (deleted meanwhile) does not hold up the others.
+	if err := d.AddEventSegment(ctx, seg("s1", chunk(a, 11, 12, 0, 40), chunk(b, 1, 3, 40, 55), chunk(b+1000, 1, 2, 95, 10))); err != nil {
+		t.Fatal(err)
+	}
+	// One bad chunk (last before first) fails the segment: none of it is recorded.
+	if err := d.AddEventSegment(ctx, seg("s2", chunk(a, 13, 14, 0, 10), chunk(b, 5, 4, 10, 10))); err == nil {
+		t.Fatal("a segment with an invalid chunk was recorded")
+	}
+	// The retry of b's chunk 4 after a lost answer: the later, longer one wins;
+	// a shorter one (an older attempt) does not replace it.
+	if err := d.AddEventSegment(ctx, seg("s3", chunk(b, 4, 5, 7, 8))); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AddEventSegment(ctx, seg("s4", chunk(b, 4, 9, 100, 20))); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AddEventSegment(ctx, seg("s5", chunk(b, 4, 6, 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64][]EventChunk{
+		a: {{FirstID: 1, LastID: 10, Key: "atc/events/a/1"}, {FirstID: 11, LastID: 12, Key: "s1", Offset: 0, Length: 40}},
+		b: {{FirstID: 1, LastID: 3, Key: "s1", Offset: 40, Length: 55}, {FirstID: 4, LastID: 9, Key: "s4", Offset: 100, Length: 20}},
+	}
+	for id, w := range want {
+		cs, err := d.EventChunks(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(cs, w) {
+			t.Errorf("build %d: chunks %+v, want %+v", id, cs, w)
+		}
 	}
 }
 
