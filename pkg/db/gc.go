@@ -48,13 +48,16 @@ func (d *DB) ExpiredArtifacts(ctx context.Context, cutoff time.Time) ([]Artifact
 }
 
 // artifactExpired is the condition on artifacts a LEFT JOIN builds b ($1:
-// the cutoff) under which a record may go, unless a running build's plan
-// names it (artifactInUse).
+// the cutoff) under which a record may go, unless a build's plan names it
+// (artifactInUse).
 const artifactExpired = `a.create_time < $1 AND (b.id IS NULL OR (NOT b.` + unfinished + ` AND b.end_time < $1))`
 
-// artifactInUse: a running build's plan takes the artifact as an input
-// (`fly execute -i`), whatever its age.
-const artifactInUse = `EXISTS (SELECT 1 FROM builds r WHERE r.` + unfinished + `
+// artifactInUse ($1: the cutoff): the plan of a build that is running, or
+// that ended within the retention, takes the artifact as an input (`fly
+// execute -i`), whatever its age. An upload has no build of its own, so
+// without the second half it would go at the first pass after the build
+// using it ended, before the retention that a build's outputs get.
+const artifactInUse = `EXISTS (SELECT 1 FROM builds r WHERE (r.` + unfinished + ` OR r.end_time >= $1)
 	AND r.plan IS NOT NULL
 	AND jsonb_path_exists(r.plan, '$.**.artifact_id ? (@ == $id)', jsonb_build_object('id', a.id)))`
 

@@ -83,12 +83,17 @@ func TestGCArtifactReferences(t *testing.T) {
 		t.Fatalf("a cached artifact is not referenced: %v %v", ok, err)
 	}
 
-	// Once the build using it ends (and the retention is over), the upload goes.
-	if err := d.FinishBuild(ctx, running.ID, StatusSucceeded, time.Now()); err != nil {
+	// The build using it ends: the upload stays for the retention after
+	// that end, as the build's outputs do, then goes.
+	end := late.Add(time.Minute)
+	if err := d.FinishBuild(ctx, running.ID, StatusSucceeded, end); err != nil {
 		t.Fatal(err)
 	}
-	if deleted, _, err := d.DeleteExpiredArtifact(ctx, upload.ID, late); err != nil || !deleted {
-		t.Fatalf("upload of a finished build: deleted %v %v", deleted, err)
+	if deleted, _, err := d.DeleteExpiredArtifact(ctx, upload.ID, late); err != nil || deleted {
+		t.Fatalf("upload of a build that ended within the retention: deleted %v %v", deleted, err)
+	}
+	if deleted, _, err := d.DeleteExpiredArtifact(ctx, upload.ID, end.Add(time.Second)); err != nil || !deleted {
+		t.Fatalf("upload of a build that ended past the retention: deleted %v %v", deleted, err)
 	}
 }
 
