@@ -80,6 +80,9 @@ func Start(o Options) (*Step, error) {
 		"PORTER_STEP_TOKEN="+o.Token,
 		"PORTER_SOCKET="+socket,
 		"PORTER_POD_NAME=pod-"+o.Action.StepID,
+		// In a pod the journal has a volume of its own; here it stays under
+		// Root, which the caller removes, instead of the system's /tmp.
+		"PORTER_JOURNAL_DIR="+filepath.Join(o.Root, "porter", "journal"),
 	)
 	s.Sidecar.Stdout, s.Sidecar.Stderr = o.SidecarLog, o.SidecarLog
 	s.Sidecar.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
