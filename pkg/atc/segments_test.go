@@ -39,6 +39,17 @@ func (s *gatedStore) Put(ctx context.Context, key string, body io.Reader, size i
 	return s.Store.Put(ctx, key, body, size, opts)
 }
 
+// gatedSegments is a segment writer with one write slot over a gatedStore
+// on real MinIO, with an in-memory index, and a context of a minute.
+func gatedSegments(t *testing.T) (context.Context, *gatedStore, *memIndex, *segmentWriter) {
+	t.Helper()
+	store := &gatedStore{Store: minioStore(t), gate: make(chan struct{}), prefix: segmentPrefix}
+	index := newMemIndex()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx, store, index, newSegmentWriter(store, index, segmentPrefix, 1)
+}
+
 // testDB opens a fresh, migrated database (hack/postgres.sh).
 func testDB(t *testing.T) *db.DB {
 	t.Helper()
@@ -100,12 +111,8 @@ func checkLog(t *testing.T, what string, recs []record, step string, n int) {
 // flushes of other builds gather, and the next write stores them as one
 // object, each build's part read back alone by a ranged read.
 func TestSegmentHoldsSeveralBuilds(t *testing.T) {
-	minio := minioStore(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	store := &gatedStore{Store: minio, gate: make(chan struct{}), prefix: segmentPrefix}
-	index := newMemIndex()
-	w := newSegmentWriter(store, index, segmentPrefix, 1)
+	ctx, store, index, w := gatedSegments(t)
+	minio := store.Store
 
 	logs := map[int64]*buildLog{}
 	for id := int64(1); id <= 4; id++ {
@@ -396,12 +403,7 @@ func TestFailedSegmentWritesAreRetried(t *testing.T) {
 // TestSegmentPartWithdrawnWhenItsFlushGivesUp: a part still waiting for a
 // write leaves the queue when its flush's context ends, and is not written.
 func TestSegmentPartWithdrawnWhenItsFlushGivesUp(t *testing.T) {
-	minio := minioStore(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	store := &gatedStore{Store: minio, gate: make(chan struct{}), prefix: segmentPrefix}
-	index := newMemIndex()
-	w := newSegmentWriter(store, index, segmentPrefix, 1)
+	ctx, store, index, w := gatedSegments(t)
 	first := make(chan error, 1)
 	go func() {
 		first <- w.commit(ctx, &segmentPart{buildID: 1, first: 1, last: 1, data: []byte("a"), done: make(chan struct{})})
