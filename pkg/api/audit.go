@@ -31,15 +31,18 @@ const (
 
 // StepResult is how a step ended.
 type StepResult struct {
-	Result     Outcome        `json:"result"`
-	ExitStatus int32          `json:"exit_status"`
-	Error      string         `json:"error,omitempty"`
-	TimedOut   bool           `json:"timed_out,omitempty"`
-	Signal     string         `json:"signal,omitempty"`
-	OOMKilled  bool           `json:"oom_killed,omitempty"`
-	Inputs     []StepArtifact `json:"inputs,omitempty"`
-	Outputs    []StepArtifact `json:"outputs,omitempty"`
-	Caches     []StepArtifact `json:"caches,omitempty"`
+	Result     Outcome `json:"result"`
+	ExitStatus int32   `json:"exit_status"`
+	Error      string  `json:"error,omitempty"`
+	TimedOut   bool    `json:"timed_out,omitempty"`
+	Signal     string  `json:"signal,omitempty"`
+	OOMKilled  bool    `json:"oom_killed,omitempty"`
+	// EntrypointLost: the step's container was stopped from outside before
+	// the process exited (an eviction, a kill); the pod's status says why.
+	EntrypointLost bool           `json:"entrypoint_lost,omitempty"`
+	Inputs         []StepArtifact `json:"inputs,omitempty"`
+	Outputs        []StepArtifact `json:"outputs,omitempty"`
+	Caches         []StepArtifact `json:"caches,omitempty"`
 }
 
 // StepArtifact is one artifact moved into or out of a step.

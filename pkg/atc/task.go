@@ -467,7 +467,7 @@ func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.Ste
 				// An OOM kill or an eviction takes the entrypoint with the
 				// process, and the sidecar reports that before the kubelet
 				// says why: the kubelet's reason is the one people need.
-				if f := awaitPodFailure(tracker, oomGrace); f != nil {
+				if f := awaitPodFailure(ctx, tracker, fin.GetEntrypointLost()); f != nil {
 					if f.Kind == podwatch.KindOOMKilled {
 						return oomKilled(fin, f)
 					}
@@ -551,18 +551,40 @@ func abortedAfterAll(reported *eventspb.StepFinished) *eventspb.StepFinished {
 }
 
 // oomGrace is how long a step the sidecar reports as errored waits for the
-// kubelet to say it was OOM-killed.
+// kubelet to say the pod failed (OOMKilled, Evicted), when nothing says the
+// kubelet stopped the step's container.
 const oomGrace = 5 * time.Second
 
-// awaitPodFailure returns why Kubernetes says the step's pod failed, if
-// the tracker says so within grace.
-func awaitPodFailure(tracker *podwatch.Tracker, grace time.Duration) *podwatch.Failure {
+// entrypointLostGrace bounds the wait when the step's container stopped
+// under the process (EntrypointLost): the kubelet writes why no later than
+// the container's end, which a loaded API server can take tens of seconds
+// to show.
+const entrypointLostGrace = 60 * time.Second
+
+// awaitPodFailure waits for Kubernetes' reason for an errored step. When the
+// sidecar saw the entrypoint go, it waits until the pod's status shows the
+// step container's end: a failure not written by then is not coming.
+func awaitPodFailure(ctx context.Context, tracker *podwatch.Tracker, entrypointLost bool) *podwatch.Failure {
+	grace, stepEnded := oomGrace, (<-chan struct{})(nil)
+	if entrypointLost {
+		grace, stepEnded = entrypointLostGrace, tracker.StepEnded()
+	}
+	timeout := time.NewTimer(grace)
+	defer timeout.Stop()
 	select {
 	case err := <-tracker.Failed():
-		if f := (*podwatch.Failure)(nil); errors.As(err, &f) {
+		f, _ := podwatch.AsFailure(err)
+		return f
+	case <-stepEnded:
+		// The same status may have carried the failure.
+		select {
+		case err := <-tracker.Failed():
+			f, _ := podwatch.AsFailure(err)
 			return f
+		default:
 		}
-	case <-time.After(grace):
+	case <-timeout.C:
+	case <-ctx.Done():
 	}
 	return nil
 }

@@ -135,8 +135,9 @@ func (w *Watcher) Track(stepID string) *Tracker {
 	t := &Tracker{
 		w:      w,
 		pod:    podspec.Name(stepID),
-		failed: make(chan error, 1),
-		ended:  make(chan PodEnd, 1),
+		failed:    make(chan error, 1),
+		ended:     make(chan PodEnd, 1),
+		stepEnded: make(chan struct{}),
 	}
 	w.mu.Lock()
 	set := w.trackers[t.pod]
@@ -207,12 +208,14 @@ func (w *Watcher) untrack(t *Tracker) {
 type Tracker struct {
 	w      *Watcher
 	pod    string
-	failed chan error
-	ended  chan PodEnd
+	failed    chan error
+	ended     chan PodEnd
+	stepEnded chan struct{}
 
-	mu         sync.Mutex
-	sentFailed bool
-	sentEnded  bool
+	mu            sync.Mutex
+	sentFailed    bool
+	sentEnded     bool
+	sentStepEnded bool
 }
 
 // Pod is the name of the tracked pod.
@@ -226,6 +229,12 @@ func (t *Tracker) Failed() <-chan error { return t.failed }
 // Ended delivers once, when the pod reaches Succeeded or Failed. The channel
 // is never closed.
 func (t *Tracker) Ended() <-chan PodEnd { return t.ended }
+
+// StepEnded is closed once the pod's status shows the step container
+// terminated (or the pod ended or went away). Kubernetes writes why it
+// stopped a container (OOMKilled, Evicted) no later than that status, so a
+// Failed that has not come by then is not coming for this container.
+func (t *Tracker) StepEnded() <-chan struct{} { return t.stepEnded }
 
 // Stop ends tracking, e.g. before the ATC deletes the pod itself. Values
 // already delivered stay readable.
@@ -242,6 +251,17 @@ func (t *Tracker) observe(pod *corev1.Pod, log *slog.Logger) {
 		t.ended <- end // buffered, sent once
 		log.Debug("step pod ended", "pod", t.pod, "phase", end.Phase, "reason", end.Reason, "exit_code", end.ExitCode)
 	}
+	if t.sentEnded || terminatedState(pod.Status.ContainerStatuses, podspec.StepContainerName) != nil {
+		t.closeStepEnded()
+	}
+}
+
+// closeStepEnded must be called with t.mu held.
+func (t *Tracker) closeStepEnded() {
+	if !t.sentStepEnded {
+		t.sentStepEnded = true
+		close(t.stepEnded)
+	}
 }
 
 func (t *Tracker) observeDeleted(last *corev1.Pod, log *slog.Logger) {
@@ -252,6 +272,7 @@ func (t *Tracker) observeDeleted(last *corev1.Pod, log *slog.Logger) {
 		// Deleting a pod that has ended (GC) is not a failure.
 		return
 	}
+	t.closeStepEnded()
 	t.fail(&Failure{
 		Kind:   KindDeleted,
 		Pod:    last.Namespace + "/" + last.Name,

@@ -230,3 +230,54 @@ func TestRunFailsWhenPodsCannotBeListed(t *testing.T) {
 		t.Errorf("error %q does not say what failed", err)
 	}
 }
+
+func TestTrackerStepEndedOnlyWhenTheStepContainerTerminated(t *testing.T) {
+	pod := stepPod("s1")
+	pod.Status.Phase = corev1.PodRunning
+	w, client := startWatcher(t, pod)
+	tr := w.Track("s1")
+	defer tr.Stop()
+
+	// The sidecar ending is not the step's end.
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{terminatedStatus("porter-sidecar", 1, "Error", "")}
+	updateStatus(t, client, pod)
+	select {
+	case <-tr.StepEnded():
+		t.Fatal("StepEnded closed while the step container runs")
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, terminatedStatus("step", 137, "Error", ""))
+	updateStatus(t, client, pod)
+	select {
+	case <-tr.StepEnded():
+	case <-time.After(waitFor):
+		t.Fatal("StepEnded not closed after the step container terminated")
+	}
+	expectQuiet(t, tr)
+}
+
+func TestTrackerDeliversEvictionNoLaterThanStepEnded(t *testing.T) {
+	pod := stepPod("s1")
+	pod.Status.Phase = corev1.PodRunning
+	w, client := startWatcher(t, pod)
+	tr := w.Track("s1")
+	defer tr.Stop()
+
+	pod.Status.Phase, pod.Status.Reason, pod.Status.Message = corev1.PodFailed, "Evicted", `volume "workdir" exceeds the limit`
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{terminatedStatus("step", 137, "Error", "")}
+	updateStatus(t, client, pod)
+	select {
+	case <-tr.StepEnded():
+	case <-time.After(waitFor):
+		t.Fatal("StepEnded not closed")
+	}
+	select {
+	case err := <-tr.Failed():
+		if f, _ := AsFailure(err); f == nil || f.Kind != KindEvicted {
+			t.Fatalf("Failed delivered %v, want Evicted", err)
+		}
+	default:
+		t.Fatal("StepEnded closed before the eviction in the same status was delivered")
+	}
+}

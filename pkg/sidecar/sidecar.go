@@ -395,6 +395,7 @@ func (r *run) execute(ctx context.Context) *Result {
 	}
 	if err != nil {
 		res.Result, res.ExitStatus, res.Error = resultFor(r.abortReason(), Errored), -1, errOr(r.abortReason(), err)
+		res.EntrypointLost = res.Result == Errored && errors.Is(err, errEntrypointLost)
 		return res
 	}
 	res.ExitStatus, res.TimedOut, res.Signal = exited.GetExitStatus(), exited.GetTimedOut(), exited.GetSignal()
@@ -508,6 +509,10 @@ func (r *run) waitForEntrypoint(ctx context.Context) (*controlpb.Waiting, error)
 	}
 }
 
+// errEntrypointLost: the step's container stopped under the process, which
+// is what an eviction or an OOM kill of the entrypoint looks like from here.
+var errEntrypointLost = errors.New("the step's entrypoint went away before the process exited")
+
 // forwardUntilExit turns the process's output into events until it exits.
 func (r *run) forwardUntilExit(ctx context.Context) (*controlpb.Exited, error) {
 	abort := r.abortCh
@@ -539,7 +544,7 @@ func (r *run) forwardUntilExit(ctx context.Context) (*controlpb.Exited, error) {
 				return nil, fmt.Errorf("abort the process: %w", err)
 			}
 		case <-r.ctl.detached():
-			return nil, errors.New("the step's entrypoint went away before the process exited")
+			return nil, errEntrypointLost
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -703,7 +708,7 @@ func compact(ts []Transfer) []Transfer {
 // the finish event's sequence number.
 func (r *run) finish(ctx context.Context, res *Result) uint64 {
 	fin := &eventspb.StepFinished{Result: resultEvent(res.Result), ExitStatus: res.ExitStatus, Error: res.Error,
-		OomKilled: res.OOMKilled}
+		OomKilled: res.OOMKilled, EntrypointLost: res.EntrypointLost}
 	if res.Result == Succeeded {
 		fin.Response = r.responseBody
 	}

@@ -106,6 +106,18 @@ var _ = Describe("a step run by porter sidecar and porter entrypoint", func() {
 		Expect(r.wait(30 * time.Second)).To(Equal(128 + int(syscall.SIGKILL)))
 	})
 
+	It("reports an entrypoint killed under the process as errored and lost, for the ATC to ask the kubelet why", func() {
+		a := newAction("lost", "sh", "-c", `echo started; sleep 300`)
+		r := runStep(atc, a, stepOptions{blob: blobCfg})
+		atc.waitFor(a.StepID, time.Minute, func(e *eventspb.Event) bool { return strings.Contains(string(e.GetOutput().GetData()), "started") })
+		// What an eviction or an OOM kill of the whole container does.
+		Expect(syscall.Kill(-r.Entrypoint.Process.Pid, syscall.SIGKILL)).To(Succeed())
+		_, fin := atc.waitFinished(a.StepID, time.Minute)
+		Expect(fin.GetResult()).To(Equal(eventspb.Result_RESULT_ERRORED))
+		Expect(fin.GetEntrypointLost()).To(BeTrue())
+		Expect(fin.GetError()).To(ContainSubstring("entrypoint went away"))
+	})
+
 	It("enforces the step timeout itself", func() {
 		a := newAction("timeout", "sh", "-c", `echo started; sleep 300`)
 		a.Timeout = action.Duration{Duration: 2 * time.Second}

@@ -142,7 +142,7 @@ run: {path: cat, args: [src/version]}`)+`
 run: {path: sh, args: [-c, 'echo "second got $(cat src/version) $(cat src/greeting)"']}`))
 		check := succeed(ctx, f, "check-resource", "-r", p+"/src")
 		Expect(check.Stdout).To(ContainSubstring("succeeded"))
-		waitForBuild(ctx, f, p, "second", "succeeded", 90*time.Second)
+		waitForBuild(ctx, f, p, "second", "succeeded", 180*time.Second)
 		watch := succeed(ctx, f, "watch", "-j", p+"/second")
 		Expect(watch.Stdout).To(ContainSubstring("second got v1 hi"))
 		Expect(jobBuilds(ctx, f, p, "first")).To(HaveLen(1), "the first job ran more than once for one version")
@@ -296,6 +296,6 @@ func expectNextCheck(ctx context.Context, f *testenv.Fly, pipeline, resource str
 			return res.String()
 		}
 		return b.Status
-	}).WithTimeout(60*time.Second).WithPolling(time.Second).Should(BeElementOf("errored", "aborted", "failed"),
+	}).WithTimeout(120*time.Second).WithPolling(time.Second).Should(BeElementOf("errored", "aborted", "failed"),
 		"check build %d of %s did not end as a broken resource's check", next, resource)
 }

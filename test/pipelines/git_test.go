@@ -52,7 +52,7 @@ func waitForVersion(ctx context.Context, f *testenv.Fly, pipeline, resource, sha
 	GinkgoHelper()
 	Eventually(ctx, func() string {
 		return run(ctx, f, "resource-versions", "-r", pipeline+"/"+resource).Stdout
-	}).WithTimeout(60*time.Second).WithPolling(500*time.Millisecond).Should(ContainSubstring(sha), "resource %s/%s never had version %s", pipeline, resource, sha)
+	}).WithTimeout(120*time.Second).WithPolling(500*time.Millisecond).Should(ContainSubstring(sha), "resource %s/%s never had version %s", pipeline, resource, sha)
 }
 
 // waitForBuildNamed waits until build name of job has status and returns
@@ -91,7 +91,7 @@ func waitForRunningPod(ctx context.Context, buildID, part string) {
 			}
 		}
 		return running
-	}).WithTimeout(90*time.Second).WithPolling(300*time.Millisecond).ShouldNot(BeEmpty(), "no running %s pod of build %s", part, buildID)
+	}).WithTimeout(120*time.Second).WithPolling(300*time.Millisecond).ShouldNot(BeEmpty(), "no running %s pod of build %s", part, buildID)
 }
 
 // hangingServer accepts TCP connections on every interface and never
@@ -145,7 +145,7 @@ func abortBuild(ctx context.Context, f *testenv.Fly, pipeline, job, name, buildI
 	GinkgoHelper()
 	res := succeed(ctx, f, "abort-build", "-j", pipeline+"/"+job, "-b", name)
 	Expect(res.Stdout).To(ContainSubstring("build successfully aborted"))
-	waitForBuildNamed(ctx, f, pipeline, job, name, "aborted", 30*time.Second)
+	waitForBuildNamed(ctx, f, pipeline, job, name, "aborted", 90*time.Second)
 	Eventually(ctx, func() []string {
 		var running []string
 		for _, p := range podsOfBuild(ctx, buildID) {
@@ -154,7 +154,7 @@ func abortBuild(ctx context.Context, f *testenv.Fly, pipeline, job, name, buildI
 			}
 		}
 		return running
-	}).WithTimeout(30*time.Second).WithPolling(500*time.Millisecond).Should(BeEmpty(), "pods of the aborted build %s still run", buildID)
+	}).WithTimeout(90*time.Second).WithPolling(500*time.Millisecond).Should(BeEmpty(), "pods of the aborted build %s still run", buildID)
 }
 
 // expectPodsGone waits until the builds have no pod at all (the server
@@ -187,7 +187,7 @@ jobs:
     config:
 `+busyboxTask("      ", `inputs: [{name: booklit}]
 run: {path: sh, args: [-c, 'echo "testing $(cat booklit/README) at $(cat booklit/.git/short_ref)"']}`))
-		waitForBuildNamed(ctx, f, p, "unit", "1", "succeeded", 90*time.Second)
+		waitForBuildNamed(ctx, f, p, "unit", "1", "succeeded", 180*time.Second)
 		watch := succeed(ctx, f, "watch", "-j", p+"/unit", "-b", "1")
 		Expect(watch.Stdout).To(ContainSubstring("testing first draft at " + first[:7]))
 		// The get's log: the git resource's own stderr.
@@ -199,7 +199,7 @@ run: {path: sh, args: [-c, 'echo "testing $(cat booklit/README) at $(cat booklit
 		Expect(check.Stdout).To(ContainSubstring("succeeded"))
 
 		second := commit(ctx, repo, "main", "second draft")
-		waitForBuildNamed(ctx, f, p, "unit", "2", "succeeded", 60*time.Second)
+		waitForBuildNamed(ctx, f, p, "unit", "2", "succeeded", 180*time.Second)
 		watch = succeed(ctx, f, "watch", "-j", p+"/unit", "-b", "2")
 		Expect(watch.Stdout).To(ContainSubstring("testing second draft at " + second[:7]))
 		versions := succeed(ctx, f, "resource-versions", "-r", p+"/booklit")
@@ -239,11 +239,11 @@ jobs:
     params: {repository: src}
 `, hang.url()))
 
-		getID := waitForBuildNamed(ctx, f, get, "fetch", "1", "started", 60*time.Second)
+		getID := waitForBuildNamed(ctx, f, get, "fetch", "1", "started", 120*time.Second)
 		waitForRunningPod(ctx, getID, "-slow-")
 		abortBuild(ctx, f, get, "fetch", "1", getID)
 
-		putID := waitForBuildNamed(ctx, f, put, "publish", "1", "started", 60*time.Second)
+		putID := waitForBuildNamed(ctx, f, put, "publish", "1", "started", 120*time.Second)
 		waitForRunningPod(ctx, putID, "-stuck-")
 		abortBuild(ctx, f, put, "publish", "1", putID)
 
@@ -302,11 +302,11 @@ run: {path: cat, args: [repo/README]}`)+`
     config:
 `+busyboxTask("      ", `inputs: [{name: repo}]
 run: {path: sh, args: [-c, 'echo "shipping $(cat repo/README)"']}`))
-		waitForBuildNamed(ctx, f, p, "ship", "1", "succeeded", 120*time.Second)
+		waitForBuildNamed(ctx, f, p, "ship", "1", "succeeded", 180*time.Second)
 		Expect(succeed(ctx, f, "watch", "-j", p+"/ship", "-b", "1").Stdout).To(ContainSubstring("shipping v1"))
 
 		commit(ctx, repo, "main", "v2")
-		waitForBuildNamed(ctx, f, p, "ship", "2", "succeeded", 120*time.Second)
+		waitForBuildNamed(ctx, f, p, "ship", "2", "succeeded", 180*time.Second)
 		Expect(succeed(ctx, f, "watch", "-j", p+"/ship", "-b", "2").Stdout).To(ContainSubstring("shipping v2"))
 		Expect(jobBuilds(ctx, f, p, "unit")).To(HaveLen(2))
 		Expect(jobBuilds(ctx, f, p, "ship")).To(HaveLen(2))

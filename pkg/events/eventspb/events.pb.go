@@ -900,9 +900,13 @@ type StepFinished struct {
 	// printed on stdout, checked to be valid JSON.
 	Response []byte `protobuf:"bytes,6,opt,name=response,proto3" json:"response,omitempty"`
 	// The step failed because its process ran out of memory (error names the limit).
-	OomKilled     bool `protobuf:"varint,7,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OomKilled bool `protobuf:"varint,7,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
+	// The step's entrypoint went away before the process exited: something
+	// outside the step stopped its container (an eviction, a kill), and the
+	// pod's status says why.
+	EntrypointLost bool `protobuf:"varint,8,opt,name=entrypoint_lost,json=entrypointLost,proto3" json:"entrypoint_lost,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StepFinished) Reset() {
@@ -980,6 +984,13 @@ func (x *StepFinished) GetResponse() []byte {
 func (x *StepFinished) GetOomKilled() bool {
 	if x != nil {
 		return x.OomKilled
+	}
+	return false
+}
+
+func (x *StepFinished) GetEntrypointLost() bool {
+	if x != nil {
+		return x.EntrypointLost
 	}
 	return false
 }
@@ -1705,7 +1716,7 @@ const file_pkg_events_eventspb_events_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x16\n" +
 	"\x06digest\x18\x04 \x01(\tR\x06digest\x12\x14\n" +
-	"\x05cache\x18\x05 \x01(\bR\x05cache\"\x8d\x02\n" +
+	"\x05cache\x18\x05 \x01(\bR\x05cache\"\xb6\x02\n" +
 	"\fStepFinished\x120\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x18.porter.events.v1.ResultR\x06result\x12\x1f\n" +
 	"\vexit_status\x18\x02 \x01(\x05R\n" +
@@ -1715,7 +1726,8 @@ const file_pkg_events_eventspb_events_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
 	"\bresponse\x18\x06 \x01(\fR\bresponse\x12\x1d\n" +
 	"\n" +
-	"oom_killed\x18\a \x01(\bR\toomKilled\"!\n" +
+	"oom_killed\x18\a \x01(\bR\toomKilled\x12'\n" +
+	"\x0fentrypoint_lost\x18\b \x01(\bR\x0eentrypointLost\"!\n" +
 	"\x05Error\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\"\xc2\x03\n" +
 	"\n" +
