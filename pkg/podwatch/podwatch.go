@@ -133,8 +133,8 @@ func (w *Watcher) watchError(_ context.Context, _ *cache.Reflector, err error) {
 // from one that was never created.
 func (w *Watcher) Track(stepID string) *Tracker {
 	t := &Tracker{
-		w:      w,
-		pod:    podspec.Name(stepID),
+		w:         w,
+		pod:       podspec.Name(stepID),
 		failed:    make(chan error, 1),
 		ended:     make(chan PodEnd, 1),
 		stepEnded: make(chan struct{}),
@@ -206,8 +206,8 @@ func (w *Watcher) untrack(t *Tracker) {
 
 // Tracker follows one step's pod.
 type Tracker struct {
-	w      *Watcher
-	pod    string
+	w         *Watcher
+	pod       string
 	failed    chan error
 	ended     chan PodEnd
 	stepEnded chan struct{}
