@@ -66,6 +66,7 @@ func (s *Server) runGC(ctx context.Context) <-chan struct{} {
 		m.GCReclaimed("resource_caches", r.ResourceCaches, 0)
 		m.GCReclaimed("staging", r.StagingObjects, r.StagingBytes)
 		m.GCReclaimed("artifacts", r.ArtifactBlobs, r.ArtifactBytes)
+		m.GCReclaimed("build_logs", r.BuildLogObjects, 0)
 	}
 	// One collector among replicas (a Lease when in-cluster); the advisory
 	// lock guards each pass either way.

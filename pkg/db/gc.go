@@ -161,3 +161,33 @@ func (d *DB) DeleteExpiredResourceCaches(ctx context.Context, cutoff time.Time) 
 	}
 	return tag.RowsAffected(), nil
 }
+
+// UnreferencedEventObjects lists up to limit build log objects (chunks or
+// segments) that lost their last index row: their builds were deleted, or
+// a retried chunk moved to another segment. Noted keys a row still names
+// (another build's chunk in the same segment) are forgotten first; the
+// trigger notes them again when that row goes.
+func (d *DB) UnreferencedEventObjects(ctx context.Context, limit int) ([]string, error) {
+	if _, err := d.pool.Exec(ctx, `DELETE FROM unreferenced_event_objects u
+		WHERE EXISTS (SELECT 1 FROM build_event_chunks c WHERE c.key = u.key)`); err != nil {
+		return nil, fmt.Errorf("forget the build log objects still indexed: %w", err)
+	}
+	rows, err := d.pool.Query(ctx, `SELECT key FROM unreferenced_event_objects ORDER BY noted_at, key LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list the unreferenced build log objects: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list the unreferenced build log objects: %w", err)
+	}
+	return keys, nil
+}
+
+// ForgetEventObject drops the note of a build log object the collector
+// deleted (or found already gone).
+func (d *DB) ForgetEventObject(ctx context.Context, key string) error {
+	if _, err := d.pool.Exec(ctx, `DELETE FROM unreferenced_event_objects WHERE key = $1`, key); err != nil {
+		return fmt.Errorf("forget build log object %s: %w", key, err)
+	}
+	return nil
+}

@@ -195,3 +195,69 @@ func TestGCResourceCaches(t *testing.T) {
 		}
 	}
 }
+
+// Build log objects are noted when their last index row goes, and only
+// then: a segment shared with a build that still exists stays.
+func TestGCBuildLogObjects(t *testing.T) {
+	d, _ := openTest(t)
+	ctx := t.Context()
+	team, err := d.EnsureTeam(ctx, "main", TeamAuth{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := d.CreateOneOffBuild(ctx, team.ID, nil, "test", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := d.CreateOneOffBuild(ctx, team.ID, nil, "test", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := func(build int64, first, last uint64, key string) BuildEventChunk {
+		return BuildEventChunk{BuildID: build, EventChunk: EventChunk{FirstID: first, LastID: last, Key: key, Offset: 0, Length: 10}}
+	}
+	shared, onlyA, retry := "atc/segments/1-shared.zst", "atc/segments/2-only-a.zst", "atc/segments/3-retry.zst"
+	if err := d.AddEventSegment(ctx, []BuildEventChunk{chunk(a.ID, 1, 10, shared), chunk(b.ID, 1, 5, shared)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AddEventSegment(ctx, []BuildEventChunk{chunk(a.ID, 11, 20, onlyA)}); err != nil {
+		t.Fatal(err)
+	}
+	unreferenced := func(want ...string) {
+		t.Helper()
+		got, err := d.UnreferencedEventObjects(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("unreferenced build log objects %v, want %v", got, want)
+		}
+	}
+	unreferenced()
+
+	// A build goes (as with its pipeline): its own segment is unreferenced,
+	// the one it shares with b is not.
+	if _, err := d.pool.Exec(ctx, "DELETE FROM builds WHERE id = $1", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	unreferenced(onlyA)
+	if err := d.ForgetEventObject(ctx, onlyA); err != nil {
+		t.Fatal(err)
+	}
+	unreferenced()
+
+	// A retried chunk moves to another segment: the old one is now unnamed.
+	if err := d.AddEventSegment(ctx, []BuildEventChunk{chunk(b.ID, 1, 5, retry)}); err != nil {
+		t.Fatal(err)
+	}
+	unreferenced(shared)
+	if chunks, err := d.EventChunks(ctx, b.ID); err != nil || len(chunks) != 1 || chunks[0].Key != retry {
+		t.Fatalf("b's chunks after the retry: %+v %v", chunks, err)
+	}
+
+	// The last build goes.
+	if _, err := d.pool.Exec(ctx, "DELETE FROM builds WHERE id = $1", b.ID); err != nil {
+		t.Fatal(err)
+	}
+	unreferenced(shared, retry)
+}

@@ -33,6 +33,8 @@ type Store interface {
 	DeleteExpiredArtifact(ctx context.Context, id int64, cutoff time.Time) (deleted, keyReferenced bool, err error)
 	ArtifactKeyReferenced(ctx context.Context, key string, cutoff time.Time) (bool, error)
 	ReferencedArtifactKeys(ctx context.Context, cutoff time.Time) (map[string]bool, error)
+	UnreferencedEventObjects(ctx context.Context, limit int) ([]string, error)
+	ForgetEventObject(ctx context.Context, key string) error
 }
 
 // Blobs lists, reads and deletes blobstore objects (a blobstore.Store is
@@ -86,6 +88,7 @@ type Result struct {
 	ArtifactBlobs     int
 	ArtifactBytes     int64
 	ArtifactManifests int // manifests whose blob was collected
+	BuildLogObjects   int // build log chunks and segments no build names any more
 	Duration          time.Duration
 	SkippedNotLeader  bool // another server holds the GC lock
 }
@@ -94,6 +97,7 @@ func (r Result) logAttrs() []any {
 	return []any{"pods", r.Pods, "orphan_pods", r.OrphanPods, "containers", r.Containers, "resource_caches", r.ResourceCaches,
 		"staging_objects", r.StagingObjects, "staging_bytes", r.StagingBytes,
 		"artifact_records", r.ArtifactRecords, "artifact_blobs", r.ArtifactBlobs, "artifact_bytes", r.ArtifactBytes, "artifact_manifests", r.ArtifactManifests,
+		"build_log_objects", r.BuildLogObjects,
 		"duration", r.Duration}
 }
 
@@ -186,7 +190,7 @@ func (c *Collector) Collect(ctx context.Context) (Result, error) {
 	for _, w := range c.workers() {
 		errs = append(errs, c.finishedPods(ctx, w, &res), c.orphanPods(ctx, w, &res))
 	}
-	errs = append(errs, c.staging(ctx, &res), c.artifacts(ctx, &res))
+	errs = append(errs, c.staging(ctx, &res), c.artifacts(ctx, &res), c.buildLogs(ctx, &res))
 	res.Duration = time.Since(start)
 	return res, errors.Join(errs...)
 }
@@ -313,6 +317,33 @@ func (c *Collector) staging(ctx context.Context, res *Result) error {
 		}
 		res.StagingObjects++
 		res.StagingBytes += o.Size
+	}
+	return errors.Join(errs...)
+}
+
+// buildLogObjectsPerPass bounds one pass's deletes; the rest wait for
+// the next pass.
+const buildLogObjectsPerPass = 1000
+
+// buildLogs deletes the build log objects that no index row names any
+// more, e.g. those of a destroyed pipeline's builds. A segment shared with
+// a build that still exists stays until that build goes too.
+func (c *Collector) buildLogs(ctx context.Context, res *Result) error {
+	keys, err := c.db.UnreferencedEventObjects(ctx, buildLogObjectsPerPass)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, key := range keys {
+		if err := c.blobs.Delete(ctx, key); err != nil {
+			errs = append(errs, fmt.Errorf("delete build log object %s: %w", key, err))
+			continue
+		}
+		if err := c.db.ForgetEventObject(ctx, key); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.BuildLogObjects++
 	}
 	return errors.Join(errs...)
 }

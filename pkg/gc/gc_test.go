@@ -59,6 +59,10 @@ func (f *fakeStore) ArtifactKeyReferenced(context.Context, string, time.Time) (b
 func (f *fakeStore) ReferencedArtifactKeys(context.Context, time.Time) (map[string]bool, error) {
 	return nil, nil
 }
+func (f *fakeStore) UnreferencedEventObjects(context.Context, int) ([]string, error) {
+	return nil, nil
+}
+func (f *fakeStore) ForgetEventObject(context.Context, string) error { return nil }
 
 type fakeBlobs struct {
 	objs    []blobstore.ObjectInfo

@@ -3,10 +3,12 @@ package gc_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -197,4 +199,78 @@ func podExists(ctx context.Context, name string) bool {
 	}
 	Expect(err).NotTo(HaveOccurred())
 	return true
+}
+
+var _ = Describe("build logs", func() {
+	It("deletes a destroyed pipeline's build log objects and keeps another build's", func(ctx SpecContext) {
+		d, err := db.Open(ctx, dsn, slog.New(slog.DiscardHandler))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(d.Close)
+		logKeys := func(id int) []string {
+			chunks, err := d.EventChunks(ctx, int64(id))
+			Expect(err).NotTo(HaveOccurred())
+			var keys []string
+			for _, c := range chunks {
+				keys = append(keys, c.Key)
+			}
+			return keys
+		}
+
+		kept := run(ctx, testenv.FlyCmd{Args: []string{"execute", "-c", taskFile("", "echo kept-log-line")}})
+		keptID := buildID(kept.Stdout)
+
+		pipeline := "logs-" + suffix()
+		cfg := filepath.Join(GinkgoT().TempDir(), "pipeline.yml")
+		Expect(os.WriteFile(cfg, []byte("jobs:\n- name: log\n  plan:\n  - task: t\n    config:\n"+
+			indent(busybox, "      ")+"      run: {path: echo, args: [pipeline-log-line]}\n"), 0o644)).To(Succeed())
+		run(ctx, testenv.FlyCmd{Args: []string{"set-pipeline", "-n", "-p", pipeline, "-c", cfg}})
+		run(ctx, testenv.FlyCmd{Args: []string{"unpause-pipeline", "-p", pipeline}})
+		res := run(ctx, testenv.FlyCmd{Args: []string{"trigger-job", "-j", pipeline + "/log", "-w"}})
+		Expect(res.Stdout).To(ContainSubstring("pipeline-log-line"))
+		builds := run(ctx, testenv.FlyCmd{Args: []string{"builds", "-j", pipeline + "/log", "--json"}})
+		var list []struct{ ID int }
+		Expect(json.Unmarshal([]byte(builds.Stdout), &list)).To(Succeed())
+		Expect(list).To(HaveLen(1))
+
+		// The pipeline's build log objects, less any it shares with the kept build.
+		var keptKeys, gone []string
+		Eventually(func() []string {
+			keptKeys, gone = logKeys(keptID), nil
+			for _, k := range logKeys(list[0].ID) {
+				if !slices.Contains(keptKeys, k) {
+					gone = append(gone, k)
+				}
+			}
+			return gone
+		}).WithTimeout(30 * time.Second).ShouldNot(BeEmpty())
+		Expect(keptKeys).NotTo(BeEmpty())
+		for _, k := range gone {
+			Expect(blobExists(ctx, k)).To(BeTrue(), k)
+		}
+
+		run(ctx, testenv.FlyCmd{Args: []string{"destroy-pipeline", "-n", "-p", pipeline}})
+		Eventually(func() []string {
+			var left []string
+			for _, k := range gone {
+				if blobExists(ctx, k) {
+					left = append(left, k)
+				}
+			}
+			return left
+		}).WithTimeout(30*time.Second).Should(BeEmpty(), "the destroyed pipeline's build log objects are still stored")
+		for _, k := range keptKeys {
+			Expect(blobExists(ctx, k)).To(BeTrue(), "the kept build's log object %s went", k)
+		}
+		watch := run(ctx, testenv.FlyCmd{Args: []string{"watch", "-b", strconv.Itoa(keptID)}})
+		Expect(watch.Stdout).To(ContainSubstring("kept-log-line"))
+	})
+})
+
+// indent prefixes every line of s with prefix.
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n") + "\n"
 }

@@ -1,0 +1,26 @@
+-- Build log objects lose their last index row when their builds go (a
+-- pipeline or a team destroyed, cascading to its builds) or when a retried
+-- chunk moves to another segment. A trigger notes each such key; the
+-- collector deletes the object once no row names it, so destroying a
+-- pipeline also frees its logs' storage.
+
+CREATE TABLE unreferenced_event_objects (
+    key      text PRIMARY KEY,
+    noted_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- The collector asks, for each noted key, whether a row still names it.
+CREATE INDEX build_event_chunks_key_idx ON build_event_chunks (key);
+
+CREATE FUNCTION note_unreferenced_event_object() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO unreferenced_event_objects (key) VALUES (OLD.key) ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER build_event_chunks_deleted AFTER DELETE ON build_event_chunks
+    FOR EACH ROW EXECUTE FUNCTION note_unreferenced_event_object();
+
+CREATE TRIGGER build_event_chunks_moved AFTER UPDATE OF key ON build_event_chunks
+    FOR EACH ROW WHEN (OLD.key IS DISTINCT FROM NEW.key) EXECUTE FUNCTION note_unreferenced_event_object();
