@@ -90,6 +90,26 @@ func expectQuiet(t *testing.T, tr *Tracker) {
 	}
 }
 
+// trackRunning tracks step s1, whose pod runs.
+func trackRunning(t *testing.T) (*Tracker, *fake.Clientset, *corev1.Pod) {
+	t.Helper()
+	pod := stepPod("s1")
+	pod.Status.Phase = corev1.PodRunning
+	w, client := startWatcher(t, pod)
+	tr := w.Track("s1")
+	t.Cleanup(tr.Stop)
+	return tr, client, pod
+}
+
+func expectStepEnded(t *testing.T, tr *Tracker) {
+	t.Helper()
+	select {
+	case <-tr.StepEnded():
+	case <-time.After(waitFor):
+		t.Fatal("StepEnded not closed after the step container terminated")
+	}
+}
+
 func updateStatus(t *testing.T, client *fake.Clientset, pod *corev1.Pod) {
 	t.Helper()
 	if _, err := client.CoreV1().Pods(pod.Namespace).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
@@ -161,11 +181,7 @@ func TestTrackerSucceeded(t *testing.T) {
 }
 
 func TestTrackerReportsDeletion(t *testing.T) {
-	pod := stepPod("s1")
-	pod.Status.Phase = corev1.PodRunning
-	w, client := startWatcher(t, pod)
-	tr := w.Track("s1")
-	defer tr.Stop()
+	tr, client, pod := trackRunning(t)
 
 	if err := client.CoreV1().Pods("ns").Delete(context.Background(), pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -232,11 +248,7 @@ func TestRunFailsWhenPodsCannotBeListed(t *testing.T) {
 }
 
 func TestTrackerStepEndedOnlyWhenTheStepContainerTerminated(t *testing.T) {
-	pod := stepPod("s1")
-	pod.Status.Phase = corev1.PodRunning
-	w, client := startWatcher(t, pod)
-	tr := w.Track("s1")
-	defer tr.Stop()
+	tr, client, pod := trackRunning(t)
 
 	// The sidecar ending is not the step's end.
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{terminatedStatus("porter-sidecar", 1, "Error", "")}
@@ -249,29 +261,17 @@ func TestTrackerStepEndedOnlyWhenTheStepContainerTerminated(t *testing.T) {
 
 	pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, terminatedStatus("step", 137, "Error", ""))
 	updateStatus(t, client, pod)
-	select {
-	case <-tr.StepEnded():
-	case <-time.After(waitFor):
-		t.Fatal("StepEnded not closed after the step container terminated")
-	}
+	expectStepEnded(t, tr)
 	expectQuiet(t, tr)
 }
 
 func TestTrackerDeliversEvictionNoLaterThanStepEnded(t *testing.T) {
-	pod := stepPod("s1")
-	pod.Status.Phase = corev1.PodRunning
-	w, client := startWatcher(t, pod)
-	tr := w.Track("s1")
-	defer tr.Stop()
+	tr, client, pod := trackRunning(t)
 
 	pod.Status.Phase, pod.Status.Reason, pod.Status.Message = corev1.PodFailed, "Evicted", `volume "workdir" exceeds the limit`
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{terminatedStatus("step", 137, "Error", "")}
 	updateStatus(t, client, pod)
-	select {
-	case <-tr.StepEnded():
-	case <-time.After(waitFor):
-		t.Fatal("StepEnded not closed")
-	}
+	expectStepEnded(t, tr)
 	select {
 	case err := <-tr.Failed():
 		if f, _ := AsFailure(err); f == nil || f.Kind != KindEvicted {
