@@ -12,15 +12,27 @@ CREATE TABLE unreferenced_event_objects (
 -- The collector asks, for each noted key, whether a row still names it.
 CREATE INDEX build_event_chunks_key_idx ON build_event_chunks (key);
 
-CREATE FUNCTION note_unreferenced_event_object() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Destroying a pipeline deletes each build's rows in one cascaded statement:
+-- a statement trigger notes each key once, however many of them named it.
+CREATE FUNCTION note_deleted_event_objects() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO unreferenced_event_objects (key)
+        SELECT DISTINCT key FROM gone ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER build_event_chunks_deleted AFTER DELETE ON build_event_chunks
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION note_deleted_event_objects();
+
+-- A retried chunk moving to another segment (a row at a time; a trigger on
+-- a column list cannot have a transition table).
+CREATE FUNCTION note_moved_event_object() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO unreferenced_event_objects (key) VALUES (OLD.key) ON CONFLICT DO NOTHING;
     RETURN NULL;
 END
 $$;
 
-CREATE TRIGGER build_event_chunks_deleted AFTER DELETE ON build_event_chunks
-    FOR EACH ROW EXECUTE FUNCTION note_unreferenced_event_object();
-
 CREATE TRIGGER build_event_chunks_moved AFTER UPDATE OF key ON build_event_chunks
-    FOR EACH ROW WHEN (OLD.key IS DISTINCT FROM NEW.key) EXECUTE FUNCTION note_unreferenced_event_object();
+    FOR EACH ROW WHEN (OLD.key IS DISTINCT FROM NEW.key) EXECUTE FUNCTION note_moved_event_object();
