@@ -221,8 +221,15 @@ var _ = Describe("build logs", func() {
 
 		pipeline := "logs-" + suffix()
 		cfg := filepath.Join(GinkgoT().TempDir(), "pipeline.yml")
-		Expect(os.WriteFile(cfg, []byte("jobs:\n- name: log\n  plan:\n  - task: t\n    config:\n"+
-			indent(busybox, "      ")+"      run: {path: echo, args: [pipeline-log-line]}\n"), 0o644)).To(Succeed())
+		Expect(os.WriteFile(cfg, []byte(`jobs:
+- name: log
+  plan:
+  - task: t
+    config:
+      platform: linux
+      image_resource: {type: registry-image, source: {repository: busybox}}
+      run: {path: echo, args: [pipeline-log-line]}
+`), 0o644)).To(Succeed())
 		run(ctx, testenv.FlyCmd{Args: []string{"set-pipeline", "-n", "-p", pipeline, "-c", cfg}})
 		run(ctx, testenv.FlyCmd{Args: []string{"unpause-pipeline", "-p", pipeline}})
 		res := run(ctx, testenv.FlyCmd{Args: []string{"trigger-job", "-j", pipeline + "/log", "-w"}})
@@ -265,12 +272,3 @@ var _ = Describe("build logs", func() {
 		Expect(watch.Stdout).To(ContainSubstring("kept-log-line"))
 	})
 })
-
-// indent prefixes every line of s with prefix.
-func indent(s, prefix string) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	for i, l := range lines {
-		lines[i] = prefix + l
-	}
-	return strings.Join(lines, "\n") + "\n"
-}

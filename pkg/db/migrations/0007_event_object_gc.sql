@@ -9,8 +9,9 @@ CREATE TABLE unreferenced_event_objects (
     noted_at timestamptz NOT NULL DEFAULT now()
 );
 
--- The collector asks, for each noted key, whether a row still names it.
-CREATE INDEX build_event_chunks_key_idx ON build_event_chunks (key);
+-- No index on build_event_chunks (key): it would cost every log write,
+-- while the collector's "does a row still name it" runs only in the passes
+-- after a deletion, as one semi-join.
 
 -- Destroying a pipeline deletes each build's rows in one cascaded statement:
 -- a statement trigger notes each key once, however many of them named it.
