@@ -148,7 +148,7 @@ func writeLookupError(w http.ResponseWriter, err error) {
 		writeJSON(w, http.StatusNotFound, map[string][]map[string]string{"errors": {{"title": "not found", "detail": err.Error()}}})
 		return
 	}
-	writeLookupError(w, err)
+	writeError(w, errorCode(err), err)
 }
 
 // pageLimit reads limit=, def when absent.
