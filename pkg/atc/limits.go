@@ -2,13 +2,10 @@ package atc
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"regexp"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -103,7 +100,7 @@ func (b *byteSize) Set(v string) error {
 // its requests' contexts derive from base.
 func (s *Server) apiServer(base context.Context, routes http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           s.limitBodies(routes),
+		Handler:           routes,
 		ReadHeaderTimeout: readHeaderTimeout,
 		// Uploads move their deadline along (stallReader); event streams
 		// and intercept websockets are not cut by it (net/http clears the
@@ -112,83 +109,4 @@ func (s *Server) apiServer(base context.Context, routes http.Handler) *http.Serv
 		IdleTimeout: s.cfg.Limits.HTTPIdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return base },
 	}
-}
-
-// artifactUploadPath is the route of `fly execute -i` uploads.
-var artifactUploadPath = regexp.MustCompile(`^/api/v1/teams/[^/]+/artifacts/?$`)
-
-// limitBodies bounds every request's body: uploads by MaxArtifactUpload,
-// the rest by MaxRequestBody. A body declared too large is refused before
-// it is read; one that turns out too large fails its read with an
-// *http.MaxBytesError, which handlers answer with tooLarge.
-func (s *Server) limitBodies(next http.Handler) http.Handler {
-	lim := s.cfg.Limits
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		limit, flagName := lim.MaxRequestBody, "max-request-body"
-		upload := r.Method == http.MethodPost && artifactUploadPath.MatchString(r.URL.Path)
-		if upload {
-			limit, flagName = lim.MaxArtifactUpload, "max-artifact-upload"
-		}
-		if r.ContentLength > limit {
-			writeError(w, http.StatusRequestEntityTooLarge, bodyTooLarge(limit, flagName))
-			return
-		}
-		body := io.ReadCloser(http.MaxBytesReader(w, r.Body, limit))
-		if upload {
-			// The server's read timeout would cut a large upload off:
-			// only a stalled one is.
-			body = &stallReader{ReadCloser: body, rc: http.NewResponseController(w), stall: lim.HTTPReadTimeout}
-		}
-		r.Body = &limitedBody{ReadCloser: body, limit: limit, flag: flagName}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// limitedBody names the limit and its flag when the body exceeds it.
-type limitedBody struct {
-	io.ReadCloser
-	limit int64
-	flag  string
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if mb := (*http.MaxBytesError)(nil); errors.As(err, &mb) {
-		err = bodyTooLarge(b.limit, b.flag)
-	}
-	return n, err
-}
-
-// errBodyTooLarge is a request body over the server's limit (HTTP 413).
-type errBodyTooLarge struct {
-	limit int64
-	flag  string
-}
-
-func (e errBodyTooLarge) Error() string {
-	return fmt.Sprintf("request body too large: this server accepts at most %s (%d bytes; serve --%s)",
-		resource.NewQuantity(e.limit, resource.BinarySI), e.limit, e.flag)
-}
-
-func bodyTooLarge(limit int64, flag string) error { return errBodyTooLarge{limit: limit, flag: flag} }
-
-// tooLarge reports whether err is a body over its limit.
-func tooLarge(err error) bool {
-	var e errBodyTooLarge
-	return errors.As(err, &e)
-}
-
-// stallReader moves the connection's read deadline forward before each
-// read, so that the deadline bounds a stall rather than the whole body.
-type stallReader struct {
-	io.ReadCloser
-	rc    *http.ResponseController
-	stall time.Duration
-}
-
-func (r *stallReader) Read(p []byte) (int, error) {
-	// An error means the connection cannot take deadlines (HTTP/2 before
-	// Go supports it, a test recorder): the server's own then applies.
-	_ = r.rc.SetReadDeadline(time.Now().Add(r.stall))
-	return r.ReadCloser.Read(p)
 }

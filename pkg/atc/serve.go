@@ -24,6 +24,7 @@ import (
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/metrics"
+	"github.com/porter-ci/porter/pkg/names"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/worker"
 )
@@ -147,7 +148,7 @@ func serve(ctx context.Context, cfg Config, sf serveFlags, log *slog.Logger) err
 	if sf.postgresDSN == "" {
 		return errors.New("no database: set --postgres-dsn or PORTER_POSTGRES_DSN")
 	}
-	if err := validName(cfg.Worker); err != nil {
+	if err := names.CheckTeam(cfg.Worker); err != nil {
 		return fmt.Errorf("worker name: %w", err)
 	}
 	var err error

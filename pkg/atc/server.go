@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/db"
@@ -154,6 +155,8 @@ type Server struct {
 	streams *stepserver.Server
 	keys    *steptoken.Keyring
 	issuer  *auth.Issuer
+	// api answers the HTTP API.
+	api *apiserver.Server
 	// podWorker is what every worker's pods share (its Name and
 	// Namespace are each worker's).
 	podWorker    podspec.Worker
@@ -274,6 +277,13 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if err := s.newWorkers(cfg.Workers, client); err != nil {
 		return nil, err
 	}
+	s.api = apiserver.New(apiserver.Config{
+		ExternalURL: cfg.ExternalURL, ClusterName: cfg.ClusterName, ServerID: cfg.ServerID,
+		BaseTypes: s.baseTypeNames(), ArtifactWorker: s.workers[0].cfg.Name, BlobstoreBucket: cfg.Blobstore.Bucket,
+		Limits: apiserver.Limits{MaxArtifactUpload: cfg.Limits.MaxArtifactUpload, MaxRequestBody: cfg.Limits.MaxRequestBody,
+			UploadStall: cfg.Limits.HTTPReadTimeout},
+	}, apiserver.Deps{Store: deps.DB, Engine: apiEngine{s}, Blobs: deps.Store, Audit: deps.Audit, Issuer: s.issuer,
+		Log: log.With("component", "api")})
 	return s, nil
 }
 
@@ -323,7 +333,7 @@ func (s *Server) Run(parent context.Context) error {
 	// fly following a build's events must not hold the shutdown.
 	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer endRequests()
-	hs := s.apiServer(reqCtx, s.routes())
+	hs := s.apiServer(reqCtx, s.api.Handler())
 
 	s.base = ctx
 	workersCtx, stopWorkers := context.WithCancel(ctx)

@@ -333,7 +333,7 @@ func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 		a.Outputs = append(a.Outputs, action.Output{Name: out.Name, Path: out.DirPath()})
 	}
 	for _, c := range cfg.Caches {
-		key, err := taskCacheKey(b.team, b.pipeline, b.job, name, c.Path)
+		key, err := blobstore.CheckedTaskCacheKey(b.team, b.pipeline, b.job, name, c.Path)
 		if err != nil {
 			return nil, events.TaskConfig{}, nil, fmt.Errorf("task %q: %w", name, err)
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -77,6 +76,13 @@ func (s *Server) validatePlan(ctx context.Context, team db.Team, plan *concourse
 	return nil
 }
 
+// badRequest marks an error in what the client sent: the API answers it
+// with 400.
+type badRequest struct{ error }
+
+func (badRequest) BadRequest() bool { return true }
+func (e badRequest) Unwrap() error  { return e.error }
+
 // taskPlatform is the platform of a task plan's inline config ("" when
 // it has none yet: a config file, or one with ((vars))).
 func taskPlatform(tp *concourse.TaskPlan) string {
@@ -85,15 +91,6 @@ func taskPlatform(tp *concourse.TaskPlan) string {
 	}
 	_ = json.Unmarshal(tp.Config, &c)
 	return c.Platform
-}
-
-// validName checks a team (or worker) name: what Concourse allows, and what
-// an object key, a namespace or a label can hold safely.
-func validName(name string) error {
-	if !regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`).MatchString(name) {
-		return fmt.Errorf("%q: use lowercase letters, digits, '-', '_' and '.', starting with a letter or digit (at most 63)", name)
-	}
-	return nil
 }
 
 func parsePositiveDuration(s string) (time.Duration, error) {

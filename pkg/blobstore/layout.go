@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/porter-ci/porter/pkg/names"
 )
 
 // Object layout (see DESIGN.md). Keys are built only here.
@@ -65,4 +67,37 @@ func orNone(s string) string {
 		return "_"
 	}
 	return s
+}
+
+// TaskCachePrefix is where the task caches of a pipeline (and, with job
+// and step, of one task step) live: task-caches/<team>/<pipeline>/[<job>/<step>/].
+// Each name must be one key segment (names.Check).
+func TaskCachePrefix(segments ...string) (string, error) {
+	for _, n := range segments {
+		if err := names.Check("task cache", n); err != nil {
+			return "", err
+		}
+	}
+	return "task-caches/" + strings.Join(segments, "/") + "/", nil
+}
+
+// CheckedTaskCacheKey is TaskCacheKey for names a user gave: names that
+// are not one key segment, and cache paths that leave the step's
+// directory, are refused rather than turned into keys (a step named
+// "../../other" must not reach another team's caches). pipeline and job
+// are empty for a one-off build's step.
+func CheckedTaskCacheKey(team, pipeline, job, step, cachePath string) (string, error) {
+	segments := []string{team, pipeline, job, step}
+	if pipeline == "" && job == "" {
+		segments = []string{team, step}
+	}
+	if _, err := TaskCachePrefix(segments...); err != nil {
+		return "", err
+	}
+	// As TaskCacheKey cleans it.
+	c := strings.Trim(path.Clean(cachePath), "/")
+	if c == "" || c == "." || c == ".." || strings.HasPrefix(c, "../") || strings.ContainsRune(cachePath, 0) {
+		return "", fmt.Errorf("cache path %q is not a directory inside the task's working directory", cachePath)
+	}
+	return TaskCacheKey(team, pipeline, job, step, cachePath), nil
 }

@@ -8,6 +8,7 @@ package names
 
 import (
 	"fmt"
+	"regexp"
 	"unicode"
 	"unicode/utf8"
 )
@@ -65,4 +66,16 @@ func problem(name string) string {
 		}
 	}
 	return ""
+}
+
+// teamName is what a team (or worker) name may be: what Concourse allows,
+// and what an object key, a namespace or a label can hold safely.
+var teamName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+// CheckTeam refuses a name that cannot name a team or a worker.
+func CheckTeam(name string) error {
+	if !teamName.MatchString(name) {
+		return fmt.Errorf("%q: use lowercase letters, digits, '-', '_' and '.', starting with a letter or digit (at most 63)", name)
+	}
+	return nil
 }

@@ -1,12 +1,10 @@
-package atc
+package apiserver
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
-	"sort"
 
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -16,14 +14,14 @@ import (
 // handleWorkers lists the workers a user may see: every team's worker to
 // an admin, else the shared workers and those of the user's teams.
 func (s *Server) handleWorkers(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
-	workers, err := s.db.Workers(r.Context())
+	workers, err := s.store.Workers(r.Context())
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
-	loads, err := s.db.WorkerLoads(r.Context())
+	loads, err := s.store.WorkerLoads(r.Context())
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := []concourse.Worker{}
@@ -38,30 +36,11 @@ func (s *Server) handleWorkers(w http.ResponseWriter, r *http.Request, claims au
 			// fly -d shows these as where the worker is: Porter's steps run in
 			// a namespace and their volumes are the blobstore's objects.
 			GardenAddr:      "namespace/" + wk.Namespace,
-			BaggageclaimURL: "s3://" + s.cfg.Blobstore.Bucket,
-			ResourceTypes:   s.workerResourceTypes(wk.Name),
+			BaggageclaimURL: "s3://" + s.cfg.BlobstoreBucket,
+			ResourceTypes:   s.engine.WorkerResourceTypes(wk.Name),
 		})
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// workerResourceTypes are the base resource types a worker provides.
-func (s *Server) workerResourceTypes(name string) []concourse.WorkerResourceType {
-	types := maps.Clone(s.cfg.BaseResourceTypes)
-	if types == nil {
-		types = DefaultBaseResourceTypes()
-	}
-	if w, ok := s.workerByName[name]; ok {
-		for t, img := range w.cfg.BaseResourceTypes {
-			types[t] = img
-		}
-	}
-	out := []concourse.WorkerResourceType{}
-	for t, img := range types {
-		out = append(out, concourse.WorkerResourceType{Type: t, Image: img})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
-	return out
 }
 
 // workerAction is land-worker, retire-worker or prune-worker: an admin's,
@@ -69,17 +48,17 @@ func (s *Server) workerResourceTypes(name string) []concourse.WorkerResourceType
 func (s *Server) workerAction(act func(context.Context, string) error) func(http.ResponseWriter, *http.Request, auth.Claims) {
 	return func(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 		name := r.PathValue("worker_name")
-		wk, err := s.db.Worker(r.Context(), name)
+		wk, err := s.store.Worker(r.Context(), name)
 		switch {
 		case errors.Is(err, db.ErrNotFound):
-			writeError(w, http.StatusNotFound, fmt.Errorf("worker %q not found", name))
+			s.fail(w, r, withStatus(http.StatusNotFound, fmt.Errorf("worker %q not found", name)))
 			return
 		case err != nil:
-			writeError(w, http.StatusInternalServerError, err)
+			s.fail(w, r, err)
 			return
 		}
 		if !claims.IsAdmin && (wk.Team == "" || !claims.CanWrite(wk.Team)) {
-			writeError(w, http.StatusForbidden, fmt.Errorf("not allowed to change worker %q", name))
+			s.fail(w, r, withStatus(http.StatusForbidden, fmt.Errorf("not allowed to change worker %q", name)))
 			return
 		}
 		err = act(r.Context(), name)
@@ -88,9 +67,9 @@ func (s *Server) workerAction(act func(context.Context, string) error) func(http
 			// fly prints the stderr field of a 400.
 			writeJSON(w, http.StatusBadRequest, map[string]string{"stderr": db.ErrWorkerRunning.Error()})
 		case errors.Is(err, db.ErrNotFound):
-			writeError(w, http.StatusNotFound, fmt.Errorf("worker %q not found", name))
+			s.fail(w, r, withStatus(http.StatusNotFound, fmt.Errorf("worker %q not found", name)))
 		case err != nil:
-			writeError(w, http.StatusInternalServerError, err)
+			s.fail(w, r, err)
 		default:
 			s.log.Info("worker changed by a person", "worker", name, "path", r.URL.Path, "user", claims.Name)
 			w.WriteHeader(http.StatusOK)

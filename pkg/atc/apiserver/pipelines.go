@@ -1,4 +1,4 @@
-package atc
+package apiserver
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -42,17 +41,17 @@ type pipelineRequest struct {
 func (s *Server) pipeline(action auth.Action, h func(http.ResponseWriter, *http.Request, pipelineRequest)) http.HandlerFunc {
 	return s.team(action, func(w http.ResponseWriter, r *http.Request, claims auth.Claims, team db.Team) {
 		if err := refuseInstanceVars(r); err != nil {
-			writeError(w, http.StatusBadRequest, err)
+			s.fail(w, r, badRequest(err))
 			return
 		}
 		name := r.PathValue("pipeline_name")
-		p, err := s.db.Pipeline(r.Context(), team.ID, name)
+		p, err := s.store.Pipeline(r.Context(), team.ID, name)
 		switch {
 		case errors.Is(err, db.ErrNotFound):
-			pipelineNotFound(w, team.Name, name)
+			s.fail(w, r, pipelineNotFound(team.Name, name))
 			return
 		case err != nil:
-			writeError(w, http.StatusInternalServerError, err)
+			s.fail(w, r, err)
 			return
 		}
 		h(w, r, pipelineRequest{claims: claims, team: team, pipeline: p})
@@ -65,31 +64,31 @@ func (s *Server) pipeline(action auth.Action, h func(http.ResponseWriter, *http.
 func (s *Server) publicPipeline(h func(http.ResponseWriter, *http.Request, pipelineRequest)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := refuseInstanceVars(r); err != nil {
-			writeError(w, http.StatusBadRequest, err)
+			s.fail(w, r, badRequest(err))
 			return
 		}
 		teamName, name := r.PathValue("team_name"), r.PathValue("pipeline_name")
-		team, err := s.db.Team(r.Context(), teamName)
+		team, err := s.store.Team(r.Context(), teamName)
 		if err != nil {
-			writeError(w, errorCode(err), fmt.Errorf("team %q: %w", teamName, err))
+			s.fail(w, r, fmt.Errorf("team %q: %w", teamName, err))
 			return
 		}
-		p, err := s.db.Pipeline(r.Context(), team.ID, name)
+		p, err := s.store.Pipeline(r.Context(), team.ID, name)
 		if err != nil && !errors.Is(err, db.ErrNotFound) {
-			writeError(w, http.StatusInternalServerError, err)
+			s.fail(w, r, err)
 			return
 		}
 		claims, authed := auth.FromContext(r.Context())
 		if err != nil || !p.Public {
 			switch {
 			case !authed:
-				unauthorized(w, r)
+				s.fail(w, r, unauthenticated(r))
 				return
 			case !claims.CanRead(teamName):
-				forbidden(w, fmt.Sprintf("you do not have a role on team %q", teamName))
+				s.fail(w, r, forbidden(fmt.Sprintf("you do not have a role on team %q", teamName)))
 				return
 			case err != nil:
-				pipelineNotFound(w, teamName, name)
+				s.fail(w, r, pipelineNotFound(teamName, name))
 				return
 			}
 		}
@@ -99,8 +98,8 @@ func (s *Server) publicPipeline(h func(http.ResponseWriter, *http.Request, pipel
 
 // pipelineNotFound answers 404 in the JSON-API shape whose detail fly
 // prints (e.g. for `fly jobs -p` of a pipeline that does not exist).
-func pipelineNotFound(w http.ResponseWriter, team, name string) {
-	notFound(w, "Pipeline Not Found Error", fmt.Sprintf("pipeline '%s' not found in team '%s'", name, team))
+func pipelineNotFound(team, name string) error {
+	return notFound("Pipeline Not Found Error", fmt.Sprintf("pipeline '%s' not found in team '%s'", name, team))
 }
 
 // refuseInstanceVars refuses instanced pipelines (fly's --instance-var,
@@ -185,9 +184,9 @@ func (s *Server) handleListAllPipelines(w http.ResponseWriter, r *http.Request) 
 	claims, _ := auth.FromContext(r.Context())
 	f := db.PipelineFilter{AllTeams: claims.IsAdmin, Public: true}
 	if !claims.IsAdmin {
-		teams, err := s.db.Teams(r.Context())
+		teams, err := s.store.Teams(r.Context())
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, err)
+			s.fail(w, r, err)
 			return
 		}
 		for _, t := range teams {
@@ -196,9 +195,9 @@ func (s *Server) handleListAllPipelines(w http.ResponseWriter, r *http.Request) 
 			}
 		}
 	}
-	ps, err := s.db.Pipelines(r.Context(), f)
+	ps, err := s.store.Pipelines(r.Context(), f)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, apiPipelines(ps))
@@ -208,14 +207,14 @@ func (s *Server) handleListAllPipelines(w http.ResponseWriter, r *http.Request) 
 // public ones for a caller without a role in it.
 func (s *Server) handleListPipelines(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("team_name")
-	team, err := s.db.Team(r.Context(), name)
+	team, err := s.store.Team(r.Context(), name)
 	if err != nil {
-		writeError(w, errorCode(err), fmt.Errorf("team %q: %w", name, err))
+		s.fail(w, r, fmt.Errorf("team %q: %w", name, err))
 		return
 	}
-	ps, err := s.db.Pipelines(r.Context(), db.PipelineFilter{TeamIDs: []int{team.ID}})
+	ps, err := s.store.Pipelines(r.Context(), db.PipelineFilter{TeamIDs: []int{team.ID}})
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	if claims, _ := auth.FromContext(r.Context()); !claims.CanRead(name) {
@@ -224,13 +223,13 @@ func (s *Server) handleListPipelines(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, apiPipelines(ps))
 }
 
-func (s *Server) handleGetPipeline(w http.ResponseWriter, _ *http.Request, pr pipelineRequest) {
+func (s *Server) handleGetPipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
 	writeJSON(w, http.StatusOK, apiPipeline(pr.pipeline))
 }
 
 // handleGetConfig is `fly get-pipeline` and set-pipeline's first look: the
 // config with its version in X-Concourse-Config-Version.
-func (s *Server) handleGetConfig(w http.ResponseWriter, _ *http.Request, pr pipelineRequest) {
+func (s *Server) handleGetConfig(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
 	w.Header().Set(configVersionHeader, strconv.FormatInt(pr.pipeline.ConfigVersion, 10))
 	writeJSON(w, http.StatusOK, map[string]json.RawMessage{"config": pr.pipeline.Config})
 }
@@ -268,7 +267,7 @@ func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth
 	}
 	ct := r.Header.Get("Content-Type")
 	if ct != "application/x-yaml" && ct != "application/json" {
-		writeError(w, http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: send application/x-yaml or application/json", ct))
+		s.fail(w, r, withStatus(http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: send application/x-yaml or application/json", ct)))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigSize))
@@ -283,7 +282,7 @@ func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth
 		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
 		return
 	}
-	cfg, warnings, errs, err := parsePipelineConfig(body, ct, s.baseTypeNames())
+	cfg, warnings, errs, err := parsePipelineConfig(body, ct, s.cfg.BaseTypes)
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{"malformed config: " + err.Error()}})
 		return
@@ -296,20 +295,20 @@ func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth
 		return
 	}
 
-	p, created, err := s.db.SavePipeline(r.Context(), team.ID, name, *cfg, from)
+	p, created, err := s.store.SavePipeline(r.Context(), team.ID, name, *cfg, from)
 	switch {
 	case errors.Is(err, db.ErrConfigVersion), errors.Is(err, db.ErrConflict):
-		writeError(w, http.StatusConflict, fmt.Errorf(
-			"pipeline %q changed since fly read it (%w): run set-pipeline again to see the new differences", name, err))
+		s.fail(w, r, withStatus(http.StatusConflict, fmt.Errorf(
+			"pipeline %q changed since fly read it (%w): run set-pipeline again to see the new differences", name, err)))
 		return
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.log.InfoContext(r.Context(), "pipeline saved", "team", team.Name, "pipeline", name, "id", p.ID,
 		"created", created, "config_version", p.ConfigVersion)
 	// New resources are due for their first check now.
-	s.wakeScheduler()
+	s.engine.WakeScheduler()
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
@@ -322,24 +321,24 @@ func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth
 func (s *Server) handleDeletePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
 	// Builds this server runs stop (their pods go); their records go with
 	// the pipeline.
-	running, err := s.db.PipelineUnfinishedBuilds(r.Context(), pr.pipeline.ID)
+	running, err := s.store.PipelineUnfinishedBuilds(r.Context(), pr.pipeline.ID)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	for _, id := range running {
-		if b, ok := s.running(id); ok {
-			b.abort(errAborted)
+		if err := s.engine.AbortBuild(r.Context(), db.Build{ID: id}); err != nil {
+			s.log.WarnContext(r.Context(), "abort a build of a deleted pipeline", "build", id, "err", err)
 		}
 	}
-	if err := s.db.DeletePipeline(r.Context(), pr.pipeline.ID); err != nil {
-		writeError(w, errorCode(err), err)
+	if err := s.store.DeletePipeline(r.Context(), pr.pipeline.ID); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	s.log.InfoContext(r.Context(), "pipeline deleted", "team", pr.team.Name, "pipeline", pr.pipeline.Name, "id", pr.pipeline.ID)
 	// The pipeline is gone whatever happens to its caches; a new pipeline
 	// of the same name must not find them, so failures are logged loudly.
-	if prefix, err := taskCachePrefix(pr.team.Name, pr.pipeline.Name); err == nil {
+	if prefix, err := blobstore.TaskCachePrefix(pr.team.Name, pr.pipeline.Name); err == nil {
 		if _, err := s.deleteObjects(r.Context(), prefix); err != nil {
 			s.log.ErrorContext(r.Context(), "deleting the task caches of a deleted pipeline", "prefix", prefix, "err", err)
 		}
@@ -349,14 +348,14 @@ func (s *Server) handleDeletePipeline(w http.ResponseWriter, r *http.Request, pr
 
 // deleteObjects deletes every object under prefix and says how many.
 func (s *Server) deleteObjects(ctx context.Context, prefix string) (int64, error) {
-	objs, err := s.store.List(ctx, prefix)
+	objs, err := s.blobs.List(ctx, prefix)
 	if err != nil {
 		return 0, fmt.Errorf("list %s: %w", prefix, err)
 	}
 	var n int64
 	var errs []error
 	for _, o := range objs {
-		if err := s.store.Delete(ctx, o.Key); err != nil {
+		if err := s.blobs.Delete(ctx, o.Key); err != nil {
 			errs = append(errs, fmt.Errorf("delete %s: %w", o.Key, err))
 			continue
 		}
@@ -367,18 +366,18 @@ func (s *Server) deleteObjects(ctx context.Context, prefix string) (int64, error
 
 // moveObjects moves every object under from to the same key under to.
 func (s *Server) moveObjects(ctx context.Context, from, to string) error {
-	objs, err := s.store.List(ctx, from)
+	objs, err := s.blobs.List(ctx, from)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", from, err)
 	}
 	var errs []error
 	for _, o := range objs {
 		dst := to + strings.TrimPrefix(o.Key, from)
-		if _, err := s.store.Copy(ctx, o.Key, dst); err != nil {
+		if _, err := s.blobs.Copy(ctx, o.Key, dst); err != nil {
 			errs = append(errs, fmt.Errorf("copy %s to %s: %w", o.Key, dst, err))
 			continue
 		}
-		if err := s.store.Delete(ctx, o.Key); err != nil {
+		if err := s.blobs.Delete(ctx, o.Key); err != nil {
 			errs = append(errs, fmt.Errorf("delete %s: %w", o.Key, err))
 		}
 	}
@@ -387,31 +386,31 @@ func (s *Server) moveObjects(ctx context.Context, from, to string) error {
 
 // handlePausePipeline is `fly pause-pipeline`.
 func (s *Server) handlePausePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
-	s.pipelineChange(w, s.db.PausePipeline(r.Context(), pr.pipeline.ID, pr.claims.UserInfo().DisplayUserID))
+	s.pipelineChange(w, r, s.store.PausePipeline(r.Context(), pr.pipeline.ID, pr.claims.UserInfo().DisplayUserID))
 }
 
 // handleUnpausePipeline is `fly unpause-pipeline`.
 func (s *Server) handleUnpausePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
-	s.pipelineChange(w, s.db.UnpausePipeline(r.Context(), pr.pipeline.ID))
+	s.pipelineChange(w, r, s.store.UnpausePipeline(r.Context(), pr.pipeline.ID))
 }
 
 // handleExposePipeline is `fly expose-pipeline`.
 func (s *Server) handleExposePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
-	s.pipelineChange(w, s.db.SetPipelinePublic(r.Context(), pr.pipeline.ID, true))
+	s.pipelineChange(w, r, s.store.SetPipelinePublic(r.Context(), pr.pipeline.ID, true))
 }
 
 // handleHidePipeline is `fly hide-pipeline`.
 func (s *Server) handleHidePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
-	s.pipelineChange(w, s.db.SetPipelinePublic(r.Context(), pr.pipeline.ID, false))
+	s.pipelineChange(w, r, s.store.SetPipelinePublic(r.Context(), pr.pipeline.ID, false))
 }
 
-func (s *Server) pipelineChange(w http.ResponseWriter, err error) {
+func (s *Server) pipelineChange(w http.ResponseWriter, r *http.Request, err error) {
 	if err != nil {
-		writeError(w, errorCode(err), err)
+		s.fail(w, r, err)
 		return
 	}
 	// An unpaused pipeline or job may have builds to start right away.
-	s.wakeScheduler()
+	s.engine.WakeScheduler()
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -430,17 +429,17 @@ func (s *Server) handleRenamePipeline(w http.ResponseWriter, r *http.Request, pr
 		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
 		return
 	}
-	err = s.db.RenamePipeline(r.Context(), pr.pipeline.ID, in.Name)
+	err = s.store.RenamePipeline(r.Context(), pr.pipeline.ID, in.Name)
 	switch {
 	case errors.Is(err, db.ErrConflict):
-		writeError(w, http.StatusConflict, fmt.Errorf("team %q already has a pipeline %q", pr.team.Name, in.Name))
+		s.fail(w, r, withStatus(http.StatusConflict, fmt.Errorf("team %q already has a pipeline %q", pr.team.Name, in.Name)))
 		return
 	case err != nil:
-		writeError(w, errorCode(err), err)
+		s.fail(w, r, err)
 		return
 	}
-	from, err1 := taskCachePrefix(pr.team.Name, pr.pipeline.Name)
-	to, err2 := taskCachePrefix(pr.team.Name, in.Name)
+	from, err1 := blobstore.TaskCachePrefix(pr.team.Name, pr.pipeline.Name)
+	to, err2 := blobstore.TaskCachePrefix(pr.team.Name, in.Name)
 	if err1 == nil && err2 == nil {
 		if err := s.moveObjects(r.Context(), from, to); err != nil {
 			s.log.ErrorContext(r.Context(), "moving the task caches of a renamed pipeline", "from", from, "to", to, "err", err)
@@ -458,10 +457,10 @@ func (s *Server) handleRenamePipeline(w http.ResponseWriter, r *http.Request, pr
 func (s *Server) handleOrderPipelines(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
 	var names []string
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&names); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("decode the pipeline names: %w", err))
+		s.fail(w, r, badRequest(fmt.Errorf("decode the pipeline names: %w", err)))
 		return
 	}
-	err := s.db.OrderPipelines(r.Context(), team.ID, names)
+	err := s.store.OrderPipelines(r.Context(), team.ID, names)
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 		// fly prints a 400's body as it is.
@@ -470,54 +469,8 @@ func (s *Server) handleOrderPipelines(w http.ResponseWriter, r *http.Request, _ 
 		_, _ = fmt.Fprintln(w, err)
 		return
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-}
-
-// taskCachePrefix is where the task caches of a pipeline (and, with job
-// and step, of one task step) live: task-caches/<team>/<pipeline>/[<job>/<step>/].
-// Each name must be one path segment.
-func taskCachePrefix(names ...string) (string, error) {
-	for _, n := range names {
-		if err := keySegment(n); err != nil {
-			return "", err
-		}
-	}
-	return "task-caches/" + strings.Join(names, "/") + "/", nil
-}
-
-// taskCacheKey is the key of one cache of a task step: of a job's step
-// (task-caches/<team>/<pipeline>/<job>/<step>/<path>), or of a one-off
-// build's when pipeline and job are empty. Names that are not one path
-// segment, and cache paths that leave the step's directory, are refused
-// rather than turned into keys: a step named "../../other" must not reach
-// another team's caches.
-func taskCacheKey(team, pipeline, job, step, cachePath string) (string, error) {
-	names := []string{team, pipeline, job, step}
-	if pipeline == "" && job == "" {
-		names = []string{team, step}
-	}
-	if _, err := taskCachePrefix(names...); err != nil {
-		return "", err
-	}
-	if err := validCachePath(cachePath); err != nil {
-		return "", err
-	}
-	return blobstore.TaskCacheKey(team, pipeline, job, step, cachePath), nil
-}
-
-// keySegment checks that a name can be one segment of an object key.
-func keySegment(name string) error { return names.Check("task cache", name) }
-
-// validCachePath checks a task's cache path: relative, inside the task's
-// working directory.
-func validCachePath(p string) error {
-	// As blobstore.TaskCacheKey cleans it.
-	c := strings.Trim(path.Clean(p), "/")
-	if c == "" || c == "." || c == ".." || strings.HasPrefix(c, "../") || strings.ContainsRune(p, 0) {
-		return fmt.Errorf("cache path %q is not a directory inside the task's working directory", p)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package atc
+package apiserver
 
 import (
 	"context"
@@ -26,14 +26,14 @@ func (s *Server) handleContainers(w http.ResponseWriter, r *http.Request, _ auth
 	if v := q.Get("build_id"); v != "" {
 		id, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Errorf("build_id=%q: want a number", v))
+			s.fail(w, r, badRequest(fmt.Errorf("build_id=%q: want a number", v)))
 			return
 		}
 		f.BuildID = id
 	}
-	cs, err := s.db.Containers(r.Context(), f)
+	cs, err := s.store.Containers(r.Context(), f)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := []concourse.Container{}
@@ -45,7 +45,7 @@ func (s *Server) handleContainers(w http.ResponseWriter, r *http.Request, _ auth
 
 // teamContainer finds a container of the team; another team's is unknown.
 func (s *Server) teamContainer(ctx context.Context, team db.Team, handle string) (db.Container, error) {
-	c, err := s.db.Container(ctx, handle)
+	c, err := s.store.Container(ctx, handle)
 	if err == nil && c.TeamID != team.ID {
 		err = db.ErrNotFound
 	}
@@ -58,7 +58,7 @@ func (s *Server) teamContainer(ctx context.Context, team db.Team, handle string)
 func (s *Server) handleContainer(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
 	c, err := s.teamContainer(r.Context(), team, r.PathValue("id"))
 	if err != nil {
-		writeError(w, errorCode(err), err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, apiContainer(c))
@@ -70,31 +70,31 @@ func (s *Server) handleContainer(w http.ResponseWriter, r *http.Request, _ auth.
 func (s *Server) handleHijack(w http.ResponseWriter, r *http.Request, claims auth.Claims, team db.Team) {
 	c, err := s.teamContainer(r.Context(), team, r.PathValue("id"))
 	if err != nil {
-		writeError(w, errorCode(err), err)
+		s.fail(w, r, err)
 		return
 	}
-	if !s.streams.Connected(c.StepID) {
+	if !s.engine.StepConnected(c.StepID) {
 		// A step's sidecar dials the server that created its pod.
-		if b, err := s.db.Build(r.Context(), c.BuildID); err == nil && b.Server != s.cfg.ServerID {
-			writeError(w, http.StatusNotFound, fmt.Errorf("step %q of build %s runs through server %q, which its sidecar is connected to: intercept it through that server",
-				c.StepName, c.BuildName, b.Server))
+		if b, err := s.store.Build(r.Context(), c.BuildID); err == nil && b.Server != s.cfg.ServerID {
+			s.fail(w, r, notFound("Container Not Interceptible", fmt.Sprintf("step %q of build %s runs through server %q, which its sidecar is connected to: intercept it through that server",
+				c.StepName, c.BuildName, b.Server)))
 			return
 		}
-		writeError(w, http.StatusNotFound, fmt.Errorf("step %q of build %s is no longer interceptible: its pod is not running or not connected "+
-			"(a finished step stays interceptible only for the server's --keep-alive)", c.StepName, c.BuildName))
+		s.fail(w, r, notFound("Container Not Interceptible", fmt.Sprintf("step %q of build %s is no longer interceptible: its pod is not running or not connected "+
+			"(a finished step stays interceptible only for the server's --keep-alive)", c.StepName, c.BuildName)))
 		return
 	}
 	log := s.log.With("build", c.BuildID, "step", c.StepID, "user", claims.UserID)
 	how := hijack.Serve(w, r, hijack.ServeOptions{
 		Open: func(ctx context.Context, open *eventspb.SessionOpen) (hijack.Session, error) {
-			sess, err := s.streams.OpenSession(ctx, c.StepID, open)
+			sess, err := s.engine.OpenSession(ctx, c.StepID, open)
 			if err != nil {
 				return nil, err
 			}
-			log.Info("intercept session opened", "session", sess.ID, "tty", open.GetTty(), "command", open.GetCommand())
+			log.Info("intercept session opened", "tty", open.GetTty(), "command", open.GetCommand())
 			return sess, nil
 		},
-		Alive: func() bool { return s.streams.Connected(c.StepID) },
+		Alive: func() bool { return s.engine.StepConnected(c.StepID) },
 		Log:   log,
 	})
 	log.Info("intercept session ended", "how", how)
@@ -103,9 +103,9 @@ func (s *Server) handleHijack(w http.ResponseWriter, r *http.Request, claims aut
 // handleVolumes lists the team's stored artifacts: Porter's volumes live
 // in the blobstore, not on workers.
 func (s *Server) handleVolumes(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
-	arts, err := s.db.Artifacts(r.Context(), team.ID)
+	arts, err := s.store.Artifacts(r.Context(), team.ID)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := []concourse.Volume{}

@@ -1,4 +1,4 @@
-package atc
+package apiserver
 
 import (
 	"encoding/json"
@@ -30,17 +30,10 @@ func (s *Server) versionRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("PUT "+res+"/pin_comment", s.resource(auth.ActionCheckResource, s.handlePinComment))
 }
 
-// resource finds the path's resource in a team the caller may do action in.
-func (s *Server) resource(action auth.Action, h func(http.ResponseWriter, *http.Request, auth.Claims, db.ResourceRef)) http.HandlerFunc {
-	return s.team(action, func(w http.ResponseWriter, r *http.Request, claims auth.Claims, team db.Team) {
-		pipeline, name := r.PathValue("pipeline_name"), r.PathValue("resource_name")
-		res, err := s.db.LookupResource(r.Context(), team.ID, pipeline, name)
-		if err != nil {
-			writeLookupError(w, err)
-			return
-		}
-		h(w, r, claims, res)
-	})
+// resource finds the path's pipeline and resource in a team the caller may
+// do action in: the same lookup, and the same 404s, as every resource route.
+func (s *Server) resource(action auth.Action, h func(http.ResponseWriter, *http.Request, resourceRequest)) http.HandlerFunc {
+	return s.pipeline(action, s.pipelineResource(h))
 }
 
 func apiVersion(v db.Version) concourse.ResourceVersion {
@@ -49,7 +42,7 @@ func apiVersion(v db.Version) concourse.ResourceVersion {
 
 // handleVersions pages a resource's versions, newest first; filter=k:v
 // keeps those with that field (fly pin-resource looks a version up so).
-func (s *Server) handleVersions(w http.ResponseWriter, r *http.Request, _ auth.Claims, res db.ResourceRef) {
+func (s *Server) handleVersions(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
 	q := r.URL.Query()
 	var p db.VersionPage
 	for _, b := range []struct {
@@ -59,7 +52,7 @@ func (s *Server) handleVersions(w http.ResponseWriter, r *http.Request, _ auth.C
 		if v := q.Get(b.name); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n <= 0 {
-				writeError(w, http.StatusBadRequest, fmt.Errorf("%s=%q: want a version id", b.name, v))
+				s.fail(w, r, badRequest(fmt.Errorf("%s=%q: want a version id", b.name, v)))
 				return
 			}
 			*b.dst = n
@@ -67,14 +60,14 @@ func (s *Server) handleVersions(w http.ResponseWriter, r *http.Request, _ auth.C
 	}
 	limit, err := pageLimit(q, 100)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
+		s.fail(w, r, badRequest(err))
 		return
 	}
 	p.Limit = limit
 	for _, f := range q["filter"] {
 		k, v, ok := strings.Cut(f, ":")
 		if !ok || k == "" {
-			writeError(w, http.StatusBadRequest, fmt.Errorf("filter=%q: want key:value", f))
+			s.fail(w, r, badRequest(fmt.Errorf("filter=%q: want key:value", f)))
 			return
 		}
 		if p.Filter == nil {
@@ -82,9 +75,9 @@ func (s *Server) handleVersions(w http.ResponseWriter, r *http.Request, _ auth.C
 		}
 		p.Filter[k] = v
 	}
-	vs, older, newer, err := s.db.Versions(r.Context(), res.ID, p)
+	vs, older, newer, err := s.store.Versions(r.Context(), rr.resource.ID, p)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := []concourse.ResourceVersion{}
@@ -93,17 +86,17 @@ func (s *Server) handleVersions(w http.ResponseWriter, r *http.Request, _ auth.C
 	}
 	if len(vs) > 0 {
 		base := fmt.Sprintf("%s/api/v1/teams/%s/pipelines/%s/resources/%s/versions", s.cfg.ExternalURL,
-			url.PathEscape(res.TeamName), url.PathEscape(res.PipelineName), url.PathEscape(res.Name))
+			url.PathEscape(rr.resource.TeamName), url.PathEscape(rr.resource.PipelineName), url.PathEscape(rr.resource.Name))
 		// The neighbours of the page's ends, found through the page's own
 		// bounds: one more version each way.
 		if older {
-			next, _, _, err := s.db.Versions(r.Context(), res.ID, db.VersionPage{Limit: 2, To: vs[len(vs)-1].ID, Filter: p.Filter})
+			next, _, _, err := s.store.Versions(r.Context(), rr.resource.ID, db.VersionPage{Limit: 2, To: vs[len(vs)-1].ID, Filter: p.Filter})
 			if err == nil && len(next) == 2 {
 				addLink(w, base, "to", next[1].ID, limit, "next")
 			}
 		}
 		if newer {
-			prev, _, _, err := s.db.Versions(r.Context(), res.ID, db.VersionPage{Limit: 2, From: vs[0].ID, Filter: p.Filter})
+			prev, _, _, err := s.store.Versions(r.Context(), rr.resource.ID, db.VersionPage{Limit: 2, From: vs[0].ID, Filter: p.Filter})
 			if err == nil && len(prev) == 2 {
 				addLink(w, base, "from", prev[0].ID, limit, "previous")
 			}
@@ -120,26 +113,31 @@ type checkRequest struct {
 
 // handleCheckResource starts a check of the resource now and answers its
 // build, which fly then watches.
-func (s *Server) handleCheckResource(w http.ResponseWriter, r *http.Request, _ auth.Claims, res db.ResourceRef) {
+func (s *Server) handleCheckResource(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
 	var req checkRequest
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("read the check request: %w", err))
+		s.fail(w, r, badRequest(fmt.Errorf("read the check request: %w", err)))
 		return
 	}
 	if len(strings.TrimSpace(string(body))) > 0 {
 		if err := json.Unmarshal(body, &req); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Errorf("decode the check request: %w", err))
+			s.fail(w, r, badRequest(fmt.Errorf("decode the check request: %w", err)))
 			return
 		}
 	}
-	b, err := s.sch.checker.StartCheck(r.Context(), res, req.From)
+	ref, err := s.store.LookupResource(r.Context(), rr.team.ID, rr.pipeline.Name, rr.resource.Name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	b, err := s.engine.StartCheck(r.Context(), ref, req.From)
 	if err != nil {
 		if b.ID == 0 {
-			writeLookupError(w, err)
+			s.fail(w, r, err)
 			return
 		}
-		s.log.Warn("check-resource", "resource", res.Name, "err", err)
+		s.log.Warn("check-resource", "resource", rr.resource.Name, "err", err)
 	}
 	writeJSON(w, http.StatusCreated, apiJobBuild(b))
 }
@@ -147,58 +145,58 @@ func (s *Server) handleCheckResource(w http.ResponseWriter, r *http.Request, _ a
 func versionID(r *http.Request) (int64, error) {
 	id, err := strconv.ParseInt(r.PathValue("version_id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, badRequest{errors.New("version id must be a positive number")}
+		return 0, badRequest(errors.New("version id must be a positive number"))
 	}
 	return id, nil
 }
 
-func (s *Server) handlePinVersion(w http.ResponseWriter, r *http.Request, _ auth.Claims, res db.ResourceRef) {
+func (s *Server) handlePinVersion(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
 	id, err := versionID(r)
 	if err == nil {
-		err = s.db.PinVersion(r.Context(), res.ID, id)
+		err = s.store.PinVersion(r.Context(), rr.resource.ID, id)
 	}
 	if err != nil {
-		writeLookupError(w, err)
+		s.fail(w, r, err)
 		return
 	}
-	s.wakeScheduler()
+	s.engine.WakeScheduler()
 	w.WriteHeader(http.StatusOK)
 }
 
-func (s *Server) handleEnableVersion(enabled bool) func(http.ResponseWriter, *http.Request, auth.Claims, db.ResourceRef) {
-	return func(w http.ResponseWriter, r *http.Request, _ auth.Claims, res db.ResourceRef) {
+func (s *Server) handleEnableVersion(enabled bool) func(http.ResponseWriter, *http.Request, resourceRequest) {
+	return func(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
 		id, err := versionID(r)
 		if err == nil {
-			err = s.db.SetVersionEnabled(r.Context(), res.ID, id, enabled)
+			err = s.store.SetVersionEnabled(r.Context(), rr.resource.ID, id, enabled)
 		}
 		if err != nil {
-			writeLookupError(w, err)
+			s.fail(w, r, err)
 			return
 		}
-		s.wakeScheduler()
+		s.engine.WakeScheduler()
 		w.WriteHeader(http.StatusOK)
 	}
 }
 
-func (s *Server) handleUnpin(w http.ResponseWriter, r *http.Request, _ auth.Claims, res db.ResourceRef) {
-	if err := s.db.UnpinResource(r.Context(), res.ID); err != nil {
-		writeLookupError(w, err)
+func (s *Server) handleUnpin(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
+	if err := s.store.UnpinResource(r.Context(), rr.resource.ID); err != nil {
+		s.fail(w, r, err)
 		return
 	}
-	s.wakeScheduler()
+	s.engine.WakeScheduler()
 	w.WriteHeader(http.StatusOK)
 }
 
-func (s *Server) handlePinComment(w http.ResponseWriter, r *http.Request, _ auth.Claims, res db.ResourceRef) {
+func (s *Server) handlePinComment(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
 	var req struct {
 		Comment string `json:"pin_comment"`
 	}
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("decode the pin comment: %w", err))
+		s.fail(w, r, badRequest(fmt.Errorf("decode the pin comment: %w", err)))
 		return
 	}
-	if err := s.db.SetPinComment(r.Context(), res.ID, req.Comment); err != nil {
-		writeLookupError(w, err)
+	if err := s.store.SetPinComment(r.Context(), rr.resource.ID, req.Comment); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)

@@ -1,4 +1,4 @@
-package atc
+package apiserver
 
 import (
 	"encoding/json"
@@ -19,15 +19,15 @@ import (
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, b db.Build) {
 	ctx := r.Context()
 	prefix := blobstore.BuildPrefix(fmt.Sprint(b.ID))
-	objs, err := s.auditStore().List(ctx, prefix)
+	objs, err := s.audit.List(ctx, prefix)
 	if err != nil {
-		writeError(w, http.StatusBadGateway, fmt.Errorf("list %s: %w", prefix, err))
+		s.fail(w, r, withStatus(http.StatusBadGateway, fmt.Errorf("list %s: %w", prefix, err)))
 		return
 	}
 	audit := api.Audit{Objects: []api.AuditObject{}, Steps: map[string]json.RawMessage{}}
 	read := func(key string) (json.RawMessage, error) {
 		// A version written after the first one is not the record.
-		rc, _, err := blobstore.GetOriginal(ctx, s.auditStore(), key)
+		rc, _, err := blobstore.GetOriginal(ctx, s.audit, key)
 		if err != nil {
 			return nil, err
 		}
@@ -54,7 +54,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, b db.Build)
 			audit.Steps[strings.TrimSuffix(strings.TrimPrefix(rest, "steps/"), "/"+blobstore.ResultObject)] = body
 		}
 		if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
-			writeError(w, http.StatusBadGateway, err)
+			s.fail(w, r, withStatus(http.StatusBadGateway, err))
 			return
 		}
 	}

@@ -1,4 +1,4 @@
-package atc
+package apiserver
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package atc
+package apiserver
 
 import (
 	"encoding/json"
@@ -23,17 +23,10 @@ func (s *Server) jobRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+job+"/builds/{build_name}", s.job(auth.ActionCreateJobBuild, s.handleRerunJobBuild))
 }
 
-// job finds the path's job in a team the caller may do action in.
-func (s *Server) job(action auth.Action, h func(http.ResponseWriter, *http.Request, auth.Claims, db.JobRef)) http.HandlerFunc {
-	return s.team(action, func(w http.ResponseWriter, r *http.Request, claims auth.Claims, team db.Team) {
-		pipeline, name := r.PathValue("pipeline_name"), r.PathValue("job_name")
-		j, err := s.db.LookupJob(r.Context(), team.ID, pipeline, name)
-		if err != nil {
-			writeLookupError(w, err)
-			return
-		}
-		h(w, r, claims, j)
-	})
+// job finds the path's pipeline and job in a team the caller may do
+// action in: the same lookup, and the same 404s, as every job route.
+func (s *Server) job(action auth.Action, h func(http.ResponseWriter, *http.Request, jobRequest)) http.HandlerFunc {
+	return s.pipeline(action, s.pipelineJob(h))
 }
 
 // apiJobBuild is a job's or a check's build in the API's shape.
@@ -44,67 +37,67 @@ func apiJobBuild(b db.JobBuild) concourse.Build {
 	return out
 }
 
-func (s *Server) handleTriggerJob(w http.ResponseWriter, r *http.Request, claims auth.Claims, j db.JobRef) {
+func (s *Server) handleTriggerJob(w http.ResponseWriter, r *http.Request, jr jobRequest) {
 	var cfg concourse.JobConfig
-	if err := json.Unmarshal(j.Config, &cfg); err != nil {
-		writeError(w, http.StatusInternalServerError, fmt.Errorf("job %s: decode its config: %w", j.Name, err))
+	if err := json.Unmarshal(jr.job.Config, &cfg); err != nil {
+		s.fail(w, r, fmt.Errorf("job %s: decode its config: %w", jr.job.Name, err))
 		return
 	}
 	if cfg.DisableManualTrigger {
-		writeError(w, http.StatusConflict, fmt.Errorf("job %s/%s has manual triggering disabled", j.PipelineName, j.Name))
+		s.fail(w, r, withStatus(http.StatusConflict, fmt.Errorf("job %s/%s has manual triggering disabled", jr.job.PipelineName, jr.job.Name)))
 		return
 	}
-	b, err := s.db.CreateJobBuild(r.Context(), j.ID, claims.UserID, true, nil)
+	b, err := s.store.CreateJobBuild(r.Context(), jr.job.ID, jr.claims.UserID, true, nil)
 	if err != nil {
-		writeLookupError(w, err)
+		s.fail(w, r, err)
 		return
 	}
-	s.wakeScheduler()
+	s.engine.WakeScheduler()
 	writeJSON(w, http.StatusOK, apiJobBuild(b))
 }
 
-func (s *Server) handleGetJobBuild(w http.ResponseWriter, r *http.Request, _ auth.Claims, j db.JobRef) {
-	b, err := s.db.JobBuildByName(r.Context(), j.ID, r.PathValue("build_name"))
+func (s *Server) handleGetJobBuild(w http.ResponseWriter, r *http.Request, jr jobRequest) {
+	b, err := s.store.JobBuildByName(r.Context(), jr.job.ID, r.PathValue("build_name"))
 	if err != nil {
-		writeLookupError(w, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, apiJobBuild(b))
 }
 
-func (s *Server) handleRerunJobBuild(w http.ResponseWriter, r *http.Request, claims auth.Claims, j db.JobRef) {
-	b, err := s.db.JobBuildByName(r.Context(), j.ID, r.PathValue("build_name"))
+func (s *Server) handleRerunJobBuild(w http.ResponseWriter, r *http.Request, jr jobRequest) {
+	b, err := s.store.JobBuildByName(r.Context(), jr.job.ID, r.PathValue("build_name"))
 	if err != nil {
-		writeLookupError(w, err)
+		s.fail(w, r, err)
 		return
 	}
-	rerun, err := s.db.RerunJobBuild(r.Context(), b, claims.UserID)
+	rerun, err := s.store.RerunJobBuild(r.Context(), b, jr.claims.UserID)
 	if err != nil {
-		writeLookupError(w, err)
+		s.fail(w, r, err)
 		return
 	}
-	s.wakeScheduler()
+	s.engine.WakeScheduler()
 	writeJSON(w, http.StatusOK, apiJobBuild(rerun))
 }
 
 // handleJobBuilds pages a job's builds, newest first, with Concourse's
 // Link headers for the next (older) and previous (newer) pages.
-func (s *Server) handleJobBuilds(w http.ResponseWriter, r *http.Request, _ auth.Claims, j db.JobRef) {
+func (s *Server) handleJobBuilds(w http.ResponseWriter, r *http.Request, jr jobRequest) {
 	q := r.URL.Query()
 	f := db.BuildFilter{}
 	if err := parsePage(q, &f); err != nil {
-		writeError(w, http.StatusBadRequest, err)
+		s.fail(w, r, badRequest(err))
 		return
 	}
 	limit, err := pageLimit(q, 100)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
+		s.fail(w, r, badRequest(err))
 		return
 	}
 	f.Limit = limit + 1 // one more says whether an older page exists
-	bs, err := s.db.JobBuilds(r.Context(), j.ID, f)
+	bs, err := s.store.JobBuilds(r.Context(), jr.job.ID, f)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	older := len(bs) > limit
@@ -121,7 +114,7 @@ func (s *Server) handleJobBuilds(w http.ResponseWriter, r *http.Request, _ auth.
 	}
 	if len(bs) > 0 {
 		base := fmt.Sprintf("%s/api/v1/teams/%s/pipelines/%s/jobs/%s/builds", s.cfg.ExternalURL,
-			url.PathEscape(j.TeamName), url.PathEscape(j.PipelineName), url.PathEscape(j.Name))
+			url.PathEscape(jr.job.TeamName), url.PathEscape(jr.job.PipelineName), url.PathEscape(jr.job.Name))
 		newest, oldest := bs[0].ID, bs[len(bs)-1].ID
 		if f.Before != 0 || (f.After != 0 && older) {
 			addLink(w, base, "from", newest+1, limit, "previous")
@@ -138,17 +131,6 @@ func addLink(w http.ResponseWriter, base, param string, id int64, limit int, rel
 		return
 	}
 	w.Header().Add("Link", fmt.Sprintf(`<%s?%s=%d&limit=%d>; rel="%s"`, base, param, id, limit, rel))
-}
-
-// writeLookupError answers an error of a pipeline lookup. fly reads a 404's
-// body as JSON-API errors and prints their details, so a missing
-// pipeline, job, resource, build or version is named that way.
-func writeLookupError(w http.ResponseWriter, err error) {
-	if errors.Is(err, db.ErrNotFound) {
-		writeJSON(w, http.StatusNotFound, map[string][]map[string]string{"errors": {{"title": "not found", "detail": err.Error()}}})
-		return
-	}
-	writeError(w, errorCode(err), err)
 }
 
 // pageLimit reads limit=, def when absent.

@@ -1,4 +1,4 @@
-package atc
+package apiserver
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 // loginUsers are the database's local users as the login needs them: an
 // unknown user is refused like a wrong password, a database that is down
 // is a server error.
-type loginUsers struct{ db *db.DB }
+type loginUsers struct{ store TeamStore }
 
 func (u loginUsers) LocalUserHash(ctx context.Context, name string) (string, error) {
-	h, err := u.db.LocalUserHash(ctx, name)
+	h, err := u.store.LocalUserHash(ctx, name)
 	if errors.Is(err, db.ErrNotFound) {
 		return "", fmt.Errorf("%w: %s", auth.ErrUnknownUser, name)
 	}
@@ -23,5 +23,5 @@ func (u loginUsers) LocalUserHash(ctx context.Context, name string) (string, err
 }
 
 func (u loginUsers) UserTeams(ctx context.Context, user string) (map[string][]string, error) {
-	return u.db.UserTeams(ctx, user)
+	return u.store.UserTeams(ctx, user)
 }

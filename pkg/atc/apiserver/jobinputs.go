@@ -1,4 +1,4 @@
-package atc
+package apiserver
 
 import (
 	"encoding/json"
@@ -29,30 +29,29 @@ type buildInput struct {
 // give the job's next build now. 404 (fly: "build inputs for P/J not
 // found") when the job would wait, with the reason in the detail.
 func (s *Server) handleJobInputs(w http.ResponseWriter, r *http.Request, jr jobRequest) {
-	ref, err := s.db.LookupJob(r.Context(), jr.team.ID, jr.pipeline.Name, jr.job.Name)
+	ref, err := s.store.LookupJob(r.Context(), jr.team.ID, jr.pipeline.Name, jr.job.Name)
 	if err != nil {
-		writeLookupError(w, err)
+		s.fail(w, r, err)
 		return
 	}
 	var cfg concourse.Config
 	if err := json.Unmarshal(jr.pipeline.Config, &cfg); err != nil {
-		writeError(w, http.StatusInternalServerError, fmt.Errorf("pipeline %s: decode its config: %w", jr.pipeline.Name, err))
+		s.fail(w, r, fmt.Errorf("pipeline %s: decode its config: %w", jr.pipeline.Name, err))
 		return
 	}
 	var job concourse.JobConfig
 	if err := json.Unmarshal(ref.Config, &job); err != nil {
-		writeError(w, http.StatusInternalServerError, fmt.Errorf("job %s: decode its config: %w", ref.Name, err))
+		s.fail(w, r, fmt.Errorf("job %s: decode its config: %w", ref.Name, err))
 		return
 	}
 	// Input selection only reads the database.
-	sched := scheduler.Scheduler{DB: s.db, Log: s.log}
-	chosen, reason, err := sched.NextInputs(r.Context(), ref)
+	chosen, reason, err := s.engine.NextInputs(r.Context(), ref)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, fmt.Errorf("inputs of job %s/%s: %w", jr.pipeline.Name, ref.Name, err))
+		s.fail(w, r, fmt.Errorf("inputs of job %s/%s: %w", jr.pipeline.Name, ref.Name, err))
 		return
 	}
 	if reason != "" {
-		notFound(w, "Inputs Not Found Error", fmt.Sprintf("job %s/%s has no inputs to run with: %s", jr.pipeline.Name, ref.Name, reason))
+		s.fail(w, r, notFound("Inputs Not Found Error", fmt.Sprintf("job %s/%s has no inputs to run with: %s", jr.pipeline.Name, ref.Name, reason)))
 		return
 	}
 	resources := map[string]concourse.ResourceConfig{}
@@ -67,12 +66,12 @@ func (s *Server) handleJobInputs(w http.ResponseWriter, r *http.Request, jr jobR
 		}
 		rc, ok := resources[in.Resource]
 		if !ok {
-			writeError(w, http.StatusInternalServerError, fmt.Errorf("input %s: resource %s is not in pipeline %s", in.Name, in.Resource, jr.pipeline.Name))
+			s.fail(w, r, fmt.Errorf("input %s: resource %s is not in pipeline %s", in.Name, in.Resource, jr.pipeline.Name))
 			return
 		}
-		v, err := s.db.VersionByID(r.Context(), c.ResourceID, c.VersionID)
+		v, err := s.store.VersionByID(r.Context(), c.ResourceID, c.VersionID)
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, fmt.Errorf("input %s: version %d of %s: %w", in.Name, c.VersionID, in.Resource, err))
+			s.fail(w, r, fmt.Errorf("input %s: version %d of %s: %w", in.Name, c.VersionID, in.Resource, err))
 			return
 		}
 		bi := buildInput{Name: in.Name, Resource: rc.Name, Type: rc.Type, Source: rc.Source, Version: v.Version, Tags: rc.Tags}
@@ -99,10 +98,10 @@ func (s *Server) handleJobInputs(w http.ResponseWriter, r *http.Request, jr jobR
 
 // handleResourceTypes is ListResourceTypes: the pipeline's resource_types,
 // from which fly makes the image of the get steps it builds.
-func (s *Server) handleResourceTypes(w http.ResponseWriter, _ *http.Request, pr pipelineRequest) {
+func (s *Server) handleResourceTypes(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
 	var cfg concourse.Config
 	if err := json.Unmarshal(pr.pipeline.Config, &cfg); err != nil {
-		writeError(w, http.StatusInternalServerError, fmt.Errorf("pipeline %s: decode its config: %w", pr.pipeline.Name, err))
+		s.fail(w, r, fmt.Errorf("pipeline %s: decode its config: %w", pr.pipeline.Name, err))
 		return
 	}
 	types := cfg.ResourceTypes

@@ -1,4 +1,4 @@
-package atc
+package apiserver
 
 import (
 	"encoding/json"
@@ -22,13 +22,13 @@ type resourceRequest struct {
 func (s *Server) pipelineResource(h func(http.ResponseWriter, *http.Request, resourceRequest)) func(http.ResponseWriter, *http.Request, pipelineRequest) {
 	return func(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
 		name := r.PathValue("resource_name")
-		res, err := s.db.Resource(r.Context(), pr.pipeline.ID, name)
+		res, err := s.store.Resource(r.Context(), pr.pipeline.ID, name)
 		switch {
 		case errors.Is(err, db.ErrNotFound):
-			notFound(w, "Resource Not Found Error", fmt.Sprintf("Resource with name '%s' not found.", name))
+			s.fail(w, r, notFound("Resource Not Found Error", fmt.Sprintf("Resource with name '%s' not found.", name)))
 			return
 		case err != nil:
-			writeError(w, http.StatusInternalServerError, err)
+			s.fail(w, r, err)
 			return
 		}
 		h(w, r, resourceRequest{pipelineRequest: pr, resource: res})
@@ -66,7 +66,7 @@ func (s *Server) resourceWithCheck(r *http.Request, res db.Resource) (concourse.
 	if res.LastCheckBuild == 0 {
 		return apiResource(res, nil), nil
 	}
-	b, err := s.db.Build(r.Context(), res.LastCheckBuild)
+	b, err := s.store.Build(r.Context(), res.LastCheckBuild)
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 		return apiResource(res, nil), nil
@@ -78,16 +78,16 @@ func (s *Server) resourceWithCheck(r *http.Request, res db.Resource) (concourse.
 
 // handleListResources is `fly resources`.
 func (s *Server) handleListResources(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
-	rs, err := s.db.Resources(r.Context(), pr.pipeline.ID)
+	rs, err := s.store.Resources(r.Context(), pr.pipeline.ID)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := []concourse.Resource{}
 	for _, res := range rs {
 		a, err := s.resourceWithCheck(r, res)
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, err)
+			s.fail(w, r, err)
 			return
 		}
 		out = append(out, a)
@@ -98,7 +98,7 @@ func (s *Server) handleListResources(w http.ResponseWriter, r *http.Request, pr 
 func (s *Server) handleGetResource(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
 	a, err := s.resourceWithCheck(r, rr.resource)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, a)
@@ -111,17 +111,17 @@ func (s *Server) handleClearResourceCache(w http.ResponseWriter, r *http.Request
 		Version map[string]string `json:"version"`
 	}
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil && !errors.Is(err, io.EOF) {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("decode the version: %w", err))
+		s.fail(w, r, badRequest(fmt.Errorf("decode the version: %w", err)))
 		return
 	}
 	if len(in.Version) > 0 {
-		writeError(w, http.StatusBadRequest, errors.New(
-			"clearing the cache of one version (--version) is not supported by this server: leave it out to clear every version's"))
+		s.fail(w, r, badRequest(errors.New(
+			"clearing the cache of one version (--version) is not supported by this server: leave it out to clear every version's")))
 		return
 	}
-	n, err := s.db.DeleteResourceCaches(r.Context(), rr.resource.ID)
+	n, err := s.store.DeleteResourceCaches(r.Context(), rr.resource.ID)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.log.InfoContext(r.Context(), "resource caches cleared", "team", rr.team.Name, "pipeline", rr.pipeline.Name,

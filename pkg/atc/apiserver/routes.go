@@ -1,4 +1,4 @@
-package atc
+package apiserver
 
 import (
 	"encoding/json"
@@ -13,14 +13,15 @@ import (
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/names"
 )
 
-// routes are Concourse's API as `fly` uses it, plus Porter's audit trail.
-// Every route but the info, login and public reads needs a token.
-func (s *Server) routes() http.Handler {
+// Handler answers Concourse's API as `fly` uses it, plus Porter's audit
+// trail. Every route but the info, login and public reads needs a token.
+func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/info", s.handleInfo)
-	mux.Handle("POST /sky/issuer/token", auth.TokenHandler(s.issuer, loginUsers{s.db}, s.log.With("component", "login")))
+	mux.Handle("POST /sky/issuer/token", auth.TokenHandler(s.issuer, loginUsers{s.store}, s.log.With("component", "login")))
 	mux.HandleFunc("GET /api/v1/cli", s.handleCLI)
 	mux.HandleFunc("GET /sky/logout", s.handleLogout)
 	mux.HandleFunc("GET /api/v1/user", s.authed(s.handleUser))
@@ -28,9 +29,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/teams/{team_name}", s.authed(s.handleGetTeam))
 	mux.HandleFunc("PUT /api/v1/teams/{team_name}", s.authed(s.handleSetTeam))
 	mux.HandleFunc("GET /api/v1/workers", s.authed(s.handleWorkers))
-	mux.HandleFunc("PUT /api/v1/workers/{worker_name}/land", s.authed(s.workerAction(s.db.LandWorker)))
-	mux.HandleFunc("PUT /api/v1/workers/{worker_name}/retire", s.authed(s.workerAction(s.db.RetireWorker)))
-	mux.HandleFunc("PUT /api/v1/workers/{worker_name}/prune", s.authed(s.workerAction(s.db.PruneWorker)))
+	mux.HandleFunc("PUT /api/v1/workers/{worker_name}/land", s.authed(s.workerAction(s.store.LandWorker)))
+	mux.HandleFunc("PUT /api/v1/workers/{worker_name}/retire", s.authed(s.workerAction(s.store.RetireWorker)))
+	mux.HandleFunc("PUT /api/v1/workers/{worker_name}/prune", s.authed(s.workerAction(s.store.PruneWorker)))
 
 	mux.HandleFunc("GET /api/v1/builds", s.handleListBuilds)
 	mux.HandleFunc("GET /api/v1/teams/{team_name}/builds", s.team(auth.ActionRead, s.handleTeamBuilds))
@@ -65,23 +66,26 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("PUT "+pipelinePath+"/rename", s.pipeline(auth.ActionRenamePipeline, s.handleRenamePipeline))
 	mux.HandleFunc("GET "+pipelinePath+"/jobs", s.publicPipeline(s.handleListJobs))
 	mux.HandleFunc("GET "+pipelinePath+"/jobs/{job_name}", s.publicPipeline(s.pipelineJob(s.handleGetJob)))
-	mux.HandleFunc("PUT "+pipelinePath+"/jobs/{job_name}/pause", s.pipeline(auth.ActionPauseJob, s.pipelineJob(s.handlePauseJob)))
-	mux.HandleFunc("PUT "+pipelinePath+"/jobs/{job_name}/unpause", s.pipeline(auth.ActionUnpauseJob, s.pipelineJob(s.handleUnpauseJob)))
-	mux.HandleFunc("DELETE "+pipelinePath+"/jobs/{job_name}/tasks/{step_name}/cache", s.pipeline(auth.ActionClearTaskCache, s.pipelineJob(s.handleClearTaskCache)))
+	mux.HandleFunc("PUT "+pipelinePath+"/jobs/{job_name}/pause", s.job(auth.ActionPauseJob, s.handlePauseJob))
+	mux.HandleFunc("PUT "+pipelinePath+"/jobs/{job_name}/unpause", s.job(auth.ActionUnpauseJob, s.handleUnpauseJob))
+	mux.HandleFunc("DELETE "+pipelinePath+"/jobs/{job_name}/tasks/{step_name}/cache", s.job(auth.ActionClearTaskCache, s.handleClearTaskCache))
 	mux.HandleFunc("GET "+pipelinePath+"/resources", s.publicPipeline(s.handleListResources))
 	mux.HandleFunc("GET "+pipelinePath+"/resources/{resource_name}", s.publicPipeline(s.pipelineResource(s.handleGetResource)))
-	mux.HandleFunc("DELETE "+pipelinePath+"/resources/{resource_name}/cache", s.pipeline(auth.ActionClearResourceCache, s.pipelineResource(s.handleClearResourceCache)))
+	mux.HandleFunc("DELETE "+pipelinePath+"/resources/{resource_name}/cache", s.resource(auth.ActionClearResourceCache, s.handleClearResourceCache))
 	mux.HandleFunc("GET "+pipelinePath+"/resource-types", s.pipeline(auth.ActionRead, s.handleResourceTypes))
-	mux.HandleFunc("GET "+pipelinePath+"/jobs/{job_name}/inputs", s.pipeline(auth.ActionRead, s.pipelineJob(s.handleJobInputs)))
+	mux.HandleFunc("GET "+pipelinePath+"/jobs/{job_name}/inputs", s.job(auth.ActionRead, s.handleJobInputs))
 	mux.HandleFunc("POST "+pipelinePath+"/builds", s.pipeline(auth.ActionCreateBuild, s.handleCreatePipelineBuild))
 	// Pipelines' jobs and resources: scheduling (jobbuilds.go, versions.go).
 	s.jobRoutes(mux)
 	s.versionRoutes(mux)
 
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	var h http.Handler = mux
 	h = auth.RefuseCrossOrigin(s.cfg.ExternalURL)(h)
 	h = auth.Authenticate(s.issuer, s.log.With("component", "auth"))(h)
+	h = s.limitBodies(h)
+	h = s.recoverPanics(h)
+	h = withRequestID(h)
 	return concourseHeaders(h)
 }
 
@@ -98,59 +102,12 @@ func concourseHeaders(next http.Handler) http.Handler {
 	})
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// writeError answers with Concourse's error body ({"errors": [...]}),
-// which fly prints as it is.
-func writeError(w http.ResponseWriter, code int, err error) {
-	if tooLarge(err) {
-		code = http.StatusRequestEntityTooLarge // whatever the handler thought of it
-	}
-	writeJSON(w, code, map[string][]string{"errors": {err.Error()}})
-}
-
-// badRequest marks errors in what the client sent (HTTP 400).
-type badRequest struct{ error }
-
-// errorCode maps an error onto an HTTP status.
-func errorCode(err error) int {
-	var bad badRequest
-	switch {
-	case errors.As(err, &bad):
-		return http.StatusBadRequest
-	case errors.Is(err, db.ErrNotFound):
-		return http.StatusNotFound
-	}
-	return http.StatusInternalServerError
-}
-
-// unauthorized answers 401, saying why a token that was sent was refused.
-func unauthorized(w http.ResponseWriter, r *http.Request) {
-	msg := "not authorized: log in first"
-	if err := auth.TokenError(r.Context()); err != nil {
-		msg = "not authorized: " + err.Error() + "; log in again"
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusUnauthorized)
-	_, _ = io.WriteString(w, msg+"\n")
-}
-
-func forbidden(w http.ResponseWriter, msg string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusForbidden)
-	_, _ = io.WriteString(w, msg+"\n")
-}
-
 // authed needs a valid token.
 func (s *Server) authed(h func(http.ResponseWriter, *http.Request, auth.Claims)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		claims, ok := auth.FromContext(r.Context())
 		if !ok {
-			unauthorized(w, r)
+			s.fail(w, r, unauthenticated(r))
 			return
 		}
 		h(w, r, claims)
@@ -162,12 +119,12 @@ func (s *Server) team(action auth.Action, h func(http.ResponseWriter, *http.Requ
 	return s.authed(func(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 		name := r.PathValue("team_name")
 		if !claims.Can(name, action) {
-			forbidden(w, fmt.Sprintf("you are not allowed to %s in team %q", action, name))
+			s.fail(w, r, forbidden(fmt.Sprintf("you are not allowed to %s in team %q", action, name)))
 			return
 		}
-		team, err := s.db.Team(r.Context(), name)
+		team, err := s.store.Team(r.Context(), name)
 		if err != nil {
-			writeError(w, errorCode(err), fmt.Errorf("team %q: %w", name, err))
+			s.fail(w, r, fmt.Errorf("team %q: %w", name, err))
 			return
 		}
 		h(w, r, claims, team)
@@ -185,23 +142,23 @@ func (s *Server) buildAction(action auth.Action, h func(http.ResponseWriter, *ht
 	return s.authed(func(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 		id, err := strconv.ParseInt(r.PathValue("build_id"), 10, 64)
 		if err != nil || id <= 0 {
-			writeError(w, http.StatusBadRequest, errors.New("build id must be a positive number"))
+			s.fail(w, r, badRequest(errors.New("build id must be a positive number")))
 			return
 		}
-		b, err := s.db.Build(r.Context(), id)
+		b, err := s.store.Build(r.Context(), id)
 		if err != nil {
-			writeError(w, errorCode(err), fmt.Errorf("build %d: %w", id, err))
+			s.fail(w, r, fmt.Errorf("build %d: %w", id, err))
 			return
 		}
 		if !claims.Can(b.TeamName, action) {
-			forbidden(w, fmt.Sprintf("build %d belongs to team %q: you are not allowed to %s there", id, b.TeamName, action))
+			s.fail(w, r, forbidden(fmt.Sprintf("build %d belongs to team %q: you are not allowed to %s there", id, b.TeamName, action)))
 			return
 		}
 		h(w, r, claims, b)
 	})
 }
 
-func (s *Server) handleInfo(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, concourse.Info{
 		Version: concourse.Version, WorkerVersion: concourse.WorkerVersion,
 		FeatureFlags: map[string]bool{"build_rerun": false, "cache_streamed_volumes": false, "global_resources": false, "resource_causality": false},
@@ -211,17 +168,15 @@ func (s *Server) handleInfo(w http.ResponseWriter, _ *http.Request) {
 
 // handleCLI answers `fly sync`: Porter serves the API of Concourse 8.2.5,
 // not fly binaries.
-func (s *Server) handleCLI(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) handleCLI(w http.ResponseWriter, r *http.Request) {
 	// fly prints a 404's JSON-API error details.
-	writeJSON(w, http.StatusNotFound, map[string][]map[string]string{"errors": {{
-		"title":  "fly is not served here",
-		"detail": fmt.Sprintf("Porter does not distribute fly: use Concourse's fly %s, the version this server speaks", concourse.Version),
-	}}})
+	s.fail(w, r, notFound("fly is not served here",
+		fmt.Sprintf("Porter does not distribute fly: use Concourse's fly %s, the version this server speaks", concourse.Version)))
 }
 
 // handleLogout is `fly logout`. Tokens are signed, not stored, so there is
 // nothing to forget here: fly drops its copy, and the token expires.
-func (s *Server) handleLogout(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -229,19 +184,19 @@ func (s *Server) handleLogout(w http.ResponseWriter, _ *http.Request) {
 // team the caller has no role in.
 func (s *Server) handleGetTeam(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 	name := r.PathValue("team_name")
-	t, err := s.db.Team(r.Context(), name)
+	t, err := s.store.Team(r.Context(), name)
 	if err != nil {
-		writeError(w, errorCode(err), fmt.Errorf("team %q: %w", name, err))
+		s.fail(w, r, fmt.Errorf("team %q: %w", name, err))
 		return
 	}
 	if !claims.CanRead(name) {
-		forbidden(w, fmt.Sprintf("you do not have a role on team %q", name))
+		s.fail(w, r, forbidden(fmt.Sprintf("you do not have a role on team %q", name)))
 		return
 	}
 	writeJSON(w, http.StatusOK, apiTeam(t))
 }
 
-func (s *Server) handleUser(w http.ResponseWriter, _ *http.Request, claims auth.Claims) {
+func (s *Server) handleUser(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 	writeJSON(w, http.StatusOK, claims.UserInfo())
 }
 
@@ -263,9 +218,9 @@ func nonNil(s []string) []string {
 // handleTeams lists the teams the caller belongs to (all for an admin,
 // none for an anonymous caller).
 func (s *Server) handleTeams(w http.ResponseWriter, r *http.Request) {
-	teams, err := s.db.Teams(r.Context())
+	teams, err := s.store.Teams(r.Context())
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	claims, _ := auth.FromContext(r.Context())
@@ -281,17 +236,17 @@ func (s *Server) handleTeams(w http.ResponseWriter, r *http.Request) {
 // handleSetTeam is `fly set-team`: admins only.
 func (s *Server) handleSetTeam(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 	if !claims.IsAdmin {
-		forbidden(w, "only an admin (an owner of team main) can set teams")
+		s.fail(w, r, forbidden("only an admin (an owner of team main) can set teams"))
 		return
 	}
 	var in concourse.Team
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("decode team: %w", err))
+		s.fail(w, r, badRequest(fmt.Errorf("decode team: %w", err)))
 		return
 	}
 	name := r.PathValue("team_name")
-	if err := validName(name); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("team name: %w", err))
+	if err := names.CheckTeam(name); err != nil {
+		s.fail(w, r, badRequest(fmt.Errorf("team name: %w", err)))
 		return
 	}
 	teamAuth := db.TeamAuth{}
@@ -299,19 +254,19 @@ func (s *Server) handleSetTeam(w http.ResponseWriter, r *http.Request, claims au
 		switch role {
 		case "owner", "member", "pipeline-operator", "viewer":
 		default:
-			writeError(w, http.StatusBadRequest, fmt.Errorf("unknown role %q: want owner, member, pipeline-operator or viewer", role))
+			s.fail(w, r, badRequest(fmt.Errorf("unknown role %q: want owner, member, pipeline-operator or viewer", role)))
 			return
 		}
 		teamAuth[role] = db.RoleMembers{Users: m["users"], Groups: m["groups"]}
 	}
 	if len(teamAuth) == 0 {
-		writeError(w, http.StatusBadRequest, errors.New("auth config for the team must not be empty"))
+		s.fail(w, r, badRequest(errors.New("auth config for the team must not be empty")))
 		return
 	}
-	_, lookupErr := s.db.Team(r.Context(), name)
-	t, err := s.db.EnsureTeam(r.Context(), name, teamAuth)
+	_, lookupErr := s.store.Team(r.Context(), name)
+	t, err := s.store.EnsureTeam(r.Context(), name, teamAuth)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	// fly says "team created" on 201 and "team updated" otherwise.
@@ -345,20 +300,20 @@ func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, teamIDs []in
 	q := r.URL.Query()
 	f := db.BuildFilter{TeamIDs: teamIDs}
 	if err := parsePage(q, &f); err != nil {
-		writeError(w, http.StatusBadRequest, err)
+		s.fail(w, r, badRequest(err))
 		return
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, fmt.Errorf("limit=%q: want a positive number", v))
+			s.fail(w, r, badRequest(fmt.Errorf("limit=%q: want a positive number", v)))
 			return
 		}
 		f.Limit = n
 	}
-	builds, err := s.db.Builds(r.Context(), f)
+	builds, err := s.store.Builds(r.Context(), f)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := []concourse.Build{}
@@ -378,9 +333,9 @@ func (s *Server) handleListBuilds(w http.ResponseWriter, r *http.Request) {
 	}
 	var ids []int
 	if !claims.IsAdmin {
-		teams, err := s.db.Teams(r.Context())
+		teams, err := s.store.Teams(r.Context())
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, err)
+			s.fail(w, r, err)
 			return
 		}
 		ids = []int{}
@@ -410,20 +365,20 @@ func (s *Server) handleCreateBuild(w http.ResponseWriter, r *http.Request, claim
 func (s *Server) createBuildFromRequest(w http.ResponseWriter, r *http.Request, team db.Team, userID, what string) {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("read the plan: %w", err))
+		s.fail(w, r, badRequest(fmt.Errorf("read the plan: %w", err)))
 		return
 	}
 	var plan concourse.Plan
 	if err := json.Unmarshal(raw, &plan); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("decode the plan: %w", err))
+		s.fail(w, r, badRequest(fmt.Errorf("decode the plan: %w", err)))
 		return
 	}
-	b, err := s.createBuild(r.Context(), team, userID, plan, raw)
+	b, err := s.engine.CreateBuild(r.Context(), team, userID, plan, raw)
 	if err != nil {
 		if what != "" {
 			err = fmt.Errorf("%s: %w", what, err)
 		}
-		writeError(w, errorCode(err), err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, apiBuild(b))
@@ -431,9 +386,9 @@ func (s *Server) createBuildFromRequest(w http.ResponseWriter, r *http.Request, 
 
 func (s *Server) handleGetBuild(w http.ResponseWriter, r *http.Request, b db.Build) {
 	// A job's or a check's build also names its pipeline and job or resource.
-	jb, err := s.db.JobBuildByID(r.Context(), b.ID)
+	jb, err := s.store.JobBuildByID(r.Context(), b.ID)
 	if err != nil {
-		writeError(w, errorCode(err), err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, apiJobBuild(jb))
@@ -442,21 +397,17 @@ func (s *Server) handleGetBuild(w http.ResponseWriter, r *http.Request, b db.Bui
 // handleAbortBuild aborts a running build: here when this server runs it,
 // otherwise through the database for the server that does.
 func (s *Server) handleAbortBuild(w http.ResponseWriter, r *http.Request, _ auth.Claims, rec db.Build) {
-	if b, ok := s.running(rec.ID); ok {
-		b.abort(errAborted)
-	} else if !concourse.BuildStatus(rec.Status).Finished() {
-		if err := s.db.RequestAbort(r.Context(), rec.ID); err != nil {
-			writeError(w, http.StatusInternalServerError, err)
-			return
-		}
+	if err := s.engine.AbortBuild(r.Context(), rec); err != nil {
+		s.fail(w, r, fmt.Errorf("abort build %d: %w", rec.ID, err))
+		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) handleBuildArtifacts(w http.ResponseWriter, r *http.Request, b db.Build) {
-	arts, err := s.db.BuildArtifacts(r.Context(), b.ID)
+	arts, err := s.store.BuildArtifacts(r.Context(), b.ID)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := []concourse.WorkerArtifact{}

@@ -1,4 +1,4 @@
-package atc
+package apiserver
 
 import (
 	"compress/gzip"
@@ -22,27 +22,27 @@ import (
 // through zstd) of the team's. A broken stream stores nothing.
 func (s *Server) handleCreateArtifact(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
 	if p := r.URL.Query().Get("platform"); p != "" && p != "linux" {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("platform %q: this server runs linux steps only", p))
+		s.fail(w, r, badRequest(fmt.Errorf("platform %q: this server runs linux steps only", p)))
 		return
 	}
 	// limitBodies bounds the body (--max-artifact-upload).
-	a, err := uploadTgz(r.Context(), s.store, team.Name, r.Body)
+	a, err := uploadTgz(r.Context(), s.blobs, team.Name, r.Body)
 	if err == nil {
-		a = blobstore.DedupOrKeep(r.Context(), s.store, team.Name, a, s.log)
+		a = blobstore.DedupOrKeep(r.Context(), s.blobs, team.Name, a, s.log)
 	}
 	if big := (errBodyTooLarge{}); errors.As(err, &big) {
 		s.log.Warn("artifact upload refused", "team", team.Name, "err", big)
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("the uploaded directory is too large: %w", big))
+		s.fail(w, r, withStatus(http.StatusRequestEntityTooLarge, fmt.Errorf("the uploaded directory is too large: %w", big)))
 		return
 	}
 	if err != nil {
 		s.log.Warn("artifact upload failed", "team", team.Name, "err", err)
-		writeError(w, http.StatusBadRequest, fmt.Errorf("store the uploaded directory: %w", err))
+		s.fail(w, r, badRequest(fmt.Errorf("store the uploaded directory: %w", err)))
 		return
 	}
-	rec, err := s.db.CreateArtifact(r.Context(), db.Artifact{TeamID: team.ID, Key: a.Key, Digest: a.Digest, Size: a.Size, WorkerName: s.workers[0].cfg.Name})
+	rec, err := s.store.CreateArtifact(r.Context(), db.Artifact{TeamID: team.ID, Key: a.Key, Digest: a.Digest, Size: a.Size, WorkerName: s.cfg.ArtifactWorker})
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, concourse.WorkerArtifact{ID: rec.ID, CreatedAt: rec.CreateTime.Unix()})
@@ -72,26 +72,26 @@ func uploadTgz(ctx context.Context, store blobstore.Store, team string, body io.
 func (s *Server) handleGetArtifact(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
 	id, err := strconv.ParseInt(r.PathValue("artifact_id"), 10, 64)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, errors.New("artifact id must be a number"))
+		s.fail(w, r, badRequest(errors.New("artifact id must be a number")))
 		return
 	}
-	a, err := s.db.Artifact(r.Context(), id)
+	a, err := s.store.Artifact(r.Context(), id)
 	if err == nil && a.TeamID != team.ID {
 		err = db.ErrNotFound
 	}
 	if err != nil {
-		writeError(w, errorCode(err), fmt.Errorf("artifact %d: %w", id, err))
+		s.fail(w, r, fmt.Errorf("artifact %d: %w", id, err))
 		return
 	}
-	rc, _, err := s.store.Get(r.Context(), a.Key)
+	rc, _, err := s.blobs.Get(r.Context(), a.Key)
 	if err != nil {
-		writeError(w, http.StatusBadGateway, fmt.Errorf("read artifact %d: %w", id, err))
+		s.fail(w, r, withStatus(http.StatusBadGateway, fmt.Errorf("read artifact %d: %w", id, err)))
 		return
 	}
 	defer rc.Close()
 	dec, err := zstd.NewReader(rc, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(32<<20))
 	if err != nil {
-		writeError(w, http.StatusBadGateway, err)
+		s.fail(w, r, withStatus(http.StatusBadGateway, err))
 		return
 	}
 	defer dec.Close()

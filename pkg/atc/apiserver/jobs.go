@@ -1,4 +1,4 @@
-package atc
+package apiserver
 
 import (
 	"encoding/json"
@@ -23,24 +23,17 @@ type jobRequest struct {
 func (s *Server) pipelineJob(h func(http.ResponseWriter, *http.Request, jobRequest)) func(http.ResponseWriter, *http.Request, pipelineRequest) {
 	return func(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
 		name := r.PathValue("job_name")
-		j, err := s.db.Job(r.Context(), pr.pipeline.ID, name)
+		j, err := s.store.Job(r.Context(), pr.pipeline.ID, name)
 		switch {
 		case errors.Is(err, db.ErrNotFound):
-			notFound(w, "Job Not Found Error", fmt.Sprintf("Job with name '%s' not found.", name))
+			s.fail(w, r, notFound("Job Not Found Error", fmt.Sprintf("Job with name '%s' not found.", name)))
 			return
 		case err != nil:
-			writeError(w, http.StatusInternalServerError, err)
+			s.fail(w, r, err)
 			return
 		}
 		h(w, r, jobRequest{pipelineRequest: pr, job: j})
 	}
-}
-
-// notFound answers 404 with a JSON-API error, whose detail fly shows.
-func notFound(w http.ResponseWriter, title, detail string) {
-	w.Header().Set("Content-Type", "application/vnd.api+json")
-	w.WriteHeader(http.StatusNotFound)
-	_ = json.NewEncoder(w).Encode(map[string][]map[string]string{"errors": {{"title": title, "detail": detail, "status": "404"}}})
 }
 
 // apiJob is a job's API shape: its config's inputs, outputs and groups,
@@ -90,9 +83,9 @@ func apiJob(j db.Job, p db.Pipeline) concourse.Job {
 
 // handleListJobs is `fly jobs`.
 func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
-	jobs, err := s.db.Jobs(r.Context(), pr.pipeline.ID)
+	jobs, err := s.store.Jobs(r.Context(), pr.pipeline.ID)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := []concourse.Job{}
@@ -102,18 +95,18 @@ func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request, pr pipel
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) handleGetJob(w http.ResponseWriter, _ *http.Request, jr jobRequest) {
+func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request, jr jobRequest) {
 	writeJSON(w, http.StatusOK, apiJob(jr.job, jr.pipeline))
 }
 
 // handlePauseJob is `fly pause-job`.
 func (s *Server) handlePauseJob(w http.ResponseWriter, r *http.Request, jr jobRequest) {
-	s.pipelineChange(w, s.db.PauseJob(r.Context(), jr.job.ID, jr.claims.UserInfo().DisplayUserID))
+	s.pipelineChange(w, r, s.store.PauseJob(r.Context(), jr.job.ID, jr.claims.UserInfo().DisplayUserID))
 }
 
 // handleUnpauseJob is `fly unpause-job`.
 func (s *Server) handleUnpauseJob(w http.ResponseWriter, r *http.Request, jr jobRequest) {
-	s.pipelineChange(w, s.db.UnpauseJob(r.Context(), jr.job.ID))
+	s.pipelineChange(w, r, s.store.UnpauseJob(r.Context(), jr.job.ID))
 }
 
 // handleClearTaskCache is `fly clear-task-cache`: it deletes the caches of
@@ -121,9 +114,9 @@ func (s *Server) handleUnpauseJob(w http.ResponseWriter, r *http.Request, jr job
 // many it removed.
 func (s *Server) handleClearTaskCache(w http.ResponseWriter, r *http.Request, jr jobRequest) {
 	step, cachePath := r.PathValue("step_name"), r.URL.Query().Get("cache_path")
-	prefix, err := taskCachePrefix(jr.team.Name, jr.pipeline.Name, jr.job.Name, step)
+	prefix, err := blobstore.TaskCachePrefix(jr.team.Name, jr.pipeline.Name, jr.job.Name, step)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
+		s.fail(w, r, badRequest(err))
 		return
 	}
 	var n int64
@@ -133,7 +126,7 @@ func (s *Server) handleClearTaskCache(w http.ResponseWriter, r *http.Request, jr
 		n, err = s.deleteCache(r, jr, step, cachePath)
 	}
 	if err != nil {
-		writeError(w, errorCode(err), fmt.Errorf("clear the task caches of %s/%s step %s: %w", jr.pipeline.Name, jr.job.Name, step, err))
+		s.fail(w, r, fmt.Errorf("clear the task caches of %s/%s step %s: %w", jr.pipeline.Name, jr.job.Name, step, err))
 		return
 	}
 	s.log.InfoContext(r.Context(), "task caches cleared", "team", jr.team.Name, "pipeline", jr.pipeline.Name,
@@ -143,16 +136,16 @@ func (s *Server) handleClearTaskCache(w http.ResponseWriter, r *http.Request, jr
 
 // deleteCache deletes one cache of a task step; 0 if there is none.
 func (s *Server) deleteCache(r *http.Request, jr jobRequest, step, cachePath string) (int64, error) {
-	key, err := taskCacheKey(jr.team.Name, jr.pipeline.Name, jr.job.Name, step, cachePath)
+	key, err := blobstore.CheckedTaskCacheKey(jr.team.Name, jr.pipeline.Name, jr.job.Name, step, cachePath)
 	if err != nil {
-		return 0, badRequest{err}
+		return 0, badRequest(err)
 	}
-	if _, err := s.store.Stat(r.Context(), key); errors.Is(err, blobstore.ErrNotFound) {
+	if _, err := s.blobs.Stat(r.Context(), key); errors.Is(err, blobstore.ErrNotFound) {
 		return 0, nil
 	} else if err != nil {
 		return 0, err
 	}
-	if err := s.store.Delete(r.Context(), key); err != nil {
+	if err := s.blobs.Delete(r.Context(), key); err != nil {
 		return 0, err
 	}
 	return 1, nil

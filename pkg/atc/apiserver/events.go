@@ -1,14 +1,11 @@
-package atc
+package apiserver
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
-	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
 )
@@ -20,7 +17,7 @@ func (s *Server) handleBuildEvents(w http.ResponseWriter, r *http.Request, rec d
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
 		v, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, errors.New("Last-Event-ID must be a number"))
+			s.fail(w, r, badRequest(errors.New("Last-Event-ID must be a number")))
 			return
 		}
 		from = v
@@ -37,9 +34,8 @@ func (s *Server) handleBuildEvents(w http.ResponseWriter, r *http.Request, rec d
 			flusher.Flush()
 		}
 	}
-	write := func(recs []record) bool {
+	write := func(recs []Event) bool {
 		for _, rec := range recs {
-			from = rec.ID
 			if rec.Event == nil {
 				continue
 			}
@@ -51,79 +47,24 @@ func (s *Server) handleBuildEvents(w http.ResponseWriter, r *http.Request, rec d
 		return true
 	}
 	ctx := r.Context()
-	if b, ok := s.running(rec.ID); ok {
-		s.streamLive(ctx, b, &from, write)
-	} else {
-		s.streamStored(ctx, rec, &from, write)
+	last, err := s.engine.FollowEvents(ctx, rec, from, write)
+	if err != nil {
+		// The stream has begun: the end of it is all the client can see.
+		s.log.WarnContext(ctx, "read build events", "request_id", requestID(ctx), "build", rec.ID, "err", err)
+		return
 	}
 	if ctx.Err() == nil {
-		_ = events.WriteSSEEnd(w, from+1)
+		_ = events.WriteSSEEnd(w, last+1)
 		flush()
-	}
-}
-
-// streamLive follows a build this server runs until it ends.
-func (s *Server) streamLive(ctx context.Context, b *build, from *uint64, write func([]record) bool) {
-	for {
-		// Whether the build had ended is read before the records, so the
-		// records read include everything it ever logged.
-		var finished bool
-		select {
-		case <-b.done:
-			finished = true
-		default:
-		}
-		recs, changed, err := b.log.since(ctx, *from)
-		if err != nil {
-			s.log.Warn("read build events", "build", b.id, "err", err)
-			return
-		}
-		if !write(recs) || finished {
-			return
-		}
-		select {
-		case <-changed:
-		case <-b.done:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// streamStored serves a build's stored log: a finished build's, or one
-// another server runs (polled until it ends).
-func (s *Server) streamStored(ctx context.Context, rec db.Build, from *uint64, write func([]record) bool) {
-	for {
-		finished := concourse.BuildStatus(rec.Status).Finished()
-		recs, err := readChunks(ctx, s.chunks(rec.ID), *from, 0)
-		if err != nil {
-			s.log.Warn("read build events", "build", rec.ID, "err", err)
-			return
-		}
-		if !write(recs) || finished {
-			return
-		}
-		select {
-		case <-time.After(time.Second):
-		case <-ctx.Done():
-			return
-		}
-		if rec, err = s.db.Build(ctx, rec.ID); err != nil {
-			return
-		}
-		if b, ok := s.running(rec.ID); ok {
-			s.streamLive(ctx, b, from, write)
-			return
-		}
 	}
 }
 
 // handleBuildPlan answers the build's public plan: its shape and step
 // names, without task configs or params.
-func (s *Server) handleBuildPlan(w http.ResponseWriter, _ *http.Request, b db.Build) {
+func (s *Server) handleBuildPlan(w http.ResponseWriter, r *http.Request, b db.Build) {
 	var plan any
 	if err := json.Unmarshal(b.Plan, &plan); err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"schema": "exec.v2", "plan": publicPlan(plan)})

@@ -1,0 +1,189 @@
+// Package apiserver is the ATC's HTTP API: Concourse's routes as fly uses
+// them, plus Porter's audit trail. It holds handlers only; it reaches the
+// database through Store and builds, checks and running steps through
+// Engine, each holding just the methods the handlers call.
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+
+	"github.com/porter-ci/porter/pkg/auth"
+	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/hijack"
+)
+
+// Store is the database as the handlers use it.
+type Store interface {
+	TeamStore
+	BuildStore
+	PipelineStore
+	ResourceStore
+	WorkerStore
+	ContainerStore
+}
+
+// TeamStore holds teams and the local users' logins.
+type TeamStore interface {
+	Team(ctx context.Context, name string) (db.Team, error)
+	Teams(ctx context.Context) ([]db.Team, error)
+	EnsureTeam(ctx context.Context, name string, auth db.TeamAuth) (db.Team, error)
+	LocalUserHash(ctx context.Context, name string) (string, error)
+	UserTeams(ctx context.Context, user string) (map[string][]string, error)
+}
+
+// BuildStore holds builds and their artifacts.
+type BuildStore interface {
+	Build(ctx context.Context, id int64) (db.Build, error)
+	Builds(ctx context.Context, f db.BuildFilter) ([]db.JobBuild, error)
+	JobBuildByID(ctx context.Context, id int64) (db.JobBuild, error)
+	BuildArtifacts(ctx context.Context, buildID int64) ([]db.Artifact, error)
+	Artifact(ctx context.Context, id int64) (db.Artifact, error)
+	Artifacts(ctx context.Context, teamID int) ([]db.Artifact, error)
+	CreateArtifact(ctx context.Context, a db.Artifact) (db.Artifact, error)
+}
+
+// PipelineStore holds pipelines and their jobs.
+type PipelineStore interface {
+	Pipeline(ctx context.Context, teamID int, name string) (db.Pipeline, error)
+	Pipelines(ctx context.Context, f db.PipelineFilter) ([]db.Pipeline, error)
+	SavePipeline(ctx context.Context, teamID int, name string, cfg concourse.Config, from int64) (p db.Pipeline, created bool, err error)
+	DeletePipeline(ctx context.Context, id int64) error
+	PipelineUnfinishedBuilds(ctx context.Context, pipelineID int64) ([]int64, error)
+	PausePipeline(ctx context.Context, id int64, by string) error
+	UnpausePipeline(ctx context.Context, id int64) error
+	SetPipelinePublic(ctx context.Context, id int64, public bool) error
+	RenamePipeline(ctx context.Context, id int64, name string) error
+	OrderPipelines(ctx context.Context, teamID int, names []string) error
+
+	Job(ctx context.Context, pipelineID int64, name string) (db.Job, error)
+	Jobs(ctx context.Context, pipelineID int64) ([]db.Job, error)
+	LookupJob(ctx context.Context, teamID int, pipeline, job string) (db.JobRef, error)
+	PauseJob(ctx context.Context, id int64, by string) error
+	UnpauseJob(ctx context.Context, id int64) error
+	JobBuilds(ctx context.Context, jobID int64, f db.BuildFilter) ([]db.JobBuild, error)
+	JobBuildByName(ctx context.Context, jobID int64, name string) (db.JobBuild, error)
+	CreateJobBuild(ctx context.Context, jobID int64, createdBy string, manual bool, inputs []db.BuildInput) (db.JobBuild, error)
+	RerunJobBuild(ctx context.Context, b db.JobBuild, createdBy string) (db.JobBuild, error)
+}
+
+// ResourceStore holds resources and their versions.
+type ResourceStore interface {
+	Resource(ctx context.Context, pipelineID int64, name string) (db.Resource, error)
+	Resources(ctx context.Context, pipelineID int64) ([]db.Resource, error)
+	LookupResource(ctx context.Context, teamID int, pipeline, resource string) (db.ResourceRef, error)
+	DeleteResourceCaches(ctx context.Context, resourceID int64) (int64, error)
+	Versions(ctx context.Context, resourceID int64, p db.VersionPage) (vs []db.Version, hasOlder, hasNewer bool, err error)
+	VersionByID(ctx context.Context, resourceID, versionID int64) (db.Version, error)
+	PinVersion(ctx context.Context, resourceID, versionID int64) error
+	UnpinResource(ctx context.Context, resourceID int64) error
+	SetPinComment(ctx context.Context, resourceID int64, comment string) error
+	SetVersionEnabled(ctx context.Context, resourceID, versionID int64, enabled bool) error
+}
+
+// WorkerStore holds the workers.
+type WorkerStore interface {
+	Worker(ctx context.Context, name string) (db.Worker, error)
+	Workers(ctx context.Context) ([]db.Worker, error)
+	WorkerLoads(ctx context.Context) (map[string]db.WorkerLoad, error)
+	LandWorker(ctx context.Context, name string) error
+	RetireWorker(ctx context.Context, name string) error
+	PruneWorker(ctx context.Context, name string) error
+}
+
+// ContainerStore holds the step pods as fly sees them.
+type ContainerStore interface {
+	Container(ctx context.Context, handle string) (db.Container, error)
+	Containers(ctx context.Context, f db.ContainerFilter) ([]db.Container, error)
+}
+
+// Engine runs builds, checks and steps.
+type Engine interface {
+	// CreateBuild validates a one-off build's plan, records it and starts
+	// it. A plan that cannot run is an error that BadRequest marks.
+	CreateBuild(ctx context.Context, team db.Team, createdBy string, plan concourse.Plan, raw json.RawMessage) (db.Build, error)
+	// AbortBuild aborts an unfinished build wherever it runs.
+	AbortBuild(ctx context.Context, b db.Build) error
+	// WakeScheduler has the scheduler look at the pipelines now.
+	WakeScheduler()
+	// StartCheck starts a check of a resource; the build is set even when
+	// the check failed to start.
+	StartCheck(ctx context.Context, res db.ResourceRef, from map[string]string) (db.JobBuild, error)
+	// NextInputs are the inputs of a job's next build, or why it waits.
+	NextInputs(ctx context.Context, job db.JobRef) (map[string]db.BuildInput, string, error)
+	// FollowEvents hands a build's events after from to write, batch by
+	// batch, live until the build ends or write returns false; it answers
+	// the ID of the last event written.
+	FollowEvents(ctx context.Context, b db.Build, from uint64, write func([]Event) bool) (uint64, error)
+	// StepConnected says whether a step's sidecar is connected here.
+	StepConnected(stepID string) bool
+	// OpenSession opens an intercept session in a connected step.
+	OpenSession(ctx context.Context, stepID string, open *eventspb.SessionOpen) (hijack.Session, error)
+	// WorkerResourceTypes are the base resource types a worker provides.
+	WorkerResourceTypes(worker string) []concourse.WorkerResourceType
+}
+
+// Event is one record of a build's log: an event, or a gap (Event nil)
+// that only moves the ID on.
+type Event struct {
+	ID    uint64
+	Event *events.Envelope
+}
+
+// Config is what the handlers need to know of the server.
+type Config struct {
+	// ExternalURL is how people reach the API (links, tokens' issuer, the
+	// cross-origin check).
+	ExternalURL string
+	ClusterName string
+	// ServerID names this server, whose steps' sidecars connect here.
+	ServerID string
+	// BaseTypes are the resource types the workers provide.
+	BaseTypes []string
+	// ArtifactWorker is the worker named on uploaded artifacts.
+	ArtifactWorker  string
+	BlobstoreBucket string
+	Limits          Limits
+}
+
+// Deps are the handlers' dependencies.
+type Deps struct {
+	Store  Store
+	Engine Engine
+	// Blobs holds artifacts and task caches; Audit the audit trail (nil:
+	// Blobs).
+	Blobs  blobstore.Store
+	Audit  blobstore.Store
+	Issuer *auth.Issuer
+	Log    *slog.Logger
+}
+
+// Server answers the API.
+type Server struct {
+	cfg    Config
+	store  Store
+	engine Engine
+	blobs  blobstore.Store
+	audit  blobstore.Store
+	issuer *auth.Issuer
+	log    *slog.Logger
+}
+
+// New makes the API's server.
+func New(cfg Config, deps Deps) *Server {
+	s := &Server{cfg: cfg, store: deps.Store, engine: deps.Engine, blobs: deps.Blobs, audit: deps.Audit,
+		issuer: deps.Issuer, log: deps.Log}
+	if s.audit == nil {
+		s.audit = s.blobs
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.cfg.Limits = s.cfg.Limits.withDefaults()
+	return s
+}

@@ -1,0 +1,158 @@
+package atc
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"sort"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/atc/apiserver"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/hijack"
+	"github.com/porter-ci/porter/pkg/scheduler"
+)
+
+// apiEngine is what the API's handlers reach builds, checks and running
+// steps through (apiserver.Engine).
+type apiEngine struct{ s *Server }
+
+var _ apiserver.Engine = apiEngine{}
+
+func (e apiEngine) CreateBuild(ctx context.Context, team db.Team, createdBy string, plan concourse.Plan, raw json.RawMessage) (db.Build, error) {
+	return e.s.createBuild(ctx, team, createdBy, plan, raw)
+}
+
+// AbortBuild aborts a build here when this server runs it, otherwise
+// through the database for the server that does.
+func (e apiEngine) AbortBuild(ctx context.Context, rec db.Build) error {
+	if b, ok := e.s.running(rec.ID); ok {
+		b.abort(errAborted)
+		return nil
+	}
+	if concourse.BuildStatus(rec.Status).Finished() {
+		return nil
+	}
+	return e.s.db.RequestAbort(ctx, rec.ID)
+}
+
+func (e apiEngine) WakeScheduler() { e.s.wakeScheduler() }
+
+func (e apiEngine) StartCheck(ctx context.Context, res db.ResourceRef, from map[string]string) (db.JobBuild, error) {
+	return e.s.sch.checker.StartCheck(ctx, res, from)
+}
+
+func (e apiEngine) NextInputs(ctx context.Context, job db.JobRef) (map[string]db.BuildInput, string, error) {
+	// Input selection only reads the database.
+	sched := scheduler.Scheduler{DB: e.s.db, Log: e.s.log}
+	return sched.NextInputs(ctx, job)
+}
+
+func (e apiEngine) StepConnected(stepID string) bool { return e.s.streams.Connected(stepID) }
+
+func (e apiEngine) OpenSession(ctx context.Context, stepID string, open *eventspb.SessionOpen) (hijack.Session, error) {
+	sess, err := e.s.streams.OpenSession(ctx, stepID, open)
+	if err != nil {
+		return nil, err
+	}
+	e.s.log.Info("intercept session opened", "step", stepID, "session", sess.ID)
+	return sess, nil
+}
+
+// WorkerResourceTypes are the base resource types a worker provides.
+func (e apiEngine) WorkerResourceTypes(name string) []concourse.WorkerResourceType {
+	types := maps.Clone(e.s.cfg.BaseResourceTypes)
+	if types == nil {
+		types = DefaultBaseResourceTypes()
+	}
+	if w, ok := e.s.workerByName[name]; ok {
+		maps.Copy(types, w.cfg.BaseResourceTypes)
+	}
+	out := []concourse.WorkerResourceType{}
+	for t, img := range types {
+		out = append(out, concourse.WorkerResourceType{Type: t, Image: img})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out
+}
+
+// FollowEvents follows a build's log: live for a build this server runs,
+// else its stored log (polled until another server's build ends).
+func (e apiEngine) FollowEvents(ctx context.Context, rec db.Build, from uint64, write func([]apiserver.Event) bool) (uint64, error) {
+	emit := func(recs []record) bool {
+		out := make([]apiserver.Event, len(recs))
+		for i, r := range recs {
+			from = r.ID
+			out[i] = apiserver.Event{ID: r.ID, Event: r.Event}
+		}
+		return write(out)
+	}
+	var err error
+	if b, ok := e.s.running(rec.ID); ok {
+		err = e.followLive(ctx, b, from, emit)
+	} else {
+		err = e.followStored(ctx, rec, from, emit)
+	}
+	return from, err
+}
+
+// followLive follows a build this server runs until it ends.
+func (e apiEngine) followLive(ctx context.Context, b *build, from uint64, write func([]record) bool) error {
+	for {
+		// Whether the build had ended is read before the records, so the
+		// records read include everything it ever logged.
+		var finished bool
+		select {
+		case <-b.done:
+			finished = true
+		default:
+		}
+		recs, changed, err := b.log.since(ctx, from)
+		if err != nil {
+			return err
+		}
+		if len(recs) > 0 {
+			from = recs[len(recs)-1].ID
+		}
+		if !write(recs) || finished {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-b.done:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// followStored serves a build's stored log: a finished build's, or one
+// another server runs (polled until it ends, or until it runs here).
+func (e apiEngine) followStored(ctx context.Context, rec db.Build, from uint64, write func([]record) bool) error {
+	for {
+		finished := concourse.BuildStatus(rec.Status).Finished()
+		recs, err := readChunks(ctx, e.s.chunks(rec.ID), from, 0)
+		if err != nil {
+			return err
+		}
+		if len(recs) > 0 {
+			from = recs[len(recs)-1].ID
+		}
+		if !write(recs) || finished {
+			return nil
+		}
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return nil
+		}
+		if rec, err = e.s.db.Build(ctx, rec.ID); err != nil {
+			return nil
+		}
+		if b, ok := e.s.running(rec.ID); ok {
+			return e.followLive(ctx, b, from, write)
+		}
+	}
+}
