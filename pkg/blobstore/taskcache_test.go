@@ -49,4 +49,3 @@ func TestTaskCacheKey(t *testing.T) {
 		}
 	}
 }
-
