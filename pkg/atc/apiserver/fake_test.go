@@ -1,0 +1,416 @@
+package apiserver
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/auth"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/hijack"
+)
+
+// fakeStore is an in-memory database with two teams (main: a pipeline p
+// with job j and resource r, and an exposed pipeline pub; other: nothing),
+// builds of each kind, a worker, a container and an artifact. With fail
+// set, every call fails with it, as a database that is down does.
+type fakeStore struct {
+	mu        sync.Mutex
+	fail      error
+	teams     []db.Team
+	pipelines []db.Pipeline
+	jobs      []db.Job
+	resources []db.Resource
+	versions  []db.Version
+	builds    []db.JobBuild
+	workers   []db.Worker
+	conts     []db.Container
+	artifacts []db.Artifact
+	// calls names the changes made, e.g. "PausePipeline 10".
+	calls []string
+}
+
+func newFakeStore() *fakeStore {
+	cfg := json.RawMessage(`{"jobs":[{"name":"j","plan":[{"get":"r","trigger":true}]}],"resources":[{"name":"r","type":"mock"}]}`)
+	ownerOf := func(user string) db.TeamAuth { return db.TeamAuth{"owner": {Users: []string{user}}} }
+	now := time.Unix(1_700_000_000, 0)
+	return &fakeStore{
+		teams: []db.Team{{ID: 1, Name: "main", Auth: ownerOf("local:admin")}, {ID: 2, Name: "other", Auth: ownerOf("local:other")}},
+		pipelines: []db.Pipeline{
+			{ID: 10, TeamID: 1, TeamName: "main", Name: "p", Config: cfg, ConfigVersion: 3},
+			{ID: 11, TeamID: 1, TeamName: "main", Name: "pub", Config: cfg, Public: true},
+		},
+		jobs: []db.Job{
+			{ID: 100, PipelineID: 10, PipelineName: "p", TeamID: 1, TeamName: "main", Name: "j", Active: true,
+				Config: json.RawMessage(`{"name":"j","plan":[{"get":"r","trigger":true}]}`)},
+			{ID: 101, PipelineID: 11, PipelineName: "pub", TeamID: 1, TeamName: "main", Name: "j", Active: true,
+				Config: json.RawMessage(`{"name":"j","public":true,"plan":[{"get":"r"}]}`)},
+		},
+		resources: []db.Resource{{ID: 200, PipelineID: 10, PipelineName: "p", TeamID: 1, TeamName: "main", Name: "r", Type: "mock",
+			Active: true, Config: json.RawMessage(`{"name":"r","type":"mock"}`), LastCheckBuild: 3}},
+		versions: []db.Version{{ID: 300, ResourceID: 200, Version: map[string]string{"v": "1"}, Enabled: true}},
+		builds: []db.JobBuild{
+			{Build: db.Build{ID: 1, TeamID: 1, TeamName: "main", Name: "1", Status: "succeeded", Plan: json.RawMessage(`{"id":"1","task":{"name":"t","config":{"params":{"SECRET":"x"}}}}`), StartTime: now, EndTime: now}},
+			{Build: db.Build{ID: 2, TeamID: 1, TeamName: "main", Name: "1", Status: "started", Plan: json.RawMessage(`{}`), StartTime: now},
+				PipelineID: 10, PipelineName: "p", JobID: 100, JobName: "j"},
+			{Build: db.Build{ID: 3, TeamID: 1, TeamName: "main", Name: "1", Status: "succeeded", Plan: json.RawMessage(`{}`)},
+				PipelineID: 10, PipelineName: "p", ResourceID: 200, ResourceName: "r"},
+			{Build: db.Build{ID: 4, TeamID: 2, TeamName: "other", Name: "1", Status: "started", Plan: json.RawMessage(`{}`)}},
+		},
+		workers:   []db.Worker{{Name: "w1", Platform: "linux", State: "running", Namespace: "porter-steps", StartTime: now}},
+		conts:     []db.Container{{Handle: "c1", TeamID: 1, BuildID: 1, BuildName: "1", StepName: "t", Type: "task", StepID: "s1", WorkerName: "w1"}},
+		artifacts: []db.Artifact{{ID: 1, TeamID: 1, Key: "artifacts/main/x.tar.zst", CreateTime: now, WorkerName: "w1"}},
+	}
+}
+
+// first is the first element that matches, or db.ErrNotFound.
+func first[T any](s *fakeStore, items []T, match func(T) bool) (T, error) {
+	var zero T
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return zero, s.fail
+	}
+	for _, it := range items {
+		if match(it) {
+			return it, nil
+		}
+	}
+	return zero, db.ErrNotFound
+}
+
+// all are the elements that match.
+func all[T any](s *fakeStore, items []T, match func(T) bool) ([]T, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	var out []T
+	for _, it := range items {
+		if match(it) {
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}
+
+// change records a change; it fails as the store does.
+func (s *fakeStore) change(what string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	s.calls = append(s.calls, what)
+	return nil
+}
+
+func (s *fakeStore) changed(what string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.calls, what)
+}
+
+func (s *fakeStore) Team(_ context.Context, name string) (db.Team, error) {
+	return first(s, s.teams, func(t db.Team) bool { return t.Name == name })
+}
+func (s *fakeStore) Teams(context.Context) ([]db.Team, error) {
+	return all(s, s.teams, func(db.Team) bool { return true })
+}
+func (s *fakeStore) EnsureTeam(_ context.Context, name string, a db.TeamAuth) (db.Team, error) {
+	if err := s.change("EnsureTeam " + name); err != nil {
+		return db.Team{}, err
+	}
+	return db.Team{ID: 9, Name: name, Auth: a}, nil
+}
+func (s *fakeStore) LocalUserHash(context.Context, string) (string, error) { return "", db.ErrNotFound }
+func (s *fakeStore) UserTeams(context.Context, string) (map[string][]string, error) {
+	return map[string][]string{}, nil
+}
+
+func (s *fakeStore) Build(_ context.Context, id int64) (db.Build, error) {
+	b, err := first(s, s.builds, func(b db.JobBuild) bool { return b.ID == id })
+	return b.Build, err
+}
+func (s *fakeStore) Builds(_ context.Context, f db.BuildFilter) ([]db.JobBuild, error) {
+	return all(s, s.builds, func(b db.JobBuild) bool { return f.TeamIDs == nil || slices.Contains(f.TeamIDs, b.TeamID) })
+}
+func (s *fakeStore) JobBuildByID(_ context.Context, id int64) (db.JobBuild, error) {
+	return first(s, s.builds, func(b db.JobBuild) bool { return b.ID == id })
+}
+func (s *fakeStore) BuildArtifacts(_ context.Context, id int64) ([]db.Artifact, error) {
+	return all(s, s.artifacts, func(a db.Artifact) bool { return a.BuildID == id })
+}
+func (s *fakeStore) Artifact(_ context.Context, id int64) (db.Artifact, error) {
+	return first(s, s.artifacts, func(a db.Artifact) bool { return a.ID == id })
+}
+func (s *fakeStore) Artifacts(_ context.Context, team int) ([]db.Artifact, error) {
+	return all(s, s.artifacts, func(a db.Artifact) bool { return a.TeamID == team })
+}
+func (s *fakeStore) CreateArtifact(_ context.Context, a db.Artifact) (db.Artifact, error) {
+	if err := s.change("CreateArtifact " + a.Key); err != nil {
+		return db.Artifact{}, err
+	}
+	a.ID = 2
+	return a, nil
+}
+
+func (s *fakeStore) Pipeline(_ context.Context, team int, name string) (db.Pipeline, error) {
+	return first(s, s.pipelines, func(p db.Pipeline) bool { return p.TeamID == team && p.Name == name })
+}
+func (s *fakeStore) Pipelines(_ context.Context, f db.PipelineFilter) ([]db.Pipeline, error) {
+	return all(s, s.pipelines, func(p db.Pipeline) bool {
+		return f.AllTeams || slices.Contains(f.TeamIDs, p.TeamID) || (f.Public && p.Public)
+	})
+}
+func (s *fakeStore) SavePipeline(_ context.Context, team int, name string, _ concourse.Config, _ int64) (db.Pipeline, bool, error) {
+	if err := s.change("SavePipeline " + name); err != nil {
+		return db.Pipeline{}, false, err
+	}
+	_, err := s.Pipeline(context.Background(), team, name)
+	return db.Pipeline{ID: 12, TeamID: team, Name: name}, err != nil, nil
+}
+func (s *fakeStore) DeletePipeline(_ context.Context, id int64) error {
+	return s.change(fmtRef("DeletePipeline", id))
+}
+func (s *fakeStore) PipelineUnfinishedBuilds(_ context.Context, id int64) ([]int64, error) {
+	bs, err := all(s, s.builds, func(b db.JobBuild) bool { return b.PipelineID == id && b.Status == "started" })
+	var ids []int64
+	for _, b := range bs {
+		ids = append(ids, b.ID)
+	}
+	return ids, err
+}
+func (s *fakeStore) PausePipeline(_ context.Context, id int64, _ string) error {
+	return s.change(fmtRef("PausePipeline", id))
+}
+func (s *fakeStore) UnpausePipeline(_ context.Context, id int64) error {
+	return s.change(fmtRef("UnpausePipeline", id))
+}
+func (s *fakeStore) SetPipelinePublic(_ context.Context, id int64, public bool) error {
+	if public {
+		return s.change(fmtRef("ExposePipeline", id))
+	}
+	return s.change(fmtRef("HidePipeline", id))
+}
+func (s *fakeStore) RenamePipeline(_ context.Context, id int64, name string) error {
+	return s.change(fmtRef("RenamePipeline", id) + " " + name)
+}
+func (s *fakeStore) OrderPipelines(_ context.Context, _ int, names []string) error {
+	for _, n := range names {
+		if _, err := s.Pipeline(context.Background(), 1, n); err != nil {
+			return err
+		}
+	}
+	return s.change("OrderPipelines")
+}
+
+func (s *fakeStore) Job(_ context.Context, pipeline int64, name string) (db.Job, error) {
+	return first(s, s.jobs, func(j db.Job) bool { return j.PipelineID == pipeline && j.Name == name })
+}
+func (s *fakeStore) Jobs(_ context.Context, pipeline int64) ([]db.Job, error) {
+	return all(s, s.jobs, func(j db.Job) bool { return j.PipelineID == pipeline })
+}
+func (s *fakeStore) LookupJob(_ context.Context, team int, pipeline, job string) (db.JobRef, error) {
+	j, err := first(s, s.jobs, func(j db.Job) bool { return j.TeamID == team && j.PipelineName == pipeline && j.Name == job })
+	return db.JobRef{ID: j.ID, PipelineID: j.PipelineID, PipelineName: j.PipelineName, TeamID: j.TeamID, TeamName: j.TeamName,
+		Name: j.Name, Config: j.Config, Active: j.Active}, err
+}
+func (s *fakeStore) PauseJob(_ context.Context, id int64, _ string) error {
+	return s.change(fmtRef("PauseJob", id))
+}
+func (s *fakeStore) UnpauseJob(_ context.Context, id int64) error {
+	return s.change(fmtRef("UnpauseJob", id))
+}
+func (s *fakeStore) JobBuilds(_ context.Context, job int64, _ db.BuildFilter) ([]db.JobBuild, error) {
+	return all(s, s.builds, func(b db.JobBuild) bool { return b.JobID == job })
+}
+func (s *fakeStore) JobBuildByName(_ context.Context, job int64, name string) (db.JobBuild, error) {
+	return first(s, s.builds, func(b db.JobBuild) bool { return b.JobID == job && b.Name == name })
+}
+func (s *fakeStore) CreateJobBuild(_ context.Context, job int64, _ string, _ bool, _ []db.BuildInput) (db.JobBuild, error) {
+	if err := s.change(fmtRef("CreateJobBuild", job)); err != nil {
+		return db.JobBuild{}, err
+	}
+	return db.JobBuild{Build: db.Build{ID: 5, TeamID: 1, TeamName: "main", Name: "2", Status: "pending"}, JobID: job, JobName: "j",
+		PipelineID: 10, PipelineName: "p"}, nil
+}
+func (s *fakeStore) RerunJobBuild(_ context.Context, b db.JobBuild, _ string) (db.JobBuild, error) {
+	if err := s.change(fmtRef("RerunJobBuild", b.ID)); err != nil {
+		return db.JobBuild{}, err
+	}
+	b.ID, b.Name, b.Status = 6, b.Name+".1", "pending"
+	return b, nil
+}
+
+func (s *fakeStore) Resource(_ context.Context, pipeline int64, name string) (db.Resource, error) {
+	return first(s, s.resources, func(r db.Resource) bool { return r.PipelineID == pipeline && r.Name == name })
+}
+func (s *fakeStore) Resources(_ context.Context, pipeline int64) ([]db.Resource, error) {
+	return all(s, s.resources, func(r db.Resource) bool { return r.PipelineID == pipeline })
+}
+func (s *fakeStore) LookupResource(_ context.Context, team int, pipeline, name string) (db.ResourceRef, error) {
+	r, err := first(s, s.resources, func(r db.Resource) bool { return r.TeamID == team && r.PipelineName == pipeline && r.Name == name })
+	return db.ResourceRef{ID: r.ID, PipelineID: r.PipelineID, PipelineName: r.PipelineName, TeamID: r.TeamID, TeamName: r.TeamName,
+		Name: r.Name, Type: r.Type, Config: r.Config, Active: r.Active}, err
+}
+func (s *fakeStore) DeleteResourceCaches(_ context.Context, id int64) (int64, error) {
+	return 1, s.change(fmtRef("DeleteResourceCaches", id))
+}
+func (s *fakeStore) Versions(_ context.Context, res int64, _ db.VersionPage) ([]db.Version, bool, bool, error) {
+	vs, err := all(s, s.versions, func(v db.Version) bool { return v.ResourceID == res })
+	return vs, false, false, err
+}
+func (s *fakeStore) VersionByID(_ context.Context, res, id int64) (db.Version, error) {
+	return first(s, s.versions, func(v db.Version) bool { return v.ResourceID == res && v.ID == id })
+}
+
+// versionChange records a change of one of a resource's versions: a
+// version it does not have is not found.
+func (s *fakeStore) versionChange(what string, res, id int64) error {
+	if _, err := s.VersionByID(context.Background(), res, id); err != nil {
+		return err
+	}
+	return s.change(fmtRef(what, id))
+}
+func (s *fakeStore) PinVersion(_ context.Context, res, id int64) error {
+	return s.versionChange("PinVersion", res, id)
+}
+func (s *fakeStore) UnpinResource(_ context.Context, id int64) error {
+	return s.change(fmtRef("UnpinResource", id))
+}
+func (s *fakeStore) SetPinComment(_ context.Context, id int64, _ string) error {
+	return s.change(fmtRef("SetPinComment", id))
+}
+func (s *fakeStore) SetVersionEnabled(_ context.Context, res, id int64, enabled bool) error {
+	if enabled {
+		return s.versionChange("EnableVersion", res, id)
+	}
+	return s.versionChange("DisableVersion", res, id)
+}
+
+func (s *fakeStore) Worker(_ context.Context, name string) (db.Worker, error) {
+	return first(s, s.workers, func(w db.Worker) bool { return w.Name == name })
+}
+func (s *fakeStore) Workers(context.Context) ([]db.Worker, error) {
+	return all(s, s.workers, func(db.Worker) bool { return true })
+}
+func (s *fakeStore) WorkerLoads(context.Context) (map[string]db.WorkerLoad, error) {
+	return map[string]db.WorkerLoad{}, s.change("WorkerLoads")
+}
+func (s *fakeStore) LandWorker(_ context.Context, name string) error {
+	return s.workerChange("LandWorker", name)
+}
+func (s *fakeStore) RetireWorker(_ context.Context, name string) error {
+	return s.workerChange("RetireWorker", name)
+}
+func (s *fakeStore) PruneWorker(_ context.Context, name string) error {
+	if _, err := s.Worker(context.Background(), name); err != nil {
+		return err
+	}
+	return db.ErrWorkerRunning
+}
+func (s *fakeStore) workerChange(what, name string) error {
+	if _, err := s.Worker(context.Background(), name); err != nil {
+		return err
+	}
+	return s.change(what + " " + name)
+}
+
+func (s *fakeStore) Container(_ context.Context, handle string) (db.Container, error) {
+	return first(s, s.conts, func(c db.Container) bool { return c.Handle == handle })
+}
+func (s *fakeStore) Containers(_ context.Context, f db.ContainerFilter) ([]db.Container, error) {
+	return all(s, s.conts, func(c db.Container) bool { return c.TeamID == f.TeamID })
+}
+
+func fmtRef(what string, id int64) string { return what + " " + strconv.FormatInt(id, 10) }
+
+// fakeEngine records what the handlers asked of it.
+type fakeEngine struct {
+	store *fakeStore
+	fail  error
+}
+
+func (e *fakeEngine) CreateBuild(_ context.Context, team db.Team, _ string, _ concourse.Plan, _ json.RawMessage) (db.Build, error) {
+	if e.fail != nil {
+		return db.Build{}, e.fail
+	}
+	return db.Build{ID: 7, TeamID: team.ID, TeamName: team.Name, Name: "7", Status: "started"}, e.store.change("CreateBuild " + team.Name)
+}
+func (e *fakeEngine) AbortBuild(_ context.Context, b db.Build) error {
+	return e.store.change(fmtRef("AbortBuild", b.ID))
+}
+func (e *fakeEngine) WakeScheduler() {}
+func (e *fakeEngine) StartCheck(_ context.Context, res db.ResourceRef, _ map[string]string) (db.JobBuild, error) {
+	if e.fail != nil {
+		return db.JobBuild{}, e.fail
+	}
+	return db.JobBuild{Build: db.Build{ID: 8, TeamName: res.TeamName, Name: "8", Status: "started"}, ResourceName: res.Name},
+		e.store.change(fmtRef("StartCheck", res.ID))
+}
+func (e *fakeEngine) NextInputs(context.Context, db.JobRef) (map[string]db.BuildInput, string, error) {
+	return map[string]db.BuildInput{}, "", e.fail
+}
+func (e *fakeEngine) FollowEvents(_ context.Context, _ db.Build, from uint64, write func([]Event) bool) (uint64, error) {
+	if e.fail != nil {
+		return from, e.fail
+	}
+	write([]Event{{ID: from + 1}})
+	return from + 1, nil
+}
+func (e *fakeEngine) StepConnected(string) bool { return false }
+func (e *fakeEngine) OpenSession(context.Context, string, *eventspb.SessionOpen) (hijack.Session, error) {
+	return nil, e.fail
+}
+func (e *fakeEngine) WorkerResourceTypes(string) []concourse.WorkerResourceType {
+	return []concourse.WorkerResourceType{{Type: "mock", Image: "porter.local/mock"}}
+}
+
+// testAPI is the API over fakes, with tokens for its users.
+type testAPI struct {
+	*Server
+	store  *fakeStore
+	engine *fakeEngine
+	issuer *auth.Issuer
+}
+
+func newTestAPI(t testing.TB) *testAPI {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const external = "http://porter.test"
+	iss := auth.NewIssuer(key, external+"/sky/issuer", time.Hour)
+	store := newFakeStore()
+	engine := &fakeEngine{store: store}
+	s := New(Config{ExternalURL: external, ServerID: "atc-0", BaseTypes: []string{"mock", "registry-image"}, ArtifactWorker: "w1",
+		BlobstoreBucket: "porter"}, Deps{Store: store, Engine: engine, Issuer: iss, Log: discardLog()})
+	return &testAPI{Server: s, store: store, engine: engine, issuer: iss}
+}
+
+// token is a bearer token of a local user with roles (team -> role).
+func (a *testAPI) token(t testing.TB, user string, roles map[string]string) string {
+	t.Helper()
+	teams := map[string][]string{}
+	for team, role := range roles {
+		teams[team] = []string{role}
+	}
+	tok, err := a.issuer.Issue(auth.Claims{Subject: auth.SubjectFor(auth.LocalConnector, user), UserID: user, Name: user,
+		Connector: auth.LocalConnector, Teams: teams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
