@@ -17,6 +17,7 @@
 #   GO_TEST_PKGS    packages (default: ./...)
 #   PORTER_KEEP_CLUSTER=1  leave the cluster and Docker running afterwards
 #   PORTER_TEST_DOCKER=0   neither start nor stop Docker (e.g. one is already in use)
+#   PORTER_FUZZTIME        how long the API fuzz target runs after the tests (default 45s)
 set -euo pipefail
 . "$(dirname "$0")/cluster-lib.sh"
 
@@ -140,3 +141,6 @@ phase "docker up" docker_up
 phase "images" "$REPO_ROOT/hack/images.sh" --no-import all
 phase "cluster-up" cluster_up
 phase "go test" run_go_tests
+# Bounded fuzzing of the API (its corpus is committed under testdata/fuzz):
+# random requests through the real router and middleware, fakes behind.
+phase "fuzz api" bash -c "cd '$REPO_ROOT' && go test ./pkg/atc/apiserver -run '^\$' -fuzz FuzzAPI -fuzztime ${PORTER_FUZZTIME:-45s} -parallel 2"

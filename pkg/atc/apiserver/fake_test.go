@@ -1,18 +1,25 @@
 package apiserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/porter-ci/porter/pkg/auth"
+	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
@@ -382,6 +389,7 @@ type testAPI struct {
 	*Server
 	store  *fakeStore
 	engine *fakeEngine
+	blobs  *fakeBlobs
 	issuer *auth.Issuer
 }
 
@@ -395,9 +403,10 @@ func newTestAPI(t testing.TB) *testAPI {
 	iss := auth.NewIssuer(key, external+"/sky/issuer", time.Hour)
 	store := newFakeStore()
 	engine := &fakeEngine{store: store}
+	blobs := newFakeBlobs()
 	s := New(Config{ExternalURL: external, ServerID: "atc-0", BaseTypes: []string{"mock", "registry-image"}, ArtifactWorker: "w1",
-		BlobstoreBucket: "porter"}, Deps{Store: store, Engine: engine, Issuer: iss, Log: discardLog()})
-	return &testAPI{Server: s, store: store, engine: engine, issuer: iss}
+		BlobstoreBucket: "porter"}, Deps{Store: store, Engine: engine, Blobs: blobs, Issuer: iss, Log: discardLog()})
+	return &testAPI{Server: s, store: store, engine: engine, blobs: blobs, issuer: iss}
 }
 
 // token is a bearer token of a local user with roles (team -> role).
@@ -413,4 +422,91 @@ func (a *testAPI) token(t testing.TB, user string, roles map[string]string) stri
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// fakeBlobs is an in-memory bucket; with fail set, every call fails.
+type fakeBlobs struct {
+	mu   sync.Mutex
+	fail error
+	objs map[string][]byte
+}
+
+func newFakeBlobs() *fakeBlobs { return &fakeBlobs{objs: map[string][]byte{}} }
+
+func (b *fakeBlobs) Put(_ context.Context, key string, body io.Reader, _ int64, _ blobstore.PutOptions) (blobstore.ObjectInfo, error) {
+	data, err := io.ReadAll(body)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err = errors.Join(err, b.fail); err != nil {
+		return blobstore.ObjectInfo{}, err
+	}
+	b.objs[key] = data
+	return blobstore.ObjectInfo{Key: key, Size: int64(len(data))}, nil
+}
+
+func (b *fakeBlobs) object(key string) ([]byte, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fail != nil {
+		return nil, b.fail
+	}
+	data, ok := b.objs[key]
+	if !ok {
+		return nil, blobstore.ErrNotFound
+	}
+	return data, nil
+}
+
+func (b *fakeBlobs) Get(_ context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
+	data, err := b.object(key)
+	return io.NopCloser(bytes.NewReader(data)), blobstore.ObjectInfo{Key: key, Size: int64(len(data))}, err
+}
+
+func (b *fakeBlobs) GetRange(_ context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	data, err := b.object(key)
+	if err != nil {
+		return nil, err
+	}
+	if offset < 0 || length <= 0 || offset+length > int64(len(data)) {
+		return nil, fmt.Errorf("range %d+%d outside %s", offset, length, key)
+	}
+	return io.NopCloser(bytes.NewReader(data[offset : offset+length])), nil
+}
+
+func (b *fakeBlobs) Stat(_ context.Context, key string) (blobstore.ObjectInfo, error) {
+	data, err := b.object(key)
+	return blobstore.ObjectInfo{Key: key, Size: int64(len(data))}, err
+}
+
+func (b *fakeBlobs) Copy(ctx context.Context, src, dst string) (blobstore.ObjectInfo, error) {
+	data, err := b.object(src)
+	if err != nil {
+		return blobstore.ObjectInfo{}, err
+	}
+	return b.Put(ctx, dst, bytes.NewReader(data), int64(len(data)), blobstore.PutOptions{})
+}
+
+func (b *fakeBlobs) Delete(_ context.Context, key string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fail != nil {
+		return b.fail
+	}
+	delete(b.objs, key)
+	return nil
+}
+
+func (b *fakeBlobs) List(_ context.Context, prefix string) ([]blobstore.ObjectInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fail != nil {
+		return nil, b.fail
+	}
+	var out []blobstore.ObjectInfo
+	for _, k := range slices.Sorted(maps.Keys(b.objs)) {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, blobstore.ObjectInfo{Key: k, Size: int64(len(b.objs[k]))})
+		}
+	}
+	return out, nil
 }

@@ -15,12 +15,12 @@ import (
 
 // jobRoutes are a job's builds: trigger-job, builds -j, watch -j -b,
 // rerun-build.
-func (s *Server) jobRoutes(mux *http.ServeMux) {
+func (s *Server) jobRoutes(mux *router) {
 	const job = "/api/v1/teams/{team_name}/pipelines/{pipeline_name}/jobs/{job_name}"
-	mux.HandleFunc("GET "+job+"/builds", s.job(auth.ActionRead, s.handleJobBuilds))
-	mux.HandleFunc("POST "+job+"/builds", s.job(auth.ActionCreateJobBuild, s.handleTriggerJob))
-	mux.HandleFunc("GET "+job+"/builds/{build_name}", s.job(auth.ActionRead, s.handleGetJobBuild))
-	mux.HandleFunc("POST "+job+"/builds/{build_name}", s.job(auth.ActionCreateJobBuild, s.handleRerunJobBuild))
+	mux.handle("GET "+job+"/builds", s.job(auth.ActionRead, s.handleJobBuilds))
+	mux.handle("POST "+job+"/builds", s.job(auth.ActionCreateJobBuild, s.handleTriggerJob))
+	mux.handle("GET "+job+"/builds/{build_name}", s.job(auth.ActionRead, s.handleGetJobBuild))
+	mux.handle("POST "+job+"/builds/{build_name}", s.job(auth.ActionCreateJobBuild, s.handleRerunJobBuild))
 }
 
 // job finds the path's pipeline and job in a team the caller may do

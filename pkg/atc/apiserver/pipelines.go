@@ -68,8 +68,15 @@ func (s *Server) publicPipeline(h func(http.ResponseWriter, *http.Request, pipel
 			return
 		}
 		teamName, name := r.PathValue("team_name"), r.PathValue("pipeline_name")
+		claims, authed := auth.FromContext(r.Context())
 		team, err := s.store.Team(r.Context(), teamName)
-		if err != nil {
+		switch {
+		case errors.Is(err, db.ErrNotFound) && !claims.CanRead(teamName):
+			// A missing team looks like a team whose pipeline is hidden,
+			// so that team names cannot be probed.
+			s.refuse(w, r, authed, teamName)
+			return
+		case err != nil:
 			s.fail(w, r, fmt.Errorf("team %q: %w", teamName, err))
 			return
 		}
@@ -78,14 +85,10 @@ func (s *Server) publicPipeline(h func(http.ResponseWriter, *http.Request, pipel
 			s.fail(w, r, err)
 			return
 		}
-		claims, authed := auth.FromContext(r.Context())
 		if err != nil || !p.Public {
 			switch {
-			case !authed:
-				s.fail(w, r, unauthenticated(r))
-				return
 			case !claims.CanRead(teamName):
-				s.fail(w, r, forbidden(fmt.Sprintf("you do not have a role on team %q", teamName)))
+				s.refuse(w, r, authed, teamName)
 				return
 			case err != nil:
 				s.fail(w, r, pipelineNotFound(teamName, name))
@@ -94,6 +97,16 @@ func (s *Server) publicPipeline(h func(http.ResponseWriter, *http.Request, pipel
 		}
 		h(w, r, pipelineRequest{claims: claims, team: team, pipeline: p})
 	}
+}
+
+// refuse answers a caller without a role in team: 401 without a token,
+// 403 with one.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, authed bool, team string) {
+	if !authed {
+		s.fail(w, r, unauthenticated(r))
+		return
+	}
+	s.fail(w, r, forbidden(fmt.Sprintf("you do not have a role on team %q", team)))
 }
 
 // pipelineNotFound answers 404 in the JSON-API shape whose detail fly
@@ -207,8 +220,15 @@ func (s *Server) handleListAllPipelines(w http.ResponseWriter, r *http.Request) 
 // public ones for a caller without a role in it.
 func (s *Server) handleListPipelines(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("team_name")
+	claims, _ := auth.FromContext(r.Context())
 	team, err := s.store.Team(r.Context(), name)
-	if err != nil {
+	switch {
+	case errors.Is(err, db.ErrNotFound) && !claims.CanRead(name):
+		// A missing team answers as a team with nothing exposed, so that
+		// team names cannot be probed.
+		writeJSON(w, http.StatusOK, []concourse.Pipeline{})
+		return
+	case err != nil:
 		s.fail(w, r, fmt.Errorf("team %q: %w", name, err))
 		return
 	}
@@ -217,7 +237,7 @@ func (s *Server) handleListPipelines(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if claims, _ := auth.FromContext(r.Context()); !claims.CanRead(name) {
+	if !claims.CanRead(name) {
 		ps = slices.DeleteFunc(ps, func(p db.Pipeline) bool { return !p.Public })
 	}
 	writeJSON(w, http.StatusOK, apiPipelines(ps))

@@ -19,74 +19,90 @@ import (
 // Handler answers Concourse's API as `fly` uses it, plus Porter's audit
 // trail. Every route but the info, login and public reads needs a token.
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/v1/info", s.handleInfo)
-	mux.Handle("POST /sky/issuer/token", auth.TokenHandler(s.issuer, loginUsers{s.store}, s.log.With("component", "login")))
-	mux.HandleFunc("GET /api/v1/cli", s.handleCLI)
-	mux.HandleFunc("GET /sky/logout", s.handleLogout)
-	mux.HandleFunc("GET /api/v1/user", s.authed(s.handleUser))
-	mux.HandleFunc("GET /api/v1/teams", s.handleTeams)
-	mux.HandleFunc("GET /api/v1/teams/{team_name}", s.authed(s.handleGetTeam))
-	mux.HandleFunc("PUT /api/v1/teams/{team_name}", s.authed(s.handleSetTeam))
-	mux.HandleFunc("GET /api/v1/workers", s.authed(s.handleWorkers))
-	mux.HandleFunc("PUT /api/v1/workers/{worker_name}/land", s.authed(s.workerAction(s.store.LandWorker)))
-	mux.HandleFunc("PUT /api/v1/workers/{worker_name}/retire", s.authed(s.workerAction(s.store.RetireWorker)))
-	mux.HandleFunc("PUT /api/v1/workers/{worker_name}/prune", s.authed(s.workerAction(s.store.PruneWorker)))
-
-	mux.HandleFunc("GET /api/v1/builds", s.handleListBuilds)
-	mux.HandleFunc("GET /api/v1/teams/{team_name}/builds", s.team(auth.ActionRead, s.handleTeamBuilds))
-	mux.HandleFunc("POST /api/v1/teams/{team_name}/builds", s.team(auth.ActionCreateBuild, s.handleCreateBuild))
-	mux.HandleFunc("GET /api/v1/builds/{build_id}", s.buildRead(s.handleGetBuild))
-	mux.HandleFunc("GET /api/v1/builds/{build_id}/plan", s.buildRead(s.handleBuildPlan))
-	mux.HandleFunc("GET /api/v1/builds/{build_id}/events", s.buildRead(s.handleBuildEvents))
-	mux.HandleFunc("GET /api/v1/builds/{build_id}/artifacts", s.buildRead(s.handleBuildArtifacts))
-	mux.HandleFunc("GET /api/v1/builds/{build_id}/audit", s.buildRead(s.handleAudit))
-	mux.HandleFunc("PUT /api/v1/builds/{build_id}/abort", s.buildAction(auth.ActionAbortBuild, s.handleAbortBuild))
-
-	mux.HandleFunc("POST /api/v1/teams/{team_name}/artifacts", s.team(auth.ActionCreateBuild, s.handleCreateArtifact))
-	mux.HandleFunc("GET /api/v1/teams/{team_name}/artifacts/{artifact_id}", s.team(auth.ActionCreateBuild, s.handleGetArtifact))
-	mux.HandleFunc("GET /api/v1/teams/{team_name}/containers", s.team(auth.ActionRead, s.handleContainers))
-	mux.HandleFunc("GET /api/v1/teams/{team_name}/containers/{id}", s.team(auth.ActionRead, s.handleContainer))
-	mux.HandleFunc("GET /api/v1/teams/{team_name}/containers/{id}/hijack", s.team(auth.ActionHijack, s.handleHijack))
-	mux.HandleFunc("GET /api/v1/teams/{team_name}/volumes", s.team(auth.ActionRead, s.handleVolumes))
-
-	// Pipelines, jobs and resources (pipelines.go, jobs.go, resources.go).
-	const pipelinePath = "/api/v1/teams/{team_name}/pipelines/{pipeline_name}"
-	mux.HandleFunc("GET /api/v1/pipelines", s.handleListAllPipelines)
-	mux.HandleFunc("GET /api/v1/teams/{team_name}/pipelines", s.handleListPipelines)
-	mux.HandleFunc("PUT /api/v1/teams/{team_name}/pipelines/ordering", s.team(auth.ActionOrderPipelines, s.handleOrderPipelines))
-	mux.HandleFunc("GET "+pipelinePath, s.publicPipeline(s.handleGetPipeline))
-	mux.HandleFunc("DELETE "+pipelinePath, s.pipeline(auth.ActionDeletePipeline, s.handleDeletePipeline))
-	mux.HandleFunc("GET "+pipelinePath+"/config", s.pipeline(auth.ActionRead, s.handleGetConfig))
-	mux.HandleFunc("PUT "+pipelinePath+"/config", s.team(auth.ActionSaveConfig, s.handleSaveConfig))
-	mux.HandleFunc("PUT "+pipelinePath+"/pause", s.pipeline(auth.ActionPausePipeline, s.handlePausePipeline))
-	mux.HandleFunc("PUT "+pipelinePath+"/unpause", s.pipeline(auth.ActionUnpausePipeline, s.handleUnpausePipeline))
-	mux.HandleFunc("PUT "+pipelinePath+"/expose", s.pipeline(auth.ActionExposePipeline, s.handleExposePipeline))
-	mux.HandleFunc("PUT "+pipelinePath+"/hide", s.pipeline(auth.ActionHidePipeline, s.handleHidePipeline))
-	mux.HandleFunc("PUT "+pipelinePath+"/rename", s.pipeline(auth.ActionRenamePipeline, s.handleRenamePipeline))
-	mux.HandleFunc("GET "+pipelinePath+"/jobs", s.publicPipeline(s.handleListJobs))
-	mux.HandleFunc("GET "+pipelinePath+"/jobs/{job_name}", s.publicPipeline(s.pipelineJob(s.handleGetJob)))
-	mux.HandleFunc("PUT "+pipelinePath+"/jobs/{job_name}/pause", s.job(auth.ActionPauseJob, s.handlePauseJob))
-	mux.HandleFunc("PUT "+pipelinePath+"/jobs/{job_name}/unpause", s.job(auth.ActionUnpauseJob, s.handleUnpauseJob))
-	mux.HandleFunc("DELETE "+pipelinePath+"/jobs/{job_name}/tasks/{step_name}/cache", s.job(auth.ActionClearTaskCache, s.handleClearTaskCache))
-	mux.HandleFunc("GET "+pipelinePath+"/resources", s.publicPipeline(s.handleListResources))
-	mux.HandleFunc("GET "+pipelinePath+"/resources/{resource_name}", s.publicPipeline(s.pipelineResource(s.handleGetResource)))
-	mux.HandleFunc("DELETE "+pipelinePath+"/resources/{resource_name}/cache", s.resource(auth.ActionClearResourceCache, s.handleClearResourceCache))
-	mux.HandleFunc("GET "+pipelinePath+"/resource-types", s.pipeline(auth.ActionRead, s.handleResourceTypes))
-	mux.HandleFunc("GET "+pipelinePath+"/jobs/{job_name}/inputs", s.job(auth.ActionRead, s.handleJobInputs))
-	mux.HandleFunc("POST "+pipelinePath+"/builds", s.pipeline(auth.ActionCreateBuild, s.handleCreatePipelineBuild))
-	// Pipelines' jobs and resources: scheduling (jobbuilds.go, versions.go).
-	s.jobRoutes(mux)
-	s.versionRoutes(mux)
-
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
-	var h http.Handler = mux
+	var h http.Handler = s.routes().mux
 	h = auth.RefuseCrossOrigin(s.cfg.ExternalURL)(h)
 	h = auth.Authenticate(s.issuer, s.log.With("component", "auth"))(h)
 	h = s.limitBodies(h)
 	h = s.recoverPanics(h)
 	h = withRequestID(h)
 	return concourseHeaders(h)
+}
+
+// router is a mux that remembers its patterns, so tests and the fuzzer
+// reach every route.
+type router struct {
+	mux      *http.ServeMux
+	patterns []string
+}
+
+func (rt *router) handle(pattern string, h http.HandlerFunc) {
+	rt.mux.Handle(pattern, h)
+	rt.patterns = append(rt.patterns, pattern)
+}
+
+func (s *Server) routes() *router {
+	mux := &router{mux: http.NewServeMux()}
+	mux.handle("GET /api/v1/info", s.handleInfo)
+	mux.handle("POST /sky/issuer/token", auth.TokenHandler(s.issuer, loginUsers{s.store}, s.log.With("component", "login")).ServeHTTP)
+	mux.handle("GET /api/v1/cli", s.handleCLI)
+	mux.handle("GET /sky/logout", s.handleLogout)
+	mux.handle("GET /api/v1/user", s.authed(s.handleUser))
+	mux.handle("GET /api/v1/teams", s.handleTeams)
+	mux.handle("GET /api/v1/teams/{team_name}", s.authed(s.handleGetTeam))
+	mux.handle("PUT /api/v1/teams/{team_name}", s.authed(s.handleSetTeam))
+	mux.handle("GET /api/v1/workers", s.authed(s.handleWorkers))
+	mux.handle("PUT /api/v1/workers/{worker_name}/land", s.authed(s.workerAction(s.store.LandWorker)))
+	mux.handle("PUT /api/v1/workers/{worker_name}/retire", s.authed(s.workerAction(s.store.RetireWorker)))
+	mux.handle("PUT /api/v1/workers/{worker_name}/prune", s.authed(s.workerAction(s.store.PruneWorker)))
+
+	mux.handle("GET /api/v1/builds", s.handleListBuilds)
+	mux.handle("GET /api/v1/teams/{team_name}/builds", s.team(auth.ActionRead, s.handleTeamBuilds))
+	mux.handle("POST /api/v1/teams/{team_name}/builds", s.team(auth.ActionCreateBuild, s.handleCreateBuild))
+	mux.handle("GET /api/v1/builds/{build_id}", s.buildRead(s.handleGetBuild))
+	mux.handle("GET /api/v1/builds/{build_id}/plan", s.buildRead(s.handleBuildPlan))
+	mux.handle("GET /api/v1/builds/{build_id}/events", s.buildRead(s.handleBuildEvents))
+	mux.handle("GET /api/v1/builds/{build_id}/artifacts", s.buildRead(s.handleBuildArtifacts))
+	mux.handle("GET /api/v1/builds/{build_id}/audit", s.buildRead(s.handleAudit))
+	mux.handle("PUT /api/v1/builds/{build_id}/abort", s.buildAction(auth.ActionAbortBuild, s.handleAbortBuild))
+
+	mux.handle("POST /api/v1/teams/{team_name}/artifacts", s.team(auth.ActionCreateBuild, s.handleCreateArtifact))
+	mux.handle("GET /api/v1/teams/{team_name}/artifacts/{artifact_id}", s.team(auth.ActionCreateBuild, s.handleGetArtifact))
+	mux.handle("GET /api/v1/teams/{team_name}/containers", s.team(auth.ActionRead, s.handleContainers))
+	mux.handle("GET /api/v1/teams/{team_name}/containers/{id}", s.team(auth.ActionRead, s.handleContainer))
+	mux.handle("GET /api/v1/teams/{team_name}/containers/{id}/hijack", s.team(auth.ActionHijack, s.handleHijack))
+	mux.handle("GET /api/v1/teams/{team_name}/volumes", s.team(auth.ActionRead, s.handleVolumes))
+
+	// Pipelines, jobs and resources (pipelines.go, jobs.go, resources.go).
+	const pipelinePath = "/api/v1/teams/{team_name}/pipelines/{pipeline_name}"
+	mux.handle("GET /api/v1/pipelines", s.handleListAllPipelines)
+	mux.handle("GET /api/v1/teams/{team_name}/pipelines", s.handleListPipelines)
+	mux.handle("PUT /api/v1/teams/{team_name}/pipelines/ordering", s.team(auth.ActionOrderPipelines, s.handleOrderPipelines))
+	mux.handle("GET "+pipelinePath, s.publicPipeline(s.handleGetPipeline))
+	mux.handle("DELETE "+pipelinePath, s.pipeline(auth.ActionDeletePipeline, s.handleDeletePipeline))
+	mux.handle("GET "+pipelinePath+"/config", s.pipeline(auth.ActionRead, s.handleGetConfig))
+	mux.handle("PUT "+pipelinePath+"/config", s.team(auth.ActionSaveConfig, s.handleSaveConfig))
+	mux.handle("PUT "+pipelinePath+"/pause", s.pipeline(auth.ActionPausePipeline, s.handlePausePipeline))
+	mux.handle("PUT "+pipelinePath+"/unpause", s.pipeline(auth.ActionUnpausePipeline, s.handleUnpausePipeline))
+	mux.handle("PUT "+pipelinePath+"/expose", s.pipeline(auth.ActionExposePipeline, s.handleExposePipeline))
+	mux.handle("PUT "+pipelinePath+"/hide", s.pipeline(auth.ActionHidePipeline, s.handleHidePipeline))
+	mux.handle("PUT "+pipelinePath+"/rename", s.pipeline(auth.ActionRenamePipeline, s.handleRenamePipeline))
+	mux.handle("GET "+pipelinePath+"/jobs", s.publicPipeline(s.handleListJobs))
+	mux.handle("GET "+pipelinePath+"/jobs/{job_name}", s.publicPipeline(s.pipelineJob(s.handleGetJob)))
+	mux.handle("PUT "+pipelinePath+"/jobs/{job_name}/pause", s.job(auth.ActionPauseJob, s.handlePauseJob))
+	mux.handle("PUT "+pipelinePath+"/jobs/{job_name}/unpause", s.job(auth.ActionUnpauseJob, s.handleUnpauseJob))
+	mux.handle("DELETE "+pipelinePath+"/jobs/{job_name}/tasks/{step_name}/cache", s.job(auth.ActionClearTaskCache, s.handleClearTaskCache))
+	mux.handle("GET "+pipelinePath+"/resources", s.publicPipeline(s.handleListResources))
+	mux.handle("GET "+pipelinePath+"/resources/{resource_name}", s.publicPipeline(s.pipelineResource(s.handleGetResource)))
+	mux.handle("DELETE "+pipelinePath+"/resources/{resource_name}/cache", s.resource(auth.ActionClearResourceCache, s.handleClearResourceCache))
+	mux.handle("GET "+pipelinePath+"/resource-types", s.pipeline(auth.ActionRead, s.handleResourceTypes))
+	mux.handle("GET "+pipelinePath+"/jobs/{job_name}/inputs", s.job(auth.ActionRead, s.handleJobInputs))
+	mux.handle("POST "+pipelinePath+"/builds", s.pipeline(auth.ActionCreateBuild, s.handleCreatePipelineBuild))
+	// Pipelines' jobs and resources: scheduling (jobbuilds.go, versions.go).
+	s.jobRoutes(mux)
+	s.versionRoutes(mux)
+
+	mux.handle("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	return mux
 }
 
 // concourseHeaders sets what Concourse's API sets on every answer.

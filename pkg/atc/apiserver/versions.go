@@ -17,17 +17,17 @@ import (
 
 // versionRoutes are a resource's versions and checks: resource-versions,
 // check-resource, pin-resource, unpin-resource, enable/disable-resource-version.
-func (s *Server) versionRoutes(mux *http.ServeMux) {
+func (s *Server) versionRoutes(mux *router) {
 	const res = "/api/v1/teams/{team_name}/pipelines/{pipeline_name}/resources/{resource_name}"
-	mux.HandleFunc("GET "+res+"/versions", s.resource(auth.ActionRead, s.handleVersions))
-	mux.HandleFunc("POST "+res+"/check", s.resource(auth.ActionCheckResource, s.handleCheckResource))
+	mux.handle("GET "+res+"/versions", s.resource(auth.ActionRead, s.handleVersions))
+	mux.handle("POST "+res+"/check", s.resource(auth.ActionCheckResource, s.handleCheckResource))
 	// Pins and version switches change what jobs run with: the check
 	// resource permission (pipeline operators and up) covers them.
-	mux.HandleFunc("PUT "+res+"/versions/{version_id}/pin", s.resource(auth.ActionCheckResource, s.handlePinVersion))
-	mux.HandleFunc("PUT "+res+"/versions/{version_id}/enable", s.resource(auth.ActionCheckResource, s.handleEnableVersion(true)))
-	mux.HandleFunc("PUT "+res+"/versions/{version_id}/disable", s.resource(auth.ActionCheckResource, s.handleEnableVersion(false)))
-	mux.HandleFunc("PUT "+res+"/unpin", s.resource(auth.ActionCheckResource, s.handleUnpin))
-	mux.HandleFunc("PUT "+res+"/pin_comment", s.resource(auth.ActionCheckResource, s.handlePinComment))
+	mux.handle("PUT "+res+"/versions/{version_id}/pin", s.resource(auth.ActionCheckResource, s.handlePinVersion))
+	mux.handle("PUT "+res+"/versions/{version_id}/enable", s.resource(auth.ActionCheckResource, s.handleEnableVersion(true)))
+	mux.handle("PUT "+res+"/versions/{version_id}/disable", s.resource(auth.ActionCheckResource, s.handleEnableVersion(false)))
+	mux.handle("PUT "+res+"/unpin", s.resource(auth.ActionCheckResource, s.handleUnpin))
+	mux.handle("PUT "+res+"/pin_comment", s.resource(auth.ActionCheckResource, s.handlePinComment))
 }
 
 // resource finds the path's pipeline and resource in a team the caller may
