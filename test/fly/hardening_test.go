@@ -1,6 +1,8 @@
 package fly_test
 
 import (
+	"fmt"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -46,5 +48,25 @@ var _ = Describe("names that would become keys or paths", func() {
 		// fly says "executing build N" once the server has recorded the
 		// build: no build, so no pod.
 		Expect(res.Stdout).NotTo(MatchRegexp(`executing build \d+`), res.String())
+	})
+})
+
+// Requests that once crashed or exhausted the server are answered, and the
+// server goes on serving.
+var _ = Describe("requests that must not crash the server", func() {
+	It("answers a pin of a malformed or unknown version with 400 or 404 and keeps serving (fly curl)", func(ctx SpecContext) {
+		name := pipelineName("pincrash")
+		cfg := writeFile("p.yml", "resources:\n- name: r\n  type: mock\n  check_every: never\njobs:\n- name: j\n  plan:\n  - get: r\n")
+		succeed(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", cfg)
+		pin := "/api/v1/teams/main/pipelines/" + name + "/resources/r/versions/%s/pin"
+		// Before the fix, the first of these ended the process with a stack overflow.
+		res := run(ctx, s.adminFly, "curl", fmt.Sprintf(pin, "abc"), "--", "-X", "PUT", "-s", "-w", "\\n%{http_code}")
+		Expect(res.Stdout).To(ContainSubstring("version id must be a positive number"), res.String())
+		Expect(res.Stdout).To(HaveSuffix("400"), res.String())
+		res = run(ctx, s.adminFly, "curl", fmt.Sprintf(pin, "999999"), "--", "-X", "PUT", "-s", "-w", "\\n%{http_code}")
+		Expect(res.Stdout).To(HaveSuffix("404"), res.String())
+		// Still serving.
+		res = succeed(ctx, s.adminFly, "curl", "/api/v1/info")
+		Expect(res.Stdout).To(ContainSubstring(`"version"`), res.String())
 	})
 })
