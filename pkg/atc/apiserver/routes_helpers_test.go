@@ -126,6 +126,9 @@ type routeCase struct {
 	// for a public read of no team in particular; 0: what a team that
 	// does not exist gets.
 	anonDown int
+	// pending names the change, not made yet, that the anonymous check
+	// with the database down waits for; it is skipped until then.
+	pending string
 }
 
 func (rc routeCase) String() string { return rc.method + " " + rc.path }
@@ -215,6 +218,9 @@ func checkStoreDown(t *testing.T, routes []routeCase) {
 
 			down := a.do(t, rc.method, rc.path, "", rc.body, rc.hdr...)
 			checkNoLeak(t, down)
+			if rc.pending != "" {
+				t.Skipf("anonymous caller, database down: waits for %s: %s", rc.pending, normalized(down))
+			}
 			if rc.anonDown != 0 {
 				if down.code != rc.anonDown {
 					t.Errorf("anonymous, database down: %d %s, want %d", down.code, down, rc.anonDown)
