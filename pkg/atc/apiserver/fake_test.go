@@ -1,22 +1,24 @@
 package apiserver
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
@@ -66,16 +68,21 @@ func newFakeStore() *fakeStore {
 			Active: true, Config: json.RawMessage(`{"name":"r","type":"mock"}`), LastCheckBuild: 3}},
 		versions: []db.Version{{ID: 300, ResourceID: 200, Version: map[string]string{"v": "1"}, Enabled: true}},
 		builds: []db.JobBuild{
-			{Build: db.Build{ID: 1, TeamID: 1, TeamName: "main", Name: "1", Status: "succeeded", Plan: json.RawMessage(`{"id":"1","task":{"name":"t","config":{"params":{"SECRET":"x"}}}}`), StartTime: now, EndTime: now}},
-			{Build: db.Build{ID: 2, TeamID: 1, TeamName: "main", Name: "1", Status: "started", Plan: json.RawMessage(`{}`), StartTime: now},
+			{Build: db.Build{ID: 1, TeamID: 1, TeamName: "main", Name: "1", Status: "succeeded", Server: "atc-0", Plan: json.RawMessage(`{"id":"1","task":{"name":"t","config":{"params":{"SECRET":"x"}}}}`), StartTime: now, EndTime: now}},
+			{Build: db.Build{ID: 2, TeamID: 1, TeamName: "main", Name: "1", Status: "started", Server: "atc-1", Plan: json.RawMessage(`{}`), StartTime: now},
 				PipelineID: 10, PipelineName: "p", JobID: 100, JobName: "j"},
 			{Build: db.Build{ID: 3, TeamID: 1, TeamName: "main", Name: "1", Status: "succeeded", Plan: json.RawMessage(`{}`)},
 				PipelineID: 10, PipelineName: "p", ResourceID: 200, ResourceName: "r"},
 			{Build: db.Build{ID: 4, TeamID: 2, TeamName: "other", Name: "1", Status: "started", Plan: json.RawMessage(`{}`)}},
 		},
-		workers:   []db.Worker{{Name: "w1", Platform: "linux", State: "running", Namespace: "porter-steps", StartTime: now}},
-		conts:     []db.Container{{Handle: "c1", TeamID: 1, BuildID: 1, BuildName: "1", StepName: "t", Type: "task", StepID: "s1", WorkerName: "w1"}},
-		artifacts: []db.Artifact{{ID: 1, TeamID: 1, Key: "artifacts/main/x.tar.zst", CreateTime: now, WorkerName: "w1"}},
+		workers: []db.Worker{{Name: "w1", Platform: "linux", State: "running", Namespace: "porter-steps", StartTime: now},
+			{Name: "w2", Platform: "linux", State: "running", Namespace: "porter-main", Team: "main", StartTime: now},
+			{Name: "w3", Platform: "linux", State: "running", Namespace: "porter-other", Team: "other", StartTime: now}},
+		conts: []db.Container{{Handle: "c1", TeamID: 1, BuildID: 1, BuildName: "1", StepName: "t", Type: "task", StepID: "s1", WorkerName: "w1"},
+			{Handle: "c2", TeamID: 1, BuildID: 2, BuildName: "1", StepName: "t", Type: "task", StepID: "s2", WorkerName: "w1"},
+			{Handle: "c4", TeamID: 2, BuildID: 4, BuildName: "1", StepName: "t", Type: "task", StepID: "s4", WorkerName: "w1"}},
+		artifacts: []db.Artifact{{ID: 1, TeamID: 1, BuildID: 1, Name: "out", Key: "artifacts/main/x.tar.zst", CreateTime: now, WorkerName: "w1"},
+			{ID: 3, TeamID: 2, Key: "artifacts/other/y.tar.zst", CreateTime: now, WorkerName: "w1"}},
 	}
 }
 
@@ -347,6 +354,8 @@ func fmtRef(what string, id int64) string { return what + " " + strconv.FormatIn
 type fakeEngine struct {
 	store *fakeStore
 	fail  error
+	// waiting is why a job's next build would wait (NextInputs).
+	waiting string
 }
 
 func (e *fakeEngine) CreateBuild(_ context.Context, team db.Team, _ string, _ concourse.Plan, _ json.RawMessage) (db.Build, error) {
@@ -367,7 +376,7 @@ func (e *fakeEngine) StartCheck(_ context.Context, res db.ResourceRef, _ map[str
 		e.store.change(fmtRef("StartCheck", res.ID))
 }
 func (e *fakeEngine) NextInputs(context.Context, db.JobRef) (map[string]db.BuildInput, string, error) {
-	return map[string]db.BuildInput{}, "", e.fail
+	return map[string]db.BuildInput{}, e.waiting, e.fail
 }
 func (e *fakeEngine) FollowEvents(_ context.Context, _ db.Build, from uint64, write func([]Event) bool) (uint64, error) {
 	if e.fail != nil {
@@ -404,6 +413,10 @@ func newTestAPI(t testing.TB) *testAPI {
 	store := newFakeStore()
 	engine := &fakeEngine{store: store}
 	blobs := newFakeBlobs()
+	blobs.put("artifacts/main/x.tar.zst", zstdTar(t, "hello.txt", "hello"))
+	blobs.put("builds/1/build.json", []byte(`{"id":1}`))
+	blobs.put("builds/1/steps/s1/result.json", []byte(`{"exit_status":0}`))
+	blobs.put("builds/1/steps/s1/log", []byte(`not JSON, not read`))
 	s := New(Config{ExternalURL: external, ServerID: "atc-0", BaseTypes: []string{"mock", "registry-image"}, ArtifactWorker: "w1",
 		BlobstoreBucket: "porter"}, Deps{Store: store, Engine: engine, Blobs: blobs, Issuer: iss, Log: discardLog()})
 	return &testAPI{Server: s, store: store, engine: engine, blobs: blobs, issuer: iss}
@@ -424,7 +437,7 @@ func (a *testAPI) token(t testing.TB, user string, roles map[string]string) stri
 	return tok
 }
 
-// fakeBlobs is an in-memory bucket; with fail set, every call fails.
+// fakeBlobs is an in-memory bucket. With fail set, every call fails.
 type fakeBlobs struct {
 	mu   sync.Mutex
 	fail error
@@ -433,57 +446,69 @@ type fakeBlobs struct {
 
 func newFakeBlobs() *fakeBlobs { return &fakeBlobs{objs: map[string][]byte{}} }
 
-func (b *fakeBlobs) Put(_ context.Context, key string, body io.Reader, _ int64, _ blobstore.PutOptions) (blobstore.ObjectInfo, error) {
-	data, err := io.ReadAll(body)
+func (b *fakeBlobs) put(key string, data []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err = errors.Join(err, b.fail); err != nil {
+	b.objs[key] = data
+}
+
+func (b *fakeBlobs) has(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.objs[key]
+	return ok
+}
+
+func (b *fakeBlobs) Put(_ context.Context, key string, body io.Reader, _ int64, _ blobstore.PutOptions) (blobstore.ObjectInfo, error) {
+	data, err := io.ReadAll(body)
+	if err != nil {
 		return blobstore.ObjectInfo{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fail != nil {
+		return blobstore.ObjectInfo{}, b.fail
 	}
 	b.objs[key] = data
 	return blobstore.ObjectInfo{Key: key, Size: int64(len(data))}, nil
 }
 
-func (b *fakeBlobs) object(key string) ([]byte, error) {
+func (b *fakeBlobs) Get(_ context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.fail != nil {
-		return nil, b.fail
+		return nil, blobstore.ObjectInfo{}, b.fail
 	}
 	data, ok := b.objs[key]
 	if !ok {
-		return nil, blobstore.ErrNotFound
+		return nil, blobstore.ObjectInfo{}, fmt.Errorf("%s: %w", key, blobstore.ErrNotFound)
 	}
-	return data, nil
+	return io.NopCloser(bytes.NewReader(data)), blobstore.ObjectInfo{Key: key, Size: int64(len(data))}, nil
 }
 
-func (b *fakeBlobs) Get(_ context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
-	data, err := b.object(key)
-	return io.NopCloser(bytes.NewReader(data)), blobstore.ObjectInfo{Key: key, Size: int64(len(data))}, err
-}
-
-func (b *fakeBlobs) GetRange(_ context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	data, err := b.object(key)
+func (b *fakeBlobs) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	rc, info, err := b.Get(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	if offset < 0 || length <= 0 || offset+length > int64(len(data)) {
-		return nil, fmt.Errorf("range %d+%d outside %s", offset, length, key)
+	if offset < 0 || length <= 0 || offset+length > info.Size {
+		return nil, fmt.Errorf("range %d+%d of %s (%d bytes)", offset, length, key, info.Size)
 	}
+	data, _ := io.ReadAll(rc)
 	return io.NopCloser(bytes.NewReader(data[offset : offset+length])), nil
 }
 
-func (b *fakeBlobs) Stat(_ context.Context, key string) (blobstore.ObjectInfo, error) {
-	data, err := b.object(key)
-	return blobstore.ObjectInfo{Key: key, Size: int64(len(data))}, err
+func (b *fakeBlobs) Stat(ctx context.Context, key string) (blobstore.ObjectInfo, error) {
+	_, info, err := b.Get(ctx, key)
+	return info, err
 }
 
 func (b *fakeBlobs) Copy(ctx context.Context, src, dst string) (blobstore.ObjectInfo, error) {
-	data, err := b.object(src)
+	rc, _, err := b.Get(ctx, src)
 	if err != nil {
 		return blobstore.ObjectInfo{}, err
 	}
-	return b.Put(ctx, dst, bytes.NewReader(data), int64(len(data)), blobstore.PutOptions{})
+	return b.Put(ctx, dst, rc, -1, blobstore.PutOptions{})
 }
 
 func (b *fakeBlobs) Delete(_ context.Context, key string) error {
@@ -503,10 +528,53 @@ func (b *fakeBlobs) List(_ context.Context, prefix string) ([]blobstore.ObjectIn
 		return nil, b.fail
 	}
 	var out []blobstore.ObjectInfo
-	for _, k := range slices.Sorted(maps.Keys(b.objs)) {
+	for k, v := range b.objs {
 		if strings.HasPrefix(k, prefix) {
-			out = append(out, blobstore.ObjectInfo{Key: k, Size: int64(len(b.objs[k]))})
+			out = append(out, blobstore.ObjectInfo{Key: k, Size: int64(len(v))})
 		}
 	}
+	slices.SortFunc(out, func(x, y blobstore.ObjectInfo) int { return strings.Compare(x.Key, y.Key) })
 	return out, nil
+}
+
+// tarOf is a tar of one file.
+func tarOf(t testing.TB, name, content string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write([]byte(content)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// zstdTar is an artifact as the blobstore keeps it: tar through zstd.
+func zstdTar(t testing.TB, name, content string) []byte {
+	t.Helper()
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	return enc.EncodeAll(tarOf(t, name, content), nil)
+}
+
+// tgz is a directory as fly execute -i uploads it: tar through gzip.
+func tgz(t testing.TB, name, content string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(tarOf(t, name, content)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
 }

@@ -57,7 +57,7 @@ func (s *Server) handleTriggerJob(w http.ResponseWriter, r *http.Request, jr job
 }
 
 func (s *Server) handleGetJobBuild(w http.ResponseWriter, r *http.Request, jr jobRequest) {
-	b, err := s.store.JobBuildByName(r.Context(), jr.job.ID, r.PathValue("build_name"))
+	b, err := s.jobBuild(r, jr)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -65,8 +65,19 @@ func (s *Server) handleGetJobBuild(w http.ResponseWriter, r *http.Request, jr jo
 	writeJSON(w, http.StatusOK, apiJobBuild(b))
 }
 
+// jobBuild is the path's build of the job; its errors name it (fly prints
+// a 404's detail).
+func (s *Server) jobBuild(r *http.Request, jr jobRequest) (db.JobBuild, error) {
+	name := r.PathValue("build_name")
+	b, err := s.store.JobBuildByName(r.Context(), jr.job.ID, name)
+	if err != nil {
+		return db.JobBuild{}, fmt.Errorf("build %s of job %s/%s: %w", name, jr.pipeline.Name, jr.job.Name, err)
+	}
+	return b, nil
+}
+
 func (s *Server) handleRerunJobBuild(w http.ResponseWriter, r *http.Request, jr jobRequest) {
-	b, err := s.store.JobBuildByName(r.Context(), jr.job.ID, r.PathValue("build_name"))
+	b, err := s.jobBuild(r, jr)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -234,12 +234,18 @@ func nonNil(s []string) []string {
 // handleTeams lists the teams the caller belongs to (all for an admin,
 // none for an anonymous caller).
 func (s *Server) handleTeams(w http.ResponseWriter, r *http.Request) {
+	claims, ok := auth.FromContext(r.Context())
+	if !ok {
+		// An anonymous caller sees no team: answered without the
+		// database, so a database that is down tells them nothing either.
+		writeJSON(w, http.StatusOK, []concourse.Team{})
+		return
+	}
 	teams, err := s.store.Teams(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	claims, _ := auth.FromContext(r.Context())
 	out := []concourse.Team{}
 	for _, t := range teams {
 		if claims.CanRead(t.Name) {

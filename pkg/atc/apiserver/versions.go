@@ -150,10 +150,19 @@ func versionID(r *http.Request) (int64, error) {
 	return id, nil
 }
 
+// versionErr names the version an error is about (fly prints a 404's
+// detail); nil stays nil.
+func versionErr(rr resourceRequest, id int64, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("version %d of resource %s/%s: %w", id, rr.pipeline.Name, rr.resource.Name, err)
+}
+
 func (s *Server) handlePinVersion(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
 	id, err := versionID(r)
 	if err == nil {
-		err = s.store.PinVersion(r.Context(), rr.resource.ID, id)
+		err = versionErr(rr, id, s.store.PinVersion(r.Context(), rr.resource.ID, id))
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -167,7 +176,7 @@ func (s *Server) handleEnableVersion(enabled bool) func(http.ResponseWriter, *ht
 	return func(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
 		id, err := versionID(r)
 		if err == nil {
-			err = s.store.SetVersionEnabled(r.Context(), rr.resource.ID, id, enabled)
+			err = versionErr(rr, id, s.store.SetVersionEnabled(r.Context(), rr.resource.ID, id, enabled))
 		}
 		if err != nil {
 			s.fail(w, r, err)

@@ -1,0 +1,142 @@
+package apiserver
+
+import (
+	"testing"
+
+	"github.com/porter-ci/porter/pkg/concourse"
+)
+
+// Resources, their versions, checks and pins (resources.go, versions.go).
+
+const rPath = pPath + "/resources/r"
+
+var resourceRoutes = []routeCase{
+	{method: "GET", path: pPath + "/resources", role: "viewer", ok: 200, anonDown: 500},
+	{method: "GET", path: rPath, role: "viewer", ok: 200, anonDown: 500},
+	{method: "DELETE", path: rPath + "/cache", role: "pipeline-operator", ok: 200},
+	{method: "GET", path: rPath + "/versions", role: "viewer", ok: 200},
+	{method: "POST", path: rPath + "/check", role: "pipeline-operator", ok: 201, body: `{"from":{"v":"1"}}`},
+	{method: "PUT", path: rPath + "/versions/300/pin", role: "pipeline-operator", ok: 200},
+	{method: "PUT", path: rPath + "/versions/300/enable", role: "pipeline-operator", ok: 200},
+	{method: "PUT", path: rPath + "/versions/300/disable", role: "pipeline-operator", ok: 200},
+	{method: "PUT", path: rPath + "/unpin", role: "pipeline-operator", ok: 200},
+	{method: "PUT", path: rPath + "/pin_comment", role: "pipeline-operator", ok: 200, body: `{"pin_comment":"held"}`},
+}
+
+func TestResourceRoutesAccess(t *testing.T)    { checkAccess(t, resourceRoutes) }
+func TestResourceRoutesStoreDown(t *testing.T) { checkStoreDown(t, resourceRoutes) }
+
+func TestListAndGetResources(t *testing.T) {
+	a := newTestAPI(t)
+	viewer := a.roleIn(t, "viewer")
+	rs := decode[[]concourse.Resource](t, a.do(t, "GET", pPath+"/resources", viewer, ""), 200)
+	if len(rs) != 1 || rs[0].ID != 200 || rs[0].Name != "r" || rs[0].Type != "mock" || rs[0].Build == nil || rs[0].Build.ID != 3 ||
+		rs[0].Build.ResourceName != "r" || rs[0].Build.Status != "succeeded" {
+		t.Errorf("resources %+v", rs)
+	}
+	if r := decode[concourse.Resource](t, a.do(t, "GET", rPath, viewer, ""), 200); r.ID != 200 || r.PipelineName != "p" || r.TeamName != "main" {
+		t.Errorf("resource %+v", r)
+	}
+	// A check build that is gone: the resource without one.
+	a.store.resources[0].LastCheckBuild = 99
+	if r := decode[concourse.Resource](t, a.do(t, "GET", rPath, viewer, ""), 200); r.Build != nil {
+		t.Errorf("resource with a missing check build: %+v", r)
+	}
+	if rs := decode[[]concourse.Resource](t, a.do(t, "GET", "/api/v1/teams/main/pipelines/pub/resources", "", ""), 200); rs == nil || len(rs) != 0 {
+		t.Errorf("public resources %#v, want []", rs)
+	}
+	admin := a.roleIn(t, "admin")
+	for _, c := range []struct{ method, sub string }{
+		{"GET", ""}, {"DELETE", "/cache"}, {"GET", "/versions"}, {"POST", "/check"}, {"PUT", "/versions/300/pin"},
+		{"PUT", "/versions/300/enable"}, {"PUT", "/versions/300/disable"}, {"PUT", "/unpin"}, {"PUT", "/pin_comment"},
+	} {
+		want404(t, a.do(t, c.method, pPath+"/resources/ghost"+c.sub, admin, `{}`), "Resource Not Found Error", "Resource with name 'ghost' not found.")
+		want404(t, a.do(t, c.method, "/api/v1/teams/main/pipelines/ghost/resources/r"+c.sub, admin, `{}`),
+			"Pipeline Not Found Error", "pipeline 'ghost' not found in team 'main'")
+	}
+	want404(t, a.do(t, "GET", "/api/v1/teams/main/pipelines/pub/resources/ghost", "", ""), "Resource Not Found Error", "Resource with name 'ghost' not found.")
+}
+
+func TestClearResourceCache(t *testing.T) {
+	a := newTestAPI(t)
+	op := a.roleIn(t, "pipeline-operator")
+	got := decode[map[string]int64](t, a.do(t, "DELETE", rPath+"/cache", op, ""), 200)
+	if got["caches_removed"] != 1 || !a.store.changed("DeleteResourceCaches 200") {
+		t.Errorf("cleared %v, changes %v", got, a.store.calls)
+	}
+	a = newTestAPI(t)
+	op = a.roleIn(t, "pipeline-operator")
+	wantError(t, a.do(t, "DELETE", rPath+"/cache", op, `{"version":{"v":"1"}}`), 400, "clearing the cache of one version (--version) is not supported")
+	wantError(t, a.do(t, "DELETE", rPath+"/cache", op, `{"version":`), 400, "decode the version")
+	if len(a.store.calls) != 0 {
+		t.Errorf("refused clears changed %v", a.store.calls)
+	}
+}
+
+func TestVersions(t *testing.T) {
+	a := newTestAPI(t)
+	viewer := a.roleIn(t, "viewer")
+	vs := decode[[]concourse.ResourceVersion](t, a.do(t, "GET", rPath+"/versions?limit=5&filter=v:1", viewer, ""), 200)
+	if len(vs) != 1 || vs[0].ID != 300 || vs[0].Version["v"] != "1" || !vs[0].Enabled {
+		t.Errorf("versions %+v", vs)
+	}
+	for _, c := range []struct{ query, says string }{
+		{"limit=0", `limit="0": want a positive number`},
+		{"from=x", `from="x": want a version id`},
+		{"to=-3", `to="-3": want a version id`},
+		{"filter=novalue", `filter="novalue": want key:value`},
+		{"filter=:v", `filter=":v": want key:value`},
+	} {
+		wantError(t, a.do(t, "GET", rPath+"/versions?"+c.query, viewer, ""), 400, c.says)
+	}
+}
+
+func TestCheckResource(t *testing.T) {
+	a := newTestAPI(t)
+	op := a.roleIn(t, "pipeline-operator")
+	for _, body := range []string{"", `{"from":{"v":"1"},"shallow":true}`} {
+		b := decode[concourse.Build](t, a.do(t, "POST", rPath+"/check", op, body), 201)
+		if b.ID != 8 || b.ResourceName != "r" || b.Status != "started" || !a.store.changed("StartCheck 200") {
+			t.Errorf("check (%q): %+v, changes %v", body, b, a.store.calls)
+		}
+	}
+	wantError(t, a.do(t, "POST", rPath+"/check", op, `{"from":`), 400, "decode the check request")
+	wantError(t, a.do(t, "POST", rPath+"/check", op, `{"from":"v1"}`), 400, "decode the check request")
+	a.engine.fail = leakyDown
+	ans := a.do(t, "POST", rPath+"/check", op, "")
+	checkNoLeak(t, ans)
+	if ans.code != 500 {
+		t.Errorf("engine failing: %d %s, want 500", ans.code, ans)
+	}
+}
+
+func TestPinsAndVersionSwitches(t *testing.T) {
+	for _, c := range []struct {
+		sub, body, change string
+	}{
+		{"/versions/300/pin", "", "PinVersion 300"},
+		{"/versions/300/enable", "", "EnableVersion 300"},
+		{"/versions/300/disable", "", "DisableVersion 300"},
+		{"/unpin", "", "UnpinResource 200"},
+		{"/pin_comment", `{"pin_comment":"held"}`, "SetPinComment 200"},
+	} {
+		t.Run(c.sub, func(t *testing.T) {
+			a := newTestAPI(t)
+			if ans := a.do(t, "PUT", rPath+c.sub, a.roleIn(t, "pipeline-operator"), c.body); ans.code != 200 || !a.store.changed(c.change) {
+				t.Errorf("%d %s, changes %v, want %q", ans.code, ans, a.store.calls, c.change)
+			}
+		})
+	}
+	a := newTestAPI(t)
+	op := a.roleIn(t, "pipeline-operator")
+	for _, sub := range []string{"pin", "enable", "disable"} {
+		for _, bad := range []string{"abc", "0", "-2", "3.0"} {
+			wantError(t, a.do(t, "PUT", rPath+"/versions/"+bad+"/"+sub, op, ""), 400, "version id must be a positive number")
+		}
+		want404(t, a.do(t, "PUT", rPath+"/versions/999/"+sub, op, ""), "Not Found", "version 999 of resource p/r: not found")
+	}
+	wantError(t, a.do(t, "PUT", rPath+"/pin_comment", op, `"held"`), 400, "decode the pin comment")
+	if len(a.store.calls) != 0 {
+		t.Errorf("refused changes changed %v", a.store.calls)
+	}
+}
