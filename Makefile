@@ -60,6 +60,10 @@ test-blobstore: docker-up ## blobstore conformance suite (both drivers) against 
 fuzz-extract: ## fuzz tar extraction (FUZZTIME=1m)
 	$(GO) test ./pkg/blobstore -run '^$$' -fuzz FuzzExtract -fuzztime $(or $(FUZZTIME),1m) -fuzzminimizetime 2s
 
+.PHONY: fuzz-upload
+fuzz-upload: ## fuzz the check of `fly execute -i` uploads (FUZZTIME=1m)
+	$(GO) test ./pkg/upload -run '^$$' -fuzz FuzzInflate -fuzztime $(or $(FUZZTIME),1m)
+
 .PHONY: bench-artifacts
 bench-artifacts: docker-up ## artifact upload/download MB/s table against a MinIO container
 	TESTCONTAINERS_RYUK_DISABLED=true $(GO) run ./test/bench/artifacts
