@@ -95,9 +95,9 @@ type Stats struct {
 // error reading r comes back as it is, one writing w wrapped. A file whose
 // header declares more bytes than the cap leaves is refused at its header.
 //
-// Nothing is written to w past the point where a check fails, and the
-// error comes before the end of r is reported to anyone: a caller piping w
-// into a store sees the failure, not a clean end.
+// w takes at most the bytes up to the header that fails a check (never
+// more than the cap), and the failure is known before Inflate returns: a
+// caller piping w into a store ends the pipe with it, never cleanly.
 func Inflate(w io.Writer, r io.Reader, limits Limits) (Stats, error) {
 	limits = limits.WithDefaults()
 	body := &errReader{r: r}
