@@ -64,6 +64,10 @@ fuzz-extract: ## fuzz tar extraction (FUZZTIME=1m)
 fuzz-api: ## fuzz every API route through the real router, fakes behind (FUZZTIME=1m)
 	$(GO) test ./pkg/atc/apiserver -run '^$$' -fuzz FuzzAPI -fuzztime $(or $(FUZZTIME),1m) -parallel 2
 
+.PHONY: fuzz-upload
+fuzz-upload: ## fuzz the check of `fly execute -i` uploads (FUZZTIME=1m)
+	$(GO) test ./pkg/upload -run '^$$' -fuzz FuzzInflate -fuzztime $(or $(FUZZTIME),1m)
+
 .PHONY: bench-artifacts
 bench-artifacts: docker-up ## artifact upload/download MB/s table against a MinIO container
 	TESTCONTAINERS_RYUK_DISABLED=true $(GO) run ./test/bench/artifacts

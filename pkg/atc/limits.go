@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/porter-ci/porter/pkg/stepserver"
+	"github.com/porter-ci/porter/pkg/upload"
 )
 
 // LimitsConfig bounds what clients can hold on the server: request bodies,
@@ -20,6 +22,8 @@ type LimitsConfig struct {
 	// tar+gzip); MaxRequestBody any other request's body.
 	MaxArtifactUpload int64
 	MaxRequestBody    int64
+	// Upload caps what an upload inflates to (checked as it streams).
+	Upload upload.Limits
 	// HTTPReadTimeout bounds reading a request (an upload: the wait for
 	// each read, so a large upload on a slow link still goes through);
 	// HTTPIdleTimeout a keep-alive connection with no request.
@@ -47,6 +51,7 @@ func (c LimitsConfig) withDefaults() LimitsConfig {
 	if c.MaxRequestBody <= 0 {
 		c.MaxRequestBody = defaultMaxRequestBody
 	}
+	c.Upload = c.Upload.WithDefaults()
 	if c.HTTPReadTimeout <= 0 {
 		c.HTTPReadTimeout = defaultHTTPReadTimeout
 	}
@@ -60,6 +65,16 @@ func limitFlags(fs *flag.FlagSet, c *LimitsConfig) {
 	c.MaxArtifactUpload, c.MaxRequestBody = defaultMaxArtifactUpload, defaultMaxRequestBody
 	c.GRPC.Unsynced = stepserver.DefaultLimits.Unsynced
 	fs.Var((*byteSize)(&c.MaxArtifactUpload), "max-artifact-upload", "largest `fly execute -i` upload accepted, as sent (e.g. 10Gi, 500Mi)")
+	c.Upload = upload.Limits{}.WithDefaults()
+	fs.Var((*byteSize)(&c.Upload.MaxInflated), upload.FlagMaxInflated, "most bytes of tar one `fly execute -i` upload may inflate to (e.g. 1Gi, 4Gi)")
+	fs.Func(upload.FlagMaxEntries, fmt.Sprintf("most files, directories and links in one `fly execute -i` upload (default %d)", upload.DefaultMaxEntries), func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive number, got %q", v)
+		}
+		c.Upload.MaxEntries = n
+		return nil
+	})
 	fs.Var((*byteSize)(&c.MaxRequestBody), "max-request-body", "largest body of any other API request (e.g. 8Mi)")
 	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", defaultHTTPReadTimeout, "how long reading an API request may take (an upload: each read)")
 	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", defaultHTTPIdleTimeout, "how long an idle keep-alive API connection is kept")

@@ -28,3 +28,26 @@ func TestByteSizeFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestUploadLimitFlags(t *testing.T) {
+	var c LimitsConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	limitFlags(fs, &c)
+	if c.Upload.MaxInflated != 1<<30 || c.Upload.MaxEntries != 500_000 {
+		t.Fatalf("defaults %+v", c.Upload)
+	}
+	if err := fs.Parse([]string{"--max-artifact-upload-inflated", "4Gi", "--max-artifact-upload-entries", "1000"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Upload.MaxInflated != 4<<30 || c.Upload.MaxEntries != 1000 {
+		t.Fatalf("parsed %+v", c.Upload)
+	}
+	for _, name := range []string{"--max-artifact-upload-inflated", "--max-artifact-upload-entries"} {
+		for _, bad := range []string{"0", "-1", "lots"} {
+			if err := fs.Parse([]string{name, bad}); err == nil {
+				t.Errorf("%s %s accepted", name, bad)
+			}
+		}
+	}
+}

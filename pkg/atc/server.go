@@ -281,7 +281,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		ExternalURL: cfg.ExternalURL, ClusterName: cfg.ClusterName, ServerID: cfg.ServerID,
 		BaseTypes: s.baseTypeNames(), ArtifactWorker: s.workers[0].cfg.Name, BlobstoreBucket: cfg.Blobstore.Bucket,
 		Limits: apiserver.Limits{MaxArtifactUpload: cfg.Limits.MaxArtifactUpload, MaxRequestBody: cfg.Limits.MaxRequestBody,
-			UploadStall: cfg.Limits.HTTPReadTimeout},
+			UploadStall: cfg.Limits.HTTPReadTimeout, Upload: cfg.Limits.Upload},
 	}, apiserver.Deps{Store: deps.DB, Engine: apiEngine{s}, Blobs: deps.Store, Audit: deps.Audit, Issuer: s.issuer,
 		Log: log.With("component", "api")})
 	return s, nil

@@ -293,11 +293,57 @@ func cleanName(name string) (string, error) {
 	return clean, nil
 }
 
-func (x *extractor) entry(ctx context.Context, hdr *tar.Header, r io.Reader) error {
+// CheckEntry applies the rules of Extract that need no file system to one
+// tar entry: a name and hard-link target inside the target (no absolute
+// names, no ".." components), a symlink with a target, no device files,
+// FIFOs or sparse files, no entry types Extract does not know. A refusal
+// wraps ErrUnsafePath, except an unknown type. An upload can thus be
+// refused as it arrives rather than when a step extracts it.
+func CheckEntry(hdr *tar.Header) error {
 	name, err := cleanName(hdr.Name)
 	if err != nil {
 		return err
 	}
+	if name == "" {
+		// The target itself: Extract leaves it alone, whatever its type.
+		return nil
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir, tar.TypeXGlobalHeader:
+		return nil
+	case tar.TypeReg, tar.TypeRegA:
+		if isSparse(hdr) {
+			// A sparse entry can claim any logical size with no data behind
+			// it: extracting its holes could fill the disk.
+			return fmt.Errorf("%w: %q is a sparse file", ErrUnsafePath, hdr.Name)
+		}
+		return nil
+	case tar.TypeSymlink:
+		if hdr.Linkname == "" {
+			return fmt.Errorf("%w: symlink %q has no target", ErrUnsafePath, hdr.Name)
+		}
+		// The target is kept as is: it may point anywhere, but Extract
+		// never writes through it.
+		return nil
+	case tar.TypeLink:
+		if target, err := cleanName(hdr.Linkname); err != nil || target == "" {
+			return fmt.Errorf("%w: hard link %q to %q leaves the target", ErrUnsafePath, hdr.Name, hdr.Linkname)
+		}
+		return nil
+	case tar.TypeGNUSparse:
+		return fmt.Errorf("%w: %q is a sparse file", ErrUnsafePath, hdr.Name)
+	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+		return fmt.Errorf("%w: %q is a device file or FIFO", ErrUnsafePath, hdr.Name)
+	default:
+		return fmt.Errorf("%s: unsupported tar entry type %q", hdr.Name, hdr.Typeflag)
+	}
+}
+
+func (x *extractor) entry(ctx context.Context, hdr *tar.Header, r io.Reader) error {
+	if err := CheckEntry(hdr); err != nil {
+		return err
+	}
+	name, _ := cleanName(hdr.Name) // checked
 	mode := fileMode(hdr.Mode)
 	mtime := hdr.ModTime
 	atime := hdr.AccessTime
@@ -339,11 +385,6 @@ func (x *extractor) entry(ctx context.Context, hdr *tar.Header, r io.Reader) err
 		return nil
 
 	case tar.TypeReg, tar.TypeRegA:
-		if isSparse(hdr) {
-			// A sparse entry can claim any logical size with no data behind
-			// it: extracting its holes could fill the disk.
-			return fmt.Errorf("%w: %q is a sparse file", ErrUnsafePath, hdr.Name)
-		}
 		if err := x.replace(name); err != nil {
 			return err
 		}
@@ -361,9 +402,6 @@ func (x *extractor) entry(ctx context.Context, hdr *tar.Header, r io.Reader) err
 		return x.attrs(name, hdr, mode, atime, mtime)
 
 	case tar.TypeSymlink:
-		if hdr.Linkname == "" {
-			return fmt.Errorf("%w: symlink %q has no target", ErrUnsafePath, hdr.Name)
-		}
 		if err := x.replace(name); err != nil {
 			return err
 		}
@@ -375,10 +413,7 @@ func (x *extractor) entry(ctx context.Context, hdr *tar.Header, r io.Reader) err
 		return x.own(name, hdr)
 
 	case tar.TypeLink:
-		target, err := cleanName(hdr.Linkname)
-		if err != nil || target == "" {
-			return fmt.Errorf("%w: hard link %q to %q leaves the target", ErrUnsafePath, hdr.Name, hdr.Linkname)
-		}
+		target, _ := cleanName(hdr.Linkname) // checked
 		if target == name {
 			return nil
 		}
@@ -390,17 +425,9 @@ func (x *extractor) entry(ctx context.Context, hdr *tar.Header, r io.Reader) err
 		}
 		return nil
 
-	case tar.TypeGNUSparse:
-		return fmt.Errorf("%w: %q is a sparse file", ErrUnsafePath, hdr.Name)
-
-	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
-		return fmt.Errorf("%w: %q is a device file or FIFO", ErrUnsafePath, hdr.Name)
-
-	case tar.TypeXGlobalHeader:
-		return nil
-
 	default:
-		return fmt.Errorf("%s: unsupported tar entry type %q", hdr.Name, hdr.Typeflag)
+		// A global header; CheckEntry refused every other type.
+		return nil
 	}
 }
 

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"compress/gzip"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/upload"
 )
 
 // handleCreateArtifact stores a directory `fly execute -i` uploads (tar
@@ -25,14 +25,15 @@ func (s *Server) handleCreateArtifact(w http.ResponseWriter, r *http.Request, _ 
 		s.fail(w, r, badRequest(fmt.Errorf("platform %q: this server runs linux steps only", p)))
 		return
 	}
-	// limitBodies bounds the body (--max-artifact-upload).
-	a, err := uploadTgz(r.Context(), s.blobs, team.Name, r.Body)
+	// limitBodies bounds the body (--max-artifact-upload); upload.Store
+	// what it inflates to, and checks it is a gzip'd tar as it streams.
+	a, err := upload.Store(r.Context(), s.blobs, blobstore.NewBlobKey(team.Name, blobstore.ATCBlobOwner), r.Body, s.cfg.Limits.Upload)
 	if err == nil {
 		a = blobstore.DedupOrKeep(r.Context(), s.blobs, team.Name, a, s.log)
 	}
-	if big := (errBodyTooLarge{}); errors.As(err, &big) {
-		s.log.Warn("artifact upload refused", "team", team.Name, "err", big)
-		s.fail(w, r, withStatus(http.StatusRequestEntityTooLarge, fmt.Errorf("the uploaded directory is too large: %w", big)))
+	if big, inflated := (errBodyTooLarge{}), (*upload.LimitError)(nil); errors.As(err, &big) || errors.As(err, &inflated) {
+		s.log.Warn("artifact upload refused", "team", team.Name, "err", err)
+		s.fail(w, r, withStatus(http.StatusRequestEntityTooLarge, fmt.Errorf("the uploaded directory is too large: %w", err)))
 		return
 	}
 	if err != nil {
@@ -46,26 +47,6 @@ func (s *Server) handleCreateArtifact(w http.ResponseWriter, r *http.Request, _ 
 		return
 	}
 	writeJSON(w, http.StatusCreated, concourse.WorkerArtifact{ID: rec.ID, CreatedAt: rec.CreateTime.Unix()})
-}
-
-// uploadTgz recompresses a tar+gzip stream into the blobstore's format.
-func uploadTgz(ctx context.Context, store blobstore.Store, team string, body io.Reader) (blobstore.Artifact, error) {
-	gz, err := gzip.NewReader(body)
-	if err != nil {
-		return blobstore.Artifact{}, fmt.Errorf("read gzip: %w", err)
-	}
-	pr, pw := io.Pipe()
-	go func() {
-		enc, err := zstd.NewWriter(pw, zstd.WithEncoderLevel(zstd.SpeedFastest))
-		if err == nil {
-			_, err = io.Copy(enc, gz)
-			err = errors.Join(err, enc.Close())
-		}
-		pw.CloseWithError(err)
-	}()
-	a, err := blobstore.UploadStream(ctx, store, blobstore.NewBlobKey(team, blobstore.ATCBlobOwner), pr)
-	pr.CloseWithError(err)
-	return a, err
 }
 
 // handleGetArtifact sends an artifact as tar+gzip, as fly expects.

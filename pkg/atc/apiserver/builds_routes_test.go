@@ -216,7 +216,7 @@ func TestUploadArtifact(t *testing.T) {
 	}
 	a = newTestAPI(t)
 	member = a.roleIn(t, "member")
-	wantError(t, a.do(t, "POST", "/api/v1/teams/main/artifacts", member, "not gzip"), 400, "read gzip")
+	wantError(t, a.do(t, "POST", "/api/v1/teams/main/artifacts", member, "not gzip"), 400, "not a gzip stream")
 	wantError(t, a.do(t, "POST", "/api/v1/teams/main/artifacts?platform=windows", member, tgz(t, "a", "a")), 400, `platform "windows": this server runs linux steps only`)
 	if len(a.store.calls) != 0 {
 		t.Errorf("refused uploads changed %v", a.store.calls)

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/upload"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -20,6 +21,8 @@ type Limits struct {
 	// UploadStall bounds the wait for each read of an upload, so a large
 	// upload on a slow link still goes through but a stalled one does not.
 	UploadStall time.Duration
+	// Upload caps what an upload inflates to (checked as it streams).
+	Upload upload.Limits
 }
 
 func (l Limits) withDefaults() Limits {
@@ -32,6 +35,7 @@ func (l Limits) withDefaults() Limits {
 	if l.UploadStall <= 0 {
 		l.UploadStall = time.Minute
 	}
+	l.Upload = l.Upload.WithDefaults()
 	return l
 }
 
