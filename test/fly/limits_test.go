@@ -45,7 +45,7 @@ var _ = Describe("pipelines that would cost the server far more than their size"
 		Expect(plain(res.Stdout)).To(ContainSubstring("pipeline created!"), res.String())
 		Expect(took).To(BeNumerically("<", 3*time.Second), "fly set-pipeline of a 20-deep chain took %v", took)
 		Expect(succeed(ctx, s.adminFly, "get-pipeline", "-p", name).Stdout).To(ContainSubstring("name: t19"))
-	})
+	}, SpecTimeout(2*time.Minute))
 
 	It("refuses a job whose attempts multiply past the plan-size cap before it could ever be planned (set-pipeline)", func(ctx SpecContext) {
 		name := pipelineName("attempts")
