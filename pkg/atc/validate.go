@@ -10,12 +10,16 @@ import (
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/names"
+	"github.com/porter-ci/porter/pkg/pipeline"
 )
 
 // validatePlan checks a one-off build's plan before anything is recorded:
 // every step is one this server runs, every task config is valid, every
 // uploaded input is the team's. The errors name the step.
 func (s *Server) validatePlan(ctx context.Context, team db.Team, plan *concourse.Plan) error {
+	if err := pipeline.CheckPlanLimits(plan); err != nil {
+		return badRequest{err}
+	}
 	var errs []error
 	ids := map[concourse.PlanID]bool{}
 	plan.Each(func(p *concourse.Plan) {

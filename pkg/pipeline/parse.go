@@ -73,6 +73,12 @@ func Parse(data []byte) (*concourse.Config, error) {
 // all.
 type parser struct {
 	errs []error
+	// depth is how deep the step being read is nested (a job's own steps
+	// and hooks are 1); tooDeep is set once MaxNestingDepth was passed.
+	// Each level reads the whole of what it holds, so an unbounded depth
+	// would cost its square.
+	depth   int
+	tooDeep bool
 }
 
 func (p *parser) errorf(loc, format string, args ...any) {
@@ -221,6 +227,15 @@ func modifierKeys() []string {
 // step parses one step of a plan. It returns the step even when it has
 // errors, so that nested problems are all reported.
 func (p *parser) step(raw json.RawMessage, loc string) (*concourse.Step, bool) {
+	p.depth++
+	defer func() { p.depth-- }()
+	if p.depth > MaxNestingDepth {
+		if !p.tooDeep {
+			p.tooDeep = true
+			p.errorf(loc, "steps nested deeper than %d (the limit)", MaxNestingDepth)
+		}
+		return nil, false
+	}
 	obj, ok := p.object(raw, loc)
 	if !ok {
 		return nil, false

@@ -40,7 +40,7 @@ var ErrAcrossUnsupported = errors.New("across is not supported yet")
 // fetching the version inputs holds under the step's name. Plan ids are
 // hex counters from 1, given as Concourse does: a node after its children.
 func JobPlan(cfg *concourse.Config, job *concourse.JobConfig, inputs map[string]InputVersion, opts PlanOptions) (concourse.Plan, error) {
-	p := &planner{cfg: cfg, base: opts.baseTypes(), inputs: inputs}
+	p := &planner{cfg: cfg, types: newTypeResolver(cfg.ResourceTypes, opts.baseTypes()), inputs: inputs}
 	steps := make(concourse.DoPlan, 0, len(job.Plan))
 	for i := range job.Plan {
 		plan, err := p.step(&job.Plan[i])
@@ -60,7 +60,7 @@ func JobPlan(cfg *concourse.Config, job *concourse.JobConfig, inputs map[string]
 // CheckPlan compiles the check build of a resource, starting from the
 // version from (nil for the first check).
 func CheckPlan(cfg *concourse.Config, resource *concourse.ResourceConfig, from map[string]string, opts PlanOptions) (concourse.Plan, error) {
-	p := &planner{cfg: cfg, base: opts.baseTypes()}
+	p := &planner{cfg: cfg, types: newTypeResolver(cfg.ResourceTypes, opts.baseTypes())}
 	timeout := resource.CheckTimeout
 	if timeout == "" {
 		timeout = DefaultCheckTimeout
@@ -74,7 +74,7 @@ func CheckPlan(cfg *concourse.Config, resource *concourse.ResourceConfig, from m
 		Timeout:     timeout,
 		Tags:        resource.Tags,
 	}})
-	image, err := typeImage(plan.ID, resource.Type, resource.Tags, cfg.ResourceTypes, p.base)
+	image, err := p.types.image(plan.ID, resource.Type, resource.Tags)
 	if err != nil {
 		return concourse.Plan{}, fmt.Errorf("plan check of %s: %w", resource.Name, err)
 	}
@@ -84,7 +84,7 @@ func CheckPlan(cfg *concourse.Config, resource *concourse.ResourceConfig, from m
 
 type planner struct {
 	cfg    *concourse.Config
-	base   []string
+	types  *typeResolver
 	inputs map[string]InputVersion
 	lastID int64
 }
@@ -265,7 +265,7 @@ func (p *planner) get(s *concourse.Step) (concourse.Plan, error) {
 		Tags:     s.Tags,
 		Timeout:  s.Timeout,
 	}})
-	if plan.Get.TypeImage, err = typeImage(plan.ID, r.Type, s.Tags, p.cfg.ResourceTypes, p.base); err != nil {
+	if plan.Get.TypeImage, err = p.types.image(plan.ID, r.Type, s.Tags); err != nil {
 		return concourse.Plan{}, fmt.Errorf("get %s: %w", s.Get, err)
 	}
 	return plan, nil
@@ -289,7 +289,7 @@ func (p *planner) put(s *concourse.Step) (concourse.Plan, error) {
 		Tags:     s.Tags,
 		Timeout:  s.Timeout,
 	}})
-	if put.Put.TypeImage, err = typeImage(put.ID, r.Type, s.Tags, p.cfg.ResourceTypes, p.base); err != nil {
+	if put.Put.TypeImage, err = p.types.image(put.ID, r.Type, s.Tags); err != nil {
 		return concourse.Plan{}, fmt.Errorf("put %s: %w", s.Put, err)
 	}
 	if s.NoGet {
@@ -306,7 +306,7 @@ func (p *planner) put(s *concourse.Step) (concourse.Plan, error) {
 		Tags:        s.Tags,
 		Timeout:     s.Timeout,
 	}})
-	if get.Get.TypeImage, err = typeImage(get.ID, r.Type, s.Tags, p.cfg.ResourceTypes, p.base); err != nil {
+	if get.Get.TypeImage, err = p.types.image(get.ID, r.Type, s.Tags); err != nil {
 		return concourse.Plan{}, fmt.Errorf("put %s: %w", s.Put, err)
 	}
 	return p.node(concourse.Plan{OnSuccess: &concourse.HookPlan{Step: put, Next: get, Hook: concourse.HookOnSuccess}}), nil
@@ -339,83 +339,8 @@ func (p *planner) task(s *concourse.Step) (concourse.Plan, error) {
 	return p.node(concourse.Plan{Task: t}), nil
 }
 
-// TypeImage is typeImage for a step planned while a build runs: a task's
+// TypeImage is the image of a step planned while a build runs: a task's
 // image_resource, whose type may be one of the pipeline's resource types.
 func TypeImage(id concourse.PlanID, typ string, tags []string, types []concourse.ResourceType, opts PlanOptions) (concourse.TypeImage, error) {
-	return typeImage(id, typ, tags, types, opts.baseTypes())
-}
-
-// typeImage says how the image of a step of type typ is obtained: a base
-// type's image comes with the worker; a custom type's is checked and
-// fetched by its own type, resolved the same way among the remaining types
-// (a type never fetches itself). Sub-plan ids extend id, as Concourse's do.
-func typeImage(id concourse.PlanID, typ string, tags []string, types []concourse.ResourceType, base []string) (concourse.TypeImage, error) {
-	var custom *concourse.ResourceType
-	for i := range types {
-		if types[i].Name == typ {
-			custom = &types[i]
-			break
-		}
-	}
-	if custom == nil {
-		if !contains(base, typ) {
-			return concourse.TypeImage{}, fmt.Errorf("unknown resource type '%s'", typ)
-		}
-		return concourse.TypeImage{BaseType: typ}, nil
-	}
-	rest := without(types, custom.Name)
-	if len(custom.Tags) > 0 {
-		tags = custom.Tags
-	}
-
-	checkID := id + "/image-check"
-	checkImage, err := typeImage(checkID, custom.Type, tags, rest, base)
-	if err != nil {
-		return concourse.TypeImage{}, fmt.Errorf("resource type '%s': %w", custom.Name, err)
-	}
-	check := concourse.Plan{ID: checkID, Check: &concourse.CheckPlan{
-		Name:      custom.Name,
-		Type:      custom.Type,
-		Source:    custom.Source,
-		TypeImage: checkImage,
-		Tags:      tags,
-	}}
-
-	getID := id + "/image-get"
-	getImage, err := typeImage(getID, custom.Type, tags, rest, base)
-	if err != nil {
-		return concourse.TypeImage{}, fmt.Errorf("resource type '%s': %w", custom.Name, err)
-	}
-	get := concourse.Plan{ID: getID, Get: &concourse.GetPlan{
-		Name:        custom.Name,
-		Type:        custom.Type,
-		Source:      custom.Source,
-		Params:      custom.Params,
-		TypeImage:   getImage,
-		VersionFrom: &check.ID,
-		Tags:        tags,
-	}}
-	return concourse.TypeImage{
-		// The base type at the bottom of the chain runs the image fetch.
-		BaseType:   getImage.BaseType,
-		Privileged: custom.Privileged,
-		CheckPlan:  &check,
-		GetPlan:    &get,
-	}, nil
-}
-
-// resolvable says whether typ leads down to a base type.
-func resolvable(types []concourse.ResourceType, base []string, typ string) error {
-	_, err := typeImage("", typ, nil, types, base)
-	return err
-}
-
-func without(types []concourse.ResourceType, name string) []concourse.ResourceType {
-	out := make([]concourse.ResourceType, 0, len(types))
-	for _, t := range types {
-		if t.Name != name {
-			out = append(out, t)
-		}
-	}
-	return out
+	return newTypeResolver(types, opts.baseTypes()).image(id, typ, tags)
 }

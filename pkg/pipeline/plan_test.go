@@ -321,15 +321,27 @@ jobs:
 	if outerGet.Name != "outer" || outerGet.Type != "inner" || outerGet.Params["p"] != json.Number("1") {
 		t.Errorf("outer get: %+v", outerGet)
 	}
-	inner := outerGet.TypeImage
-	if inner.GetPlan == nil || inner.GetPlan.ID != "1/image-get/image-get" || inner.GetPlan.Get.Type != "registry-image" {
+	// The chain goes on under the check, which the executor runs; the get
+	// names only the image it runs with (the check's).
+	if got := outerGet.TypeImage; got.BaseType != "registry-image" || got.CheckPlan != nil || got.GetPlan != nil {
+		t.Errorf("outer get's image: %+v", got)
+	}
+	outerCheck := img.CheckPlan.Check
+	if outerCheck.Name != "outer" || outerCheck.Type != "inner" || img.CheckPlan.ID != "1/image-check" {
+		t.Errorf("outer check: %+v", outerCheck)
+	}
+	inner := outerCheck.TypeImage
+	if inner.GetPlan == nil || inner.GetPlan.ID != "1/image-check/image-get" || inner.GetPlan.Get.Type != "registry-image" {
 		t.Fatalf("inner image: %+v", inner)
 	}
 	if got := inner.GetPlan.Get.Tags; len(got) != 1 || got[0] != "special" {
 		t.Errorf("inner type's tags not used: %v", got)
 	}
-	if got := *inner.GetPlan.Get.VersionFrom; got != "1/image-get/image-check" {
+	if got := *inner.GetPlan.Get.VersionFrom; got != "1/image-check/image-check" {
 		t.Errorf("inner get version_from %s", got)
+	}
+	if inner.CheckPlan == nil || inner.CheckPlan.Check.TypeImage.BaseType != "registry-image" {
+		t.Errorf("inner check: %+v", inner.CheckPlan)
 	}
 }
 

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"regexp"
@@ -247,12 +248,23 @@ func (v *validator) resourceTypes() []string {
 		problems = append(problems, checkInterval(where+".check_every", t.CheckEvery)...)
 	}
 	// A type is fetched by its own type, which cannot be itself or a type
-	// it is fetched for: such a chain never reaches a base type.
+	// it is fetched for: such a chain never reaches a base type. A chain
+	// too deep is named once, at its first type past the cap.
+	types := newTypeResolver(v.cfg.ResourceTypes, v.base)
 	for i, t := range v.cfg.ResourceTypes {
 		if t.Name == "" || !v.knownType(t.Type, t.Name) {
 			continue
 		}
-		if err := resolvable(without(v.cfg.ResourceTypes, t.Name), v.base, t.Type); err != nil {
+		err := types.chain(t.Name).err
+		var deep *TypeChainTooDeepError
+		switch {
+		case err == nil:
+		case errors.As(err, &deep):
+			if errors.As(types.chain(t.Type).err, &deep) {
+				continue // named at the type it is fetched by
+			}
+			problems = append(problems, fmt.Sprintf("%s: type chain deeper than %d (the limit)", identifier("resource_types", i, t.Name), MaxTypeChainDepth))
+		default:
 			problems = append(problems, fmt.Sprintf("%s: %v", identifier("resource_types", i, t.Name), err))
 		}
 	}
@@ -323,12 +335,15 @@ func (v *validator) jobs() []string {
 		sv := &stepValidator{v: v, seenGets: map[string]bool{}}
 		ctx := where + ".plan"
 		for k := range j.Plan {
-			sv.step(&j.Plan[k], fmt.Sprintf("%s[%d]", ctx, k))
+			sv.step(&j.Plan[k], fmt.Sprintf("%s[%d]", ctx, k), 1)
 		}
 		for _, h := range jobHooks(j) {
-			sv.step(h.step, where+"."+h.name)
+			sv.step(h.step, where+"."+h.name, 1)
 		}
 		problems = append(problems, sv.problems...)
+		if n := jobPlanSize(j); n > MaxPlanSteps {
+			problems = append(problems, fmt.Sprintf("%s: plan has more than %d steps (the limit), counting every attempt, hook and a put's get", where, MaxPlanSteps))
+		}
 	}
 	return problems
 }
@@ -337,14 +352,26 @@ type stepValidator struct {
 	v        *validator
 	seenGets map[string]bool
 	problems []string
+	// tooDeep is set once a step nested past MaxNestingDepth was named.
+	tooDeep bool
 }
 
 func (sv *stepValidator) errorf(ctx, format string, args ...any) {
 	sv.problems = append(sv.problems, ctx+": "+fmt.Sprintf(format, args...))
 }
 
-func (sv *stepValidator) step(s *concourse.Step, ctx string) {
+// step checks s, nested depth deep (a job's own steps and hooks are 1).
+// It does not go past MaxNestingDepth: the paths it names grow with the
+// depth, so an unbounded walk would cost the square of it.
+func (sv *stepValidator) step(s *concourse.Step, ctx string, depth int) {
 	if s == nil {
+		return
+	}
+	if depth > MaxNestingDepth {
+		if !sv.tooDeep {
+			sv.tooDeep = true
+			sv.errorf(ctx, "steps nested deeper than %d (the limit)", MaxNestingDepth)
+		}
 		return
 	}
 	cfg := sv.v.cfg
@@ -420,16 +447,16 @@ func (sv *stepValidator) step(s *concourse.Step, ctx string) {
 			sv.errorf(ctx+".limit", "must be greater than or equal to 0")
 		}
 		for i := range s.InParallel.Steps {
-			sv.step(&s.InParallel.Steps[i], fmt.Sprintf("%s.steps[%d]", ctx, i))
+			sv.step(&s.InParallel.Steps[i], fmt.Sprintf("%s.steps[%d]", ctx, i), depth+1)
 		}
 	case s.Do != nil:
 		ctx += ".do"
 		for i := range s.Do {
-			sv.step(&s.Do[i], fmt.Sprintf("%s[%d]", ctx, i))
+			sv.step(&s.Do[i], fmt.Sprintf("%s[%d]", ctx, i), depth+1)
 		}
 	case s.Try != nil:
 		ctx += ".try"
-		sv.step(s.Try, ctx)
+		sv.step(s.Try, ctx, depth+1)
 	default:
 		sv.errorf(ctx, "no step configured")
 	}
@@ -443,7 +470,7 @@ func (sv *stepValidator) step(s *concourse.Step, ctx string) {
 		sv.errorf(ctx+".attempts", "must be greater than 0")
 	}
 	for _, h := range stepHooks(s) {
-		sv.step(h.step, ctx+"."+h.name)
+		sv.step(h.step, ctx+"."+h.name, depth+1)
 	}
 }
 

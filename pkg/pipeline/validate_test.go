@@ -155,7 +155,7 @@ func TestValidate(t *testing.T) {
 		{
 			name: "resource types fetching each other",
 			yaml: "resource_types:\n- {name: a, type: b, source: {}}\n- {name: b, type: a, source: {}}\njobs:\n- {name: j, plan: []}",
-			errs: []string{"resource_types.a: resource type 'b': unknown resource type 'a'", "resource_types.b: resource type 'a': unknown resource type 'b'"},
+			errs: []string{"resource_types.a: resource types form a cycle: a -> b -> a", "resource_types.b: resource types form a cycle: b -> a -> b"},
 		},
 		{
 			name: "passed an unknown job",
