@@ -464,14 +464,11 @@ func (x *executor) podEnded(ctx context.Context, r *stepRecord, st *stepState, f
 	if fin == nil {
 		return nil, false, interrupted(ctx)
 	}
-	if fin.GetError() != "" && fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED && fin.GetResult() != eventspb.Result_RESULT_ABORTED {
-		st.mu.Lock()
-		shown := fin.GetError() != st.lastError
-		st.lastError = fin.GetError()
-		st.mu.Unlock()
-		if shown {
-			x.b.log.appendEvent(events.Error{Message: fin.GetError(), Origin: events.Origin{ID: string(st.planID)}, Time: time.Now().Unix()}, "", 0)
-		}
+	st.mu.Lock()
+	shown := st.endEvents(fin, time.Now().Unix())
+	st.mu.Unlock()
+	for _, ev := range shown {
+		x.b.log.appendEvent(ev, "", 0)
 	}
 	x.b.update(func() {
 		r.AuditKey = fin.GetAuditKey()

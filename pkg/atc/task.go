@@ -43,6 +43,9 @@ type stepState struct {
 
 	mu        sync.Mutex
 	lastError string
+	// finishShown: the build log has the task's finish-task (the sidecar's
+	// process exit, or the ATC's for a container killed with its process).
+	finishShown bool
 }
 
 func (s *Server) registerStep(b *build, w *workerRT, id string, planID concourse.PlanID, cfg events.TaskConfig) *stepState {
@@ -210,15 +213,11 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *stepRecord
 		return false, interrupted(ctx)
 	}
 	status := string(buildStatus(fin.GetResult()))
-	// An aborted step says so in its status; Concourse shows no error for it.
-	if fin.GetError() != "" && fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED && fin.GetResult() != eventspb.Result_RESULT_ABORTED {
-		st.mu.Lock()
-		shown := fin.GetError() != st.lastError
-		st.lastError = fin.GetError()
-		st.mu.Unlock()
-		if shown {
-			b.log.appendEvent(events.Error{Message: fin.GetError(), Origin: events.Origin{ID: string(p.ID)}, Time: time.Now().Unix()}, "", 0)
-		}
+	st.mu.Lock()
+	shown := st.endEvents(fin, time.Now().Unix())
+	st.mu.Unlock()
+	for _, ev := range shown {
+		b.log.appendEvent(ev, "", 0)
 	}
 	outputs := map[string]api.ArtifactRef{}
 	for _, o := range fin.GetOutputs() {

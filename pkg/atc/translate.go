@@ -40,13 +40,22 @@ func (st *stepState) translate(ev *eventspb.Event) events.Event {
 		}
 	case *eventspb.Event_ProcessExited:
 		// Concourse reports no exit status for an interrupted process.
-		if !p.ProcessExited.GetAborted() && !p.ProcessExited.GetTimedOut() {
+		// One finish-task per task: the ATC may have shown one already for
+		// a container killed for memory before a late exit came through.
+		if !p.ProcessExited.GetAborted() && !p.ProcessExited.GetTimedOut() && !st.finishShown {
+			st.finishShown = true
 			return events.FinishTask{Time: t, Origin: origin, ExitStatus: int(p.ProcessExited.GetExitStatus())}
 		}
 	case *eventspb.Event_Error:
 		st.lastError = p.Error.GetMessage()
 		return events.Error{Time: t, Origin: origin, Message: p.Error.GetMessage()}
 	case *eventspb.Event_StepFinished:
+		// A lost entrypoint is what an OOM kill or an eviction looks like
+		// from inside the pod: the ATC shows the step's error once it has
+		// the kubelet's reason (endEvents), not the sidecar's guess now.
+		if p.StepFinished.GetEntrypointLost() {
+			return nil
+		}
 		if msg := p.StepFinished.GetError(); msg != "" && msg != st.lastError && p.StepFinished.GetResult() != eventspb.Result_RESULT_ABORTED {
 			st.lastError = msg
 			return events.Error{Time: t, Origin: origin, Message: msg}

@@ -106,27 +106,26 @@ var _ = Describe("how steps end, with this tree's sidecar", Ordered, func() {
 		return id
 	}
 
-	It("fails a task killed for exceeding its memory limit with exit status 137, saying out of memory and naming the limit", func(ctx SpecContext) {
-		// The kernel kills dd, not the container's first process: the
-		// kubelet sees no OOMKilled container, only the step's wrapper can tell.
-		res, err := fly.Run(ctx, "execute", "-c", taskFile(`container_limits: {memory: 64MB}
-run:
-  path: sh
-  args: ["-c", "sleep 1; exec dd if=/dev/zero of=/dev/null bs=300M count=1"]
-`))
+	// expectOOMKilled runs the task through fly and checks that it ends as
+	// Concourse ends it: failed, fly exiting 137 after one finish-task event
+	// with exit status 137, the build saying out of memory with the limit
+	// (matching limit) and nothing about a lost entrypoint.
+	expectOOMKilled := func(ctx context.Context, body, limit string) {
+		GinkgoHelper()
+		res, err := fly.Run(ctx, "execute", "-c", taskFile(body))
 		Expect(err).NotTo(HaveOccurred())
-		Expect(res.ExitCode).NotTo(Equal(0), res.String())
+		Expect(res.ExitCode).To(Equal(137), res.String())
 		Expect(res.Output()).To(ContainSubstring("out of memory"), res.String())
-		Expect(res.Output()).To(MatchRegexp(`64Mi|67108864`), res.String())
+		Expect(res.Output()).To(MatchRegexp(limit), res.String())
+		Expect(res.Output()).NotTo(ContainSubstring("entrypoint went away"), res.String())
 		id := buildOf(res.Stdout)
 
 		b, err := client().Build(ctx, id)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(b.Status).To(Equal(concourse.StatusFailed))
-		evs := eventsOf(ctx, id)
 		var exits []int
 		var errs []string
-		for _, ev := range evs {
+		for _, ev := range eventsOf(ctx, id) {
 			switch e := ev.(type) {
 			case events.FinishTask:
 				exits = append(exits, e.ExitStatus)
@@ -135,7 +134,28 @@ run:
 			}
 		}
 		Expect(exits).To(Equal([]int{137}), "the task's finish-task events")
-		Expect(errs).To(ContainElement(And(ContainSubstring("out of memory"), MatchRegexp(`64Mi|67108864`))))
+		Expect(errs).To(ContainElement(And(ContainSubstring("out of memory"), MatchRegexp(limit))))
+		Expect(errs).NotTo(ContainElement(ContainSubstring("entrypoint")))
+	}
+
+	It("fails a task whose process is killed for exceeding its memory limit with exit status 137, saying out of memory and naming the limit", func(ctx SpecContext) {
+		// The kernel kills dd, not the container's first process: the
+		// kubelet sees no OOMKilled container, only the step's wrapper can tell.
+		expectOOMKilled(ctx, `container_limits: {memory: 64MB}
+run:
+  path: sh
+  args: ["-c", "sleep 1; exec dd if=/dev/zero of=/dev/null bs=300M count=1"]
+`, `64Mi|67108864`)
+	}, SpecTimeout(4*time.Minute))
+
+	It("fails a task whose whole container the kubelet kills for exceeding its memory limit with exit status 137, saying out of memory and naming the limit", func(ctx SpecContext) {
+		// The shell itself holds the memory: the whole step container goes,
+		// the step's wrapper with it, and only the kubelet can say why.
+		expectOOMKilled(ctx, `container_limits: {memory: 16777216}
+run:
+  path: sh
+  args: ["-c", "x=$(head -c 67108864 /dev/zero | tr '\\0' a)"]
+`, `16Mi|16777216`)
 	}, SpecTimeout(4*time.Minute))
 
 	It("ends a build aborted during its outputs' upload as aborted, keeping no artifact", func(ctx SpecContext) {

@@ -139,9 +139,10 @@ run:
 		Expect(endedStatus(ctx, id)).NotTo(Equal(concourse.StatusSucceeded))
 		Expect(res.Stdout).NotTo(ContainSubstring("succeeded"))
 		// The kubelet evicted the pod, naming the volume and its limit, and
-		// the build says so. (Under load the kubelet's report can come after
-		// the sidecar's "entrypoint went away", which is then shown first.)
+		// the build says so, rather than the sidecar's "entrypoint went away"
+		// (the ATC waits for the kubelet's reason before showing an error).
 		Expect(res.Stdout).To(ContainSubstring(`exceeds the limit`), res.String())
+		Expect(res.Stdout).NotTo(ContainSubstring("entrypoint went away"), res.String())
 		pod := stepPod(ctx, id)
 		Expect(pod.Status.Reason).To(Equal("Evicted"), "pod status %+v", pod.Status)
 		Expect(pod.Status.Message).To(And(ContainSubstring(`volume "workdir" exceeds the limit`), ContainSubstring(volumeLimit)))
