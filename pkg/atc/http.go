@@ -22,7 +22,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/info", s.handleInfo)
 	mux.Handle("POST /sky/issuer/token", auth.TokenHandler(s.issuer, loginUsers{s.db}, s.log.With("component", "login")))
 	mux.HandleFunc("GET /api/v1/cli", s.handleCLI)
-	mux.HandleFunc("GET /sky/logout", s.handleLogout)
+	mux.Handle("GET /sky/logout", auth.Logout(loginUsers{s.db}, s.log.With("component", "login")))
 	mux.HandleFunc("GET /api/v1/user", s.authed(s.handleUser))
 	mux.HandleFunc("GET /api/v1/teams", s.handleTeams)
 	mux.HandleFunc("GET /api/v1/teams/{team_name}", s.authed(s.handleGetTeam))
@@ -81,7 +81,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	var h http.Handler = mux
 	h = auth.RefuseCrossOrigin(s.cfg.ExternalURL)(h)
-	h = auth.Authenticate(s.issuer, s.log.With("component", "auth"))(h)
+	h = auth.Authenticate(s.issuer, loginUsers{s.db}, s.log.With("component", "auth"))(h)
+	h = auth.RefuseForeignHost(s.cfg.ExternalURL, "/healthz")(h)
 	return concourseHeaders(h)
 }
 
@@ -219,23 +220,18 @@ func (s *Server) handleCLI(w http.ResponseWriter, _ *http.Request) {
 	}}})
 }
 
-// handleLogout is `fly logout`. Tokens are signed, not stored, so there is
-// nothing to forget here: fly drops its copy, and the token expires.
-func (s *Server) handleLogout(w http.ResponseWriter, _ *http.Request) {
-	w.WriteHeader(http.StatusOK)
-}
-
 // handleGetTeam is fly's check of --team: 404 for no such team, 403 for a
 // team the caller has no role in.
 func (s *Server) handleGetTeam(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 	name := r.PathValue("team_name")
+	// Roles first: whether a team exists is only told to who may see it.
+	if !claims.CanRead(name) {
+		forbidden(w, fmt.Sprintf("you do not have a role on team %q", name))
+		return
+	}
 	t, err := s.db.Team(r.Context(), name)
 	if err != nil {
 		writeError(w, errorCode(err), fmt.Errorf("team %q: %w", name, err))
-		return
-	}
-	if !claims.CanRead(name) {
-		forbidden(w, fmt.Sprintf("you do not have a role on team %q", name))
 		return
 	}
 	writeJSON(w, http.StatusOK, apiTeam(t))

@@ -69,12 +69,13 @@ func (s *Server) publicPipeline(h func(http.ResponseWriter, *http.Request, pipel
 			return
 		}
 		teamName, name := r.PathValue("team_name"), r.PathValue("pipeline_name")
+		// A missing team is answered as a missing pipeline, so that who may
+		// not see the team cannot tell whether it exists.
+		var p db.Pipeline
 		team, err := s.db.Team(r.Context(), teamName)
-		if err != nil {
-			writeError(w, errorCode(err), fmt.Errorf("team %q: %w", teamName, err))
-			return
+		if err == nil {
+			p, err = s.db.Pipeline(r.Context(), team.ID, name)
 		}
-		p, err := s.db.Pipeline(r.Context(), team.ID, name)
 		if err != nil && !errors.Is(err, db.ErrNotFound) {
 			writeError(w, http.StatusInternalServerError, err)
 			return
@@ -209,6 +210,12 @@ func (s *Server) handleListAllPipelines(w http.ResponseWriter, r *http.Request) 
 func (s *Server) handleListPipelines(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("team_name")
 	team, err := s.db.Team(r.Context(), name)
+	if claims, _ := auth.FromContext(r.Context()); errors.Is(err, db.ErrNotFound) && !claims.CanRead(name) {
+		// As for a team without public pipelines: who may not see the team
+		// cannot tell whether it exists.
+		writeJSON(w, http.StatusOK, apiPipelines(nil))
+		return
+	}
 	if err != nil {
 		writeError(w, errorCode(err), fmt.Errorf("team %q: %w", name, err))
 		return
