@@ -220,8 +220,8 @@ func (s *Server) handleCLI(w http.ResponseWriter, _ *http.Request) {
 	}}})
 }
 
-// handleGetTeam is fly's check of --team: 404 for no such team, 403 for a
-// team the caller has no role in.
+// handleGetTeam is fly's check of --team: 403 for a team the caller has no
+// role in, whether or not it exists; 404 for no such team (admins only).
 func (s *Server) handleGetTeam(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 	name := r.PathValue("team_name")
 	// Roles first: whether a team exists is only told to who may see it.

@@ -120,7 +120,7 @@ func TokenHandler(iss *Issuer, users Users, log *slog.Logger, opts ...TokenOptio
 		addr := clientAddress(r)
 		if wait, ok := throttle.Begin(name, addr); !ok {
 			secs := int(math.Ceil(wait.Seconds()))
-			log.WarnContext(ctx, "login throttled: too many failed logins", "user", name, "address", addr, "retry_after", secs)
+			log.InfoContext(ctx, "login throttled: too many failed logins", "user", name, "address", addr, "retry_after", secs)
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
 			writeOAuthError(w, http.StatusTooManyRequests, "temporarily_unavailable",
 				fmt.Sprintf("too many failed logins for this user or from this address; try again in %s", time.Duration(secs)*time.Second))
