@@ -26,14 +26,16 @@ type ThrottleConfig struct {
 	MaxKeys int
 }
 
-// DefaultThrottleConfig lets a person mistype a few times without noticing
-// (5 per user, then one every 12 s; 20 per address, then one every 3 s), while
-// a guesser gets a handful of bcrypt comparisons a minute, not hundreds a
-// second.
+// DefaultThrottleConfig lets a person mistype a few times without noticing,
+// while a guesser gets a few bcrypt comparisons a minute rather than hundreds
+// a second: 10 failures per user name, then one every 6 s; 40 per address,
+// then one every 1.5 s. fly tries each login twice (golang.org/x/oauth2
+// probes the client authentication style, Basic then form, on any error), so
+// a person's failed `fly login` counts two.
 func DefaultThrottleConfig() ThrottleConfig {
 	return ThrottleConfig{
-		PerUser:    ThrottleLimit{Burst: 5, Every: 12 * time.Second},
-		PerAddress: ThrottleLimit{Burst: 20, Every: 3 * time.Second},
+		PerUser:    ThrottleLimit{Burst: 10, Every: 6 * time.Second},
+		PerAddress: ThrottleLimit{Burst: 40, Every: 1500 * time.Millisecond},
 		MaxKeys:    10000,
 	}
 }
