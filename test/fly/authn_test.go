@@ -143,13 +143,13 @@ var _ = Describe("authentication that holds", Ordered, func() {
 			return strings.HasPrefix(u, gone+":")
 		})
 		Expect(srv.Restart(ctx)).To(Succeed())
-		Expect(srv.Log()).To(ContainSubstring("removed local users no longer given by --add-local-user"))
 
 		expectNotAuthorized(run(ctx, f, "containers"), gone)
 		res, err := f.Login(ctx, srv.URL(), gone, password, "-n", team)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.ExitCode).To(Equal(1), res.String())
 		Expect(res.Stderr).To(ContainSubstring("Invalid username or password"), res.String())
+		Expect(srv.Log()).To(ContainSubstring(`removed local users no longer given by --add-local-user" users=[gone]`))
 		// The others are still there.
 		login(ctx, newFly("still-here"), srv, lou, password, "-n", team)
 	})
