@@ -222,15 +222,23 @@ func serve(ctx context.Context, cfg Config, sf serveFlags, log *slog.Logger) err
 // flags, as Concourse's web node does at start.
 func bootstrapUsers(ctx context.Context, database *db.DB, sf serveFlags, log *slog.Logger) error {
 	known := map[string]bool{}
+	users := map[string]string{}
 	for _, spec := range sf.localUsers {
 		name, hash, err := auth.ParseLocalUser(spec)
 		if err != nil {
 			return fmt.Errorf("--add-local-user: %w", err)
 		}
-		if err := database.UpsertLocalUser(ctx, name, hash); err != nil {
-			return fmt.Errorf("add local user %q: %w", name, err)
-		}
+		users[name] = hash
 		known[name] = true
+	}
+	// The flags are the whole list, as in Concourse: a user no longer named
+	// can no longer log in, and its tokens stop working.
+	removed, err := database.SetLocalUsers(ctx, users)
+	if err != nil {
+		return fmt.Errorf("--add-local-user: %w", err)
+	}
+	if len(removed) > 0 {
+		log.Info("removed local users no longer given by --add-local-user", "users", removed)
 	}
 	owners := db.RoleMembers{Users: []string{}, Groups: []string{}}
 	for _, name := range sf.mainTeamUsers {

@@ -37,6 +37,9 @@ type Claims struct {
 	Connector string              // "local"
 	Teams     map[string][]string // team -> roles (owner, member, pipeline-operator, viewer)
 	IsAdmin   bool                // owner of team "main"; Verify derives it from Teams
+	// Generation is the user's token generation when the token was issued
+	// (see Session); 0 in tokens from before generations existed.
+	Generation int64
 
 	Expiry, IssuedAt time.Time
 }

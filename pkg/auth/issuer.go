@@ -80,6 +80,8 @@ type tokenClaims struct {
 	PreferredUsername string              `json:"preferred_username,omitempty"`
 	FederatedClaims   federatedClaims     `json:"federated_claims"`
 	Teams             map[string][]string `json:"teams"`
+	// Generation is Porter's own: the user's token generation at login.
+	Generation int64 `json:"porter_generation,omitempty"`
 }
 
 type federatedClaims struct {
@@ -123,6 +125,7 @@ func (i *Issuer) issue(c Claims) (string, Claims, error) {
 		PreferredUsername: c.UserName,
 		FederatedClaims:   federatedClaims{ConnectorID: c.Connector, UserID: c.UserID},
 		Teams:             c.Teams,
+		Generation:        c.Generation,
 	}
 	t := jwt.NewWithClaims(i.method, tc)
 	if i.keyID != "" {
@@ -172,6 +175,8 @@ func (i *Issuer) Verify(token string) (Claims, error) {
 		Teams:     tc.Teams,
 		IsAdmin:   isAdmin(tc.Teams),
 		Expiry:    tc.ExpiresAt.Time,
+
+		Generation: tc.Generation,
 	}
 	if tc.IssuedAt != nil {
 		c.IssuedAt = tc.IssuedAt.Time

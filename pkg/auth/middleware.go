@@ -21,11 +21,37 @@ const (
 // header is not a bearer token.
 var ErrUnsupportedScheme = errors.New("authorization is not a bearer token")
 
+// Why Authenticate refused a token that Verify accepted; the TokenError wraps
+// one of these.
+var (
+	ErrRevoked     = errors.New("token revoked: its user logged out")
+	ErrUserRemoved = errors.New("the token's user no longer exists")
+)
+
+// Unavailable answers a request that cannot be served because the user
+// store failed (err wraps the store's error, which may name internals).
+type Unavailable func(w http.ResponseWriter, r *http.Request, err error)
+
+// plainUnavailable answers 503 without the store's error.
+func plainUnavailable(w http.ResponseWriter, _ *http.Request, _ error) {
+	http.Error(w, "the user store is unavailable; try again", http.StatusServiceUnavailable)
+}
+
 // Authenticate puts the Claims of a valid "Authorization: Bearer <token>" into
 // the request's context (see FromContext). A request without the header stays
-// anonymous; so does one with a bad or expired token, but TokenError says why,
-// so handlers can answer 401 either way and log the reason.
-func Authenticate(iss *Issuer, log *slog.Logger) func(http.Handler) http.Handler {
+// anonymous; so does one with a bad, expired or revoked token, but TokenError
+// says why, so handlers can answer 401 either way and log the reason.
+//
+// Every token is checked against its user's Session: a token of an older
+// generation (the user logged out since) or of a user that was removed is
+// refused, and the Claims' teams are the user's roles now, not at login. When
+// the sessions cannot be read the request is answered 503 here, by
+// unavailable (nil: a plain-text 503): neither trusting the token nor
+// telling fly to log in again would be right.
+func Authenticate(iss *Issuer, sessions Sessions, log *slog.Logger, unavailable Unavailable) func(http.Handler) http.Handler {
+	if unavailable == nil {
+		unavailable = plainUnavailable
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			header := r.Header.Get("Authorization")
@@ -34,22 +60,67 @@ func Authenticate(iss *Issuer, log *slog.Logger) func(http.Handler) http.Handler
 				return
 			}
 			ctx := r.Context()
+			refuse := func(err error) {
+				log.DebugContext(ctx, "refused token", "path", r.URL.Path, "err", err)
+				next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tokenErrorKey, err)))
+			}
 			// fly sends "Bearer", but its hijack sends "bearer".
 			scheme, token, _ := strings.Cut(header, " ")
 			if !strings.EqualFold(scheme, "bearer") {
-				log.DebugContext(ctx, "ignoring authorization", "path", r.URL.Path, "err", ErrUnsupportedScheme)
-				next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tokenErrorKey, ErrUnsupportedScheme)))
+				refuse(ErrUnsupportedScheme)
 				return
 			}
 			claims, err := iss.Verify(strings.TrimSpace(token))
 			if err != nil {
-				log.DebugContext(ctx, "refused token", "path", r.URL.Path, "err", err)
-				next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tokenErrorKey, err)))
+				refuse(err)
 				return
 			}
+			sess, err := sessions.Session(ctx, claims.Connector, claims.UserID)
+			switch {
+			case errors.Is(err, ErrUnknownUser):
+				refuse(fmt.Errorf("verify token: %w", ErrUserRemoved))
+				return
+			case err != nil:
+				log.ErrorContext(ctx, "checking a token: reading the user's session", "user", claims.UserID, "err", err)
+				unavailable(w, r, fmt.Errorf("cannot check the token now: the user store is unavailable; try again: %w", err))
+				return
+			case sess.Generation != claims.Generation:
+				refuse(fmt.Errorf("verify token: %w", ErrRevoked))
+				return
+			}
+			claims.Teams = sess.Teams
+			if claims.Teams == nil {
+				claims.Teams = map[string][]string{}
+			}
+			claims.IsAdmin = isAdmin(claims.Teams)
 			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, claimsKey, claims)))
 		})
 	}
+}
+
+// Logout answers GET /sky/logout. With a valid token it ends every session of
+// the token's user (its generation moves on), so that token and any copy of
+// it stop working at once; without one there is nothing to end. fly's own
+// `fly logout` only forgets its copy and never calls the server.
+func Logout(users SessionEnder, log *slog.Logger, unavailable Unavailable) http.Handler {
+	if unavailable == nil {
+		unavailable = plainUnavailable
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		claims, ok := FromContext(ctx)
+		if !ok {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		if err := users.EndSessions(ctx, claims.Connector, claims.UserID); err != nil && !errors.Is(err, ErrUnknownUser) {
+			log.ErrorContext(ctx, "logout failed: ending the user's sessions", "user", claims.UserID, "err", err)
+			unavailable(w, r, fmt.Errorf("logout failed: the user store is unavailable; try again: %w", err))
+			return
+		}
+		log.InfoContext(ctx, "logged out: every token of the user ends", "user", claims.UserID)
+		w.WriteHeader(http.StatusOK)
+	})
 }
 
 // FromContext returns the Claims Authenticate verified, if any.

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -52,11 +55,34 @@ type oauthError struct {
 	Description string `json:"error_description,omitempty"`
 }
 
+// TokenOption adjusts TokenHandler.
+type TokenOption func(*tokenHandlerConfig)
+
+type tokenHandlerConfig struct{ throttle *Throttle }
+
+// WithThrottle makes TokenHandler count failed logins in t rather than in a
+// Throttle of its own with DefaultThrottleConfig.
+func WithThrottle(t *Throttle) TokenOption {
+	return func(c *tokenHandlerConfig) { c.throttle = t }
+}
+
 // TokenHandler answers POST /sky/issuer/token with the password grant, as
 // Concourse's dex does for fly: client fly:Zmx5 in Basic auth, the user's name
 // and password in the form. Statuses and error codes follow dex so fly
 // reports failures the same way.
-func TokenHandler(iss *Issuer, users Users, log *slog.Logger) http.Handler {
+//
+// Failed logins are throttled per user name and per client address (the
+// connection's peer): past the allowance the answer is 429 with Retry-After,
+// before any bcrypt comparison, so guessing is slow and cannot eat the CPU.
+func TokenHandler(iss *Issuer, users Users, log *slog.Logger, opts ...TokenOption) http.Handler {
+	var cfg tokenHandlerConfig
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	throttle := cfg.throttle
+	if throttle == nil {
+		throttle = NewThrottle(DefaultThrottleConfig(), nil)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		if r.Method != http.MethodPost {
@@ -91,6 +117,15 @@ func TokenHandler(iss *Issuer, users Users, log *slog.Logger) http.Handler {
 		}
 
 		name, password := r.PostForm.Get("username"), r.PostForm.Get("password")
+		addr := clientAddress(r)
+		if wait, ok := throttle.Begin(name, addr); !ok {
+			secs := int(math.Ceil(wait.Seconds()))
+			log.InfoContext(ctx, "login throttled: too many failed logins", "user", name, "address", addr, "retry_after", secs)
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			writeOAuthError(w, http.StatusTooManyRequests, "temporarily_unavailable",
+				fmt.Sprintf("too many failed logins for this user or from this address; try again in %s", time.Duration(secs)*time.Second))
+			return
+		}
 		hash, err := users.LocalUserHash(ctx, name)
 		if err != nil && !errors.Is(err, ErrUnknownUser) {
 			log.ErrorContext(ctx, "login failed: looking up the local user", "user", name, "err", err)
@@ -109,20 +144,23 @@ func TokenHandler(iss *Issuer, users Users, log *slog.Logger) http.Handler {
 			return
 		}
 
-		// Teams are read once, at login, into the token: a user added to a
-		// team later logs in again to use it.
-		teams, err := users.UserTeams(ctx, LocalConnector+":"+name)
+		throttle.Succeeded(name, addr)
+
+		// The token carries the teams at login for what reads tokens as
+		// dex's; Authenticate reads the roles afresh on every request.
+		sess, err := users.Session(ctx, LocalConnector, name)
 		if err != nil {
-			log.ErrorContext(ctx, "login failed: reading the user's teams", "user", name, "err", err)
+			log.ErrorContext(ctx, "login failed: reading the user's session", "user", name, "err", err)
 			writeOAuthError(w, http.StatusInternalServerError, "server_error", "")
 			return
 		}
 		token, claims, err := iss.issue(Claims{
-			UserID:    name,
-			Name:      name,
-			Email:     name, // what Concourse's local users have as email
-			Connector: LocalConnector,
-			Teams:     teams,
+			UserID:     name,
+			Name:       name,
+			Email:      name, // what Concourse's local users have as email
+			Connector:  LocalConnector,
+			Teams:      sess.Teams,
+			Generation: sess.Generation,
 		})
 		if err != nil {
 			log.ErrorContext(ctx, "login failed: issuing the token", "user", name, "err", err)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,14 +19,20 @@ import (
 
 // memUsers is the tiny in-memory Users the token endpoint is tested against.
 type memUsers struct {
-	hashes map[string]string              // name -> bcrypt hash
-	teams  map[string]map[string][]string // "local:name" -> team -> roles
-	down   bool                           // the store fails like a database that is down
+	mu          sync.Mutex
+	hashes      map[string]string              // name -> bcrypt hash
+	teams       map[string]map[string][]string // "local:name" -> team -> roles
+	generations map[string]int64               // name -> generation (0 if unset)
+	down        bool                           // the store fails like a database that is down
 }
 
-func (u memUsers) LocalUserHash(_ context.Context, name string) (string, error) {
+var errDown = errors.New("dial tcp 127.0.0.1:15432: connect: connection refused")
+
+func (u *memUsers) LocalUserHash(_ context.Context, name string) (string, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	if u.down {
-		return "", errors.New("dial tcp 127.0.0.1:15432: connect: connection refused")
+		return "", errDown
 	}
 	h, ok := u.hashes[name]
 	if !ok {
@@ -34,13 +41,55 @@ func (u memUsers) LocalUserHash(_ context.Context, name string) (string, error) 
 	return h, nil
 }
 
-func (u memUsers) UserTeams(_ context.Context, user string) (map[string][]string, error) {
-	return u.teams[user], nil
+func (u *memUsers) Session(_ context.Context, connector, userID string) (Session, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.down {
+		return Session{}, errDown
+	}
+	if _, ok := u.hashes[userID]; !ok || connector != LocalConnector {
+		return Session{}, fmt.Errorf("local user %q: %w", userID, ErrUnknownUser)
+	}
+	teams := map[string][]string{}
+	for team, roles := range u.teams[connector+":"+userID] {
+		teams[team] = roles
+	}
+	return Session{Generation: u.generations[userID], Teams: teams}, nil
+}
+
+func (u *memUsers) EndSessions(_ context.Context, connector, userID string) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.down {
+		return errDown
+	}
+	if _, ok := u.hashes[userID]; !ok {
+		return fmt.Errorf("local user %q: %w", userID, ErrUnknownUser)
+	}
+	if u.generations == nil {
+		u.generations = map[string]int64{}
+	}
+	u.generations[userID]++
+	return nil
+}
+
+func (u *memUsers) set(f func(u *memUsers)) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	f(u)
 }
 
 // tokenServer serves TokenHandler and, behind Authenticate, a /api/v1/user
-// like Porter's, for users test:test (main owner) and dev:devpw (dev member).
+// like Porter's and /sky/logout, for users test:test (main owner) and
+// dev:devpw (dev member).
 func tokenServer(t *testing.T, opts ...IssuerOption) (*httptest.Server, *Issuer) {
+	srv, iss, _ := tokenServerWith(t, nil, opts...)
+	return srv, iss
+}
+
+// tokenServerWith is tokenServer with the users it serves and, if not nil,
+// the login throttle.
+func tokenServerWith(t *testing.T, throttle *Throttle, opts ...IssuerOption) (*httptest.Server, *Issuer, *memUsers) {
 	t.Helper()
 	testHash, err := HashPassword("test")
 	if err != nil {
@@ -50,7 +99,7 @@ func tokenServer(t *testing.T, opts ...IssuerOption) (*httptest.Server, *Issuer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	users := memUsers{
+	users := &memUsers{
 		hashes: map[string]string{"test": testHash, "dev": devHash},
 		teams: map[string]map[string][]string{
 			"local:test": {"main": {"owner"}},
@@ -60,19 +109,24 @@ func tokenServer(t *testing.T, opts ...IssuerOption) (*httptest.Server, *Issuer)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	iss := NewIssuer(newTestKey(t), "http://example.invalid/sky/issuer", 24*time.Hour, opts...)
 
+	var tokenOpts []TokenOption
+	if throttle != nil {
+		tokenOpts = append(tokenOpts, WithThrottle(throttle))
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/sky/issuer/token", TokenHandler(iss, users, log))
-	mux.Handle("GET /api/v1/user", Authenticate(iss, log)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/sky/issuer/token", TokenHandler(iss, users, log, tokenOpts...))
+	mux.Handle("GET /sky/logout", Logout(users, log, nil))
+	mux.Handle("GET /api/v1/user", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, ok := FromContext(r.Context())
 		if !ok {
 			http.Error(w, fmt.Sprint("not authorized: ", TokenError(r.Context())), http.StatusUnauthorized)
 			return
 		}
 		_ = json.NewEncoder(w).Encode(c.UserInfo())
-	})))
-	srv := httptest.NewServer(mux)
+	}))
+	srv := httptest.NewServer(Authenticate(iss, users, log, nil)(mux))
 	t.Cleanup(srv.Close)
-	return srv, iss
+	return srv, iss, users
 }
 
 // flyTokenRequest is fly 8.2.5's login request byte for byte (reference
@@ -288,7 +342,7 @@ func TestAuthenticate(t *testing.T) {
 }
 
 func TestTokenStoreDownIsAServerError(t *testing.T) {
-	users := memUsers{down: true}
+	users := &memUsers{down: true}
 	srv := httptest.NewServer(TokenHandler(NewIssuer(newTestKey(t), testIssuerURL, time.Hour), users, slog.New(slog.DiscardHandler)))
 	defer srv.Close()
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("grant_type=password&username=test&password=test&scope=openid"))

@@ -23,8 +23,33 @@ type Users interface {
 	// LocalUserHash is the bcrypt hash of local user name's password, or an
 	// error wrapping ErrUnknownUser.
 	LocalUserHash(ctx context.Context, name string) (string, error)
-	// UserTeams are the roles of user ("local:<name>") on each team.
-	UserTeams(ctx context.Context, user string) (map[string][]string, error)
+	Sessions
+}
+
+// Sessions is what Authenticate checks every token against.
+type Sessions interface {
+	// Session is the user's token generation and roles now, or an error
+	// wrapping ErrUnknownUser for a user that does not exist (any more).
+	Session(ctx context.Context, connector, userID string) (Session, error)
+}
+
+// SessionEnder ends a user's sessions (logout).
+type SessionEnder interface {
+	// EndSessions moves the user's token generation on, so that every token
+	// issued before stops working; ErrUnknownUser (wrapped) for no such user.
+	EndSessions(ctx context.Context, connector, userID string) error
+}
+
+// Session is a user's state that tokens are checked against on every
+// request. Tokens are signed, not stored; the generation is what lets a
+// logout end them, and roles read here rather than from the token make a
+// removed membership take effect at once.
+type Session struct {
+	// Generation is the user's token generation: a token carrying another
+	// one was issued before a logout.
+	Generation int64
+	// Teams are the user's roles on each team (team -> roles).
+	Teams map[string][]string
 }
 
 // HashPassword bcrypts pw for storing.

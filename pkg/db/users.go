@@ -3,6 +3,9 @@ package db
 import (
 	"context"
 	"fmt"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // UpsertLocalUser creates a local user or replaces its password. The hash is
@@ -18,6 +21,42 @@ func (d *DB) UpsertLocalUser(ctx context.Context, name, passwordHash string) err
 	return nil
 }
 
+// SetLocalUsers makes the local users exactly users (name -> bcrypt hash), as
+// the server's flags declare them: new ones are added, passwords replaced,
+// and users not named are deleted, so they can no longer log in and their
+// tokens stop working. It returns the names it deleted, sorted.
+func (d *DB) SetLocalUsers(ctx context.Context, users map[string]string) (removed []string, err error) {
+	names := make([]string, 0, len(users))
+	for name := range users {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		for _, name := range names {
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO local_users (name, password_hash) VALUES ($1, $2)
+				ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash, update_time = now()`,
+				name, users[name]); err != nil {
+				return fmt.Errorf("save local user %s: %w", name, err)
+			}
+		}
+		rows, err := tx.Query(ctx, `DELETE FROM local_users WHERE NOT (name = ANY($1)) RETURNING name`, names)
+		if err != nil {
+			return fmt.Errorf("delete local users not declared: %w", err)
+		}
+		removed, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("delete local users not declared: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set local users: %w", err)
+	}
+	sort.Strings(removed)
+	return removed, nil
+}
+
 // LocalUserHash is the stored password hash of a local user.
 func (d *DB) LocalUserHash(ctx context.Context, name string) (string, error) {
 	var h string
@@ -25,4 +64,68 @@ func (d *DB) LocalUserHash(ctx context.Context, name string) (string, error) {
 		return "", classify(err, "local user %s", name)
 	}
 	return h, nil
+}
+
+// UserSession is what an authenticated request of a local user is checked
+// against: the user's token generation and its roles now.
+type UserSession struct {
+	// Generation is the user's current token generation: only tokens
+	// carrying it are good.
+	Generation int64
+	// Teams are the user's roles on each team (team -> roles, sorted),
+	// as UserTeams gives them.
+	Teams map[string][]string
+}
+
+// LocalUserSession reads local user name's generation and roles in one
+// query, for every authenticated request. ErrNotFound: no such user (any
+// more).
+func (d *DB) LocalUserSession(ctx context.Context, name string) (UserSession, error) {
+	rows, err := d.pool.Query(ctx, `
+		SELECT u.generation, m.team, m.role
+		FROM local_users u
+		LEFT JOIN LATERAL (
+			SELECT t.name AS team, r.key AS role
+			FROM teams t, jsonb_each(t.auth) r
+			WHERE r.value->'users' ? ('local:' || u.name)
+		) m ON true
+		WHERE u.name = $1`, name)
+	if err != nil {
+		return UserSession{}, fmt.Errorf("session of local user %s: %w", name, err)
+	}
+	s := UserSession{Teams: map[string][]string{}}
+	found := false
+	var team, role *string
+	_, err = pgx.ForEachRow(rows, []any{&s.Generation, &team, &role}, func() error {
+		found = true
+		if team != nil && role != nil {
+			s.Teams[*team] = append(s.Teams[*team], *role)
+		}
+		return nil
+	})
+	if err != nil {
+		return UserSession{}, fmt.Errorf("session of local user %s: %w", name, err)
+	}
+	if !found {
+		return UserSession{}, fmt.Errorf("session of local user %s: %w", name, ErrNotFound)
+	}
+	for _, roles := range s.Teams {
+		sort.Strings(roles)
+	}
+	return s, nil
+}
+
+// BumpLocalUserGeneration moves local user name's token generation on, so
+// every token issued before stops working (logout). ErrNotFound: no such
+// user.
+func (d *DB) BumpLocalUserGeneration(ctx context.Context, name string) error {
+	tag, err := d.pool.Exec(ctx,
+		"UPDATE local_users SET generation = nextval('local_user_generation') WHERE name = $1", name)
+	if err != nil {
+		return fmt.Errorf("end the sessions of local user %s: %w", name, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("end the sessions of local user %s: %w", name, ErrNotFound)
+	}
+	return nil
 }

@@ -34,7 +34,8 @@ type TeamStore interface {
 	Teams(ctx context.Context) ([]db.Team, error)
 	EnsureTeam(ctx context.Context, name string, auth db.TeamAuth) (db.Team, error)
 	LocalUserHash(ctx context.Context, name string) (string, error)
-	UserTeams(ctx context.Context, user string) (map[string][]string, error)
+	LocalUserSession(ctx context.Context, name string) (db.UserSession, error)
+	BumpLocalUserGeneration(ctx context.Context, name string) error
 }
 
 // BuildStore holds builds and their artifacts.

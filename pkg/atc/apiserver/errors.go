@@ -103,6 +103,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
+// unavailable answers a request the user store could not serve (503).
+func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error) {
+	s.fail(w, r, withStatus(http.StatusServiceUnavailable, err))
+}
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)

@@ -44,6 +44,8 @@ type fakeStore struct {
 	workers   []db.Worker
 	conts     []db.Container
 	artifacts []db.Artifact
+	// users are the local users' sessions (token generation and roles).
+	users map[string]db.UserSession
 	// calls names the changes made, e.g. "PausePipeline 10".
 	calls []string
 }
@@ -148,8 +150,48 @@ func (s *fakeStore) EnsureTeam(_ context.Context, name string, a db.TeamAuth) (d
 	return db.Team{ID: 9, Name: name, Auth: a}, nil
 }
 func (s *fakeStore) LocalUserHash(context.Context, string) (string, error) { return "", db.ErrNotFound }
-func (s *fakeStore) UserTeams(context.Context, string) (map[string][]string, error) {
-	return map[string][]string{}, nil
+// LocalUserSession is a user's roles as token gave them; a user no token
+// was made for does not exist.
+func (s *fakeStore) LocalUserSession(_ context.Context, name string) (db.UserSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return db.UserSession{}, s.fail
+	}
+	sess, ok := s.users[name]
+	if !ok {
+		return db.UserSession{}, db.ErrNotFound
+	}
+	return sess, nil
+}
+
+func (s *fakeStore) BumpLocalUserGeneration(_ context.Context, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	sess, ok := s.users[name]
+	if !ok {
+		return db.ErrNotFound
+	}
+	sess.Generation++
+	s.users[name] = sess
+	return nil
+}
+
+// addUser gives user these roles (team -> roles) and answers its token
+// generation.
+func (s *fakeStore) addUser(user string, teams map[string][]string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.users == nil {
+		s.users = map[string]db.UserSession{}
+	}
+	sess := s.users[user]
+	sess.Teams = teams
+	s.users[user] = sess
+	return sess.Generation
 }
 
 func (s *fakeStore) Build(_ context.Context, id int64) (db.Build, error) {
@@ -429,8 +471,9 @@ func (a *testAPI) token(t testing.TB, user string, roles map[string]string) stri
 	for team, role := range roles {
 		teams[team] = []string{role}
 	}
+	gen := a.store.addUser(user, teams)
 	tok, err := a.issuer.Issue(auth.Claims{Subject: auth.SubjectFor(auth.LocalConnector, user), UserID: user, Name: user,
-		Connector: auth.LocalConnector, Teams: teams})
+		Connector: auth.LocalConnector, Teams: teams, Generation: gen})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,8 @@ import (
 func (s *Server) Handler() http.Handler {
 	var h http.Handler = s.routes().mux
 	h = auth.RefuseCrossOrigin(s.cfg.ExternalURL)(h)
-	h = auth.Authenticate(s.issuer, s.log.With("component", "auth"))(h)
+	h = auth.Authenticate(s.issuer, loginUsers{s.store}, s.log.With("component", "auth"), s.unavailable)(h)
+	h = auth.RefuseForeignHost(s.cfg.ExternalURL, "/healthz")(h)
 	h = s.limitBodies(h)
 	h = s.recoverPanics(h)
 	h = withRequestID(h)
@@ -45,7 +46,7 @@ func (s *Server) routes() *router {
 	mux.handle("GET /api/v1/info", s.handleInfo)
 	mux.handle("POST /sky/issuer/token", auth.TokenHandler(s.issuer, loginUsers{s.store}, s.log.With("component", "login")).ServeHTTP)
 	mux.handle("GET /api/v1/cli", s.handleCLI)
-	mux.handle("GET /sky/logout", s.handleLogout)
+	mux.handle("GET /sky/logout", auth.Logout(loginUsers{s.store}, s.log.With("component", "login"), s.unavailable).ServeHTTP)
 	mux.handle("GET /api/v1/user", s.authed(s.handleUser))
 	mux.handle("GET /api/v1/teams", s.handleTeams)
 	mux.handle("GET /api/v1/teams/{team_name}", s.authed(s.handleGetTeam))
@@ -190,23 +191,18 @@ func (s *Server) handleCLI(w http.ResponseWriter, r *http.Request) {
 		fmt.Sprintf("Porter does not distribute fly: use Concourse's fly %s, the version this server speaks", concourse.Version)))
 }
 
-// handleLogout is `fly logout`. Tokens are signed, not stored, so there is
-// nothing to forget here: fly drops its copy, and the token expires.
-func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
-	w.WriteHeader(http.StatusOK)
-}
-
 // handleGetTeam is fly's check of --team: 404 for no such team, 403 for a
 // team the caller has no role in.
 func (s *Server) handleGetTeam(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 	name := r.PathValue("team_name")
+	// Roles first: whether a team exists is only told to who may see it.
+	if !claims.CanRead(name) {
+		s.fail(w, r, forbidden(fmt.Sprintf("you do not have a role on team %q", name)))
+		return
+	}
 	t, err := s.store.Team(r.Context(), name)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("team %q: %w", name, err))
-		return
-	}
-	if !claims.CanRead(name) {
-		s.fail(w, r, forbidden(fmt.Sprintf("you do not have a role on team %q", name)))
 		return
 	}
 	writeJSON(w, http.StatusOK, apiTeam(t))
