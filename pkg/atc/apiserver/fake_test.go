@@ -150,6 +150,7 @@ func (s *fakeStore) EnsureTeam(_ context.Context, name string, a db.TeamAuth) (d
 	return db.Team{ID: 9, Name: name, Auth: a}, nil
 }
 func (s *fakeStore) LocalUserHash(context.Context, string) (string, error) { return "", db.ErrNotFound }
+
 // LocalUserSession is a user's roles as token gave them; a user no token
 // was made for does not exist.
 func (s *fakeStore) LocalUserSession(_ context.Context, name string) (db.UserSession, error) {
