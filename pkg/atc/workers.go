@@ -58,6 +58,7 @@ func (s *Server) newWorkers(cfgs []worker.Config, client func(worker.Config) (ku
 		spec := s.podWorker
 		spec.Name, spec.Namespace, spec.Platform = c.Name, c.Namespace, c.Platform
 		spec.ImagePullSecrets = c.ImagePullSecrets
+		spec.AllowPrivileged = c.AllowsPrivileged()
 		for tag, p := range c.TagPlacement {
 			if spec.TagPlacement == nil {
 				spec.TagPlacement = map[string]podspec.Placement{}
@@ -299,7 +300,7 @@ func (s *Server) chooseWorker(ctx context.Context, req worker.Requirements) (*wo
 		}
 		l := loads[r.Name]
 		cs = append(cs, worker.Candidate{Name: r.Name, Platform: r.Platform, Team: r.Team, State: r.State, Tags: r.Tags,
-			ActiveContainers: l.Containers, ActiveTasks: l.Tasks})
+			Privileged: w.cfg.AllowsPrivileged(), ActiveContainers: l.Containers, ActiveTasks: l.Tasks})
 	}
 	c, err := s.cfg.Placement.Choose(cs, req)
 	if err != nil {
@@ -314,7 +315,7 @@ func (s *Server) checkPlacement(req worker.Requirements) error {
 	var cs []worker.Candidate
 	for _, w := range s.workers {
 		cs = append(cs, worker.Candidate{Name: w.cfg.Name, Platform: w.cfg.Platform, Team: w.cfg.Team,
-			Tags: w.cfg.Tags, State: worker.StateRunning})
+			Tags: w.cfg.Tags, Privileged: w.cfg.AllowsPrivileged(), State: worker.StateRunning})
 	}
 	_, err := worker.Placer{Intn: func(int) int { return 0 }}.Choose(cs, req)
 	return err
@@ -324,4 +325,11 @@ func (s *Server) checkPlacement(req worker.Requirements) error {
 func requirements(team string, tags []string, platform string, task bool) worker.Requirements {
 	return worker.Requirements{Tags: slices.DeleteFunc(slices.Clone(tags), func(t string) bool { return t == "" }),
 		Team: team, Platform: platform, Task: task}
+}
+
+// privilegedRequirements are requirements of a step that may be
+// privileged: such a step runs only on a worker that allows it.
+func privilegedRequirements(req worker.Requirements, privileged bool) worker.Requirements {
+	req.Privileged = privileged
+	return req
 }

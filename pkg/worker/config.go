@@ -52,7 +52,20 @@ type Config struct {
 	// BaseResourceTypes override the server's base resource type images
 	// on this worker (name: image).
 	BaseResourceTypes map[string]string `json:"base_resource_types,omitempty"`
+	// Privileged is PrivilegedAllow to run privileged steps here (its
+	// namespace must then be labelled for the "privileged" Pod Security
+	// level); empty or PrivilegedDeny refuses them.
+	Privileged string `json:"privileged,omitempty"`
 }
+
+// Values of Config.Privileged.
+const (
+	PrivilegedAllow = "allow"
+	PrivilegedDeny  = "deny"
+)
+
+// AllowsPrivileged says whether the worker runs privileged steps.
+func (c Config) AllowsPrivileged() bool { return c.Privileged == PrivilegedAllow }
 
 // Placement is a tag's nodeSelector and tolerations.
 type Placement struct {
@@ -139,6 +152,14 @@ func (c *Config) Validate() error {
 		if !slices.Contains(c.Tags, tag) {
 			errs = append(errs, fmt.Errorf("tag_placement for %q, which is not one of the worker's tags %v", tag, c.Tags))
 		}
+	}
+	switch c.Privileged {
+	case "", PrivilegedAllow, PrivilegedDeny:
+		if c.Privileged == PrivilegedAllow && c.Platform == PlatformWindows {
+			errs = append(errs, errors.New("privileged: allow on a windows worker (Windows containers cannot be privileged)"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("privileged %q: want allow or deny", c.Privileged))
 	}
 	if c.Team != "" && !namePattern.MatchString(c.Team) {
 		errs = append(errs, fmt.Errorf("team %q is not a team name", c.Team))

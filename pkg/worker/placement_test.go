@@ -21,6 +21,7 @@ func TestChoose(t *testing.T) {
 		return func(c *Candidate) { c.ActiveContainers, c.ActiveTasks = containers, tasks }
 	}
 	windows := func(c *Candidate) { c.Platform = PlatformWindows }
+	privileged := func(c *Candidate) { c.Privileged = true }
 
 	tests := []struct {
 		name     string
@@ -55,6 +56,12 @@ func TestChoose(t *testing.T) {
 			workers: []Candidate{linux("a", load(3, 2))}, want: "a"},
 		{name: "limit active tasks picks the fewest tasks", placer: Placer{Strategy: LimitActiveTasks},
 			workers: []Candidate{linux("a", load(1, 3)), linux("b", load(7, 0))}, req: Requirements{Task: true}, want: "b"},
+		{name: "a privileged step needs a worker that allows it", workers: []Candidate{linux("plain"), linux("priv", privileged, load(9, 9))},
+			req: Requirements{Privileged: true}, want: "priv"},
+		{name: "no worker allows privileged steps", workers: []Candidate{linux("local")}, req: Requirements{Privileged: true},
+			wantErr: "no worker satisfies the step's platform linux, privileged; the workers are local (platform linux, privileged steps not allowed); " +
+				"a worker runs privileged steps only when its workers config says `privileged: allow`"},
+		{name: "unprivileged steps run on privileged workers too", workers: []Candidate{linux("priv", privileged)}, want: "priv"},
 		{name: "random picks among all ready", placer: Placer{Strategy: Random, Intn: func(n int) int { return n - 1 }},
 			workers: []Candidate{linux("a", load(0, 0)), linux("b", load(9, 9))}, want: "b"},
 	}
@@ -98,23 +105,26 @@ workers:
 - name: plain
   namespace: steps
   team: main
+  privileged: allow
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ws[1].Platform != PlatformLinux || ws[0].TagPlacement["gpu"].NodeSelector["accelerator"] != "nvidia" ||
-		ws[0].TagPlacement["gpu"].Tolerations[0].Key != "nvidia.com/gpu" {
+		ws[0].TagPlacement["gpu"].Tolerations[0].Key != "nvidia.com/gpu" || ws[0].AllowsPrivileged() || !ws[1].AllowsPrivileged() {
 		t.Fatalf("parsed %+v", ws)
 	}
 	for body, want := range map[string]string{
 		"workers: []": "no workers",
-		"workers: [{name: a, namespace: n, tagz: [x]}]":                        `unknown field "tagz"`,
-		"workers: [{name: A, namespace: n}]":                                   `worker name "A"`,
-		"workers: [{name: a, namespace: N_1}]":                                 `namespace "N_1"`,
-		"workers: [{name: a, namespace: n, platform: darwin}]":                 `platform "darwin"`,
-		"workers: [{name: a, namespace: n}, {name: a, namespace: m}]":          `worker "a" is declared twice`,
-		"workers: [{name: a, namespace: n, tag_placement: {gpu: {}}}]":         `tag_placement for "gpu"`,
-		"workers: [{name: a, namespace: n, in_cluster: true, kubeconfig: /x}]": "exclude each other",
+		"workers: [{name: a, namespace: n, tagz: [x]}]":                            `unknown field "tagz"`,
+		"workers: [{name: A, namespace: n}]":                                       `worker name "A"`,
+		"workers: [{name: a, namespace: N_1}]":                                     `namespace "N_1"`,
+		"workers: [{name: a, namespace: n, platform: darwin}]":                     `platform "darwin"`,
+		"workers: [{name: a, namespace: n}, {name: a, namespace: m}]":              `worker "a" is declared twice`,
+		"workers: [{name: a, namespace: n, tag_placement: {gpu: {}}}]":             `tag_placement for "gpu"`,
+		"workers: [{name: a, namespace: n, in_cluster: true, kubeconfig: /x}]":     "exclude each other",
+		"workers: [{name: a, namespace: n, privileged: maybe}]":                    `worker a: privileged "maybe": want allow or deny`,
+		"workers: [{name: a, namespace: n, platform: windows, privileged: allow}]": "privileged: allow on a windows worker",
 	} {
 		if _, err := Parse([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%s) = %v, want an error containing %q", body, err, want)
