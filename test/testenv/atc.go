@@ -254,12 +254,20 @@ type ATCConfig struct {
 	// CredentialNamespacePrefix is --kubernetes-credential-namespace-prefix
 	// (default: the server's, "concourse-"); see NewCredentialNamespace.
 	CredentialNamespacePrefix string
+	// Privileged makes the first worker allow privileged steps
+	// (`privileged: allow`); label its namespace with SetPodSecurity
+	// "privileged" too.
+	Privileged bool
 	// MoreWorkers are workers beside the first (Worker, WorkerName, Tags):
-	// with any, the server gets them all in a --workers-config file.
+	// with any (or Privileged), the server gets them all in a
+	// --workers-config file.
 	MoreWorkers []Worker
 	Args        []string // more flags, last
 	Env         []string // more environment, last
 }
+
+// usesWorkersFile: the server's workers need more than --worker and --tag.
+func (c ATCConfig) usesWorkersFile() bool { return len(c.MoreWorkers) > 0 || c.Privileged }
 
 // Worker is one more worker of a server: a worker namespace (with its own
 // kubeconfig), its name, tags and team.
@@ -273,12 +281,14 @@ type Worker struct {
 	// TagPlacement is the worker's tag_placement (tag: node_selector,
 	// tolerations), as the workers file has it.
 	TagPlacement map[string]any
+	// Privileged is `privileged: allow`.
+	Privileged bool
 }
 
 // workersFile writes the --workers-config file of the server's workers.
 func (a *ATC) workersFile(first string) (string, error) {
 	c := a.Config
-	ws := append([]Worker{{Name: first, Namespace: c.Worker, Tags: c.Tags}}, c.MoreWorkers...)
+	ws := append([]Worker{{Name: first, Namespace: c.Worker, Tags: c.Tags, Privileged: c.Privileged}}, c.MoreWorkers...)
 	var b strings.Builder
 	b.WriteString("workers:\n")
 	for _, w := range ws {
@@ -291,11 +301,15 @@ func (a *ATC) workersFile(first string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("workers file: tag placement of %s: %w", w.Name, err)
 		}
-		fmt.Fprintf(&b, "- {name: %q, kubeconfig: %q, namespace: %q, team: %q, tags: %s, tag_placement: %s}\n",
-			w.Name, kc, w.Namespace.Name, w.Team, tags, placement)
+		privileged := "deny"
+		if w.Privileged {
+			privileged = "allow"
+		}
+		fmt.Fprintf(&b, "- {name: %q, kubeconfig: %q, namespace: %q, team: %q, tags: %s, tag_placement: %s, privileged: %s}\n",
+			w.Name, kc, w.Namespace.Name, w.Team, tags, placement, privileged)
 	}
 	path := filepath.Join(a.dir, "workers.yaml")
-	if len(c.MoreWorkers) == 0 {
+	if !c.usesWorkersFile() {
 		return path, os.Remove(path)
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
@@ -486,7 +500,7 @@ func (a *ATC) Args() []string {
 	for _, u := range c.MainTeamUsers {
 		args = append(args, "--main-team-local-user", u)
 	}
-	if len(c.MoreWorkers) > 0 {
+	if c.usesWorkersFile() {
 		// Launch writes it.
 		args = append(args, "--workers-config", filepath.Join(a.dir, "workers.yaml"))
 	} else {
