@@ -63,6 +63,9 @@ type Requirements struct {
 	Task bool
 	// Privileged steps run only on workers that allow them.
 	Privileged bool
+	// OwnNamespace: the team has a namespace of its own on some worker
+	// (team_namespaces), and its steps run only on its own workers.
+	OwnNamespace bool
 	// Started are the workers the step's build already ran steps on: a
 	// landing or retiring one still takes the build's steps, so that the
 	// builds running on it finish.
@@ -83,6 +86,9 @@ func (r Requirements) String() string {
 	}
 	if r.Privileged {
 		s += ", privileged"
+	}
+	if r.OwnNamespace {
+		s += " (its own workers only: the team has a namespace of its own)"
 	}
 	return s
 }
@@ -220,6 +226,9 @@ func (c Candidate) compatible(req Requirements) bool {
 		return false
 	}
 	if c.Team != "" && c.Team != req.Team {
+		return false
+	}
+	if req.OwnNamespace && c.Team != req.Team {
 		return false
 	}
 	if req.Privileged && !c.Privileged {

@@ -131,3 +131,61 @@ workers:
 		}
 	}
 }
+
+func TestTeamNamespaces(t *testing.T) {
+	ws, err := Parse([]byte(`
+workers:
+- name: local
+  namespace: steps
+  tags: [big]
+  privileged: allow
+  team_namespaces: {main: steps-main, other: steps-other}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, w := range ws {
+		names = append(names, w.Name+"="+w.Namespace+"/"+w.Team+"/"+w.TeamNamespaceOf)
+	}
+	if got := strings.Join(names, " "); got != "local=steps// local.main=steps-main/main/local local.other=steps-other/other/local" {
+		t.Fatalf("expanded to %s", got)
+	}
+	if !ws[1].AllowsPrivileged() || ws[1].Tags[0] != "big" {
+		t.Errorf("a team's namespace worker keeps the worker's settings: %+v", ws[1])
+	}
+	if !OwnNamespace(ws, "main") || OwnNamespace(ws, "third") {
+		t.Error("OwnNamespace")
+	}
+
+	for body, want := range map[string]string{
+		"workers: [{name: a, namespace: ns, team_namespaces: {main: ns}}]":                             `namespace "ns" of team main is also the worker's`,
+		"workers: [{name: a, namespace: n, team_namespaces: {main: m, other: m}}]":                     `namespace "m" of team other is also team main's`,
+		"workers: [{name: a, namespace: n, team_namespaces: {Main: m}}]":                               `team "Main" is not a team name`,
+		"workers: [{name: a, namespace: n, team: x, team_namespaces: {main: m}}]":                      "team_namespaces on team x's worker",
+		"workers: [{name: a, namespace: n, image_pull_secrets: [s], team_namespaces: {main: m}}]":      "team_namespaces with image_pull_secrets",
+		"workers: [{name: a, namespace: n, team_namespaces: {main: m}}, {name: a.main, namespace: o}]": `worker "a.main" is declared twice`,
+	} {
+		if _, err := Parse([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%s) = %v, want an error containing %q", body, err, want)
+		}
+	}
+
+	// A team with a namespace of its own runs only there, even when its
+	// worker is busy; other teams use the shared one.
+	cs := []Candidate{{Name: "local", Platform: PlatformLinux, State: StateRunning},
+		{Name: "local.main", Platform: PlatformLinux, Team: "main", State: StateLanding}}
+	_, err = Placer{}.Choose(cs, Requirements{Team: "main", OwnNamespace: true})
+	var busy *BusyError
+	if !errors.As(err, &busy) {
+		t.Errorf("team main while its namespace's worker lands: %v, want to wait", err)
+	}
+	if c, err := (Placer{}).Choose(cs, Requirements{Team: "other"}); err != nil || c.Name != "local" {
+		t.Errorf("team other: %v, %v", c.Name, err)
+	}
+	_, err = Placer{}.Choose(cs[:1], Requirements{Team: "main", OwnNamespace: true})
+	var none *NoWorkerError
+	if !errors.As(err, &none) || !strings.Contains(err.Error(), "its own workers only") {
+		t.Errorf("team main without its worker registered: %v, want no worker", err)
+	}
+}

@@ -213,7 +213,7 @@ var _ = Describe("deploy/networkpolicy", Ordered, ContinueOnFailure, func() {
 		steps := map[string]netpolicy.Endpoint{}
 		for name, step := range map[string]netpolicy.Endpoint{"a": stepA, "b": stepB} {
 			tn := worker.TeamNamespace{Worker: inClusterWorker, Team: name, Namespace: "porter-steps-" + name,
-				ATCServiceAccount: "atc-porter-runtime", ATCNamespace: workerNS}
+				ATC: worker.SubjectOf("system:serviceaccount:" + workerNS + ":atc-porter-runtime")}
 			namespace, binding, policy, err := tn.Objects()
 			Expect(err).NotTo(HaveOccurred())
 			dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
