@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -203,13 +204,14 @@ var _ = Describe("deploy/networkpolicy", Ordered, ContinueOnFailure, func() {
 		})
 	}, SpecTimeout(30*time.Second))
 
-	// Each team's steps in its own namespace (pkg/worker.TeamNamespace, not
-	// wired into the ATC yet): the objects the API server accepts, and a
-	// policy under which no team's step reaches another team's, whatever
-	// the sender's egress allows.
+	// Each team's steps in its own namespace (a worker's team_namespaces,
+	// pkg/worker.TeamNamespace): the objects the API server accepts, under
+	// which no team's step reaches another team's, and a team's steps reach
+	// what the worker's own steps reach.
 	It("keep team namespaces apart: a team's steps accept connections from their own namespace only", func(ctx SpecContext) {
-		var team []networkingv1.NetworkPolicy
-		teamNamespaces := map[string]labels.Set{}
+		deployed := dryRun(ctx, ns, policiesOf(rendered))
+		team := slices.Clone(deployed)
+		teamNamespaces := maps.Clone(namespaces)
 		steps := map[string]netpolicy.Endpoint{}
 		for name, step := range map[string]netpolicy.Endpoint{"a": stepA, "b": stepB} {
 			tn := worker.TeamNamespace{Worker: inClusterWorker, Team: name, Namespace: "porter-steps-" + name,
@@ -223,7 +225,11 @@ var _ = Describe("deploy/networkpolicy", Ordered, ContinueOnFailure, func() {
 			b.Namespace = ns
 			_, err = cluster.client.RbacV1().RoleBindings(ns).Create(ctx, b, dry)
 			Expect(err).NotTo(HaveOccurred(), "dry run of RoleBinding %s", binding.Name)
-			team = append(team, dryRun(ctx, ns, []networkingv1.NetworkPolicy{*policy})...)
+			copies := []networkingv1.NetworkPolicy{*policy}
+			for _, p := range tn.StepEgress(deployed, workerNS) {
+				copies = append(copies, *p)
+			}
+			team = append(team, dryRun(ctx, ns, copies)...)
 			teamNamespaces[namespace.Name] = namespace.Labels
 			step.Namespace = namespace.Name
 			steps[name] = step
@@ -236,6 +242,10 @@ var _ = Describe("deploy/networkpolicy", Ordered, ContinueOnFailure, func() {
 			{"step (team b) -> step (team a)", steps["b"], steps["a"], 8080, "", false},
 			{"step (team a) -> step (team a)", sibling, steps["a"], 8080, "", true},
 			{"outside -> step (team a)", outside, steps["a"], 8080, "", false},
+			{"step (team a) -> ATC grpc", steps["a"], atc, portOf(atc, "grpc", ""), "", true},
+			{"step (team a) -> ATC http", steps["a"], atc, portOf(atc, "http", ""), "", false},
+			{"step (team a) -> PostgreSQL", steps["a"], pg, portOf(pg, "postgres", ""), "", false},
+			{"step (team a) -> kubelet", steps["a"], node, 10250, "", false},
 		})
 	}, SpecTimeout(30*time.Second))
 })
