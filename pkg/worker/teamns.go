@@ -27,7 +27,7 @@ const (
 	// deploy/networkpolicy lets such namespaces' step pods reach the ATC's
 	// gRPC port and the blobstore.
 	LabelStepNamespace = "porter.dev/step-namespace"
-	// StepRoleName is the ClusterRole (deploy/atc/rbac.yaml) holding the
+	// StepRoleName is the ClusterRole (deploy/atc/team-namespaces.yaml) with the
 	// rights of Required; a team's namespace binds it to the ATC.
 	StepRoleName = "porter-step-runtime"
 	// TeamIsolationPolicy is the NetworkPolicy of a team's namespace.
