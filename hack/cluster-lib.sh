@@ -28,10 +28,15 @@ CLUSTER_DOMAIN=cluster.local
 BRIDGE=porterbr0
 APISERVER_URL=https://127.0.0.1:6443
 # The image registry (deploy/registry, the CNCF distribution registry) is a
-# host-network pod on NODE_IP, plain HTTP: pods and the host's containerd pull
-# from one address. PORTER_CLUSTER_REGISTRY_PORT moves it off 5000.
+# host-network pod, plain HTTP, with two instances over one storage: pods and
+# the host's containerd pull from a read-only one on NODE_IP (REGISTRY_ADDR);
+# the push path (images.sh, tests) uses a read-write one on the host's
+# loopback (REGISTRY_PUSH_ADDR), which pods cannot reach. An image pushed as
+# REGISTRY_PUSH_ADDR/x is pulled as REGISTRY_ADDR/x.
+# PORTER_CLUSTER_REGISTRY_PORT moves both off 5000.
 REGISTRY_PORT=${PORTER_CLUSTER_REGISTRY_PORT:-5000}
 REGISTRY_ADDR=$NODE_IP:$REGISTRY_PORT
+REGISTRY_PUSH_ADDR=127.0.0.1:$REGISTRY_PORT
 REGISTRY_NAMESPACE=porter-registry
 # Ports this cluster listens on (all on 127.0.0.1 or NODE_IP); cluster-up refuses
 # to start if something else already holds one of them.
@@ -88,8 +93,16 @@ component_pid() {
 
 containerd_running() { component_pid containerd >/dev/null && [ -S "$CONTAINERD_SOCK" ]; }
 
-# registry_ready: the registry answers its API base (GET /v2/ is 200 without auth).
-registry_ready() { curl -fs --noproxy '*' -o /dev/null --max-time 2 "http://$REGISTRY_ADDR/v2/"; }
+# registry_ready: both instances of the registry answer their API base (GET
+# /v2/ is 200 without auth), and the one pods reach refuses an upload (405):
+# a registry from before the read-only instance is not ready, so cluster-up
+# applies deploy/registry again.
+registry_ready() {
+  curl -fs --noproxy '*' -o /dev/null --max-time 2 "http://$REGISTRY_ADDR/v2/" &&
+    curl -fs --noproxy '*' -o /dev/null --max-time 2 "http://$REGISTRY_PUSH_ADDR/v2/" &&
+    [ "$(curl -s --noproxy '*' -o /dev/null -w '%{http_code}' --max-time 2 -X POST \
+      "http://$REGISTRY_ADDR/v2/porter-ready/blobs/uploads/")" = 405 ]
+}
 
 # go_tool NAME: builds hack/tools/NAME into $TOOLS_BIN (a no-op when up to date:
 # go build is incremental) and prints its path.

@@ -5,8 +5,9 @@
 #   etcd -> kube-apiserver -> kube-controller-manager + kube-scheduler
 #   containerd (a private instance, CRI on) -> kubelet (cgroupfs, CNI bridge)
 #   MinIO as a host-network pod on the node IP, bucket "porter"
-#   an image registry (CNCF distribution) as a host-network pod on the node IP,
-#   plain HTTP, that containerd pulls from; the cached images are pushed there
+#   an image registry (CNCF distribution) as a host-network pod, plain HTTP:
+#   read-only on the node IP (pods and containerd pull there), read-write on
+#   127.0.0.1 (the cached images are pushed there; pods cannot reach it)
 #   PostgreSQL on 127.0.0.1:$POSTGRES_PORT (hack/postgres.sh; on the host, not a pod)
 #   kube-proxy (iptables mode, a host process like the kubelet) and socat
 #   forwarding $NODE_IP:6443 to the apiserver: ClusterIPs route, pods reach the API
@@ -111,6 +112,7 @@ converge_running() {
   timed "push changed images" "$REPO_ROOT/hack/images.sh" --push-cached || die "pushing the images failed"
   dns_ready || timed "CoreDNS ready" start_coredns
   { grep -qxF "PORTER_CLUSTER_REGISTRY=$REGISTRY_ADDR" "$CLUSTER_STATE/cluster.env" &&
+    grep -qxF "PORTER_CLUSTER_REGISTRY_PUSH=$REGISTRY_PUSH_ADDR" "$CLUSTER_STATE/cluster.env" &&
     grep -qxF "PORTER_CLUSTER_POD_SUBNET=$POD_SUBNET" "$CLUSTER_STATE/cluster.env"; } 2>/dev/null ||
     write_env_files "$(secret_value MINIO_ROOT_USER)" "$(secret_value MINIO_ROOT_PASSWORD)"
 }
@@ -686,7 +688,7 @@ write_env_files() {
   )
   (umask 077 && printf '%s\n' "${minio[@]}" >"$MINIO_ENV_FILE")
   (umask 077 && printf '%s\n' "PORTER_KUBECONFIG=$ADMIN_KUBECONFIG" "PORTER_CLUSTER_NODE_IP=$NODE_IP" "PORTER_CLUSTER_POD_SUBNET=$POD_SUBNET" \
-    "PORTER_CLUSTER_REGISTRY=$REGISTRY_ADDR" "${minio[@]}" >"$CLUSTER_STATE/cluster.env")
+    "PORTER_CLUSTER_REGISTRY=$REGISTRY_ADDR" "PORTER_CLUSTER_REGISTRY_PUSH=$REGISTRY_PUSH_ADDR" "${minio[@]}" >"$CLUSTER_STATE/cluster.env")
 }
 
 print_summary() {
@@ -695,7 +697,7 @@ cluster is up ($(elapsed)s)
   kubeconfig:     export KUBECONFIG=$ADMIN_KUBECONFIG   (kubectl: $TOOLS_BIN/kubectl)
   node:           $NODE_NAME, node IP $NODE_IP, pods $POD_SUBNET on $BRIDGE
   MinIO:          http://$MINIO_ENDPOINT from the host and from pods, bucket $MINIO_BUCKET
-  registry:       http://$REGISTRY_ADDR (plain HTTP) from the host, pods and containerd
+  registry:       pull http://$REGISTRY_ADDR (read-only; pods and containerd), push http://$REGISTRY_PUSH_ADDR (this host only)
   Services:       kube-proxy (iptables); ClusterIPs in $SERVICE_CIDR route from the host and pods
   DNS:            CoreDNS at $CLUSTER_DNS_IP, domain $CLUSTER_DOMAIN (ClusterFirst pods)
   credentials:    $MINIO_ENV_FILE (all settings: $CLUSTER_STATE/cluster.env)

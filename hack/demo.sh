@@ -45,8 +45,22 @@ start_atc() {
     log "ATC runtime already running (pid $(cat "$ATC_RUN/atc.pid"))"
     return 0
   fi
-  "$TOOLS_BIN/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" create namespace "$DEMO_NAMESPACE" --dry-run=client -o yaml |
-    "$TOOLS_BIN/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" apply -f - >/dev/null
+  # The Pod Security labels of deploy/atc's namespace: baseline enforced, so
+  # a privileged step is refused here twice over (its worker does not allow
+  # privileged steps either; docs/step-pod-security.md).
+  "$TOOLS_BIN/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: $DEMO_NAMESPACE
+  labels:
+    pod-security.kubernetes.io/enforce: baseline
+    pod-security.kubernetes.io/enforce-version: latest
+    pod-security.kubernetes.io/warn: restricted
+    pod-security.kubernetes.io/warn-version: latest
+    pod-security.kubernetes.io/audit: restricted
+    pod-security.kubernetes.io/audit-version: latest
+EOF
   mkdir -p "$ATC_RUN" "$ATC_STATE"
   # shellcheck disable=SC1090
   . "$CLUSTER_STATE/cluster.env"

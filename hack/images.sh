@@ -10,7 +10,9 @@
 # to the cluster's registry (deploy/registry) with hack/tools/ocipush, under the
 # same path and tag without the domain: docker.io/library/busybox:latest becomes
 # $REGISTRY_ADDR/library/busybox:latest, porter.local/porter:dev
-# $REGISTRY_ADDR/porter:dev. An image the registry already has is not pushed again.
+# $REGISTRY_ADDR/porter:dev (pushed through the read-write instance at
+# $REGISTRY_PUSH_ADDR, pulled from the read-only one at $REGISTRY_ADDR). An
+# image the registry already has is not pushed again.
 #
 # usage: hack/images.sh [--no-import|--no-push|--import-cached|--push-cached] [GROUP|NAME...]   (default: every image)
 #   --no-import      build the archives only
@@ -165,14 +167,15 @@ import_image() {
 # Groups whose images go to the registry: what step pods and resource types run.
 PUSH_GROUPS="base resources project"
 
-# registry_ref REF: REF in the cluster's registry, its domain (a first component
-# with a dot or a colon, or localhost) dropped.
+# registry_ref REF: REF in the cluster's registry at its push address (pods
+# pull it as $REGISTRY_ADDR/...), its domain (a first component with a dot or
+# a colon, or localhost) dropped.
 registry_ref() {
   local ref=$1 first=${1%%/*}
   if [ "$first" != "$ref" ] && { [[ $first == *[.:]* ]] || [ "$first" = localhost ]; }; then
     ref=${ref#*/}
   fi
-  echo "$REGISTRY_ADDR/$ref"
+  echo "$REGISTRY_PUSH_ADDR/$ref"
 }
 
 # push_cached: pushes every cached archive of PUSH_GROUPS in one ocipush run,
@@ -180,7 +183,7 @@ registry_ref() {
 # succeeds: the archives are still imported into containerd.
 push_cached() {
   if ! registry_ready; then
-    log "images: no registry answers at $REGISTRY_ADDR; not pushing (cluster-up starts it)"
+    log "images: no registry answers at $REGISTRY_PUSH_ADDR and $REGISTRY_ADDR; not pushing (cluster-up starts it)"
     return 0
   fi
   local name pairs=() ocipush
@@ -218,7 +221,7 @@ main() {
   done
   define_images
   if [ $push_only = 1 ]; then
-    timed "images: push to $REGISTRY_ADDR" push_cached
+    timed "images: push to $REGISTRY_PUSH_ADDR" push_cached
     return
   fi
   if [ $import_all = 1 ] && [ ${#want[@]} -eq 0 ]; then
@@ -270,7 +273,7 @@ main() {
   for name in "${selected[@]}"; do
     import_image "$name"
   done
-  [ $do_push = 0 ] || timed "images: push to $REGISTRY_ADDR" push_cached
+  [ $do_push = 0 ] || timed "images: push to $REGISTRY_PUSH_ADDR" push_cached
 }
 
 main "$@"

@@ -414,7 +414,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 	}
 	var w *workerRT
 	if err == nil {
-		w, err = s.placeStep(ctx, b, events.Origin{ID: string(p.ID)}, requirements(b.team, step.tags, "", false))
+		w, err = s.placeStep(ctx, b, events.Origin{ID: string(p.ID)}, privilegedRequirements(requirements(b.team, step.tags, "", false), step.image.Privileged))
 		if ctx.Err() != nil {
 			_, err := x.stoppedWaiting(ctx, r)
 			return nil, true, err
@@ -517,7 +517,7 @@ func (x *executor) failResource(ctx context.Context, p *concourse.Plan, r *stepR
 // The request is returned apart: it travels in the step's Secret, as the
 // source may hold credentials.
 func (x *executor) resolveResource(ctx context.Context, p *concourse.Plan, step resourceStep, request func() (map[string]any, error)) (*action.Action, []byte, error) {
-	if err := x.s.checkPlacement(requirements(x.b.team, step.tags, "", false)); err != nil {
+	if err := x.s.checkPlacement(privilegedRequirements(requirements(x.b.team, step.tags, "", false), step.image.Privileged)); err != nil {
 		return nil, nil, err
 	}
 	var timeout time.Duration

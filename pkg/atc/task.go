@@ -143,7 +143,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	origin := events.Origin{ID: string(p.ID)}
 	var w *workerRT
 	if err == nil {
-		w, err = s.placeStep(ctx, b, origin, requirements(b.team, tp.Tags, eventConfig.Platform, true))
+		w, err = s.placeStep(ctx, b, origin, privilegedRequirements(requirements(b.team, tp.Tags, eventConfig.Platform, true), tp.Privileged))
 		if ctx.Err() != nil {
 			return x.stoppedWaiting(ctx, r)
 		}
@@ -284,7 +284,7 @@ func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 	if err != nil {
 		return nil, events.TaskConfig{}, nil, err
 	}
-	if err := x.s.checkPlacement(requirements(x.b.team, tp.Tags, cfg.Platform, true)); err != nil {
+	if err := x.s.checkPlacement(privilegedRequirements(requirements(x.b.team, tp.Tags, cfg.Platform, true), tp.Privileged)); err != nil {
 		return nil, events.TaskConfig{}, nil, err
 	}
 	var missing []string

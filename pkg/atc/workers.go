@@ -58,6 +58,7 @@ func (s *Server) newWorkers(cfgs []worker.Config, client func(worker.Config) (ku
 		spec := s.podWorker
 		spec.Name, spec.Namespace, spec.Platform = c.Name, c.Namespace, c.Platform
 		spec.ImagePullSecrets = c.ImagePullSecrets
+		spec.AllowPrivileged = c.AllowsPrivileged()
 		for tag, p := range c.TagPlacement {
 			if spec.TagPlacement == nil {
 				spec.TagPlacement = map[string]podspec.Placement{}
@@ -118,7 +119,14 @@ func (s *Server) startWorkers(ctx context.Context) (done <-chan struct{}) {
 // each), starts the watch over its pods and records it as running.
 func (s *Server) registerWorker(ctx context.Context, w *workerRT) bool {
 	timeout, cancel := context.WithTimeout(ctx, s.probeTimeout())
-	err := worker.CheckAccess(timeout, w.kube, w.cfg.Namespace, worker.Required())
+	var err error
+	if w.cfg.TeamNamespaceOf != "" {
+		err = worker.EnsureTeamNamespace(timeout, w.kube, worker.TeamNamespace{Worker: w.cfg.TeamNamespaceOf, Team: w.cfg.Team,
+			Namespace: w.cfg.Namespace, WorkerNamespace: s.workerByName[w.cfg.TeamNamespaceOf].cfg.Namespace, Privileged: w.cfg.AllowsPrivileged()})
+	}
+	if err == nil {
+		err = worker.CheckAccess(timeout, w.kube, w.cfg.Namespace, worker.Required())
+	}
 	cancel()
 	if err == nil {
 		err = w.pods.Run(ctx)
@@ -242,6 +250,7 @@ func (s *Server) heartbeatWorker(ctx context.Context, w *workerRT) (gone bool) {
 // that could run it cannot take it now (stalled, landing, at their task
 // limit); the build's log says once what it waits for.
 func (s *Server) placeStep(ctx context.Context, b *build, origin events.Origin, req worker.Requirements) (*workerRT, error) {
+	req = s.ownNamespace(req)
 	b.update(func() {
 		for _, r := range b.state.Steps {
 			if r.Worker != "" && !slices.Contains(req.Started, r.Worker) {
@@ -299,7 +308,7 @@ func (s *Server) chooseWorker(ctx context.Context, req worker.Requirements) (*wo
 		}
 		l := loads[r.Name]
 		cs = append(cs, worker.Candidate{Name: r.Name, Platform: r.Platform, Team: r.Team, State: r.State, Tags: r.Tags,
-			ActiveContainers: l.Containers, ActiveTasks: l.Tasks})
+			Privileged: w.cfg.AllowsPrivileged(), ActiveContainers: l.Containers, ActiveTasks: l.Tasks})
 	}
 	c, err := s.cfg.Placement.Choose(cs, req)
 	if err != nil {
@@ -311,10 +320,11 @@ func (s *Server) chooseWorker(ctx context.Context, req worker.Requirements) (*wo
 // checkPlacement refuses, before anything runs, a step that none of the
 // configured workers could ever run (whatever their state now).
 func (s *Server) checkPlacement(req worker.Requirements) error {
+	req = s.ownNamespace(req)
 	var cs []worker.Candidate
 	for _, w := range s.workers {
 		cs = append(cs, worker.Candidate{Name: w.cfg.Name, Platform: w.cfg.Platform, Team: w.cfg.Team,
-			Tags: w.cfg.Tags, State: worker.StateRunning})
+			Tags: w.cfg.Tags, Privileged: w.cfg.AllowsPrivileged(), State: worker.StateRunning})
 	}
 	_, err := worker.Placer{Intn: func(int) int { return 0 }}.Choose(cs, req)
 	return err
@@ -324,4 +334,18 @@ func (s *Server) checkPlacement(req worker.Requirements) error {
 func requirements(team string, tags []string, platform string, task bool) worker.Requirements {
 	return worker.Requirements{Tags: slices.DeleteFunc(slices.Clone(tags), func(t string) bool { return t == "" }),
 		Team: team, Platform: platform, Task: task}
+}
+
+// ownNamespace marks the requirements of a team that has a namespace of
+// its own on some worker (team_namespaces): its steps run there only.
+func (s *Server) ownNamespace(req worker.Requirements) worker.Requirements {
+	req.OwnNamespace = worker.OwnNamespace(s.cfg.Workers, req.Team)
+	return req
+}
+
+// privilegedRequirements are requirements of a step that may be
+// privileged: such a step runs only on a worker that allows it.
+func privilegedRequirements(req worker.Requirements, privileged bool) worker.Requirements {
+	req.Privileged = privileged
+	return req
 }

@@ -85,6 +85,7 @@ func GoldenCases() []Case {
 			}(),
 			Worker: func() Worker {
 				w := exampleWorker()
+				w.AllowPrivileged = true // its workers config says `privileged: allow`
 				w.ImagePullPolicy = corev1.PullIfNotPresent
 				w.DNSPolicy = corev1.DNSDefault
 				w.UploadAllowance = 15 * time.Minute

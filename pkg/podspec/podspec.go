@@ -178,6 +178,10 @@ type Worker struct {
 	// may pull any step image with; they follow the step's own pull Secret
 	// in the pod's imagePullSecrets.
 	ImagePullSecrets []string
+	// AllowPrivileged lets the worker run privileged steps (its workers
+	// config says `privileged: allow`). Build refuses a privileged step on
+	// any other worker, whatever its namespace's Pod Security level.
+	AllowPrivileged bool
 
 	// Bounds are the resource bounds of its step pods.
 	Bounds
@@ -587,6 +591,9 @@ func validate(a *action.Action, w Worker, s Secrets) error {
 	}
 	if a.OS() != w.os() {
 		bad("a %s step cannot run on worker %q, whose platform is %s", a.OS(), w.Name, w.os())
+	}
+	if a.Privileged && !w.AllowPrivileged && w.os() != action.PlatformWindows {
+		bad("%s", PrivilegedNotAllowed(w.Name))
 	}
 	if s.StepToken == "" {
 		bad("step token is empty")

@@ -235,8 +235,9 @@ func TestPodShape(t *testing.T) {
 		t.Errorf("step workingDir = %q", step.WorkingDir)
 	}
 	// A root image's step: baseline, not restricted (see TestSecurity).
-	if sc := step.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities != nil || sc.Privileged != nil {
-		t.Errorf("step securityContext = %+v, want only allowPrivilegeEscalation false", sc)
+	if sc := step.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Privileged != nil ||
+		sc.Capabilities == nil || len(sc.Capabilities.Add) > 0 || strings.Join(capNames(sc.Capabilities.Drop), ",") != "NET_RAW" {
+		t.Errorf("step securityContext = %+v, want allowPrivilegeEscalation false and NET_RAW dropped", sc)
 	}
 	if got := envValue(step, podspec.EnvSocket); got != podspec.SocketPath {
 		t.Errorf("step %s = %q", podspec.EnvSocket, got)
@@ -494,11 +495,36 @@ func TestSecurity(t *testing.T) {
 				if got := strings.Join(capNames(sc.Capabilities.Add), ","); got != "CHOWN,DAC_OVERRIDE,FOWNER,FSETID" {
 					t.Errorf("root sidecar adds %s", got)
 				}
-				if s := step.SecurityContext; s == nil || !isFalse(s.AllowPrivilegeEscalation) || s.Privileged != nil {
-					t.Errorf("step securityContext = %+v", s)
+				if s := step.SecurityContext; s == nil || !isFalse(s.AllowPrivilegeEscalation) || s.Privileged != nil ||
+					s.Capabilities == nil || strings.Join(capNames(s.Capabilities.Drop), ",") != "NET_RAW" {
+					t.Errorf("step securityContext = %+v, want NET_RAW dropped", s)
 				}
 			}
 		})
+	}
+}
+
+// TestPrivilegedNeedsAllowingWorker: a privileged step is refused, naming
+// the worker and the setting, unless the worker allows privileged steps.
+func TestPrivilegedNeedsAllowingWorker(t *testing.T) {
+	for _, c := range podspec.GoldenCases() {
+		if c.Name != "minimal" {
+			continue
+		}
+		c.Action.Privileged = true
+		_, _, err := podspec.Build(c.Action, c.Worker, c.Secrets)
+		if err == nil || !strings.Contains(err.Error(), `worker "kind-default" does not allow privileged steps`) ||
+			!strings.Contains(err.Error(), "privileged: allow") {
+			t.Errorf("privileged step on a worker that does not allow it: err = %v", err)
+		}
+		c.Worker.AllowPrivileged = true
+		pod, _, err := podspec.Build(c.Action, c.Worker, c.Secrets)
+		if err != nil {
+			t.Fatalf("privileged step on a worker that allows it: %v", err)
+		}
+		if sc := findContainer(t, pod, podspec.StepContainerName).SecurityContext; sc == nil || !isTrue(sc.Privileged) {
+			t.Errorf("step securityContext = %+v, want privileged", sc)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package podspec
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -29,15 +30,16 @@ var sidecarCapabilities = []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "FOWNER",
 //     capabilities.
 //   - baseline: otherwise. The step runs as its image's user, often root,
 //     and keeps the runtime's default capabilities (a root step installs
-//     packages, chowns, switches to run.user by name), but cannot gain
-//     privileges through setuid binaries. The sidecar stays root, since it
+//     packages, chowns, switches to run.user by name) but NET_RAW, and
+//     cannot gain privileges through setuid binaries. The sidecar stays root, since it
 //     must read what any user wrote and restore recorded ownership, with
 //     only sidecarCapabilities.
 //
 // In both, every container has the runtime's default seccomp profile and
 // the sidecar a read-only root filesystem. A privileged step is privileged
-// and nothing else; it needs a namespace whose Pod Security level is
-// "privileged" (the API server refuses it under baseline and restricted).
+// and nothing else; it needs a worker that allows it (Worker.AllowPrivileged)
+// and a namespace whose Pod Security level is "privileged" (the API server
+// refuses it under baseline and restricted).
 func securityOf(a *action.Action) (*corev1.PodSecurityContext, security) {
 	pod := &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 	sidecar := &corev1.SecurityContext{
@@ -49,7 +51,11 @@ func securityOf(a *action.Action) (*corev1.PodSecurityContext, security) {
 		sidecar.Capabilities.Add = sidecarCapabilities
 		return pod, security{sidecar: sidecar, step: &corev1.SecurityContext{Privileged: ptr(true)}}
 	}
-	step := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false)}
+	// NET_RAW (raw and packet sockets: ping, but also forged packets and
+	// ARP spoofing of the node's other pods) is the one default
+	// capability a build has no use for that baseline does not drop.
+	step := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false),
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"NET_RAW"}}}
 	uid, gid, ok := NonRootUser(a.Run.User)
 	if !ok {
 		sidecar.Capabilities.Add = sidecarCapabilities
@@ -80,4 +86,12 @@ func NonRootUser(spec string) (uid, gid int64, ok bool) {
 		}
 	}
 	return uid, gid, true
+}
+
+// PrivilegedNotAllowed is the error of a privileged step on a worker whose
+// config does not allow privileged steps: it names the worker and the
+// setting that would.
+func PrivilegedNotAllowed(worker string) string {
+	return fmt.Sprintf("worker %q does not allow privileged steps: its workers config (--workers-config) must say `privileged: allow`, "+
+		"and its namespace must be labelled pod-security.kubernetes.io/enforce=privileged (docs/step-pod-security.md)", worker)
 }

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -52,7 +53,33 @@ type Config struct {
 	// BaseResourceTypes override the server's base resource type images
 	// on this worker (name: image).
 	BaseResourceTypes map[string]string `json:"base_resource_types,omitempty"`
+	// Privileged is PrivilegedAllow to run privileged steps here (its
+	// namespace must then be labelled for the "privileged" Pod Security
+	// level); empty or PrivilegedDeny refuses them.
+	Privileged string `json:"privileged,omitempty"`
+	// TeamNamespaces gives teams a namespace of their own on this worker
+	// (team: namespace). Parse turns each into a worker of that team (see
+	// Expand): the team's steps run there and on no other worker, and the
+	// server creates the namespace (TeamNamespace) when it registers it.
+	TeamNamespaces map[string]string `json:"team_namespaces,omitempty"`
+
+	// TeamNamespaceOf is, on a worker Expand made for a team's namespace,
+	// the worker it was declared on; the server creates its namespace.
+	TeamNamespaceOf string `json:"-"`
 }
+
+// TeamNamespaceWorker is the name of the worker Expand makes for team's
+// namespace on worker.
+func TeamNamespaceWorker(worker, team string) string { return worker + "." + team }
+
+// Values of Config.Privileged.
+const (
+	PrivilegedAllow = "allow"
+	PrivilegedDeny  = "deny"
+)
+
+// AllowsPrivileged says whether the worker runs privileged steps.
+func (c Config) AllowsPrivileged() bool { return c.Privileged == PrivilegedAllow }
 
 // Placement is a tag's nodeSelector and tolerations.
 type Placement struct {
@@ -92,7 +119,39 @@ func Parse(body []byte) ([]Config, error) {
 	if err := ValidateAll(f.Workers); err != nil {
 		return nil, err
 	}
-	return f.Workers, nil
+	ws := Expand(f.Workers)
+	if err := ValidateAll(ws); err != nil {
+		return nil, err
+	}
+	return ws, nil
+}
+
+// Expand returns the workers with, after each worker that has
+// team_namespaces, one worker per team: the same cluster, platform, tags,
+// placement and privileged setting, the team's namespace, that team only.
+// A team with such a worker runs its steps on no other
+// (Requirements.OwnNamespace), so that its steps never share a namespace
+// with another team's.
+func Expand(ws []Config) []Config {
+	var out []Config
+	for _, w := range ws {
+		out = append(out, w)
+		for _, team := range slices.Sorted(maps.Keys(w.TeamNamespaces)) {
+			t := w
+			t.Name = TeamNamespaceWorker(w.Name, team)
+			t.Namespace = w.TeamNamespaces[team]
+			t.Team = team
+			t.TeamNamespaces = nil
+			t.TeamNamespaceOf = w.Name
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// OwnNamespace says whether team has a namespace of its own on some worker.
+func OwnNamespace(ws []Config, team string) bool {
+	return slices.ContainsFunc(ws, func(w Config) bool { return w.TeamNamespaceOf != "" && w.Team == team })
 }
 
 // ValidateAll validates every worker and that names are unique.
@@ -140,8 +199,42 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("tag_placement for %q, which is not one of the worker's tags %v", tag, c.Tags))
 		}
 	}
+	switch c.Privileged {
+	case "", PrivilegedAllow, PrivilegedDeny:
+		if c.Privileged == PrivilegedAllow && c.Platform == PlatformWindows {
+			errs = append(errs, errors.New("privileged: allow on a windows worker (Windows containers cannot be privileged)"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("privileged %q: want allow or deny", c.Privileged))
+	}
 	if c.Team != "" && !namePattern.MatchString(c.Team) {
 		errs = append(errs, fmt.Errorf("team %q is not a team name", c.Team))
+	}
+	if len(c.TeamNamespaces) > 0 {
+		if c.Team != "" {
+			errs = append(errs, fmt.Errorf("team_namespaces on team %s's worker (a team worker runs one team's steps only)", c.Team))
+		}
+		if len(c.ImagePullSecrets) > 0 {
+			// They are Secrets of the worker's namespace, absent from the teams'.
+			errs = append(errs, errors.New("team_namespaces with image_pull_secrets (Secrets of one namespace)"))
+		}
+	}
+	seen := map[string]string{c.Namespace: "the worker"}
+	for _, team := range slices.Sorted(maps.Keys(c.TeamNamespaces)) {
+		ns := c.TeamNamespaces[team]
+		switch {
+		case !namePattern.MatchString(team):
+			errs = append(errs, fmt.Errorf("team_namespaces: team %q is not a team name", team))
+		case !namespacePattern.MatchString(ns):
+			errs = append(errs, fmt.Errorf("team_namespaces: namespace %q of team %s is not a Kubernetes namespace name", ns, team))
+		case seen[ns] != "":
+			errs = append(errs, fmt.Errorf("team_namespaces: namespace %q of team %s is also %s's", ns, team, seen[ns]))
+		case len(TeamNamespaceWorker(c.Name, team)) > 63:
+			errs = append(errs, fmt.Errorf("team_namespaces: worker name %q (worker.team) is longer than 63", TeamNamespaceWorker(c.Name, team)))
+		}
+		if seen[ns] == "" {
+			seen[ns] = "team " + team
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("worker %s: %w", c.Name, err)

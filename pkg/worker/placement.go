@@ -46,6 +46,8 @@ type Candidate struct {
 	Team     string
 	State    string
 	Tags     []string
+	// Privileged: the worker allows privileged steps (Config.AllowsPrivileged).
+	Privileged bool
 	// ActiveContainers and ActiveTasks count the worker's step pods (and
 	// those that are tasks) of builds that have not finished.
 	ActiveContainers int
@@ -59,6 +61,11 @@ type Requirements struct {
 	Platform string // "" means linux
 	// Task is true for task steps (limit-active-tasks counts only those).
 	Task bool
+	// Privileged steps run only on workers that allow them.
+	Privileged bool
+	// OwnNamespace: the team has a namespace of its own on some worker
+	// (team_namespaces), and its steps run only on its own workers.
+	OwnNamespace bool
 	// Started are the workers the step's build already ran steps on: a
 	// landing or retiring one still takes the build's steps, so that the
 	// builds running on it finish.
@@ -76,6 +83,12 @@ func (r Requirements) String() string {
 	}
 	if r.Team != "" {
 		s += ", team " + r.Team
+	}
+	if r.Privileged {
+		s += ", privileged"
+	}
+	if r.OwnNamespace {
+		s += " (its own workers only: the team has a namespace of its own)"
 	}
 	return s
 }
@@ -99,9 +112,16 @@ func (e *NoWorkerError) Error() string {
 		if w.Team != "" {
 			d += ", team " + w.Team
 		}
+		if e.Req.Privileged && !w.Privileged {
+			d += ", privileged steps not allowed"
+		}
 		ws = append(ws, d+")")
 	}
-	return fmt.Sprintf("no worker satisfies the step's %s; the workers are %s", e.Req, strings.Join(ws, ", "))
+	msg := fmt.Sprintf("no worker satisfies the step's %s; the workers are %s", e.Req, strings.Join(ws, ", "))
+	if e.Req.Privileged {
+		msg += "; a worker runs privileged steps only when its workers config says `privileged: allow` (docs/step-pod-security.md)"
+	}
+	return msg
 }
 
 // BusyError says that workers that can run the step exist, but none can
@@ -206,6 +226,12 @@ func (c Candidate) compatible(req Requirements) bool {
 		return false
 	}
 	if c.Team != "" && c.Team != req.Team {
+		return false
+	}
+	if req.OwnNamespace && c.Team != req.Team {
+		return false
+	}
+	if req.Privileged && !c.Privileged {
 		return false
 	}
 	if len(c.Tags) > 0 && len(req.Tags) == 0 {

@@ -21,6 +21,7 @@ func TestChoose(t *testing.T) {
 		return func(c *Candidate) { c.ActiveContainers, c.ActiveTasks = containers, tasks }
 	}
 	windows := func(c *Candidate) { c.Platform = PlatformWindows }
+	privileged := func(c *Candidate) { c.Privileged = true }
 
 	tests := []struct {
 		name     string
@@ -55,6 +56,12 @@ func TestChoose(t *testing.T) {
 			workers: []Candidate{linux("a", load(3, 2))}, want: "a"},
 		{name: "limit active tasks picks the fewest tasks", placer: Placer{Strategy: LimitActiveTasks},
 			workers: []Candidate{linux("a", load(1, 3)), linux("b", load(7, 0))}, req: Requirements{Task: true}, want: "b"},
+		{name: "a privileged step needs a worker that allows it", workers: []Candidate{linux("plain"), linux("priv", privileged, load(9, 9))},
+			req: Requirements{Privileged: true}, want: "priv"},
+		{name: "no worker allows privileged steps", workers: []Candidate{linux("local")}, req: Requirements{Privileged: true},
+			wantErr: "no worker satisfies the step's platform linux, privileged; the workers are local (platform linux, privileged steps not allowed); " +
+				"a worker runs privileged steps only when its workers config says `privileged: allow`"},
+		{name: "unprivileged steps run on privileged workers too", workers: []Candidate{linux("priv", privileged)}, want: "priv"},
 		{name: "random picks among all ready", placer: Placer{Strategy: Random, Intn: func(n int) int { return n - 1 }},
 			workers: []Candidate{linux("a", load(0, 0)), linux("b", load(9, 9))}, want: "b"},
 	}
@@ -98,26 +105,87 @@ workers:
 - name: plain
   namespace: steps
   team: main
+  privileged: allow
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ws[1].Platform != PlatformLinux || ws[0].TagPlacement["gpu"].NodeSelector["accelerator"] != "nvidia" ||
-		ws[0].TagPlacement["gpu"].Tolerations[0].Key != "nvidia.com/gpu" {
+		ws[0].TagPlacement["gpu"].Tolerations[0].Key != "nvidia.com/gpu" || ws[0].AllowsPrivileged() || !ws[1].AllowsPrivileged() {
 		t.Fatalf("parsed %+v", ws)
 	}
 	for body, want := range map[string]string{
 		"workers: []": "no workers",
-		"workers: [{name: a, namespace: n, tagz: [x]}]":                        `unknown field "tagz"`,
-		"workers: [{name: A, namespace: n}]":                                   `worker name "A"`,
-		"workers: [{name: a, namespace: N_1}]":                                 `namespace "N_1"`,
-		"workers: [{name: a, namespace: n, platform: darwin}]":                 `platform "darwin"`,
-		"workers: [{name: a, namespace: n}, {name: a, namespace: m}]":          `worker "a" is declared twice`,
-		"workers: [{name: a, namespace: n, tag_placement: {gpu: {}}}]":         `tag_placement for "gpu"`,
-		"workers: [{name: a, namespace: n, in_cluster: true, kubeconfig: /x}]": "exclude each other",
+		"workers: [{name: a, namespace: n, tagz: [x]}]":                            `unknown field "tagz"`,
+		"workers: [{name: A, namespace: n}]":                                       `worker name "A"`,
+		"workers: [{name: a, namespace: N_1}]":                                     `namespace "N_1"`,
+		"workers: [{name: a, namespace: n, platform: darwin}]":                     `platform "darwin"`,
+		"workers: [{name: a, namespace: n}, {name: a, namespace: m}]":              `worker "a" is declared twice`,
+		"workers: [{name: a, namespace: n, tag_placement: {gpu: {}}}]":             `tag_placement for "gpu"`,
+		"workers: [{name: a, namespace: n, in_cluster: true, kubeconfig: /x}]":     "exclude each other",
+		"workers: [{name: a, namespace: n, privileged: maybe}]":                    `worker a: privileged "maybe": want allow or deny`,
+		"workers: [{name: a, namespace: n, platform: windows, privileged: allow}]": "privileged: allow on a windows worker",
 	} {
 		if _, err := Parse([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%s) = %v, want an error containing %q", body, err, want)
 		}
+	}
+}
+
+func TestTeamNamespaces(t *testing.T) {
+	ws, err := Parse([]byte(`
+workers:
+- name: local
+  namespace: steps
+  tags: [big]
+  privileged: allow
+  team_namespaces: {main: steps-main, other: steps-other}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, w := range ws {
+		names = append(names, w.Name+"="+w.Namespace+"/"+w.Team+"/"+w.TeamNamespaceOf)
+	}
+	if got := strings.Join(names, " "); got != "local=steps// local.main=steps-main/main/local local.other=steps-other/other/local" {
+		t.Fatalf("expanded to %s", got)
+	}
+	if !ws[1].AllowsPrivileged() || ws[1].Tags[0] != "big" {
+		t.Errorf("a team's namespace worker keeps the worker's settings: %+v", ws[1])
+	}
+	if !OwnNamespace(ws, "main") || OwnNamespace(ws, "third") {
+		t.Error("OwnNamespace")
+	}
+
+	for body, want := range map[string]string{
+		"workers: [{name: a, namespace: ns, team_namespaces: {main: ns}}]":                             `namespace "ns" of team main is also the worker's`,
+		"workers: [{name: a, namespace: n, team_namespaces: {main: m, other: m}}]":                     `namespace "m" of team other is also team main's`,
+		"workers: [{name: a, namespace: n, team_namespaces: {Main: m}}]":                               `team "Main" is not a team name`,
+		"workers: [{name: a, namespace: n, team: x, team_namespaces: {main: m}}]":                      "team_namespaces on team x's worker",
+		"workers: [{name: a, namespace: n, image_pull_secrets: [s], team_namespaces: {main: m}}]":      "team_namespaces with image_pull_secrets",
+		"workers: [{name: a, namespace: n, team_namespaces: {main: m}}, {name: a.main, namespace: o}]": `worker "a.main" is declared twice`,
+	} {
+		if _, err := Parse([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%s) = %v, want an error containing %q", body, err, want)
+		}
+	}
+
+	// A team with a namespace of its own runs only there, even when its
+	// worker is busy; other teams use the shared one.
+	cs := []Candidate{{Name: "local", Platform: PlatformLinux, State: StateRunning},
+		{Name: "local.main", Platform: PlatformLinux, Team: "main", State: StateLanding}}
+	_, err = Placer{}.Choose(cs, Requirements{Team: "main", OwnNamespace: true})
+	var busy *BusyError
+	if !errors.As(err, &busy) {
+		t.Errorf("team main while its namespace's worker lands: %v, want to wait", err)
+	}
+	if c, err := (Placer{}).Choose(cs, Requirements{Team: "other"}); err != nil || c.Name != "local" {
+		t.Errorf("team other: %v, %v", c.Name, err)
+	}
+	_, err = Placer{}.Choose(cs[:1], Requirements{Team: "main", OwnNamespace: true})
+	var none *NoWorkerError
+	if !errors.As(err, &none) || !strings.Contains(err.Error(), "its own workers only") {
+		t.Errorf("team main without its worker registered: %v, want no worker", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path"
@@ -26,11 +27,14 @@ import (
 
 var _ = Describe("the local cluster's registry", func() {
 	var (
-		registry  string
-		transport http.RoundTripper
+		registry, pushRegistry string // where pods pull; where the host pushes
+		transport              http.RoundTripper
 	)
-	BeforeEach(func() {
+	BeforeEach(func(ctx SpecContext) {
 		registry = testenv.Registry(GinkgoT())
+		var err error
+		pushRegistry, err = testenv.RegistryPushAddr(ctx)
+		Expect(err).NotTo(HaveOccurred())
 		// The registry is on this host: never through a proxy from the environment.
 		tr := remote.DefaultTransport.(*http.Transport).Clone()
 		tr.Proxy = nil
@@ -39,7 +43,8 @@ var _ = Describe("the local cluster's registry", func() {
 
 	// pushRandomImage pushes a two-layer image: a static busybox (the same layer
 	// every run) and /hello.txt holding body (new every run, so the digest is
-	// too). It returns the tag and digest references and deletes the image afterwards.
+	// too) through the push address. It returns the tag and digest references
+	// as pods pull them and deletes the image afterwards.
 	pushRandomImage := func(ctx context.Context, repo, body string) (name.Tag, name.Digest) {
 		bb, err := os.ReadFile("/bin/busybox")
 		Expect(err).NotTo(HaveOccurred(), "reading the host's static busybox")
@@ -56,16 +61,19 @@ var _ = Describe("the local cluster's registry", func() {
 		img, err = mutate.ConfigFile(img, cfg)
 		Expect(err).NotTo(HaveOccurred(), "setting the platform")
 
-		tag, err := name.NewTag(fmt.Sprintf("%s/%s:%s", registry, repo, randomToken()), name.Insecure)
+		path := fmt.Sprintf("%s:%s", repo, randomToken())
+		push, err := name.NewTag(pushRegistry+"/"+path, name.Insecure)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(remote.Write(tag, img, remote.WithContext(ctx), remote.WithTransport(transport))).To(Succeed(), "pushing %s", tag)
+		Expect(remote.Write(push, img, remote.WithContext(ctx), remote.WithTransport(transport))).To(Succeed(), "pushing %s", push)
 		digest, err := img.Digest()
 		Expect(err).NotTo(HaveOccurred())
-		ref := tag.Context().Digest(digest.String())
 		DeferCleanup(func(ctx SpecContext) {
+			ref := push.Context().Digest(digest.String())
 			Expect(remote.Delete(ref, remote.WithContext(ctx), remote.WithTransport(transport))).To(Succeed(), "deleting %s", ref)
 		})
-		return tag, ref
+		tag, err := name.NewTag(registry+"/"+path, name.Insecure)
+		Expect(err).NotTo(HaveOccurred())
+		return tag, tag.Context().Digest(digest.String())
 	}
 
 	It("serves an image pushed with go-containerregistry to a pod, pulled by digest through containerd", func(ctx SpecContext) {
@@ -92,6 +100,33 @@ var _ = Describe("the local cluster's registry", func() {
 		waitForPod(ctx, ns, pod.Name, podFinished)
 		Expect(containerLogs(ctx, ns, pod.Name, "main")).To(MatchJSON(
 			fmt.Sprintf(`{"name": %q, "tags": [%q]}`, tag.RepositoryStr(), tag.TagStr())))
+	}, SpecTimeout(specTimeout))
+
+	// Every team's registry-image uses this registry as its Docker Hub
+	// mirror: a step that could overwrite library/busybox would run its
+	// code in every team's builds.
+	It("refuses a push from a pod: pods pull, only the host pushes", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		// Starting a blob upload is the first request of any push.
+		pod := busyboxPod("push-from-pod", fmt.Sprintf(
+			"wget -q -O- --post-data '' http://%s/v2/library/busybox/blobs/uploads/ 2>&1; echo exit=$?", registry))
+		createPod(ctx, ns, pod)
+		waitForPod(ctx, ns, pod.Name, podFinished)
+		out := containerLogs(ctx, ns, pod.Name, "main")
+		Expect(out).To(ContainSubstring("405"), "the registry pods reach must refuse uploads")
+		Expect(out).NotTo(ContainSubstring("exit=0"))
+		// Nor from the host at that address: only the push address (the
+		// node's loopback, which pods cannot reach) takes uploads.
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+registry+"/v2/library/busybox/blobs/uploads/", nil)
+		Expect(err).NotTo(HaveOccurred())
+		resp, err := (&http.Client{Transport: transport}).Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusMethodNotAllowed))
+		Expect(pushRegistry).NotTo(Equal(registry), "PORTER_CLUSTER_REGISTRY_PUSH")
+		host, _, err := net.SplitHostPort(pushRegistry)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(net.ParseIP(host).IsLoopback()).To(BeTrue(), "the push address %s is the node's loopback", pushRegistry)
 	}, SpecTimeout(specTimeout))
 })
 

@@ -74,13 +74,16 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	s.ns, removeNS, err = env.NewWorkerNamespace(ctx, "porter-fly-")
 	DeferCleanup(removeNS)
 	Expect(err).NotTo(HaveOccurred())
+	// execute_test runs a privileged step on the shared worker: it allows
+	// them, in a namespace labelled for them.
+	Expect(testenv.SetPodSecurity(ctx, env.Admin, s.ns.Name, "privileged")).To(Succeed())
 
 	var removeTagged func(context.Context) error
 	s.tagged, removeTagged, err = env.NewWorkerNamespace(ctx, "porter-fly-tagged-")
 	DeferCleanup(removeTagged)
 	Expect(err).NotTo(HaveOccurred())
 	s.server = newServer(ctx, testenv.ATCConfig{
-		WorkerName: sharedWorker,
+		WorkerName: sharedWorker, Privileged: true,
 		MoreWorkers: []testenv.Worker{{Name: taggedWorker, Namespace: s.tagged, Tags: []string{workerTag},
 			// Where the tag's steps go: a node label the node has, and a
 			// toleration (of a taint it does not have).

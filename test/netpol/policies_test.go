@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/netpolicy"
 	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/pkg/worker"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -199,6 +201,53 @@ var _ = Describe("deploy/networkpolicy", Ordered, ContinueOnFailure, func() {
 			{"step (team a) -> step (team b) on 8081", stepA, stepB, 8081, "", false},
 			{"step (team b) -> step (team a) on 8080", stepB, stepA, 8080, "", false},
 			{"step (team a) -> ATC http", stepA, atc, portOf(atc, "http", ""), "", false},
+		})
+	}, SpecTimeout(30*time.Second))
+
+	// Each team's steps in its own namespace (a worker's team_namespaces,
+	// pkg/worker.TeamNamespace): the objects the API server accepts, under
+	// which no team's step reaches another team's, and a team's steps reach
+	// what the worker's own steps reach.
+	It("keep team namespaces apart: a team's steps accept connections from their own namespace only", func(ctx SpecContext) {
+		deployed := dryRun(ctx, ns, policiesOf(rendered))
+		team := slices.Clone(deployed)
+		teamNamespaces := maps.Clone(namespaces)
+		steps := map[string]netpolicy.Endpoint{}
+		for name, step := range map[string]netpolicy.Endpoint{"a": stepA, "b": stepB} {
+			tn := worker.TeamNamespace{Worker: inClusterWorker, Team: name, Namespace: "porter-steps-" + name,
+				ATC: worker.SubjectOf("system:serviceaccount:" + workerNS + ":atc-porter-runtime")}
+			namespace, binding, policy, err := tn.Objects()
+			Expect(err).NotTo(HaveOccurred())
+			dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+			_, err = cluster.client.CoreV1().Namespaces().Create(ctx, namespace, dry)
+			Expect(err).NotTo(HaveOccurred(), "dry run of Namespace %s", namespace.Name)
+			b := binding.DeepCopy()
+			b.Namespace = ns
+			_, err = cluster.client.RbacV1().RoleBindings(ns).Create(ctx, b, dry)
+			Expect(err).NotTo(HaveOccurred(), "dry run of RoleBinding %s", binding.Name)
+			copies := []networkingv1.NetworkPolicy{*policy}
+			for _, p := range tn.StepEgress(deployed, workerNS) {
+				copies = append(copies, *p)
+			}
+			team = append(team, dryRun(ctx, ns, copies)...)
+			teamNamespaces[namespace.Name] = namespace.Labels
+			step.Namespace = namespace.Name
+			steps[name] = step
+		}
+		sibling := steps["a"]
+		sibling.Name, sibling.IP = "another step of team a", nthFromTop(netip.MustParsePrefix(cluster.env["PORTER_CLUSTER_POD_SUBNET"]), 4)
+		outside := netpolicy.External(netip.MustParseAddr(outsideIP))
+		expectVerdicts(team, teamNamespaces, []connection{
+			{"step (team a) -> step (team b)", steps["a"], steps["b"], 8080, "", false},
+			{"step (team b) -> step (team a)", steps["b"], steps["a"], 8080, "", false},
+			// deploy/'s step egress (copied) lets no step reach another,
+			// as in the worker's own namespace.
+			{"step (team a) -> step (team a)", sibling, steps["a"], 8080, "", false},
+			{"outside -> step (team a)", outside, steps["a"], 8080, "", false},
+			{"step (team a) -> ATC grpc", steps["a"], atc, portOf(atc, "grpc", ""), "", true},
+			{"step (team a) -> ATC http", steps["a"], atc, portOf(atc, "http", ""), "", false},
+			{"step (team a) -> PostgreSQL", steps["a"], pg, portOf(pg, "postgres", ""), "", false},
+			{"step (team a) -> kubelet", steps["a"], node, 10250, "", false},
 		})
 	}, SpecTimeout(30*time.Second))
 })

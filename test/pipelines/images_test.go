@@ -44,6 +44,15 @@ func registryAddr(ctx context.Context) string {
 	return addr
 }
 
+// registryPushAddr is where this host pushes to the cluster's registry (pods
+// pull from registryAddr, read-only).
+func registryPushAddr(ctx context.Context) string {
+	GinkgoHelper()
+	addr, err := testenv.RegistryPushAddr(ctx)
+	skipIfUnavailable(err)
+	return addr
+}
+
 // tagBusybox points a fresh tag of library/busybox at its image and returns
 // the tag and the digest it names: a source no other spec checks.
 func tagBusybox(ctx context.Context) (string, string) {
@@ -54,7 +63,7 @@ func tagBusybox(ctx context.Context) (string, string) {
 	desc, err := remote.Get(src, registryOptions(ctx)...)
 	Expect(err).NotTo(HaveOccurred(), "busybox in the cluster's registry (hack/images.sh pushes it)")
 	tag := "images-" + strings.ToLower(rand.Text()[:8])
-	dst, err := name.NewTag(addr+"/library/busybox:"+tag, name.Insecure)
+	dst, err := name.NewTag(registryPushAddr(ctx)+"/library/busybox:"+tag, name.Insecure)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(remote.Tag(dst, desc, registryOptions(ctx)...)).To(Succeed())
 	return tag, desc.Digest.String()
@@ -74,8 +83,9 @@ func pushMarkedImage(ctx context.Context, marker string) (string, string) {
 	Expect(err).NotTo(HaveOccurred())
 	img, err := mutate.AppendLayers(base, layer)
 	Expect(err).NotTo(HaveOccurred())
-	repository := addr + "/porter-test/images-" + strings.ToLower(rand.Text()[:8])
-	dst, err := name.NewTag(repository+":latest", name.Insecure)
+	path := "/porter-test/images-" + strings.ToLower(rand.Text()[:8])
+	repository := addr + path
+	dst, err := name.NewTag(registryPushAddr(ctx)+path+":latest", name.Insecure)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(remote.Write(dst, img, registryOptions(ctx)...)).To(Succeed())
 	digest, err := img.Digest()

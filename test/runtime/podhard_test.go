@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -121,12 +122,26 @@ run:
 		Expect(sidecar.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()))
 	})
 
-	It("refuses a privileged step in a namespace enforcing baseline, saying why", func(ctx SpecContext) {
+	It("refuses a privileged step at once on a worker whose config does not allow it, naming the worker and the setting", func(ctx SpecContext) {
 		res := porter(ctx, "execute", "-p", "-c", taskFile(busyboxTask+`run: {path: echo, args: [never]}
 `))
 		Expect(res.Code).NotTo(Equal(0), res.String())
-		Expect(res.Stdout).To(ContainSubstring(`violates PodSecurity "baseline:latest": privileged`))
+		Expect(res.Stdout).To(ContainSubstring("the workers are e2e (platform linux, privileged steps not allowed)"), res.String())
+		Expect(res.Stdout).To(ContainSubstring("privileged: allow"))
 		Expect(res.Stdout).NotTo(ContainSubstring("never\n"))
+	})
+
+	It("drops NET_RAW from an unprivileged step, keeping the other default capabilities", func(ctx SpecContext) {
+		res := porter(ctx, "execute", "-c", taskFile(busyboxTask+`run: {path: sh, args: [-c, "grep CapEff /proc/self/status"]}
+`))
+		Expect(res.Code).To(Equal(0), res.String())
+		m := regexp.MustCompile(`CapEff:\s*([0-9a-f]+)`).FindStringSubmatch(res.Stdout)
+		Expect(m).NotTo(BeNil(), res.String())
+		caps, err := strconv.ParseUint(m[1], 16, 64)
+		Expect(err).NotTo(HaveOccurred())
+		const capChown, capNetRaw = 0, 13
+		Expect(caps&(1<<capNetRaw)).To(BeZero(), "CapEff %s has NET_RAW", m[1])
+		Expect(caps&(1<<capChown)).NotTo(BeZero(), "CapEff %s: a root step keeps CHOWN", m[1])
 	})
 
 	It("fails a step writing more than the volume size limit into its working directory", func(ctx SpecContext) {

@@ -54,13 +54,16 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	DeferCleanup(removeNS)
 	Expect(err).NotTo(HaveOccurred())
 	namespace = ns.Name
+	// task_test runs a privileged step: its worker allows them, in a
+	// namespace labelled for them.
+	Expect(testenv.SetPodSecurity(ctx, env.Admin, ns.Name, "privileged")).To(Succeed())
 	dsn, dropDB, err := env.NewDatabase(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(dropDB)
 
 	password = rand.Text()
 	server, err = env.NewATC(testenv.ATCConfig{
-		Worker: ns, Database: dsn,
+		Worker: ns, Database: dsn, Privileged: true,
 		// A bucket of its own: build logs and caches start afresh.
 		Bucket:        namespace,
 		LocalUsers:    []string{user + ":" + password},

@@ -60,6 +60,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -218,6 +219,54 @@ func ApplyATCRBAC(ctx context.Context, kube kubernetes.Interface, ns string) err
 	return nil
 }
 
+// ApplyTeamNamespacesRBAC gives deploy/atc's service account of ns the
+// rights of deploy/atc/team-namespaces.yaml: its ClusterRoles (created
+// once, shared by every test) and a ClusterRoleBinding of its own, which
+// remove deletes.
+func ApplyTeamNamespacesRBAC(ctx context.Context, kube kubernetes.Interface, ns string) (remove func(context.Context) error, err error) {
+	remove = func(context.Context) error { return nil }
+	root, err := RepoRoot()
+	if err != nil {
+		return remove, err
+	}
+	objs, err := DecodeManifests(filepath.Join(root, "deploy", "atc", "team-namespaces.yaml"))
+	if err != nil {
+		return remove, err
+	}
+	for _, obj := range objs {
+		switch o := obj.(type) {
+		case *rbacv1.ClusterRole:
+			_, err = kube.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				var have *rbacv1.ClusterRole
+				if have, err = kube.RbacV1().ClusterRoles().Get(ctx, o.Name, metav1.GetOptions{}); err == nil {
+					have.Rules = o.Rules
+					_, err = kube.RbacV1().ClusterRoles().Update(ctx, have, metav1.UpdateOptions{})
+				}
+			}
+		case *rbacv1.ClusterRoleBinding:
+			o.Name += "-" + ns
+			for i := range o.Subjects {
+				o.Subjects[i].Namespace = ns
+			}
+			_, err = kube.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+			name := o.Name
+			remove = func(ctx context.Context) error {
+				if err := kube.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("delete ClusterRoleBinding %s: %w", name, err)
+				}
+				return nil
+			}
+		default:
+			return remove, fmt.Errorf("unexpected %T in deploy/atc/team-namespaces.yaml", obj)
+		}
+		if err != nil {
+			return remove, fmt.Errorf("apply deploy/atc/team-namespaces.yaml for %s: %w", ns, err)
+		}
+	}
+	return remove, nil
+}
+
 func writeKubeconfig(cfg *rest.Config, ns, path string) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
@@ -254,11 +303,25 @@ type ATCConfig struct {
 	// CredentialNamespacePrefix is --kubernetes-credential-namespace-prefix
 	// (default: the server's, "concourse-"); see NewCredentialNamespace.
 	CredentialNamespacePrefix string
+	// Privileged makes the first worker allow privileged steps
+	// (`privileged: allow`); label its namespace with SetPodSecurity
+	// "privileged" too.
+	Privileged bool
+	// TeamNamespaces are the first worker's team_namespaces (team:
+	// namespace); the server creates them, with the rights of
+	// ApplyTeamNamespacesRBAC.
+	TeamNamespaces map[string]string
 	// MoreWorkers are workers beside the first (Worker, WorkerName, Tags):
-	// with any, the server gets them all in a --workers-config file.
+	// with any (or Privileged), the server gets them all in a
+	// --workers-config file.
 	MoreWorkers []Worker
 	Args        []string // more flags, last
 	Env         []string // more environment, last
+}
+
+// usesWorkersFile: the server's workers need more than --worker and --tag.
+func (c ATCConfig) usesWorkersFile() bool {
+	return len(c.MoreWorkers) > 0 || c.Privileged || len(c.TeamNamespaces) > 0
 }
 
 // Worker is one more worker of a server: a worker namespace (with its own
@@ -273,12 +336,16 @@ type Worker struct {
 	// TagPlacement is the worker's tag_placement (tag: node_selector,
 	// tolerations), as the workers file has it.
 	TagPlacement map[string]any
+	// Privileged is `privileged: allow`.
+	Privileged bool
+	// TeamNamespaces are its team_namespaces.
+	TeamNamespaces map[string]string
 }
 
 // workersFile writes the --workers-config file of the server's workers.
 func (a *ATC) workersFile(first string) (string, error) {
 	c := a.Config
-	ws := append([]Worker{{Name: first, Namespace: c.Worker, Tags: c.Tags}}, c.MoreWorkers...)
+	ws := append([]Worker{{Name: first, Namespace: c.Worker, Tags: c.Tags, Privileged: c.Privileged, TeamNamespaces: c.TeamNamespaces}}, c.MoreWorkers...)
 	var b strings.Builder
 	b.WriteString("workers:\n")
 	for _, w := range ws {
@@ -291,11 +358,16 @@ func (a *ATC) workersFile(first string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("workers file: tag placement of %s: %w", w.Name, err)
 		}
-		fmt.Fprintf(&b, "- {name: %q, kubeconfig: %q, namespace: %q, team: %q, tags: %s, tag_placement: %s}\n",
-			w.Name, kc, w.Namespace.Name, w.Team, tags, placement)
+		privileged := "deny"
+		if w.Privileged {
+			privileged = "allow"
+		}
+		teamNamespaces, _ := json.Marshal(w.TeamNamespaces)
+		fmt.Fprintf(&b, "- {name: %q, kubeconfig: %q, namespace: %q, team: %q, tags: %s, tag_placement: %s, privileged: %s, team_namespaces: %s}\n",
+			w.Name, kc, w.Namespace.Name, w.Team, tags, placement, privileged, teamNamespaces)
 	}
 	path := filepath.Join(a.dir, "workers.yaml")
-	if len(c.MoreWorkers) == 0 {
+	if !c.usesWorkersFile() {
 		return path, os.Remove(path)
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
@@ -486,7 +558,7 @@ func (a *ATC) Args() []string {
 	for _, u := range c.MainTeamUsers {
 		args = append(args, "--main-team-local-user", u)
 	}
-	if len(c.MoreWorkers) > 0 {
+	if c.usesWorkersFile() {
 		// Launch writes it.
 		args = append(args, "--workers-config", filepath.Join(a.dir, "workers.yaml"))
 	} else {

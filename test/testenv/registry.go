@@ -12,21 +12,37 @@ import (
 
 // RegistryAddr returns host:port of the local cluster's image registry
 // (PORTER_CLUSTER_REGISTRY, which hack/cluster-up.sh writes to cluster.env):
-// plain HTTP, and the same address from the host, from pods and for the node's
-// containerd, so a pod can run <addr>/<repo>@sha256:<digest> pushed from a test.
-// It checks that the registry answers; errors that mean "no registry here" wrap
-// ErrNoCluster.
+// plain HTTP and read-only, the same address from the host, from pods and for
+// the node's containerd, so a pod can run <addr>/<repo>@sha256:<digest>
+// pushed from a test through RegistryPushAddr. It checks that the registry
+// answers; errors that mean "no registry here" wrap ErrNoCluster.
 func RegistryAddr(ctx context.Context) (string, error) {
+	return registryAddr(ctx, "PORTER_CLUSTER_REGISTRY", "")
+}
+
+// RegistryPushAddr returns host:port of the local cluster's registry where
+// the host pushes (PORTER_CLUSTER_REGISTRY_PUSH: the read-write instance on
+// the node's loopback, which pods cannot reach). An image pushed as
+// <push>/<repo> is pulled as <RegistryAddr>/<repo>. A cluster from before
+// the read-only instance has one address for both.
+func RegistryPushAddr(ctx context.Context) (string, error) {
+	return registryAddr(ctx, "PORTER_CLUSTER_REGISTRY_PUSH", "PORTER_CLUSTER_REGISTRY")
+}
+
+func registryAddr(ctx context.Context, key, fallback string) (string, error) {
 	env, err := ClusterEnv()
 	if err != nil {
 		return "", err
 	}
-	addr := env["PORTER_CLUSTER_REGISTRY"]
+	addr := env[key]
+	if addr == "" && fallback != "" {
+		key, addr = fallback, env[fallback]
+	}
 	if addr == "" {
-		return "", fmt.Errorf("%w: PORTER_CLUSTER_REGISTRY is set neither in the environment nor in %s; run `make cluster-up`", ErrNoCluster, ClusterEnvFile)
+		return "", fmt.Errorf("%w: %s is set neither in the environment nor in %s; run `make cluster-up`", ErrNoCluster, key, ClusterEnvFile)
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return "", fmt.Errorf("PORTER_CLUSTER_REGISTRY=%q is not host:port: %w", addr, err)
+		return "", fmt.Errorf("%s=%q is not host:port: %w", key, addr, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
