@@ -1,14 +1,12 @@
 package atc
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
-	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
 )
@@ -37,7 +35,7 @@ func (s *Server) handleBuildEvents(w http.ResponseWriter, r *http.Request, rec d
 			flusher.Flush()
 		}
 	}
-	write := func(recs []record) bool {
+	write := func(recs []buildlog.Record) bool {
 		for _, rec := range recs {
 			from = rec.ID
 			if rec.Event == nil {
@@ -51,70 +49,14 @@ func (s *Server) handleBuildEvents(w http.ResponseWriter, r *http.Request, rec d
 		return true
 	}
 	ctx := r.Context()
-	if b, ok := s.running(rec.ID); ok {
-		s.streamLive(ctx, b, &from, write)
-	} else {
-		s.streamStored(ctx, rec, &from, write)
+	for recs := range s.events.Events(ctx, rec, from) {
+		if !write(recs) {
+			break
+		}
 	}
 	if ctx.Err() == nil {
 		_ = events.WriteSSEEnd(w, from+1)
 		flush()
-	}
-}
-
-// streamLive follows a build this server runs until it ends.
-func (s *Server) streamLive(ctx context.Context, b *build, from *uint64, write func([]record) bool) {
-	for {
-		// Whether the build had ended is read before the records, so the
-		// records read include everything it ever logged.
-		var finished bool
-		select {
-		case <-b.done:
-			finished = true
-		default:
-		}
-		recs, changed, err := b.log.since(ctx, *from)
-		if err != nil {
-			s.log.Warn("read build events", "build", b.id, "err", err)
-			return
-		}
-		if !write(recs) || finished {
-			return
-		}
-		select {
-		case <-changed:
-		case <-b.done:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// streamStored serves a build's stored log: a finished build's, or one
-// another server runs (polled until it ends).
-func (s *Server) streamStored(ctx context.Context, rec db.Build, from *uint64, write func([]record) bool) {
-	for {
-		finished := concourse.BuildStatus(rec.Status).Finished()
-		recs, err := readChunks(ctx, s.chunks(rec.ID), *from, 0)
-		if err != nil {
-			s.log.Warn("read build events", "build", rec.ID, "err", err)
-			return
-		}
-		if !write(recs) || finished {
-			return
-		}
-		select {
-		case <-time.After(time.Second):
-		case <-ctx.Done():
-			return
-		}
-		if rec, err = s.db.Build(ctx, rec.ID); err != nil {
-			return
-		}
-		if b, ok := s.running(rec.ID); ok {
-			s.streamLive(ctx, b, from, write)
-			return
-		}
 	}
 }
 
