@@ -147,8 +147,8 @@ func (l *Log) evictLocked() {
 	l.durableBytes = kept
 }
 
-// Index is the index of the builds' log chunks: the database's, or
-// memIndex where there is none.
+// Index is the index of the builds' log chunks: the database's (pkg/db),
+// or a MemIndex where there is none.
 type Index interface {
 	AddEventChunk(ctx context.Context, buildID int64, firstID, lastID uint64, key string) error
 	// AddEventSegment records one segment's chunks, all or none.
@@ -535,7 +535,7 @@ func (l *Log) putChunk(ctx context.Context, first, last uint64, data []byte) err
 
 // appendRecordJSON appends r as one line of JSON, as json.Encoder writes
 // it, except that the event's data is taken as it is: it is json.Marshal's
-// output (events.NewEnvelope, redactJSON), compact and valid, and having
+// output (events.NewEnvelope, redact.Redactor.JSON), compact and valid, and having
 // encoding/json check and compact it again was the largest part of a
 // flush's cost.
 func appendRecordJSON(b []byte, r *Record) []byte {
@@ -688,7 +688,7 @@ func readChunk(ctx context.Context, store blobstore.Store, c db.EventChunk) ([]R
 
 // loadBuildLog restores a build's log after a restart: its last record ID
 // and every step's resume point, read one chunk at a time. The records
-// stay in the blobstore (since reads them when someone watches), so a
+// stay in the blobstore (Since reads them when someone watches), so a
 // restart's memory does not grow with the logs it restores.
 func loadBuildLog(ctx context.Context, src chunkSource, log *slog.Logger) (*Log, error) {
 	l := newBuildLog(src, log)

@@ -192,8 +192,8 @@ func (w *segmentWriter) newKey() (string, error) {
 	return fmt.Sprintf("%s%s-%s.zst", w.prefix, time.Now().UTC().Format("20060102T150405.000000000Z"), hex.EncodeToString(r[:])), nil
 }
 
-// MemIndex indexes build log chunks in memory, for LogSink, which has no
-// database. It behaves as the database's index does (AddEventSegment all
+// MemIndex indexes build log chunks in memory, for a sink with no
+// database (atc.LogSink). It behaves as the database's index does (AddEventSegment all
 // or none, a retried chunk replacing the one it extends), so the
 // benchmarks drive the same segment path as a server, which adds one
 // database statement (its own transaction) per segment.
@@ -202,6 +202,7 @@ type MemIndex struct {
 	chunks map[int64][]db.EventChunk // by build, in record order
 }
 
+// NewMemIndex returns an empty index.
 func NewMemIndex() *MemIndex { return &MemIndex{chunks: map[int64][]db.EventChunk{}} }
 
 // AddEventChunk implements Index.
