@@ -48,9 +48,9 @@ func TestBuildAuditRedactsCredentials(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := &Server{store: store, log: slog.New(slog.DiscardHandler)}
-	b := &build{id: 43, name: "1", team: "main", log: newBuildLog(chunkSource{}, slog.New(slog.DiscardHandler))}
+	b := &build{id: 43, name: "1", team: "main", log: testLogs(t, nil).Open(43)}
 	b.state.Steps = map[concourse.PlanID]*stepRecord{"p1": {Error: "login as s3cret-user failed"}}
-	b.log.redact([]string{"s3cret-user"})
+	b.log.Redact([]string{"s3cret-user"})
 	s.writeBuildAudit(ctx, b, concourse.StatusErrored, time.Now())
 	rc, _, err := store.Get(ctx, blobstore.BuildPrefix("43")+"build.json")
 	if err != nil {

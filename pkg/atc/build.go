@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
@@ -35,7 +36,7 @@ type build struct {
 	// pipeline and job name a job build's (empty for one-off builds): task
 	// caches are keyed by them.
 	pipeline, job string
-	log           *buildLog
+	log           *buildlog.Log
 	// abort cancels the build's run context with errAborted.
 	abort context.CancelCauseFunc
 	done  chan struct{}
@@ -131,27 +132,41 @@ func (s *Server) createBuild(ctx context.Context, team db.Team, createdBy string
 	}
 	rec.Status, rec.StartTime = string(concourse.StatusStarted), now
 	b := s.newBuild(rec, team)
-	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: now.Unix()}, "", 0)
+	b.log.Append(events.Status{Status: concourse.StatusStarted, Time: now.Unix()})
 	s.startBuild(ctx, b, plan)
 	return rec, nil
 }
 
 func (s *Server) newBuild(rec db.Build, team db.Team) *build {
-	log := newBuildLog(s.chunks(rec.ID), s.log.With("build", rec.ID))
-	log.maxBytes = s.cfg.MaxBuildLogBytes
-	return &build{id: rec.ID, name: rec.Name, team: team.Name, teamID: team.ID, log: log, done: make(chan struct{})}
+	return &build{id: rec.ID, name: rec.Name, team: team.Name, teamID: team.ID, log: s.logs.Open(rec.ID), done: make(chan struct{})}
 }
 
-// chunks is where a build's log lives: parts of segments under
-// segmentPrefix (before segments: chunk objects under atc/events/<build>/),
-// indexed in the database.
-func (s *Server) chunks(id int64) chunkSource {
-	return chunkSource{store: s.store, prefix: fmt.Sprintf("atc/events/%012d/", id), index: s.logIndex, buildID: id,
-		enc: s.chunkEnc, windows: &s.logWindows, segments: s.segments}
+// ended reports whether the build has ended (done is closed).
+func (b *build) ended() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
 }
 
-// segmentPrefix is where the build logs' segments go.
-const segmentPrefix = "atc/segments/"
+// followedBuilds is what the build log's Follower reads of the server.
+type followedBuilds struct{ s *Server }
+
+// Running implements buildlog.Builds.
+func (f followedBuilds) Running(id int64) (*buildlog.Log, <-chan struct{}, bool) {
+	b, ok := f.s.running(id)
+	if !ok {
+		return nil, nil, false
+	}
+	return b.log, b.done, true
+}
+
+// Build implements buildlog.Builds.
+func (f followedBuilds) Build(ctx context.Context, id int64) (db.Build, error) {
+	return f.s.db.Build(ctx, id)
+}
 
 // startBuild runs the build in the background. The build outlives the
 // request that created it, but not the server: on shutdown it stops where
@@ -172,7 +187,7 @@ func (s *Server) startBuild(ctx context.Context, b *build, plan concourse.Plan) 
 		defer s.runs.Done()
 		defer span.End()
 		logDone := make(chan struct{})
-		go func() { defer close(logDone); b.log.run(logCtx) }()
+		go func() { defer close(logDone); b.log.Run(logCtx) }()
 		defer func() { stopLog(); <-logDone }()
 		stop := context.AfterFunc(s.shutdownCtx(), func() { abort(errShutdown); stopLog() })
 		defer stop()
@@ -210,7 +225,7 @@ func (s *Server) finishBuild(ctx context.Context, b *build, status concourse.Bui
 	now := time.Now()
 	// The database learns the end first, so that whoever saw the status
 	// event (fly does, then exits) finds the build finished in the API.
-	if err := b.log.sync(ctx, b.log.lastID()); err != nil {
+	if err := b.log.Sync(ctx); err != nil {
 		s.log.Error("build log not durable", "build", b.id, "err", err)
 	}
 	s.saveState(ctx, b)
@@ -220,12 +235,12 @@ func (s *Server) finishBuild(ctx context.Context, b *build, status concourse.Bui
 	}
 	// The audit trail is complete before anyone sees the build end.
 	s.writeBuildAudit(ctx, b, status, now)
-	b.log.appendEvent(events.Status{Status: concourse.BuildStatus(status), Time: now.Unix()}, "", 0)
+	b.log.Append(events.Status{Status: concourse.BuildStatus(status), Time: now.Unix()})
 	s.buildFinished(ctx, status)
-	if err := b.log.sync(ctx, b.log.lastID()); err != nil {
+	if err := b.log.Sync(ctx); err != nil {
 		s.log.Error("build log not durable", "build", b.id, "err", err)
 	}
-	b.log.finish()
+	b.log.Finish()
 	s.mu.Lock()
 	delete(s.builds, b.id)
 	s.mu.Unlock()
@@ -248,7 +263,7 @@ func (b *build) secretRedactor() *creds.Redactor {
 	if b.log == nil {
 		return nil
 	}
-	return b.log.currentRedactor()
+	return b.log.Redactor()
 }
 
 // writeBuildAudit writes builds/<id>/build.json once, when the build ends.
@@ -261,7 +276,7 @@ func (s *Server) writeBuildAudit(ctx context.Context, b *build, status concourse
 	}
 	// Step errors may quote what a step printed, credentials included.
 	if red := b.secretRedactor(); red != nil {
-		if body, err = redactJSON(red, body); err != nil {
+		if body, err = red.JSON(body); err != nil {
 			s.log.Warn("audit build record: redact", "build", b.id, "err", err)
 			return
 		}
@@ -293,12 +308,11 @@ func (s *Server) resume(ctx context.Context) error {
 		if err := json.Unmarshal(rec.Plan, &plan); err != nil {
 			return fmt.Errorf("resume build %d: decode its plan: %w", rec.ID, err)
 		}
-		log, err := loadBuildLog(ctx, s.chunks(rec.ID), s.log.With("build", rec.ID))
+		log, err := s.logs.Restore(ctx, rec.ID)
 		if err != nil {
 			return err
 		}
 		b := s.newBuild(rec, team)
-		log.maxBytes = s.cfg.MaxBuildLogBytes
 		b.log = log // restored: the IDs go on after the stored ones
 		jb, err := s.db.JobBuildByID(ctx, rec.ID)
 		if err != nil {

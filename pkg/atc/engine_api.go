@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"maps"
 	"sort"
-	"time"
 
 	"github.com/porter-ci/porter/pkg/atc/apiserver"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -76,83 +75,4 @@ func (e apiEngine) WorkerResourceTypes(name string) []concourse.WorkerResourceTy
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
 	return out
-}
-
-// FollowEvents follows a build's log: live for a build this server runs,
-// else its stored log (polled until another server's build ends).
-func (e apiEngine) FollowEvents(ctx context.Context, rec db.Build, from uint64, write func([]apiserver.Event) bool) (uint64, error) {
-	emit := func(recs []record) bool {
-		out := make([]apiserver.Event, len(recs))
-		for i, r := range recs {
-			from = r.ID
-			out[i] = apiserver.Event{ID: r.ID, Event: r.Event}
-		}
-		return write(out)
-	}
-	var err error
-	if b, ok := e.s.running(rec.ID); ok {
-		err = e.followLive(ctx, b, from, emit)
-	} else {
-		err = e.followStored(ctx, rec, from, emit)
-	}
-	return from, err
-}
-
-// followLive follows a build this server runs until it ends.
-func (e apiEngine) followLive(ctx context.Context, b *build, from uint64, write func([]record) bool) error {
-	for {
-		// Whether the build had ended is read before the records, so the
-		// records read include everything it ever logged.
-		var finished bool
-		select {
-		case <-b.done:
-			finished = true
-		default:
-		}
-		recs, changed, err := b.log.since(ctx, from)
-		if err != nil {
-			return err
-		}
-		if len(recs) > 0 {
-			from = recs[len(recs)-1].ID
-		}
-		if !write(recs) || finished {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-b.done:
-		case <-ctx.Done():
-			return nil
-		}
-	}
-}
-
-// followStored serves a build's stored log: a finished build's, or one
-// another server runs (polled until it ends, or until it runs here).
-func (e apiEngine) followStored(ctx context.Context, rec db.Build, from uint64, write func([]record) bool) error {
-	for {
-		finished := concourse.BuildStatus(rec.Status).Finished()
-		recs, err := readChunks(ctx, e.s.chunks(rec.ID), from, 0)
-		if err != nil {
-			return err
-		}
-		if len(recs) > 0 {
-			from = recs[len(recs)-1].ID
-		}
-		if !write(recs) || finished {
-			return nil
-		}
-		select {
-		case <-time.After(time.Second):
-		case <-ctx.Done():
-			return nil
-		}
-		if rec, err = e.s.db.Build(ctx, rec.ID); err != nil {
-			return nil
-		}
-		if b, ok := e.s.running(rec.ID); ok {
-			return e.followLive(ctx, b, from, write)
-		}
-	}
 }

@@ -152,8 +152,8 @@ func (x *executor) imageResourceImage(ctx context.Context, p *concourse.Plan, ir
 		return taskImage{}, fmt.Errorf("%s: %w", repository, err)
 	}
 	if len(ir.Params) > 0 {
-		x.b.log.appendEvent(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID), Source: events.OriginSourceStderr},
-			Payload: "[WARNING] image_resource params are ignored: the image is not fetched by a get, the kubelet pulls it by digest\n"}, "", 0)
+		x.b.log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID), Source: events.OriginSourceStderr},
+			Payload: "[WARNING] image_resource params are ignored: the image is not fetched by a get, the kubelet pulls it by digest\n"})
 	}
 	if ir.Version != nil {
 		ref, err := taskconfig.PinnedImage(source, ir.Version)
@@ -211,7 +211,7 @@ func (x *executor) imageCheck(ctx context.Context, task, p *concourse.Plan) (map
 	r := x.b.record(p.ID, cp.Name, "check")
 	announce := func() {
 		public, _ := json.Marshal(map[string]any{"id": p.ID, "check": map[string]any{"name": cp.Name, "type": cp.Type}})
-		x.b.log.appendEvent(events.ImageCheck{Time: time.Now().Unix(), Origin: events.Origin{ID: string(task.ID)}, Plan: public}, "", 0)
+		x.b.log.Append(events.ImageCheck{Time: time.Now().Unix(), Origin: events.Origin{ID: string(task.ID)}, Plan: public})
 	}
 	fin, done, err := x.runResource(ctx, p, r, step, announce, func() (map[string]any, error) {
 		return map[string]any{"source": nonNilMap(cp.Source), "version": nil}, nil

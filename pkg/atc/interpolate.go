@@ -111,7 +111,7 @@ func (sv *stepVars) interpolate(ctx context.Context, v any) (any, error) {
 	out, _, err := vars.Interpolate(ctx, v, r)
 	// Even a failed interpolation may have read some credentials: an
 	// error message never shows them, but nothing is lost by hiding them.
-	b.log.redact(rec.secrets())
+	b.log.Redact(rec.secrets())
 	if err != nil {
 		var undefined *vars.UndefinedVarsError
 		if errors.As(err, &undefined) {
@@ -213,7 +213,7 @@ func redactValue[T any](red *creds.Redactor, v T) T {
 	if err != nil {
 		return v
 	}
-	redacted, err := redactJSON(red, body)
+	redacted, err := red.JSON(body)
 	if err != nil {
 		return v
 	}
@@ -222,36 +222,4 @@ func redactValue[T any](red *creds.Redactor, v T) T {
 		return v
 	}
 	return out
-}
-
-// redactJSON redacts the strings of a JSON document. Redacting the
-// encoded text instead would miss values JSON escapes (quotes, newlines).
-func redactJSON(red *creds.Redactor, doc []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	var tree any
-	if err := dec.Decode(&tree); err != nil {
-		return nil, err
-	}
-	return json.Marshal(redactTree(red, tree))
-}
-
-func redactTree(red *creds.Redactor, v any) any {
-	switch n := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(n))
-		for k, x := range n {
-			out[k] = redactTree(red, x)
-		}
-		return out
-	case []any:
-		out := make([]any, len(n))
-		for i, x := range n {
-			out[i] = redactTree(red, x)
-		}
-		return out
-	case string:
-		return red.Redact(n)
-	}
-	return v
 }

@@ -92,7 +92,7 @@ func (x *executor) check(ctx context.Context, p *concourse.Plan) (bool, error) {
 	r := x.b.record(p.ID, cp.Name, "check")
 	origin := events.Origin{ID: string(p.ID)}
 	fin, done, err := x.runResource(ctx, p, r, step, func() {
-		x.b.log.appendEvent(events.InitializeCheck{Time: time.Now().Unix(), Origin: origin, Name: cp.Name}, "", 0)
+		x.b.log.Append(events.InitializeCheck{Time: time.Now().Unix(), Origin: origin, Name: cp.Name})
 	}, func() (map[string]any, error) {
 		source, err := x.stepVars(nil).interpolateMap(ctx, cp.Source)
 		if err != nil {
@@ -143,7 +143,7 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 		source, params map[string]any // with their ((vars)) filled in
 	)
 	initialize := func() {
-		x.b.log.appendEvent(events.InitializeGet{Time: time.Now().Unix(), Origin: origin}, "", 0)
+		x.b.log.Append(events.InitializeGet{Time: time.Now().Unix(), Origin: origin})
 	}
 	fin, done, err := x.runResource(ctx, p, r, step, initialize, func() (map[string]any, error) {
 		v, err := x.getVersion(gp)
@@ -202,7 +202,7 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 	}
 	if fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
 		if fin.GetResult() == eventspb.Result_RESULT_FAILED {
-			x.b.log.appendEvent(events.FinishGet{Time: time.Now().Unix(), Origin: origin, ExitStatus: int(fin.GetExitStatus())}, "", 0)
+			x.b.log.Append(events.FinishGet{Time: time.Now().Unix(), Origin: origin, ExitStatus: int(fin.GetExitStatus())})
 		}
 		return x.endResource(ctx, p, r, fin)
 	}
@@ -213,8 +213,8 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 	if resp.Version == nil {
 		resp.Version = version
 	}
-	x.b.log.appendEvent(events.FinishGet{Time: time.Now().Unix(), Origin: origin, ExitStatus: 0,
-		Version: resp.Version, Metadata: eventMetadata(resp.Metadata)}, "", 0)
+	x.b.log.Append(events.FinishGet{Time: time.Now().Unix(), Origin: origin, ExitStatus: 0,
+		Version: resp.Version, Metadata: eventMetadata(resp.Metadata)})
 	art, ok := outputOf(fin, gp.Name)
 	if !ok {
 		return x.failResource(ctx, p, r, fmt.Errorf("get %q stored no artifact", gp.Name))
@@ -242,7 +242,7 @@ func (x *executor) put(ctx context.Context, p *concourse.Plan) (bool, error) {
 	r := x.b.record(p.ID, pp.Name, "put")
 	origin := events.Origin{ID: string(p.ID)}
 	fin, done, err := x.runResource(ctx, p, r, step, func() {
-		x.b.log.appendEvent(events.InitializePut{Time: time.Now().Unix(), Origin: origin}, "", 0)
+		x.b.log.Append(events.InitializePut{Time: time.Now().Unix(), Origin: origin})
 	}, func() (map[string]any, error) {
 		sv := x.stepVars(nil)
 		source, err := sv.interpolateMap(ctx, pp.Source)
@@ -260,7 +260,7 @@ func (x *executor) put(ctx context.Context, p *concourse.Plan) (bool, error) {
 	}
 	if fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
 		if fin.GetResult() == eventspb.Result_RESULT_FAILED {
-			x.b.log.appendEvent(events.FinishPut{Time: time.Now().Unix(), Origin: origin, ExitStatus: int(fin.GetExitStatus())}, "", 0)
+			x.b.log.Append(events.FinishPut{Time: time.Now().Unix(), Origin: origin, ExitStatus: int(fin.GetExitStatus())})
 		}
 		return x.endResource(ctx, p, r, fin)
 	}
@@ -271,8 +271,8 @@ func (x *executor) put(ctx context.Context, p *concourse.Plan) (bool, error) {
 	if len(resp.Version) == 0 {
 		return x.failResource(ctx, p, r, errors.New("out printed no version"))
 	}
-	x.b.log.appendEvent(events.FinishPut{Time: time.Now().Unix(), Origin: origin, ExitStatus: 0,
-		Version: resp.Version, Metadata: eventMetadata(resp.Metadata)}, "", 0)
+	x.b.log.Append(events.FinishPut{Time: time.Now().Unix(), Origin: origin, ExitStatus: 0,
+		Version: resp.Version, Metadata: eventMetadata(resp.Metadata)})
 	x.b.update(func() { r.Version, r.Metadata = resp.Version, resp.Metadata })
 	if err := x.s.recordBuildVersion(ctx, x.b, pp.Name, pp.Resource, resourceVersion(resp), false); err != nil {
 		return x.failResource(ctx, p, r, fmt.Errorf("record the version of %s: %w", pp.Name, err))
@@ -428,7 +428,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 		a.Image = img // the worker provides its own image of the base type
 	}
 	if !o.noWorkerEvent {
-		b.log.appendEvent(events.SelectedWorker{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, WorkerName: w.cfg.Name}, "", 0)
+		b.log.Append(events.SelectedWorker{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, WorkerName: w.cfg.Name})
 	}
 	var c db.Container
 	err = s.retryDB(ctx, "record the step's container", func(ctx context.Context) (err error) {
@@ -445,7 +445,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 	})
 	s.saveState(ctx, b)
 	st := s.registerResourceStep(b, w, a.StepID, p.ID, step.kind)
-	if err := s.createStepPod(ctx, w, a, podspec.Secrets{Stdin: stdin, Redact: b.log.secretValues()}); err != nil {
+	if err := s.createStepPod(ctx, w, a, podspec.Secrets{Stdin: stdin, Redact: b.log.SecretValues()}); err != nil {
 		fin = errored(err.Error())
 	} else {
 		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
@@ -468,7 +468,7 @@ func (x *executor) podEnded(ctx context.Context, r *stepRecord, st *stepState, f
 	shown := st.endEvents(fin, time.Now().Unix())
 	st.mu.Unlock()
 	for _, ev := range shown {
-		x.b.log.appendEvent(ev, "", 0)
+		x.b.log.Append(ev)
 	}
 	x.b.update(func() {
 		r.AuditKey = fin.GetAuditKey()
@@ -507,7 +507,7 @@ func (x *executor) failResource(ctx context.Context, p *concourse.Plan, r *stepR
 	if errors.Is(err, errAborted) || errors.Is(err, errShutdown) || errors.Is(err, errTimeout) {
 		return false, err
 	}
-	x.b.log.appendEvent(events.Error{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, Message: err.Error()}, "", 0)
+	x.b.log.Append(events.Error{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, Message: err.Error()})
 	x.b.update(func() { r.Status, r.Error, r.EndTime = string(concourse.StatusErrored), err.Error(), time.Now().Unix() })
 	x.s.saveState(ctx, x.b)
 	return false, err

@@ -54,7 +54,7 @@ func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan 
 	rec.Status, rec.StartTime = db.StatusStarted, now
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
 	b.pipeline, b.job = rec.PipelineName, rec.JobName
-	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: now.Unix()}, "", 0)
+	b.log.Append(events.Status{Status: concourse.StatusStarted, Time: now.Unix()})
 	s.startBuild(s.shutdownCtx(), b, plan)
 	s.runs.Add(1) // Run waits for it
 	go func() {
@@ -74,11 +74,11 @@ func (st schedStarter) FailJobBuild(ctx context.Context, rec db.JobBuild, cause 
 	s := st.s
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
 	now := time.Now().Unix()
-	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: now}, "", 0)
-	b.log.appendEvent(events.Error{Message: cause.Error(), Time: now}, "", 0)
+	b.log.Append(events.Status{Status: concourse.StatusStarted, Time: now})
+	b.log.Append(events.Error{Message: cause.Error(), Time: now})
 	logCtx, stopLog := context.WithCancel(context.WithoutCancel(ctx))
 	logDone := make(chan struct{})
-	go func() { defer close(logDone); b.log.run(logCtx) }()
+	go func() { defer close(logDone); b.log.Run(logCtx) }()
 	s.finishBuild(ctx, b, concourse.StatusErrored)
 	stopLog()
 	<-logDone
@@ -91,7 +91,7 @@ func (st schedStarter) RunCheck(ctx context.Context, rec db.JobBuild, plan conco
 	s := st.s
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
 	b.pipeline = rec.PipelineName
-	b.log.appendEvent(events.Status{Status: concourse.StatusStarted, Time: rec.StartTime.Unix()}, "", 0)
+	b.log.Append(events.Status{Status: concourse.StatusStarted, Time: rec.StartTime.Unix()})
 	s.startBuild(s.shutdownCtx(), b, plan)
 	s.runs.Add(1) // Run waits for it
 	go func() {
@@ -100,7 +100,7 @@ func (st schedStarter) RunCheck(ctx context.Context, rec db.JobBuild, plan conco
 			// Said in the build itself: the aborted step shows no error of
 			// its own, and `fly check-resource` shows only the build.
 			msg := fmt.Sprintf("check timed out after %s", timeout)
-			b.log.appendEvent(events.Error{Message: msg, Time: time.Now().Unix()}, "", 0)
+			b.log.Append(events.Error{Message: msg, Time: time.Now().Unix()})
 			b.abort(fmt.Errorf("%s: %w", msg, errTimeout))
 		})
 		select {

@@ -77,7 +77,7 @@ func TestCheckBuildsRecordTheirEndOnTheResource(t *testing.T) {
 		if err := json.Unmarshal([]byte(tc.plan), &plan); err != nil {
 			t.Fatal(err)
 		}
-		s := &Server{db: d, log: log, store: store, cfg: Config{ServerID: "s1"}, builds: map[int64]*build{}, steps: map[string]*stepState{}}
+		s := &Server{db: d, log: log, store: store, logs: testLogs(t, store), cfg: Config{ServerID: "s1"}, builds: map[int64]*build{}, steps: map[string]*stepState{}}
 		s.sch = newScheduling(s, checkPlanner{plan: plan})
 		r, err := d.LookupResource(ctx, team.ID, "p", "repo")
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/porter-ci/porter/pkg/atc/apiserver"
+	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/db"
@@ -164,13 +165,9 @@ type Server struct {
 	workerByName map[string]*workerRT
 	caPEM        []byte
 	sch          *scheduling
-	// chunkEnc encodes every build's log chunks; the running builds' logs
-	// share logWindows' memory.
-	chunkEnc   *chunkEncoder
-	logWindows windowShare
-	// logIndex indexes the build logs' chunks, which segments writes.
-	logIndex chunkIndex
-	segments *segmentWriter
+	// logs are the builds' logs; events follows them for the API.
+	logs   *buildlog.Logs
+	events *buildlog.Follower
 	// images caches the digests of checked task images.
 	images *imageCache
 	obs    observability
@@ -227,17 +224,16 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	chunkEnc, err := newChunkEncoder()
+	logs, err := buildlog.New(buildlog.Config{Store: deps.Store, Index: deps.DB, Log: log, MaxBytes: cfg.MaxBuildLogBytes})
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys, chunkEnc: chunkEnc,
+	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys, logs: logs,
 		issuer: auth.NewIssuer(deps.SigningKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL),
 		builds: map[int64]*build{}, steps: map[string]*stepState{}, started: time.Now(),
 		images: newImageCache(imageCacheTTL, imageCacheSize), stepCreds: deps.StepCredentials,
 		audit: deps.Audit}
-	s.logIndex = deps.DB
-	s.segments = newSegmentWriter(deps.Store, s.logIndex, segmentPrefix, segmentWrites)
+	s.events = buildlog.NewFollower(logs, followedBuilds{s})
 	if s.stepCreds == nil {
 		if s.stepCreds, err = cfg.StepCredentials.issuer(cfg.Blobstore, cfg.AuditBucket); err != nil {
 			return nil, err
@@ -282,7 +278,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		BaseTypes: s.baseTypeNames(), ArtifactWorker: s.workers[0].cfg.Name, BlobstoreBucket: cfg.Blobstore.Bucket,
 		Limits: apiserver.Limits{MaxArtifactUpload: cfg.Limits.MaxArtifactUpload, MaxRequestBody: cfg.Limits.MaxRequestBody,
 			UploadStall: cfg.Limits.HTTPReadTimeout, Upload: cfg.Limits.Upload},
-	}, apiserver.Deps{Store: deps.DB, Engine: apiEngine{s}, Blobs: deps.Store, Audit: deps.Audit, Issuer: s.issuer,
+	}, apiserver.Deps{Store: deps.DB, Engine: apiEngine{s}, Events: s.events, Blobs: deps.Store, Audit: deps.Audit, Issuer: s.issuer,
 		Log: log.With("component", "api")})
 	return s, nil
 }
@@ -431,7 +427,7 @@ func (s *Server) LastSeq(ctx context.Context, stepID string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return st.b.log.stepDurable(ctx, stepID)
+	return st.b.log.StepDurable(ctx, stepID)
 }
 
 // Append implements stepserver.Sink: each sidecar event is recorded in the
@@ -441,24 +437,25 @@ func (s *Server) Append(_ context.Context, stepID string, evs []*eventspb.Event)
 	if err != nil {
 		return err
 	}
-	select {
-	case <-st.b.done:
+	if st.b.ended() {
 		// A sidecar that outlived its build (a pod deleted while the server
 		// was down, resending): its events are acknowledged and dropped,
 		// never logged after the build's end.
 		return nil
-	default:
 	}
 	s.obs.metrics.SidecarEvents(stepID, evs)
+	st.logEvents(evs)
+	return nil
+}
+
+// logEvents logs a step's sidecar events in its build's log, as the build
+// events people see where there are some, and passes on its end.
+func (st *stepState) logEvents(evs []*eventspb.Event) {
 	for _, ev := range evs {
 		st.mu.Lock()
 		shown := st.translate(ev)
 		st.mu.Unlock()
-		if shown != nil {
-			st.b.log.appendEvent(shown, stepID, ev.GetSeq())
-		} else {
-			st.b.log.append(record{Step: stepID, Seq: ev.GetSeq()})
-		}
+		st.b.log.AppendStep(st.id, ev.GetSeq(), shown)
 		if fin := ev.GetStepFinished(); fin != nil {
 			select {
 			case st.finished <- fin:
@@ -466,7 +463,6 @@ func (s *Server) Append(_ context.Context, stepID string, evs []*eventspb.Event)
 			}
 		}
 	}
-	return nil
 }
 
 // Sync implements stepserver.Sink.
@@ -475,7 +471,7 @@ func (s *Server) Sync(ctx context.Context, stepID string, _ uint64) error {
 	if err != nil {
 		return err
 	}
-	return st.b.log.sync(ctx, st.b.log.lastID())
+	return st.b.log.Sync(ctx)
 }
 
 func (s *Server) step(id string) (*stepState, error) {

@@ -49,11 +49,15 @@ type stepState struct {
 }
 
 func (s *Server) registerStep(b *build, w *workerRT, id string, planID concourse.PlanID, cfg events.TaskConfig) *stepState {
-	st := &stepState{id: id, worker: w, planID: planID, b: b, eventConfig: cfg, finished: make(chan *eventspb.StepFinished, 1)}
+	st := newStepState(b, w, id, planID, cfg)
 	s.mu.Lock()
 	s.steps[id] = st
 	s.mu.Unlock()
 	return st
+}
+
+func newStepState(b *build, w *workerRT, id string, planID concourse.PlanID, cfg events.TaskConfig) *stepState {
+	return &stepState{id: id, worker: w, planID: planID, b: b, eventConfig: cfg, finished: make(chan *eventspb.StepFinished, 1)}
 }
 
 // taskConfig reads a task step's config, with the step's mappings,
@@ -149,14 +153,14 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 		}
 	}
 	if err != nil {
-		b.log.appendEvent(events.Error{Time: time.Now().Unix(), Origin: origin, Message: err.Error()}, "", 0)
+		b.log.Append(events.Error{Time: time.Now().Unix(), Origin: origin, Message: err.Error()})
 		b.update(func() { r.Status, r.Error = string(concourse.StatusErrored), err.Error() })
 		s.saveState(ctx, b)
 		return false, err
 	}
 	now := time.Now().Unix()
-	b.log.appendEvent(events.InitializeTask{Time: now, Origin: origin, Config: eventConfig}, "", 0)
-	b.log.appendEvent(events.SelectedWorker{Time: now, Origin: origin, WorkerName: w.cfg.Name}, "", 0)
+	b.log.Append(events.InitializeTask{Time: now, Origin: origin, Config: eventConfig})
+	b.log.Append(events.SelectedWorker{Time: now, Origin: origin, WorkerName: w.cfg.Name})
 	var c db.Container
 	err = s.retryDB(ctx, "record the step's container", func(ctx context.Context) (err error) {
 		c, err = s.db.CreateContainer(ctx, db.Container{TeamID: b.teamID, BuildID: b.id, BuildName: b.name, PlanID: string(p.ID),
@@ -172,7 +176,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	})
 	s.saveState(ctx, b)
 	st := s.registerStep(b, w, a.StepID, p.ID, eventConfig)
-	if err := s.createStepPod(ctx, w, a, podspec.Secrets{ImagePull: pull, Params: secretParams, Redact: b.log.secretValues()}); err != nil {
+	if err := s.createStepPod(ctx, w, a, podspec.Secrets{ImagePull: pull, Params: secretParams, Redact: b.log.SecretValues()}); err != nil {
 		fin = errored(err.Error())
 	} else {
 		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
@@ -217,7 +221,7 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *stepRecord
 	shown := st.endEvents(fin, time.Now().Unix())
 	st.mu.Unlock()
 	for _, ev := range shown {
-		b.log.appendEvent(ev, "", 0)
+		b.log.Append(ev)
 	}
 	outputs := map[string]api.ArtifactRef{}
 	for _, o := range fin.GetOutputs() {
@@ -270,7 +274,7 @@ func (x *executor) resolvePreparedTask(ctx context.Context, p *concourse.Plan) (
 	if err != nil {
 		return nil, events.TaskConfig{}, nil, nil, err
 	}
-	red := x.b.log.currentRedactor()
+	red := x.b.log.Redactor()
 	return a, redactEventConfig(red, eventConfig), pull, splitSecretParams(a, red), nil
 }
 

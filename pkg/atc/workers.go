@@ -266,7 +266,7 @@ func (s *Server) placeStep(ctx context.Context, b *build, origin events.Origin, 
 			return w, err
 		}
 		if msg := busy.Error(); msg != said {
-			b.log.appendEvent(events.Log{Time: time.Now().Unix(), Origin: origin, Payload: msg + "\n"}, "", 0)
+			b.log.Append(events.Log{Time: time.Now().Unix(), Origin: origin, Payload: msg + "\n"})
 			said = msg
 		}
 		// Jittered, so that steps waiting for the same worker do not all

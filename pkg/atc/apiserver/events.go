@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
 )
@@ -34,8 +35,9 @@ func (s *Server) handleBuildEvents(w http.ResponseWriter, r *http.Request, rec d
 			flusher.Flush()
 		}
 	}
-	write := func(recs []Event) bool {
+	write := func(recs []buildlog.Record) bool {
 		for _, rec := range recs {
+			from = rec.ID
 			if rec.Event == nil {
 				continue
 			}
@@ -47,14 +49,13 @@ func (s *Server) handleBuildEvents(w http.ResponseWriter, r *http.Request, rec d
 		return true
 	}
 	ctx := r.Context()
-	last, err := s.engine.FollowEvents(ctx, rec, from, write)
-	if err != nil {
-		// The stream has begun: the end of it is all the client can see.
-		s.log.WarnContext(ctx, "read build events", "request_id", requestID(ctx), "build", rec.ID, "err", err)
-		return
+	for recs := range s.events.Events(ctx, rec, from) {
+		if !write(recs) {
+			break
+		}
 	}
 	if ctx.Err() == nil {
-		_ = events.WriteSSEEnd(w, last+1)
+		_ = events.WriteSSEEnd(w, from+1)
 		flush()
 	}
 }

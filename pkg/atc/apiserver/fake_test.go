@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -421,12 +423,15 @@ func (e *fakeEngine) StartCheck(_ context.Context, res db.ResourceRef, _ map[str
 func (e *fakeEngine) NextInputs(context.Context, db.JobRef) (map[string]db.BuildInput, string, error) {
 	return map[string]db.BuildInput{}, e.waiting, e.fail
 }
-func (e *fakeEngine) FollowEvents(_ context.Context, _ db.Build, from uint64, write func([]Event) bool) (uint64, error) {
-	if e.fail != nil {
-		return from, e.fail
+
+// Events is the fake's build log: one gap after from, nothing when it
+// fails (a follower logs a read error and ends).
+func (e *fakeEngine) Events(_ context.Context, _ db.Build, from uint64) iter.Seq[[]buildlog.Record] {
+	return func(yield func([]buildlog.Record) bool) {
+		if e.fail == nil {
+			yield([]buildlog.Record{{ID: from + 1}})
+		}
 	}
-	write([]Event{{ID: from + 1}})
-	return from + 1, nil
 }
 func (e *fakeEngine) StepConnected(string) bool { return false }
 func (e *fakeEngine) OpenSession(context.Context, string, *eventspb.SessionOpen) (hijack.Session, error) {
@@ -461,7 +466,7 @@ func newTestAPI(t testing.TB) *testAPI {
 	blobs.put("builds/1/steps/s1/result.json", []byte(`{"exit_status":0}`))
 	blobs.put("builds/1/steps/s1/log", []byte(`not JSON, not read`))
 	s := New(Config{ExternalURL: external, ServerID: "atc-0", BaseTypes: []string{"mock", "registry-image"}, ArtifactWorker: "w1",
-		BlobstoreBucket: "porter"}, Deps{Store: store, Engine: engine, Blobs: blobs, Issuer: iss, Log: discardLog()})
+		BlobstoreBucket: "porter"}, Deps{Store: store, Engine: engine, Events: engine, Blobs: blobs, Issuer: iss, Log: discardLog()})
 	return &testAPI{Server: s, store: store, engine: engine, blobs: blobs, issuer: iss}
 }
 

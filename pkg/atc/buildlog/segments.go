@@ -1,4 +1,4 @@
-package atc
+package buildlog
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ import (
 // (someone waiting in sync) is written at once, with no gathering delay.
 type segmentWriter struct {
 	store blobstore.Store
-	index chunkIndex
+	index Index
 	// prefix is where segments go, e.g. atc/segments/.
 	prefix string
 	// slots holds a token per segment write in flight.
@@ -69,7 +69,7 @@ type segmentPart struct {
 }
 
 // newSegmentWriter writes segments under prefix, at most writes at once.
-func newSegmentWriter(store blobstore.Store, index chunkIndex, prefix string, writes int) *segmentWriter {
+func newSegmentWriter(store blobstore.Store, index Index, prefix string, writes int) *segmentWriter {
 	return &segmentWriter{store: store, index: index, prefix: prefix, slots: make(chan struct{}, writes)}
 }
 
@@ -192,20 +192,21 @@ func (w *segmentWriter) newKey() (string, error) {
 	return fmt.Sprintf("%s%s-%s.zst", w.prefix, time.Now().UTC().Format("20060102T150405.000000000Z"), hex.EncodeToString(r[:])), nil
 }
 
-// memIndex indexes build log chunks in memory, for LogSink, which has no
-// database. It behaves as the database's index does (AddEventSegment all
+// MemIndex indexes build log chunks in memory, for a sink with no
+// database (atc.LogSink). It behaves as the database's index does (AddEventSegment all
 // or none, a retried chunk replacing the one it extends), so the
 // benchmarks drive the same segment path as a server, which adds one
 // database statement (its own transaction) per segment.
-type memIndex struct {
+type MemIndex struct {
 	mu     sync.Mutex
 	chunks map[int64][]db.EventChunk // by build, in record order
 }
 
-func newMemIndex() *memIndex { return &memIndex{chunks: map[int64][]db.EventChunk{}} }
+// NewMemIndex returns an empty index.
+func NewMemIndex() *MemIndex { return &MemIndex{chunks: map[int64][]db.EventChunk{}} }
 
-// AddEventChunk implements chunkIndex.
-func (m *memIndex) AddEventChunk(_ context.Context, buildID int64, firstID, lastID uint64, key string) error {
+// AddEventChunk implements Index.
+func (m *MemIndex) AddEventChunk(_ context.Context, buildID int64, firstID, lastID uint64, key string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cs := m.chunks[buildID]
@@ -217,8 +218,8 @@ func (m *memIndex) AddEventChunk(_ context.Context, buildID int64, firstID, last
 	return nil
 }
 
-// AddEventSegment implements chunkIndex.
-func (m *memIndex) AddEventSegment(_ context.Context, chunks []db.BuildEventChunk) error {
+// AddEventSegment implements Index.
+func (m *MemIndex) AddEventSegment(_ context.Context, chunks []db.BuildEventChunk) error {
 	for _, c := range chunks {
 		if c.LastID < c.FirstID {
 			return fmt.Errorf("add event chunks of segment %s: chunk %d-%d of build %d ends before it starts", c.Key, c.FirstID, c.LastID, c.BuildID)
@@ -239,8 +240,8 @@ func (m *memIndex) AddEventSegment(_ context.Context, chunks []db.BuildEventChun
 	return nil
 }
 
-// EventChunks implements chunkIndex.
-func (m *memIndex) EventChunks(_ context.Context, buildID int64) ([]db.EventChunk, error) {
+// EventChunks implements Index.
+func (m *MemIndex) EventChunks(_ context.Context, buildID int64) ([]db.EventChunk, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.chunks[buildID]), nil

@@ -1,4 +1,4 @@
-package atc
+package buildlog
 
 import (
 	"bytes"
@@ -44,8 +44,8 @@ func minioStore(t *testing.T) blobstore.Store {
 // segments shared with other builds (a server's), and as chunk objects of
 // its own (before segments); each gives build 1's source.
 func logSources(store blobstore.Store) map[string]func() chunkSource {
-	index := newMemIndex()
-	w := newSegmentWriter(store, index, segmentPrefix, segmentWrites)
+	index := NewMemIndex()
+	w := newSegmentWriter(store, index, SegmentPrefix, segmentWrites)
 	return map[string]func() chunkSource{
 		"segments": func() chunkSource { return segmentSource(store, index, w, 1) },
 		"objects":  func() chunkSource { return chunkSource{store: store, prefix: "atc/events/000000000001/"} },
@@ -65,7 +65,7 @@ func testBuildLogIsDurableAndReadBackAfterEviction(t *testing.T, source func() c
 	log := newBuildLog(source(), slog.New(slog.DiscardHandler))
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { log.run(runCtx); close(done) }()
+	go func() { log.Run(runCtx); close(done) }()
 
 	const n = 250
 	var last uint64
@@ -78,13 +78,13 @@ func testBuildLogIsDurableAndReadBackAfterEviction(t *testing.T, source func() c
 			}
 		}
 	}
-	if seq, err := log.stepDurable(ctx, "step-a"); err != nil || seq != n {
+	if seq, err := log.StepDurable(ctx, "step-a"); err != nil || seq != n {
 		t.Fatalf("stepDurable = %d, %v; want %d", seq, err, n)
 	}
-	log.finish()
+	log.Finish()
 	<-done
 	stop()
-	if got := log.lastID(); got != n {
+	if got := log.LastID(); got != n {
 		t.Fatalf("lastID = %d, want %d", got, n)
 	}
 	if len(log.records) != 0 {
@@ -93,7 +93,7 @@ func testBuildLogIsDurableAndReadBackAfterEviction(t *testing.T, source func() c
 
 	// Evicted from memory: since() reads the chunks back, in order, from any point.
 	for _, from := range []uint64{0, 1, 49, 50, 51, 199, 249, 250} {
-		recs, _, err := log.since(ctx, from)
+		recs, _, err := log.Since(ctx, from)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,17 +112,17 @@ func testBuildLogIsDurableAndReadBackAfterEviction(t *testing.T, source func() c
 	if err != nil {
 		t.Fatal(err)
 	}
-	if restored.lastID() != n || restored.stepSeq["step-a"] != n {
-		t.Fatalf("restored lastID %d, step seq %d; want %d", restored.lastID(), restored.stepSeq["step-a"], n)
+	if restored.LastID() != n || restored.stepSeq["step-a"] != n {
+		t.Fatalf("restored lastID %d, step seq %d; want %d", restored.LastID(), restored.stepSeq["step-a"], n)
 	}
 	// Lazily: nothing in memory until someone reads it.
 	if len(restored.records) != 0 {
 		t.Fatalf("restore loaded %d records into memory", len(restored.records))
 	}
-	if recs, _, err := restored.since(ctx, 0); err != nil || len(recs) != n {
+	if recs, _, err := restored.Since(ctx, 0); err != nil || len(recs) != n {
 		t.Fatalf("since(0) after restore = %d records, %v; want %d", len(recs), err, n)
 	}
-	if id := restored.append(record{Step: "step-a", Seq: n + 1}); id != n+1 {
+	if id := restored.append(Record{Step: "step-a", Seq: n + 1}); id != n+1 {
 		t.Fatalf("the first record after restore is %d, want %d", id, n+1)
 	}
 }
@@ -143,7 +143,7 @@ func testRunningBuildLogStaysBounded(t *testing.T, source func() chunkSource) {
 	log := newBuildLog(source(), slog.New(slog.DiscardHandler))
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	go log.run(runCtx)
+	go log.Run(runCtx)
 
 	const n = 10 * memoryWindow
 	most := 0
@@ -165,7 +165,7 @@ func testRunningBuildLogStaysBounded(t *testing.T, source func() chunkSource) {
 	if most > 2*memoryWindow+500 {
 		t.Fatalf("a running build kept %d records in memory (window %d)", most, memoryWindow)
 	}
-	recs, _, err := log.since(ctx, 0)
+	recs, _, err := log.Since(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestReadChunksToleratesARetriedChunk(t *testing.T) {
 	put := func(first uint64, ids ...uint64) {
 		l := newBuildLog(chunkSource{store: store, prefix: prefix}, slog.New(slog.DiscardHandler))
 		for _, id := range ids {
-			l.records = append(l.records, record{ID: id, Step: "s", Seq: id})
+			l.records = append(l.records, Record{ID: id, Step: "s", Seq: id})
 		}
 		l.durable = first - 1
 		l.base = first - 1
@@ -250,12 +250,12 @@ func TestRecordJSONIsEncodingJSONs(t *testing.T) {
 	}
 	red := creds.NewRedactor([]string{"hunter2"})
 	redacted := envelope(events.Log{Payload: "the password is hunter2\n", Origin: events.Origin{ID: "p"}})
-	data, err := redactJSON(red, redacted.Data)
+	data, err := red.JSON(redacted.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	redacted.Data = data
-	for _, r := range []record{
+	for _, r := range []Record{
 		{ID: 1},
 		{ID: 2, Step: "step-a", Seq: 7},
 		{ID: 3, Event: envelope(events.Status{Status: concourse.StatusStarted, Time: 1700000000})},
@@ -313,5 +313,25 @@ func TestMemoryWindowIsAShareOfTheRunningBuilds(t *testing.T) {
 	share.add(-999)
 	if n, bytes := evicted(); n != memoryWindow {
 		t.Fatalf("a build running alone kept %d records (%d bytes), want the whole window of %d", n, bytes, memoryWindow)
+	}
+}
+
+func TestBuildLogRedactsEventsAppendedAfterTheCredentialWasRead(t *testing.T) {
+	l := newBuildLog(chunkSource{}, slog.New(slog.DiscardHandler))
+	l.Append(events.Log{Payload: "before: s3cr3t"})
+	l.Redact([]string{"s3cr3t", `q"uote`})
+	l.Append(events.Log{Payload: "after: s3cr3t and q\"uote"})
+	l.Append(events.Error{Message: "failed with s3cr3t"})
+	l.Append(events.InitializeTask{Config: events.TaskConfig{Run: events.TaskRunConfig{Args: []string{"s3cr3t"}}}})
+	var shown []string
+	for _, r := range l.records {
+		shown = append(shown, string(r.Event.Data))
+	}
+	all := strings.Join(shown[1:], "\n")
+	if strings.Contains(all, "s3cr3t") || strings.Contains(all, "uote") || strings.Count(all, creds.Redacted) != 4 {
+		t.Errorf("events after redact:\n%s", all)
+	}
+	if !strings.Contains(shown[0], "s3cr3t") {
+		t.Errorf("an event appended before was changed: %s", shown[0])
 	}
 }

@@ -1,4 +1,4 @@
-package atc
+package buildlog
 
 import (
 	"bufio"
@@ -25,26 +25,26 @@ import (
 	"github.com/porter-ci/porter/pkg/events"
 )
 
-// record is one entry of a build's log: a build event people see, and/or
+// Record is one entry of a build's log: a build event people see, and/or
 // the sidecar sequence number it came from (so a reconnecting sidecar
 // resumes after the last event that is durably stored).
-type record struct {
+type Record struct {
 	ID    uint64           `json:"id"`
 	Step  string           `json:"step,omitempty"`
 	Seq   uint64           `json:"seq,omitempty"`
 	Event *events.Envelope `json:"event,omitempty"`
 }
 
-// buildLog is a build's event log. Appends are cheap and in memory; a
+// Log is a build's event log. Appends are cheap and in memory; a
 // flusher commits them to the blobstore in groups, as chunk objects named by
 // their first record ID, and Sync waits for that. A finished build's records
 // are dropped from memory once durable and read back from the chunks.
-type buildLog struct {
+type Log struct {
 	src chunkSource
 	log *slog.Logger
 
 	mu      sync.Mutex
-	records []record // records[i].ID == base+i+1
+	records []Record // records[i].ID == base+i+1
 	base    uint64   // records with ID <= base are not in memory
 	durable uint64   // highest durable ID
 	// durableBytes is the recordSize of the durable records in memory.
@@ -106,7 +106,7 @@ func (w *windowShare) add(n int64) {
 
 // recordSize approximates the memory a record holds: its event's JSON and
 // the record and envelope around it.
-func recordSize(r *record) int64 {
+func recordSize(r *Record) int64 {
 	n := int64(48 + len(r.Step))
 	if r.Event != nil {
 		n += int64(64 + len(r.Event.Data) + len(r.Event.Event) + len(r.Event.Version))
@@ -114,8 +114,8 @@ func recordSize(r *record) int64 {
 	return n
 }
 
-func newBuildLog(src chunkSource, log *slog.Logger) *buildLog {
-	return &buildLog{src: src, log: log, stepSeq: map[string]uint64{},
+func newBuildLog(src chunkSource, log *slog.Logger) *Log {
+	return &Log{src: src, log: log, stepSeq: map[string]uint64{},
 		changed: make(chan struct{}), flushReq: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
 }
 
@@ -123,7 +123,7 @@ func newBuildLog(src chunkSource, log *slog.Logger) *buildLog {
 // build is over, else all but the memory window (in batches, once the
 // durable records in memory are twice the window, so the copy that frees
 // the old backing array is amortized).
-func (l *buildLog) evictLocked() {
+func (l *Log) evictLocked() {
 	n := int(l.durable - l.base) // durable records in memory
 	if l.evictable && n == len(l.records) {
 		l.base, l.records, l.durableBytes = l.durable, nil, 0
@@ -147,9 +147,9 @@ func (l *buildLog) evictLocked() {
 	l.durableBytes = kept
 }
 
-// chunkIndex is the index of the builds' log chunks: the database's, or
-// memIndex where there is none.
-type chunkIndex interface {
+// Index is the index of the builds' log chunks: the database's (pkg/db),
+// or a MemIndex where there is none.
+type Index interface {
 	AddEventChunk(ctx context.Context, buildID int64, firstID, lastID uint64, key string) error
 	// AddEventSegment records one segment's chunks, all or none.
 	AddEventSegment(ctx context.Context, chunks []db.BuildEventChunk) error
@@ -162,7 +162,7 @@ type chunkIndex interface {
 type chunkSource struct {
 	store   blobstore.Store
 	prefix  string // e.g. atc/events/000000000042/
-	index   chunkIndex
+	index   Index
 	buildID int64
 	// enc encodes chunks (nil: an encoder of its own per chunk).
 	enc *chunkEncoder
@@ -194,7 +194,7 @@ func newChunkEncoder() (*chunkEncoder, error) {
 }
 
 // encode returns the chunk holding recs.
-func (e *chunkEncoder) encode(ctx context.Context, recs []record) ([]byte, error) {
+func (e *chunkEncoder) encode(ctx context.Context, recs []Record) ([]byte, error) {
 	select {
 	case e.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -214,7 +214,7 @@ func (e *chunkEncoder) encode(ctx context.Context, recs []record) ([]byte, error
 }
 
 // encode returns the chunk holding recs.
-func (c chunkSource) encode(ctx context.Context, recs []record) ([]byte, error) {
+func (c chunkSource) encode(ctx context.Context, recs []Record) ([]byte, error) {
 	enc := c.enc
 	if enc == nil {
 		var err error
@@ -253,20 +253,20 @@ func (c chunkSource) list(ctx context.Context) ([]db.EventChunk, error) {
 // price of group commit in acknowledgement latency.
 const flushInterval = 100 * time.Millisecond
 
-func (l *buildLog) notifyLocked() {
+func (l *Log) notifyLocked() {
 	close(l.changed)
 	l.changed = make(chan struct{})
 }
 
-// lastID is the ID of the newest record.
-func (l *buildLog) lastID() uint64 {
+// LastID is the ID of the newest record.
+func (l *Log) LastID() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.base + uint64(len(l.records))
 }
 
 // append adds records, numbering them, and returns the last ID.
-func (l *buildLog) append(recs ...record) uint64 {
+func (l *Log) append(recs ...Record) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, r := range recs {
@@ -284,36 +284,50 @@ func (l *buildLog) append(recs ...record) uint64 {
 	return l.base + uint64(len(l.records))
 }
 
+// Append adds one build event, with the build's credentials redacted, and
+// returns its record's ID.
+func (l *Log) Append(e events.Event) uint64 { return l.appendEvent(e, "", 0) }
+
+// AppendStep records that a step's sidecar event seq arrived, with the
+// build event it shows (nil: none, the record only keeps the step's resume
+// point across a restart), and returns the record's ID.
+func (l *Log) AppendStep(step string, seq uint64, e events.Event) uint64 {
+	if e == nil {
+		return l.append(Record{Step: step, Seq: seq})
+	}
+	return l.appendEvent(e, step, seq)
+}
+
 // appendEvent adds one build event, with the build's credentials redacted.
-func (l *buildLog) appendEvent(e events.Event, step string, seq uint64) uint64 {
+func (l *Log) appendEvent(e events.Event, step string, seq uint64) uint64 {
 	if lg, ok := e.(events.Log); ok {
 		shown, kept := l.capOutput(lg)
 		if !kept {
-			return l.append(record{Step: step, Seq: seq})
+			return l.append(Record{Step: step, Seq: seq})
 		}
 		e = shown
 	}
 	env, err := events.NewEnvelope(e)
 	if err != nil {
 		l.log.Error("encode build event", "err", err)
-		return l.append(record{Step: step, Seq: seq})
+		return l.append(Record{Step: step, Seq: seq})
 	}
-	if red := l.currentRedactor(); red != nil {
-		data, err := redactJSON(red, env.Data)
+	if red := l.Redactor(); red != nil {
+		data, err := red.JSON(env.Data)
 		if err != nil {
 			// Never store an event that might show a credential.
 			l.log.Error("redact build event", "event", env.Event, "err", err)
-			return l.append(record{Step: step, Seq: seq})
+			return l.append(Record{Step: step, Seq: seq})
 		}
 		env.Data = data
 	}
-	return l.append(record{Step: step, Seq: seq, Event: &env})
+	return l.append(Record{Step: step, Seq: seq, Event: &env})
 }
 
 // capOutput counts a step's output against the build's cap. Past the cap
 // the output is dropped (ok false); the event that crosses it is cut and
 // says why, once.
-func (l *buildLog) capOutput(e events.Log) (events.Log, bool) {
+func (l *Log) capOutput(e events.Log) (events.Log, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.maxBytes <= 0 {
@@ -333,8 +347,8 @@ func (l *buildLog) capOutput(e events.Log) (events.Log, bool) {
 	return e, true
 }
 
-// redact hides values from every event appended from now on.
-func (l *buildLog) redact(values []string) {
+// Redact hides values from every event appended from now on.
+func (l *Log) Redact(values []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	added := false
@@ -349,23 +363,26 @@ func (l *buildLog) redact(values []string) {
 	}
 }
 
-// secretValues are the credential values the build has read so far (the
+// SecretValues are the credential values the build has read so far (the
 // sidecar redacts them from a step's audit journal).
-func (l *buildLog) secretValues() []string {
+func (l *Log) SecretValues() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.secrets)
 }
 
-// currentRedactor is nil while the build has read no credential.
-func (l *buildLog) currentRedactor() *creds.Redactor {
+// Redactor is nil while the build has read no credential.
+func (l *Log) Redactor() *creds.Redactor {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.redactor
 }
 
+// Sync waits until every record appended so far is durable.
+func (l *Log) Sync(ctx context.Context) error { return l.sync(ctx, l.LastID()) }
+
 // sync waits until the record with ID id is durable.
-func (l *buildLog) sync(ctx context.Context, id uint64) error {
+func (l *Log) sync(ctx context.Context, id uint64) error {
 	for {
 		l.mu.Lock()
 		done, ch, err := l.durable >= id, l.changed, l.flushErr
@@ -389,8 +406,8 @@ func (l *buildLog) sync(ctx context.Context, id uint64) error {
 	}
 }
 
-// stepDurable is the highest durable sidecar sequence number of a step.
-func (l *buildLog) stepDurable(ctx context.Context, step string) (uint64, error) {
+// StepDurable is the highest durable sidecar sequence number of a step.
+func (l *Log) StepDurable(ctx context.Context, step string) (uint64, error) {
 	l.mu.Lock()
 	seq := l.stepSeq[step]
 	last := l.base + uint64(len(l.records))
@@ -401,8 +418,8 @@ func (l *buildLog) stepDurable(ctx context.Context, step string) (uint64, error)
 	return seq, nil
 }
 
-// run commits appended records until ctx ends, then once more.
-func (l *buildLog) run(ctx context.Context) {
+// Run commits appended records until ctx ends, then once more.
+func (l *Log) Run(ctx context.Context) {
 	// A running build's log takes a share of memoryWindows until it ends.
 	l.src.windows.add(1)
 	defer l.src.windows.add(-1)
@@ -433,14 +450,14 @@ func (l *buildLog) run(ctx context.Context) {
 	}
 }
 
-func (l *buildLog) isDone() bool {
+func (l *Log) isDone() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.closed && l.durable == l.base+uint64(len(l.records))
 }
 
-// finish marks the log complete: after the last flush its records leave memory.
-func (l *buildLog) finish() {
+// Finish marks the log complete: after the last flush its records leave memory.
+func (l *Log) Finish() {
 	l.mu.Lock()
 	l.closed, l.evictable = true, true
 	l.mu.Unlock()
@@ -456,10 +473,10 @@ func chunkKey(prefix string, firstID uint64) string {
 
 // flush writes the records not yet durable as one chunk: a part of a
 // segment shared with other builds, or an object of its own.
-func (l *buildLog) flush(ctx context.Context) {
+func (l *Log) flush(ctx context.Context) {
 	l.mu.Lock()
 	from := l.durable
-	pending := append([]record(nil), l.records[from-l.base:]...)
+	pending := append([]Record(nil), l.records[from-l.base:]...)
 	if len(pending) == 0 {
 		l.evictLocked()
 		l.mu.Unlock()
@@ -499,7 +516,7 @@ func (l *buildLog) flush(ctx context.Context) {
 }
 
 // putChunk writes a chunk as an object of its own, named by its first record.
-func (l *buildLog) putChunk(ctx context.Context, first, last uint64, data []byte) error {
+func (l *Log) putChunk(ctx context.Context, first, last uint64, data []byte) error {
 	// A retry after a failed write uses the same key with more records: the
 	// later object is a superset, and readers skip IDs they have seen.
 	key := chunkKey(l.src.prefix, first)
@@ -518,10 +535,10 @@ func (l *buildLog) putChunk(ctx context.Context, first, last uint64, data []byte
 
 // appendRecordJSON appends r as one line of JSON, as json.Encoder writes
 // it, except that the event's data is taken as it is: it is json.Marshal's
-// output (events.NewEnvelope, redactJSON), compact and valid, and having
+// output (events.NewEnvelope, redact.Redactor.JSON), compact and valid, and having
 // encoding/json check and compact it again was the largest part of a
 // flush's cost.
-func appendRecordJSON(b []byte, r *record) []byte {
+func appendRecordJSON(b []byte, r *Record) []byte {
 	b = append(b, `{"id":`...)
 	b = strconv.AppendUint(b, r.ID, 10)
 	if r.Step != "" {
@@ -561,25 +578,25 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-func (l *buildLog) setFlushErr(err error) {
+func (l *Log) setFlushErr(err error) {
 	l.log.Warn("build log flush failed; will retry", "err", err)
 	l.mu.Lock()
 	l.flushErr = err
 	l.mu.Unlock()
 }
 
-// since returns the records after id and a channel closed on the next
+// Since returns the records after id and a channel closed on the next
 // append. Records no longer in memory are read back from the blobstore.
 //
 // Only durable records are returned: a record a client saw must survive a
 // crash, or a restarted server would number other events with its ID and a
 // client resuming after it would miss them. The price is the group
 // commit's delay (flushInterval at most).
-func (l *buildLog) since(ctx context.Context, id uint64) ([]record, <-chan struct{}, error) {
+func (l *Log) Since(ctx context.Context, id uint64) ([]Record, <-chan struct{}, error) {
 	l.mu.Lock()
 	base, ch := l.base, l.changed
 	durable := l.records[:l.durable-base]
-	var mem []record
+	var mem []Record
 	if id >= base {
 		if n := id - base; n < uint64(len(durable)) {
 			mem = append(mem, durable[n:]...)
@@ -599,12 +616,12 @@ func (l *buildLog) since(ctx context.Context, id uint64) ([]record, <-chan struc
 }
 
 // readChunks reads the durable records with after < ID <= upto (upto 0: all).
-func readChunks(ctx context.Context, src chunkSource, after, upto uint64) ([]record, error) {
+func readChunks(ctx context.Context, src chunkSource, after, upto uint64) ([]Record, error) {
 	chunks, err := src.list(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []record
+	var out []Record
 	last := after
 	for i, c := range chunks {
 		// A chunk ends where the next begins: skip chunks wholly at or before `after`.
@@ -634,7 +651,7 @@ func readChunks(ctx context.Context, src chunkSource, after, upto uint64) ([]rec
 
 // readChunk reads a chunk: its part of a segment (one ranged read), or
 // the whole object of a chunk written on its own.
-func readChunk(ctx context.Context, store blobstore.Store, c db.EventChunk) ([]record, error) {
+func readChunk(ctx context.Context, store blobstore.Store, c db.EventChunk) ([]Record, error) {
 	what := c.Key
 	var rc io.ReadCloser
 	var err error
@@ -653,11 +670,11 @@ func readChunk(ctx context.Context, store blobstore.Store, c db.EventChunk) ([]r
 		return nil, fmt.Errorf("read build log chunk %s: %w", what, err)
 	}
 	defer dec.Close()
-	var out []record
+	var out []Record
 	sc := bufio.NewScanner(dec)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
-		var r record
+		var r Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			return nil, fmt.Errorf("decode build log chunk %s: %w", what, err)
 		}
@@ -671,9 +688,9 @@ func readChunk(ctx context.Context, store blobstore.Store, c db.EventChunk) ([]r
 
 // loadBuildLog restores a build's log after a restart: its last record ID
 // and every step's resume point, read one chunk at a time. The records
-// stay in the blobstore (since reads them when someone watches), so a
+// stay in the blobstore (Since reads them when someone watches), so a
 // restart's memory does not grow with the logs it restores.
-func loadBuildLog(ctx context.Context, src chunkSource, log *slog.Logger) (*buildLog, error) {
+func loadBuildLog(ctx context.Context, src chunkSource, log *slog.Logger) (*Log, error) {
 	l := newBuildLog(src, log)
 	chunks, err := src.list(ctx)
 	if err != nil {

@@ -1,4 +1,4 @@
-package atc
+package buildlog
 
 import (
 	"context"
@@ -41,13 +41,13 @@ func (s *gatedStore) Put(ctx context.Context, key string, body io.Reader, size i
 
 // gatedSegments is a segment writer with one write slot over a gatedStore
 // on real MinIO, with an in-memory index, and a context of a minute.
-func gatedSegments(t *testing.T) (context.Context, *gatedStore, *memIndex, *segmentWriter) {
+func gatedSegments(t *testing.T) (context.Context, *gatedStore, *MemIndex, *segmentWriter) {
 	t.Helper()
-	store := &gatedStore{Store: minioStore(t), gate: make(chan struct{}), prefix: segmentPrefix}
-	index := newMemIndex()
+	store := &gatedStore{Store: minioStore(t), gate: make(chan struct{}), prefix: SegmentPrefix}
+	index := NewMemIndex()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	t.Cleanup(cancel)
-	return ctx, store, index, newSegmentWriter(store, index, segmentPrefix, 1)
+	return ctx, store, index, newSegmentWriter(store, index, SegmentPrefix, 1)
 }
 
 // testDB opens a fresh, migrated database (hack/postgres.sh).
@@ -80,13 +80,13 @@ func newBuilds(t *testing.T, d *db.DB, n int) []int64 {
 	return ids
 }
 
-func segmentSource(store blobstore.Store, index chunkIndex, w *segmentWriter, buildID int64) chunkSource {
+func segmentSource(store blobstore.Store, index Index, w *segmentWriter, buildID int64) chunkSource {
 	return chunkSource{store: store, prefix: fmt.Sprintf("atc/events/%012d/", buildID), index: index, buildID: buildID, segments: w}
 }
 
 // appendLines appends n output lines of step to l, sequence numbers from
 // seq+1, and returns the last record's ID.
-func appendLines(l *buildLog, step string, seq uint64, n int) uint64 {
+func appendLines(l *Log, step string, seq uint64, n int) uint64 {
 	var last uint64
 	for i := 1; i <= n; i++ {
 		last = l.appendEvent(events.Log{Payload: fmt.Sprintf("%s line %d\n", step, seq+uint64(i)), Origin: events.Origin{ID: step}}, step, seq+uint64(i))
@@ -95,7 +95,7 @@ func appendLines(l *buildLog, step string, seq uint64, n int) uint64 {
 }
 
 // checkLog fails unless recs are records 1..n of step, each once, in order.
-func checkLog(t *testing.T, what string, recs []record, step string, n int) {
+func checkLog(t *testing.T, what string, recs []Record, step string, n int) {
 	t.Helper()
 	if len(recs) != n {
 		t.Fatalf("%s: %d records, want %d", what, len(recs), n)
@@ -114,7 +114,7 @@ func TestSegmentHoldsSeveralBuilds(t *testing.T) {
 	ctx, store, index, w := gatedSegments(t)
 	minio := store.Store
 
-	logs := map[int64]*buildLog{}
+	logs := map[int64]*Log{}
 	for id := int64(1); id <= 4; id++ {
 		logs[id] = newBuildLog(segmentSource(store, index, w, id), slog.New(slog.DiscardHandler))
 		appendLines(logs[id], fmt.Sprintf("step-%d", id), 0, 10*int(id))
@@ -145,7 +145,7 @@ func TestSegmentHoldsSeveralBuilds(t *testing.T) {
 			t.Fatalf("build %d: durable %d, flush error %v", id, l.durable, l.flushErr)
 		}
 		chunks, _ := index.EventChunks(ctx, id)
-		if len(chunks) != 1 || chunks[0].Length == 0 || !strings.HasPrefix(chunks[0].Key, segmentPrefix) {
+		if len(chunks) != 1 || chunks[0].Length == 0 || !strings.HasPrefix(chunks[0].Key, SegmentPrefix) {
 			t.Fatalf("build %d's chunks: %+v", id, chunks)
 		}
 		switch {
@@ -161,12 +161,12 @@ func TestSegmentHoldsSeveralBuilds(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkLog(t, fmt.Sprintf("build %d's part", id), recs, fmt.Sprintf("step-%d", id), 10*int(id))
-		l.finish()
+		l.Finish()
 		l.flush(ctx) // evicts the finished build's records
 		if len(l.records) != 0 {
 			t.Fatalf("build %d: %d records in memory after its end", id, len(l.records))
 		}
-		recs, _, err = l.since(ctx, 0)
+		recs, _, err = l.Since(ctx, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,19 +210,19 @@ func TestSegmentedLogRestoredFromTheDatabase(t *testing.T) {
 		t.Fatalf("old chunk: durable %d, %v", pre.durable, pre.flushErr)
 	}
 
-	w := newSegmentWriter(store, d, segmentPrefix, segmentWrites)
+	w := newSegmentWriter(store, d, SegmentPrefix, segmentWrites)
 	restoredOld, err := loadBuildLog(ctx, segmentSource(store, d, w, old), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := map[int64]*buildLog{ids[0]: newBuildLog(segmentSource(store, d, w, ids[0]), slog.New(slog.DiscardHandler)),
+	logs := map[int64]*Log{ids[0]: newBuildLog(segmentSource(store, d, w, ids[0]), slog.New(slog.DiscardHandler)),
 		ids[1]: newBuildLog(segmentSource(store, d, w, ids[1]), slog.New(slog.DiscardHandler)), old: restoredOld}
 	steps := map[int64]string{ids[0]: "a", ids[1]: "b", old: "old"}
 	runCtx, stop := context.WithCancel(ctx)
 	var runs sync.WaitGroup
 	for _, l := range logs {
 		runs.Add(1)
-		go func() { defer runs.Done(); l.run(runCtx) }()
+		go func() { defer runs.Done(); l.Run(runCtx) }()
 	}
 	const rounds, perRound = 20, 25
 	var appenders sync.WaitGroup
@@ -249,7 +249,7 @@ func TestSegmentedLogRestoredFromTheDatabase(t *testing.T) {
 	stop()
 	runs.Wait()
 
-	w2 := newSegmentWriter(store, d, segmentPrefix, segmentWrites)
+	w2 := newSegmentWriter(store, d, SegmentPrefix, segmentWrites)
 	for id, step := range steps {
 		n := rounds * perRound
 		if id == old {
@@ -259,11 +259,11 @@ func TestSegmentedLogRestoredFromTheDatabase(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.lastID() != uint64(n) || l.stepSeq[step] != uint64(n) || len(l.records) != 0 {
+		if l.LastID() != uint64(n) || l.stepSeq[step] != uint64(n) || len(l.records) != 0 {
 			t.Fatalf("build %d restored: last ID %d, step seq %d, %d records in memory; want %d, %d, 0",
-				id, l.lastID(), l.stepSeq[step], len(l.records), n, n)
+				id, l.LastID(), l.stepSeq[step], len(l.records), n, n)
 		}
-		recs, _, err := l.since(ctx, 0)
+		recs, _, err := l.Since(ctx, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -284,12 +284,12 @@ func TestSegmentedLogRestoredFromTheDatabase(t *testing.T) {
 				}
 				continue
 			}
-			if c.Length == 0 || !strings.HasPrefix(c.Key, segmentPrefix) {
+			if c.Length == 0 || !strings.HasPrefix(c.Key, SegmentPrefix) {
 				t.Fatalf("build %d chunk %d: %+v, want a segment's part", id, i, c)
 			}
 		}
 		// The next record goes on after the restored ones.
-		if next := l.append(record{Step: step, Seq: uint64(n + 1)}); next != uint64(n+1) {
+		if next := l.append(Record{Step: step, Seq: uint64(n + 1)}); next != uint64(n+1) {
 			t.Fatalf("build %d: first record after restore %d, want %d", id, next, n+1)
 		}
 	}
@@ -303,11 +303,11 @@ type faultyStore struct {
 }
 
 func (s *faultyStore) Put(ctx context.Context, key string, body io.Reader, size int64, opts blobstore.PutOptions) (blobstore.ObjectInfo, error) {
-	if strings.HasPrefix(key, segmentPrefix) && s.failBefore.Add(-1) >= 0 {
+	if strings.HasPrefix(key, SegmentPrefix) && s.failBefore.Add(-1) >= 0 {
 		return blobstore.ObjectInfo{}, errors.New("injected: the store is away")
 	}
 	info, err := s.Store.Put(ctx, key, body, size, opts)
-	if err == nil && strings.HasPrefix(key, segmentPrefix) && s.failAfter.Add(-1) >= 0 {
+	if err == nil && strings.HasPrefix(key, SegmentPrefix) && s.failAfter.Add(-1) >= 0 {
 		return blobstore.ObjectInfo{}, errors.New("injected: the answer was lost")
 	}
 	return info, err
@@ -316,7 +316,7 @@ func (s *faultyStore) Put(ctx context.Context, key string, body io.Reader, size 
 // faultyIndex records segments, then fails (lostAnswer) or fails first
 // (failBefore).
 type faultyIndex struct {
-	chunkIndex
+	Index
 	failBefore, lostAnswer atomic.Int64
 }
 
@@ -324,7 +324,7 @@ func (x *faultyIndex) AddEventSegment(ctx context.Context, chunks []db.BuildEven
 	if x.failBefore.Add(-1) >= 0 {
 		return errors.New("injected: the database is away")
 	}
-	if err := x.chunkIndex.AddEventSegment(ctx, chunks); err != nil {
+	if err := x.Index.AddEventSegment(ctx, chunks); err != nil {
 		return err
 	}
 	if x.lostAnswer.Add(-1) >= 0 {
@@ -344,14 +344,14 @@ func TestFailedSegmentWritesAreRetried(t *testing.T) {
 	defer cancel()
 	ids := newBuilds(t, d, 2)
 	store := &faultyStore{Store: minio}
-	index := &faultyIndex{chunkIndex: d}
-	w := newSegmentWriter(store, index, segmentPrefix, segmentWrites)
-	logs := []*buildLog{newBuildLog(segmentSource(store, index, w, ids[0]), slog.New(slog.DiscardHandler)),
+	index := &faultyIndex{Index: d}
+	w := newSegmentWriter(store, index, SegmentPrefix, segmentWrites)
+	logs := []*Log{newBuildLog(segmentSource(store, index, w, ids[0]), slog.New(slog.DiscardHandler)),
 		newBuildLog(segmentSource(store, index, w, ids[1]), slog.New(slog.DiscardHandler))}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	for _, l := range logs {
-		go l.run(runCtx)
+		go l.Run(runCtx)
 	}
 	const rounds, perRound = 8, 10
 	for round := range rounds {
@@ -385,7 +385,7 @@ func TestFailedSegmentWritesAreRetried(t *testing.T) {
 		}
 	}
 	for i, l := range logs {
-		recs, _, err := l.since(ctx, 0)
+		recs, _, err := l.Since(ctx, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,8 +394,8 @@ func TestFailedSegmentWritesAreRetried(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if restored.lastID() != rounds*perRound {
-			t.Fatalf("build %d restored at %d, want %d", i, restored.lastID(), rounds*perRound)
+		if restored.LastID() != rounds*perRound {
+			t.Fatalf("build %d restored at %d, want %d", i, restored.LastID(), rounds*perRound)
 		}
 	}
 }

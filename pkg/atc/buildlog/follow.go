@@ -1,0 +1,114 @@
+package buildlog
+
+import (
+	"context"
+	"iter"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+)
+
+// Builds is what following a build's events needs of the server running
+// builds.
+type Builds interface {
+	// Running returns the log of a build this server runs and a channel
+	// closed once the build has ended (ok false: it runs no such build).
+	Running(buildID int64) (log *Log, done <-chan struct{}, ok bool)
+	// Build reads a build's record, whose status says whether it has ended.
+	Build(ctx context.Context, buildID int64) (db.Build, error)
+}
+
+// Follower follows builds' events: live from the log of a build this
+// server runs, else from the stored log, polled while another server runs
+// the build.
+type Follower struct {
+	logs   *Logs
+	builds Builds
+}
+
+// NewFollower follows the logs of builds.
+func NewFollower(logs *Logs, builds Builds) *Follower {
+	return &Follower{logs: logs, builds: builds}
+}
+
+// pollStored is how often the stored log of a build another server runs
+// is read again.
+const pollStored = time.Second
+
+// Events yields build's records after ID from, in order, in batches as they
+// become durable (the first at once, possibly empty), until the build has
+// ended and every record was yielded, ctx ends, or reading the log fails
+// (logged). build is the build's record as the caller read it.
+func (f *Follower) Events(ctx context.Context, build db.Build, from uint64) iter.Seq[[]Record] {
+	return func(yield func([]Record) bool) {
+		// from follows the records yielded.
+		next := func(recs []Record) bool {
+			if len(recs) > 0 {
+				from = recs[len(recs)-1].ID
+			}
+			return yield(recs)
+		}
+		if l, done, ok := f.builds.Running(build.ID); ok {
+			f.live(ctx, build.ID, l, done, &from, next)
+		} else {
+			f.stored(ctx, build, &from, next)
+		}
+	}
+}
+
+// live follows a build this server runs until it ends.
+func (f *Follower) live(ctx context.Context, buildID int64, l *Log, done <-chan struct{}, from *uint64, yield func([]Record) bool) {
+	for {
+		// Whether the build had ended is read before the records, so the
+		// records read include everything it ever logged.
+		var finished bool
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		recs, changed, err := l.Since(ctx, *from)
+		if err != nil {
+			f.logs.log.Warn("read build events", "build", buildID, "err", err)
+			return
+		}
+		if !yield(recs) || finished {
+			return
+		}
+		select {
+		case <-changed:
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// stored follows a build's stored log: a finished build's, or one another
+// server runs (polled until it ends, or until this server runs it).
+func (f *Follower) stored(ctx context.Context, build db.Build, from *uint64, yield func([]Record) bool) {
+	for {
+		finished := concourse.BuildStatus(build.Status).Finished()
+		recs, err := f.logs.Stored(ctx, build.ID, *from)
+		if err != nil {
+			f.logs.log.Warn("read build events", "build", build.ID, "err", err)
+			return
+		}
+		if !yield(recs) || finished {
+			return
+		}
+		select {
+		case <-time.After(pollStored):
+		case <-ctx.Done():
+			return
+		}
+		if build, err = f.builds.Build(ctx, build.ID); err != nil {
+			return
+		}
+		if l, done, ok := f.builds.Running(build.ID); ok {
+			f.live(ctx, build.ID, l, done, from, yield)
+			return
+		}
+	}
+}
