@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/testcontainers/testcontainers-go"
@@ -213,4 +214,28 @@ func WithMinIOBucket(ctx context.Context, fn func(m *MinIO, cfg blobstore.Config
 		return err
 	}
 	return fn(m, m.Config(bucket))
+}
+
+// MinIOStore starts a real MinIO (Docker) for t with a fresh bucket and
+// opens it. Without Docker the test is skipped, except in CI.
+func MinIOStore(t testing.TB) blobstore.Store {
+	t.Helper()
+	ctx := context.Background()
+	m, err := StartMinIO(ctx)
+	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("no MinIO (run `make docker-up`): %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Terminate(context.Background()) })
+	bucket, err := m.NewBucket(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := blobstore.Open(ctx, m.Config(bucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
 }

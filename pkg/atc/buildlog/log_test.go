@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,28 +16,8 @@ import (
 	"github.com/porter-ci/porter/test/testenv"
 )
 
-// minioStore starts a real MinIO (Docker) with a fresh bucket.
-func minioStore(t *testing.T) blobstore.Store {
-	t.Helper()
-	ctx := context.Background()
-	m, err := testenv.StartMinIO(ctx)
-	if err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skipf("no MinIO (run `make docker-up`): %v", err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Terminate(context.Background()) })
-	bucket, err := m.NewBucket(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := blobstore.Open(ctx, m.Config(bucket))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store
-}
+// minioStore is a fresh bucket of a real MinIO (Docker).
+func minioStore(t *testing.T) blobstore.Store { return testenv.MinIOStore(t) }
 
 // logSources are the two ways a build's log is stored: as parts of
 // segments shared with other builds (a server's), and as chunk objects of
