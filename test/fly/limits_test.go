@@ -8,19 +8,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/porter-ci/porter/test/testenv"
 )
-
-// typeChainPipeline is a pipeline whose resource is of type t<n-1>, each
-// t<i> fetched by t<i-1> and t0 by registry-image: n custom types deep.
-func typeChainPipeline(n int) string {
-	var b strings.Builder
-	b.WriteString("resource_types:\n- {name: t0, type: registry-image, source: {repository: busybox}}\n")
-	for i := 1; i < n; i++ {
-		fmt.Fprintf(&b, "- {name: t%d, type: t%d, source: {repository: busybox}}\n", i, i-1)
-	}
-	fmt.Fprintf(&b, "resources:\n- {name: r, type: t%d, source: {}}\njobs:\n- name: j\n  plan:\n  - get: r\n", n-1)
-	return b.String()
-}
 
 // A small config must not cost the server more than its size: a chain of
 // custom resource types used to double the work per type (a 40-deep one
@@ -30,7 +19,7 @@ var _ = Describe("pipelines that would cost the server far more than their size"
 	It("refuses a 40-deep chain of resource types quickly, naming the cap, and accepts a 20-deep one fast (set-pipeline)", func(ctx SpecContext) {
 		name := pipelineName("typechain")
 		start := time.Now()
-		res := run(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", writeFile("deep.yml", typeChainPipeline(40)))
+		res := run(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", writeFile("deep.yml", testenv.TypeChainPipeline(40)))
 		took := time.Since(start)
 		Expect(res.ExitCode).To(Equal(1), res.String())
 		Expect(res.Stderr).To(ContainSubstring("invalid pipeline config"), res.String())
@@ -40,7 +29,7 @@ var _ = Describe("pipelines that would cost the server far more than their size"
 		Expect(res.Stderr).To(ContainSubstring("pipeline not found"), res.String())
 
 		start = time.Now()
-		res = succeed(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", writeFile("ok.yml", typeChainPipeline(20)))
+		res = succeed(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", writeFile("ok.yml", testenv.TypeChainPipeline(20)))
 		took = time.Since(start)
 		Expect(plain(res.Stdout)).To(ContainSubstring("pipeline created!"), res.String())
 		Expect(took).To(BeNumerically("<", 3*time.Second), "fly set-pipeline of a 20-deep chain took %v", took)

@@ -83,8 +83,8 @@ func run(ctx context.Context, n int) error {
 	cases := []benchCase{
 		{"1 job (baseline)", manyJobs(1), http.StatusCreated},
 		{"1,000 jobs", manyJobs(1000), http.StatusCreated},
-		{"30-deep type chain", typeChain(30), http.StatusCreated},
-		{"31-deep type chain (refused)", typeChain(31), http.StatusBadRequest},
+		{"30-deep type chain", testenv.TypeChainPipeline(30), http.StatusCreated},
+		{"31-deep type chain (refused)", testenv.TypeChainPipeline(31), http.StatusBadRequest},
 	}
 	idleRSS, err := procRSS(pid)
 	if err != nil {
@@ -189,18 +189,6 @@ func manyJobs(n int) string {
       run: {path: sh, args: [-c, 'echo %d']}
 `, i, passed, i)
 	}
-	return b.String()
-}
-
-// typeChain is a pipeline whose resource is of type t<n-1>, each t<i>
-// fetched by t<i-1> and t0 by registry-image: n custom types deep.
-func typeChain(n int) string {
-	var b strings.Builder
-	b.WriteString("resource_types:\n- {name: t0, type: registry-image, source: {repository: busybox}}\n")
-	for i := 1; i < n; i++ {
-		fmt.Fprintf(&b, "- {name: t%d, type: t%d, source: {repository: busybox}}\n", i, i-1)
-	}
-	fmt.Fprintf(&b, "resources:\n- {name: r, type: t%d, source: {}}\njobs:\n- name: j\n  plan:\n  - get: r\n", n-1)
 	return b.String()
 }
 
