@@ -1,6 +1,9 @@
 // Command atc-porter-runtime is the ATC side of Porter: `serve` runs the
 // server, and the client commands (execute, watch, abort, builds, version)
 // talk to it over its HTTP API. Run it with -h for the usage.
+//
+// It is the server's composition root: serve's flags are all declared here
+// (serve.go), which builds atc.Config and the server's dependencies.
 package main
 
 import (
@@ -9,7 +12,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/porter-ci/porter/pkg/atc"
 	"github.com/porter-ci/porter/pkg/cli"
 	"github.com/porter-ci/porter/pkg/sidecar"
 )
@@ -32,7 +34,7 @@ func run() int {
 		Stdin:   os.Stdin,
 		Stdout:  os.Stdout,
 		Stderr:  os.Stderr,
-		Serve:   atc.ServeCommand,
+		Serve:   newServeCommand,
 		Version: sidecar.Version,
 	})
 }

@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/sidecar"
@@ -30,58 +31,131 @@ import (
 const defaultSocket = "/porter/run/control.sock"
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	// A Windows step's porter.exe is never started from Explorer: cobra's
+	// "run me from a terminal" pause must not hold it up.
+	cobra.MousetrapHelpText = ""
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], commands{
+		install:    install,
+		sidecar:    runSidecar,
+		entrypoint: sidecar.RunEntrypoint,
+		stdout:     os.Stdout,
+		stderr:     os.Stderr,
+	}))
 }
 
-func usage() {
-	fmt.Fprint(os.Stderr, `usage:
+const usage = `usage:
   porter install DIR
   porter sidecar
   porter entrypoint [--socket PATH] -- CMD [ARGS...]
   porter version
-`)
+`
+
+// commands are what porter's subcommands run (tests replace them).
+type commands struct {
+	install    func(dir string) error
+	sidecar    func(ctx context.Context, log *slog.Logger) error
+	entrypoint func(ctx context.Context, cfg sidecar.EntrypointConfig) int
+	stdout     io.Writer
+	stderr     io.Writer
 }
 
-func run(args []string) int {
-	if len(args) == 0 {
-		usage()
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	log := telemetry.LoggerFromEnv(os.Stderr).With("porter", args[0])
-	switch args[0] {
-	case "install":
-		if len(args) != 2 {
-			usage()
-			return 2
-		}
-		if err := install(args[1]); err != nil {
-			fmt.Fprintf(os.Stderr, "porter install: %v\n", err)
-			return 1
-		}
+// exitCode ends porter with a status, everything said already.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// run runs porter ARGS... and returns its exit status: 2 for a wrong
+// command line, as before porter's commands were cobra's.
+func run(ctx context.Context, args []string, c commands) int {
+	root := c.rootCommand()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	var code exitCode
+	switch {
+	case err == nil:
 		return 0
-	case "entrypoint":
-		fs := flag.NewFlagSet("entrypoint", flag.ContinueOnError)
-		socket := fs.String("socket", envOr("PORTER_SOCKET", defaultSocket), "control socket shared with the sidecar")
-		if err := fs.Parse(args[1:]); err != nil {
-			return 2
-		}
-		return sidecar.RunEntrypoint(ctx, sidecar.EntrypointConfig{
-			SocketPath: *socket, Argv: fs.Args(), Stdout: os.Stdout, Stderr: os.Stderr, Log: log})
-	case "sidecar":
-		if err := runSidecar(ctx, log); err != nil {
-			log.Error("sidecar failed", "err", err)
-			return 1
-		}
-		return 0
-	case "version":
-		fmt.Println(sidecar.Version)
-		return 0
+	case errors.As(err, &code):
+		return int(code)
 	default:
-		usage()
+		fmt.Fprintf(c.stderr, "porter: %v\n%s", err, usage)
 		return 2
 	}
+}
+
+func (c commands) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "porter",
+		Short:         "The one binary inside a step pod",
+		Args:          cobra.NoArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE: func(*cobra.Command, []string) error {
+			return errors.New("no command")
+		},
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
+	root.SetUsageTemplate(usage)
+	log := func(cmd *cobra.Command) *slog.Logger {
+		return telemetry.LoggerFromEnv(c.stderr).With("porter", cmd.Name())
+	}
+
+	install := &cobra.Command{
+		Use:   "install DIR",
+		Short: "Copy this binary into DIR (the pod's postStart hook)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := c.install(args[0]); err != nil {
+				fmt.Fprintf(c.stderr, "porter install: %v\n", err)
+				return exitCode(1)
+			}
+			return nil
+		},
+	}
+
+	var socket string
+	entrypoint := &cobra.Command{
+		Use:   "entrypoint [--socket PATH] -- CMD [ARGS...]",
+		Short: "Wrap the step's process (main container)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// args: everything after "--" (or from the first non-flag),
+			// untouched.
+			return exitCode(c.entrypoint(cmd.Context(), sidecar.EntrypointConfig{
+				SocketPath: socket, Argv: args, Stdout: os.Stdout, Stderr: os.Stderr, Log: log(cmd)}))
+		},
+	}
+	entrypoint.Flags().StringVar(&socket, "socket", envOr("PORTER_SOCKET", defaultSocket), "control socket shared with the sidecar")
+	// The step's own flags are its command's, not porter's.
+	entrypoint.Flags().SetInterspersed(false)
+
+	sidecarCmd := &cobra.Command{
+		Use:   "sidecar",
+		Short: "Coordinate the step (sidecar container)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l := log(cmd)
+			if err := c.sidecar(cmd.Context(), l); err != nil {
+				l.Error("sidecar failed", "err", err)
+				return exitCode(1)
+			}
+			return nil
+		},
+	}
+
+	version := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Fprintln(c.stdout, sidecar.Version)
+			return nil
+		},
+	}
+	root.AddCommand(install, entrypoint, sidecarCmd, version)
+	return root
 }
 
 // install copies this executable into dir atomically (temp file + rename),

@@ -2,7 +2,6 @@ package atc
 
 import (
 	"context"
-	"flag"
 	"time"
 
 	"github.com/porter-ci/porter/pkg/gc"
@@ -17,15 +16,6 @@ type GCConfig struct {
 	// production.
 	OrphanGrace time.Duration
 	StagingAge  time.Duration
-}
-
-// gcFlags registers the GC flags of serve.
-func gcFlags(fs *flag.FlagSet, c *GCConfig) {
-	fs.DurationVar(&c.Interval, "gc-interval", 30*time.Second, "time between garbage-collection passes (0: no GC)")
-	fs.DurationVar(&c.ArtifactRetention, "artifact-retention", gc.DefaultArtifactRetention,
-		"how long an artifact nothing references any more (its build finished, no cache or pinned version) is kept")
-	fs.DurationVar(&c.OrphanGrace, "gc-orphan-grace", gc.DefaultOrphanGrace, "age at which a step pod no container record knows is deleted")
-	fs.DurationVar(&c.StagingAge, "gc-staging-age", gc.DefaultStagingAge, "age at which a staging/ object (an interrupted upload) is deleted")
 }
 
 // gcWorkers are the workers whose pods GC looks after.

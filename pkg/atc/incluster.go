@@ -2,7 +2,6 @@ package atc
 
 import (
 	"context"
-	"flag"
 	"log/slog"
 	"time"
 
@@ -13,10 +12,10 @@ import (
 	"github.com/porter-ci/porter/pkg/db"
 )
 
-// openDB opens the database, retrying for wait (--database-wait): in a
+// OpenDB opens the database, retrying for wait (--database-wait): in a
 // cluster the ATC may start before PostgreSQL; on a host an unreachable
 // database is an error at once (wait 0).
-func openDB(ctx context.Context, dsn string, wait time.Duration, log *slog.Logger) (*db.DB, error) {
+func OpenDB(ctx context.Context, dsn string, wait time.Duration, log *slog.Logger) (*db.DB, error) {
 	var d *db.DB
 	err := retry(ctx, retryBackoff(500*time.Millisecond, 5*time.Second), time.Now().Add(wait), log, "open the database",
 		func() (bool, error) {
@@ -56,19 +55,6 @@ type InClusterConfig struct {
 	LeaderElectionName      string
 	// LeaseDuration is how long a Lease holds without renewal (0: 15s).
 	LeaseDuration time.Duration
-}
-
-// AddInClusterFlags registers InClusterConfig's flags on fs.
-func AddInClusterFlags(fs *flag.FlagSet, cfg *InClusterConfig) {
-	fs.DurationVar(&cfg.DatabaseWait, "database-wait", 0, "how long to retry an unreachable database at start (0: fail at once)")
-	fs.StringVar(&cfg.CASecret, "ca-secret", "", "keep the gRPC CA in this Secret (created on first use) instead of the state directory")
-	fs.StringVar(&cfg.StepTokenKeySecret, "step-token-key-secret", "", "keep the step token key in this Secret (created on first use) instead of the state directory")
-	fs.StringVar(&cfg.SecretNamespace, "secret-namespace", envOr("PORTER_SECRET_NAMESPACE", ""), "namespace of the key Secrets (default: --namespace)")
-	fs.Var((*listFlag)(&cfg.GRPCCertHosts), "grpc-cert-host", "a further DNS name or IP the gRPC certificate covers; repeatable")
-	fs.DurationVar(&cfg.GRPCCertLifetime, "grpc-cert-lifetime", DefaultGRPCCertLifetime, "validity of the gRPC server certificate; re-issued after two thirds of it")
-	fs.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "", "run the scheduler and GC only while holding a Lease in this namespace (several replicas)")
-	fs.StringVar(&cfg.LeaderElectionName, "leader-election-name", "atc-porter-runtime", "prefix of the Leases' names")
-	fs.DurationVar(&cfg.LeaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a Lease holds without renewal")
 }
 
 // whileLeading runs fn as a single-runner loop named name until ctx ends.

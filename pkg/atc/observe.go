@@ -7,9 +7,7 @@ package atc
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -41,32 +39,9 @@ type observability struct {
 	ready atomic.Bool
 }
 
-// logFlags are serve's logging flags.
-type logFlags struct{ format, level string }
-
-// addObservabilityFlags declares serve's flags for logging, the ops
-// listener and traces.
-func addObservabilityFlags(fs *flag.FlagSet, cfg *Config, lf *logFlags) {
-	fs.StringVar(&cfg.OpsListen, "ops-listen", envOr("PORTER_OPS_LISTEN", "127.0.0.1:9090"), "address of /metrics, /livez and /readyz (\"\": none)")
-	fs.StringVar(&cfg.PodOTLPEndpoint, "pod-otlp-endpoint", envOr("PORTER_POD_OTLP_ENDPOINT", ""),
-		"OTLP/gRPC endpoint URL step pods export their spans to (http:// for no TLS); empty: the sidecars export none. The server's own spans go to OTEL_EXPORTER_OTLP_ENDPOINT")
-	fs.StringVar(&lf.format, "log-format", envOr(telemetry.LogFormatEnv, telemetry.FormatText), "log format: text or json")
-	fs.StringVar(&lf.level, "log-level", envOr(telemetry.LogLevelEnv, "info"), "lowest level logged: debug, info, warn or error")
-}
-
-// logger is serve's logger, with client-go's klog routed into it.
-func (lf logFlags) logger(w io.Writer) (*slog.Logger, error) {
-	log, err := telemetry.NewLogger(w, lf.format, lf.level)
-	if err != nil {
-		return nil, err
-	}
-	telemetry.RouteKlog(log, log.Enabled(context.Background(), slog.LevelDebug))
-	return log, nil
-}
-
-// startTracing exports the server's spans when OTEL_EXPORTER_OTLP_ENDPOINT
+// StartTracing exports the server's spans when OTEL_EXPORTER_OTLP_ENDPOINT
 // is set; the returned func flushes them.
-func startTracing(ctx context.Context, log *slog.Logger) (trace.TracerProvider, func()) {
+func StartTracing(ctx context.Context, log *slog.Logger) (trace.TracerProvider, func()) {
 	t, err := telemetry.TracingFromEnv(ctx, "atc-porter-runtime")
 	if err != nil {
 		log.Warn("no traces", "err", err)

@@ -72,7 +72,7 @@ type Config struct {
 	// WindowsPorterImage holds porter.exe for windows workers.
 	WindowsPorterImage string
 	NativeSidecars     bool
-	StepBounds         podspec.Bounds // step pods' resource bounds (podspec.AddBoundsFlags)
+	StepBounds         podspec.Bounds // step pods' resource bounds (serve's --step-* flags)
 	DNSPolicy          corev1.DNSPolicy
 	ImagePullPolicy    corev1.PullPolicy
 	// KeepAlive is how long a finished step stays interceptible.
@@ -207,7 +207,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		cfg.ServerID = cfg.Worker
 	}
 	if cfg.WorkerHeartbeat <= 0 {
-		cfg.WorkerHeartbeat = defaultWorkerHeartbeat
+		cfg.WorkerHeartbeat = DefaultWorkerHeartbeat
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
 	if len(cfg.Workers) == 0 {

@@ -2,7 +2,6 @@ package atc
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"time"
 
@@ -35,14 +34,6 @@ type StepCredentialsConfig struct {
 
 // DefaultStepCredentialsMaxLifetime is AWS's longest role session.
 const DefaultStepCredentialsMaxLifetime = 12 * time.Hour
-
-func addStepCredentialsFlags(fs *flag.FlagSet, c *StepCredentialsConfig) {
-	fs.StringVar(&c.Mode, "step-credentials", StepCredentialsSTS, "blobstore credentials of step pods: sts (temporary, limited to the step's own keys) or static (the server's key; for stores without STS)")
-	fs.StringVar(&c.STSEndpoint, "step-credentials-sts-endpoint", "", "STS URL (default: the blobstore's endpoint, where MinIO serves STS)")
-	fs.StringVar(&c.RoleARN, "step-credentials-role-arn", "", "role the STS credentials assume (AWS)")
-	fs.StringVar(&c.Region, "step-credentials-region", "", "STS region (AWS)")
-	fs.DurationVar(&c.MaxLifetime, "step-credentials-max-lifetime", DefaultStepCredentialsMaxLifetime, "longest a step's credentials last (a step's timeout, upload allowance and keep-alive, within 15m and this)")
-}
 
 func (c StepCredentialsConfig) issuer(store blobstore.Config, auditBucket string) (stepcreds.Issuer, error) {
 	switch c.Mode {

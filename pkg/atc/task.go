@@ -618,8 +618,8 @@ func buildStatus(r eventspb.Result) concourse.BuildStatus {
 	return concourse.StatusErrored
 }
 
-// podImagePullPolicy parses the serve flag.
-func podImagePullPolicy(s string) (corev1.PullPolicy, error) {
+// ParseImagePullPolicy parses the serve flag.
+func ParseImagePullPolicy(s string) (corev1.PullPolicy, error) {
 	switch p := corev1.PullPolicy(s); p {
 	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 		return p, nil

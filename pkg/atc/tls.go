@@ -49,7 +49,7 @@ func (s *Server) grpcTLS(ctx context.Context, host string) (*tls.Config, []byte,
 	var err error
 	if s.cfg.CASecret != "" {
 		var data map[string][]byte
-		data, err = loadOrCreateSecret(ctx, s.kube, s.cfg.keyNamespace(), s.cfg.CASecret, func() (map[string][]byte, error) {
+		data, err = loadOrCreateSecret(ctx, s.kube, s.cfg.KeyNamespace(), s.cfg.CASecret, func() (map[string][]byte, error) {
 			c, k, err := newCA()
 			return map[string][]byte{secretCACert: c, secretCAKey: k}, err
 		})
@@ -71,8 +71,8 @@ func (s *Server) grpcTLS(ctx context.Context, host string) (*tls.Config, []byte,
 	return &tls.Config{GetCertificate: iss.GetCertificate, MinVersion: tls.VersionTLS12}, caCertPEM, nil
 }
 
-// keyNamespace is where the key Secrets are.
-func (c Config) keyNamespace() string {
+// KeyNamespace is where the key Secrets (and --signing-key-secret's) are.
+func (c Config) KeyNamespace() string {
 	if c.SecretNamespace != "" {
 		return c.SecretNamespace
 	}
@@ -87,7 +87,7 @@ func stepTokenKey(ctx context.Context, cfg Config, kube kubernetes.Interface) ([
 	if cfg.StepTokenKeySecret == "" {
 		return tokenKey(cfg.StateDir, steptoken.NewKey)
 	}
-	data, err := loadOrCreateSecret(ctx, kube, cfg.keyNamespace(), cfg.StepTokenKeySecret, func() (map[string][]byte, error) {
+	data, err := loadOrCreateSecret(ctx, kube, cfg.KeyNamespace(), cfg.StepTokenKeySecret, func() (map[string][]byte, error) {
 		key, err := steptoken.NewKey()
 		return map[string][]byte{secretStepTokenKey: key}, err
 	})

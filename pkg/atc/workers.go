@@ -43,8 +43,8 @@ func (w *workerRT) usable() bool {
 	return w.registered && !w.retired
 }
 
-// defaultWorkerHeartbeat is how often a worker's API server is probed.
-const defaultWorkerHeartbeat = 30 * time.Second
+// DefaultWorkerHeartbeat is how often a worker's API server is probed.
+const DefaultWorkerHeartbeat = 30 * time.Second
 
 // newWorkers prepares the server's workers; nothing talks to an API
 // server yet.

@@ -1,5 +1,5 @@
 // Package cli holds the commands people type into atc-porter-runtime. serve
-// is the server's (package atc); the client commands (login, execute,
+// is defined by the program (Env.Serve); the client commands (login, execute,
 // watch, abort, builds, intercept, audit) speak Concourse's HTTP API as fly
 // does, with fly's flags and fly's ~/.flyrc targets, so that machines
 // without fly can use a Porter (or Concourse) server the same way.
@@ -60,8 +60,10 @@ type Env struct {
 	// WorkDir is the directory fly's "input named after the current
 	// directory" rule looks at; empty means the process's.
 	WorkDir string
-	// Serve runs `serve ARGS...`; nil means this program has no server.
-	Serve func(ctx context.Context, args []string) int
+	// Serve makes the serve command, which the program's composition root
+	// (cmd/atc-porter-runtime) defines with its flags; nil means this
+	// program has no server. It ends with Exit for a status other than 1.
+	Serve func() *cobra.Command
 	// Version is what `version` prints ("dev" if empty).
 	Version string
 	// HTTPClient reaches the server; nil means one built from the
@@ -160,6 +162,10 @@ type exitStatus int
 
 func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
+// Exit is the error of a command that has said what there was to say and
+// ends the program with status code (e.g. 2 for bad flags of serve).
+func Exit(code int) error { return exitStatus(code) }
+
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   Program,
@@ -196,19 +202,16 @@ and name the target with -t NAME afterwards. Targets live in fly's own
 }
 
 func (a *app) serveCommand() *cobra.Command {
+	if a.env.Serve != nil {
+		return a.env.Serve()
+	}
 	return &cobra.Command{
-		Use:   "serve [FLAGS]",
-		Short: "Run the server (" + Program + " serve -h for its flags)",
-		// serve parses its own flags (package atc).
+		Use:                "serve",
+		Short:              "Run the server (not part of this program)",
+		Hidden:             true,
 		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if a.env.Serve == nil {
-				return errors.New("serve is not part of this program")
-			}
-			if code := a.env.Serve(cmd.Context(), args); code != 0 {
-				return exitStatus(code)
-			}
-			return nil
+		RunE: func(*cobra.Command, []string) error {
+			return errors.New("serve is not part of this program")
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/spf13/cobra"
 
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events"
@@ -428,13 +430,21 @@ func TestInterceptPipesStdinAndRetriesSh(t *testing.T) {
 	}
 }
 
-func TestServeGetsItsArgsUntouched(t *testing.T) {
-	var got []string
-	code := Run(context.Background(), []string{"serve", "--listen", ":1", "-h"}, Env{
-		Serve: func(_ context.Context, args []string) int { got = args; return 4 },
-	})
-	if code != 4 || !reflect.DeepEqual(got, []string{"--listen", ":1", "-h"}) {
-		t.Errorf("exit %d args %q", code, got)
+func TestServeIsTheProgramsCommand(t *testing.T) {
+	var listen string
+	serve := func() *cobra.Command {
+		c := &cobra.Command{Use: "serve", RunE: func(*cobra.Command, []string) error { return Exit(4) }}
+		c.Flags().StringVar(&listen, "listen", "", "")
+		return c
+	}
+	code := Run(context.Background(), []string{"serve", "--listen", ":1"}, Env{Serve: serve})
+	if code != 4 || listen != ":1" {
+		t.Errorf("exit %d listen %q", code, listen)
+	}
+	var stderr bytes.Buffer
+	if code := Run(context.Background(), []string{"serve"}, Env{Stderr: &stderr}); code != ExitError ||
+		!strings.Contains(stderr.String(), "serve is not part of this program") {
+		t.Errorf("without a server: exit %d stderr %q", code, stderr.String())
 	}
 }
 

@@ -188,7 +188,7 @@ type Worker struct {
 }
 
 // Bounds are what a worker's step pods may use beyond the task's own
-// container_limits: set by serve flags (AddBoundsFlags).
+// container_limits: set by serve's --step-* flags (cmd/atc-porter-runtime).
 type Bounds struct {
 	// HardCPULimit also sets a task's container_limits.cpu as the step's
 	// CPU limit. By default it is only a request: Concourse's cpu is

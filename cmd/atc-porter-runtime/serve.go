@@ -1,0 +1,400 @@
+package main
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/porter-ci/porter/pkg/atc"
+	"github.com/porter-ci/porter/pkg/auth"
+	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/cli"
+	"github.com/porter-ci/porter/pkg/creds"
+	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/gc"
+	"github.com/porter-ci/porter/pkg/metrics"
+	"github.com/porter-ci/porter/pkg/names"
+	"github.com/porter-ci/porter/pkg/stepserver"
+	"github.com/porter-ci/porter/pkg/telemetry"
+	"github.com/porter-ci/porter/pkg/upload"
+	"github.com/porter-ci/porter/pkg/worker"
+)
+
+// exitUsage is serve's status for bad flags, as the standard flag package's.
+const exitUsage = 2
+
+// serveOptions are serve's flags: atc.Config's own, and what serve turns
+// into the server's dependencies.
+type serveOptions struct {
+	cfg           atc.Config
+	kubeconfig    string
+	postgresDSN   string
+	localUsers    []string
+	mainTeamUsers []string
+	signingSecret string
+	workersConfig string
+	strategy      string
+	dnsPolicy     string
+	pullPolicy    string
+	baseTypes     []string
+	logFormat     string
+	logLevel      string
+	// baseTypeDefaults is the --base-resource-type-defaults file.
+	baseTypeDefaults string
+}
+
+func newServeCommand() *cobra.Command {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the server (" + cli.Program + " serve -h for its flags)",
+		Long: `Runs the server.
+
+The blobstore comes from PORTER_BLOBSTORE_{ENDPOINT,BUCKET,ACCESS_KEY,SECRET_KEY,REGION,SECURE,DRIVER}.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError(cmd, fmt.Errorf("unexpected argument %q (serve takes flags only)", args[0]))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context(), cmd)
+		},
+	}
+	cmd.SetFlagErrorFunc(usageError)
+	o.addFlags(cmd.Flags())
+	return cmd
+}
+
+// usageError says what is wrong with serve's command line; the status is 2.
+func usageError(cmd *cobra.Command, err error) error {
+	fmt.Fprintf(cmd.ErrOrStderr(), "serve: %v\n(%s serve --help lists the flags)\n", err, cli.Program)
+	return cli.Exit(exitUsage)
+}
+
+// addFlags declares every flag of serve.
+func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
+	cfg := &o.cfg
+	fs.SortFlags = false
+
+	// Logging, the ops listener and traces.
+	fs.StringVar(&cfg.OpsListen, "ops-listen", envOr("PORTER_OPS_LISTEN", "127.0.0.1:9090"), "address of /metrics, /livez and /readyz (\"\": none)")
+	fs.StringVar(&cfg.PodOTLPEndpoint, "pod-otlp-endpoint", envOr("PORTER_POD_OTLP_ENDPOINT", ""),
+		"OTLP/gRPC endpoint URL step pods export their spans to (http:// for no TLS); empty: the sidecars export none. The server's own spans go to OTEL_EXPORTER_OTLP_ENDPOINT")
+	fs.StringVar(&o.logFormat, "log-format", envOr(telemetry.LogFormatEnv, telemetry.FormatText), "log format: text or json")
+	fs.StringVar(&o.logLevel, "log-level", envOr(telemetry.LogLevelEnv, "info"), "lowest level logged: debug, info, warn or error")
+
+	// Limits on what clients hold.
+	l := &cfg.Limits
+	l.MaxArtifactUpload, l.MaxRequestBody = atc.DefaultMaxArtifactUpload, atc.DefaultMaxRequestBody
+	l.GRPC.Unsynced = stepserver.DefaultLimits.Unsynced
+	l.Upload = upload.Limits{}.WithDefaults()
+	fs.Var((*byteSize)(&l.MaxArtifactUpload), "max-artifact-upload", "largest `fly execute -i` upload accepted, as sent (e.g. 10Gi, 500Mi)")
+	fs.Var((*byteSize)(&l.Upload.MaxInflated), upload.FlagMaxInflated, "most bytes of tar one `fly execute -i` upload may inflate to (e.g. 1Gi, 4Gi)")
+	fs.Func(upload.FlagMaxEntries, fmt.Sprintf("most files, directories and links in one `fly execute -i` upload (default %d)", upload.DefaultMaxEntries), func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive number, got %q", v)
+		}
+		l.Upload.MaxEntries = n
+		return nil
+	})
+	fs.Var((*byteSize)(&l.MaxRequestBody), "max-request-body", "largest body of any other API request (e.g. 8Mi)")
+	fs.DurationVar(&l.HTTPReadTimeout, "http-read-timeout", atc.DefaultHTTPReadTimeout, "how long reading an API request may take (an upload: each read)")
+	fs.DurationVar(&l.HTTPIdleTimeout, "http-idle-timeout", atc.DefaultHTTPIdleTimeout, "how long an idle keep-alive API connection is kept")
+	fs.DurationVar(&l.GRPC.Hello, "grpc-hello-timeout", stepserver.DefaultLimits.Hello, "how long a sidecar connection may take to say which step it is before it is closed")
+	fs.IntVar(&l.GRPC.StreamsPerStep, "grpc-max-streams-per-step", stepserver.DefaultLimits.StreamsPerStep, "most streams one step's sidecar may hold at once")
+	fs.Func("grpc-max-concurrent-streams", fmt.Sprintf("most streams on one sidecar connection (default %d)", stepserver.DefaultLimits.StreamsPerConn), func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n == 0 {
+			return fmt.Errorf("want a positive number, got %q", v)
+		}
+		l.GRPC.StreamsPerConn = uint32(n)
+		return nil
+	})
+	fs.Var((*byteSize)(&l.GRPC.Unsynced), "grpc-max-unsynced-bytes", "most event bytes taken from all sidecars and not yet durable; past it, events wait in the sidecars (e.g. 32Mi)")
+
+	// The cluster, the database, users and the workers.
+	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the worker's cluster (empty: in-cluster service account)")
+	fs.StringVar(&o.postgresDSN, "postgres-dsn", os.Getenv("PORTER_POSTGRES_DSN"), "PostgreSQL connection string (env PORTER_POSTGRES_DSN)")
+	fs.StringArrayVar(&o.localUsers, "add-local-user", nil, "a local user NAME:PASSWORD (the password may be a bcrypt hash); repeatable")
+	fs.StringArrayVar(&o.mainTeamUsers, "main-team-local-user", nil, "a local user who owns team main (an admin); repeatable")
+	fs.StringVar(&o.signingSecret, "signing-key-secret", "", "keep the token signing key in this Secret of --namespace (in-cluster) instead of the state directory")
+	fs.StringVar(&cfg.Namespace, "namespace", envOr("PORTER_NAMESPACE", "default"), "namespace the worker's step pods run in")
+	fs.StringVar(&cfg.Worker, "worker", envOr("PORTER_WORKER", "local"), "the worker's name (pod labels)")
+	fs.StringArrayVar(&cfg.WorkerTags, "tag", nil, "a tag of the worker: steps with tags run only on workers that have them; repeatable")
+	fs.StringVar(&o.workersConfig, "workers-config", "", "YAML file declaring the workers (name, kubeconfig/context or in_cluster, namespace, platform, tags, team, tag_placement...); replaces --worker, --tag and the worker of --namespace (docs/workers.md)")
+	fs.StringVar(&o.strategy, "container-placement-strategy", string(worker.FewestBuildContainers), "how a step's worker is chosen: fewest-build-containers, random or limit-active-tasks")
+	fs.IntVar(&cfg.Placement.MaxActiveTasks, "max-active-tasks-per-worker", 0, "limit-active-tasks: the most tasks a worker runs at once (0: no limit)")
+	fs.DurationVar(&cfg.WorkerHeartbeat, "worker-heartbeat-interval", atc.DefaultWorkerHeartbeat, "how often each worker's API server is probed (unanswered: the worker is stalled)")
+
+	// Listeners, identity and logins.
+	fs.StringVar(&cfg.GRPCListen, "grpc-listen", "127.0.0.1:7777", "address sidecars connect to")
+	fs.StringVar(&cfg.GRPCAdvertise, "grpc-advertise", "", "address written into step pods for sidecars to dial (default: --grpc-listen)")
+	fs.StringVar(&cfg.HTTPListen, "http-listen", "127.0.0.1:8080", "address of the HTTP API")
+	fs.StringVar(&cfg.ExternalURL, "external-url", "", "URL people reach the API at (default: http://<--http-listen>)")
+	fs.StringVar(&cfg.ClusterName, "cluster-name", "porter", "name shown by fly and the web UI")
+	fs.StringVar(&cfg.ServerID, "server-id", "", "this server's name among several sharing a database (default: --worker)")
+	fs.DurationVar(&cfg.TokenTTL, "token-ttl", 24*time.Hour, "how long a login lasts")
+	fs.Int64Var(&cfg.MaxBuildLogBytes, "max-build-log-bytes", 1<<30, "the most output a build's log keeps; past it the output is dropped with a message and the steps go on (0: no cap)")
+	fs.StringVar(&cfg.StateDir, "state-dir", envOr("PORTER_STATE_DIR", defaultStateDir()), "directory for the step token key, the gRPC CA and the token signing key")
+	fs.BoolVar(&cfg.Insecure, "insecure-grpc", false, "serve sidecars without TLS (tests only)")
+
+	// Step pods.
+	fs.StringVar(&cfg.PorterImage, "porter-image", "porter.local/porter:dev", "image holding the porter binary")
+	fs.StringVar(&cfg.WindowsPorterImage, "windows-porter-image", "", "image holding porter.exe at C:\\bin\\porter.exe, for windows workers (docs/windows-workers.md)")
+	fs.BoolVar(&cfg.NativeSidecars, "native-sidecars", true, "run the sidecar as a native sidecar (Kubernetes 1.29+)")
+	b := &cfg.StepBounds
+	fs.BoolVar(&b.HardCPULimit, "step-hard-cpu-limit", false, "also make a task's container_limits.cpu the step's CPU limit (default: a request only, as Concourse's relative shares)")
+	fs.Var(quantityFlag{&b.VolumeSizeLimit}, "step-volume-size-limit", "sizeLimit of each emptyDir of a step pod, e.g. 10Gi (default: none); the kubelet evicts a pod writing more")
+	fs.Var(quantityFlag{&b.EphemeralStorageRequest}, "step-ephemeral-storage-request", "ephemeral-storage request of the step container, e.g. 1Gi (default: none)")
+	fs.Int64Var(&b.MaxExtractBytes, "step-max-extract-bytes", 0, "most bytes a step's sidecar extracts from one input or cache (0: 64 GiB)")
+	fs.Int64Var(&b.MaxExtractFiles, "step-max-extract-files", 0, "most files and directories a step's sidecar extracts from one input or cache (0: 2,000,000)")
+	fs.Var(quantityFlag{&b.EphemeralStorageLimit}, "step-ephemeral-storage-limit", "ephemeral-storage limit of the step container, e.g. 20Gi (default: none)")
+	fs.StringVar(&o.dnsPolicy, "dns-policy", string(corev1.DNSClusterFirst), "step pods' dnsPolicy")
+	fs.StringVar(&o.pullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent), "step images' pull policy: Always, IfNotPresent or Never")
+	fs.DurationVar(&cfg.KeepAlive, "keep-alive", 0, "how long a finished step stays interceptible")
+	fs.DurationVar(&cfg.PodRetention, "pod-retention", 2*time.Minute, "how long a finished step's pod is kept")
+
+	// Garbage collection.
+	fs.DurationVar(&cfg.GC.Interval, "gc-interval", 30*time.Second, "time between garbage-collection passes (0: no GC)")
+	fs.DurationVar(&cfg.GC.ArtifactRetention, "artifact-retention", gc.DefaultArtifactRetention,
+		"how long an artifact nothing references any more (its build finished, no cache or pinned version) is kept")
+	fs.DurationVar(&cfg.GC.OrphanGrace, "gc-orphan-grace", gc.DefaultOrphanGrace, "age at which a step pod no container record knows is deleted")
+	fs.DurationVar(&cfg.GC.StagingAge, "gc-staging-age", gc.DefaultStagingAge, "age at which a staging/ object (an interrupted upload) is deleted")
+
+	// Resource types and credentials.
+	fs.StringArrayVar(&o.baseTypes, "base-resource-type", nil, "image of a base resource type NAME=IMAGE (defaults: registry-image, git, time and mock from porter.local); repeatable")
+	fs.StringVar(&o.baseTypeDefaults, "base-resource-type-defaults", "", "YAML file of source defaults by base resource type name (e.g. registry-image: {registry_mirror: {host: HOST}}), merged under the source of every resource and image_resource of the type")
+	fs.StringVar(&cfg.CredentialNamespacePrefix, "kubernetes-credential-namespace-prefix", creds.DefaultNamespacePrefix,
+		"((vars)) of team T are read from Secrets in namespace PREFIX+T (the ATC needs get on secrets there)")
+
+	// Running in the cluster (deploy/atc, several replicas).
+	ic := &cfg.InClusterConfig
+	fs.DurationVar(&ic.DatabaseWait, "database-wait", 0, "how long to retry an unreachable database at start (0: fail at once)")
+	fs.StringVar(&ic.CASecret, "ca-secret", "", "keep the gRPC CA in this Secret (created on first use) instead of the state directory")
+	fs.StringVar(&ic.StepTokenKeySecret, "step-token-key-secret", "", "keep the step token key in this Secret (created on first use) instead of the state directory")
+	fs.StringVar(&ic.SecretNamespace, "secret-namespace", envOr("PORTER_SECRET_NAMESPACE", ""), "namespace of the key Secrets (default: --namespace)")
+	fs.StringArrayVar(&ic.GRPCCertHosts, "grpc-cert-host", nil, "a further DNS name or IP the gRPC certificate covers; repeatable")
+	fs.DurationVar(&ic.GRPCCertLifetime, "grpc-cert-lifetime", atc.DefaultGRPCCertLifetime, "validity of the gRPC server certificate; re-issued after two thirds of it")
+	fs.StringVar(&ic.LeaderElectionNamespace, "leader-election-namespace", "", "run the scheduler and GC only while holding a Lease in this namespace (several replicas)")
+	fs.StringVar(&ic.LeaderElectionName, "leader-election-name", "atc-porter-runtime", "prefix of the Leases' names")
+	fs.DurationVar(&ic.LeaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a Lease holds without renewal")
+
+	// Step credentials.
+	sc := &cfg.StepCredentials
+	fs.StringVar(&sc.Mode, "step-credentials", atc.StepCredentialsSTS, "blobstore credentials of step pods: sts (temporary, limited to the step's own keys) or static (the server's key; for stores without STS)")
+	fs.StringVar(&sc.STSEndpoint, "step-credentials-sts-endpoint", "", "STS URL (default: the blobstore's endpoint, where MinIO serves STS)")
+	fs.StringVar(&sc.RoleARN, "step-credentials-role-arn", "", "role the STS credentials assume (AWS)")
+	fs.StringVar(&sc.Region, "step-credentials-region", "", "STS region (AWS)")
+	fs.DurationVar(&sc.MaxLifetime, "step-credentials-max-lifetime", atc.DefaultStepCredentialsMaxLifetime, "longest a step's credentials last (a step's timeout, upload allowance and keep-alive, within 15m and this)")
+
+	// The audit trail.
+	fs.StringVar(&cfg.AuditBucket, "audit-bucket", os.Getenv("PORTER_AUDIT_BUCKET"), "bucket of the audit trail, created with Object Lock in compliance mode or checked for it at start (default: the blobstore bucket's name + \"-audit\"; env PORTER_AUDIT_BUCKET)")
+	fs.DurationVar(&cfg.AuditRetention, "audit-retention", 30*24*time.Hour, "default retention of a new audit bucket, and the least an existing one must have (whole days)")
+	fs.StringVar(&cfg.PodBlobstoreEndpoint, "pod-blobstore-endpoint", "", "blobstore endpoint as step pods reach it (default: PORTER_BLOBSTORE_ENDPOINT)")
+}
+
+// run checks the flags (exit 2 if they are wrong), then runs the server
+// until ctx ends (exit 1 if it fails).
+func (o *serveOptions) run(ctx context.Context, cmd *cobra.Command) error {
+	log, err := telemetry.NewLogger(cmd.ErrOrStderr(), o.logFormat, o.logLevel)
+	if err != nil {
+		// The error names the setting ("log level", "log format").
+		return usageError(cmd, fmt.Errorf("--log-format/--log-level: %w", err))
+	}
+	// client-go logs through klog: into serve's log too.
+	telemetry.RouteKlog(log, log.Enabled(ctx, slog.LevelDebug))
+	cfg, err := o.config()
+	if err != nil {
+		return usageError(cmd, err)
+	}
+	if err := serve(ctx, cfg, o, log); err != nil {
+		log.Error("serve failed", "err", err)
+		return cli.Exit(1)
+	}
+	return nil
+}
+
+// config is atc.Config from the flags, with the files they name read.
+func (o *serveOptions) config() (atc.Config, error) {
+	cfg := o.cfg
+	cfg.Kubeconfig = o.kubeconfig
+	var err error
+	if cfg.Placement.Strategy, err = worker.ParseStrategy(o.strategy); err != nil {
+		return cfg, fmt.Errorf("--container-placement-strategy: %w", err)
+	}
+	if o.workersConfig != "" {
+		if cfg.Workers, err = worker.Load(o.workersConfig); err != nil {
+			return cfg, fmt.Errorf("--workers-config: %w", err)
+		}
+	}
+	if cfg.ImagePullPolicy, err = atc.ParseImagePullPolicy(o.pullPolicy); err != nil {
+		return cfg, fmt.Errorf("--image-pull-policy: %w", err)
+	}
+	switch cfg.DNSPolicy = corev1.DNSPolicy(o.dnsPolicy); cfg.DNSPolicy {
+	case corev1.DNSClusterFirst, corev1.DNSClusterFirstWithHostNet, corev1.DNSDefault, corev1.DNSNone:
+	default:
+		return cfg, fmt.Errorf("--dns-policy %q: want ClusterFirst, ClusterFirstWithHostNet, Default or None", o.dnsPolicy)
+	}
+	switch cfg.StepCredentials.Mode {
+	case atc.StepCredentialsSTS, atc.StepCredentialsStatic:
+	default:
+		return cfg, fmt.Errorf("--step-credentials %q: want %s or %s", cfg.StepCredentials.Mode, atc.StepCredentialsSTS, atc.StepCredentialsStatic)
+	}
+	if cfg.BaseResourceTypes, err = atc.ParseBaseResourceTypes(o.baseTypes); err != nil {
+		return cfg, err
+	}
+	if o.baseTypeDefaults != "" {
+		if cfg.BaseResourceTypeDefaults, err = atc.LoadBaseResourceTypeDefaults(o.baseTypeDefaults, cfg.BaseResourceTypes); err != nil {
+			return cfg, fmt.Errorf("--base-resource-type-defaults: %w", err)
+		}
+	}
+	return cfg, nil
+}
+
+// serve builds the server's dependencies (clients of Kubernetes, the
+// database and the blobstore, the token signing key, tracing) and runs it.
+func serve(ctx context.Context, cfg atc.Config, o *serveOptions, log *slog.Logger) error {
+	if o.postgresDSN == "" {
+		return errors.New("no database: set --postgres-dsn or PORTER_POSTGRES_DSN")
+	}
+	if err := names.CheckTeam(cfg.Worker); err != nil {
+		return fmt.Errorf("worker name: %w", err)
+	}
+	var err error
+	if cfg.Blobstore, err = blobstore.ConfigFromEnv(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("create state directory: %w", err)
+	}
+	var rc *rest.Config
+	if o.kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("load Kubernetes config: %w", err)
+	}
+	rc.QPS, rc.Burst = 50, 100
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	database, err := atc.OpenDB(ctx, o.postgresDSN, cfg.DatabaseWait, log.With("component", "db"))
+	if err != nil {
+		return err
+	}
+	defer database.Close()
+	if err := bootstrapUsers(ctx, database, o.localUsers, o.mainTeamUsers, log); err != nil {
+		return err
+	}
+	var key crypto.Signer
+	if o.signingSecret != "" {
+		key, err = auth.LoadOrCreateKeySecret(ctx, kube, cfg.KeyNamespace(), o.signingSecret)
+	} else {
+		key, err = auth.LoadOrCreateKeyFile(filepath.Join(cfg.StateDir, "token-signing.pem"))
+	}
+	if err != nil {
+		return fmt.Errorf("token signing key: %w", err)
+	}
+	store, err := blobstore.Open(ctx, cfg.Blobstore)
+	if err != nil {
+		return err
+	}
+	if err := blobstore.EnsureBucket(ctx, store); err != nil {
+		return fmt.Errorf("blobstore bucket %q: %w", cfg.Blobstore.Bucket, err)
+	}
+	if cfg.AuditBucket == "" {
+		cfg.AuditBucket = cfg.Blobstore.Bucket + "-audit"
+	}
+	auditCfg := cfg.Blobstore
+	auditCfg.Bucket = cfg.AuditBucket
+	audit, err := blobstore.Open(ctx, auditCfg)
+	if err != nil {
+		return err
+	}
+	if err := blobstore.EnsureLockedBucket(ctx, audit, cfg.AuditRetention); err != nil {
+		return fmt.Errorf("--audit-bucket: %w", err)
+	}
+	tracing, flushSpans := atc.StartTracing(ctx, log)
+	defer flushSpans()
+	srv, err := atc.New(ctx, cfg, atc.Deps{Kube: kube, DB: database, Store: store, Audit: audit, SigningKey: key, Log: log,
+		Metrics: metrics.New(), Tracing: tracing})
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx)
+}
+
+// bootstrapUsers records the local users and team main's owners given as
+// flags, as Concourse's web node does at start.
+func bootstrapUsers(ctx context.Context, database *db.DB, localUsers, mainTeamUsers []string, log *slog.Logger) error {
+	known := map[string]bool{}
+	users := map[string]string{}
+	for _, spec := range localUsers {
+		name, hash, err := auth.ParseLocalUser(spec)
+		if err != nil {
+			return fmt.Errorf("--add-local-user: %w", err)
+		}
+		users[name] = hash
+		known[name] = true
+	}
+	// The flags are the whole list, as in Concourse: a user no longer named
+	// can no longer log in, and its tokens stop working.
+	removed, err := database.SetLocalUsers(ctx, users)
+	if err != nil {
+		return fmt.Errorf("--add-local-user: %w", err)
+	}
+	if len(removed) > 0 {
+		log.Info("removed local users no longer given by --add-local-user", "users", removed)
+	}
+	owners := db.RoleMembers{Users: []string{}, Groups: []string{}}
+	for _, name := range mainTeamUsers {
+		if !known[name] {
+			if _, err := database.LocalUserHash(ctx, name); err != nil {
+				return fmt.Errorf("--main-team-local-user %q: no such local user (add it with --add-local-user)", name)
+			}
+		}
+		owners.Users = append(owners.Users, "local:"+name)
+	}
+	if len(owners.Users) == 0 {
+		if _, err := database.Team(ctx, "main"); err == nil {
+			return nil
+		}
+		log.Warn("team main has no owner: nobody can log in as an admin (set --main-team-local-user)")
+	}
+	if _, err := database.EnsureTeam(ctx, "main", db.TeamAuth{"owner": owners}); err != nil {
+		return fmt.Errorf("set up team main: %w", err)
+	}
+	return nil
+}
+
+func defaultStateDir() string {
+	if dir, err := os.UserConfigDir(); err == nil {
+		return filepath.Join(dir, "porter-atc")
+	}
+	return ".porter-atc"
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
