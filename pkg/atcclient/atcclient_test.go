@@ -145,6 +145,10 @@ func TestErrorsByStatus(t *testing.T) {
 			http.Error(w, "", http.StatusUnauthorized)
 		case "/api/v1/builds/2":
 			http.Error(w, "not your team", http.StatusForbidden)
+		case "/api/v1/builds/4":
+			// Concourse's JSON-API shape, which the API answers 404s in.
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"errors":[{"title":"Not Found","detail":"build 4: not found","status":"404"}]}`)
 		default:
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = io.WriteString(w, `{"errors":["build not found"]}`)
@@ -162,6 +166,9 @@ func TestErrorsByStatus(t *testing.T) {
 	}
 	if _, err = c.Build(ctx, 3); !atcclient.IsNotFound(err) || !strings.Contains(err.Error(), "build not found") {
 		t.Errorf("404: %v", err)
+	}
+	if _, err = c.Build(ctx, 4); !atcclient.IsNotFound(err) || !strings.Contains(err.Error(), "build 4: not found") {
+		t.Errorf("JSON-API 404: %v", err)
 	}
 }
 

@@ -163,16 +163,36 @@ func readError(op string, resp *http.Response) error {
 // server's message, whichever of its shapes it came in.
 func ErrorFromBody(op string, statusCode int, body []byte) *Error {
 	e := &Error{Op: op, StatusCode: statusCode}
-	// Porter answers {"error": "..."}, Concourse {"errors": [...]} or text.
+	// Porter answers {"error": "..."}, Concourse {"errors": ["..."]}, a
+	// 404 in Concourse's JSON-API shape {"errors": [{"detail": "..."}]},
+	// or text.
 	var j struct {
-		Error  string   `json:"error"`
-		Errors []string `json:"errors"`
+		Error  string            `json:"error"`
+		Errors []json.RawMessage `json:"errors"`
+	}
+	var msgs []string
+	if json.Unmarshal(body, &j) == nil {
+		for _, raw := range j.Errors {
+			var text string
+			var obj struct {
+				Title  string `json:"title"`
+				Detail string `json:"detail"`
+			}
+			switch {
+			case json.Unmarshal(raw, &text) == nil && text != "":
+				msgs = append(msgs, text)
+			case json.Unmarshal(raw, &obj) == nil && obj.Detail != "":
+				msgs = append(msgs, obj.Detail)
+			case obj.Title != "":
+				msgs = append(msgs, obj.Title)
+			}
+		}
 	}
 	switch {
-	case json.Unmarshal(body, &j) == nil && j.Error != "":
+	case j.Error != "":
 		e.Message = j.Error
-	case len(j.Errors) > 0:
-		e.Message = strings.Join(j.Errors, "; ")
+	case len(msgs) > 0:
+		e.Message = strings.Join(msgs, "; ")
 	default:
 		// Not JSON (a proxy's page, say): the first line is the best hint.
 		line, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
