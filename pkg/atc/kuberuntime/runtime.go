@@ -10,6 +10,7 @@ package kuberuntime
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -68,6 +69,11 @@ type Tokens interface {
 	Mint(stepID string, ttl time.Duration) (string, error)
 }
 
+// AuditStore keeps the audit trail (a blobstore.Store).
+type AuditStore interface {
+	Put(ctx context.Context, key string, body io.Reader, size int64, opts blobstore.PutOptions) (blobstore.ObjectInfo, error)
+}
+
 // Deps are what the runtime is given.
 type Deps struct {
 	Store   Store
@@ -79,7 +85,7 @@ type Deps struct {
 	// Credentials mint each step's blobstore credentials.
 	Credentials stepcreds.Issuer
 	// Audit is the audit trail's store (the pod as declared).
-	Audit blobstore.Store
+	Audit AuditStore
 	// CA is the ATC's gRPC CA as step pods trust it (nil before the
 	// server serves, or without TLS).
 	CA func() []byte
@@ -93,7 +99,7 @@ type Runtime struct {
 	log     *slog.Logger
 	tokens  Tokens
 	creds   stepcreds.Issuer
-	audit   blobstore.Store
+	audit   AuditStore
 	ca      func() []byte
 
 	workers []*Worker
