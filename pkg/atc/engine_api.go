@@ -66,8 +66,8 @@ func (e apiEngine) WorkerResourceTypes(name string) []concourse.WorkerResourceTy
 	if types == nil {
 		types = DefaultBaseResourceTypes()
 	}
-	if w, ok := e.s.workerByName[name]; ok {
-		maps.Copy(types, w.cfg.BaseResourceTypes)
+	if w, ok := e.s.runtime.Lookup(name); ok {
+		maps.Copy(types, w.Config().BaseResourceTypes)
 	}
 	out := []concourse.WorkerResourceType{}
 	for t, img := range types {

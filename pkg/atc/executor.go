@@ -264,7 +264,7 @@ func (x *executor) artifactOutput(ctx context.Context, p *concourse.Plan) (bool,
 	}
 	if err := x.s.retryDB(ctx, "keep an output", func(ctx context.Context) error {
 		_, err := x.s.db.CreateArtifact(ctx, db.Artifact{TeamID: x.b.teamID, BuildID: x.b.id, Name: name,
-			Key: a.Key, Digest: a.Digest, Size: a.Size, WorkerName: x.s.workers[0].cfg.Name})
+			Key: a.Key, Digest: a.Digest, Size: a.Size, WorkerName: x.s.artifactWorker()})
 		return err
 	}); err != nil {
 		return false, fmt.Errorf("keep output %q: %w", name, err)

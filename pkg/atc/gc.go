@@ -21,9 +21,9 @@ type GCConfig struct {
 // gcWorkers are the workers whose pods GC looks after.
 func (s *Server) gcWorkers() []gc.Worker {
 	var ws []gc.Worker
-	for _, w := range s.workers {
-		if w.usable() {
-			ws = append(ws, gc.Worker{Name: w.cfg.Name, Namespace: w.cfg.Namespace, Kube: w.kube})
+	for _, w := range s.runtime.Workers() {
+		if w.Usable() {
+			ws = append(ws, gc.Worker{Name: w.Name(), Namespace: w.Namespace(), Kube: w.Kube()})
 		}
 	}
 	return ws

@@ -263,8 +263,8 @@ func (x *executor) removeImageCheck(ctx context.Context, r *stepRecord) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	if w, err := x.s.worker(workerName); err == nil {
-		x.s.deletePod(ctx, w, stepID)
+	if w, err := x.s.pods.Worker(workerName); err == nil {
+		x.s.pods.DeletePod(ctx, w, stepID)
 	}
 	if container != "" {
 		if err := x.s.db.DeleteContainer(ctx, container); err != nil && !errors.Is(err, db.ErrNotFound) {

@@ -46,9 +46,12 @@ func credsExecutor(t *testing.T, store blobstore.Store, objs ...runtime.Object) 
 	kube := fake.NewSimpleClientset(objs...)
 	s := &Server{cfg: Config{Worker: "w"}, kube: kube, store: store, log: slog.New(slog.DiscardHandler),
 		podWorker: podspec.Worker{PorterImage: "porter", ATCAddress: "atc:7777"}}
-	if err := s.newWorkers([]worker.Config{{Name: "w", Namespace: "steps", Platform: worker.PlatformLinux}}, func(worker.Config) (kubernetes.Interface, error) { return kube, nil }); err != nil {
+	s.cfg.Workers = []worker.Config{{Name: "w", Namespace: "steps", Platform: worker.PlatformLinux}}
+	rt, err := s.newRuntime(func(worker.Config) (kubernetes.Interface, error) { return kube, nil }, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	s.runtime, s.pods = rt, rt
 	b := &build{id: 7, name: "7", team: "main", teamID: 1, pipeline: "pipe", job: "j",
 		log: testLogs(t, store).Open(7)}
 	return newExecutor(s, b), kube

@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/metrics"
 	"github.com/porter-ci/porter/pkg/podevents"
@@ -218,7 +219,7 @@ const podTimingsWait = 10 * time.Second
 // metrics and as spans under the step's, as soon as the pod's status shows
 // them (in the background, for at most podTimingsWait); and drops the
 // step's phase clock (a sidecar that never reported its end leaves one).
-func (s *Server) observePod(ctx context.Context, w *workerRT, stepID string) {
+func (s *Server) observePod(ctx context.Context, w *kuberuntime.Worker, stepID string) {
 	s.obs.metrics.ForgetStep(stepID)
 	s.runs.Add(1)
 	go func() {
@@ -227,7 +228,7 @@ func (s *Server) observePod(ctx context.Context, w *workerRT, stepID string) {
 		tick := time.NewTicker(200 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			pod, ok := w.pods.Pod(stepID)
+			pod, ok := w.Pod(stepID)
 			if !ok {
 				return // deleted (a failed step's pod): nothing to tell
 			}
@@ -293,9 +294,9 @@ func (s *Server) podFailed(ctx context.Context, st *stepState, err error) {
 	s.obs.metrics.PodFailure(string(f.Kind))
 	trace.SpanFromContext(ctx).AddEvent("pod failed", trace.WithAttributes(
 		attribute.String("porter.pod_failure.kind", string(f.Kind)), attribute.String("porter.pod_failure.reason", f.Reason)))
-	ref := podevents.Pod{Namespace: w.cfg.Namespace, Name: podspec.Name(st.id)}
+	ref := podevents.Pod{Namespace: w.Namespace(), Name: podspec.Name(st.id)}
 	step := string(st.planID)
-	if pod, ok := w.pods.Pod(st.id); ok {
+	if pod, ok := w.Pod(st.id); ok {
 		ref.UID = pod.UID
 		if name := pod.Annotations[podspec.AnnotationStepName]; name != "" {
 			step = name
@@ -305,7 +306,7 @@ func (s *Server) podFailed(ctx context.Context, st *stepState, err error) {
 	msg := fmt.Sprintf("build %d (%s/%s) step %q failed: %s (%s)", b.id, b.team, buildLabel(b), step, f.Detail, f.Kind)
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	rec := podevents.Recorder{Client: w.kube, Host: s.cfg.ServerID}
+	rec := podevents.Recorder{Client: w.Kube(), Host: s.cfg.ServerID}
 	if err := rec.Warning(ectx, ref, podevents.ReasonStepFailed, msg); err != nil {
 		s.log.Warn("record the step's failure on its pod", "step", st.id, "err", err)
 	}

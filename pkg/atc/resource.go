@@ -15,6 +15,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
@@ -386,12 +387,12 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 		// The credentials the step read are redacted again from what its
 		// pod still logs (the redactions died with the previous server).
 		_, _ = request()
-		w, err := s.worker(rec.Worker)
+		w, err := s.pods.Worker(rec.Worker)
 		if err != nil {
 			return x.podEnded(ctx, r, s.registerResourceStep(b, nil, rec.StepID, p.ID, step.kind), errored(err.Error()))
 		}
 		st := s.registerResourceStep(b, w, rec.StepID, p.ID, step.kind)
-		gone, err := s.podGone(ctx, w, rec.StepID)
+		gone, err := s.pods.PodGone(ctx, w, rec.StepID)
 		switch {
 		case err != nil:
 			fin = errored(err.Error())
@@ -412,7 +413,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 			return nil, false, nil
 		}
 	}
-	var w *workerRT
+	var w *kuberuntime.Worker
 	if err == nil {
 		w, err = s.placeStep(ctx, b, events.Origin{ID: string(p.ID)}, privilegedRequirements(requirements(b.team, step.tags, "", false), step.image.Privileged))
 		if ctx.Err() != nil {
@@ -424,16 +425,16 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 		_, err = x.failResource(ctx, p, r, err)
 		return nil, true, err
 	}
-	if img, ok := w.cfg.BaseResourceTypes[step.image.BaseType]; ok && step.image.CheckPlan == nil && step.image.GetPlan == nil {
+	if img, ok := w.Config().BaseResourceTypes[step.image.BaseType]; ok && step.image.CheckPlan == nil && step.image.GetPlan == nil {
 		a.Image = img // the worker provides its own image of the base type
 	}
 	if !o.noWorkerEvent {
-		b.log.Append(events.SelectedWorker{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, WorkerName: w.cfg.Name})
+		b.log.Append(events.SelectedWorker{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, WorkerName: w.Name()})
 	}
 	var c db.Container
 	err = s.retryDB(ctx, "record the step's container", func(ctx context.Context) (err error) {
 		c, err = s.db.CreateContainer(ctx, db.Container{TeamID: b.teamID, BuildID: b.id, BuildName: b.name, PlanID: string(p.ID),
-			StepName: step.name, Type: step.kind, WorkerName: w.cfg.Name, Namespace: w.cfg.Namespace, PodName: podspec.Name(a.StepID),
+			StepName: step.name, Type: step.kind, WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(a.StepID),
 			StepID: a.StepID, State: concourse.ContainerCreating, WorkingDirectory: a.WorkDir})
 		return err
 	})
@@ -441,7 +442,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 		return nil, true, fmt.Errorf("record the container of %s %q: %w", step.kind, step.name, err)
 	}
 	b.update(func() {
-		r.StepID, r.Worker, r.Container, r.Status = a.StepID, w.cfg.Name, c.Handle, string(concourse.StatusStarted)
+		r.StepID, r.Worker, r.Container, r.Status = a.StepID, w.Name(), c.Handle, string(concourse.StatusStarted)
 	})
 	s.saveState(ctx, b)
 	st := s.registerResourceStep(b, w, a.StepID, p.ID, step.kind)
@@ -517,7 +518,7 @@ func (x *executor) failResource(ctx context.Context, p *concourse.Plan, r *stepR
 // The request is returned apart: it travels in the step's Secret, as the
 // source may hold credentials.
 func (x *executor) resolveResource(ctx context.Context, p *concourse.Plan, step resourceStep, request func() (map[string]any, error)) (*action.Action, []byte, error) {
-	if err := x.s.checkPlacement(privilegedRequirements(requirements(x.b.team, step.tags, "", false), step.image.Privileged)); err != nil {
+	if err := x.s.pods.CheckPlacement(privilegedRequirements(requirements(x.b.team, step.tags, "", false), step.image.Privileged)); err != nil {
 		return nil, nil, err
 	}
 	var timeout time.Duration
@@ -727,7 +728,7 @@ func (x *executor) resourceImage(ctx context.Context, step resourceStep) (string
 
 // registerResourceStep is registerStep for a resource step: its events
 // are translated as the step's kind.
-func (s *Server) registerResourceStep(b *build, w *workerRT, id string, planID concourse.PlanID, kind string) *stepState {
+func (s *Server) registerResourceStep(b *build, w *kuberuntime.Worker, id string, planID concourse.PlanID, kind string) *stepState {
 	st := &stepState{id: id, worker: w, planID: planID, b: b, kind: kind, finished: make(chan *eventspb.StepFinished, 1)}
 	s.mu.Lock()
 	s.steps[id] = st

@@ -16,12 +16,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/porter-ci/porter/pkg/atc/apiserver"
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
+	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/db"
@@ -147,8 +146,6 @@ type Server struct {
 	log   *slog.Logger
 	db    *db.DB
 	store blobstore.Store
-	// stepCreds mints each step's scoped blobstore credentials.
-	stepCreds stepcreds.Issuer
 	// audit is the audit bucket (nil: store).
 	audit blobstore.Store
 	// kube is the server's own API client (credentials, its Secrets).
@@ -160,11 +157,13 @@ type Server struct {
 	api *apiserver.Server
 	// podWorker is what every worker's pods share (its Name and
 	// Namespace are each worker's).
-	podWorker    podspec.Worker
-	workers      []*workerRT
-	workerByName map[string]*workerRT
-	caPEM        []byte
-	sch          *scheduling
+	podWorker podspec.Worker
+	// runtime runs steps as pods on the workers; steps reach it through
+	// pods.
+	runtime *kuberuntime.Runtime
+	pods    stepRuntime
+	caPEM   []byte
+	sch     *scheduling
 	// logs are the builds' logs; events follows them for the API.
 	logs   *buildlog.Logs
 	events *buildlog.Follower
@@ -231,11 +230,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys, logs: logs,
 		issuer: auth.NewIssuer(deps.SigningKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL),
 		builds: map[int64]*build{}, steps: map[string]*stepState{}, started: time.Now(),
-		images: newImageCache(imageCacheTTL, imageCacheSize), stepCreds: deps.StepCredentials,
-		audit: deps.Audit}
+		images: newImageCache(imageCacheTTL, imageCacheSize), audit: deps.Audit}
 	s.events = buildlog.NewFollower(logs, followedBuilds{s})
-	if s.stepCreds == nil {
-		if s.stepCreds, err = cfg.StepCredentials.issuer(cfg.Blobstore, cfg.AuditBucket); err != nil {
+	stepCreds := deps.StepCredentials
+	if stepCreds == nil {
+		if stepCreds, err = cfg.StepCredentials.issuer(cfg.Blobstore, cfg.AuditBucket); err != nil {
 			return nil, err
 		}
 	}
@@ -270,12 +269,13 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 			return kubernetes.NewForConfig(rc)
 		}
 	}
-	if err := s.newWorkers(cfg.Workers, client); err != nil {
+	if s.runtime, err = s.newRuntime(client, stepCreds); err != nil {
 		return nil, err
 	}
+	s.pods = s.runtime
 	s.api = apiserver.New(apiserver.Config{
 		ExternalURL: cfg.ExternalURL, ClusterName: cfg.ClusterName, ServerID: cfg.ServerID,
-		BaseTypes: s.baseTypeNames(), ArtifactWorker: s.workers[0].cfg.Name, BlobstoreBucket: cfg.Blobstore.Bucket,
+		BaseTypes: s.baseTypeNames(), ArtifactWorker: s.artifactWorker(), BlobstoreBucket: cfg.Blobstore.Bucket,
 		Limits: apiserver.Limits{MaxArtifactUpload: cfg.Limits.MaxArtifactUpload, MaxRequestBody: cfg.Limits.MaxRequestBody,
 			UploadStall: cfg.Limits.HTTPReadTimeout, Upload: cfg.Limits.Upload},
 	}, apiserver.Deps{Store: deps.DB, Engine: apiEngine{s}, Events: s.events, Blobs: deps.Store, Audit: deps.Audit, Issuer: s.issuer,
@@ -334,7 +334,7 @@ func (s *Server) Run(parent context.Context) error {
 	s.base = ctx
 	workersCtx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
-	workersDone := s.startWorkers(workersCtx)
+	workersDone := s.runtime.Start(workersCtx)
 	if err := s.resume(ctx); err != nil {
 		gln.Close()
 		hln.Close()
@@ -344,7 +344,7 @@ func (s *Server) Run(parent context.Context) error {
 	}
 	s.setReady()
 	s.log.Info("serving", "grpc", gln.Addr().String(), "advertised", s.cfg.GRPCAdvertise, "http", hln.Addr().String(),
-		"external_url", s.cfg.ExternalURL, "workers", len(s.workers), "tls", !s.cfg.Insecure)
+		"external_url", s.cfg.ExternalURL, "workers", len(s.runtime.Workers()), "tls", !s.cfg.Insecure)
 	var serving sync.WaitGroup
 	serving.Add(2)
 	go func() {
@@ -496,34 +496,6 @@ func (s *Server) running(id int64) (*build, bool) {
 	defer s.mu.Unlock()
 	b, ok := s.builds[id]
 	return b, ok
-}
-
-// podGone reports whether a step's pod no longer exists (its Secret, if
-// left behind, is removed with it).
-func (s *Server) podGone(ctx context.Context, w *workerRT, stepID string) (bool, error) {
-	name := podspec.Name(stepID)
-	_, err := w.kube.CoreV1().Pods(w.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case err == nil:
-		return false, nil
-	case apierrors.IsNotFound(err):
-		for _, secret := range []string{name, podspec.PullSecretName(stepID)} {
-			if err := w.kube.CoreV1().Secrets(w.cfg.Namespace).Delete(ctx, secret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				s.log.Warn("delete a gone step's secret", "step", stepID, "secret", secret, "err", err)
-			}
-		}
-		return true, nil
-	default:
-		return false, fmt.Errorf("look up pod %s of a resumed build: %w", name, err)
-	}
-}
-
-func (s *Server) deletePod(ctx context.Context, w *workerRT, stepID string) {
-	grace := int64(0)
-	err := w.kube.CoreV1().Pods(w.cfg.Namespace).Delete(context.WithoutCancel(ctx), podspec.Name(stepID), metav1.DeleteOptions{GracePeriodSeconds: &grace})
-	if err != nil && !apierrors.IsNotFound(err) {
-		s.log.Warn("delete step pod", "worker", w.cfg.Name, "step", stepID, "err", err)
-	}
 }
 
 func (s *Server) shutdownCtx() context.Context {

@@ -1,13 +1,10 @@
 package atc
 
 import (
-	"context"
 	"fmt"
 	"time"
 
-	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/blobstore"
-	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/stepcreds"
 )
 
@@ -53,35 +50,4 @@ func (c StepCredentialsConfig) issuer(store blobstore.Config, auditBucket string
 	}
 	return stepcreds.STS{Endpoint: endpoint, AccessKey: store.AccessKey, SecretKey: store.SecretKey, RoleARN: c.RoleARN,
 		Region: c.Region, Bucket: store.Bucket, AuditBucket: auditBucket, MaxLifetime: c.MaxLifetime, Client: client}, nil
-}
-
-// stepScope is what the step of a may touch in the bucket.
-func stepScope(a *action.Action, w podspec.Worker) stepcreds.Scope {
-	sc := stepcreds.Scope{Team: a.Build.Team, BuildID: a.Build.ID, StepID: a.StepID}
-	for _, in := range a.Inputs {
-		sc.Inputs = append(sc.Inputs, in.Key)
-	}
-	for _, c := range a.Caches {
-		sc.Caches = append(sc.Caches, c.Key)
-	}
-	if a.Timeout.Duration > 0 {
-		allowance := w.UploadAllowance
-		if allowance <= 0 {
-			allowance = podspec.DefaultUploadAllowance
-		}
-		sc.Lifetime = a.Timeout.Duration + allowance + a.KeepAlive.Duration
-	} else {
-		sc.Lifetime = time.Duration(1<<63 - 1) // no timeout: as long as allowed
-	}
-	return sc
-}
-
-// mintStepCredentials fills s with the step's own blobstore credentials.
-func (s *Server) mintStepCredentials(ctx context.Context, a *action.Action, w podspec.Worker, given *podspec.Secrets) error {
-	c, err := s.stepCreds.Issue(ctx, stepScope(a, w))
-	if err != nil {
-		return fmt.Errorf("blobstore credentials for step %s: %w", a.StepID, err)
-	}
-	given.BlobstoreAccessKey, given.BlobstoreSecretKey, given.BlobstoreSessionToken = c.AccessKey, c.SecretKey, c.SessionToken
-	return nil
 }

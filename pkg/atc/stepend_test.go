@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
@@ -66,12 +67,12 @@ func TestTaskEndEvents(t *testing.T) {
 	}{{
 		name:    "the kubelet killed the whole container: the ATC shows finish-task 137 and the limit, not the lost entrypoint",
 		sidecar: []*eventspb.Event{finished(lost)},
-		result:  oomKilled(lost, oomFailure),
+		result:  kuberuntime.OOMKilled(lost, oomFailure),
 		want: shown{finishes: []int{137},
 			errors: []string{"out of memory: step container was killed for exceeding its memory limit of 16Mi (OOMKilled)"}},
 	}, {
 		name:   "the kubelet's OOM came before any sidecar report",
-		result: oomKilled(nil, oomFailure),
+		result: kuberuntime.OOMKilled(nil, oomFailure),
 		late:   []*eventspb.Event{exited(137, false), finished(lost)},
 		want: shown{finishes: []int{137},
 			errors: []string{"out of memory: step container was killed for exceeding its memory limit of 16Mi (OOMKilled)"}},
@@ -128,7 +129,7 @@ func TestTaskEndEvents(t *testing.T) {
 func TestOOMKilledIsAFailureWith137NamingTheLimit(t *testing.T) {
 	lost := &eventspb.StepFinished{Result: eventspb.Result_RESULT_ERRORED, ExitStatus: -1, AuditKey: "audit", EntrypointLost: true,
 		Error: "the step's entrypoint went away before the process exited"}
-	fin := oomKilled(lost, podwatch.Classify(oomKilledPod()))
+	fin := kuberuntime.OOMKilled(lost, podwatch.Classify(oomKilledPod()))
 	if fin.GetResult() != eventspb.Result_RESULT_FAILED || fin.GetExitStatus() != 137 || !fin.GetOomKilled() {
 		t.Errorf("oomKilled = %v, want failed, exit status 137, OOM-killed", fin)
 	}

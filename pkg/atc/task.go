@@ -1,7 +1,6 @@
 package atc
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,26 +13,23 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/yaml"
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
-	"github.com/porter-ci/porter/pkg/podwatch"
 	"github.com/porter-ci/porter/pkg/taskconfig"
 )
 
 // stepState is what the server tracks of a running step pod.
 type stepState struct {
 	id          string // the pod's step ID
-	worker      *workerRT
+	worker      *kuberuntime.Worker
 	planID      concourse.PlanID
 	b           *build
 	eventConfig events.TaskConfig
@@ -48,7 +44,7 @@ type stepState struct {
 	finishShown bool
 }
 
-func (s *Server) registerStep(b *build, w *workerRT, id string, planID concourse.PlanID, cfg events.TaskConfig) *stepState {
+func (s *Server) registerStep(b *build, w *kuberuntime.Worker, id string, planID concourse.PlanID, cfg events.TaskConfig) *stepState {
 	st := newStepState(b, w, id, planID, cfg)
 	s.mu.Lock()
 	s.steps[id] = st
@@ -56,7 +52,7 @@ func (s *Server) registerStep(b *build, w *workerRT, id string, planID concourse
 	return st
 }
 
-func newStepState(b *build, w *workerRT, id string, planID concourse.PlanID, cfg events.TaskConfig) *stepState {
+func newStepState(b *build, w *kuberuntime.Worker, id string, planID concourse.PlanID, cfg events.TaskConfig) *stepState {
 	return &stepState{id: id, worker: w, planID: planID, b: b, eventConfig: cfg, finished: make(chan *eventspb.StepFinished, 1)}
 }
 
@@ -126,12 +122,12 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 		// The credentials the step read are redacted again from what its
 		// pod still logs (the redactions died with the previous server).
 		_, _ = x.prepareTask(ctx, tp)
-		w, err := s.worker(rec.Worker)
+		w, err := s.pods.Worker(rec.Worker)
 		if err != nil {
 			return x.endTask(ctx, p, r, s.registerStep(b, nil, rec.StepID, p.ID, rec.EventConfig), errored(err.Error()))
 		}
 		st := s.registerStep(b, w, rec.StepID, p.ID, rec.EventConfig)
-		gone, err := s.podGone(ctx, w, rec.StepID)
+		gone, err := s.pods.PodGone(ctx, w, rec.StepID)
 		switch {
 		case err != nil:
 			fin = errored(err.Error())
@@ -145,7 +141,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 
 	a, eventConfig, pull, secretParams, err := x.resolvePreparedTask(ctx, p)
 	origin := events.Origin{ID: string(p.ID)}
-	var w *workerRT
+	var w *kuberuntime.Worker
 	if err == nil {
 		w, err = s.placeStep(ctx, b, origin, privilegedRequirements(requirements(b.team, tp.Tags, eventConfig.Platform, true), tp.Privileged))
 		if ctx.Err() != nil {
@@ -160,11 +156,11 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	}
 	now := time.Now().Unix()
 	b.log.Append(events.InitializeTask{Time: now, Origin: origin, Config: eventConfig})
-	b.log.Append(events.SelectedWorker{Time: now, Origin: origin, WorkerName: w.cfg.Name})
+	b.log.Append(events.SelectedWorker{Time: now, Origin: origin, WorkerName: w.Name()})
 	var c db.Container
 	err = s.retryDB(ctx, "record the step's container", func(ctx context.Context) (err error) {
 		c, err = s.db.CreateContainer(ctx, db.Container{TeamID: b.teamID, BuildID: b.id, BuildName: b.name, PlanID: string(p.ID),
-			StepName: tp.Name, Type: "task", WorkerName: w.cfg.Name, Namespace: w.cfg.Namespace, PodName: podspec.Name(a.StepID),
+			StepName: tp.Name, Type: "task", WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(a.StepID),
 			StepID: a.StepID, State: concourse.ContainerCreating, WorkingDirectory: a.WorkDir, User: a.Run.User})
 		return err
 	})
@@ -172,7 +168,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return false, fmt.Errorf("record the container of task %q: %w", tp.Name, err)
 	}
 	b.update(func() {
-		r.StepID, r.Worker, r.Container, r.EventConfig, r.Status = a.StepID, w.cfg.Name, c.Handle, eventConfig, string(concourse.StatusStarted)
+		r.StepID, r.Worker, r.Container, r.EventConfig, r.Status = a.StepID, w.Name(), c.Handle, eventConfig, string(concourse.StatusStarted)
 	})
 	s.saveState(ctx, b)
 	st := s.registerStep(b, w, a.StepID, p.ID, eventConfig)
@@ -288,7 +284,7 @@ func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 	if err != nil {
 		return nil, events.TaskConfig{}, nil, err
 	}
-	if err := x.s.checkPlacement(privilegedRequirements(requirements(x.b.team, tp.Tags, cfg.Platform, true), tp.Privileged)); err != nil {
+	if err := x.s.pods.CheckPlacement(privilegedRequirements(requirements(x.b.team, tp.Tags, cfg.Platform, true), tp.Privileged)); err != nil {
 		return nil, events.TaskConfig{}, nil, err
 	}
 	var missing []string
@@ -360,172 +356,6 @@ func randomSuffix() string {
 	return hex.EncodeToString(b)
 }
 
-// createPod creates a task's pod; pull, when set, is the login the kubelet
-// pulls its image with.
-func (s *Server) createPod(ctx context.Context, w *workerRT, a *action.Action, pull *podspec.RegistryAuth) error {
-	return s.createStepPod(ctx, w, a, podspec.Secrets{ImagePull: pull})
-}
-
-// createStepPod creates the step's Secrets (its own and, for a login to
-// the image's registry, its pull Secret), then the pod in one call, then
-// ties the Secrets' lifetime to the pod. given holds the step's own secret
-// values; the server adds its own.
-func (s *Server) createStepPod(ctx context.Context, w *workerRT, a *action.Action, given podspec.Secrets) error {
-	token, err := s.keys.Mint(a.StepID, a.Timeout.Duration+a.KeepAlive.Duration+24*time.Hour)
-	if err != nil {
-		return err
-	}
-	if a.Platform == "" {
-		a.Platform = w.cfg.Platform // a resource step runs on its worker's platform
-	}
-	given.StepToken, given.ATCCA, a.ATCLinkInsecure = token, s.caPEM, s.cfg.Insecure
-	a.Telemetry = s.podTelemetry(ctx)
-	if err := s.mintStepCredentials(ctx, a, w.spec, &given); err != nil {
-		return err
-	}
-	pod, secret, err := podspec.Build(a, w.spec, given)
-	if err != nil {
-		return fmt.Errorf("declare the step's pod: %w", err)
-	}
-	toCreate := []*corev1.Secret{secret}
-	if given.ImagePull != nil {
-		pull, err := podspec.PullSecret(a, w.spec, *given.ImagePull)
-		if err != nil {
-			return fmt.Errorf("declare the step's pull secret: %w", err)
-		}
-		toCreate = append(toCreate, pull)
-	}
-	secrets := w.kube.CoreV1().Secrets(w.cfg.Namespace)
-	var created []string
-	undo := func() {
-		for _, name := range created {
-			_ = secrets.Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
-		}
-	}
-	for _, sec := range toCreate {
-		if _, err := secrets.Create(ctx, sec, metav1.CreateOptions{}); err != nil {
-			undo()
-			return fmt.Errorf("create the step's secret %s: %w", sec.Name, err)
-		}
-		created = append(created, sec.Name)
-	}
-	createdPod, err := w.kube.CoreV1().Pods(w.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		undo()
-		return fmt.Errorf("create the step's pod: %w", err)
-	}
-	patch, err := podspec.OwnerPatch(createdPod)
-	for _, name := range created {
-		perr := err
-		if perr == nil {
-			_, perr = secrets.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-		}
-		if perr != nil {
-			// The pod runs either way; without the owner the Secret is deleted with the pod by us.
-			s.log.Warn("could not tie the step's secret to its pod", "step", a.StepID, "secret", name, "err", perr)
-		}
-	}
-	s.log.Info("step pod created", "worker", w.cfg.Name, "step", a.StepID, "pod", createdPod.Name, "image", a.Image)
-	s.writePodAudit(ctx, a, createdPod)
-	return nil
-}
-
-// writePodAudit records the pod as declared (not its changing status) in the
-// step's audit trail: where and how the step ran.
-func (s *Server) writePodAudit(ctx context.Context, a *action.Action, pod *corev1.Pod) {
-	declared := pod.DeepCopy()
-	declared.Status = corev1.PodStatus{}
-	declared.ManagedFields = nil
-	body, err := yaml.Marshal(declared)
-	if err == nil {
-		key := blobstore.StepPrefix(a.Build.ID, a.StepID) + blobstore.PodObject
-		_, err = s.auditStore().Put(ctx, key, bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{ContentType: "application/yaml"})
-	}
-	if err != nil {
-		s.log.Warn("audit pod spec", "step", a.StepID, "err", err)
-	}
-}
-
-// superviseTask waits for the step to end: its sidecar reports, Kubernetes
-// says it cannot succeed, or the build is aborted or times out. It returns
-// nil when the server is stopping: the next server follows the step.
-func (s *Server) superviseTask(ctx context.Context, st *stepState) *eventspb.StepFinished {
-	tracker := st.worker.pods.Track(st.id)
-	defer tracker.Stop()
-	defer s.observePod(ctx, st.worker, st.id)
-	var podEnded, abortGiveUp <-chan time.Time
-	stopping := ctx.Done()
-	aborting := false
-	for {
-		select {
-		case fin := <-st.finished:
-			stopped := ctx.Err() != nil && !errors.Is(context.Cause(ctx), errShutdown)
-			if (aborting || stopped) && fin.GetResult() == eventspb.Result_RESULT_SUCCEEDED {
-				// The step finished (its outputs stored) before the abort
-				// reached it: the abort still wins, and its outputs are
-				// never referenced.
-				return abortedAfterAll(fin)
-			}
-			if fin.GetResult() == eventspb.Result_RESULT_ERRORED {
-				// An OOM kill or an eviction takes the entrypoint with the
-				// process, and the sidecar reports that before the kubelet
-				// says why: the kubelet's reason is the one people need.
-				if f := awaitPodFailure(ctx, tracker, fin.GetEntrypointLost()); f != nil {
-					if f.Kind == podwatch.KindOOMKilled {
-						return oomKilled(fin, f)
-					}
-					s.podFailed(ctx, st, f)
-					why := proto.Clone(fin).(*eventspb.StepFinished)
-					why.Error = f.Error()
-					return why
-				}
-			}
-			return s.dedupOutputs(ctx, st, fin)
-		case err := <-tracker.Failed():
-			if f := (*podwatch.Failure)(nil); errors.As(err, &f) && f.Kind == podwatch.KindOOMKilled && !aborting {
-				// The sidecar stays for intercept; its report (with the audit
-				// trail) follows shortly.
-				select {
-				case fin := <-st.finished:
-					return oomKilled(fin, f)
-				case <-time.After(oomGrace):
-					return oomKilled(nil, f)
-				}
-			}
-			s.podFailed(ctx, st, err)
-			s.deletePod(ctx, st.worker, st.id)
-			if aborting {
-				return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1, Error: err.Error()}
-			}
-			return errored(err.Error())
-		case end := <-tracker.Ended():
-			// The sidecar's last events may still be on their way.
-			s.log.Info("step pod ended", "step", st.id, "phase", end.Phase, "reason", end.Reason)
-			if podEnded == nil {
-				podEnded = time.After(15 * time.Second)
-			}
-		case <-podEnded:
-			return errored(fmt.Sprintf("pod %s ended without its sidecar reporting the step's end", podspec.Name(st.id)))
-		case <-stopping:
-			// Only the server stopping leaves the step running; an abort, a
-			// timeout or a failing sibling stops it.
-			if errors.Is(context.Cause(ctx), errShutdown) {
-				return nil
-			}
-			aborting, stopping = true, nil
-			if err := s.streams.Abort(st.id, context.Cause(ctx).Error()); err != nil {
-				// Nobody in the pod to tell: stopping the pod is all that is left.
-				s.deletePod(ctx, st.worker, st.id)
-				return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1}
-			}
-			abortGiveUp = time.After(30 * time.Second)
-		case <-abortGiveUp:
-			s.deletePod(ctx, st.worker, st.id)
-			return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1}
-		}
-	}
-}
-
 // dedupOutputs gives a finished step's uploaded blobs their content
 // address in the build's team (blobstore.Dedup): an output identical to one
 // already stored resolves to that blob and the step's copy is deleted.
@@ -543,65 +373,6 @@ func (s *Server) dedupOutputs(ctx context.Context, st *stepState, fin *eventspb.
 		a := blobstore.DedupOrKeep(ctx, s.store, st.b.team, blobstore.Artifact{Key: o.GetKey(), Digest: o.GetDigest(), Size: o.GetSize()}, s.log)
 		o.Key = a.Key
 	}
-	return fin
-}
-
-// abortedAfterAll is a step that succeeded after it was asked to abort:
-// aborted, without outputs, its audit record kept.
-func abortedAfterAll(reported *eventspb.StepFinished) *eventspb.StepFinished {
-	return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: reported.GetExitStatus(),
-		AuditKey: reported.GetAuditKey()}
-}
-
-// oomGrace is how long a step the sidecar reports as errored waits for the
-// kubelet to say the pod failed (OOMKilled, Evicted), when nothing says the
-// kubelet stopped the step's container.
-const oomGrace = 5 * time.Second
-
-// entrypointLostGrace bounds the wait when the step's container stopped
-// under the process (EntrypointLost): the kubelet writes why no later than
-// the container's end, which a loaded API server can take tens of seconds
-// to show.
-const entrypointLostGrace = 60 * time.Second
-
-// awaitPodFailure waits for Kubernetes' reason for an errored step. When the
-// sidecar saw the entrypoint go, it waits until the pod's status shows the
-// step container's end: a failure not written by then is not coming.
-func awaitPodFailure(ctx context.Context, tracker *podwatch.Tracker, entrypointLost bool) *podwatch.Failure {
-	grace, stepEnded := oomGrace, (<-chan struct{})(nil)
-	if entrypointLost {
-		grace, stepEnded = entrypointLostGrace, tracker.StepEnded()
-	}
-	timeout := time.NewTimer(grace)
-	defer timeout.Stop()
-	select {
-	case err := <-tracker.Failed():
-		f, _ := podwatch.AsFailure(err)
-		return f
-	case <-stepEnded:
-		// The same status may have carried the failure.
-		select {
-		case err := <-tracker.Failed():
-			f, _ := podwatch.AsFailure(err)
-			return f
-		default:
-		}
-	case <-timeout.C:
-	case <-ctx.Done():
-	}
-	return nil
-}
-
-// oomKilled is a step killed for exceeding its memory limit: failed with
-// 137 (SIGKILL), as Concourse reports it, saying so and naming the limit.
-// What the sidecar reported (its audit trail) is kept.
-func oomKilled(reported *eventspb.StepFinished, f *podwatch.Failure) *eventspb.StepFinished {
-	fin := &eventspb.StepFinished{}
-	if reported != nil {
-		fin = proto.Clone(reported).(*eventspb.StepFinished)
-	}
-	fin.Result, fin.ExitStatus, fin.OomKilled = eventspb.Result_RESULT_FAILED, 137, true
-	fin.Error = "out of memory: " + f.Detail
 	return fin
 }
 

@@ -45,7 +45,7 @@ func (s *Server) validatePlan(ctx context.Context, team db.Team, plan *concourse
 			}
 			if err := validateTaskPlan(p.Task); err != nil {
 				errs = append(errs, err)
-			} else if err := s.checkPlacement(requirements(team.Name, p.Task.Tags, taskPlatform(p.Task), true)); err != nil {
+			} else if err := s.pods.CheckPlacement(requirements(team.Name, p.Task.Tags, taskPlatform(p.Task), true)); err != nil {
 				errs = append(errs, fmt.Errorf("task %q: %w", p.Task.Name, err))
 			}
 		case p.ArtifactInput != nil:

@@ -1,0 +1,176 @@
+package kuberuntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/pkg/podwatch"
+)
+
+// Step is a running step as Supervise follows it.
+type Step struct {
+	ID     string
+	Worker *Worker
+	// Finished delivers the sidecar's report of the step's end.
+	Finished <-chan *eventspb.StepFinished
+	// Abort asks the step's sidecar to stop, for reason; an error means
+	// nobody in the pod can be told.
+	Abort func(reason string) error
+	// PodFailed records that the step failed because of its pod (a
+	// *podwatch.Failure, or another error).
+	PodFailed func(ctx context.Context, err error)
+	// Settle is applied to the sidecar's report of a step that ended on
+	// its own (nil: taken as is).
+	Settle func(ctx context.Context, fin *eventspb.StepFinished) *eventspb.StepFinished
+}
+
+// Supervise waits for the step to end: its sidecar reports, Kubernetes
+// says it cannot succeed, or ctx ends (an abort, a timeout). It returns nil
+// when ctx ended with Config.Shutdown: the next server follows the step.
+func (r *Runtime) Supervise(ctx context.Context, st Step) *eventspb.StepFinished {
+	tracker := st.Worker.pods.Track(st.ID)
+	defer tracker.Stop()
+	var podEnded, abortGiveUp <-chan time.Time
+	stopping := ctx.Done()
+	aborting := false
+	for {
+		select {
+		case fin := <-st.Finished:
+			stopped := ctx.Err() != nil && !errors.Is(context.Cause(ctx), r.cfg.Shutdown)
+			if (aborting || stopped) && fin.GetResult() == eventspb.Result_RESULT_SUCCEEDED {
+				// The step finished (its outputs stored) before the abort
+				// reached it: the abort still wins, and its outputs are
+				// never referenced.
+				return abortedAfterAll(fin)
+			}
+			if fin.GetResult() == eventspb.Result_RESULT_ERRORED {
+				// An OOM kill or an eviction takes the entrypoint with the
+				// process, and the sidecar reports that before the kubelet
+				// says why: the kubelet's reason is the one people need.
+				if f := awaitPodFailure(ctx, tracker, fin.GetEntrypointLost()); f != nil {
+					if f.Kind == podwatch.KindOOMKilled {
+						return OOMKilled(fin, f)
+					}
+					st.PodFailed(ctx, f)
+					why := proto.Clone(fin).(*eventspb.StepFinished)
+					why.Error = f.Error()
+					return why
+				}
+			}
+			if st.Settle != nil {
+				return st.Settle(ctx, fin)
+			}
+			return fin
+		case err := <-tracker.Failed():
+			if f := (*podwatch.Failure)(nil); errors.As(err, &f) && f.Kind == podwatch.KindOOMKilled && !aborting {
+				// The sidecar stays for intercept; its report (with the audit
+				// trail) follows shortly.
+				select {
+				case fin := <-st.Finished:
+					return OOMKilled(fin, f)
+				case <-time.After(oomGrace):
+					return OOMKilled(nil, f)
+				}
+			}
+			st.PodFailed(ctx, err)
+			r.DeletePod(ctx, st.Worker, st.ID)
+			if aborting {
+				return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1, Error: err.Error()}
+			}
+			return errored(err.Error())
+		case end := <-tracker.Ended():
+			// The sidecar's last events may still be on their way.
+			r.log.Info("step pod ended", "step", st.ID, "phase", end.Phase, "reason", end.Reason)
+			if podEnded == nil {
+				podEnded = time.After(15 * time.Second)
+			}
+		case <-podEnded:
+			return errored(fmt.Sprintf("pod %s ended without its sidecar reporting the step's end", podspec.Name(st.ID)))
+		case <-stopping:
+			// Only the server stopping leaves the step running; an abort, a
+			// timeout or a failing sibling stops it.
+			if errors.Is(context.Cause(ctx), r.cfg.Shutdown) {
+				return nil
+			}
+			aborting, stopping = true, nil
+			if err := st.Abort(context.Cause(ctx).Error()); err != nil {
+				// Nobody in the pod to tell: stopping the pod is all that is left.
+				r.DeletePod(ctx, st.Worker, st.ID)
+				return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1}
+			}
+			abortGiveUp = time.After(30 * time.Second)
+		case <-abortGiveUp:
+			r.DeletePod(ctx, st.Worker, st.ID)
+			return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1}
+		}
+	}
+}
+
+func errored(msg string) *eventspb.StepFinished {
+	return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ERRORED, ExitStatus: -1, Error: msg}
+}
+
+// abortedAfterAll is a step that succeeded after it was asked to abort:
+// aborted, without outputs, its audit record kept.
+func abortedAfterAll(reported *eventspb.StepFinished) *eventspb.StepFinished {
+	return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: reported.GetExitStatus(),
+		AuditKey: reported.GetAuditKey()}
+}
+
+// oomGrace is how long a step the sidecar reports as errored waits for the
+// kubelet to say the pod failed (OOMKilled, Evicted), when nothing says the
+// kubelet stopped the step's container.
+const oomGrace = 5 * time.Second
+
+// entrypointLostGrace bounds the wait when the step's container stopped
+// under the process (EntrypointLost): the kubelet writes why no later than
+// the container's end, which a loaded API server can take tens of seconds
+// to show.
+const entrypointLostGrace = 60 * time.Second
+
+// awaitPodFailure waits for Kubernetes' reason for an errored step. When the
+// sidecar saw the entrypoint go, it waits until the pod's status shows the
+// step container's end: a failure not written by then is not coming.
+func awaitPodFailure(ctx context.Context, tracker *podwatch.Tracker, entrypointLost bool) *podwatch.Failure {
+	grace, stepEnded := oomGrace, (<-chan struct{})(nil)
+	if entrypointLost {
+		grace, stepEnded = entrypointLostGrace, tracker.StepEnded()
+	}
+	timeout := time.NewTimer(grace)
+	defer timeout.Stop()
+	select {
+	case err := <-tracker.Failed():
+		f, _ := podwatch.AsFailure(err)
+		return f
+	case <-stepEnded:
+		// The same status may have carried the failure.
+		select {
+		case err := <-tracker.Failed():
+			f, _ := podwatch.AsFailure(err)
+			return f
+		default:
+		}
+	case <-timeout.C:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// OOMKilled is a step killed for exceeding its memory limit: failed with
+// 137 (SIGKILL), as Concourse reports it, saying so and naming the limit.
+// What the sidecar reported (its audit trail) is kept.
+func OOMKilled(reported *eventspb.StepFinished, f *podwatch.Failure) *eventspb.StepFinished {
+	fin := &eventspb.StepFinished{}
+	if reported != nil {
+		fin = proto.Clone(reported).(*eventspb.StepFinished)
+	}
+	fin.Result, fin.ExitStatus, fin.OomKilled = eventspb.Result_RESULT_FAILED, 137, true
+	fin.Error = "out of memory: " + f.Detail
+	return fin
+}
