@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 )
@@ -21,9 +22,9 @@ func TestBuildAuditIsKeyedByID(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := &Server{store: store, log: slog.New(slog.DiscardHandler)}
-	for _, b := range []*build{
-		{id: 41, name: "1", team: "main", pipeline: "a", job: "j"},
-		{id: 42, name: "1", team: "main", pipeline: "b", job: "j"},
+	for _, b := range []*exec.Build{
+		{ID: 41, Name: "1", Team: "main", Pipeline: "a", Job: "j"},
+		{ID: 42, Name: "1", Team: "main", Pipeline: "b", Job: "j"},
 	} {
 		s.writeBuildAudit(ctx, b, concourse.StatusSucceeded, time.Now())
 	}
@@ -48,9 +49,9 @@ func TestBuildAuditRedactsCredentials(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := &Server{store: store, log: slog.New(slog.DiscardHandler)}
-	b := &build{id: 43, name: "1", team: "main", log: testLogs(t, nil).Open(43)}
-	b.state.Steps = map[concourse.PlanID]*stepRecord{"p1": {Error: "login as s3cret-user failed"}}
-	b.log.Redact([]string{"s3cret-user"})
+	b := &exec.Build{ID: 43, Name: "1", Team: "main", Log: testLogs(t, nil).Open(43)}
+	b.State.Steps = map[concourse.PlanID]*exec.StepRecord{"p1": {Error: "login as s3cret-user failed"}}
+	b.Log.Redact([]string{"s3cret-user"})
 	s.writeBuildAudit(ctx, b, concourse.StatusErrored, time.Now())
 	rc, _, err := store.Get(ctx, blobstore.BuildPrefix("43")+"build.json")
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/porter-ci/porter/pkg/atc/apiserver"
+	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
@@ -28,7 +29,7 @@ func (e apiEngine) CreateBuild(ctx context.Context, team db.Team, createdBy stri
 // through the database for the server that does.
 func (e apiEngine) AbortBuild(ctx context.Context, rec db.Build) error {
 	if b, ok := e.s.running(rec.ID); ok {
-		b.abort(errAborted)
+		b.Abort(exec.ErrAborted)
 		return nil
 	}
 	if concourse.BuildStatus(rec.Status).Finished() {
@@ -64,7 +65,7 @@ func (e apiEngine) OpenSession(ctx context.Context, stepID string, open *eventsp
 func (e apiEngine) WorkerResourceTypes(name string) []concourse.WorkerResourceType {
 	types := maps.Clone(e.s.cfg.BaseResourceTypes)
 	if types == nil {
-		types = DefaultBaseResourceTypes()
+		types = exec.DefaultBaseResourceTypes()
 	}
 	if w, ok := e.s.runtime.Lookup(name); ok {
 		maps.Copy(types, w.Config().BaseResourceTypes)

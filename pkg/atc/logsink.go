@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
+	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events"
@@ -26,8 +27,8 @@ type LogSink struct {
 	logs *buildlog.Logs
 
 	mu     sync.Mutex
-	builds map[int64]*build
-	steps  map[string]*stepState // by step ID
+	builds map[int64]*exec.Build
+	steps  map[string]*exec.StepState // by step ID
 }
 
 // NewLogSink returns a sink writing build logs to store, each build's
@@ -37,10 +38,10 @@ func NewLogSink(store blobstore.Store, maxBuildLogBytes int64, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
-	return &LogSink{logs: logs, builds: map[int64]*build{}, steps: map[string]*stepState{}}, nil
+	return &LogSink{logs: logs, builds: map[int64]*exec.Build{}, steps: map[string]*exec.StepState{}}, nil
 }
 
-func (k *LogSink) step(id string) (*stepState, error) {
+func (k *LogSink) step(id string) (*exec.StepState, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	st, ok := k.steps[id]
@@ -56,7 +57,7 @@ func (k *LogSink) LastSeq(ctx context.Context, stepID string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return st.b.log.StepDurable(ctx, stepID)
+	return st.Build().Log.StepDurable(ctx, stepID)
 }
 
 // Append implements stepserver.Sink.
@@ -65,8 +66,8 @@ func (k *LogSink) Append(_ context.Context, stepID string, evs []*eventspb.Event
 	if err != nil {
 		return err
 	}
-	if !st.b.ended() {
-		st.logEvents(evs)
+	if !st.Build().Ended() {
+		st.LogEvents(evs)
 	}
 	return nil
 }
@@ -77,7 +78,7 @@ func (k *LogSink) Sync(ctx context.Context, stepID string, _ uint64) error {
 	if err != nil {
 		return err
 	}
-	return st.b.log.Sync(ctx)
+	return st.Build().Log.Sync(ctx)
 }
 
 // StartBuild registers a running build with one task step per step ID and
@@ -88,14 +89,14 @@ func (k *LogSink) StartBuild(ctx context.Context, buildID int64, stepIDs ...stri
 	if _, exists := k.builds[buildID]; exists {
 		return fmt.Errorf("build %d is already running", buildID)
 	}
-	b := &build{id: buildID, name: fmt.Sprint(buildID), team: "main", teamID: 1, log: k.logs.Open(buildID), done: make(chan struct{})}
-	b.log.Append(events.Status{Status: concourse.StatusStarted, Time: time.Now().Unix()})
+	b := &exec.Build{ID: buildID, Name: fmt.Sprint(buildID), Team: "main", TeamID: 1, Log: k.logs.Open(buildID), Done: make(chan struct{})}
+	b.Log.Append(events.Status{Status: concourse.StatusStarted, Time: time.Now().Unix()})
 	// The log ends on its own once the build is finished and durable.
 	logCtx, stop := context.WithCancel(ctx)
-	go func() { defer stop(); b.log.Run(logCtx) }()
+	go func() { defer stop(); b.Log.Run(logCtx) }()
 	k.builds[buildID] = b
 	for i, id := range stepIDs {
-		k.steps[id] = newStepState(b, nil, id, concourse.PlanID(fmt.Sprintf("task-%d", i)), events.TaskConfig{})
+		k.steps[id] = exec.NewStepState(b, nil, id, concourse.PlanID(fmt.Sprintf("task-%d", i)), events.TaskConfig{})
 	}
 	return nil
 }
@@ -109,19 +110,19 @@ func (k *LogSink) FinishBuild(ctx context.Context, buildID int64, status concour
 	if !ok {
 		return fmt.Errorf("build %d is not running", buildID)
 	}
-	b.log.Append(events.Status{Status: status, Time: time.Now().Unix()})
-	if err := b.log.Sync(ctx); err != nil {
+	b.Log.Append(events.Status{Status: status, Time: time.Now().Unix()})
+	if err := b.Log.Sync(ctx); err != nil {
 		return fmt.Errorf("make build %d's log durable: %w", buildID, err)
 	}
-	b.log.Finish()
+	b.Log.Finish()
 	k.mu.Lock()
 	delete(k.builds, buildID)
 	for id, st := range k.steps {
-		if st.b == b {
+		if st.Build() == b {
 			delete(k.steps, id)
 		}
 	}
 	k.mu.Unlock()
-	close(b.done)
+	close(b.Done)
 	return nil
 }

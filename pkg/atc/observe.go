@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/metrics"
@@ -132,14 +132,14 @@ func (s *Server) setReady() { s.obs.ready.Store(true) }
 
 // observeBuildStart counts a build that starts running and opens its span
 // (the root of the build's trace); the span ends with the build's run.
-func (s *Server) observeBuildStart(ctx context.Context, b *build) (context.Context, trace.Span) {
+func (s *Server) observeBuildStart(ctx context.Context, b *exec.Build) (context.Context, trace.Span) {
 	s.obs.metrics.BuildStarted()
 	if s.obs.tracer == nil {
 		return ctx, trace.SpanFromContext(ctx)
 	}
-	return s.obs.tracer.Start(ctx, "build "+b.name, trace.WithNewRoot(), trace.WithAttributes(
-		attribute.Int64("porter.build.id", b.id), attribute.String("porter.build.name", b.name),
-		attribute.String("porter.team", b.team), attribute.String("porter.pipeline", b.pipeline), attribute.String("porter.job", b.job)))
+	return s.obs.tracer.Start(ctx, "build "+b.Name, trace.WithNewRoot(), trace.WithAttributes(
+		attribute.Int64("porter.build.id", b.ID), attribute.String("porter.build.name", b.Name),
+		attribute.String("porter.team", b.Team), attribute.String("porter.pipeline", b.Pipeline), attribute.String("porter.job", b.Job)))
 }
 
 // buildFinished counts a build's end and records its status on its span.
@@ -150,63 +150,6 @@ func (s *Server) buildFinished(ctx context.Context, status concourse.BuildStatus
 	if status != concourse.StatusSucceeded {
 		span.SetStatus(codes.Error, string(status))
 	}
-}
-
-// observed wraps the executor's leaf steps in a span each.
-func (x *executor) observed(leaf func(context.Context, *concourse.Plan) (bool, error)) func(context.Context, *concourse.Plan) (bool, error) {
-	return func(ctx context.Context, p *concourse.Plan) (bool, error) {
-		ctx, span := x.stepSpan(ctx, p)
-		defer span.End()
-		ok, err := leaf(ctx, p)
-		span.SetAttributes(attribute.Bool("porter.step.ok", ok))
-		switch {
-		case err != nil:
-			span.SetStatus(codes.Error, err.Error())
-		case !ok:
-			span.SetStatus(codes.Error, "failed")
-		}
-		return ok, err
-	}
-}
-
-// stepSpan opens the span of a step that runs a pod (a task, get, put or
-// check, a task image's check included); other steps get a no-op span.
-func (x *executor) stepSpan(ctx context.Context, p *concourse.Plan) (context.Context, trace.Span) {
-	kind, name := stepKind(p)
-	if kind == "" || x.s == nil || x.s.obs.tracer == nil {
-		return ctx, noop.Span{}
-	}
-	return x.s.obs.tracer.Start(ctx, kind+" "+name, trace.WithAttributes(
-		attribute.String("porter.step.type", kind), attribute.String("porter.step.name", name),
-		attribute.String("porter.plan.id", string(p.ID)), attribute.Int64("porter.build.id", x.b.id)))
-}
-
-// stepKind names the steps that run pods ("" for the others).
-func stepKind(p *concourse.Plan) (kind, name string) {
-	switch {
-	case p.Task != nil:
-		return "task", p.Task.Name
-	case p.Get != nil:
-		return "get", p.Get.Name
-	case p.Put != nil:
-		return "put", p.Put.Name
-	case p.Check != nil:
-		return "check", p.Check.Name
-	}
-	return "", ""
-}
-
-// podTelemetry is what a step's pod needs to join the build's trace: the
-// step span's traceparent and where to export (nil: no traces from pods).
-func (s *Server) podTelemetry(ctx context.Context) *action.Telemetry {
-	if s.cfg.PodOTLPEndpoint == "" {
-		return nil
-	}
-	tp := telemetry.TraceParent(ctx)
-	if tp == "" {
-		return nil
-	}
-	return &action.Telemetry{TraceParent: tp, OTLPEndpoint: s.cfg.PodOTLPEndpoint}
 }
 
 // podTimingsWait bounds how long a finished step's pod status is awaited
@@ -284,9 +227,9 @@ func laterOf(a, b time.Time) time.Time {
 // kind in metrics and on the step's span, and a Warning Event on the pod
 // (made with the step's worker's client, in its namespace) so that kubectl
 // shows why Porter gave up on it.
-func (s *Server) podFailed(ctx context.Context, st *stepState, err error) {
-	w := st.worker
-	s.obs.metrics.ForgetStep(st.id)
+func (s *Server) podFailed(ctx context.Context, st *exec.StepState, err error) {
+	w := st.Worker()
+	s.obs.metrics.ForgetStep(st.ID())
 	f, ok := podwatch.AsFailure(err)
 	if !ok {
 		return
@@ -294,29 +237,29 @@ func (s *Server) podFailed(ctx context.Context, st *stepState, err error) {
 	s.obs.metrics.PodFailure(string(f.Kind))
 	trace.SpanFromContext(ctx).AddEvent("pod failed", trace.WithAttributes(
 		attribute.String("porter.pod_failure.kind", string(f.Kind)), attribute.String("porter.pod_failure.reason", f.Reason)))
-	ref := podevents.Pod{Namespace: w.Namespace(), Name: podspec.Name(st.id)}
-	step := string(st.planID)
-	if pod, ok := w.Pod(st.id); ok {
+	ref := podevents.Pod{Namespace: w.Namespace(), Name: podspec.Name(st.ID())}
+	step := string(st.PlanID())
+	if pod, ok := w.Pod(st.ID()); ok {
 		ref.UID = pod.UID
 		if name := pod.Annotations[podspec.AnnotationStepName]; name != "" {
 			step = name
 		}
 	}
-	b := st.b
-	msg := fmt.Sprintf("build %d (%s/%s) step %q failed: %s (%s)", b.id, b.team, buildLabel(b), step, f.Detail, f.Kind)
+	b := st.Build()
+	msg := fmt.Sprintf("build %d (%s/%s) step %q failed: %s (%s)", b.ID, b.Team, buildLabel(b), step, f.Detail, f.Kind)
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	rec := podevents.Recorder{Client: w.Kube(), Host: s.cfg.ServerID}
 	if err := rec.Warning(ectx, ref, podevents.ReasonStepFailed, msg); err != nil {
-		s.log.Warn("record the step's failure on its pod", "step", st.id, "err", err)
+		s.log.Warn("record the step's failure on its pod", "step", st.ID(), "err", err)
 	}
 }
 
 // buildLabel is how people name a build: pipeline/job #name, or #name for a
 // one-off.
-func buildLabel(b *build) string {
-	if b.pipeline != "" {
-		return b.pipeline + "/" + b.job + " #" + b.name
+func buildLabel(b *exec.Build) string {
+	if b.Pipeline != "" {
+		return b.Pipeline + "/" + b.Job + " #" + b.Name
 	}
-	return "#" + b.name
+	return "#" + b.Name
 }

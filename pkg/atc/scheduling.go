@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
@@ -44,7 +45,7 @@ func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan 
 	if err != nil {
 		return fmt.Errorf("encode the plan of build %d: %w", rec.ID, err)
 	}
-	if err := s.validatePlan(ctx, db.Team{ID: rec.TeamID, Name: rec.TeamName}, &plan); err != nil {
+	if err := s.exec.ValidatePlan(ctx, db.Team{ID: rec.TeamID, Name: rec.TeamName}, &plan); err != nil {
 		return errors.Join(fmt.Errorf("build %d: %w", rec.ID, err), st.FailJobBuild(ctx, rec, err))
 	}
 	now := time.Now()
@@ -53,14 +54,14 @@ func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan 
 	}
 	rec.Status, rec.StartTime = db.StatusStarted, now
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
-	b.pipeline, b.job = rec.PipelineName, rec.JobName
-	b.log.Append(events.Status{Status: concourse.StatusStarted, Time: now.Unix()})
+	b.Pipeline, b.Job = rec.PipelineName, rec.JobName
+	b.Log.Append(events.Status{Status: concourse.StatusStarted, Time: now.Unix()})
 	s.startBuild(s.shutdownCtx(), b, plan)
 	s.runs.Add(1) // Run waits for it
 	go func() {
 		defer s.runs.Done()
 		select {
-		case <-b.done:
+		case <-b.Done:
 			s.wakeScheduler()
 		case <-s.shutdownCtx().Done(): // left to resume
 		}
@@ -74,11 +75,11 @@ func (st schedStarter) FailJobBuild(ctx context.Context, rec db.JobBuild, cause 
 	s := st.s
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
 	now := time.Now().Unix()
-	b.log.Append(events.Status{Status: concourse.StatusStarted, Time: now})
-	b.log.Append(events.Error{Message: cause.Error(), Time: now})
+	b.Log.Append(events.Status{Status: concourse.StatusStarted, Time: now})
+	b.Log.Append(events.Error{Message: cause.Error(), Time: now})
 	logCtx, stopLog := context.WithCancel(context.WithoutCancel(ctx))
 	logDone := make(chan struct{})
-	go func() { defer close(logDone); b.log.Run(logCtx) }()
+	go func() { defer close(logDone); b.Log.Run(logCtx) }()
 	s.finishBuild(ctx, b, concourse.StatusErrored)
 	stopLog()
 	<-logDone
@@ -90,8 +91,8 @@ func (st schedStarter) FailJobBuild(ctx context.Context, rec db.JobBuild, cause 
 func (st schedStarter) RunCheck(ctx context.Context, rec db.JobBuild, plan concourse.Plan, timeout time.Duration) error {
 	s := st.s
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
-	b.pipeline = rec.PipelineName
-	b.log.Append(events.Status{Status: concourse.StatusStarted, Time: rec.StartTime.Unix()})
+	b.Pipeline = rec.PipelineName
+	b.Log.Append(events.Status{Status: concourse.StatusStarted, Time: rec.StartTime.Unix()})
 	s.startBuild(s.shutdownCtx(), b, plan)
 	s.runs.Add(1) // Run waits for it
 	go func() {
@@ -100,11 +101,11 @@ func (st schedStarter) RunCheck(ctx context.Context, rec db.JobBuild, plan conco
 			// Said in the build itself: the aborted step shows no error of
 			// its own, and `fly check-resource` shows only the build.
 			msg := fmt.Sprintf("check timed out after %s", timeout)
-			b.log.Append(events.Error{Message: msg, Time: time.Now().Unix()})
-			b.abort(fmt.Errorf("%s: %w", msg, errTimeout))
+			b.Log.Append(events.Error{Message: msg, Time: time.Now().Unix()})
+			b.Abort(fmt.Errorf("%s: %w", msg, exec.ErrTimeout))
 		})
 		select {
-		case <-b.done:
+		case <-b.Done:
 		case <-s.shutdownCtx().Done(): // left to resume
 			timer.Stop()
 			return
@@ -113,7 +114,7 @@ func (st schedStarter) RunCheck(ctx context.Context, rec db.JobBuild, plan conco
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if err := s.sch.checker.Finished(ctx, rec.ResourceID, checkError(ctx, s, b, timedOut, timeout)); err != nil {
-			s.log.Warn("record the end of a check", "build", b.id, "err", err)
+			s.log.Warn("record the end of a check", "build", b.ID, "err", err)
 		}
 		s.wakeScheduler()
 	}()
@@ -122,26 +123,29 @@ func (st schedStarter) RunCheck(ctx context.Context, rec db.JobBuild, plan conco
 
 // checkError is what a finished check build shows on its resource: empty when
 // it succeeded, else the failing step's error.
-func checkError(ctx context.Context, s *Server, b *build, timedOut bool, timeout time.Duration) string {
+func checkError(ctx context.Context, s *Server, b *exec.Build, timedOut bool, timeout time.Duration) string {
 	if timedOut {
 		return fmt.Sprintf("check timed out after %s", timeout)
 	}
-	rec, err := s.db.Build(ctx, b.id)
+	rec, err := s.db.Build(ctx, b.ID)
 	if err != nil {
 		return fmt.Sprintf("check ended in an unknown state: %v", err)
 	}
 	if rec.Status == db.StatusSucceeded {
 		return ""
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, step := range b.state.Steps {
-		if step.Error != "" {
-			return step.Error
+	msg := "check " + rec.Status
+	b.Update(func() {
+		for _, step := range b.State.Steps {
+			if step.Error != "" {
+				msg = step.Error
+				return
+			}
+			if step.ExitStatus != nil && *step.ExitStatus != 0 {
+				msg = fmt.Sprintf("check %s: exit status %d", step.Name, *step.ExitStatus)
+				return
+			}
 		}
-		if step.ExitStatus != nil && *step.ExitStatus != 0 {
-			return fmt.Sprintf("check %s: exit status %d", step.Name, *step.ExitStatus)
-		}
-	}
-	return "check " + rec.Status
+	})
+	return msg
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/atc/apiserver"
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
+	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
@@ -167,9 +168,9 @@ type Server struct {
 	// logs are the builds' logs; events follows them for the API.
 	logs   *buildlog.Logs
 	events *buildlog.Follower
-	// images caches the digests of checked task images.
-	images *imageCache
-	obs    observability
+	// exec runs the builds' plans.
+	exec *exec.Runner
+	obs  observability
 
 	started time.Time
 
@@ -181,8 +182,8 @@ type Server struct {
 	listenerDied chan error
 
 	mu     sync.Mutex
-	builds map[int64]*build      // builds this server is running
-	steps  map[string]*stepState // by step ID (the pod's)
+	builds map[int64]*exec.Build      // builds this server is running
+	steps  map[string]*exec.StepState // by step ID (the pod's)
 	runs   sync.WaitGroup
 }
 
@@ -229,8 +230,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys, logs: logs,
 		issuer: auth.NewIssuer(deps.SigningKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL),
-		builds: map[int64]*build{}, steps: map[string]*stepState{}, started: time.Now(),
-		images: newImageCache(imageCacheTTL, imageCacheSize), audit: deps.Audit}
+		builds: map[int64]*exec.Build{}, steps: map[string]*exec.StepState{}, started: time.Now(),
+		audit: deps.Audit}
 	s.events = buildlog.NewFollower(logs, followedBuilds{s})
 	stepCreds := deps.StepCredentials
 	if stepCreds == nil {
@@ -273,6 +274,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	s.pods = s.runtime
+	s.exec = s.newExec()
 	s.api = apiserver.New(apiserver.Config{
 		ExternalURL: cfg.ExternalURL, ClusterName: cfg.ClusterName, ServerID: cfg.ServerID,
 		BaseTypes: s.baseTypeNames(), ArtifactWorker: s.artifactWorker(), BlobstoreBucket: cfg.Blobstore.Bucket,
@@ -414,7 +416,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 			}
 			for _, id := range ids {
 				if b, ok := s.running(id); ok {
-					b.abort(errAborted)
+					b.Abort(exec.ErrAborted)
 				}
 			}
 		}
@@ -427,7 +429,7 @@ func (s *Server) LastSeq(ctx context.Context, stepID string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return st.b.log.StepDurable(ctx, stepID)
+	return st.Build().Log.StepDurable(ctx, stepID)
 }
 
 // Append implements stepserver.Sink: each sidecar event is recorded in the
@@ -437,32 +439,15 @@ func (s *Server) Append(_ context.Context, stepID string, evs []*eventspb.Event)
 	if err != nil {
 		return err
 	}
-	if st.b.ended() {
+	if st.Build().Ended() {
 		// A sidecar that outlived its build (a pod deleted while the server
 		// was down, resending): its events are acknowledged and dropped,
 		// never logged after the build's end.
 		return nil
 	}
 	s.obs.metrics.SidecarEvents(stepID, evs)
-	st.logEvents(evs)
+	st.LogEvents(evs)
 	return nil
-}
-
-// logEvents logs a step's sidecar events in its build's log, as the build
-// events people see where there are some, and passes on its end.
-func (st *stepState) logEvents(evs []*eventspb.Event) {
-	for _, ev := range evs {
-		st.mu.Lock()
-		shown := st.translate(ev)
-		st.mu.Unlock()
-		st.b.log.AppendStep(st.id, ev.GetSeq(), shown)
-		if fin := ev.GetStepFinished(); fin != nil {
-			select {
-			case st.finished <- fin:
-			default:
-			}
-		}
-	}
 }
 
 // Sync implements stepserver.Sink.
@@ -471,10 +456,10 @@ func (s *Server) Sync(ctx context.Context, stepID string, _ uint64) error {
 	if err != nil {
 		return err
 	}
-	return st.b.log.Sync(ctx)
+	return st.Build().Log.Sync(ctx)
 }
 
-func (s *Server) step(id string) (*stepState, error) {
+func (s *Server) step(id string) (*exec.StepState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, ok := s.steps[id]
@@ -491,7 +476,7 @@ func (s *Server) forgetStep(id string) {
 }
 
 // running returns the build if this server runs it.
-func (s *Server) running(id int64) (*build, bool) {
+func (s *Server) running(id int64) (*exec.Build, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.builds[id]

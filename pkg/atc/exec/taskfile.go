@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func (x *executor) readTaskFile(ctx context.Context, tp *concourse.TaskPlan) ([]
 	if !ok {
 		return nil, fmt.Errorf("task %q: file %s: the build has no artifact %q (no earlier step produced it)", tp.Name, tp.ConfigPath, name)
 	}
-	body, err := blobstore.ReadFile(ctx, x.s.store, a.Key, file, maxTaskFile)
+	body, err := blobstore.ReadFile(ctx, x.r.store, a.Key, file, maxTaskFile)
 	switch {
 	case errors.Is(err, blobstore.ErrFileNotFound):
 		return nil, fmt.Errorf("task %q: file %s: artifact %q has no file %q", tp.Name, tp.ConfigPath, name, file)

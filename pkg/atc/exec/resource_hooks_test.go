@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"log/slog"
@@ -25,8 +25,7 @@ func TestResourceHooksRecordVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Close)
-	s := &Server{db: d, log: log, cfg: Config{ServerID: "s1"}}
-	s.sch = newScheduling(s, pipelinePlanner{})
+	s := &Runner{db: d, log: log, engine: &wakeCounter{}}
 
 	team, err := d.EnsureTeam(ctx, "main", nil)
 	if err != nil {
@@ -59,11 +58,11 @@ func TestResourceHooksRecordVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The check of a resource type's image in the same build saves nothing.
-	err = s.recordCheck(ctx, &build{id: check.ID}, &concourse.CheckPlan{Name: "my-type"}, []resourceVersion{{Version: map[string]string{"digest": "x"}}})
+	err = s.recordCheck(ctx, &Build{ID: check.ID}, &concourse.CheckPlan{Name: "my-type"}, []resourceVersion{{Version: map[string]string{"digest": "x"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.recordCheck(ctx, &build{id: check.ID}, &concourse.CheckPlan{Name: "repo", Resource: "repo"}, []resourceVersion{
+	err = s.recordCheck(ctx, &Build{ID: check.ID}, &concourse.CheckPlan{Name: "repo", Resource: "repo"}, []resourceVersion{
 		{Version: map[string]string{"ref": "a"}},
 		{Version: map[string]string{"ref": "b"}, Metadata: []concourse.MetadataField{{Name: "author", Value: "me"}}},
 	})
@@ -79,7 +78,7 @@ func TestResourceHooksRecordVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jb := &build{id: job.ID}
+	jb := &Build{ID: job.ID}
 	if err := s.recordBuildVersion(ctx, jb, "src", "repo", resourceVersion{Version: map[string]string{"ref": "a"}}, true); err != nil {
 		t.Fatal(err)
 	}
@@ -105,13 +104,21 @@ func TestResourceHooksRecordVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.recordCheck(ctx, &build{id: oneOff.ID}, &concourse.CheckPlan{Name: "repo", Resource: "repo"}, []resourceVersion{{Version: map[string]string{"ref": "z"}}}); err != nil {
+	if err := s.recordCheck(ctx, &Build{ID: oneOff.ID}, &concourse.CheckPlan{Name: "repo", Resource: "repo"}, []resourceVersion{{Version: map[string]string{"ref": "z"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.recordBuildVersion(ctx, &build{id: oneOff.ID}, "src", "repo", resourceVersion{Version: map[string]string{"ref": "z"}}, true); err != nil {
+	if err := s.recordBuildVersion(ctx, &Build{ID: oneOff.ID}, "src", "repo", resourceVersion{Version: map[string]string{"ref": "z"}}, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.FindVersion(ctx, repo.ID, map[string]string{"ref": "z"}); err == nil {
 		t.Fatal("a one-off build's check saved a version")
 	}
 }
+
+// wakeCounter is an Engine that only counts the scheduler's wake-ups.
+type wakeCounter struct {
+	Engine
+	wakes int
+}
+
+func (w *wakeCounter) WakeScheduler() { w.wakes++ }

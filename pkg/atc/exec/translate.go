@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"github.com/porter-ci/porter/pkg/events"
@@ -19,7 +19,7 @@ func taskEventConfig(cfg *taskconfig.Config, image string) events.TaskConfig {
 // translate turns one sidecar event into the build event people see, or nil
 // for events that only matter to the ATC (they are still recorded, so the
 // step's resume point survives a restart).
-func (st *stepState) translate(ev *eventspb.Event) events.Event {
+func (st *StepState) translate(ev *eventspb.Event) events.Event {
 	if st.kind != "" {
 		if shown, handled := st.translateResource(ev); handled {
 			return shown
@@ -63,3 +63,21 @@ func (st *stepState) translate(ev *eventspb.Event) events.Event {
 	}
 	return nil
 }
+
+// LogEvents logs a step's sidecar events in its build's log, as the build
+// events people see where there are some, and passes on its end.
+func (st *StepState) LogEvents(evs []*eventspb.Event) {
+	for _, ev := range evs {
+		st.mu.Lock()
+		shown := st.translate(ev)
+		st.mu.Unlock()
+		st.b.Log.AppendStep(st.id, ev.GetSeq(), shown)
+		if fin := ev.GetStepFinished(); fin != nil {
+			select {
+			case st.finished <- fin:
+			default:
+			}
+		}
+	}
+}
+

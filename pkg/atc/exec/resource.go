@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"context"
@@ -93,7 +93,7 @@ func (x *executor) check(ctx context.Context, p *concourse.Plan) (bool, error) {
 	r := x.b.record(p.ID, cp.Name, "check")
 	origin := events.Origin{ID: string(p.ID)}
 	fin, done, err := x.runResource(ctx, p, r, step, func() {
-		x.b.log.Append(events.InitializeCheck{Time: time.Now().Unix(), Origin: origin, Name: cp.Name})
+		x.b.Log.Append(events.InitializeCheck{Time: time.Now().Unix(), Origin: origin, Name: cp.Name})
 	}, func() (map[string]any, error) {
 		source, err := x.stepVars(nil).interpolateMap(ctx, cp.Source)
 		if err != nil {
@@ -119,13 +119,13 @@ func (x *executor) check(ctx context.Context, p *concourse.Plan) (bool, error) {
 	for _, v := range printed {
 		versions = append(versions, resourceVersion{Version: v})
 	}
-	x.b.update(func() {
+	x.b.Update(func() {
 		r.Versions = versions
 		if len(versions) > 0 {
 			r.Version = versions[len(versions)-1].Version
 		}
 	})
-	if err := x.s.recordCheck(ctx, x.b, cp, versions); err != nil {
+	if err := x.r.recordCheck(ctx, x.b, cp, versions); err != nil {
 		return x.failResource(ctx, p, r, fmt.Errorf("save the versions of %s: %w", cp.Name, err))
 	}
 	return x.endResource(ctx, p, r, fin)
@@ -144,7 +144,7 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 		source, params map[string]any // with their ((vars)) filled in
 	)
 	initialize := func() {
-		x.b.log.Append(events.InitializeGet{Time: time.Now().Unix(), Origin: origin})
+		x.b.Log.Append(events.InitializeGet{Time: time.Now().Unix(), Origin: origin})
 	}
 	fin, done, err := x.runResource(ctx, p, r, step, initialize, func() (map[string]any, error) {
 		v, err := x.getVersion(gp)
@@ -161,12 +161,12 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 		}
 		return map[string]any{"source": nonNilMap(source), "version": v, "params": nonNilMap(params)}, nil
 	}, withCache(func(image string) (bool, error) {
-		key, err := db.ResourceCacheKey(x.b.teamID, gp.Type, image, nonNilMap(source), nonNilMap(params), version)
+		key, err := db.ResourceCacheKey(x.b.TeamID, gp.Type, image, nonNilMap(source), nonNilMap(params), version)
 		if err != nil {
 			return false, err
 		}
-		x.b.update(func() { r.CacheKey = key })
-		c, err := x.s.db.ResourceCache(ctx, key)
+		x.b.Update(func() { r.CacheKey = key })
+		c, err := x.r.db.ResourceCache(ctx, key)
 		switch {
 		case errors.Is(err, db.ErrNotFound):
 			return false, nil
@@ -175,16 +175,16 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 		}
 		// The artifacts' lifecycle is the store's: a cache whose artifact
 		// is gone is fetched again (and stored anew).
-		if _, err := x.s.store.Stat(ctx, c.Artifact); err != nil {
-			x.s.log.Info("resource cache without its artifact; fetching again", "key", key, "artifact", c.Artifact, "err", err)
+		if _, err := x.r.store.Stat(ctx, c.Artifact); err != nil {
+			x.r.log.Info("resource cache without its artifact; fetching again", "key", key, "artifact", c.Artifact, "err", err)
 			return false, nil
 		}
 		cached = &c
 		return true, nil
 	}))
 	if done {
-		var rec stepRecord
-		x.b.update(func() { rec = *r })
+		var rec StepRecord
+		x.b.Update(func() { rec = *r })
 		if rec.Status == string(concourse.StatusSucceeded) {
 			x.noteFetched(gp, rec.Version)
 		}
@@ -196,14 +196,14 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 		resp, _ := json.Marshal(resourceResponse{Version: cached.Version, Metadata: md})
 		fin = &eventspb.StepFinished{Result: eventspb.Result_RESULT_SUCCEEDED, Response: resp,
 			Outputs: []*eventspb.ArtifactUploaded{{Name: gp.Name, Key: cached.Artifact, Digest: cached.Digest, Size: cached.Size}}}
-		x.s.log.Info("get from the resource cache", "build", x.b.id, "step", gp.Name, "version", cached.Version)
+		x.r.log.Info("get from the resource cache", "build", x.b.ID, "step", gp.Name, "version", cached.Version)
 	}
 	if fin == nil {
 		return x.replayed(r, err)
 	}
 	if fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
 		if fin.GetResult() == eventspb.Result_RESULT_FAILED {
-			x.b.log.Append(events.FinishGet{Time: time.Now().Unix(), Origin: origin, ExitStatus: int(fin.GetExitStatus())})
+			x.b.Log.Append(events.FinishGet{Time: time.Now().Unix(), Origin: origin, ExitStatus: int(fin.GetExitStatus())})
 		}
 		return x.endResource(ctx, p, r, fin)
 	}
@@ -214,13 +214,13 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 	if resp.Version == nil {
 		resp.Version = version
 	}
-	x.b.log.Append(events.FinishGet{Time: time.Now().Unix(), Origin: origin, ExitStatus: 0,
+	x.b.Log.Append(events.FinishGet{Time: time.Now().Unix(), Origin: origin, ExitStatus: 0,
 		Version: resp.Version, Metadata: eventMetadata(resp.Metadata)})
 	art, ok := outputOf(fin, gp.Name)
 	if !ok {
 		return x.failResource(ctx, p, r, fmt.Errorf("get %q stored no artifact", gp.Name))
 	}
-	x.b.update(func() {
+	x.b.Update(func() {
 		r.Version, r.Metadata = resp.Version, resp.Metadata
 		r.Outputs = map[string]api.ArtifactRef{gp.Name: art}
 	})
@@ -229,7 +229,7 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 	if cached == nil {
 		x.saveResourceCache(ctx, r, gp, art, resp)
 	}
-	if err := x.s.recordBuildVersion(ctx, x.b, gp.Name, gp.Resource, resourceVersion(resp), true); err != nil {
+	if err := x.r.recordBuildVersion(ctx, x.b, gp.Name, gp.Resource, resourceVersion(resp), true); err != nil {
 		return x.failResource(ctx, p, r, fmt.Errorf("record the version of %s: %w", gp.Name, err))
 	}
 	return x.endResource(ctx, p, r, fin)
@@ -243,7 +243,7 @@ func (x *executor) put(ctx context.Context, p *concourse.Plan) (bool, error) {
 	r := x.b.record(p.ID, pp.Name, "put")
 	origin := events.Origin{ID: string(p.ID)}
 	fin, done, err := x.runResource(ctx, p, r, step, func() {
-		x.b.log.Append(events.InitializePut{Time: time.Now().Unix(), Origin: origin})
+		x.b.Log.Append(events.InitializePut{Time: time.Now().Unix(), Origin: origin})
 	}, func() (map[string]any, error) {
 		sv := x.stepVars(nil)
 		source, err := sv.interpolateMap(ctx, pp.Source)
@@ -261,7 +261,7 @@ func (x *executor) put(ctx context.Context, p *concourse.Plan) (bool, error) {
 	}
 	if fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
 		if fin.GetResult() == eventspb.Result_RESULT_FAILED {
-			x.b.log.Append(events.FinishPut{Time: time.Now().Unix(), Origin: origin, ExitStatus: int(fin.GetExitStatus())})
+			x.b.Log.Append(events.FinishPut{Time: time.Now().Unix(), Origin: origin, ExitStatus: int(fin.GetExitStatus())})
 		}
 		return x.endResource(ctx, p, r, fin)
 	}
@@ -272,10 +272,10 @@ func (x *executor) put(ctx context.Context, p *concourse.Plan) (bool, error) {
 	if len(resp.Version) == 0 {
 		return x.failResource(ctx, p, r, errors.New("out printed no version"))
 	}
-	x.b.log.Append(events.FinishPut{Time: time.Now().Unix(), Origin: origin, ExitStatus: 0,
+	x.b.Log.Append(events.FinishPut{Time: time.Now().Unix(), Origin: origin, ExitStatus: 0,
 		Version: resp.Version, Metadata: eventMetadata(resp.Metadata)})
-	x.b.update(func() { r.Version, r.Metadata = resp.Version, resp.Metadata })
-	if err := x.s.recordBuildVersion(ctx, x.b, pp.Name, pp.Resource, resourceVersion(resp), false); err != nil {
+	x.b.Update(func() { r.Version, r.Metadata = resp.Version, resp.Metadata })
+	if err := x.r.recordBuildVersion(ctx, x.b, pp.Name, pp.Resource, resourceVersion(resp), false); err != nil {
 		return x.failResource(ctx, p, r, fmt.Errorf("record the version of %s: %w", pp.Name, err))
 	}
 	return x.endResource(ctx, p, r, fin)
@@ -291,8 +291,8 @@ func (x *executor) getVersion(gp *concourse.GetPlan) (map[string]string, error) 
 		return gp.Version, nil
 	}
 	var v map[string]string
-	x.b.update(func() {
-		if rec, ok := x.b.state.Steps[*gp.VersionFrom]; ok {
+	x.b.Update(func() {
+		if rec, ok := x.b.State.Steps[*gp.VersionFrom]; ok {
 			v = rec.Version
 		}
 	})
@@ -311,28 +311,28 @@ func outputOf(fin *eventspb.StepFinished, name string) (api.ArtifactRef, bool) {
 	return api.ArtifactRef{}, false
 }
 
-func (x *executor) saveResourceCache(ctx context.Context, r *stepRecord, gp *concourse.GetPlan, art api.ArtifactRef, resp resourceResponse) {
+func (x *executor) saveResourceCache(ctx context.Context, r *StepRecord, gp *concourse.GetPlan, art api.ArtifactRef, resp resourceResponse) {
 	var key string
-	x.b.update(func() { key = r.CacheKey })
+	x.b.Update(func() { key = r.CacheKey })
 	if key == "" {
 		return
 	}
 	md, _ := json.Marshal(resp.Metadata)
-	err := x.s.retryDB(ctx, "save the resource cache", func(ctx context.Context) error {
+	err := x.r.retryDB(ctx, "save the resource cache", func(ctx context.Context) error {
 		var resourceID int64
 		if gp.Resource != "" {
-			id, err := x.s.db.BuildResourceID(ctx, x.b.id, gp.Resource)
+			id, err := x.r.db.BuildResourceID(ctx, x.b.ID, gp.Resource)
 			if err != nil {
 				return err
 			}
 			resourceID = id
 		}
-		return x.s.db.SaveResourceCache(ctx, db.ResourceCache{Key: key, TeamID: x.b.teamID, ResourceID: resourceID,
+		return x.r.db.SaveResourceCache(ctx, db.ResourceCache{Key: key, TeamID: x.b.TeamID, ResourceID: resourceID,
 			Artifact: art.Key, Digest: art.Digest, Size: art.Size, Version: resp.Version, Metadata: md})
 	})
 	if err != nil {
 		// The get succeeded; only the next one will fetch again.
-		x.s.log.Warn("save resource cache", "build", x.b.id, "step", gp.Name, "err", err)
+		x.r.log.Warn("save resource cache", "build", x.b.ID, "step", gp.Name, "err", err)
 	}
 }
 
@@ -366,19 +366,19 @@ func withoutWorkerEvent() resourceOption {
 // restart. done says the step had already finished (err is its outcome);
 // otherwise fin is how the pod ended (nil: the server is stopping, err
 // says why; or a cache hit, left to the caller).
-func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRecord, step resourceStep,
+func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *StepRecord, step resourceStep,
 	initialize func(), request func() (map[string]any, error), opts ...resourceOption,
 ) (fin *eventspb.StepFinished, done bool, err error) {
 	var o resourceRun
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s, b := x.s, x.b
+	s, b := x.r, x.b
 	var (
-		rec      stepRecord
+		rec      StepRecord
 		finished bool
 	)
-	b.update(func() { rec, finished = *r, r.finished() })
+	b.Update(func() { rec, finished = *r, r.finished() })
 	if finished {
 		_, err := x.replay(rec)
 		return nil, true, err
@@ -389,15 +389,15 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 		_, _ = request()
 		w, err := s.pods.Worker(rec.Worker)
 		if err != nil {
-			return x.podEnded(ctx, r, s.registerResourceStep(b, nil, rec.StepID, p.ID, step.kind), errored(err.Error()))
+			return x.podEnded(ctx, r, s.registerResourceStep(b, nil, rec.StepID, p.ID, step.kind), Errored(err.Error()))
 		}
 		st := s.registerResourceStep(b, w, rec.StepID, p.ID, step.kind)
 		gone, err := s.pods.PodGone(ctx, w, rec.StepID)
 		switch {
 		case err != nil:
-			fin = errored(err.Error())
+			fin = Errored(err.Error())
 		case gone:
-			fin = errored(fmt.Sprintf("pod %s is gone: it was deleted, or never created, while the ATC was down", podspec.Name(rec.StepID)))
+			fin = Errored(fmt.Sprintf("pod %s is gone: it was deleted, or never created, while the ATC was down", podspec.Name(rec.StepID)))
 		default:
 			fin = s.superviseTask(ctx, st)
 		}
@@ -415,7 +415,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 	}
 	var w *kuberuntime.Worker
 	if err == nil {
-		w, err = s.placeStep(ctx, b, events.Origin{ID: string(p.ID)}, privilegedRequirements(requirements(b.team, step.tags, "", false), step.image.Privileged))
+		w, err = s.placeStep(ctx, b, events.Origin{ID: string(p.ID)}, privilegedRequirements(requirements(b.Team, step.tags, "", false), step.image.Privileged))
 		if ctx.Err() != nil {
 			_, err := x.stoppedWaiting(ctx, r)
 			return nil, true, err
@@ -429,11 +429,11 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 		a.Image = img // the worker provides its own image of the base type
 	}
 	if !o.noWorkerEvent {
-		b.log.Append(events.SelectedWorker{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, WorkerName: w.Name()})
+		b.Log.Append(events.SelectedWorker{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, WorkerName: w.Name()})
 	}
 	var c db.Container
 	err = s.retryDB(ctx, "record the step's container", func(ctx context.Context) (err error) {
-		c, err = s.db.CreateContainer(ctx, db.Container{TeamID: b.teamID, BuildID: b.id, BuildName: b.name, PlanID: string(p.ID),
+		c, err = s.db.CreateContainer(ctx, db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
 			StepName: step.name, Type: step.kind, WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(a.StepID),
 			StepID: a.StepID, State: concourse.ContainerCreating, WorkingDirectory: a.WorkDir})
 		return err
@@ -441,13 +441,13 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 	if err != nil {
 		return nil, true, fmt.Errorf("record the container of %s %q: %w", step.kind, step.name, err)
 	}
-	b.update(func() {
+	b.Update(func() {
 		r.StepID, r.Worker, r.Container, r.Status = a.StepID, w.Name(), c.Handle, string(concourse.StatusStarted)
 	})
-	s.saveState(ctx, b)
+	s.SaveState(ctx, b)
 	st := s.registerResourceStep(b, w, a.StepID, p.ID, step.kind)
-	if err := s.createStepPod(ctx, w, a, podspec.Secrets{Stdin: stdin, Redact: b.log.SecretValues()}); err != nil {
-		fin = errored(err.Error())
+	if err := s.createStepPod(ctx, w, a, podspec.Secrets{Stdin: stdin, Redact: b.Log.SecretValues()}); err != nil {
+		fin = Errored(err.Error())
 	} else {
 		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
 			return s.db.SetContainerState(ctx, c.Handle, concourse.ContainerCreated)
@@ -461,7 +461,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *stepRe
 
 // podEnded shows a pod's error and lets its pod go; the record is written
 // by endResource once the response is taken in.
-func (x *executor) podEnded(ctx context.Context, r *stepRecord, st *stepState, fin *eventspb.StepFinished) (*eventspb.StepFinished, bool, error) {
+func (x *executor) podEnded(ctx context.Context, r *StepRecord, st *StepState, fin *eventspb.StepFinished) (*eventspb.StepFinished, bool, error) {
 	if fin == nil {
 		return nil, false, interrupted(ctx)
 	}
@@ -469,34 +469,34 @@ func (x *executor) podEnded(ctx context.Context, r *stepRecord, st *stepState, f
 	shown := st.endEvents(fin, time.Now().Unix())
 	st.mu.Unlock()
 	for _, ev := range shown {
-		x.b.log.Append(ev)
+		x.b.Log.Append(ev)
 	}
-	x.b.update(func() {
+	x.b.Update(func() {
 		r.AuditKey = fin.GetAuditKey()
 		if fin.GetExitStatus() >= 0 {
 			code := int(fin.GetExitStatus())
 			r.ExitStatus = &code
 		}
 	})
-	x.s.retire(st.id)
+	x.r.retire(st.id)
 	return fin, false, nil
 }
 
 // replayed is the outcome of a step that ended earlier (or could not start).
-func (x *executor) replayed(r *stepRecord, err error) (bool, error) {
+func (x *executor) replayed(r *StepRecord, err error) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	var rec stepRecord
-	x.b.update(func() { rec = *r })
+	var rec StepRecord
+	x.b.Update(func() { rec = *r })
 	return stepOutcome(rec.Status, rec.Error)
 }
 
 // endResource records how the step ended.
-func (x *executor) endResource(ctx context.Context, p *concourse.Plan, r *stepRecord, fin *eventspb.StepFinished) (bool, error) {
+func (x *executor) endResource(ctx context.Context, p *concourse.Plan, r *StepRecord, fin *eventspb.StepFinished) (bool, error) {
 	status := string(buildStatus(fin.GetResult()))
-	x.b.update(func() { r.Status, r.Error, r.EndTime = status, fin.GetError(), time.Now().Unix() })
-	x.s.saveState(ctx, x.b)
+	x.b.Update(func() { r.Status, r.Error, r.EndTime = status, fin.GetError(), time.Now().Unix() })
+	x.r.SaveState(ctx, x.b)
 	if cause := context.Cause(ctx); cause != nil && status == string(concourse.StatusAborted) {
 		return false, cause
 	}
@@ -504,13 +504,13 @@ func (x *executor) endResource(ctx context.Context, p *concourse.Plan, r *stepRe
 }
 
 // failResource ends the step as errored with err shown in the build.
-func (x *executor) failResource(ctx context.Context, p *concourse.Plan, r *stepRecord, err error) (bool, error) {
-	if errors.Is(err, errAborted) || errors.Is(err, errShutdown) || errors.Is(err, errTimeout) {
+func (x *executor) failResource(ctx context.Context, p *concourse.Plan, r *StepRecord, err error) (bool, error) {
+	if errors.Is(err, ErrAborted) || errors.Is(err, ErrShutdown) || errors.Is(err, ErrTimeout) {
 		return false, err
 	}
-	x.b.log.Append(events.Error{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, Message: err.Error()})
-	x.b.update(func() { r.Status, r.Error, r.EndTime = string(concourse.StatusErrored), err.Error(), time.Now().Unix() })
-	x.s.saveState(ctx, x.b)
+	x.b.Log.Append(events.Error{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, Message: err.Error()})
+	x.b.Update(func() { r.Status, r.Error, r.EndTime = string(concourse.StatusErrored), err.Error(), time.Now().Unix() })
+	x.r.SaveState(ctx, x.b)
 	return false, err
 }
 
@@ -518,7 +518,7 @@ func (x *executor) failResource(ctx context.Context, p *concourse.Plan, r *stepR
 // The request is returned apart: it travels in the step's Secret, as the
 // source may hold credentials.
 func (x *executor) resolveResource(ctx context.Context, p *concourse.Plan, step resourceStep, request func() (map[string]any, error)) (*action.Action, []byte, error) {
-	if err := x.s.pods.CheckPlacement(privilegedRequirements(requirements(x.b.team, step.tags, "", false), step.image.Privileged)); err != nil {
+	if err := x.r.pods.CheckPlacement(privilegedRequirements(requirements(x.b.Team, step.tags, "", false), step.image.Privileged)); err != nil {
 		return nil, nil, err
 	}
 	var timeout time.Duration
@@ -550,8 +550,8 @@ func (x *executor) resolveResource(ctx context.Context, p *concourse.Plan, step 
 		name = step.kind
 	}
 	a := &action.Action{
-		StepID:   fmt.Sprintf("b%d-%s-%s", b.id, podspec.LabelValue(strings.ToLower(name)), randomSuffix()),
-		Build:    action.Build{ID: fmt.Sprint(b.id), Name: b.name, Team: b.team},
+		StepID:   fmt.Sprintf("b%d-%s-%s", b.ID, podspec.LabelValue(strings.ToLower(name)), randomSuffix()),
+		Build:    action.Build{ID: fmt.Sprint(b.ID), Name: b.Name, Team: b.Team},
 		StepName: name,
 		Type:     step.kind,
 		Tags:     step.tags,
@@ -560,7 +560,7 @@ func (x *executor) resolveResource(ctx context.Context, p *concourse.Plan, step 
 		ImagePullPolicy: string(corev1.PullIfNotPresent),
 		Privileged:      step.image.Privileged,
 		Timeout:         action.Duration{Duration: timeout},
-		KeepAlive:       action.Duration{Duration: x.s.cfg.KeepAlive},
+		KeepAlive:       action.Duration{Duration: x.r.cfg.KeepAlive},
 		StdinSecret:     true,
 	}
 	switch step.kind {
@@ -591,10 +591,10 @@ func (x *executor) resolveResource(ctx context.Context, p *concourse.Plan, step 
 // resourceEnv is the environment Concourse gives in and out.
 func (x *executor) resourceEnv() map[string]string {
 	return map[string]string{
-		"BUILD_ID":         fmt.Sprint(x.b.id),
-		"BUILD_NAME":       x.b.name,
-		"BUILD_TEAM_NAME":  x.b.team,
-		"ATC_EXTERNAL_URL": x.s.cfg.ExternalURL,
+		"BUILD_ID":         fmt.Sprint(x.b.ID),
+		"BUILD_NAME":       x.b.Name,
+		"BUILD_TEAM_NAME":  x.b.Team,
+		"ATC_EXTERNAL_URL": x.r.cfg.ExternalURL,
 	}
 }
 
@@ -669,7 +669,7 @@ func (x *executor) resourceImage(ctx context.Context, step resourceStep) (string
 	// A pipeline's own type names the base type at the bottom of its chain
 	// too; its image is the one its check finds.
 	if ti.BaseType != "" && ti.CheckPlan == nil && ti.GetPlan == nil {
-		types := x.s.cfg.BaseResourceTypes
+		types := x.r.cfg.BaseResourceTypes
 		if types == nil {
 			types = DefaultBaseResourceTypes()
 		}
@@ -699,8 +699,8 @@ func (x *executor) resourceImage(ctx context.Context, step resourceStep) (string
 		if !ok {
 			return "", fmt.Errorf("check the image of resource type %q failed", step.typ)
 		}
-		x.b.update(func() {
-			if rec, ok := x.b.state.Steps[ti.CheckPlan.ID]; ok {
+		x.b.Update(func() {
+			if rec, ok := x.b.State.Steps[ti.CheckPlan.ID]; ok {
 				version = rec.Version
 			}
 		})
@@ -728,18 +728,16 @@ func (x *executor) resourceImage(ctx context.Context, step resourceStep) (string
 
 // registerResourceStep is registerStep for a resource step: its events
 // are translated as the step's kind.
-func (s *Server) registerResourceStep(b *build, w *kuberuntime.Worker, id string, planID concourse.PlanID, kind string) *stepState {
-	st := &stepState{id: id, worker: w, planID: planID, b: b, kind: kind, finished: make(chan *eventspb.StepFinished, 1)}
-	s.mu.Lock()
-	s.steps[id] = st
-	s.mu.Unlock()
+func (s *Runner) registerResourceStep(b *Build, w *kuberuntime.Worker, id string, planID concourse.PlanID, kind string) *StepState {
+	st := &StepState{id: id, worker: w, planID: planID, b: b, kind: kind, finished: make(chan *eventspb.StepFinished, 1)}
+	s.engine.RegisterStep(st)
 	return st
 }
 
 // translateResource turns a resource step's sidecar event into the build
 // event people see: its stderr as logs, start-get/start-put; the finish
 // events carry the version and come from the ATC.
-func (st *stepState) translateResource(ev *eventspb.Event) (events.Event, bool) {
+func (st *StepState) translateResource(ev *eventspb.Event) (events.Event, bool) {
 	origin := events.Origin{ID: string(st.planID)}
 	t := ev.GetTime().AsTime().Unix()
 	switch p := ev.Payload.(type) {

@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"context"
@@ -127,7 +127,7 @@ func TestParseBaseResourceTypeDefaults(t *testing.T) {
 }
 
 func TestWithBaseTypeDefaults(t *testing.T) {
-	s := &Server{cfg: Config{BaseResourceTypeDefaults: map[string]map[string]any{
+	s := &Runner{cfg: Config{BaseResourceTypeDefaults: map[string]map[string]any{
 		"registry-image": {"insecure": true, "registry_mirror": map[string]any{"host": "mirror:5000"}},
 	}}}
 	source := map[string]any{"repository": "busybox", "insecure": false}
@@ -165,7 +165,7 @@ func TestWithBaseTypeDefaults(t *testing.T) {
 }
 
 func TestImageSource(t *testing.T) {
-	s := &Server{cfg: Config{BaseResourceTypeDefaults: map[string]map[string]any{"registry-image": {"insecure": true}}}}
+	s := &Runner{cfg: Config{BaseResourceTypeDefaults: map[string]map[string]any{"registry-image": {"insecure": true}}}}
 	if got := s.imageSource("registry-image", nil, map[string]any{"repository": "busybox"}); !reflect.DeepEqual(got, map[string]any{"repository": "busybox", "insecure": true}) {
 		t.Errorf("base type: %v", got)
 	}
@@ -213,8 +213,8 @@ func TestArtifactImage(t *testing.T) {
 }
 
 func TestTaskImageBeforeAnyCheck(t *testing.T) {
-	s := &Server{cfg: Config{}}
-	x := &executor{s: s, b: &build{teamID: 1}, artifacts: map[string]api.ArtifactRef{}}
+	s := &Runner{cfg: Config{}}
+	x := &executor{r: s, b: &Build{TeamID: 1}, artifacts: map[string]api.ArtifactRef{}}
 	taskPlan := func(cfg string, types []concourse.ResourceType) *concourse.Plan {
 		raw, _ := json.Marshal(types)
 		return &concourse.Plan{ID: "7", Task: &concourse.TaskPlan{Name: "unit", Config: json.RawMessage(cfg), ResourceTypes: raw}}
@@ -259,9 +259,9 @@ func TestTaskImageBeforeAnyCheck(t *testing.T) {
 }
 
 func TestTaskImageFromTheCache(t *testing.T) {
-	s := &Server{cfg: Config{BaseResourceTypeDefaults: map[string]map[string]any{"registry-image": {"insecure": true}}},
+	s := &Runner{cfg: Config{BaseResourceTypeDefaults: map[string]map[string]any{"registry-image": {"insecure": true}}},
 		images: newImageCache(time.Minute, 10), log: slog.New(slog.DiscardHandler)}
-	x := &executor{s: s, b: &build{teamID: 3}, artifacts: map[string]api.ArtifactRef{}}
+	x := &executor{r: s, b: &Build{TeamID: 3}, artifacts: map[string]api.ArtifactRef{}}
 	ir := &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "busybox"}}
 	// The key is of the source with the defaults: what the check would see.
 	key, err := imageCacheKey(3, "registry-image", concourse.TypeImage{BaseType: "registry-image"}, nil, map[string]any{"repository": "busybox", "insecure": true})

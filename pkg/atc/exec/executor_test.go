@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func (f *fakeLeaves) run(ctx context.Context, p *concourse.Plan) (bool, error) {
 		<-ctx.Done()
 		return false, interrupted(ctx)
 	case "abort":
-		return false, errAborted
+		return false, ErrAborted
 	}
 	return true, nil
 }
@@ -93,7 +93,7 @@ func TestExecutorControlFlow(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			ok, err := x.run(ctx, plan(t, tc.plan))
-			if got := buildResult(ok, err); got != tc.status {
+			if got := BuildResult(ok, err); got != tc.status {
 				t.Errorf("status %s (err %v), want %s", got, err, tc.status)
 			}
 			if tc.ran == nil {
@@ -117,12 +117,12 @@ func TestExecutorAbortStopsTheRest(t *testing.T) {
 	done := make(chan concourse.BuildStatus)
 	go func() {
 		ok, err := x.run(ctx, plan(t, `{"ensure":{"step":{"do":[{"task":{"name":"hang"}},{"task":{"name":"never"}}]},"ensure":{"task":{"name":"cleanup"}}}}`))
-		done <- buildResult(ok, err)
+		done <- BuildResult(ok, err)
 	}()
 	for len(f.names()) == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	abort(errAborted)
+	abort(ErrAborted)
 	select {
 	case got := <-done:
 		if got != concourse.StatusAborted {

@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"context"
@@ -10,9 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"google.golang.org/protobuf/proto"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
@@ -26,12 +23,12 @@ import (
 	"github.com/porter-ci/porter/pkg/taskconfig"
 )
 
-// stepState is what the server tracks of a running step pod.
-type stepState struct {
+// StepState is what the server tracks of a running step pod.
+type StepState struct {
 	id          string // the pod's step ID
 	worker      *kuberuntime.Worker
 	planID      concourse.PlanID
-	b           *build
+	b           *Build
 	eventConfig events.TaskConfig
 	// kind is a resource step's (check, get, put); empty for a task.
 	kind     string
@@ -44,16 +41,30 @@ type stepState struct {
 	finishShown bool
 }
 
-func (s *Server) registerStep(b *build, w *kuberuntime.Worker, id string, planID concourse.PlanID, cfg events.TaskConfig) *stepState {
-	st := newStepState(b, w, id, planID, cfg)
-	s.mu.Lock()
-	s.steps[id] = st
-	s.mu.Unlock()
+// ID is the step's pod's step ID.
+func (st *StepState) ID() string { return st.id }
+
+// Worker runs the step's pod (nil: its worker is unknown).
+func (st *StepState) Worker() *kuberuntime.Worker { return st.worker }
+
+// PlanID is the step's plan ID in its build.
+func (st *StepState) PlanID() concourse.PlanID { return st.planID }
+
+// Build is the step's build.
+func (st *StepState) Build() *Build { return st.b }
+
+// Finished receives the step's end as its sidecar reports it.
+func (st *StepState) Finished() <-chan *eventspb.StepFinished { return st.finished }
+
+func (s *Runner) registerStep(b *Build, w *kuberuntime.Worker, id string, planID concourse.PlanID, cfg events.TaskConfig) *StepState {
+	st := NewStepState(b, w, id, planID, cfg)
+	s.engine.RegisterStep(st)
 	return st
 }
 
-func newStepState(b *build, w *kuberuntime.Worker, id string, planID concourse.PlanID, cfg events.TaskConfig) *stepState {
-	return &stepState{id: id, worker: w, planID: planID, b: b, eventConfig: cfg, finished: make(chan *eventspb.StepFinished, 1)}
+// NewStepState is the state of a task step (w nil: its worker is unknown).
+func NewStepState(b *Build, w *kuberuntime.Worker, id string, planID concourse.PlanID, cfg events.TaskConfig) *StepState {
+	return &StepState{id: id, worker: w, planID: planID, b: b, eventConfig: cfg, finished: make(chan *eventspb.StepFinished, 1)}
 }
 
 // taskConfig reads a task step's config, with the step's mappings,
@@ -94,9 +105,9 @@ func taskConfig(tp *concourse.TaskPlan) (*taskconfig.Config, map[string]string, 
 // replay gives a step recorded as finished its outcome again, with its
 // outputs. Only a resumed build replays a step, so its pod is retired here:
 // the timer that would have removed it died with the server that ran it.
-func (x *executor) replay(rec stepRecord) (bool, error) {
+func (x *executor) replay(rec StepRecord) (bool, error) {
 	if rec.StepID != "" {
-		x.s.retire(rec.StepID)
+		x.r.retire(rec.StepID)
 	}
 	for name, a := range rec.Outputs {
 		x.setArtifact(name, a)
@@ -107,13 +118,13 @@ func (x *executor) replay(rec stepRecord) (bool, error) {
 // task runs a task step as one pod, or follows its pod again after a
 // restart, or replays its recorded result.
 func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
-	s, b, tp := x.s, x.b, p.Task
+	s, b, tp := x.r, x.b, p.Task
 	r := x.b.record(p.ID, tp.Name, "task")
 	var (
-		rec  stepRecord
+		rec  StepRecord
 		done bool
 	)
-	b.update(func() { rec, done = *r, r.finished() })
+	b.Update(func() { rec, done = *r, r.finished() })
 	if done {
 		return x.replay(rec)
 	}
@@ -124,15 +135,15 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 		_, _ = x.prepareTask(ctx, tp)
 		w, err := s.pods.Worker(rec.Worker)
 		if err != nil {
-			return x.endTask(ctx, p, r, s.registerStep(b, nil, rec.StepID, p.ID, rec.EventConfig), errored(err.Error()))
+			return x.endTask(ctx, p, r, s.registerStep(b, nil, rec.StepID, p.ID, rec.EventConfig), Errored(err.Error()))
 		}
 		st := s.registerStep(b, w, rec.StepID, p.ID, rec.EventConfig)
 		gone, err := s.pods.PodGone(ctx, w, rec.StepID)
 		switch {
 		case err != nil:
-			fin = errored(err.Error())
+			fin = Errored(err.Error())
 		case gone:
-			fin = errored(fmt.Sprintf("pod %s is gone: it was deleted, or never created, while the ATC was down", podspec.Name(rec.StepID)))
+			fin = Errored(fmt.Sprintf("pod %s is gone: it was deleted, or never created, while the ATC was down", podspec.Name(rec.StepID)))
 		default:
 			fin = s.superviseTask(ctx, st)
 		}
@@ -143,23 +154,23 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	origin := events.Origin{ID: string(p.ID)}
 	var w *kuberuntime.Worker
 	if err == nil {
-		w, err = s.placeStep(ctx, b, origin, privilegedRequirements(requirements(b.team, tp.Tags, eventConfig.Platform, true), tp.Privileged))
+		w, err = s.placeStep(ctx, b, origin, privilegedRequirements(requirements(b.Team, tp.Tags, eventConfig.Platform, true), tp.Privileged))
 		if ctx.Err() != nil {
 			return x.stoppedWaiting(ctx, r)
 		}
 	}
 	if err != nil {
-		b.log.Append(events.Error{Time: time.Now().Unix(), Origin: origin, Message: err.Error()})
-		b.update(func() { r.Status, r.Error = string(concourse.StatusErrored), err.Error() })
-		s.saveState(ctx, b)
+		b.Log.Append(events.Error{Time: time.Now().Unix(), Origin: origin, Message: err.Error()})
+		b.Update(func() { r.Status, r.Error = string(concourse.StatusErrored), err.Error() })
+		s.SaveState(ctx, b)
 		return false, err
 	}
 	now := time.Now().Unix()
-	b.log.Append(events.InitializeTask{Time: now, Origin: origin, Config: eventConfig})
-	b.log.Append(events.SelectedWorker{Time: now, Origin: origin, WorkerName: w.Name()})
+	b.Log.Append(events.InitializeTask{Time: now, Origin: origin, Config: eventConfig})
+	b.Log.Append(events.SelectedWorker{Time: now, Origin: origin, WorkerName: w.Name()})
 	var c db.Container
 	err = s.retryDB(ctx, "record the step's container", func(ctx context.Context) (err error) {
-		c, err = s.db.CreateContainer(ctx, db.Container{TeamID: b.teamID, BuildID: b.id, BuildName: b.name, PlanID: string(p.ID),
+		c, err = s.db.CreateContainer(ctx, db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
 			StepName: tp.Name, Type: "task", WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(a.StepID),
 			StepID: a.StepID, State: concourse.ContainerCreating, WorkingDirectory: a.WorkDir, User: a.Run.User})
 		return err
@@ -167,13 +178,13 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("record the container of task %q: %w", tp.Name, err)
 	}
-	b.update(func() {
+	b.Update(func() {
 		r.StepID, r.Worker, r.Container, r.EventConfig, r.Status = a.StepID, w.Name(), c.Handle, eventConfig, string(concourse.StatusStarted)
 	})
-	s.saveState(ctx, b)
+	s.SaveState(ctx, b)
 	st := s.registerStep(b, w, a.StepID, p.ID, eventConfig)
-	if err := s.createStepPod(ctx, w, a, podspec.Secrets{ImagePull: pull, Params: secretParams, Redact: b.log.SecretValues()}); err != nil {
-		fin = errored(err.Error())
+	if err := s.createStepPod(ctx, w, a, podspec.Secrets{ImagePull: pull, Params: secretParams, Redact: b.Log.SecretValues()}); err != nil {
+		fin = Errored(err.Error())
 	} else {
 		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
 			return s.db.SetContainerState(ctx, c.Handle, concourse.ContainerCreated)
@@ -185,7 +196,8 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	return x.endTask(ctx, p, r, st, fin)
 }
 
-func errored(msg string) *eventspb.StepFinished {
+// Errored is the end of a step that errored with msg.
+func Errored(msg string) *eventspb.StepFinished {
 	return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ERRORED, ExitStatus: -1, Error: msg}
 }
 
@@ -197,7 +209,7 @@ func stepOutcome(status, msg string) (bool, error) {
 	case concourse.StatusFailed:
 		return false, nil
 	case concourse.StatusAborted:
-		return false, errAborted
+		return false, ErrAborted
 	}
 	if msg == "" {
 		msg = "the step errored"
@@ -207,8 +219,8 @@ func stepOutcome(status, msg string) (bool, error) {
 
 // endTask records how a task ended (fin nil: the server is stopping and
 // the step is left to the next one).
-func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *stepRecord, st *stepState, fin *eventspb.StepFinished) (bool, error) {
-	s, b := x.s, x.b
+func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *StepRecord, st *StepState, fin *eventspb.StepFinished) (bool, error) {
+	s, b := x.r, x.b
 	if fin == nil {
 		return false, interrupted(ctx)
 	}
@@ -217,13 +229,13 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *stepRecord
 	shown := st.endEvents(fin, time.Now().Unix())
 	st.mu.Unlock()
 	for _, ev := range shown {
-		b.log.Append(ev)
+		b.Log.Append(ev)
 	}
 	outputs := map[string]api.ArtifactRef{}
 	for _, o := range fin.GetOutputs() {
 		outputs[o.GetName()] = api.ArtifactRef{Key: o.GetKey(), Digest: o.GetDigest(), Size: o.GetSize()}
 	}
-	b.update(func() {
+	b.Update(func() {
 		r.Status, r.Error, r.AuditKey, r.EndTime = string(status), fin.GetError(), fin.GetAuditKey(), time.Now().Unix()
 		if fin.GetExitStatus() >= 0 {
 			code := int(fin.GetExitStatus())
@@ -233,7 +245,7 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *stepRecord
 			r.Outputs = outputs
 		}
 	})
-	s.saveState(ctx, b)
+	s.SaveState(ctx, b)
 	for name, a := range outputs {
 		x.setArtifact(name, a)
 	}
@@ -243,17 +255,6 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *stepRecord
 		return false, cause
 	}
 	return stepOutcome(status, fin.GetError())
-}
-
-// retire forgets a finished step in memory once its keep-alive and pod
-// retention are over; its pod and container record are the garbage
-// collector's (pkg/gc), which survives a restart where a timer would not.
-func (s *Server) retire(stepID string) {
-	keep := max(s.cfg.PodRetention, s.cfg.KeepAlive)
-	time.AfterFunc(keep, func() {
-		s.streams.Forget(stepID)
-		s.forgetStep(stepID)
-	})
 }
 
 // resolvePreparedTask resolves the task as it runs (prepareTask): params
@@ -270,7 +271,7 @@ func (x *executor) resolvePreparedTask(ctx context.Context, p *concourse.Plan) (
 	if err != nil {
 		return nil, events.TaskConfig{}, nil, nil, err
 	}
-	red := x.b.log.Redactor()
+	red := x.b.Log.Redactor()
 	return a, redactEventConfig(red, eventConfig), pull, splitSecretParams(a, red), nil
 }
 
@@ -284,7 +285,7 @@ func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 	if err != nil {
 		return nil, events.TaskConfig{}, nil, err
 	}
-	if err := x.s.pods.CheckPlacement(privilegedRequirements(requirements(x.b.team, tp.Tags, cfg.Platform, true), tp.Privileged)); err != nil {
+	if err := x.r.pods.CheckPlacement(privilegedRequirements(requirements(x.b.Team, tp.Tags, cfg.Platform, true), tp.Privileged)); err != nil {
 		return nil, events.TaskConfig{}, nil, err
 	}
 	var missing []string
@@ -310,10 +311,10 @@ func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 		name = "task"
 	}
 	b := x.b
-	stepID := fmt.Sprintf("b%d-%s-%s", b.id, podspec.LabelValue(strings.ToLower(name)), randomSuffix())
+	stepID := fmt.Sprintf("b%d-%s-%s", b.ID, podspec.LabelValue(strings.ToLower(name)), randomSuffix())
 	a := &action.Action{
 		StepID:   stepID,
-		Build:    action.Build{ID: fmt.Sprint(b.id), Name: b.name, Team: b.team},
+		Build:    action.Build{ID: fmt.Sprint(b.ID), Name: b.Name, Team: b.Team},
 		StepName: name, Type: "task",
 		Platform: cfg.Platform, Tags: tp.Tags,
 		Run:        action.Run{Path: cfg.Run.Path, Args: cfg.Run.Args, Dir: cfg.Run.Dir, User: cfg.Run.User},
@@ -322,7 +323,7 @@ func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 		Limits:     cfg.ActionLimits(),
 		Privileged: tp.Privileged,
 		Timeout:    action.Duration{Duration: timeout},
-		KeepAlive:  action.Duration{Duration: x.s.cfg.KeepAlive},
+		KeepAlive:  action.Duration{Duration: x.r.cfg.KeepAlive},
 	}
 	for _, in := range cfg.Inputs {
 		ref, ok := inputs[in.Name]
@@ -332,7 +333,7 @@ func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 		a.Outputs = append(a.Outputs, action.Output{Name: out.Name, Path: out.DirPath()})
 	}
 	for _, c := range cfg.Caches {
-		key, err := blobstore.CheckedTaskCacheKey(b.team, b.pipeline, b.job, name, c.Path)
+		key, err := blobstore.CheckedTaskCacheKey(b.Team, b.Pipeline, b.Job, name, c.Path)
 		if err != nil {
 			return nil, events.TaskConfig{}, nil, fmt.Errorf("task %q: %w", name, err)
 		}
@@ -356,26 +357,6 @@ func randomSuffix() string {
 	return hex.EncodeToString(b)
 }
 
-// dedupOutputs gives a finished step's uploaded blobs their content
-// address in the build's team (blobstore.Dedup): an output identical to one
-// already stored resolves to that blob and the step's copy is deleted.
-func (s *Server) dedupOutputs(ctx context.Context, st *stepState, fin *eventspb.StepFinished) *eventspb.StepFinished {
-	if len(fin.GetOutputs()) == 0 {
-		return fin
-	}
-	fin = proto.Clone(fin).(*eventspb.StepFinished)
-	for _, o := range fin.Outputs {
-		// A step names only what it wrote itself: a key elsewhere would have
-		// the ATC hand another step's blob to this team.
-		if !strings.HasPrefix(o.GetKey(), blobstore.BlobPrefix(st.b.team, st.id)) {
-			return errored(fmt.Sprintf("output %q: the step reported key %q, outside its own %q", o.GetName(), o.GetKey(), blobstore.BlobPrefix(st.b.team, st.id)))
-		}
-		a := blobstore.DedupOrKeep(ctx, s.store, st.b.team, blobstore.Artifact{Key: o.GetKey(), Digest: o.GetDigest(), Size: o.GetSize()}, s.log)
-		o.Key = a.Key
-	}
-	return fin
-}
-
 // buildStatus is the status a step result gives.
 func buildStatus(r eventspb.Result) concourse.BuildStatus {
 	switch r {
@@ -387,13 +368,4 @@ func buildStatus(r eventspb.Result) concourse.BuildStatus {
 		return concourse.StatusAborted
 	}
 	return concourse.StatusErrored
-}
-
-// ParseImagePullPolicy parses the serve flag.
-func ParseImagePullPolicy(s string) (corev1.PullPolicy, error) {
-	switch p := corev1.PullPolicy(s); p {
-	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
-		return p, nil
-	}
-	return "", fmt.Errorf("image pull policy %q: want Always, IfNotPresent or Never", s)
 }

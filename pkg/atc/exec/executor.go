@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"context"
@@ -14,10 +14,10 @@ import (
 
 // executor runs one build's plan. Its outcome follows Concourse: a step
 // succeeds (ok), fails (!ok) or errors (err); an abort is the error
-// errAborted.
+// ErrAborted.
 type executor struct {
-	s *Server
-	b *build
+	r *Runner
+	b *Build
 
 	// leaf runs the steps that do work (tasks, artifact steps); the
 	// composite steps above it are pure control flow, tested with fakes.
@@ -31,8 +31,8 @@ type executor struct {
 	fetched map[string]fetchedVersion
 }
 
-func newExecutor(s *Server, b *build) *executor {
-	x := &executor{s: s, b: b, artifacts: map[string]api.ArtifactRef{}}
+func newExecutor(r *Runner, b *Build) *executor {
+	x := &executor{r: r, b: b, artifacts: map[string]api.ArtifactRef{}}
 	x.leaf = x.observed(x.work)
 	return x
 }
@@ -40,10 +40,7 @@ func newExecutor(s *Server, b *build) *executor {
 // shutdownCtx is the server's: hooks detached from an aborted build still
 // stop with the server.
 func (x *executor) shutdownCtx() context.Context {
-	if x.s == nil {
-		return context.Background()
-	}
-	return x.s.shutdownCtx()
+	return x.r.shutdownCtx()
 }
 
 func (x *executor) artifact(name string) (api.ArtifactRef, bool) {
@@ -92,7 +89,7 @@ func (x *executor) run(ctx context.Context, p *concourse.Plan) (bool, error) {
 		// The hook runs even when the step was aborted; only a stopping
 		// server skips it (the resumed build runs it).
 		hookCtx := ctx
-		if cause := context.Cause(ctx); errors.Is(cause, errAborted) || errors.Is(cause, errTimeout) {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrAborted) || errors.Is(cause, ErrTimeout) {
 			var release func()
 			hookCtx, release = x.detached(ctx)
 			defer release()
@@ -114,7 +111,7 @@ func (x *executor) run(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return ok, err
 	case p.OnError != nil:
 		ok, err := x.run(ctx, &p.OnError.Step)
-		if err != nil && !errors.Is(err, errAborted) {
+		if err != nil && !errors.Is(err, ErrAborted) {
 			hookCtx, release := x.detached(ctx)
 			defer release()
 			_, hookErr := x.run(hookCtx, &p.OnError.Next)
@@ -123,7 +120,7 @@ func (x *executor) run(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return ok, err
 	case p.OnAbort != nil:
 		ok, err := x.run(ctx, &p.OnAbort.Step)
-		if errors.Is(err, errAborted) {
+		if errors.Is(err, ErrAborted) {
 			hookCtx, release := x.detached(ctx)
 			defer release()
 			_, hookErr := x.run(hookCtx, &p.OnAbort.Next)
@@ -132,7 +129,7 @@ func (x *executor) run(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return ok, err
 	case p.Try != nil:
 		_, err := x.run(ctx, &p.Try.Step)
-		if errors.Is(err, errAborted) {
+		if errors.Is(err, ErrAborted) {
 			return false, err
 		}
 		return true, nil
@@ -141,10 +138,10 @@ func (x *executor) run(ctx context.Context, p *concourse.Plan) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("timeout %q: %w", p.Timeout.Duration, err)
 		}
-		tctx, cancel := context.WithTimeoutCause(ctx, d, errTimeout)
+		tctx, cancel := context.WithTimeoutCause(ctx, d, ErrTimeout)
 		defer cancel()
 		ok, err := x.run(tctx, &p.Timeout.Step)
-		if errors.Is(err, errTimeout) {
+		if errors.Is(err, ErrTimeout) {
 			// A step that ran out of time failed; it did not error.
 			return false, nil
 		}
@@ -163,11 +160,11 @@ func (x *executor) work(ctx context.Context, p *concourse.Plan) (bool, error) {
 	case p.Task != nil:
 		return x.task(ctx, p)
 	case p.Get != nil:
-		return x.get(ctx, x.s.withBaseTypeDefaults(p))
+		return x.get(ctx, x.r.withBaseTypeDefaults(p))
 	case p.Put != nil:
-		return x.put(ctx, x.s.withBaseTypeDefaults(p))
+		return x.put(ctx, x.r.withBaseTypeDefaults(p))
 	case p.Check != nil:
-		return x.check(ctx, x.s.withBaseTypeDefaults(p))
+		return x.check(ctx, x.r.withBaseTypeDefaults(p))
 	}
 	return false, fmt.Errorf("plan %s: %w", p.ID, unsupportedStep(p))
 }
@@ -176,7 +173,7 @@ func (x *executor) work(ctx context.Context, p *concourse.Plan) (bool, error) {
 // ends with the build's, only when the server stops.
 func (x *executor) detached(ctx context.Context) (context.Context, func()) {
 	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(x.shutdownCtx(), func() { cancel(errShutdown) })
+	stop := context.AfterFunc(x.shutdownCtx(), func() { cancel(ErrShutdown) })
 	return hctx, func() { stop(); cancel(nil) }
 }
 
@@ -240,11 +237,11 @@ func (x *executor) inParallel(ctx context.Context, p *concourse.InParallelPlan) 
 // artifactInput names an uploaded artifact in the build.
 func (x *executor) artifactInput(ctx context.Context, p *concourse.Plan) (bool, error) {
 	in := p.ArtifactInput
-	a, err := x.s.db.Artifact(ctx, in.ArtifactID)
+	a, err := x.r.db.Artifact(ctx, in.ArtifactID)
 	if err != nil {
 		return false, fmt.Errorf("artifact %d for input %q: %w", in.ArtifactID, in.Name, err)
 	}
-	if a.TeamID != x.b.teamID {
+	if a.TeamID != x.b.TeamID {
 		return false, fmt.Errorf("artifact %d for input %q belongs to another team", in.ArtifactID, in.Name)
 	}
 	x.setArtifact(in.Name, api.ArtifactRef{Key: a.Key, Digest: a.Digest, Size: a.Size})
@@ -262,15 +259,15 @@ func (x *executor) artifactOutput(ctx context.Context, p *concourse.Plan) (bool,
 	if r.finished() {
 		return true, nil
 	}
-	if err := x.s.retryDB(ctx, "keep an output", func(ctx context.Context) error {
-		_, err := x.s.db.CreateArtifact(ctx, db.Artifact{TeamID: x.b.teamID, BuildID: x.b.id, Name: name,
-			Key: a.Key, Digest: a.Digest, Size: a.Size, WorkerName: x.s.artifactWorker()})
+	if err := x.r.retryDB(ctx, "keep an output", func(ctx context.Context) error {
+		_, err := x.r.db.CreateArtifact(ctx, db.Artifact{TeamID: x.b.TeamID, BuildID: x.b.ID, Name: name,
+			Key: a.Key, Digest: a.Digest, Size: a.Size, WorkerName: x.r.artifactWorker()})
 		return err
 	}); err != nil {
 		return false, fmt.Errorf("keep output %q: %w", name, err)
 	}
-	x.b.update(func() { r.Status = string(concourse.StatusSucceeded) })
-	x.s.saveState(ctx, x.b)
+	x.b.Update(func() { r.Status = string(concourse.StatusSucceeded) })
+	x.r.SaveState(ctx, x.b)
 	return true, nil
 }
 
@@ -295,3 +292,17 @@ func unsupportedStep(p *concourse.Plan) error {
 	}
 	return fmt.Errorf("%s steps are not supported by this server yet", kind)
 }
+
+// BuildResult is a build's status from its plan's outcome.
+func BuildResult(ok bool, err error) concourse.BuildStatus {
+	switch {
+	case errors.Is(err, ErrAborted):
+		return concourse.StatusAborted
+	case err != nil:
+		return concourse.StatusErrored
+	case !ok:
+		return concourse.StatusFailed
+	}
+	return concourse.StatusSucceeded
+}
+

@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"slices"
@@ -93,7 +93,7 @@ func TestTaskEndEvents(t *testing.T) {
 		want:    shown{finishes: []int{1}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := &stepState{planID: "p1"}
+			st := &StepState{planID: "p1"}
 			var got shown
 			record := func(ev events.Event) {
 				switch e := ev.(type) {

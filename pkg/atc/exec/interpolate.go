@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"bytes"
@@ -20,16 +20,6 @@ import (
 // the stored plan never holds a credential and a rotated Secret is used by
 // the next step that reads it. Values from the credential manager are
 // redacted from the build's events from then on.
-
-// credentials is the credential manager of a server: Kubernetes Secrets in
-// the team's namespace.
-func (s *Server) credentials() *creds.Kubernetes {
-	prefix := s.cfg.CredentialNamespacePrefix
-	if prefix == "" {
-		prefix = creds.DefaultNamespacePrefix
-	}
-	return &creds.Kubernetes{Client: s.kube, NamespacePrefix: prefix}
-}
 
 // secretRecorder remembers every value the credential manager gave, so
 // they can be redacted and kept out of the pod spec.
@@ -102,7 +92,7 @@ func (sv *stepVars) interpolate(ctx context.Context, v any) (any, error) {
 		return v, nil
 	}
 	b := sv.x.b
-	rec := &secretRecorder{r: creds.Resolver{K: sv.x.s.credentials(), Team: b.team, Pipeline: b.pipeline}}
+	rec := &secretRecorder{r: creds.Resolver{K: sv.x.r.credentials(), Team: b.Team, Pipeline: b.Pipeline}}
 	var r vars.Multi
 	if len(sv.static) > 0 {
 		r = append(r, vars.Static(sv.static))
@@ -111,7 +101,7 @@ func (sv *stepVars) interpolate(ctx context.Context, v any) (any, error) {
 	out, _, err := vars.Interpolate(ctx, v, r)
 	// Even a failed interpolation may have read some credentials: an
 	// error message never shows them, but nothing is lost by hiding them.
-	b.log.Redact(rec.secrets())
+	b.Log.Redact(rec.secrets())
 	if err != nil {
 		var undefined *vars.UndefinedVarsError
 		if errors.As(err, &undefined) {

@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"github.com/porter-ci/porter/pkg/events"
@@ -14,7 +14,7 @@ import (
 // kills the whole step container the entrypoint goes with the process, and
 // the sidecar has no exit to report. Then the step's error, unless it was
 // shown already.
-func (st *stepState) endEvents(fin *eventspb.StepFinished, now int64) []events.Event {
+func (st *StepState) endEvents(fin *eventspb.StepFinished, now int64) []events.Event {
 	origin := events.Origin{ID: string(st.planID)}
 	var evs []events.Event
 	if st.kind == "" && fin.GetOomKilled() && fin.GetResult() == eventspb.Result_RESULT_FAILED && !st.finishShown {

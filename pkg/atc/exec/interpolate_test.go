@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"context"
@@ -22,11 +22,15 @@ import (
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
+	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/metrics"
 	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/pkg/steptoken"
 	"github.com/porter-ci/porter/pkg/worker"
 )
 
@@ -44,16 +48,18 @@ func credSecret(ns, name string, data map[string]string) *corev1.Secret {
 func credsExecutor(t *testing.T, store blobstore.Store, objs ...runtime.Object) (*executor, *fake.Clientset) {
 	t.Helper()
 	kube := fake.NewSimpleClientset(objs...)
-	s := &Server{cfg: Config{Worker: "w"}, kube: kube, store: store, log: slog.New(slog.DiscardHandler),
-		podWorker: podspec.Worker{PorterImage: "porter", ATCAddress: "atc:7777"}}
-	s.cfg.Workers = []worker.Config{{Name: "w", Namespace: "steps", Platform: worker.PlatformLinux}}
-	rt, err := s.newRuntime(func(worker.Config) (kubernetes.Interface, error) { return kube, nil }, nil)
+	log := slog.New(slog.DiscardHandler)
+	rt, err := kuberuntime.New(kuberuntime.Config{Workers: []worker.Config{{Name: "w", Namespace: "steps", Platform: worker.PlatformLinux}},
+		Pod: podspec.Worker{PorterImage: "porter", ATCAddress: "atc:7777"}, Shutdown: ErrShutdown},
+		kuberuntime.Deps{Store: (*db.DB)(nil), Metrics: (*metrics.Metrics)(nil), Log: log, Tokens: (*steptoken.Keyring)(nil), Audit: store,
+			Client: func(worker.Config) (kubernetes.Interface, error) { return kube, nil }, CA: func() []byte { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.runtime, s.pods = rt, rt
-	b := &build{id: 7, name: "7", team: "main", teamID: 1, pipeline: "pipe", job: "j",
-		log: testLogs(t, store).Open(7)}
+	s := New(Config{}, Deps{Store: (*db.DB)(nil), Blobs: store, Runtime: rt, Log: log,
+		Credentials: &creds.Kubernetes{Client: kube, NamespacePrefix: creds.DefaultNamespacePrefix}})
+	b := &Build{ID: 7, Name: "7", Team: "main", TeamID: 1, Pipeline: "pipe", Job: "j",
+		Log: testLogs(t, store).Open(7)}
 	return newExecutor(s, b), kube
 }
 
@@ -125,8 +131,8 @@ func TestPrepareTaskFromFileWithVarsAndCredentials(t *testing.T) {
 		t.Errorf("event config = %+v", eventConfig)
 	}
 	// Every key of a Secret with fields is redacted, not only the one used.
-	x.b.log.Append(events.Log{Payload: "the-user:pa55word t0ken-value \"step-secret\"\n"})
-	recs := durableRecords(t, x.b.log)
+	x.b.Log.Append(events.Log{Payload: "the-user:pa55word t0ken-value \"step-secret\"\n"})
+	recs := durableRecords(t, x.b.Log)
 	got := string(recs[len(recs)-1].Event.Data)
 	if strings.Contains(got, "pa55word") || strings.Contains(got, "t0ken-value") || strings.Contains(got, "step-secret") ||
 		!strings.Contains(got, `((redacted)):((redacted)) ((redacted)) \"((redacted))\"`) {

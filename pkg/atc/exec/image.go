@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"cmp"
@@ -136,11 +136,11 @@ func (x *executor) imageResourceImage(ctx context.Context, p *concourse.Plan, ir
 		return taskImage{}, errors.New("missing type")
 	}
 	checkID := p.ID + "/image-check"
-	ti, err := pipeline.TypeImage(checkID, ir.Type, tp.Tags, types, pipeline.PlanOptions{BaseTypes: x.s.baseTypeNames()})
+	ti, err := pipeline.TypeImage(checkID, ir.Type, tp.Tags, types, pipeline.PlanOptions{BaseTypes: x.r.baseTypeNames()})
 	if err != nil {
 		return taskImage{}, err
 	}
-	source := x.s.imageSource(ir.Type, types, ir.Source)
+	source := x.r.imageSource(ir.Type, types, ir.Source)
 	// Checked before any pod runs: without a repository no check can give
 	// an image.
 	repository, err := taskconfig.ImageRepository(source)
@@ -152,7 +152,7 @@ func (x *executor) imageResourceImage(ctx context.Context, p *concourse.Plan, ir
 		return taskImage{}, fmt.Errorf("%s: %w", repository, err)
 	}
 	if len(ir.Params) > 0 {
-		x.b.log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID), Source: events.OriginSourceStderr},
+		x.b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID), Source: events.OriginSourceStderr},
 			Payload: "[WARNING] image_resource params are ignored: the image is not fetched by a get, the kubelet pulls it by digest\n"})
 	}
 	if ir.Version != nil {
@@ -163,14 +163,14 @@ func (x *executor) imageResourceImage(ctx context.Context, p *concourse.Plan, ir
 		return taskImage{ref: ref, pull: pull}, nil
 	}
 
-	key, err := imageCacheKey(x.b.teamID, ir.Type, ti, types, source)
+	key, err := imageCacheKey(x.b.TeamID, ir.Type, ti, types, source)
 	if err != nil {
 		return taskImage{}, err
 	}
-	if digest, ok := x.s.images.get(key); ok {
+	if digest, ok := x.r.images.get(key); ok {
 		ref, err := taskconfig.PinnedImage(source, map[string]string{"digest": digest})
 		if err == nil {
-			x.s.log.Info("task image from the image cache", "build", x.b.id, "task", tp.Name, "image", ref)
+			x.r.log.Info("task image from the image cache", "build", x.b.ID, "task", tp.Name, "image", ref)
 			return taskImage{ref: ref, pull: pull}, nil
 		}
 	}
@@ -192,8 +192,8 @@ func (x *executor) imageResourceImage(ctx context.Context, p *concourse.Plan, ir
 	if err != nil {
 		return taskImage{}, fmt.Errorf("check %s:%s of type %q gives no image: %w", repository, tag, ir.Type, err)
 	}
-	x.s.images.put(key, version["digest"])
-	x.s.log.Info("task image checked", "build", x.b.id, "task", tp.Name, "image", ref)
+	x.r.images.put(key, version["digest"])
+	x.r.log.Info("task image checked", "build", x.b.ID, "task", tp.Name, "image", ref)
 	return taskImage{ref: ref, pull: pull}, nil
 }
 
@@ -211,7 +211,7 @@ func (x *executor) imageCheck(ctx context.Context, task, p *concourse.Plan) (map
 	r := x.b.record(p.ID, cp.Name, "check")
 	announce := func() {
 		public, _ := json.Marshal(map[string]any{"id": p.ID, "check": map[string]any{"name": cp.Name, "type": cp.Type}})
-		x.b.log.Append(events.ImageCheck{Time: time.Now().Unix(), Origin: events.Origin{ID: string(task.ID)}, Plan: public})
+		x.b.Log.Append(events.ImageCheck{Time: time.Now().Unix(), Origin: events.Origin{ID: string(task.ID)}, Plan: public})
 	}
 	fin, done, err := x.runResource(ctx, p, r, step, announce, func() (map[string]any, error) {
 		return map[string]any{"source": nonNilMap(cp.Source), "version": nil}, nil
@@ -228,7 +228,7 @@ func (x *executor) imageCheck(ctx context.Context, task, p *concourse.Plan) (map
 			return nil, errors.New("the check failed; its log is above")
 		}
 		var version map[string]string
-		x.b.update(func() { version = r.Version })
+		x.b.Update(func() { version = r.Version })
 		return version, nil
 	}
 	if fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
@@ -246,7 +246,7 @@ func (x *executor) imageCheck(ctx context.Context, task, p *concourse.Plan) (map
 	if len(printed) > 0 {
 		version = printed[len(printed)-1]
 	}
-	x.b.update(func() { r.Version = version })
+	x.b.Update(func() { r.Version = version })
 	if _, err := x.endResource(ctx, p, r, fin); err != nil {
 		return nil, err
 	}
@@ -256,19 +256,19 @@ func (x *executor) imageCheck(ctx context.Context, task, p *concourse.Plan) (map
 // removeImageCheck removes an image check's pod and container once it
 // ended: its outcome and log are in the build's events, and the task's
 // container is then the build's one to intercept, as before the check.
-func (x *executor) removeImageCheck(ctx context.Context, r *stepRecord) {
+func (x *executor) removeImageCheck(ctx context.Context, r *StepRecord) {
 	var stepID, workerName, container string
-	x.b.update(func() { stepID, workerName, container = r.StepID, r.Worker, r.Container })
+	x.b.Update(func() { stepID, workerName, container = r.StepID, r.Worker, r.Container })
 	if stepID == "" {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	if w, err := x.s.pods.Worker(workerName); err == nil {
-		x.s.pods.DeletePod(ctx, w, stepID)
+	if w, err := x.r.pods.Worker(workerName); err == nil {
+		x.r.pods.DeletePod(ctx, w, stepID)
 	}
 	if container != "" {
-		if err := x.s.db.DeleteContainer(ctx, container); err != nil && !errors.Is(err, db.ErrNotFound) {
-			x.s.log.Warn("remove an image check's container record", "container", container, "err", err)
+		if err := x.r.db.DeleteContainer(ctx, container); err != nil && !errors.Is(err, db.ErrNotFound) {
+			x.r.log.Warn("remove an image check's container record", "container", container, "err", err)
 		}
 	}
 }
@@ -417,7 +417,7 @@ func mergeSource(defaults, source map[string]any) map[string]any {
 
 // imageSource is an image_resource's source over its type's defaults: a
 // pipeline resource type's own, or the server's for a base type.
-func (s *Server) imageSource(typ string, types []concourse.ResourceType, source map[string]any) map[string]any {
+func (s *Runner) imageSource(typ string, types []concourse.ResourceType, source map[string]any) map[string]any {
 	for _, t := range types {
 		if t.Name == typ {
 			return mergeSource(t.Defaults, source)
@@ -429,7 +429,7 @@ func (s *Server) imageSource(typ string, types []concourse.ResourceType, source 
 // withBaseTypeDefaults is a resource step with the server's defaults of its
 // base type under its source. A step of a pipeline's own type got that
 // type's defaults when it was planned.
-func (s *Server) withBaseTypeDefaults(p *concourse.Plan) *concourse.Plan {
+func (s *Runner) withBaseTypeDefaults(p *concourse.Plan) *concourse.Plan {
 	defaults := s.cfg.BaseResourceTypeDefaults
 	if len(defaults) == 0 {
 		return p

@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"cmp"
@@ -19,8 +19,8 @@ type resourceVersion struct {
 // when b is a resource's check build and the step checks that resource,
 // and wakes the scheduler if any is new. Other checks (of a resource
 // type's image, in a job's or a one-off build) save nothing.
-func (s *Server) recordCheck(ctx context.Context, b *build, p *concourse.CheckPlan, versions []resourceVersion) error {
-	rec, err := s.db.JobBuildByID(ctx, b.id)
+func (s *Runner) recordCheck(ctx context.Context, b *Build, p *concourse.CheckPlan, versions []resourceVersion) error {
+	rec, err := s.db.JobBuildByID(ctx, b.ID)
 	if err != nil {
 		return fmt.Errorf("record the check's versions: %w", err)
 	}
@@ -47,8 +47,8 @@ func (s *Server) recordCheck(ctx context.Context, b *build, p *concourse.CheckPl
 // recordBuildVersion records the version a job build's get (input) or put
 // (output) step named name used or produced, so that `passed:` sees it.
 // Steps of one-off builds, and gets of images, record nothing.
-func (s *Server) recordBuildVersion(ctx context.Context, b *build, name, resource string, v resourceVersion, input bool) error {
-	rec, err := s.db.JobBuildByID(ctx, b.id)
+func (s *Runner) recordBuildVersion(ctx context.Context, b *Build, name, resource string, v resourceVersion, input bool) error {
+	rec, err := s.db.JobBuildByID(ctx, b.ID)
 	if err != nil {
 		return fmt.Errorf("record the version of %s: %w", name, err)
 	}

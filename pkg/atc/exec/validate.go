@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 	"github.com/porter-ci/porter/pkg/pipeline"
 )
 
-// validatePlan checks a one-off build's plan before anything is recorded:
+// ValidatePlan checks a one-off build's plan before anything is recorded:
 // every step is one this server runs, every task config is valid, every
 // uploaded input is the team's. The errors name the step.
-func (s *Server) validatePlan(ctx context.Context, team db.Team, plan *concourse.Plan) error {
+func (s *Runner) ValidatePlan(ctx context.Context, team db.Team, plan *concourse.Plan) error {
 	if err := pipeline.CheckPlanLimits(plan); err != nil {
 		return badRequest{err}
 	}

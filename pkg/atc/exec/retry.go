@@ -1,4 +1,4 @@
-package atc
+package exec
 
 import (
 	"context"
@@ -17,18 +17,18 @@ import (
 // (a restart, a failover) before the write is given up.
 const dbRetryFor = 2 * time.Minute
 
-// retryBackoff is the backoff of the server's retry loops: doubling from
+// RetryBackoff is the backoff of the server's retry loops: doubling from
 // first to most, each wait stretched by up to half of itself at random, so
 // that the many builds (or replicas) that met the same outage do not all
 // retry in the same instant.
-func retryBackoff(first, most time.Duration) wait.Backoff {
+func RetryBackoff(first, most time.Duration) wait.Backoff {
 	return wait.Backoff{Duration: first, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: most}
 }
 
-// retry runs attempt until it returns done, ctx ends (the last error is
+// Retry runs attempt until it returns done, ctx ends (the last error is
 // returned) or the deadline passes, waiting backoff's steps between tries.
 // what and log name the attempts in the log.
-func retry(ctx context.Context, backoff wait.Backoff, deadline time.Time, log *slog.Logger, what string, attempt func() (done bool, err error)) error {
+func Retry(ctx context.Context, backoff wait.Backoff, deadline time.Time, log *slog.Logger, what string, attempt func() (done bool, err error)) error {
 	for n := 1; ; n++ {
 		done, err := attempt()
 		if done {
@@ -53,9 +53,15 @@ func retry(ctx context.Context, backoff wait.Backoff, deadline time.Time, log *s
 // error is one no retry changes (not found, conflict), the server stops or
 // dbRetryFor has passed: a database restarted mid-build must not lose the
 // build's record.
-func (s *Server) retryDB(ctx context.Context, what string, write func(context.Context) error) error {
+func (s *Runner) retryDB(ctx context.Context, what string, write func(context.Context) error) error {
+	return RetryDB(ctx, s.shutdownCtx(), s.log, what, write)
+}
+
+// RetryDB is retryDB for the server's own writes of a build's record;
+// shutdown is the server's context.
+func RetryDB(ctx, shutdown context.Context, log *slog.Logger, what string, write func(context.Context) error) error {
 	ctx = context.WithoutCancel(ctx)
-	return retry(s.shutdownCtx(), retryBackoff(100*time.Millisecond, 2*time.Second), time.Now().Add(dbRetryFor), s.log, what,
+	return Retry(shutdown, RetryBackoff(100*time.Millisecond, 2*time.Second), time.Now().Add(dbRetryFor), log, what,
 		func() (bool, error) {
 			err := write(ctx)
 			return err == nil || errors.Is(err, db.ErrNotFound) || errors.Is(err, db.ErrConflict), err

@@ -1,0 +1,106 @@
+package atc
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/creds"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+)
+
+// newExec prepares the runner of the builds' plans (pkg/atc/exec), the
+// server being its engine.
+func (s *Server) newExec() *exec.Runner {
+	cfg := exec.Config{KeepAlive: s.cfg.KeepAlive, ExternalURL: s.cfg.ExternalURL, BaseResourceTypes: s.cfg.BaseResourceTypes,
+		BaseResourceTypeDefaults: s.cfg.BaseResourceTypeDefaults, PodOTLPEndpoint: s.cfg.PodOTLPEndpoint}
+	if s.runtime != nil {
+		cfg.ArtifactWorker = s.artifactWorker()
+	}
+	return exec.New(cfg, exec.Deps{Engine: execEngine{s}, Store: s.db, Blobs: s.store, Runtime: s.pods,
+		Credentials: s.credentials(), Tracer: s.obs.tracer, Log: s.log})
+}
+
+// execEngine is the server as the steps' engine (exec.Engine).
+type execEngine struct{ s *Server }
+
+var _ exec.Engine = execEngine{}
+
+func (e execEngine) ShutdownContext() context.Context { return e.s.shutdownCtx() }
+
+func (e execEngine) RegisterStep(st *exec.StepState) {
+	e.s.mu.Lock()
+	e.s.steps[st.ID()] = st
+	e.s.mu.Unlock()
+}
+
+func (e execEngine) Supervise(ctx context.Context, st *exec.StepState) *eventspb.StepFinished {
+	return e.s.superviseTask(ctx, st)
+}
+
+func (e execEngine) Retire(stepID string) { e.s.retire(stepID) }
+
+func (e execEngine) WakeScheduler() { e.s.wakeScheduler() }
+
+// credentials is the credential manager of a server: Kubernetes Secrets in
+// the team's namespace.
+func (s *Server) credentials() *creds.Kubernetes {
+	prefix := s.cfg.CredentialNamespacePrefix
+	if prefix == "" {
+		prefix = creds.DefaultNamespacePrefix
+	}
+	return &creds.Kubernetes{Client: s.kube, NamespacePrefix: prefix}
+}
+
+// retryDB runs a database write of a running build until it succeeds or
+// there is no point (exec.RetryDB).
+func (s *Server) retryDB(ctx context.Context, what string, write func(context.Context) error) error {
+	return exec.RetryDB(ctx, s.shutdownCtx(), s.log, what, write)
+}
+
+// retire forgets a finished step in memory once its keep-alive and pod
+// retention are over; its pod and container record are the garbage
+// collector's (pkg/gc), which survives a restart where a timer would not.
+func (s *Server) retire(stepID string) {
+	keep := max(s.cfg.PodRetention, s.cfg.KeepAlive)
+	time.AfterFunc(keep, func() {
+		s.streams.Forget(stepID)
+		s.forgetStep(stepID)
+	})
+}
+
+// dedupOutputs gives a finished step's uploaded blobs their content
+// address in the build's team (blobstore.Dedup): an output identical to one
+// already stored resolves to that blob and the step's copy is deleted.
+func (s *Server) dedupOutputs(ctx context.Context, st *exec.StepState, fin *eventspb.StepFinished) *eventspb.StepFinished {
+	if len(fin.GetOutputs()) == 0 {
+		return fin
+	}
+	team := st.Build().Team
+	fin = proto.Clone(fin).(*eventspb.StepFinished)
+	for _, o := range fin.Outputs {
+		// A step names only what it wrote itself: a key elsewhere would have
+		// the ATC hand another step's blob to this team.
+		if !strings.HasPrefix(o.GetKey(), blobstore.BlobPrefix(team, st.ID())) {
+			return exec.Errored(fmt.Sprintf("output %q: the step reported key %q, outside its own %q", o.GetName(), o.GetKey(), blobstore.BlobPrefix(team, st.ID())))
+		}
+		a := blobstore.DedupOrKeep(ctx, s.store, team, blobstore.Artifact{Key: o.GetKey(), Digest: o.GetDigest(), Size: o.GetSize()}, s.log)
+		o.Key = a.Key
+	}
+	return fin
+}
+
+// ParseImagePullPolicy parses the serve flag.
+func ParseImagePullPolicy(s string) (corev1.PullPolicy, error) {
+	switch p := corev1.PullPolicy(s); p {
+	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+		return p, nil
+	}
+	return "", fmt.Errorf("image pull policy %q: want Always, IfNotPresent or Never", s)
+}

@@ -1,0 +1,134 @@
+package exec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/buildlog"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/creds"
+	"github.com/porter-ci/porter/pkg/events"
+)
+
+// Why a build's context ended: an abort, a step's timeout, or (any other
+// cause) the server shutting down, after which the build is resumed.
+var (
+	ErrAborted = errors.New("aborted")
+	ErrTimeout = errors.New("timeout exceeded")
+	// ErrShutdown is the cause of a build context ended by the server
+	// stopping.
+	ErrShutdown = errors.New("the server is stopping")
+	// errFailFast stops the other steps of an in_parallel with fail_fast.
+	errFailFast = errors.New("another step of the in_parallel failed")
+)
+
+// Build is a build being run: who it is, its log and its steps' state.
+type Build struct {
+	ID     int64
+	Name   string
+	Team   string
+	TeamID int
+	// Pipeline and Job name a job build's (empty for one-off builds): task
+	// caches are keyed by them.
+	Pipeline, Job string
+	Log           *buildlog.Log
+	// Abort cancels the build's run context with ErrAborted.
+	Abort context.CancelCauseFunc
+	Done  chan struct{}
+
+	mu sync.Mutex
+	// State is guarded by Update once the build runs.
+	State BuildState
+}
+
+// BuildState is the server's record of a build's steps, saved in the
+// database after every change, so a restarted server resumes the build:
+// finished steps are not run again and running pods are followed again.
+type BuildState struct {
+	Steps map[concourse.PlanID]*StepRecord `json:"steps"`
+}
+
+// StepRecord is what is known of one step of a build.
+type StepRecord struct {
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	StepID string `json:"step_id,omitempty"` // the pod's step ID
+	// Worker runs the step's pod ("": the server's first, as before there
+	// were several).
+	Worker string `json:"worker,omitempty"`
+	// Container is the step pod's handle in the API.
+	Container   string            `json:"container,omitempty"`
+	EventConfig events.TaskConfig `json:"event_config"`
+	Status      string            `json:"status"` // started, succeeded, failed, errored, aborted
+	ExitStatus  *int              `json:"exit_status,omitempty"`
+	Error       string            `json:"error,omitempty"`
+	// Outputs maps the build's artifact names to what the step produced.
+	Outputs  map[string]api.ArtifactRef `json:"outputs,omitempty"`
+	AuditKey string                     `json:"audit_key,omitempty"`
+	EndTime  int64                      `json:"end_time,omitempty"`
+	// Version is what a get fetched or a put made (a check: the latest
+	// version it found), with the metadata; Versions is all a check found.
+	Version  map[string]string         `json:"version,omitempty"`
+	Metadata []concourse.MetadataField `json:"metadata,omitempty"`
+	Versions []resourceVersion         `json:"versions,omitempty"`
+	// CacheKey is a get's resource cache key.
+	CacheKey string `json:"cache_key,omitempty"`
+}
+
+func (r *StepRecord) finished() bool { return concourse.BuildStatus(r.Status).Finished() }
+
+// record returns the step's record, creating it.
+func (b *Build) record(id concourse.PlanID, name, typ string) *StepRecord {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.State.Steps == nil {
+		b.State.Steps = map[concourse.PlanID]*StepRecord{}
+	}
+	r, ok := b.State.Steps[id]
+	if !ok {
+		r = &StepRecord{Name: name, Type: typ}
+		b.State.Steps[id] = r
+	}
+	return r
+}
+
+// Update changes (or reads) the build's state under its lock.
+func (b *Build) Update(f func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f()
+}
+
+// Ended reports whether the build has ended (Done is closed).
+func (b *Build) Ended() bool {
+	select {
+	case <-b.Done:
+		return true
+	default:
+		return false
+	}
+}
+
+// SecretRedactor redacts the credentials the build has read (nil: none).
+func (b *Build) SecretRedactor() *creds.Redactor {
+	if b.Log == nil {
+		return nil
+	}
+	return b.Log.Redactor()
+}
+
+// SaveState writes the build's state to the database.
+func (s *Runner) SaveState(ctx context.Context, b *Build) {
+	b.mu.Lock()
+	body, err := json.Marshal(b.State)
+	b.mu.Unlock()
+	if err == nil {
+		err = s.retryDB(ctx, "save the build's state", func(ctx context.Context) error { return s.db.SaveBuildState(ctx, b.ID, body) })
+	}
+	if err != nil {
+		s.log.Error("save build state", "build", b.ID, "err", err)
+	}
+}

@@ -1,0 +1,56 @@
+package exec
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/porter-ci/porter/pkg/concourse"
+)
+
+// observed wraps the executor's leaf steps in a span each.
+func (x *executor) observed(leaf func(context.Context, *concourse.Plan) (bool, error)) func(context.Context, *concourse.Plan) (bool, error) {
+	return func(ctx context.Context, p *concourse.Plan) (bool, error) {
+		ctx, span := x.stepSpan(ctx, p)
+		defer span.End()
+		ok, err := leaf(ctx, p)
+		span.SetAttributes(attribute.Bool("porter.step.ok", ok))
+		switch {
+		case err != nil:
+			span.SetStatus(codes.Error, err.Error())
+		case !ok:
+			span.SetStatus(codes.Error, "failed")
+		}
+		return ok, err
+	}
+}
+
+// stepSpan opens the span of a step that runs a pod (a task, get, put or
+// check, a task image's check included); other steps get a no-op span.
+func (x *executor) stepSpan(ctx context.Context, p *concourse.Plan) (context.Context, trace.Span) {
+	kind, name := stepKind(p)
+	if kind == "" || x.r == nil || x.r.tracer == nil {
+		return ctx, noop.Span{}
+	}
+	return x.r.tracer.Start(ctx, kind+" "+name, trace.WithAttributes(
+		attribute.String("porter.step.type", kind), attribute.String("porter.step.name", name),
+		attribute.String("porter.plan.id", string(p.ID)), attribute.Int64("porter.build.id", x.b.ID)))
+}
+
+// stepKind names the steps that run pods ("" for the others).
+func stepKind(p *concourse.Plan) (kind, name string) {
+	switch {
+	case p.Task != nil:
+		return "task", p.Task.Name
+	case p.Get != nil:
+		return "get", p.Get.Name
+	case p.Put != nil:
+		return "put", p.Put.Name
+	case p.Check != nil:
+		return "check", p.Check.Name
+	}
+	return "", ""
+}

@@ -1,0 +1,226 @@
+package exec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
+	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/creds"
+	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/pkg/telemetry"
+	"github.com/porter-ci/porter/pkg/worker"
+)
+
+// Engine is what the steps need of the server that runs their build: the
+// registry of running steps (the sidecars' streams find them there), their
+// supervision, and the scheduler to wake. As Concourse's step delegates, it
+// is how a step reports back without knowing the server.
+type Engine interface {
+	// ShutdownContext ends when the server stops: hooks detached from an
+	// aborted build and database retries stop with it.
+	ShutdownContext() context.Context
+	// RegisterStep makes a step's pod known to the server (its sidecar's
+	// events reach st).
+	RegisterStep(st *StepState)
+	// Supervise waits for the step's pod to end; nil when the server is
+	// stopping (the next server follows the step).
+	Supervise(ctx context.Context, st *StepState) *eventspb.StepFinished
+	// Retire forgets a finished step once its keep-alive is over.
+	Retire(stepID string)
+	// WakeScheduler says a new version may trigger jobs.
+	WakeScheduler()
+}
+
+// Runtime is how the steps place and run their pods: the workers and step
+// pods of pkg/atc/kuberuntime.
+type Runtime interface {
+	Worker(name string) (*kuberuntime.Worker, error)
+	CheckPlacement(req worker.Requirements) error
+	Place(ctx context.Context, req worker.Requirements, waiting func(msg string)) (*kuberuntime.Worker, error)
+	CreatePod(ctx context.Context, w *kuberuntime.Worker, a *action.Action, given podspec.Secrets) error
+	PodGone(ctx context.Context, w *kuberuntime.Worker, stepID string) (bool, error)
+	DeletePod(ctx context.Context, w *kuberuntime.Worker, stepID string)
+}
+
+// Store is what the steps record in the database (*db.DB).
+type Store interface {
+	SaveBuildState(ctx context.Context, id int64, state json.RawMessage) error
+	Artifact(ctx context.Context, id int64) (db.Artifact, error)
+	CreateArtifact(ctx context.Context, a db.Artifact) (db.Artifact, error)
+	CreateContainer(ctx context.Context, c db.Container) (db.Container, error)
+	SetContainerState(ctx context.Context, handle, state string) error
+	DeleteContainer(ctx context.Context, handle string) error
+	ResourceCache(ctx context.Context, key string) (db.ResourceCache, error)
+	SaveResourceCache(ctx context.Context, c db.ResourceCache) error
+	BuildResourceID(ctx context.Context, buildID int64, name string) (int64, error)
+	JobBuildByID(ctx context.Context, id int64) (db.JobBuild, error)
+	LookupResource(ctx context.Context, teamID int, pipeline, resource string) (db.ResourceRef, error)
+	SaveVersions(ctx context.Context, resourceID int64, versions []db.NewVersion) (int, error)
+	SaveBuildVersion(ctx context.Context, buildID, jobID int64, name string, resourceID int64, v db.NewVersion, input bool) error
+}
+
+// Config is what the steps take of the server's configuration.
+type Config struct {
+	// KeepAlive is how long a finished step stays interceptible.
+	KeepAlive time.Duration
+	// ExternalURL is given to resources as ATC_EXTERNAL_URL.
+	ExternalURL string
+	// BaseResourceTypes are the base types' images (nil:
+	// DefaultBaseResourceTypes); BaseResourceTypeDefaults their source
+	// defaults.
+	BaseResourceTypes        map[string]string
+	BaseResourceTypeDefaults map[string]map[string]any
+	// PodOTLPEndpoint is where step pods export their spans ("": none).
+	PodOTLPEndpoint string
+	// ArtifactWorker is the worker artifacts are recorded on.
+	ArtifactWorker string
+}
+
+// Deps are the parts the steps run with.
+type Deps struct {
+	Engine  Engine
+	Store   Store
+	Blobs   blobstore.Store
+	Runtime Runtime
+	// Credentials is the team's credential manager for ((vars)).
+	Credentials *creds.Kubernetes
+	// Tracer opens the steps' spans (nil: none).
+	Tracer trace.Tracer
+	Log    *slog.Logger
+}
+
+// Runner runs builds' plans; what it holds is shared by all of them.
+type Runner struct {
+	cfg    Config
+	engine Engine
+	db     Store
+	store  blobstore.Store
+	pods   Runtime
+	creds  *creds.Kubernetes
+	tracer trace.Tracer
+	log    *slog.Logger
+	// images caches the digests of checked task images.
+	images *imageCache
+}
+
+// New prepares a runner.
+func New(cfg Config, deps Deps) *Runner {
+	log := deps.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Runner{cfg: cfg, engine: deps.Engine, db: deps.Store, store: deps.Blobs, pods: deps.Runtime, creds: deps.Credentials,
+		tracer: deps.Tracer, log: log, images: newImageCache(imageCacheTTL, imageCacheSize)}
+}
+
+// Run runs b's plan: ok says whether it succeeded; an error is the build's
+// error (ErrAborted for an abort, the context's cause when it ended).
+func (s *Runner) Run(ctx context.Context, b *Build, plan *concourse.Plan) (bool, error) {
+	return newExecutor(s, b).run(ctx, plan)
+}
+
+func (s *Runner) shutdownCtx() context.Context {
+	if s == nil || s.engine == nil {
+		return context.Background()
+	}
+	return s.engine.ShutdownContext()
+}
+
+func (s *Runner) superviseTask(ctx context.Context, st *StepState) *eventspb.StepFinished {
+	return s.engine.Supervise(ctx, st)
+}
+
+func (s *Runner) retire(stepID string) { s.engine.Retire(stepID) }
+
+func (s *Runner) wakeScheduler() { s.engine.WakeScheduler() }
+
+func (s *Runner) artifactWorker() string { return s.cfg.ArtifactWorker }
+
+func (s *Runner) credentials() *creds.Kubernetes { return s.creds }
+
+// baseTypeNames are the names of the resource types this server's workers
+// provide.
+func (s *Runner) baseTypeNames() []string { return BaseTypeNames(s.cfg.BaseResourceTypes) }
+
+// BaseTypeNames are the names of the base resource types (nil:
+// DefaultBaseResourceTypes).
+func BaseTypeNames(types map[string]string) []string {
+	if types == nil {
+		types = DefaultBaseResourceTypes()
+	}
+	return slices.Sorted(maps.Keys(types))
+}
+
+// placeStep chooses the worker a step runs on, waiting while the workers
+// that could run it cannot take it now (stalled, landing, at their task
+// limit); the build's log says once what it waits for.
+func (s *Runner) placeStep(ctx context.Context, b *Build, origin events.Origin, req worker.Requirements) (*kuberuntime.Worker, error) {
+	b.Update(func() {
+		for _, r := range b.State.Steps {
+			if r.Worker != "" && !slices.Contains(req.Started, r.Worker) {
+				req.Started = append(req.Started, r.Worker)
+			}
+		}
+	})
+	return s.pods.Place(ctx, req, func(msg string) {
+		b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: origin, Payload: msg + "\n"})
+	})
+}
+
+// stoppedWaiting ends a step that was waiting for a worker when its build
+// was aborted (or timed out); a server stopping leaves it to the next one,
+// which places it again.
+func (x *executor) stoppedWaiting(ctx context.Context, r *StepRecord) (bool, error) {
+	err := interrupted(ctx)
+	if !errors.Is(err, ErrShutdown) {
+		x.b.Update(func() { r.Status, r.EndTime = string(concourse.StatusAborted), time.Now().Unix() })
+		x.r.SaveState(ctx, x.b)
+	}
+	return false, err
+}
+
+// requirements are what a step asks of its worker.
+func requirements(team string, tags []string, platform string, task bool) worker.Requirements {
+	return worker.Requirements{Tags: slices.DeleteFunc(slices.Clone(tags), func(t string) bool { return t == "" }),
+		Team: team, Platform: platform, Task: task}
+}
+
+// privilegedRequirements are requirements of a step that may be
+// privileged: such a step runs only on a worker that allows it.
+func privilegedRequirements(req worker.Requirements, privileged bool) worker.Requirements {
+	req.Privileged = privileged
+	return req
+}
+
+// createStepPod creates the step's pod and Secrets (kuberuntime), the pod
+// joining the step's trace.
+func (s *Runner) createStepPod(ctx context.Context, w *kuberuntime.Worker, a *action.Action, given podspec.Secrets) error {
+	a.Telemetry = s.podTelemetry(ctx)
+	return s.pods.CreatePod(ctx, w, a, given)
+}
+
+// podTelemetry is what a step's pod needs to join the build's trace: the
+// step span's traceparent and where to export (nil: no traces from pods).
+func (s *Runner) podTelemetry(ctx context.Context) *action.Telemetry {
+	if s.cfg.PodOTLPEndpoint == "" {
+		return nil
+	}
+	tp := telemetry.TraceParent(ctx)
+	if tp == "" {
+		return nil
+	}
+	return &action.Telemetry{TraceParent: tp, OTLPEndpoint: s.cfg.PodOTLPEndpoint}
+}
