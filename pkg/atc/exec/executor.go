@@ -305,4 +305,3 @@ func BuildResult(ok bool, err error) concourse.BuildStatus {
 	}
 	return concourse.StatusSucceeded
 }
-

@@ -80,4 +80,3 @@ func (st *StepState) LogEvents(evs []*eventspb.Event) {
 		}
 	}
 }
-
