@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/porter-ci/porter/pkg/atc"
-	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/cli"
@@ -256,11 +255,11 @@ func (o *serveOptions) config() (atc.Config, error) {
 	default:
 		return cfg, fmt.Errorf("--step-credentials %q: want %s or %s", cfg.StepCredentials.Mode, atc.StepCredentialsSTS, atc.StepCredentialsStatic)
 	}
-	if cfg.BaseResourceTypes, err = exec.ParseBaseResourceTypes(o.baseTypes); err != nil {
+	if cfg.BaseResourceTypes, err = parseBaseResourceTypes(o.baseTypes); err != nil {
 		return cfg, err
 	}
 	if o.baseTypeDefaults != "" {
-		if cfg.BaseResourceTypeDefaults, err = exec.LoadBaseResourceTypeDefaults(o.baseTypeDefaults, cfg.BaseResourceTypes); err != nil {
+		if cfg.BaseResourceTypeDefaults, err = loadBaseResourceTypeDefaults(o.baseTypeDefaults, cfg.BaseResourceTypes); err != nil {
 			return cfg, fmt.Errorf("--base-resource-type-defaults: %w", err)
 		}
 	}

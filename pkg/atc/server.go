@@ -104,7 +104,7 @@ type Config struct {
 	BaseResourceTypes map[string]string
 	// BaseResourceTypeDefaults are source defaults by base type name,
 	// merged under the source of every resource and image_resource of the
-	// type (see LoadBaseResourceTypeDefaults).
+	// type (serve --base-resource-type-defaults).
 	BaseResourceTypeDefaults map[string]map[string]any
 	// CredentialNamespacePrefix names the namespace of a team's
 	// credentials: prefix + team (empty: creds.DefaultNamespacePrefix).

@@ -61,9 +61,11 @@ func manyJobsConfig(n int) string {
 	return b.String()
 }
 
-// withinASecond fails t if f takes more than a second: an exponential
-// walk takes hours or all memory on these inputs.
-func withinASecond[T any](t *testing.T, f func() T) T {
+// bounded fails t if f takes more than 20 s: an exponential walk takes
+// hours or all memory on these inputs, a linear one well under a second
+// even on a loaded machine (the bound is loose so that load cannot fail it;
+// make bench-set-pipeline has the timings).
+func bounded[T any](t *testing.T, f func() T) T {
 	t.Helper()
 	done := make(chan T, 1)
 	start := time.Now()
@@ -72,8 +74,8 @@ func withinASecond[T any](t *testing.T, f func() T) T {
 	case v := <-done:
 		t.Logf("took %v", time.Since(start))
 		return v
-	case <-time.After(time.Second):
-		t.Fatal("did not finish within a second")
+	case <-time.After(20 * time.Second):
+		t.Fatal("did not finish within 20 s")
 		panic("unreachable")
 	}
 }
@@ -82,7 +84,7 @@ func withinASecond[T any](t *testing.T, f func() T) T {
 // error as one.
 func validateYAML(t *testing.T, yml string) []string {
 	t.Helper()
-	return withinASecond(t, func() []string {
+	return bounded(t, func() []string {
 		cfg, err := Parse([]byte(yml))
 		if err != nil {
 			return []string{err.Error()}
@@ -164,7 +166,7 @@ func TestTypeChainPlanIsLinear(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := withinASecond(t, func() concourse.Plan {
+	plan := bounded(t, func() concourse.Plan {
 		plan, err := JobPlan(cfg, &cfg.Jobs[0], map[string]InputVersion{"r": v("1")}, PlanOptions{})
 		if err != nil {
 			t.Error(err)
@@ -188,7 +190,7 @@ func TestTypeChainPlanIsLinear(t *testing.T) {
 	if depth != MaxTypeChainDepth || ti.BaseType != "registry-image" {
 		t.Errorf("check chain %d deep ending at %+v", depth, ti)
 	}
-	check := withinASecond(t, func() error {
+	check := bounded(t, func() error {
 		_, err := CheckPlan(cfg, &cfg.Resources[0], nil, PlanOptions{})
 		return err
 	})

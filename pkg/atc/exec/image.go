@@ -9,13 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"slices"
-	"strings"
 	"sync"
 	"time"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
@@ -360,49 +355,6 @@ func (c *imageCache) put(key, digest string) {
 		}
 	}
 	c.entries[key] = imageCacheEntry{digest: digest, expires: now.Add(c.ttl)}
-}
-
-// Base resource type defaults, like Concourse's
-// --base-resource-type-defaults: source settings a base type's every
-// resource and image_resource gets unless its source sets them.
-
-// LoadBaseResourceTypeDefaults reads the --base-resource-type-defaults
-// file: YAML mapping base type names to source defaults, e.g.
-//
-//	registry-image:
-//	  registry_mirror: {host: 10.245.0.1:5000}
-//	  insecure: true
-func LoadBaseResourceTypeDefaults(path string, baseTypes map[string]string) (map[string]map[string]any, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("base resource type defaults: %w", err)
-	}
-	defaults, err := ParseBaseResourceTypeDefaults(data, baseTypes)
-	if err != nil {
-		return nil, fmt.Errorf("base resource type defaults %s: %w", path, err)
-	}
-	return defaults, nil
-}
-
-// ParseBaseResourceTypeDefaults parses base resource type defaults; every
-// name must be one of baseTypes (a misspelt name would silently do nothing).
-func ParseBaseResourceTypeDefaults(data []byte, baseTypes map[string]string) (map[string]map[string]any, error) {
-	var defaults map[string]map[string]any
-	if err := yaml.Unmarshal(data, &defaults); err != nil {
-		return nil, fmt.Errorf("want a map of base resource type names to source defaults: %w", err)
-	}
-	var unknown []string
-	for name := range defaults {
-		if _, ok := baseTypes[name]; !ok {
-			unknown = append(unknown, name)
-		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return nil, fmt.Errorf("%s: not a base resource type of this server (known: %s)",
-			strings.Join(unknown, ", "), strings.Join(slices.Sorted(maps.Keys(baseTypes)), ", "))
-	}
-	return defaults, nil
 }
 
 // mergeSource is source over defaults (a new map; neither is changed).

@@ -102,30 +102,6 @@ func TestImageCacheKey(t *testing.T) {
 	}
 }
 
-func TestParseBaseResourceTypeDefaults(t *testing.T) {
-	types := DefaultBaseResourceTypes()
-	got, err := ParseBaseResourceTypeDefaults([]byte("registry-image:\n  registry_mirror: {host: 10.245.0.1:5000}\n  insecure: true\n"), types)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]map[string]any{"registry-image": {"registry_mirror": map[string]any{"host": "10.245.0.1:5000"}, "insecure": true}}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("defaults = %#v, want %#v", got, want)
-	}
-	for _, tc := range []struct{ yaml, wantErr string }{
-		{"registry-imag: {insecure: true}\n", `registry-imag: not a base resource type of this server (known: git, mock, registry-image, time)`},
-		{"- registry-image\n", "want a map of base resource type names to source defaults"},
-		{"registry-image: [insecure]\n", "want a map"},
-	} {
-		if _, err := ParseBaseResourceTypeDefaults([]byte(tc.yaml), types); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-			t.Errorf("%q: err = %v, want %q", tc.yaml, err, tc.wantErr)
-		}
-	}
-	if _, err := LoadBaseResourceTypeDefaults(t.TempDir()+"/missing.yml", types); err == nil || !strings.Contains(err.Error(), "missing.yml") {
-		t.Errorf("missing file: %v", err)
-	}
-}
-
 func TestWithBaseTypeDefaults(t *testing.T) {
 	s := &Runner{cfg: Config{BaseResourceTypeDefaults: map[string]map[string]any{
 		"registry-image": {"insecure": true, "registry_mirror": map[string]any{"host": "mirror:5000"}},

@@ -39,20 +39,6 @@ func DefaultBaseResourceTypes() map[string]string {
 	}
 }
 
-// ParseBaseResourceTypes reads --base-resource-type NAME=IMAGE flags over
-// the defaults.
-func ParseBaseResourceTypes(specs []string) (map[string]string, error) {
-	types := DefaultBaseResourceTypes()
-	for _, spec := range specs {
-		name, image, ok := strings.Cut(spec, "=")
-		if !ok || name == "" || image == "" {
-			return nil, fmt.Errorf("--base-resource-type %q: want NAME=IMAGE", spec)
-		}
-		types[name] = image
-	}
-	return types, nil
-}
-
 const (
 	resourceDir = "/tmp/build"
 	getDir      = "get" // under resourceDir: what in fetches into

@@ -22,19 +22,6 @@ func TestDetectInputs(t *testing.T) {
 	}
 }
 
-func TestParseBaseResourceTypes(t *testing.T) {
-	types, err := ParseBaseResourceTypes([]string{"git=example.com/git:1", "s3=example.com/s3:2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if types["git"] != "example.com/git:1" || types["s3"] != "example.com/s3:2" || types["mock"] != "porter.local/resource-mock:dev" {
-		t.Fatalf("types = %v", types)
-	}
-	if _, err := ParseBaseResourceTypes([]string{"git"}); err == nil || !strings.Contains(err.Error(), "want NAME=IMAGE") {
-		t.Fatalf("err = %v", err)
-	}
-}
-
 func TestValidateResourceStep(t *testing.T) {
 	base := concourse.TypeImage{BaseType: "mock"}
 	for _, tc := range []struct {
