@@ -30,7 +30,7 @@ func (s *Server) createBuild(ctx context.Context, team db.Team, createdBy string
 	if err := s.db.StartBuild(ctx, rec.ID, now); err != nil {
 		return db.Build{}, fmt.Errorf("start build %d: %w", rec.ID, err)
 	}
-	rec.Status, rec.StartTime = string(concourse.StatusStarted), now
+	rec.Status, rec.StartTime = concourse.StatusStarted, now
 	b := s.newBuild(rec, team)
 	b.Log.Append(events.Status{Status: concourse.StatusStarted, Time: now.Unix()})
 	s.startBuild(ctx, b, plan)
@@ -102,7 +102,7 @@ func (s *Server) finishBuild(ctx context.Context, b *exec.Build, status concours
 		s.log.Error("build log not durable", "build", b.ID, "err", err)
 	}
 	s.exec.SaveState(ctx, b)
-	err := s.retryDB(ctx, "record the build's end", func(ctx context.Context) error { return s.db.FinishBuild(ctx, b.ID, string(status), now) })
+	err := s.retryDB(ctx, "record the build's end", func(ctx context.Context) error { return s.db.FinishBuild(ctx, b.ID, status, now) })
 	if err != nil && !errors.Is(err, db.ErrConflict) {
 		s.log.Error("record the build's end", "build", b.ID, "err", err)
 	}

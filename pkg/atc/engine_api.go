@@ -32,7 +32,7 @@ func (e apiEngine) AbortBuild(ctx context.Context, rec db.Build) error {
 		b.Abort(exec.ErrAborted)
 		return nil
 	}
-	if concourse.BuildStatus(rec.Status).Finished() {
+	if rec.Status.Finished() {
 		return nil
 	}
 	return e.s.db.RequestAbort(ctx, rec.ID)

@@ -52,7 +52,7 @@ func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan 
 	if err := s.db.StartJobBuild(ctx, rec.ID, body, s.cfg.ServerID, now); err != nil {
 		return err
 	}
-	rec.Status, rec.StartTime = db.StatusStarted, now
+	rec.Status, rec.StartTime = concourse.StatusStarted, now
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
 	b.Pipeline, b.Job = rec.PipelineName, rec.JobName
 	b.Log.Append(events.Status{Status: concourse.StatusStarted, Time: now.Unix()})
@@ -131,10 +131,10 @@ func checkError(ctx context.Context, s *Server, b *exec.Build, timedOut bool, ti
 	if err != nil {
 		return fmt.Sprintf("check ended in an unknown state: %v", err)
 	}
-	if rec.Status == db.StatusSucceeded {
+	if rec.Status == concourse.StatusSucceeded {
 		return ""
 	}
-	msg := "check " + rec.Status
+	msg := "check " + string(rec.Status)
 	b.Update(func() {
 		for _, step := range b.State.Steps {
 			if step.Error != "" {

@@ -106,7 +106,7 @@ func TestCheckBuildsRecordTheirEndOnTheResource(t *testing.T) {
 		if r.CheckError != tc.wantErr {
 			t.Fatalf("check of %s: error %q, want %q", tc.plan, r.CheckError, tc.wantErr)
 		}
-		if rec, _ := d.JobBuildByID(ctx, b.ID); rec.Name != "check" || rec.ResourceName != "repo" || !concourse.BuildStatus(rec.Status).Finished() {
+		if rec, _ := d.JobBuildByID(ctx, b.ID); rec.Name != "check" || rec.ResourceName != "repo" || !rec.Status.Finished() {
 			t.Fatalf("check build %+v", rec)
 		}
 	}

@@ -8,26 +8,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
-
-// Build statuses, as Concourse names them.
-const (
-	StatusPending   = "pending"
-	StatusStarted   = "started"
-	StatusSucceeded = "succeeded"
-	StatusFailed    = "failed"
-	StatusErrored   = "errored"
-	StatusAborted   = "aborted"
+	"github.com/porter-ci/porter/pkg/concourse"
 )
 
 // isFinal says whether a build ends in status; it never leaves it.
-func isFinal(status string) bool {
-	switch status {
-	case StatusSucceeded, StatusFailed, StatusErrored, StatusAborted:
-		return true
-	}
-	return false
-}
+func isFinal(status concourse.BuildStatus) bool { return status.Finished() }
 
 // Build is one build (for now: one-off builds from `execute`).
 type Build struct {
@@ -35,7 +20,7 @@ type Build struct {
 	TeamID   int
 	TeamName string
 	Name     string
-	Status   string          // pending, started, succeeded, failed, errored, aborted
+	Status   concourse.BuildStatus
 	Plan     json.RawMessage // the plan as the client sent it (Concourse's JSON)
 	// State is the server's own record of the build's steps, to resume it
 	// after a restart; opaque here.
@@ -155,7 +140,7 @@ func (d *DB) StartBuild(ctx context.Context, id int64, at time.Time) error {
 	if err != nil {
 		return fmt.Errorf("start build %d: %w", id, err)
 	}
-	if status == StatusStarted {
+	if status == concourse.StatusStarted {
 		return nil
 	}
 	return fmt.Errorf("start build %d: it is %s: %w", id, status, ErrConflict)
@@ -163,7 +148,7 @@ func (d *DB) StartBuild(ctx context.Context, id int64, at time.Time) error {
 
 // FinishBuild sets a final status. It returns ErrConflict if the build
 // already has one: the first final status wins.
-func (d *DB) FinishBuild(ctx context.Context, id int64, status string, at time.Time) error {
+func (d *DB) FinishBuild(ctx context.Context, id int64, status concourse.BuildStatus, at time.Time) error {
 	if !isFinal(status) {
 		return fmt.Errorf("finish build %d: %q is not a final status", id, status)
 	}
@@ -183,8 +168,8 @@ func (d *DB) FinishBuild(ctx context.Context, id int64, status string, at time.T
 	return fmt.Errorf("finish build %d as %s: it is %s already: %w", id, status, current, ErrConflict)
 }
 
-func (d *DB) buildStatus(ctx context.Context, id int64) (string, error) {
-	var s string
+func (d *DB) buildStatus(ctx context.Context, id int64) (concourse.BuildStatus, error) {
+	var s concourse.BuildStatus
 	if err := d.pool.QueryRow(ctx, "SELECT status FROM builds WHERE id = $1", id).Scan(&s); err != nil {
 		return "", classify(err, "build %d", id)
 	}

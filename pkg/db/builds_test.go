@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/porter-ci/porter/pkg/concourse"
 )
 
 func TestBuildNumbersAreUniqueUnderConcurrency(t *testing.T) {
@@ -44,7 +46,7 @@ func TestBuildNumbersAreUniqueUnderConcurrency(t *testing.T) {
 			t.Errorf("build %d (%s) twice", b.ID, b.Name)
 		}
 		seen[b.ID], names[b.Name] = true, true
-		if b.Name != strconv.FormatInt(b.ID, 10) || b.Status != StatusPending || b.TeamName != "main" {
+		if b.Name != strconv.FormatInt(b.ID, 10) || b.Status != concourse.StatusPending || b.TeamName != "main" {
 			t.Errorf("build %+v", b)
 		}
 	}
@@ -109,26 +111,26 @@ func TestBuildLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != StatusStarted || !got.StartTime.Equal(start) || !got.AbortRequested || string(got.State) != `{"steps": [1, 2]}` {
+	if got.Status != concourse.StatusStarted || !got.StartTime.Equal(start) || !got.AbortRequested || string(got.State) != `{"steps": [1, 2]}` {
 		t.Fatalf("started build %+v (state %s)", got, got.State)
 	}
 
 	end := start.Add(time.Second)
-	if err := d.FinishBuild(ctx, b.ID, StatusAborted, end); err != nil {
+	if err := d.FinishBuild(ctx, b.ID, concourse.StatusAborted, end); err != nil {
 		t.Fatal(err)
 	}
-	err = d.FinishBuild(ctx, b.ID, StatusSucceeded, end.Add(time.Second))
+	err = d.FinishBuild(ctx, b.ID, concourse.StatusSucceeded, end.Add(time.Second))
 	if !errors.Is(err, ErrConflict) {
 		t.Fatalf("second final status: want ErrConflict, got %v", err)
 	}
 	if err := d.StartBuild(ctx, b.ID, end); !errors.Is(err, ErrConflict) {
 		t.Fatalf("start a finished build: want ErrConflict, got %v", err)
 	}
-	if err := d.FinishBuild(ctx, b.ID, StatusStarted, end); err == nil {
+	if err := d.FinishBuild(ctx, b.ID, concourse.StatusStarted, end); err == nil {
 		t.Fatal("finish with a non-final status succeeded")
 	}
 	got, _ = d.Build(ctx, b.ID)
-	if got.Status != StatusAborted || !got.EndTime.Equal(end) {
+	if got.Status != concourse.StatusAborted || !got.EndTime.Equal(end) {
 		t.Fatalf("finished build %+v", got)
 	}
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -291,7 +292,7 @@ func TestNotFoundIsWrapped(t *testing.T) {
 	_, checks["LocalUserHash"] = d.LocalUserHash(ctx, "nope")
 	_, checks["Build"] = d.Build(ctx, 4242)
 	checks["StartBuild"] = d.StartBuild(ctx, 4242, time.Now())
-	checks["FinishBuild"] = d.FinishBuild(ctx, 4242, StatusFailed, time.Now())
+	checks["FinishBuild"] = d.FinishBuild(ctx, 4242, concourse.StatusFailed, time.Now())
 	checks["SaveBuildState"] = d.SaveBuildState(ctx, 4242, []byte(`{}`))
 	checks["RequestAbort"] = d.RequestAbort(ctx, 4242)
 	checks["AddEventChunk"] = d.AddEventChunk(ctx, 4242, 0, 1, "k")

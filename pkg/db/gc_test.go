@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/porter-ci/porter/pkg/concourse"
 )
 
 // The GC queries against the real PostgreSQL: what counts as a reference.
@@ -39,7 +41,7 @@ func TestGCArtifactReferences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.FinishBuild(ctx, finished.ID, StatusSucceeded, ended); err != nil {
+	if err := d.FinishBuild(ctx, finished.ID, concourse.StatusSucceeded, ended); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.SaveResourceCache(ctx, ResourceCache{Key: "c", TeamID: team.ID, Artifact: "artifacts/cache.tar.zst", Version: map[string]string{"v": "1"}}); err != nil {
@@ -86,7 +88,7 @@ func TestGCArtifactReferences(t *testing.T) {
 	// The build using it ends: the upload stays for the retention after
 	// that end, as the build's outputs do, then goes.
 	end := late.Add(time.Minute)
-	if err := d.FinishBuild(ctx, running.ID, StatusSucceeded, end); err != nil {
+	if err := d.FinishBuild(ctx, running.ID, concourse.StatusSucceeded, end); err != nil {
 		t.Fatal(err)
 	}
 	if deleted, _, err := d.DeleteExpiredArtifact(ctx, upload.ID, late); err != nil || deleted {
@@ -120,7 +122,7 @@ func TestGCExpiredContainers(t *testing.T) {
 		t.Fatalf("containers of a running build: %+v %v", cs, err)
 	}
 	end := time.Now()
-	if err := d.FinishBuild(ctx, b.ID, StatusFailed, end); err != nil {
+	if err := d.FinishBuild(ctx, b.ID, concourse.StatusFailed, end); err != nil {
 		t.Fatal(err)
 	}
 	if cs, err := d.ExpiredContainers(ctx, "w", end.Add(-time.Second)); err != nil || len(cs) != 0 {

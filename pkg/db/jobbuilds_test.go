@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/porter-ci/porter/pkg/concourse"
 )
 
 func TestJobBuildNamesAreSequentialUnderConcurrency(t *testing.T) {
@@ -29,7 +31,7 @@ func TestJobBuildNamesAreSequentialUnderConcurrency(t *testing.T) {
 	names := map[string]bool{}
 	for _, b := range bs {
 		names[b.Name] = true
-		if b.JobName != "unit" || b.PipelineName != "p" || b.Status != StatusPending || b.InputsReady || !b.ManuallyTriggered || b.CreatedBy != "alice" {
+		if b.JobName != "unit" || b.PipelineName != "p" || b.Status != concourse.StatusPending || b.InputsReady || !b.ManuallyTriggered || b.CreatedBy != "alice" {
 			t.Fatalf("build %+v", b)
 		}
 	}
@@ -114,7 +116,7 @@ func TestBuildInputsOutputsPassedAndReruns(t *testing.T) {
 	if err := d.StartJobBuild(ctx, b1.ID, []byte(`{"id":"x"}`), "s1", time.Now()); !errors.Is(err, ErrConflict) {
 		t.Fatalf("second start: %v", err)
 	}
-	if err := d.FinishBuild(ctx, b1.ID, StatusSucceeded, time.Now()); err != nil {
+	if err := d.FinishBuild(ctx, b1.ID, concourse.StatusSucceeded, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if p, _ := d.PassedBuilds(ctx, unit, f.resources["image"]); len(p[img.ID]) != 1 || p[img.ID][0] != b1.ID {
@@ -130,7 +132,7 @@ func TestBuildInputsOutputsPassedAndReruns(t *testing.T) {
 
 	// Reruns: "1.1", "1.2", and a rerun of a rerun is "1.3"; inputs copied.
 	r1, err := d.RerunJobBuild(ctx, started, "bob")
-	if err != nil || r1.Name != "1.1" || r1.RerunOf != b1.ID || !r1.InputsReady || r1.Status != StatusPending {
+	if err != nil || r1.Name != "1.1" || r1.RerunOf != b1.ID || !r1.InputsReady || r1.Status != concourse.StatusPending {
 		t.Fatalf("rerun %+v, %v", r1, err)
 	}
 	r2, _ := d.RerunJobBuild(ctx, started, "bob")

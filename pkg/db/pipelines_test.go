@@ -279,7 +279,7 @@ func TestPipelineStateChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ids []int64
-	for i, status := range []string{StatusSucceeded, StatusFailed, StatusStarted, StatusPending} {
+	for i, status := range []concourse.BuildStatus{concourse.StatusSucceeded, concourse.StatusFailed, concourse.StatusStarted, concourse.StatusPending} {
 		var id int64
 		err := d.pool.QueryRow(ctx, `
 			INSERT INTO builds (team_id, name, status, plan, pipeline_id, job_id)

@@ -230,7 +230,7 @@ func TestPinEnableAndCheckBookkeeping(t *testing.T) {
 	}
 	ref, _ = d.ResourceByID(ctx, r)
 	cb, err := d.CreateCheckBuild(ctx, ref, []byte(`{"id":"c"}`), "s1", now)
-	if err != nil || cb.Name != "check" || cb.ResourceName != "repo" || cb.Status != StatusStarted {
+	if err != nil || cb.Name != "check" || cb.ResourceName != "repo" || cb.Status != concourse.StatusStarted {
 		t.Fatalf("check build %+v, %v", cb, err)
 	}
 	if err := d.CheckStarted(ctx, r, cb.ID, now, now.Add(time.Hour)); err != nil {
@@ -243,7 +243,7 @@ func TestPinEnableAndCheckBookkeeping(t *testing.T) {
 	if len(due) != 1 || due[0].Name != "other" {
 		t.Fatalf("due while repo's check runs: %+v", due)
 	}
-	if err := d.FinishBuild(ctx, cb.ID, StatusErrored, now); err != nil {
+	if err := d.FinishBuild(ctx, cb.ID, concourse.StatusErrored, now); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.CheckFinished(ctx, r, now, "boom"); err != nil {

@@ -293,7 +293,7 @@ func (s *Scheduler) startPending(ctx context.Context, st *pipelineState, jobs []
 	running := map[int64]int{}       // job -> started builds
 	groupRunning := map[string]int{} // serial group -> started builds
 	for _, b := range builds {
-		if b.Status == db.StatusStarted {
+		if b.Status == concourse.StatusStarted {
 			running[b.JobID]++
 			if cfg := configs[b.JobID]; cfg != nil {
 				for _, g := range cfg.SerialGroups {
@@ -308,12 +308,12 @@ func (s *Scheduler) startPending(ctx context.Context, st *pipelineState, jobs []
 	blockedGroup := map[string]bool{}
 	var errs []error
 	for _, b := range builds {
-		if b.Status != db.StatusPending {
+		if b.Status != concourse.StatusPending {
 			continue
 		}
 		if b.AbortRequested {
 			// Aborted before it started: nobody runs it, so it ends here.
-			if err := s.DB.FinishBuild(ctx, b.ID, db.StatusAborted, time.Now()); err != nil && !errors.Is(err, db.ErrConflict) {
+			if err := s.DB.FinishBuild(ctx, b.ID, concourse.StatusAborted, time.Now()); err != nil && !errors.Is(err, db.ErrConflict) {
 				errs = append(errs, err)
 			}
 			continue

@@ -60,7 +60,7 @@ func (s *dbStarter) StartJobBuild(ctx context.Context, b db.JobBuild, plan conco
 }
 
 func (s *dbStarter) FailJobBuild(ctx context.Context, b db.JobBuild, _ error) error {
-	return s.d.FinishBuild(ctx, b.ID, db.StatusErrored, time.Now())
+	return s.d.FinishBuild(ctx, b.ID, concourse.StatusErrored, time.Now())
 }
 
 func (s *dbStarter) RunCheck(_ context.Context, b db.JobBuild, _ concourse.Plan, _ time.Duration) error {
@@ -196,7 +196,7 @@ func (e *env) builds(job string) string {
 	return strings.Join(out, " ")
 }
 
-func (e *env) finish(job, name, status string) {
+func (e *env) finish(job, name string, status concourse.BuildStatus) {
 	e.t.Helper()
 	b, err := e.d.JobBuildByName(e.t.Context(), e.job(job).ID, name)
 	if err != nil {
@@ -282,18 +282,18 @@ func TestPassedChainsAndSharedBuilds(t *testing.T) {
 	e.tick()
 	e.want("unit", "1:started:cfg=x,src=a")
 	e.want("deploy", "")
-	e.finish("unit", "1", db.StatusFailed)
+	e.finish("unit", "1", concourse.StatusFailed)
 	e.tick()
 	e.want("deploy", "")
 	e.save("src", "b")
 	e.tick()
-	e.finish("unit", "2", db.StatusSucceeded)
+	e.finish("unit", "2", concourse.StatusSucceeded)
 	// cfg=y arrives: unit builds a third time, which fails. deploy must
 	// take src and cfg from one succeeded build of unit: b with x, not b
 	// with y (no succeeded build had that).
 	e.save("cfg", "y")
 	e.tick()
-	e.finish("unit", "3", db.StatusFailed)
+	e.finish("unit", "3", concourse.StatusFailed)
 	e.tick()
 	e.want("unit", "1:failed:cfg=x,src=a 2:succeeded:cfg=x,src=b 3:failed:cfg=y,src=b")
 	e.want("deploy", "1:started:cfg=x,src=b")
@@ -319,9 +319,9 @@ func TestSerialMaxInFlightAndSerialGroups(t *testing.T) {
 	e.want("two", "1:started: 2:started: 3:pending:")
 	e.want("ga", "1:started: 2:pending: 3:pending: 4:pending: 5:pending: 6:pending:")
 	e.want("gb", "1:pending: 2:pending: 3:pending:")
-	e.finish("one", "1", db.StatusSucceeded)
-	e.finish("two", "2", db.StatusSucceeded)
-	e.finish("ga", "1", db.StatusSucceeded)
+	e.finish("one", "1", concourse.StatusSucceeded)
+	e.finish("two", "2", concourse.StatusSucceeded)
+	e.finish("ga", "1", concourse.StatusSucceeded)
 	e.tick()
 	e.want("one", "1:succeeded: 2:started: 3:pending:")
 	e.want("two", "1:started: 2:succeeded: 3:started:")
@@ -333,7 +333,7 @@ func TestSerialMaxInFlightAndSerialGroups(t *testing.T) {
 	if _, err := e.pool.Exec(ctx, "UPDATE jobs SET paused = true WHERE name = 'one'"); err != nil {
 		t.Fatal(err)
 	}
-	e.finish("one", "2", db.StatusSucceeded)
+	e.finish("one", "2", concourse.StatusSucceeded)
 	e.tick()
 	e.want("one", "1:succeeded: 2:succeeded: 3:pending:")
 	if _, err := e.pool.Exec(ctx, "UPDATE jobs SET paused = false; UPDATE pipelines SET paused = true"); err != nil {
@@ -367,7 +367,7 @@ func TestAPendingBuildAbortedBeforeItStartsEndsAborted(t *testing.T) {
 	}
 	e.tick()
 	e.want("one", "1:started: 2:aborted: 3:pending:")
-	e.finish("one", "1", db.StatusSucceeded)
+	e.finish("one", "1", concourse.StatusSucceeded)
 	e.tick()
 	e.want("one", "1:succeeded: 2:aborted: 3:started:")
 	next, finished, err := e.d.JobNextAndFinished(ctx, e.job("one").ID)
@@ -459,7 +459,7 @@ func TestCheckerStartsDueChecksFromTheLatestVersion(t *testing.T) {
 	}
 	// A failed check shows on the resource; a requested one runs anyway,
 	// from the version asked for, once the running one ended.
-	if err := e.d.FinishBuild(ctx, src.LastCheckBuild, db.StatusErrored, time.Now()); err != nil {
+	if err := e.d.FinishBuild(ctx, src.LastCheckBuild, concourse.StatusErrored, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.checker.Finished(ctx, src.ID, "check: exit status 1"); err != nil {
@@ -509,7 +509,7 @@ func TestNextInputsChoosesWithoutCreatingBuilds(t *testing.T) {
 		t.Fatal("deploy has inputs before unit ran")
 	}
 	e.tick()
-	e.finish("unit", "1", db.StatusSucceeded)
+	e.finish("unit", "1", concourse.StatusSucceeded)
 	in, reason = next("deploy")
 	if reason != "" || in["code"].ResourceID != e.resource("src").ID || in["code"].VersionID != v.ID {
 		t.Fatalf("deploy's next inputs: %v, %q", in, reason)

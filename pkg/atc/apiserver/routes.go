@@ -297,7 +297,7 @@ func (s *Server) handleSetTeam(w http.ResponseWriter, r *http.Request, claims au
 
 // apiBuild is a build's API shape.
 func apiBuild(b db.Build) concourse.Build {
-	out := concourse.Build{ID: b.ID, TeamName: b.TeamName, Name: b.Name, Status: concourse.BuildStatus(b.Status),
+	out := concourse.Build{ID: b.ID, TeamName: b.TeamName, Name: b.Name, Status: b.Status,
 		APIURL: concourse.BuildAPIURL(b.ID), StartTime: unix(b.StartTime), EndTime: unix(b.EndTime)}
 	if b.CreatedBy != "" {
 		by := b.CreatedBy

@@ -5,7 +5,6 @@ import (
 	"iter"
 	"time"
 
-	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 )
 
@@ -89,7 +88,7 @@ func (f *Follower) live(ctx context.Context, buildID int64, l *Log, done <-chan 
 // server runs (polled until it ends, or until this server runs it).
 func (f *Follower) stored(ctx context.Context, build db.Build, from *uint64, yield func([]Record) bool) {
 	for {
-		finished := concourse.BuildStatus(build.Status).Finished()
+		finished := build.Status.Finished()
 		recs, err := f.logs.Stored(ctx, build.ID, *from)
 		if err != nil {
 			f.logs.log.Warn("read build events", "build", build.ID, "err", err)

@@ -88,7 +88,7 @@ func (f *fakeBuilds) Running(int64) (*Log, <-chan struct{}, bool) {
 func (f *fakeBuilds) Build(_ context.Context, id int64) (db.Build, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return db.Build{ID: id, Status: string(f.status)}, nil
+	return db.Build{ID: id, Status: f.status}, nil
 }
 
 // runLog commits l until the test ends.
@@ -162,7 +162,7 @@ func TestFollowLiveBuildUntilItEnds(t *testing.T) {
 	if err := l.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	batches := follow(ctx, NewFollower(logs, builds), db.Build{ID: 1, Status: string(concourse.StatusStarted)}, 2)
+	batches := follow(ctx, NewFollower(logs, builds), db.Build{ID: 1, Status: concourse.StatusStarted}, 2)
 	first := <-batches
 	appendN(l, 5)
 	l.Append(events.Status{Status: concourse.StatusSucceeded})
@@ -211,7 +211,7 @@ func TestFollowStoredBuildThenLive(t *testing.T) {
 
 	builds := &fakeBuilds{status: concourse.StatusStarted}
 	f := NewFollower(logs, builds)
-	batches := follow(ctx, f, db.Build{ID: 1, Status: string(concourse.StatusStarted)}, 0)
+	batches := follow(ctx, f, db.Build{ID: 1, Status: concourse.StatusStarted}, 0)
 	if first := <-batches; !slices.Equal(recIDs(first), seq(1, 4)) {
 		t.Fatalf("first batch %v, want the stored 1..4", recIDs(first))
 	}
@@ -239,7 +239,7 @@ func TestFollowStoredBuildThenLive(t *testing.T) {
 	builds.mu.Lock()
 	builds.log, builds.status = nil, concourse.StatusSucceeded
 	builds.mu.Unlock()
-	if got := ids(t, follow(ctx, f, db.Build{ID: 1, Status: string(concourse.StatusSucceeded)}, 2)); !slices.Equal(got, seq(3, 7)) {
+	if got := ids(t, follow(ctx, f, db.Build{ID: 1, Status: concourse.StatusSucceeded}, 2)); !slices.Equal(got, seq(3, 7)) {
 		t.Errorf("finished build: followed %v, want 3..7", got)
 	}
 }
@@ -256,7 +256,7 @@ func TestFollowEndsWithItsCaller(t *testing.T) {
 	appendN(l, 2)
 	builds := &fakeBuilds{log: l, done: make(chan struct{}), status: concourse.StatusStarted}
 	f := NewFollower(logs, builds)
-	rec := db.Build{ID: 1, Status: string(concourse.StatusStarted)}
+	rec := db.Build{ID: 1, Status: concourse.StatusStarted}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

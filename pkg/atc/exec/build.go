@@ -60,11 +60,11 @@ type StepRecord struct {
 	// were several).
 	Worker string `json:"worker,omitempty"`
 	// Container is the step pod's handle in the API.
-	Container   string            `json:"container,omitempty"`
-	EventConfig events.TaskConfig `json:"event_config"`
-	Status      string            `json:"status"` // started, succeeded, failed, errored, aborted
-	ExitStatus  *int              `json:"exit_status,omitempty"`
-	Error       string            `json:"error,omitempty"`
+	Container   string                `json:"container,omitempty"`
+	EventConfig events.TaskConfig     `json:"event_config"`
+	Status      concourse.BuildStatus `json:"status"` // started, succeeded, failed, errored, aborted
+	ExitStatus  *int                  `json:"exit_status,omitempty"`
+	Error       string                `json:"error,omitempty"`
 	// Outputs maps the build's artifact names to what the step produced.
 	Outputs  map[string]api.ArtifactRef `json:"outputs,omitempty"`
 	AuditKey string                     `json:"audit_key,omitempty"`
@@ -78,7 +78,7 @@ type StepRecord struct {
 	CacheKey string `json:"cache_key,omitempty"`
 }
 
-func (r *StepRecord) finished() bool { return concourse.BuildStatus(r.Status).Finished() }
+func (r *StepRecord) finished() bool { return r.Status.Finished() }
 
 // record returns the step's record, creating it.
 func (b *Build) record(id concourse.PlanID, name, typ string) *StepRecord {

@@ -266,7 +266,7 @@ func (x *executor) artifactOutput(ctx context.Context, p *concourse.Plan) (bool,
 	}); err != nil {
 		return false, fmt.Errorf("keep output %q: %w", name, err)
 	}
-	x.b.Update(func() { r.Status = string(concourse.StatusSucceeded) })
+	x.b.Update(func() { r.Status = concourse.StatusSucceeded })
 	x.r.SaveState(ctx, x.b)
 	return true, nil
 }

@@ -171,7 +171,7 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 	if done {
 		var rec StepRecord
 		x.b.Update(func() { rec = *r })
-		if rec.Status == string(concourse.StatusSucceeded) {
+		if rec.Status == concourse.StatusSucceeded {
 			x.noteFetched(gp, rec.Version)
 		}
 		return x.replayed(r, err)
@@ -428,7 +428,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *StepRe
 		return nil, true, fmt.Errorf("record the container of %s %q: %w", step.kind, step.name, err)
 	}
 	b.Update(func() {
-		r.StepID, r.Worker, r.Container, r.Status = a.StepID, w.Name(), c.Handle, string(concourse.StatusStarted)
+		r.StepID, r.Worker, r.Container, r.Status = a.StepID, w.Name(), c.Handle, concourse.StatusStarted
 	})
 	s.SaveState(ctx, b)
 	st := s.registerResourceStep(b, w, a.StepID, p.ID, step.kind)
@@ -480,10 +480,10 @@ func (x *executor) replayed(r *StepRecord, err error) (bool, error) {
 
 // endResource records how the step ended.
 func (x *executor) endResource(ctx context.Context, p *concourse.Plan, r *StepRecord, fin *eventspb.StepFinished) (bool, error) {
-	status := string(buildStatus(fin.GetResult()))
+	status := buildStatus(fin.GetResult())
 	x.b.Update(func() { r.Status, r.Error, r.EndTime = status, fin.GetError(), time.Now().Unix() })
 	x.r.SaveState(ctx, x.b)
-	if cause := context.Cause(ctx); cause != nil && status == string(concourse.StatusAborted) {
+	if cause := context.Cause(ctx); cause != nil && status == concourse.StatusAborted {
 		return false, cause
 	}
 	return stepOutcome(status, fin.GetError())
@@ -495,7 +495,7 @@ func (x *executor) failResource(ctx context.Context, p *concourse.Plan, r *StepR
 		return false, err
 	}
 	x.b.Log.Append(events.Error{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, Message: err.Error()})
-	x.b.Update(func() { r.Status, r.Error, r.EndTime = string(concourse.StatusErrored), err.Error(), time.Now().Unix() })
+	x.b.Update(func() { r.Status, r.Error, r.EndTime = concourse.StatusErrored, err.Error(), time.Now().Unix() })
 	x.r.SaveState(ctx, x.b)
 	return false, err
 }

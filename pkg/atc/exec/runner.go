@@ -186,7 +186,7 @@ func (s *Runner) placeStep(ctx context.Context, b *Build, origin events.Origin, 
 func (x *executor) stoppedWaiting(ctx context.Context, r *StepRecord) (bool, error) {
 	err := interrupted(ctx)
 	if !errors.Is(err, ErrShutdown) {
-		x.b.Update(func() { r.Status, r.EndTime = string(concourse.StatusAborted), time.Now().Unix() })
+		x.b.Update(func() { r.Status, r.EndTime = concourse.StatusAborted, time.Now().Unix() })
 		x.r.SaveState(ctx, x.b)
 	}
 	return false, err

@@ -161,7 +161,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	}
 	if err != nil {
 		b.Log.Append(events.Error{Time: time.Now().Unix(), Origin: origin, Message: err.Error()})
-		b.Update(func() { r.Status, r.Error = string(concourse.StatusErrored), err.Error() })
+		b.Update(func() { r.Status, r.Error = concourse.StatusErrored, err.Error() })
 		s.SaveState(ctx, b)
 		return false, err
 	}
@@ -179,7 +179,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return false, fmt.Errorf("record the container of task %q: %w", tp.Name, err)
 	}
 	b.Update(func() {
-		r.StepID, r.Worker, r.Container, r.EventConfig, r.Status = a.StepID, w.Name(), c.Handle, eventConfig, string(concourse.StatusStarted)
+		r.StepID, r.Worker, r.Container, r.EventConfig, r.Status = a.StepID, w.Name(), c.Handle, eventConfig, concourse.StatusStarted
 	})
 	s.SaveState(ctx, b)
 	st := s.registerStep(b, w, a.StepID, p.ID, eventConfig)
@@ -202,8 +202,8 @@ func Errored(msg string) *eventspb.StepFinished {
 }
 
 // stepOutcome is the executor's view of a step's status.
-func stepOutcome(status, msg string) (bool, error) {
-	switch concourse.BuildStatus(status) {
+func stepOutcome(status concourse.BuildStatus, msg string) (bool, error) {
+	switch status {
 	case concourse.StatusSucceeded:
 		return true, nil
 	case concourse.StatusFailed:
@@ -224,7 +224,7 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *StepRecord
 	if fin == nil {
 		return false, interrupted(ctx)
 	}
-	status := string(buildStatus(fin.GetResult()))
+	status := buildStatus(fin.GetResult())
 	st.mu.Lock()
 	shown := st.endEvents(fin, time.Now().Unix())
 	st.mu.Unlock()
@@ -236,7 +236,7 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *StepRecord
 		outputs[o.GetName()] = api.ArtifactRef{Key: o.GetKey(), Digest: o.GetDigest(), Size: o.GetSize()}
 	}
 	b.Update(func() {
-		r.Status, r.Error, r.AuditKey, r.EndTime = string(status), fin.GetError(), fin.GetAuditKey(), time.Now().Unix()
+		r.Status, r.Error, r.AuditKey, r.EndTime = status, fin.GetError(), fin.GetAuditKey(), time.Now().Unix()
 		if fin.GetExitStatus() >= 0 {
 			code := int(fin.GetExitStatus())
 			r.ExitStatus = &code
@@ -250,7 +250,7 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *StepRecord
 		x.setArtifact(name, a)
 	}
 	s.retire(st.id)
-	if cause := context.Cause(ctx); cause != nil && status == string(concourse.StatusAborted) {
+	if cause := context.Cause(ctx); cause != nil && status == concourse.StatusAborted {
 		// Stopped by a timeout or a failing sibling rather than a person.
 		return false, cause
 	}
