@@ -378,15 +378,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *StepRe
 			return x.podEnded(ctx, r, s.registerResourceStep(b, nil, rec.StepID, p.ID, step.kind), Errored(err.Error()))
 		}
 		st := s.registerResourceStep(b, w, rec.StepID, p.ID, step.kind)
-		gone, err := s.pods.PodGone(ctx, w, rec.StepID)
-		switch {
-		case err != nil:
-			fin = Errored(err.Error())
-		case gone:
-			fin = Errored(fmt.Sprintf("pod %s is gone: it was deleted, or never created, while the ATC was down", podspec.Name(rec.StepID)))
-		default:
-			fin = s.superviseTask(ctx, st)
-		}
+		fin = s.resumeStep(ctx, w, st, rec.StepID)
 		return x.podEnded(ctx, r, st, fin)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -137,6 +138,19 @@ func (s *Runner) shutdownCtx() context.Context {
 		return context.Background()
 	}
 	return s.engine.ShutdownContext()
+}
+
+// resumeStep follows a step whose pod a previous server created to its
+// end: a pod that is gone means the step is lost.
+func (s *Runner) resumeStep(ctx context.Context, w *kuberuntime.Worker, st *StepState, stepID string) *eventspb.StepFinished {
+	gone, err := s.pods.PodGone(ctx, w, stepID)
+	switch {
+	case err != nil:
+		return Errored(err.Error())
+	case gone:
+		return Errored(fmt.Sprintf("pod %s is gone: it was deleted, or never created, while the ATC was down", podspec.Name(stepID)))
+	}
+	return s.superviseTask(ctx, st)
 }
 
 func (s *Runner) superviseTask(ctx context.Context, st *StepState) *eventspb.StepFinished {

@@ -138,15 +138,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 			return x.endTask(ctx, p, r, s.registerStep(b, nil, rec.StepID, p.ID, rec.EventConfig), Errored(err.Error()))
 		}
 		st := s.registerStep(b, w, rec.StepID, p.ID, rec.EventConfig)
-		gone, err := s.pods.PodGone(ctx, w, rec.StepID)
-		switch {
-		case err != nil:
-			fin = Errored(err.Error())
-		case gone:
-			fin = Errored(fmt.Sprintf("pod %s is gone: it was deleted, or never created, while the ATC was down", podspec.Name(rec.StepID)))
-		default:
-			fin = s.superviseTask(ctx, st)
-		}
+		fin = s.resumeStep(ctx, w, st, rec.StepID)
 		return x.endTask(ctx, p, r, st, fin)
 	}
 
