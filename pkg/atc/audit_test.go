@@ -10,15 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/buildlog/buildlogtest"
 	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/test/testenv"
 )
 
 // Job builds of different pipelines share names ("1"): their audit
 // records are kept apart by build id.
 func TestBuildAuditIsKeyedByID(t *testing.T) {
-	store := minioStore(t)
+	store := testenv.MinIOStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := &Server{store: store, log: slog.New(slog.DiscardHandler)}
@@ -45,11 +47,11 @@ func TestBuildAuditIsKeyedByID(t *testing.T) {
 // build.json shows the credentials the build read as ((redacted)), like
 // its events: a step's error may quote what the step printed.
 func TestBuildAuditRedactsCredentials(t *testing.T) {
-	store := minioStore(t)
+	store := testenv.MinIOStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := &Server{store: store, log: slog.New(slog.DiscardHandler)}
-	b := &exec.Build{ID: 43, Name: "1", Team: "main", Log: testLogs(t, nil).Open(43)}
+	b := &exec.Build{ID: 43, Name: "1", Team: "main", Log: buildlogtest.Logs(t, nil).Open(43)}
 	b.State.Steps = map[concourse.PlanID]*exec.StepRecord{"p1": {Error: "login as s3cret-user failed"}}
 	b.Log.Redact([]string{"s3cret-user"})
 	s.writeBuildAudit(ctx, b, concourse.StatusErrored, time.Now())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/porter-ci/porter/pkg/atc/buildlog/buildlogtest"
 	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -78,7 +79,7 @@ func TestCheckBuildsRecordTheirEndOnTheResource(t *testing.T) {
 		if err := json.Unmarshal([]byte(tc.plan), &plan); err != nil {
 			t.Fatal(err)
 		}
-		s := &Server{db: d, log: log, store: store, logs: testLogs(t, store), cfg: Config{ServerID: "s1"}, builds: map[int64]*exec.Build{}, steps: map[string]*exec.StepState{}}
+		s := &Server{db: d, log: log, store: store, logs: buildlogtest.Logs(t, store), cfg: Config{ServerID: "s1"}, builds: map[int64]*exec.Build{}, steps: map[string]*exec.StepState{}}
 		s.exec = s.newExec()
 		s.sch = newScheduling(s, checkPlanner{plan: plan})
 		r, err := d.LookupResource(ctx, team.ID, "p", "repo")

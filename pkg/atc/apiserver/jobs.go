@@ -101,12 +101,12 @@ func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request, jr jobRequ
 
 // handlePauseJob is `fly pause-job`.
 func (s *Server) handlePauseJob(w http.ResponseWriter, r *http.Request, jr jobRequest) {
-	s.pipelineChange(w, r, s.store.PauseJob(r.Context(), jr.job.ID, jr.claims.UserInfo().DisplayUserID))
+	s.changed(w, r, s.store.PauseJob(r.Context(), jr.job.ID, jr.claims.UserInfo().DisplayUserID))
 }
 
 // handleUnpauseJob is `fly unpause-job`.
 func (s *Server) handleUnpauseJob(w http.ResponseWriter, r *http.Request, jr jobRequest) {
-	s.pipelineChange(w, r, s.store.UnpauseJob(r.Context(), jr.job.ID))
+	s.changed(w, r, s.store.UnpauseJob(r.Context(), jr.job.ID))
 }
 
 // handleClearTaskCache is `fly clear-task-cache`: it deletes the caches of

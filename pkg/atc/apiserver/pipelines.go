@@ -406,30 +406,33 @@ func (s *Server) moveObjects(ctx context.Context, from, to string) error {
 
 // handlePausePipeline is `fly pause-pipeline`.
 func (s *Server) handlePausePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
-	s.pipelineChange(w, r, s.store.PausePipeline(r.Context(), pr.pipeline.ID, pr.claims.UserInfo().DisplayUserID))
+	s.changed(w, r, s.store.PausePipeline(r.Context(), pr.pipeline.ID, pr.claims.UserInfo().DisplayUserID))
 }
 
 // handleUnpausePipeline is `fly unpause-pipeline`.
 func (s *Server) handleUnpausePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
-	s.pipelineChange(w, r, s.store.UnpausePipeline(r.Context(), pr.pipeline.ID))
+	s.changed(w, r, s.store.UnpausePipeline(r.Context(), pr.pipeline.ID))
 }
 
 // handleExposePipeline is `fly expose-pipeline`.
 func (s *Server) handleExposePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
-	s.pipelineChange(w, r, s.store.SetPipelinePublic(r.Context(), pr.pipeline.ID, true))
+	s.changed(w, r, s.store.SetPipelinePublic(r.Context(), pr.pipeline.ID, true))
 }
 
 // handleHidePipeline is `fly hide-pipeline`.
 func (s *Server) handleHidePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
-	s.pipelineChange(w, r, s.store.SetPipelinePublic(r.Context(), pr.pipeline.ID, false))
+	s.changed(w, r, s.store.SetPipelinePublic(r.Context(), pr.pipeline.ID, false))
 }
 
-func (s *Server) pipelineChange(w http.ResponseWriter, r *http.Request, err error) {
+// changed answers a change to what the scheduler reads (a pipeline, a job,
+// a resource's versions): its error, or 200 once the scheduler is woken.
+func (s *Server) changed(w http.ResponseWriter, r *http.Request, err error) {
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	// An unpaused pipeline or job may have builds to start right away.
+	// An unpaused pipeline or job, or a new pin, may have builds to start
+	// right away.
 	s.engine.WakeScheduler()
 	w.WriteHeader(http.StatusOK)
 }

@@ -164,12 +164,7 @@ func (s *Server) handlePinVersion(w http.ResponseWriter, r *http.Request, rr res
 	if err == nil {
 		err = versionErr(rr, id, s.store.PinVersion(r.Context(), rr.resource.ID, id))
 	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.engine.WakeScheduler()
-	w.WriteHeader(http.StatusOK)
+	s.changed(w, r, err)
 }
 
 func (s *Server) handleEnableVersion(enabled bool) func(http.ResponseWriter, *http.Request, resourceRequest) {
@@ -178,22 +173,12 @@ func (s *Server) handleEnableVersion(enabled bool) func(http.ResponseWriter, *ht
 		if err == nil {
 			err = versionErr(rr, id, s.store.SetVersionEnabled(r.Context(), rr.resource.ID, id, enabled))
 		}
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		s.engine.WakeScheduler()
-		w.WriteHeader(http.StatusOK)
+		s.changed(w, r, err)
 	}
 }
 
 func (s *Server) handleUnpin(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
-	if err := s.store.UnpinResource(r.Context(), rr.resource.ID); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.engine.WakeScheduler()
-	w.WriteHeader(http.StatusOK)
+	s.changed(w, r, s.store.UnpinResource(r.Context(), rr.resource.ID))
 }
 
 func (s *Server) handlePinComment(w http.ResponseWriter, r *http.Request, rr resourceRequest) {

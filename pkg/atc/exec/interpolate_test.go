@@ -22,6 +22,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/buildlog/buildlogtest"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -32,6 +33,7 @@ import (
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/steptoken"
 	"github.com/porter-ci/porter/pkg/worker"
+	"github.com/porter-ci/porter/test/testenv"
 )
 
 func credSecret(ns, name string, data map[string]string) *corev1.Secret {
@@ -59,7 +61,7 @@ func credsExecutor(t *testing.T, store blobstore.Store, objs ...runtime.Object) 
 	s := New(Config{}, Deps{Store: (*db.DB)(nil), Blobs: store, Runtime: rt, Log: log,
 		Credentials: &creds.Kubernetes{Client: kube, NamespacePrefix: creds.DefaultNamespacePrefix}})
 	b := &Build{ID: 7, Name: "7", Team: "main", TeamID: 1, Pipeline: "pipe", Job: "j",
-		Log: testLogs(t, store).Open(7)}
+		Log: buildlogtest.Logs(t, store).Open(7)}
 	return newExecutor(s, b), kube
 }
 
@@ -78,7 +80,7 @@ run:
 `
 
 func TestPrepareTaskFromFileWithVarsAndCredentials(t *testing.T) {
-	store := minioStore(t)
+	store := testenv.MinIOStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -132,7 +134,7 @@ func TestPrepareTaskFromFileWithVarsAndCredentials(t *testing.T) {
 	}
 	// Every key of a Secret with fields is redacted, not only the one used.
 	x.b.Log.Append(events.Log{Payload: "the-user:pa55word t0ken-value \"step-secret\"\n"})
-	recs := durableRecords(t, x.b.Log)
+	recs := buildlogtest.DurableRecords(t, x.b.Log)
 	got := string(recs[len(recs)-1].Event.Data)
 	if strings.Contains(got, "pa55word") || strings.Contains(got, "t0ken-value") || strings.Contains(got, "step-secret") ||
 		!strings.Contains(got, `((redacted)):((redacted)) ((redacted)) \"((redacted))\"`) {
@@ -145,7 +147,7 @@ func artifactRef(a blobstore.Artifact) api.ArtifactRef {
 }
 
 func TestPrepareTaskErrors(t *testing.T) {
-	store := minioStore(t)
+	store := testenv.MinIOStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()
