@@ -196,6 +196,23 @@ func condition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition 
 	return nil
 }
 
+// SigkilledWithoutReason is the failure of a step container that the
+// pod's status shows killed by SIGKILL (exit 137) with no reason given, nil
+// otherwise. The runtime may write the container's end before it has seen
+// the kernel's OOM event, so OOMKilled can be missing; when the step's own
+// wrapper went with it (the whole container was killed, not a process in
+// it), an OOM kill is by far the likeliest cause.
+func SigkilledWithoutReason(pod *corev1.Pod) *Failure {
+	t := terminatedState(pod.Status.ContainerStatuses, podspec.StepContainerName)
+	if t == nil || t.ExitCode != 137 || t.Reason == reasonOOMKilled || pod.DeletionTimestamp != nil {
+		return nil
+	}
+	return &Failure{Kind: KindOOMKilled, Pod: pod.Namespace + "/" + pod.Name, Container: podspec.StepContainerName,
+		Reason: t.Reason, Detail: fmt.Sprintf(
+			"step container was killed (SIGKILL, exit 137) with no reason from the kubelet: most likely for exceeding its memory limit%s",
+			memoryLimit(pod))}
+}
+
 func terminatedState(statuses []corev1.ContainerStatus, name string) *corev1.ContainerStateTerminated {
 	for _, s := range statuses {
 		if s.Name == name {

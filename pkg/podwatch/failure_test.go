@@ -295,3 +295,32 @@ func TestEnd(t *testing.T) {
 		t.Errorf("End = %+v, want MainExited false", end)
 	}
 }
+
+func TestSigkilledWithoutReason(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		status corev1.ContainerStatus
+		delete bool
+		want   bool
+	}{
+		{"SIGKILL with no reason", terminatedStatus("step", 137, "Error", ""), false, true},
+		{"the kubelet said OOMKilled", terminatedStatus("step", 137, "OOMKilled", ""), false, false},
+		{"another exit code", terminatedStatus("step", 1, "Error", ""), false, false},
+		{"killed while being deleted", terminatedStatus("step", 137, "Error", ""), true, false},
+		{"still running", corev1.ContainerStatus{Name: "step"}, false, false},
+	} {
+		pod := stepPod("s1")
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{c.status}
+		if c.delete {
+			now := metav1.Now()
+			pod.DeletionTimestamp = &now
+		}
+		f := SigkilledWithoutReason(pod)
+		if (f != nil) != c.want {
+			t.Errorf("%s: %v, want a failure: %v", c.name, f, c.want)
+		}
+		if f != nil && (f.Kind != KindOOMKilled || !strings.Contains(f.Error(), "exit 137")) {
+			t.Errorf("%s: %v", c.name, f)
+		}
+	}
+}

@@ -213,6 +213,7 @@ type Tracker struct {
 	stepEnded chan struct{}
 
 	mu            sync.Mutex
+	killed        *Failure // see Killed
 	sentFailed    bool
 	sentEnded     bool
 	sentStepEnded bool
@@ -252,8 +253,19 @@ func (t *Tracker) observe(pod *corev1.Pod, log *slog.Logger) {
 		log.Debug("step pod ended", "pod", t.pod, "phase", end.Phase, "reason", end.Reason, "exit_code", end.ExitCode)
 	}
 	if t.sentEnded || terminatedState(pod.Status.ContainerStatuses, podspec.StepContainerName) != nil {
+		if t.killed == nil {
+			t.killed = SigkilledWithoutReason(pod)
+		}
 		t.closeStepEnded()
 	}
+}
+
+// Killed is, once StepEnded is closed, the step container's SIGKILL that
+// came without a reason (SigkilledWithoutReason), or nil.
+func (t *Tracker) Killed() *Failure {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.killed
 }
 
 // closeStepEnded must be called with t.mu held.

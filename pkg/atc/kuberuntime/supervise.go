@@ -156,6 +156,11 @@ func awaitPodFailure(ctx context.Context, tracker *podwatch.Tracker, entrypointL
 			return f
 		default:
 		}
+		// The whole container was SIGKILLed and the runtime wrote its end
+		// before the OOM event: name the likely cause, not the sidecar.
+		if f := tracker.Killed(); f != nil {
+			return f
+		}
 	case <-timeout.C:
 	case <-ctx.Done():
 	}
