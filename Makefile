@@ -92,6 +92,10 @@ bench-overhead: cluster-up images ## a `true` task through Porter vs a bare `tru
 bench-pipelines: cluster-up images ## pipelines: commit → triggered build, trigger-job -w, a 10-step job vs 10 bare pods, a cached get (median of 5)
 	$(GO) run ./test/bench/pipelines -n 5
 
+.PHONY: soak
+soak: cluster-up images ## a soak under faults on the local cluster (SOAK_DURATION, default 30m; SOAK_FAULTS, default all); table + soak.json
+	$(GO) run ./test/soak -faults $(or $(SOAK_FAULTS),all) -json $(or $(SOAK_JSON),soak.json)
+
 .PHONY: bench-set-pipeline
 bench-set-pipeline: cluster-up ## set-pipeline of a 1,000-job pipeline and a 30-deep type chain vs a 1-job one: time, server CPU and peak RSS
 	$(GO) run ./test/bench/setpipeline -n 5

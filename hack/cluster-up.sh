@@ -27,6 +27,9 @@
 # Every process is recorded by PID in $CLUSTER_RUN; hack/cluster-down.sh stops them.
 #
 # usage: hack/cluster-up.sh
+#        hack/cluster-up.sh restart kube-apiserver|kubelet|minio
+#          (a crash of one part, as `make soak` injects it: SIGKILL, or the
+#          MinIO pod deleted, then started again and waited for)
 set -euo pipefail
 . "$(dirname "$0")/cluster-lib.sh"
 
@@ -706,7 +709,40 @@ cluster is up ($(elapsed)s)
 EOF
 }
 
+# restart NAME: kills one part of a running cluster the hard way and starts it
+# again with this script's own settings, then waits until it is healthy.
+restart() {
+  local pid
+  case ${1:-} in
+  kube-apiserver | kubelet)
+    pid=$(component_pid "$1") || die "$1 is not running"
+    kill -KILL "$pid"
+    wait_until 10 "$1 (pid $pid) to exit" bash -c "! kill -0 $pid 2>/dev/null"
+    if [ "$1" = kubelet ]; then
+      start_kubelet
+      wait_until 60 "node $NODE_NAME Ready" node_ready
+    else
+      start_apiserver
+      wait_apiserver
+    fi
+    ;;
+  minio)
+    cluster_kubectl -n "$MINIO_NAMESPACE" delete pod -l app.kubernetes.io/name=minio --wait=true >/dev/null
+    cluster_kubectl -n "$MINIO_NAMESPACE" rollout status deployment/minio --timeout=120s >/dev/null ||
+      die "MinIO did not come back"
+    wait_until 60 "MinIO at $MINIO_ENDPOINT" minio_ready
+    ;;
+  *) die "restart: want kube-apiserver, kubelet or minio, not '${1:-}'" ;;
+  esac
+  log "restarted $1 in $(elapsed)s"
+}
+
 main() {
+  if [ "${1:-}" = restart ]; then
+    shift
+    restart "$@"
+    return
+  fi
   local c alive=0 dead=0
   for c in "${CLUSTER_COMPONENTS[@]}"; do
     if component_pid "$c" >/dev/null; then alive=$((alive + 1)); else dead=$((dead + 1)); fi

@@ -18,6 +18,7 @@
 #   PORTER_KEEP_CLUSTER=1  leave the cluster and Docker running afterwards
 #   PORTER_TEST_DOCKER=0   neither start nor stop Docker (e.g. one is already in use)
 #   PORTER_FUZZTIME        how long the API fuzz target runs after the tests (default 45s)
+#   SOAK_DURATION          how long the soak under faults runs last (default 5m; 0 skips it)
 set -euo pipefail
 . "$(dirname "$0")/cluster-lib.sh"
 
@@ -101,9 +102,9 @@ cluster_up() {
   "$REPO_ROOT/hack/cluster-up.sh"
 }
 
-run_go_tests() {
-  # Every suite that needs the cluster or MinIO reads these.
-  # (Functions run by phase() are in an || list, where set -e is off: check by hand.)
+# cluster_test_env: exports what the suites (and the soak) read to find the
+# cluster, MinIO and PostgreSQL.
+cluster_test_env() {
   set -a
   # shellcheck disable=SC1091 # written by cluster-up
   . "$CLUSTER_STATE/cluster.env" || return 1
@@ -113,6 +114,11 @@ run_go_tests() {
   set +a
   export PORTER_CLUSTER_MINIO_ENV_FILE=$MINIO_ENV_FILE
   export PORTER_KUBECTL=$TOOLS_BIN/kubectl
+}
+
+run_go_tests() {
+  # (Functions run by phase() are in an || list, where set -e is off: check by hand.)
+  cluster_test_env || return 1
   # The suites record their specs' times here (test/testenv/spectimes.go).
   PORTER_SPEC_TIMES_DIR=$(mktemp -d /tmp/porter-spec-times.XXXXXX)
   export PORTER_SPEC_TIMES_DIR
@@ -144,3 +150,12 @@ phase "go test" run_go_tests
 # Bounded fuzzing of the API (its corpus is committed under testdata/fuzz):
 # random requests through the real router and middleware, fakes behind.
 phase "fuzz api" bash -c "cd '$REPO_ROOT' && go test ./pkg/atc/apiserver -run '^\$' -fuzz FuzzAPI -fuzztime ${PORTER_FUZZTIME:-45s} -parallel 2"
+
+# run_soak: `make soak` for SOAK_DURATION (default 5m here). It restarts the
+# kube-apiserver, the kubelet and MinIO, so it runs alone, after the suites.
+run_soak() {
+  cluster_test_env || return 1
+  local out=${SOAK_JSON:-$CLUSTER_LOGS/soak.json}
+  (cd "$REPO_ROOT" && SOAK_DURATION=${SOAK_DURATION:-5m} go run ./test/soak -json "$out")
+}
+[ "${SOAK_DURATION:-5m}" = 0 ] || phase "soak" run_soak

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func numbered(tag string, from, to int) string {
+	var b strings.Builder
+	for i := from; i <= to; i++ {
+		fmt.Fprintf(&b, "soak %s line %d\n", tag, i)
+	}
+	return b.String()
+}
+
+func TestCheckLines(t *testing.T) {
+	all := numbered("left", 1, linesPerTask)
+	interleaved := ""
+	for i := 1; i <= linesPerTask; i++ {
+		interleaved += numbered("left", i, i) + "noise\n" + numbered("right", i, i)
+	}
+	for _, tc := range []struct {
+		name, out string
+		want      map[string]bool
+		problem   string
+	}{
+		{"complete", all, map[string]bool{"left": true}, ""},
+		{"two tags interleaved", interleaved, map[string]bool{"left": true, "right": true}, ""},
+		{"any tags", interleaved, nil, ""},
+		{"a line twice", numbered("left", 1, 5) + numbered("left", 5, linesPerTask), nil, "tag left: line 5 after line 5"},
+		{"a line missing", numbered("left", 1, 5) + numbered("left", 7, linesPerTask), nil, "tag left: line 7 after line 5"},
+		{"cut short", numbered("left", 1, 5), nil, "tag left: 5 of 20 lines"},
+		{"a wanted tag absent", all, map[string]bool{"left": true, "right": true}, "tag right: 0 of 20 lines"},
+		{"an unwanted tag", interleaved, map[string]bool{"left": true}, "unexpected tag right (20 lines)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := checkLines(tc.out, tc.want); got != tc.problem {
+				t.Fatalf("checkLines = %q, want %q", got, tc.problem)
+			}
+		})
+	}
+}
+
+func TestParseFaults(t *testing.T) {
+	if got, err := parseFaults("all"); err != nil || len(got) != len(allFaults) {
+		t.Fatalf("all: %v %v", got, err)
+	}
+	if got, err := parseFaults("none"); err != nil || len(got) != 0 {
+		t.Fatalf("none: %v %v", got, err)
+	}
+	if got, err := parseFaults("kubelet, minio"); err != nil || strings.Join(got, ",") != "kubelet,minio" {
+		t.Fatalf("kubelet, minio: %v %v", got, err)
+	}
+	if _, err := parseFaults("kubelet,etcd"); err == nil || !strings.Contains(err.Error(), `unknown fault "etcd"`) {
+		t.Fatalf("etcd: %v", err)
+	}
+}
