@@ -24,19 +24,19 @@ import (
 
 // sample is one look at the server and the cluster.
 type sample struct {
-	At          time.Time `json:"at"`
+	At time.Time `json:"at"`
 	// KeptPods are pods whose step has ended but which still hold a pod
 	// slot (the sidecar waits for an intercept); DonePods have ended
 	// altogether and hold no slot, only an API object.
-	KeptPods    int       `json:"kept_pods"`
-	DonePods    int       `json:"done_pods"`
-	RunningPods int       `json:"running_pods"`
-	NodePods    int       `json:"node_pods"`
-	RSSBytes    int64     `json:"rss_bytes,omitempty"`
-	Goroutines  int       `json:"goroutines,omitempty"`
-	Builds      int64     `json:"builds,omitempty"`
-	DBRows      int64     `json:"db_rows,omitempty"`
-	Objects     int64     `json:"objects,omitempty"`
+	KeptPods    int   `json:"kept_pods"`
+	DonePods    int   `json:"done_pods"`
+	RunningPods int   `json:"running_pods"`
+	NodePods    int   `json:"node_pods"`
+	RSSBytes    int64 `json:"rss_bytes,omitempty"`
+	Goroutines  int   `json:"goroutines,omitempty"`
+	Builds      int64 `json:"builds,omitempty"`
+	DBRows      int64 `json:"db_rows,omitempty"`
+	Objects     int64 `json:"objects,omitempty"`
 }
 
 type sampler struct {
