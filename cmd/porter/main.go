@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,13 +21,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/porter-ci/porter/pkg/action"
-	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/sidecar"
 	"github.com/porter-ci/porter/pkg/telemetry"
 )
 
-const defaultSocket = "/porter/run/control.sock"
+const defaultSocket = sidecar.DefaultSocket
 
 func main() {
 	// A Windows step's porter.exe is never started from Explorer: cobra's
@@ -206,55 +203,11 @@ func runSidecar(ctx context.Context, log *slog.Logger) error {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(sidecar.SoftMemoryLimit)
 	}
-	raw := os.Getenv(action.EnvVar)
-	if raw == "" {
-		return fmt.Errorf("%s is not set: the sidecar needs the step's action", action.EnvVar)
-	}
-	a, err := action.Decode([]byte(raw))
+	cfg, err := sidecar.LoadConfig(ctx, os.Getenv, log)
 	if err != nil {
 		return err
 	}
-	atc := sidecar.ATCConfig{
-		Address:    os.Getenv("PORTER_ATC_ADDRESS"),
-		ServerName: os.Getenv("PORTER_ATC_SERVER_NAME"),
-		Token:      os.Getenv("PORTER_STEP_TOKEN"),
-		CAPEM:      []byte(os.Getenv("PORTER_ATC_CA_PEM")),
-	}
-	if f := os.Getenv("PORTER_ATC_CA_FILE"); f != "" && len(atc.CAPEM) == 0 {
-		if atc.CAPEM, err = os.ReadFile(f); err != nil {
-			return fmt.Errorf("read PORTER_ATC_CA_FILE: %w", err)
-		}
-	}
-	var missing []error
-	if atc.Address == "" {
-		missing = append(missing, errors.New("PORTER_ATC_ADDRESS is not set"))
-	}
-	if atc.Token == "" {
-		missing = append(missing, errors.New("PORTER_STEP_TOKEN is not set"))
-	}
-	if err := errors.Join(missing...); err != nil {
-		return err
-	}
-	bcfg, err := blobstore.ConfigFromEnv()
-	if err != nil {
-		return err
-	}
-	store, err := blobstore.Open(ctx, bcfg)
-	if err != nil {
-		return err
-	}
-	// The audit trail goes to its own bucket, under Object Lock.
-	auditCfg := bcfg
-	auditCfg.Bucket = envOr("PORTER_AUDIT_BUCKET", bcfg.Bucket)
-	audit, err := blobstore.Open(ctx, auditCfg)
-	if err != nil {
-		return err
-	}
-	extractLimits, err := blobstore.ExtractLimitsFromEnv(os.Getenv)
-	if err != nil {
-		return err
-	}
-	socket := envOr("PORTER_SOCKET", defaultSocket)
+	a := cfg.Action
 	tracing := telemetry.Noop()
 	if t := a.Telemetry; t != nil && t.OTLPEndpoint != "" {
 		// The step's spans join the build's trace, as children of the
@@ -273,21 +226,8 @@ func runSidecar(ctx context.Context, log *slog.Logger) error {
 			log.Warn("flush spans", "err", err)
 		}
 	}()
-	res, err := sidecar.Run(ctx, sidecar.Config{
-		Tracer:     tracing.Tracer(),
-		Action:     a,
-		ATC:        atc,
-		PodName:    os.Getenv("PORTER_POD_NAME"),
-		SocketPath: socket,
-		StdinFile:  os.Getenv(action.StdinFileEnvVar),
-		Redact:     redactValues(log),
-		Artifacts:  sidecar.BlobArtifacts(store, audit, a.Build.Team, a.StepID, extractLimits),
-		// The step container does not mount the journal's directory.
-		JournalDir: envOr("PORTER_JOURNAL_DIR", filepath.Join(os.TempDir(), "porter-journal")),
-		Log:        log,
-		// Set by podspec for native sidecars (see sidecar.Config).
-		StayUntilTerminated: os.Getenv("PORTER_NATIVE_SIDECAR") == "true",
-	})
+	cfg.Tracer = tracing.Tracer()
+	res, err := sidecar.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -300,18 +240,4 @@ func envOr(name, fallback string) string {
 		return v
 	}
 	return fallback
-}
-
-// redactValues are the values the step's Secret says to redact from the
-// audit journal (PORTER_REDACT, a JSON list).
-func redactValues(log *slog.Logger) []string {
-	raw := os.Getenv("PORTER_REDACT")
-	if raw == "" {
-		return nil
-	}
-	var values []string
-	if err := json.Unmarshal([]byte(raw), &values); err != nil {
-		log.Warn("PORTER_REDACT is not a JSON list of strings: the journal is not redacted", "err", err)
-	}
-	return values
 }

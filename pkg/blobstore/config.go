@@ -69,16 +69,20 @@ const (
 // ConfigFromEnv reads a Config from the PORTER_BLOBSTORE_* variables. DRIVER
 // defaults to "minio", REGION to "us-east-1", SECURE to false; ENDPOINT,
 // BUCKET, ACCESS_KEY and SECRET_KEY are required.
-func ConfigFromEnv() (Config, error) {
+func ConfigFromEnv() (Config, error) { return ConfigFrom(os.Getenv) }
+
+// ConfigFrom is ConfigFromEnv with the variables read through getenv (an
+// environment that is not the process's, e.g. a simulated pod's).
+func ConfigFrom(getenv func(string) string) (Config, error) {
 	cfg := Config{
-		Driver:       os.Getenv(EnvDriver),
-		Endpoint:     os.Getenv(EnvEndpoint),
-		Bucket:       os.Getenv(EnvBucket),
-		Region:       os.Getenv(EnvRegion),
-		AccessKey:    os.Getenv(EnvAccessKey),
-		SecretKey:    os.Getenv(EnvSecretKey),
-		SessionToken: os.Getenv(EnvSessionToken),
-		CAFile:       os.Getenv(EnvCAFile),
+		Driver:       getenv(EnvDriver),
+		Endpoint:     getenv(EnvEndpoint),
+		Bucket:       getenv(EnvBucket),
+		Region:       getenv(EnvRegion),
+		AccessKey:    getenv(EnvAccessKey),
+		SecretKey:    getenv(EnvSecretKey),
+		SessionToken: getenv(EnvSessionToken),
+		CAFile:       getenv(EnvCAFile),
 	}
 	if cfg.Driver == "" {
 		cfg.Driver = DriverMinio
@@ -94,7 +98,7 @@ func ConfigFromEnv() (Config, error) {
 			errs = append(errs, fmt.Errorf("blobstore config: %s is not set", req.name))
 		}
 	}
-	if s := os.Getenv(EnvSecure); s != "" {
+	if s := getenv(EnvSecure); s != "" {
 		b, err := strconv.ParseBool(s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("blobstore config: %s=%q is not a boolean", EnvSecure, s))

@@ -26,6 +26,10 @@ import (
 // socketWaiter waits for the sidecar's control socket and attaches over gRPC.
 type socketWaiter struct{ path string }
 
+// SocketWaiter is the Waiter of `porter entrypoint`: it attaches to the
+// sidecar's control socket at path once it exists.
+func SocketWaiter(path string) Waiter { return socketWaiter{path: path} }
+
 func (w socketWaiter) Wait(ctx context.Context) (Link, error) {
 	if err := waitForSocket(ctx, w.path); err != nil {
 		return nil, err
