@@ -92,6 +92,10 @@ bench-overhead: cluster-up images ## a `true` task through Porter vs a bare `tru
 bench-pipelines: cluster-up images ## pipelines: commit → triggered build, trigger-job -w, a 10-step job vs 10 bare pods, a cached get (median of 5)
 	$(GO) run ./test/bench/pipelines -n 5
 
+.PHONY: bench-scale
+bench-scale: cluster-up images ## 100 kwok nodes, 2,000 concurrent steps with simulated sidecars: starts/s, pod → started p50/p99, server RSS, CPU and transactions per step
+	$(GO) run ./test/bench/scale
+
 .PHONY: soak
 soak: cluster-up images ## a soak under faults on the local cluster (SOAK_DURATION, default 30m; SOAK_FAULTS, default all); table + soak.json
 	$(GO) run ./test/soak -faults $(or $(SOAK_FAULTS),all) -json $(or $(SOAK_JSON),soak.json)
@@ -101,4 +105,4 @@ bench-set-pipeline: cluster-up ## set-pipeline of a 1,000-job pipeline and a 30-
 	$(GO) run ./test/bench/setpipeline -n 5
 
 .PHONY: bench
-bench: bench-artifacts bench-sidecar bench-streams bench-buildlog bench-overhead bench-pipelines bench-set-pipeline ## every benchmark (prints figures; never fails on timing)
+bench: bench-artifacts bench-sidecar bench-streams bench-buildlog bench-overhead bench-pipelines bench-set-pipeline bench-scale ## every benchmark (prints figures; never fails on timing)
