@@ -175,6 +175,11 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 		"how long an artifact nothing references any more (its build finished, no cache or pinned version) is kept")
 	fs.DurationVar(&cfg.GC.OrphanGrace, "gc-orphan-grace", gc.DefaultOrphanGrace, "age at which a step pod no container record knows is deleted")
 	fs.DurationVar(&cfg.GC.StagingAge, "gc-staging-age", gc.DefaultStagingAge, "age at which a staging/ object (an interrupted upload) is deleted")
+	lr := &cfg.GC.LogRetention
+	fs.IntVar(&lr.DefaultBuilds, "default-build-logs-to-retain", 0, "builds whose logs a job keeps when its build_log_retention does not say (0: all)")
+	fs.IntVar(&lr.MaxBuilds, "max-build-logs-to-retain", 0, "most builds whose logs any job keeps, whatever its build_log_retention says (0: no cap)")
+	fs.IntVar(&lr.DefaultDays, "default-days-to-retain-build-logs", 0, "days a job keeps its builds' logs when its build_log_retention does not say (0: for ever)")
+	fs.IntVar(&lr.MaxDays, "max-days-to-retain-build-logs", 0, "most days any job keeps its builds' logs (0: no cap)")
 
 	// Resource types and credentials.
 	fs.StringArrayVar(&o.baseTypes, "base-resource-type", nil, "image of a base resource type NAME=IMAGE (defaults: registry-image, git, time and mock from porter.local); repeatable")

@@ -12,6 +12,8 @@ type GCConfig struct {
 	// Interval between passes; 0 turns GC off.
 	Interval          time.Duration
 	ArtifactRetention time.Duration
+	// LogRetention: how many builds' logs a job keeps (build_log_retention).
+	LogRetention gc.LogRetentionLimits
 	// OrphanGrace and StagingAge are there for tests; the defaults suit
 	// production.
 	OrphanGrace time.Duration
@@ -37,6 +39,7 @@ func (s *Server) newCollector() *gc.Collector {
 		OrphanGrace:       s.cfg.GC.OrphanGrace,
 		StagingAge:        s.cfg.GC.StagingAge,
 		ArtifactRetention: s.cfg.GC.ArtifactRetention,
+		LogRetention:      s.cfg.GC.LogRetention,
 	}, s.db, s.store, s.gcWorkers, s.log.With("component", "gc"))
 }
 
@@ -57,6 +60,7 @@ func (s *Server) runGC(ctx context.Context) <-chan struct{} {
 		m.GCReclaimed("staging", r.StagingObjects, r.StagingBytes)
 		m.GCReclaimed("artifacts", r.ArtifactBlobs, r.ArtifactBytes)
 		m.GCReclaimed("build_logs", r.BuildLogObjects, 0)
+		m.GCReclaimed("build_log_retention", r.ReapedBuildLogs, 0)
 	}
 	// One collector among replicas (a Lease when in-cluster); the advisory
 	// lock guards each pass either way.

@@ -35,6 +35,7 @@ type Store interface {
 	ReferencedArtifactKeys(ctx context.Context, cutoff time.Time) (map[string]bool, error)
 	UnreferencedEventObjects(ctx context.Context, limit int) ([]string, error)
 	ForgetEventObject(ctx context.Context, key string) error
+	LogStore
 }
 
 // Blobs lists, reads and deletes blobstore objects (a blobstore.Store is
@@ -66,6 +67,8 @@ type Config struct {
 	// finished (or, for an upload, after it was made) and after nothing
 	// references it any more.
 	ArtifactRetention time.Duration
+	// LogRetention is how many builds' logs each job keeps (default: all).
+	LogRetention LogRetentionLimits
 }
 
 // Defaults.
@@ -89,6 +92,7 @@ type Result struct {
 	ArtifactBytes     int64
 	ArtifactManifests int // manifests whose blob was collected
 	BuildLogObjects   int // build log chunks and segments no build names any more
+	ReapedBuildLogs   int // builds whose logs went by their job's build log retention
 	Duration          time.Duration
 	SkippedNotLeader  bool // another server holds the GC lock
 }
@@ -97,7 +101,7 @@ func (r Result) logAttrs() []any {
 	return []any{"pods", r.Pods, "orphan_pods", r.OrphanPods, "containers", r.Containers, "resource_caches", r.ResourceCaches,
 		"staging_objects", r.StagingObjects, "staging_bytes", r.StagingBytes,
 		"artifact_records", r.ArtifactRecords, "artifact_blobs", r.ArtifactBlobs, "artifact_bytes", r.ArtifactBytes, "artifact_manifests", r.ArtifactManifests,
-		"build_log_objects", r.BuildLogObjects,
+		"build_log_objects", r.BuildLogObjects, "reaped_build_logs", r.ReapedBuildLogs,
 		"duration", r.Duration}
 }
 
@@ -190,7 +194,9 @@ func (c *Collector) Collect(ctx context.Context) (Result, error) {
 	for _, w := range c.workers() {
 		errs = append(errs, c.finishedPods(ctx, w, &res), c.orphanPods(ctx, w, &res))
 	}
-	errs = append(errs, c.staging(ctx, &res), c.artifacts(ctx, &res), c.buildLogs(ctx, &res))
+	// Logs are reaped before the objects no log names are collected: a
+	// reaped log's objects go in the same pass.
+	errs = append(errs, c.staging(ctx, &res), c.artifacts(ctx, &res), c.reapBuildLogs(ctx, &res), c.buildLogs(ctx, &res))
 	res.Duration = time.Since(start)
 	return res, errors.Join(errs...)
 }

@@ -63,6 +63,11 @@ func (f *fakeStore) UnreferencedEventObjects(context.Context, int) ([]string, er
 	return nil, nil
 }
 func (f *fakeStore) ForgetEventObject(context.Context, string) error { return nil }
+func (f *fakeStore) JobLogConfigs(context.Context) ([]db.JobLogConfig, error) { return nil, nil }
+func (f *fakeStore) LoggedBuilds(context.Context, int64) ([]db.LoggedBuild, error) {
+	return nil, nil
+}
+func (f *fakeStore) ReapBuildLogs(context.Context, []int64) (int64, error) { return 0, nil }
 
 type fakeBlobs struct {
 	objs    []blobstore.ObjectInfo
