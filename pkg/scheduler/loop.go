@@ -76,13 +76,39 @@ func (l *Loop) Run(ctx context.Context) {
 	}
 }
 
+// The components (`fly get-components`) a Loop runs: Concourse's names.
+const (
+	ComponentScheduler = "scheduler"
+	ComponentScanner   = "scanner" // the periodic checks
+)
+
 // Pass starts the due checks and schedules the jobs once if it gets the
-// lock; ran says whether it did.
+// lock; ran says whether it did. A paused component (`fly
+// pause-component`) is skipped.
 func (l *Loop) Pass(ctx context.Context) (ran bool, err error) {
 	release, ok, err := l.DB.TryLock(ctx, db.LockScheduler)
 	if err != nil || !ok {
 		return false, err
 	}
 	defer release()
-	return true, errors.Join(l.Checker.Tick(ctx), l.Scheduler.Tick(ctx))
+	every := l.Tick
+	if every <= 0 {
+		every = DefaultTick
+	}
+	var errs []error
+	for _, c := range []struct {
+		name string
+		tick func(context.Context) error
+	}{{ComponentScanner, l.Checker.Tick}, {ComponentScheduler, l.Scheduler.Tick}} {
+		paused, err := l.DB.ComponentPaused(ctx, c.name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if paused {
+			continue
+		}
+		errs = append(errs, c.tick(ctx), l.DB.ComponentRan(ctx, c.name, every, time.Now()))
+	}
+	return true, errors.Join(errs...)
 }
