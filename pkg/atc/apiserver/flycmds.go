@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/porter-ci/porter/pkg/auth"
@@ -81,13 +82,12 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 // its pipelines and builds (its running builds are aborted first). The
 // admin team is refused with 403, which fly explains.
 func (s *Server) handleDestroyTeam(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
-	if !claims.IsAdmin {
-		s.fail(w, r, forbidden("only an admin (an owner of team main) can destroy teams"))
-		return
-	}
 	name := r.PathValue("team_name")
-	if name == auth.MainTeam {
-		s.fail(w, r, forbidden(fmt.Sprintf("team %q is the admin team: it cannot be destroyed", name)))
+	if !claims.IsAdmin || name == auth.MainTeam {
+		// A bare 403, as Concourse answers: fly then explains that only an
+		// admin may, and never the last admin team (main is Porter's only one).
+		s.log.InfoContext(r.Context(), "destroy-team refused", "team", name, "user", claims.UserID, "admin", claims.IsAdmin)
+		w.WriteHeader(http.StatusForbidden)
 		return
 	}
 	team, err := s.store.Team(r.Context(), name)
@@ -143,8 +143,12 @@ func (s *Server) handleRenameTeam(w http.ResponseWriter, r *http.Request, claims
 		return
 	}
 	team, err := s.store.Team(r.Context(), name)
-	if err != nil {
+	if errors.Is(err, db.ErrNotFound) {
 		// fly says "Team 'x' not found" for a 404.
+		s.fail(w, r, notFound("Team Not Found Error", fmt.Sprintf("team '%s' not found", name)))
+		return
+	}
+	if err != nil {
 		s.fail(w, r, fmt.Errorf("team %q: %w", name, err))
 		return
 	}
@@ -337,7 +341,7 @@ func (s *Server) handleComponents(w http.ResponseWriter, r *http.Request) {
 func (s *Server) componentSwitch(paused bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("component_name")
-		err := s.store.SetComponentPaused(r.Context(), name, paused)
+		err := s.store.SetComponentPaused(r.Context(), componentOf(name), paused)
 		if errors.Is(err, db.ErrNotFound) {
 			// fly prints its own "component 'x' not found" for a 404.
 			s.fail(w, r, notFound("Component Not Found Error", fmt.Sprintf("component '%s' not found", name)))
@@ -352,6 +356,21 @@ func (s *Server) componentSwitch(paused bool) http.HandlerFunc {
 		}
 		w.WriteHeader(http.StatusOK)
 	}
+}
+
+// componentOf is the Porter component that does the work of a Concourse
+// component, so that fly's --runtime-components and --gc-components (which
+// name Concourse's) pause and unpause Porter's: the build tracker's and the
+// scheduler's work is the scheduler's, every collector's, the reaper's and
+// the pipeline pauser's is the collector's. Other names stay as they are.
+func componentOf(name string) string {
+	switch {
+	case name == "tracker":
+		return "scheduler"
+	case name == "reaper", name == "pipeline_pauser", strings.HasPrefix(name, "collector_"):
+		return "collector"
+	}
+	return name
 }
 
 // activeUser is Concourse's User.
