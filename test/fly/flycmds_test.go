@@ -11,6 +11,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/porter-ci/porter/test/testenv"
 )
 
 // The rest of fly 8.2.5's commands (issue 20 §1), on the shared server.
@@ -34,7 +36,7 @@ func addVersion(ctx context.Context, pipeline, resource string, version map[stri
 	Expect(err).NotTo(HaveOccurred())
 	tag, err := sharedDB(ctx).Exec(ctx, `
 		INSERT INTO resource_versions (resource_id, config_hash, version, version_hash, check_order)
-		SELECT r.id, r.config_hash, $3::jsonb, md5($3), 1 FROM resources r JOIN pipelines p ON p.id = r.pipeline_id
+		SELECT r.id, r.config_hash, $3::text::jsonb, md5($3::text), 1 FROM resources r JOIN pipelines p ON p.id = r.pipeline_id
 		JOIN teams t ON t.id = p.team_id WHERE t.name = 'main' AND p.name = $1 AND r.name = $2`, pipeline, resource, string(v))
 	Expect(err).NotTo(HaveOccurred())
 	Expect(tag.RowsAffected()).To(BeEquivalentTo(1))
@@ -75,10 +77,10 @@ var _ = Describe("the rest of fly's commands", func() {
 		res := succeed(ctx, s.adminFly, "archive-pipeline", "-p", name, "-n")
 		Expect(res.Stdout).To(ContainSubstring("archived '" + name + "'"))
 		Expect(succeed(ctx, s.adminFly, "pipelines").Stdout).NotTo(ContainSubstring(name))
-		Expect(plain(succeed(ctx, s.adminFly, "pipelines", "--include-archived").Stdout)).To(MatchRegexp(`(?m)^%s\s+yes\s+no\s+yes\s`, regexp.QuoteMeta(name)))
+		Expect(plain(succeed(ctx, s.adminFly, "pipelines", "--include-archived").Stdout)).To(MatchRegexp(`(?m)^\d+\s+%s\s+yes\s+no\s+yes\s`, regexp.QuoteMeta(name)))
 
 		setPipeline(ctx, s.adminFly, name, "again")
-		Expect(plain(succeed(ctx, s.adminFly, "pipelines", "--include-archived").Stdout)).To(MatchRegexp(`(?m)^%s\s+yes\s+no\s+no\s`, regexp.QuoteMeta(name)))
+		Expect(plain(succeed(ctx, s.adminFly, "pipelines", "--include-archived").Stdout)).To(MatchRegexp(`(?m)^\d+\s+%s\s+yes\s+no\s+no\s`, regexp.QuoteMeta(name)))
 		res = run(ctx, s.adminFly, "archive-pipeline", "-p", "ghost-pipeline", "-n")
 		Expect(res.ExitCode).To(Equal(1), res.String())
 		Expect(res.Stderr).To(ContainSubstring("pipeline 'ghost-pipeline' not found"))
@@ -104,7 +106,7 @@ jobs:
 		addVersion(ctx, name, "repo", map[string]string{"version": "v1"})
 		Expect(plain(succeed(ctx, s.adminFly, "resource-versions", "-r", name+"/repo").Stdout)).To(ContainSubstring("version:v1"))
 
-		res := succeed(ctx, s.adminFly, "clear-versions", "-r", name+"/repo", "-n")
+		res := succeed(ctx, s.adminFly, "clear-versions", "--resource", name+"/repo", "-n")
 		Expect(res.Stdout).To(Equal("1 versions removed\n"))
 		Expect(strings.TrimSpace(succeed(ctx, s.adminFly, "resource-versions", "-r", name+"/repo").Stdout)).To(BeEmpty())
 
@@ -129,8 +131,8 @@ jobs:
 	It("lists active users and shows the token's expiry (active-users, targets)", func(ctx SpecContext) {
 		res := succeed(ctx, s.adminFly, "active-users")
 		Expect(plain(res.Stdout)).To(MatchRegexp(`(?m)^admin\s+local\s+` + time.Now().Format(time.DateOnly) + `\s*$`))
-		res = succeed(ctx, s.adminFly, "active-users", "--since", time.Now().AddDate(0, 0, 1).Format(time.DateOnly))
-		Expect(res.ExitCode).To(Equal(0))
+		res = succeed(ctx, s.adminFly, "active-users", "--since", time.Now().AddDate(0, 0, -1).Format(time.DateOnly), "--json")
+		Expect(res.Stdout).To(ContainSubstring(`"username": "admin"`))
 
 		// fly reads the expiry out of the access token it holds.
 		res = succeed(ctx, s.adminFly, "targets")
@@ -276,9 +278,16 @@ jobs:
 	})
 
 	It("clears the caches of one version of a resource (clear-resource-cache -v)", func(ctx SpecContext) {
-		res := succeed(ctx, s.adminFly, "clear-resource-cache", "-r", name+"/repo", "-v", "version:other", "-n")
+		// fly asks first (it has no --non-interactive here).
+		clear := func(version string) testenv.FlyResult {
+			res := runCmd(ctx, s.adminFly, testenv.FlyCmd{Args: []string{"clear-resource-cache", "-r", name + "/repo", "-v", version},
+				Stdin: strings.NewReader("y\r")}) // bubbletea's Enter is a carriage return
+			Expect(res.ExitCode).To(Equal(0), res.String())
+			return res
+		}
+		res := clear("version:other")
 		Expect(res.Stdout).To(ContainSubstring("0 caches removed"))
-		res = succeed(ctx, s.adminFly, "clear-resource-cache", "-r", name+"/repo", "-v", "version:v1", "-n")
+		res = clear("version:v1")
 		Expect(res.Stdout).To(ContainSubstring("1 caches removed"))
 	})
 })
