@@ -110,6 +110,14 @@ jobs:
 		Expect(res.Stdout).To(Equal("1 versions removed\n"))
 		Expect(strings.TrimSpace(succeed(ctx, s.adminFly, "resource-versions", "-r", name+"/repo").Stdout)).To(BeEmpty())
 
+		// The type's check runs as a build fly follows.
+		res = succeed(ctx, s.adminFly, "check-resource-type", "-r", name+"/custom")
+		Expect(plain(res.Stdout)).To(MatchRegexp(`^checking %s/custom in build \d+\n`, regexp.QuoteMeta(name)))
+		Expect(plain(res.Stdout)).To(HaveSuffix("succeeded\n"))
+		res = run(ctx, s.adminFly, "check-resource-type", "-r", name+"/ghost")
+		Expect(res.ExitCode).To(Equal(1), res.String())
+		Expect(res.Stderr).To(ContainSubstring("resource-type 'ghost' not found"))
+
 		res = succeed(ctx, s.adminFly, "clear-versions", "--resource-type", name+"/custom", "-n")
 		Expect(res.Stdout).To(Equal("0 versions removed\n"))
 		res = run(ctx, s.adminFly, "clear-versions", "--resource-type", name+"/ghost", "-n")
@@ -138,6 +146,34 @@ jobs:
 		res = succeed(ctx, s.adminFly, "targets")
 		Expect(res.Stdout).NotTo(ContainSubstring("n/a"), res.String())
 		Expect(plain(res.Stdout)).To(MatchRegexp(`(?m)^porter\s+http://\S+\s+main\s+\w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} UTC\s*$`))
+	})
+
+	It("answers the other reads, and fly's local commands work beside it (get-team, paused-pipelines, paused-jobs, checklist, validate-pipeline, format-pipeline, edit-target, delete-target, completion, help)", func(ctx SpecContext) {
+		res := succeed(ctx, s.adminFly, "get-team", "-n", "main")
+		Expect(plain(res.Stdout)).To(MatchRegexp(`(?m)^name/role\s+users\s+groups\s*$|(?m)^main/owner\s+local:admin\s+none\s*$`))
+		name := pipelineName("paused")
+		setPipeline(ctx, s.adminFly, name, "hi")
+		succeed(ctx, s.adminFly, "pause-job", "-j", name+"/ship")
+		Expect(succeed(ctx, s.adminFly, "paused-pipelines").Stdout).To(ContainSubstring(name))
+		out := plain(succeed(ctx, s.adminFly, "paused-jobs", "-p", name).Stdout)
+		Expect(out).To(ContainSubstring("ship"))
+		Expect(out).NotTo(ContainSubstring("build"))
+		res = succeed(ctx, s.adminFly, "checklist", "-p", name)
+		Expect(res.Stdout).To(ContainSubstring("build: concourse.check " + s.server.URL() + " main " + name + " build"))
+
+		cfg := writeFile("p.yml", "jobs:\n- name: j\n  plan:\n  - task: t\n    file: x/t.yml\n")
+		Expect(succeed(ctx, s.adminFly, "validate-pipeline", "-c", cfg).Stdout).To(ContainSubstring("looks good"))
+		Expect(succeed(ctx, s.adminFly, "format-pipeline", "-c", cfg).Stdout).To(ContainSubstring("- name: j"))
+		Expect(succeed(ctx, s.adminFly, "completion", "--shell", "bash").Stdout).To(ContainSubstring("complete"))
+		Expect(run(ctx, s.adminFly, "help").Stdout).To(ContainSubstring("Available commands"))
+
+		f := newFly("edited")
+		login(ctx, f, s.server, adminUser, s.adminPassword)
+		Expect(succeed(ctx, f, "edit-target", "--target-name", "renamed-target").Stdout).To(Equal("Updated target: edited\n"))
+		Expect(succeed(ctx, f, "targets").Stdout).To(ContainSubstring("renamed-target"))
+		f.Target = "renamed-target"
+		Expect(succeed(ctx, f, "delete-target").Stdout).To(Equal("deleted target: renamed-target\n"))
+		Expect(succeed(ctx, f, "targets").Stdout).NotTo(ContainSubstring("renamed-target"))
 	})
 
 	It("says which worker it does not know (land-worker, prune-worker)", func(ctx SpecContext) {

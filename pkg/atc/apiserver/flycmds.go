@@ -54,6 +54,7 @@ func (s *Server) flyRoutes(mux *router) {
 	mux.handle("DELETE "+pipelinePath+"/resources/{resource_name}/versions", s.admin(s.pipeline(auth.ActionRead, s.pipelineResource(s.handleClearVersions))))
 	mux.handle("GET "+pipelinePath+"/resource-types/{resource_type_name}/shared", s.admin(s.pipeline(auth.ActionRead, s.pipelineResourceType(s.handleSharedResourceType))))
 	mux.handle("DELETE "+pipelinePath+"/resource-types/{resource_type_name}/versions", s.admin(s.pipeline(auth.ActionRead, s.pipelineResourceType(s.handleClearTypeVersions))))
+	mux.handle("POST "+pipelinePath+"/resource-types/{resource_type_name}/check", s.pipeline(auth.ActionCheckResource, s.pipelineResourceType(s.handleCheckResourceType)))
 
 	mux.handle("GET /api/v1/wall", s.handleGetWall)
 	mux.handle("PUT /api/v1/wall", s.admin(s.handleSetWall))
@@ -225,6 +226,7 @@ func (s *Server) handleClearVersions(w http.ResponseWriter, r *http.Request, rr 
 type resourceTypeRequest struct {
 	pipelineRequest
 	name string
+	typ  concourse.ResourceType
 }
 
 // pipelineResourceType finds the path's resource type in the pipeline's
@@ -237,11 +239,12 @@ func (s *Server) pipelineResourceType(h func(http.ResponseWriter, *http.Request,
 			s.fail(w, r, fmt.Errorf("pipeline %s: decode its config: %w", pr.pipeline.Name, err))
 			return
 		}
-		if !slices.ContainsFunc(cfg.ResourceTypes, func(t concourse.ResourceType) bool { return t.Name == name }) {
+		i := slices.IndexFunc(cfg.ResourceTypes, func(t concourse.ResourceType) bool { return t.Name == name })
+		if i < 0 {
 			s.fail(w, r, notFound("Resource Type Not Found Error", fmt.Sprintf("resource type '%s' not found in pipeline '%s'", name, pr.pipeline.Name)))
 			return
 		}
-		h(w, r, resourceTypeRequest{pipelineRequest: pr, name: name})
+		h(w, r, resourceTypeRequest{pipelineRequest: pr, name: name, typ: cfg.ResourceTypes[i]})
 	}
 }
 
@@ -257,6 +260,39 @@ func (s *Server) handleSharedResourceType(w http.ResponseWriter, r *http.Request
 // cached a minute), never stored: there is nothing to remove.
 func (s *Server) handleClearTypeVersions(w http.ResponseWriter, r *http.Request, _ resourceTypeRequest) {
 	writeJSON(w, http.StatusOK, map[string]int64{"versions_removed": 0})
+}
+
+// handleCheckResourceType is `fly check-resource-type`: a build that runs
+// the type's check (from the version given, if any), which fly follows.
+// Porter keeps no versions of a type: each use resolves the type's image
+// with this same check, so this shows whether that works now.
+func (s *Server) handleCheckResourceType(w http.ResponseWriter, r *http.Request, tr resourceTypeRequest) {
+	var in struct {
+		From map[string]string `json:"from"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil && !errors.Is(err, io.EOF) {
+		s.fail(w, r, badRequest(fmt.Errorf("decode the check request: %w", err)))
+		return
+	}
+	if !slices.Contains(s.cfg.BaseTypes, tr.typ.Type) {
+		s.fail(w, r, badRequest(fmt.Errorf("resource type %q is of type %q, itself a custom type: only a type of a base type (%s) can be checked on its own",
+			tr.name, tr.typ.Type, strings.Join(s.cfg.BaseTypes, ", "))))
+		return
+	}
+	plan := concourse.Plan{ID: concourse.PlanID("check-type-" + tr.name), Check: &concourse.CheckPlan{
+		Name: tr.name, Type: tr.typ.Type, Source: tr.typ.Source, FromVersion: in.From, Tags: tr.typ.Tags,
+		TypeImage: concourse.TypeImage{BaseType: tr.typ.Type, Privileged: tr.typ.Privileged}}}
+	raw, err := json.Marshal(plan)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("check plan of resource type %s: %w", tr.name, err))
+		return
+	}
+	b, err := s.engine.CreateBuild(r.Context(), tr.team, tr.claims.UserID, plan, raw)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("check resource type %s: %w", tr.name, err))
+		return
+	}
+	writeJSON(w, http.StatusCreated, apiBuild(b))
 }
 
 // wall is Concourse's Wall: TTL is the time left, in nanoseconds.

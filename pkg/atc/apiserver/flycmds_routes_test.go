@@ -27,6 +27,7 @@ var flyRoutes = []routeCase{
 	{method: "DELETE", path: rPath + "/versions", role: "admin", ok: 200},
 	{method: "GET", path: pPath + "/resource-types/rt/shared", role: "admin", ok: 200},
 	{method: "DELETE", path: pPath + "/resource-types/rt/versions", role: "admin", ok: 200},
+	{method: "POST", path: pPath + "/resource-types/rt/check", role: "pipeline-operator", ok: 201},
 	{method: "GET", path: "/api/v1/wall", public: true, ok: 200, anonDown: 500},
 	{method: "PUT", path: "/api/v1/wall", role: "admin", ok: 200, body: `{"message":"hi"}`},
 	{method: "DELETE", path: "/api/v1/wall", role: "admin", ok: 200},
@@ -230,4 +231,15 @@ func TestOpaqueAccessToken(t *testing.T) {
 	if ans := a.do(t, "GET", "/api/v1/user", tok, ""); ans.code != 503 {
 		t.Errorf("database down: %s, want 503", ans)
 	}
+}
+
+func TestCheckResourceType(t *testing.T) {
+	a := newTestAPI(t)
+	op := a.roleIn(t, "pipeline-operator")
+	b := decode[concourse.Build](t, a.do(t, "POST", pPath+"/resource-types/rt/check", op, `{"from":{"digest":"sha256:1"}}`), 201)
+	if b.ID == 0 || !a.store.changed("CreateBuild main") {
+		t.Errorf("check build %+v, changes %v", b, a.store.calls)
+	}
+	want404(t, a.do(t, "POST", pPath+"/resource-types/ghost/check", op, ""), "Resource Type Not Found Error", "resource type 'ghost' not found in pipeline 'p'")
+	wantError(t, a.do(t, "POST", pPath+"/resource-types/rt/check", op, `{`), 400, "decode the check request")
 }
