@@ -191,21 +191,28 @@ func (d *DB) ActiveUsers(ctx context.Context, since time.Time) ([]User, error) {
 	return us, nil
 }
 
+// accessTokenGrace is how long an expired access token is kept: a request
+// with it meanwhile is told its token expired, not that it is unknown.
+const accessTokenGrace = 24 * time.Hour
+
 // SaveAccessToken stores what the opaque token whose sha256 is hash stands
-// for, until expires.
+// for, until expires; tokens expired for over a day go at the same time.
 func (d *DB) SaveAccessToken(ctx context.Context, hash, jwt string, expires time.Time) error {
-	_, err := d.pool.Exec(ctx, `INSERT INTO access_tokens (token_hash, jwt, expires_at) VALUES ($1, $2, $3)`, hash, jwt, expires)
+	_, err := d.pool.Exec(ctx, `
+		WITH old AS (DELETE FROM access_tokens WHERE expires_at < now() - $4::interval)
+		INSERT INTO access_tokens (token_hash, jwt, expires_at) VALUES ($1, $2, $3)`, hash, jwt, expires, accessTokenGrace)
 	if err != nil {
 		return classify(err, "save an access token")
 	}
 	return nil
 }
 
-// AccessToken is the signed token an unexpired opaque one stands for
-// (ErrNotFound: none).
+// AccessToken is the signed token an opaque one stands for (ErrNotFound:
+// none). An expired one is answered still (for a day): the signed token
+// says it expired.
 func (d *DB) AccessToken(ctx context.Context, hash string) (string, error) {
 	var jwt string
-	err := d.pool.QueryRow(ctx, `SELECT jwt FROM access_tokens WHERE token_hash = $1 AND expires_at > now()`, hash).Scan(&jwt)
+	err := d.pool.QueryRow(ctx, `SELECT jwt FROM access_tokens WHERE token_hash = $1`, hash).Scan(&jwt)
 	if err != nil {
 		return "", classify(err, "access token")
 	}

@@ -179,11 +179,18 @@ func TestWallComponentsUsersTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = d.SaveAccessToken(ctx, "h2", "jwt-2", time.Now().Add(-time.Minute))
+	_ = d.SaveAccessToken(ctx, "h3", "jwt-3", time.Now().Add(-48*time.Hour))
 	if s, err := d.AccessToken(ctx, "h1"); err != nil || s != "jwt-1" {
 		t.Fatalf("token h1: %q %v", s, err)
 	}
-	if _, err := d.AccessToken(ctx, "h2"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("expired token: %v, want ErrNotFound", err)
+	// Just expired: still answered (the signed token says it expired).
+	if s, err := d.AccessToken(ctx, "h2"); err != nil || s != "jwt-2" {
+		t.Fatalf("token h2: %q %v", s, err)
+	}
+	// The next save forgets the one expired for two days.
+	_ = d.SaveAccessToken(ctx, "h4", "jwt-4", time.Now().Add(time.Hour))
+	if _, err := d.AccessToken(ctx, "h3"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("long-expired token: %v, want ErrNotFound", err)
 	}
 	if n, err := d.DeleteExpiredAccessTokens(ctx, time.Now()); err != nil || n != 1 {
 		t.Fatalf("expired tokens deleted: %d %v", n, err)
