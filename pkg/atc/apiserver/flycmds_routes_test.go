@@ -243,3 +243,23 @@ func TestCheckResourceType(t *testing.T) {
 	want404(t, a.do(t, "POST", pPath+"/resource-types/ghost/check", op, ""), "Resource Type Not Found Error", "resource type 'ghost' not found in pipeline 'p'")
 	wantError(t, a.do(t, "POST", pPath+"/resource-types/rt/check", op, `{`), 400, "decode the check request")
 }
+
+// An archived pipeline refuses what would make it run, as Concourse's does.
+func TestArchivedPipelineRefusesRuns(t *testing.T) {
+	a := newTestAPI(t)
+	a.store.pipelines[0].Archived = true
+	admin := a.roleIn(t, "admin")
+	for _, c := range []struct{ method, path string }{
+		{"PUT", pPath + "/unpause"}, {"PUT", pPath + "/pause"}, {"POST", jPath + "/builds"}, {"PUT", jPath + "/schedule"},
+		{"POST", rPath + "/check"}, {"PUT", rPath + "/versions/300/pin"}, {"POST", pPath + "/resource-types/rt/check"},
+	} {
+		wantError(t, a.do(t, c.method, c.path, admin, "{}"), 409, "action not allowed for an archived pipeline")
+	}
+	if len(a.store.calls) != 0 {
+		t.Errorf("an archived pipeline changed: %v", a.store.calls)
+	}
+	// Reads and archiving again still work.
+	if ans := a.do(t, "GET", pPath+"/jobs", admin, ""); ans.code != 200 {
+		t.Errorf("jobs of an archived pipeline: %s", ans)
+	}
+}
