@@ -142,6 +142,38 @@ func (d *DB) ComponentPaused(ctx context.Context, name string) (bool, error) {
 	return paused, nil
 }
 
+// PausedComponents are the names of the paused components, as a set.
+func (d *DB) PausedComponents(ctx context.Context) (map[string]bool, error) {
+	rows, err := d.pool.Query(ctx, `SELECT name FROM components WHERE paused`)
+	if err != nil {
+		return nil, fmt.Errorf("list paused components: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list paused components: %w", err)
+	}
+	out := make(map[string]bool, len(names))
+	for _, n := range names {
+		out[n] = true
+	}
+	return out, nil
+}
+
+// ComponentsRan records a run of each named component, in one statement.
+func (d *DB) ComponentsRan(ctx context.Context, names []string, interval time.Duration, at time.Time) error {
+	if len(names) == 0 {
+		return nil
+	}
+	_, err := d.pool.Exec(ctx, `
+		INSERT INTO components (name, interval_ms, last_ran) SELECT n, $2, $3 FROM unnest($1::text[]) n
+		ON CONFLICT (name) DO UPDATE SET interval_ms = excluded.interval_ms, last_ran = excluded.last_ran`,
+		names, interval.Milliseconds(), at)
+	if err != nil {
+		return fmt.Errorf("record a run of components %v: %w", names, err)
+	}
+	return nil
+}
+
 // ComponentRan records a run of the named component and its interval.
 func (d *DB) ComponentRan(ctx context.Context, name string, interval time.Duration, at time.Time) error {
 	_, err := d.pool.Exec(ctx, `

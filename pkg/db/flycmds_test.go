@@ -154,6 +154,17 @@ func TestWallComponentsUsersTokens(t *testing.T) {
 	if p, _ := d.ComponentPaused(ctx, "scheduler"); p {
 		t.Fatal("unpause all left the scheduler paused")
 	}
+	_ = d.SetComponentPaused(ctx, "scanner", true)
+	if p, err := d.PausedComponents(ctx); err != nil || len(p) != 1 || !p["scanner"] {
+		t.Fatalf("paused components %v %v", p, err)
+	}
+	_ = d.SetComponentPaused(ctx, "scanner", false)
+	if err := d.ComponentsRan(ctx, []string{"scheduler", "collector"}, time.Minute, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if cs, _ := d.Components(ctx); cs[0].Interval != time.Minute || cs[2].Interval != time.Minute || cs[2].LastRan.IsZero() {
+		t.Fatalf("components after a run of two: %+v", cs)
+	}
 	at := time.Now().Truncate(time.Second)
 	if err := d.ComponentRan(ctx, "scanner", 10*time.Second, at); err != nil {
 		t.Fatal(err)

@@ -95,20 +95,24 @@ func (l *Loop) Pass(ctx context.Context) (ran bool, err error) {
 	if every <= 0 {
 		every = DefaultTick
 	}
+	// Two statements a pass, whatever the components: which are paused,
+	// and which ran.
+	paused, err := l.DB.PausedComponents(ctx)
+	if err != nil {
+		return true, err
+	}
 	var errs []error
+	var done []string
 	for _, c := range []struct {
 		name string
 		tick func(context.Context) error
 	}{{ComponentScanner, l.Checker.Tick}, {ComponentScheduler, l.Scheduler.Tick}} {
-		paused, err := l.DB.ComponentPaused(ctx, c.name)
-		if err != nil {
-			errs = append(errs, err)
+		if paused[c.name] {
 			continue
 		}
-		if paused {
-			continue
-		}
-		errs = append(errs, c.tick(ctx), l.DB.ComponentRan(ctx, c.name, every, time.Now()))
+		errs = append(errs, c.tick(ctx))
+		done = append(done, c.name)
 	}
+	errs = append(errs, l.DB.ComponentsRan(ctx, done, every, time.Now()))
 	return true, errors.Join(errs...)
 }
