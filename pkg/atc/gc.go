@@ -52,6 +52,7 @@ func (s *Server) runGC(ctx context.Context) <-chan struct{} {
 		return done
 	}
 	c := s.newCollector()
+	c.Switch = s.db
 	c.OnPass = func(r gc.Result, _ error) {
 		m := s.obs.metrics
 		m.GCReclaimed("pods", r.Pods+r.OrphanPods, 0)

@@ -157,6 +157,8 @@ const (
 	ActionOrderPipelines     Action = "OrderPipelines"
 	ActionClearTaskCache     Action = "ClearTaskCache"
 	ActionClearResourceCache Action = "ClearResourceCache"
+	ActionArchivePipeline    Action = "ArchivePipeline"
+	ActionScheduleJob        Action = "ScheduleJob"
 )
 
 // RequiredRole is the weakest role that may perform action, copied from
@@ -174,9 +176,9 @@ func RequiredRole(action Action) (role string, ok bool) {
 		ActionSaveConfig, ActionDeletePipeline, ActionRenamePipeline,
 		ActionExposePipeline, ActionHidePipeline, ActionRegisterWorker, ActionPruneWorker:
 		return RoleMember, true
-	case ActionClearTaskCache, ActionClearResourceCache:
+	case ActionClearTaskCache, ActionClearResourceCache, ActionScheduleJob:
 		return RoleOperator, true
-	case ActionOrderPipelines:
+	case ActionOrderPipelines, ActionArchivePipeline:
 		return RoleMember, true
 	case ActionSetTeam, ActionDestroyTeam:
 		return RoleOwner, true

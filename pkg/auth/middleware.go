@@ -70,7 +70,21 @@ func Authenticate(iss *Issuer, sessions Sessions, log *slog.Logger, unavailable 
 				refuse(ErrUnsupportedScheme)
 				return
 			}
-			claims, err := iss.Verify(strings.TrimSpace(token))
+			token = strings.TrimSpace(token)
+			if at, ok := sessions.(AccessTokens); ok && isOpaque(token) {
+				signed, err := at.AccessToken(ctx, opaqueHash(token))
+				switch {
+				case errors.Is(err, ErrUnknownToken):
+					refuse(fmt.Errorf("verify token: %w: %w", ErrInvalidToken, err))
+					return
+				case err != nil:
+					log.ErrorContext(ctx, "checking a token: reading the access token", "err", err)
+					unavailable(w, r, fmt.Errorf("cannot check the token now: the user store is unavailable; try again: %w", err))
+					return
+				}
+				token = signed
+			}
+			claims, err := iss.Verify(token)
 			if err != nil {
 				refuse(err)
 				return

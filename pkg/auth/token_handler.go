@@ -168,13 +168,32 @@ func TokenHandler(iss *Issuer, users Users, log *slog.Logger, opts ...TokenOptio
 			return
 		}
 		log.InfoContext(ctx, "logged in", "user", name, "expires", claims.Expiry)
+		if rec, ok := users.(LoginRecorder); ok {
+			// Only for `fly active-users`: a failure does not undo the login.
+			if err := rec.RecordLogin(ctx, LocalConnector, name, iss.now()); err != nil {
+				log.WarnContext(ctx, "recording a login", "user", name, "err", err)
+			}
+		}
+		access := token
+		if at, ok := users.(AccessTokens); ok {
+			opaque, hash, err := newOpaqueToken(claims.Expiry)
+			if err == nil {
+				err = at.SaveAccessToken(ctx, hash, token, claims.Expiry)
+			}
+			if err != nil {
+				log.ErrorContext(ctx, "login failed: saving the access token", "user", name, "err", err)
+				writeOAuthError(w, http.StatusInternalServerError, "server_error", "")
+				return
+			}
+			access = opaque
+		}
 
-		// fly stores only access_token and sends it back as a bearer token; the
-		// same JWT serves as the OIDC id_token.
+		// fly stores only access_token and sends it back as a bearer token
+		// (opaque, with AccessTokens); the JWT serves as the OIDC id_token.
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Pragma", "no-cache")
 		writeJSON(w, http.StatusOK, tokenResponse{
-			AccessToken: token,
+			AccessToken: access,
 			TokenType:   "bearer",
 			ExpiresIn:   int(claims.Expiry.Sub(iss.now()).Seconds()),
 			IDToken:     token,

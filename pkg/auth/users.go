@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -24,6 +25,12 @@ type Users interface {
 	// error wrapping ErrUnknownUser.
 	LocalUserHash(ctx context.Context, name string) (string, error)
 	Sessions
+}
+
+// LoginRecorder notes successful logins (`fly active-users`); a Users
+// that implements it hears of each.
+type LoginRecorder interface {
+	RecordLogin(ctx context.Context, connector, name string, at time.Time) error
 }
 
 // Sessions is what Authenticate checks every token against.

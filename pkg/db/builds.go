@@ -89,6 +89,11 @@ type BuildFilter struct {
 	Before  int64 // only ids below; 0: no bound
 	After   int64 // only ids above; 0: no bound
 	Running bool  // only pending and started builds
+	// PipelineID: only that pipeline's job builds; 0: any.
+	PipelineID int64
+	// StartedFrom and StartedTo bound the start time, inclusive (fly's
+	// --since and --until); zero: no bound.
+	StartedFrom, StartedTo time.Time
 }
 
 // Builds lists builds, newest first. With only After set, it is the Limit
@@ -109,8 +114,11 @@ func (d *DB) Builds(ctx context.Context, f BuildFilter) ([]JobBuild, error) {
 		  AND ($2 = 0 OR b.id < $2)
 		  AND ($3 = 0 OR b.id > $3)
 		  AND (NOT $4 OR b.status IN ('pending', 'started'))
+		  AND ($6 = 0 OR b.pipeline_id = $6)
+		  AND ($7::timestamptz IS NULL OR b.start_time >= $7)
+		  AND ($8::timestamptz IS NULL OR b.start_time <= $8)
 		ORDER BY b.id `+order+" LIMIT $5",
-		f.TeamIDs, f.Before, f.After, f.Running, limit)
+		f.TeamIDs, f.Before, f.After, f.Running, limit, f.PipelineID, timeArg(f.StartedFrom), timeArg(f.StartedTo))
 	if err != nil {
 		return nil, fmt.Errorf("list builds: %w", err)
 	}

@@ -25,6 +25,11 @@ type Container struct {
 	WorkingDirectory string
 	User             string
 	CreateTime       time.Time
+	// Where its build belongs (Containers fills them): a job's build's
+	// pipeline and job, a check's pipeline and resource.
+	PipelineID                      int64
+	PipelineName, JobName, Resource string
+	JobID                           int64
 }
 
 const containerColumns = `handle, coalesce(team_id, 0), coalesce(build_id, 0), build_name, plan_id,
@@ -85,22 +90,40 @@ type ContainerFilter struct {
 	StepName string
 	Type     string
 	PlanID   string
+	// Where the container's build belongs (fly intercept -j P/J, --check).
+	PipelineName, JobName, BuildName, ResourceName string
 }
 
-// Containers lists the containers that match f, oldest first.
+// Containers lists the containers that match f, oldest first, with
+// where their builds belong.
 func (d *DB) Containers(ctx context.Context, f ContainerFilter) ([]Container, error) {
-	rows, err := d.pool.Query(ctx, "SELECT "+containerColumns+` FROM containers
+	rows, err := d.pool.Query(ctx, "SELECT "+containerColumns+`, pipeline_id, pipeline_name, job_id, job_name, resource_name FROM (
+			SELECT containers.*, COALESCE(b.pipeline_id, 0) AS pipeline_id, COALESCE(p.name, '') AS pipeline_name,
+				COALESCE(b.job_id, 0) AS job_id, COALESCE(j.name, '') AS job_name, COALESCE(r.name, '') AS resource_name
+			FROM containers LEFT JOIN builds b ON b.id = containers.build_id
+				LEFT JOIN pipelines p ON p.id = b.pipeline_id LEFT JOIN jobs j ON j.id = b.job_id
+				LEFT JOIN resources r ON r.id = b.resource_id) c
 		WHERE ($1 = 0 OR team_id = $1)
 		  AND ($2 = 0 OR build_id = $2)
 		  AND ($3 = '' OR step_name = $3)
 		  AND ($4 = '' OR type = $4)
 		  AND ($5 = '' OR plan_id = $5)
+		  AND ($6 = '' OR pipeline_name = $6)
+		  AND ($7 = '' OR job_name = $7)
+		  AND ($8 = '' OR build_name = $8)
+		  AND ($9 = '' OR resource_name = $9)
 		ORDER BY create_time, handle`,
-		f.TeamID, f.BuildID, f.StepName, f.Type, f.PlanID)
+		f.TeamID, f.BuildID, f.StepName, f.Type, f.PlanID, f.PipelineName, f.JobName, f.BuildName, f.ResourceName)
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
-	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Container, error) { return scanContainer(r) })
+	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Container, error) {
+		var c Container
+		err := r.Scan(&c.Handle, &c.TeamID, &c.BuildID, &c.BuildName, &c.PlanID, &c.StepName, &c.Type,
+			&c.WorkerName, &c.Namespace, &c.PodName, &c.StepID, &c.State, &c.WorkingDirectory, &c.User, &c.CreateTime,
+			&c.PipelineID, &c.PipelineName, &c.JobID, &c.JobName, &c.Resource)
+		return c, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}

@@ -252,7 +252,9 @@ func (d *DB) JobBuilds(ctx context.Context, jobID int64, f BuildFilter) ([]JobBu
 	rows, err := d.pool.Query(ctx, "SELECT "+jobBuildColumns+jobBuildFrom+`
 		WHERE b.job_id = $1 AND ($2 = 0 OR b.id < $2) AND ($3 = 0 OR b.id > $3)
 		  AND (NOT $4 OR b.status IN ('pending', 'started'))
-		ORDER BY b.id `+order+" LIMIT $5", jobID, f.Before, f.After, f.Running, limit)
+		  AND ($6::timestamptz IS NULL OR b.start_time >= $6)
+		  AND ($7::timestamptz IS NULL OR b.start_time <= $7)
+		ORDER BY b.id `+order+" LIMIT $5", jobID, f.Before, f.After, f.Running, limit, timeArg(f.StartedFrom), timeArg(f.StartedTo))
 	if err != nil {
 		return nil, fmt.Errorf("builds of job %d: %w", jobID, err)
 	}

@@ -32,10 +32,12 @@ type Pipeline struct {
 	Public        bool
 	Ordering      int
 	LastUpdated   time.Time
+	// Archived pipelines are paused, and stay so until set again.
+	Archived bool
 }
 
 const pipelineColumns = `p.id, p.team_id, t.name, p.name, p.config, p.config_version, p.paused, p.paused_by,
-	p.paused_at, p.public, p.ordering, p.last_updated`
+	p.paused_at, p.public, p.ordering, p.last_updated, p.archived`
 
 const pipelineFrom = " FROM pipelines p JOIN teams t ON t.id = p.team_id "
 
@@ -44,7 +46,7 @@ func scanPipeline(row pgx.Row) (Pipeline, error) {
 	var config []byte
 	var pausedAt *time.Time
 	err := row.Scan(&p.ID, &p.TeamID, &p.TeamName, &p.Name, &config, &p.ConfigVersion, &p.Paused, &p.PausedBy,
-		&pausedAt, &p.Public, &p.Ordering, &p.LastUpdated)
+		&pausedAt, &p.Public, &p.Ordering, &p.LastUpdated, &p.Archived)
 	if err != nil {
 		return Pipeline{}, err
 	}
@@ -94,7 +96,8 @@ func (d *DB) SavePipeline(ctx context.Context, teamID int, name string, cfg conc
 			return fmt.Errorf("saving from version %d, but it is at %d: %w", from, version, ErrConfigVersion)
 		default:
 			_, err = tx.Exec(ctx, `
-				UPDATE pipelines SET config = $2::jsonb, config_version = config_version + 1, last_updated = now()
+				UPDATE pipelines SET config = $2::jsonb, config_version = config_version + 1, last_updated = now(),
+					archived = false -- setting an archived pipeline unarchives it (still paused), as in Concourse
 				WHERE id = $1`, id, string(plan.config))
 			if err != nil {
 				return err

@@ -116,6 +116,18 @@ type Collector struct {
 	Now func() time.Time
 	// OnPass, when set, sees every pass's result (metrics).
 	OnPass func(Result, error)
+	// Switch, when set, can pause Run's passes (`fly pause-component
+	// collector`) and hears of each one.
+	Switch Switch
+}
+
+// Component is the collector's name among the servers' periodic loops.
+const Component = "collector"
+
+// Switch pauses and records the servers' periodic loops (a *db.DB is one).
+type Switch interface {
+	ComponentPaused(ctx context.Context, name string) (bool, error)
+	ComponentRan(ctx context.Context, name string, interval time.Duration, at time.Time) error
 }
 
 // New returns a collector of the pods of the workers that workers returns
@@ -149,9 +161,22 @@ func (c *Collector) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
+		if c.paused(ctx) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				continue
+			}
+		}
 		res, err := c.CollectLocked(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if c.Switch != nil && !res.SkippedNotLeader {
+			if err := c.Switch.ComponentRan(ctx, Component, interval, time.Now()); err != nil {
+				c.log.Warn("recording a gc pass", "err", err)
+			}
 		}
 		if c.OnPass != nil {
 			c.OnPass(res, err)
@@ -170,6 +195,20 @@ func (c *Collector) Run(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// paused says whether the collector is paused; a failure to tell is
+// logged and taken as not paused.
+func (c *Collector) paused(ctx context.Context) bool {
+	if c.Switch == nil {
+		return false
+	}
+	p, err := c.Switch.ComponentPaused(ctx, Component)
+	if err != nil {
+		c.log.Warn("is the collector paused", "err", err)
+		return false
+	}
+	return p
 }
 
 // CollectLocked runs one pass if the GC lock is free.

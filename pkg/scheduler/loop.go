@@ -76,13 +76,43 @@ func (l *Loop) Run(ctx context.Context) {
 	}
 }
 
+// The components (`fly get-components`) a Loop runs: Concourse's names.
+const (
+	ComponentScheduler = "scheduler"
+	ComponentScanner   = "scanner" // the periodic checks
+)
+
 // Pass starts the due checks and schedules the jobs once if it gets the
-// lock; ran says whether it did.
+// lock; ran says whether it did. A paused component (`fly
+// pause-component`) is skipped.
 func (l *Loop) Pass(ctx context.Context) (ran bool, err error) {
 	release, ok, err := l.DB.TryLock(ctx, db.LockScheduler)
 	if err != nil || !ok {
 		return false, err
 	}
 	defer release()
-	return true, errors.Join(l.Checker.Tick(ctx), l.Scheduler.Tick(ctx))
+	every := l.Tick
+	if every <= 0 {
+		every = DefaultTick
+	}
+	// Two statements a pass, whatever the components: which are paused,
+	// and which ran.
+	paused, err := l.DB.PausedComponents(ctx)
+	if err != nil {
+		return true, err
+	}
+	var errs []error
+	var done []string
+	for _, c := range []struct {
+		name string
+		tick func(context.Context) error
+	}{{ComponentScanner, l.Checker.Tick}, {ComponentScheduler, l.Scheduler.Tick}} {
+		if paused[c.name] {
+			continue
+		}
+		errs = append(errs, c.tick(ctx))
+		done = append(done, c.name)
+	}
+	errs = append(errs, l.DB.ComponentsRan(ctx, done, every, time.Now()))
+	return true, errors.Join(errs...)
 }

@@ -91,3 +91,48 @@ func TestTwoServersLoopingTogetherCreateEachBuildOnce(t *testing.T) {
 	}
 	wait()
 }
+
+// TestAPausedSchedulerStartsNothingUntilUnpaused: `fly pause-component -n
+// scheduler` (a row every server reads) stops the loop's scheduling passes;
+// unpausing starts the build that waited.
+func TestAPausedSchedulerStartsNothingUntilUnpaused(t *testing.T) {
+	e := newEnv(t)
+	e.setPipeline(`{"resources": [{"name": "src", "type": "mock", "source": {}, "check_every": "never"}],
+		"jobs": [{"name": "unit", "plan": [{"get": "src", "trigger": true}]}]}`)
+	if err := e.d.SetComponentPaused(t.Context(), ComponentScheduler, true); err != nil {
+		t.Fatal(err)
+	}
+	loop := NewLoop(e.d, e.sched, e.checker, e.sched.Log)
+	loop.Tick = 5 * time.Millisecond
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { loop.Run(ctx) })
+	defer wg.Wait()
+	defer cancel()
+
+	e.save("src", "a")
+	loop.Wake()
+	time.Sleep(300 * time.Millisecond)
+	if got := e.builds("unit"); got != "" {
+		t.Fatalf("a paused scheduler started %s", got)
+	}
+	if err := e.d.SetComponentPaused(t.Context(), ComponentScheduler, false); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.HasSuffix(e.builds("unit"), "1:started:src=a") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no build after unpausing: %s", e.builds("unit"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cs, err := e.d.Components(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if (c.Name == ComponentScheduler || c.Name == ComponentScanner) && (c.LastRan.IsZero() || c.Interval != 5*time.Millisecond) {
+			t.Errorf("component %+v: want a recorded run every 5ms", c)
+		}
+	}
+}

@@ -1,9 +1,11 @@
 package fly_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,7 +131,9 @@ var _ = Describe("tokens", func() {
 	})
 
 	It("refuses a tampered token with 401", func(ctx SpecContext) {
-		header, payload, sig := splitJWT(s.adminToken)
+		// fly holds an opaque token; the signed one it stands for is the
+		// login's id_token, which the API takes too.
+		header, payload, sig := splitJWT(idToken(ctx, s.server, adminUser, s.adminPassword))
 		// The same signature over claims that say something else.
 		claims, err := base64.RawURLEncoding.DecodeString(payload)
 		Expect(err).NotTo(HaveOccurred())
@@ -140,6 +144,10 @@ var _ = Describe("tokens", func() {
 			header + "." + payload + "." + flipMiddle(sig),
 			header + "." + payload + ".",
 		}
+		// An opaque token with one byte changed is no token.
+		opaque := []byte(s.adminToken)
+		opaque[3] ^= 1
+		tampered = append(tampered, string(opaque))
 		for _, token := range tampered {
 			code, body := call(ctx, http.MethodGet, s.server.URL()+"/api/v1/workers", token, nil, nil)
 			Expect(code).To(Equal(http.StatusUnauthorized), body)
@@ -222,6 +230,24 @@ func setFlyrcToken(f *testenv.Fly, token string) {
 	changed := strings.Replace(string(b), flyrcToken(f), token, 1)
 	Expect(changed).NotTo(Equal(string(b)))
 	Expect(os.WriteFile(rc, []byte(changed), 0o600)).To(Succeed())
+}
+
+// idToken logs user in with the password grant and returns the signed
+// token (id_token) behind the opaque access token fly keeps.
+func idToken(ctx context.Context, srv *testenv.ATC, user, password string) string {
+	GinkgoHelper()
+	form := url.Values{"grant_type": {"password"}, "username": {user}, "password": {password}, "scope": {"openid profile email federated:id groups"}}
+	code, body := call(ctx, http.MethodPost, srv.URL()+"/sky/issuer/token", "", strings.NewReader(form.Encode()), http.Header{
+		"Content-Type": {"application/x-www-form-urlencoded"}, "Authorization": {"Basic Zmx5OlpteDU="}})
+	Expect(code).To(Equal(http.StatusOK), body)
+	var tok struct {
+		AccessToken string `json:"access_token"`
+		IDToken     string `json:"id_token"`
+	}
+	Expect(json.Unmarshal([]byte(body), &tok)).To(Succeed(), body)
+	Expect(tok.IDToken).To(ContainSubstring("."), body)
+	Expect(tok.AccessToken).NotTo(ContainSubstring("."), "the access token is opaque: %s", body)
+	return tok.IDToken
 }
 
 func splitJWT(token string) (header, payload, sig string) {

@@ -27,6 +27,7 @@ type Store interface {
 	ResourceStore
 	WorkerStore
 	ContainerStore
+	FlyStore
 }
 
 // TeamStore holds teams and the local users' logins.

@@ -15,14 +15,21 @@ import (
 
 func apiContainer(c db.Container) concourse.Container {
 	return concourse.Container{ID: c.Handle, WorkerName: c.WorkerName, State: c.State, Type: c.Type, StepName: c.StepName,
-		BuildID: c.BuildID, BuildName: c.BuildName, User: c.User, WorkingDirectory: c.WorkingDirectory}
+		BuildID: c.BuildID, BuildName: c.BuildName, User: c.User, WorkingDirectory: c.WorkingDirectory,
+		PipelineID: int(c.PipelineID), PipelineName: c.PipelineName, JobID: int(c.JobID), JobName: c.JobName, ResourceName: c.Resource}
 }
 
 // handleContainers lists the team's step pods, filtered as fly asks
 // (build_id, step_name, type).
 func (s *Server) handleContainers(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
 	q := r.URL.Query()
-	f := db.ContainerFilter{TeamID: team.ID, StepName: q.Get("step_name"), Type: q.Get("type")}
+	// fly intercept -j P/J [-b N] and --check P/R name where the build belongs.
+	f := db.ContainerFilter{TeamID: team.ID, StepName: q.Get("step_name"), Type: q.Get("type"),
+		PipelineName: q.Get("pipeline_name"), JobName: q.Get("job_name"), BuildName: q.Get("build_name"), ResourceName: q.Get("resource_name")}
+	if err := refuseInstanceVars(r); err != nil {
+		s.fail(w, r, badRequest(err))
+		return
+	}
 	if v := q.Get("build_id"); v != "" {
 		id, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {

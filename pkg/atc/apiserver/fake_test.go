@@ -50,10 +50,15 @@ type fakeStore struct {
 	users map[string]db.UserSession
 	// calls names the changes made, e.g. "PausePipeline 10".
 	calls []string
+	// wall and tokens (opaque token hash -> signed) are FlyStore's.
+	wall   db.Wall
+	tokens map[string]string
+	// lastFilter is the last build filter Builds or JobBuilds was asked.
+	lastFilter db.BuildFilter
 }
 
 func newFakeStore() *fakeStore {
-	cfg := json.RawMessage(`{"jobs":[{"name":"j","plan":[{"get":"r","trigger":true}]}],"resources":[{"name":"r","type":"mock"}]}`)
+	cfg := json.RawMessage(`{"jobs":[{"name":"j","plan":[{"get":"r","trigger":true}]}],"resources":[{"name":"r","type":"mock"}],"resource_types":[{"name":"rt","type":"registry-image","source":{"repository":"x"}}]}`)
 	ownerOf := func(user string) db.TeamAuth { return db.TeamAuth{"owner": {Users: []string{user}}} }
 	now := time.Unix(1_700_000_000, 0)
 	return &fakeStore{
@@ -202,7 +207,17 @@ func (s *fakeStore) Build(_ context.Context, id int64) (db.Build, error) {
 	return b.Build, err
 }
 func (s *fakeStore) Builds(_ context.Context, f db.BuildFilter) ([]db.JobBuild, error) {
-	return all(s, s.builds, func(b db.JobBuild) bool { return f.TeamIDs == nil || slices.Contains(f.TeamIDs, b.TeamID) })
+	s.filtered(f)
+	return all(s, s.builds, func(b db.JobBuild) bool {
+		return (f.TeamIDs == nil || slices.Contains(f.TeamIDs, b.TeamID)) && (f.PipelineID == 0 || b.PipelineID == f.PipelineID)
+	})
+}
+
+// filtered remembers the last build filter asked for.
+func (s *fakeStore) filtered(f db.BuildFilter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastFilter = f
 }
 func (s *fakeStore) JobBuildByID(_ context.Context, id int64) (db.JobBuild, error) {
 	return first(s, s.builds, func(b db.JobBuild) bool { return b.ID == id })
@@ -291,7 +306,8 @@ func (s *fakeStore) PauseJob(_ context.Context, id int64, _ string) error {
 func (s *fakeStore) UnpauseJob(_ context.Context, id int64) error {
 	return s.change(fmtRef("UnpauseJob", id))
 }
-func (s *fakeStore) JobBuilds(_ context.Context, job int64, _ db.BuildFilter) ([]db.JobBuild, error) {
+func (s *fakeStore) JobBuilds(_ context.Context, job int64, f db.BuildFilter) ([]db.JobBuild, error) {
+	s.filtered(f)
 	return all(s, s.builds, func(b db.JobBuild) bool { return b.JobID == job })
 }
 func (s *fakeStore) JobBuildByName(_ context.Context, job int64, name string) (db.JobBuild, error) {

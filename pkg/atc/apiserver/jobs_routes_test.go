@@ -108,8 +108,8 @@ func TestJobInputs(t *testing.T) {
 
 func TestResourceTypesAndPipelineBuild(t *testing.T) {
 	a := newTestAPI(t)
-	if types := decode[[]concourse.ResourceType](t, a.do(t, "GET", pPath+"/resource-types", a.roleIn(t, "viewer"), ""), 200); types == nil || len(types) != 0 {
-		t.Errorf("resource types %#v, want []", types)
+	if types := decode[[]concourse.ResourceType](t, a.do(t, "GET", pPath+"/resource-types", a.roleIn(t, "viewer"), ""), 200); len(types) != 1 || types[0].Name != "rt" {
+		t.Errorf("resource types %#v, want rt", types)
 	}
 	member := a.roleIn(t, "member")
 	if b := decode[concourse.Build](t, a.do(t, "POST", pPath+"/builds", member, onePlan), 201); b.ID != 7 || !a.store.changed("CreateBuild main") {

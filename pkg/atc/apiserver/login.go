@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/db"
@@ -12,7 +13,26 @@ import (
 // loginUsers are the database's local users as the login, Authenticate and
 // logout need them: an unknown user is refused like a wrong password (or a
 // revoked token), a database that is down is a server error.
-type loginUsers struct{ store TeamStore }
+type loginUsers struct{ store Store }
+
+// RecordLogin implements auth.LoginRecorder (`fly active-users`).
+func (u loginUsers) RecordLogin(ctx context.Context, connector, name string, at time.Time) error {
+	return u.store.RecordLogin(ctx, connector, name, at)
+}
+
+// SaveAccessToken and AccessToken implement auth.AccessTokens: fly holds an
+// opaque token whose expiry `fly targets` can read.
+func (u loginUsers) SaveAccessToken(ctx context.Context, hash, signed string, expires time.Time) error {
+	return u.store.SaveAccessToken(ctx, hash, signed, expires)
+}
+
+func (u loginUsers) AccessToken(ctx context.Context, hash string) (string, error) {
+	signed, err := u.store.AccessToken(ctx, hash)
+	if errors.Is(err, db.ErrNotFound) {
+		return "", fmt.Errorf("%w: %w", auth.ErrUnknownToken, err)
+	}
+	return signed, err
+}
 
 func (u loginUsers) LocalUserHash(ctx context.Context, name string) (string, error) {
 	h, err := u.store.LocalUserHash(ctx, name)

@@ -54,8 +54,22 @@ func (s *Server) pipeline(action auth.Action, h func(http.ResponseWriter, *http.
 			s.fail(w, r, err)
 			return
 		}
+		if p.Archived && rejectedWhenArchived(action) {
+			s.fail(w, r, withStatus(http.StatusConflict, fmt.Errorf("action not allowed for an archived pipeline: set pipeline %q again first", name)))
+			return
+		}
 		h(w, r, pipelineRequest{claims: claims, team: team, pipeline: p})
 	})
+}
+
+// rejectedWhenArchived are the actions Concourse refuses on an archived
+// pipeline (its reject-archived wrapper): what would make it run again.
+func rejectedWhenArchived(a auth.Action) bool {
+	switch a {
+	case auth.ActionPausePipeline, auth.ActionUnpausePipeline, auth.ActionCreateJobBuild, auth.ActionScheduleJob, auth.ActionCheckResource:
+		return true
+	}
+	return false
 }
 
 // publicPipeline is a read of the path's pipeline: anyone may read an
@@ -171,7 +185,7 @@ func identifierWarning(kind, name string) *configWarning {
 // apiPipeline is a pipeline's API shape.
 func apiPipeline(p db.Pipeline) concourse.Pipeline {
 	out := concourse.Pipeline{ID: p.ID, Name: p.Name, Paused: p.Paused, PausedBy: p.PausedBy, PausedAt: unix(p.PausedAt),
-		Public: p.Public, TeamName: p.TeamName, LastUpdated: unix(p.LastUpdated)}
+		Public: p.Public, TeamName: p.TeamName, LastUpdated: unix(p.LastUpdated), Archived: p.Archived}
 	var cfg struct {
 		Groups  []concourse.GroupConfig `json:"groups"`
 		Display map[string]any          `json:"display"`

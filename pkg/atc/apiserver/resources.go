@@ -114,12 +114,14 @@ func (s *Server) handleClearResourceCache(w http.ResponseWriter, r *http.Request
 		s.fail(w, r, badRequest(fmt.Errorf("decode the version: %w", err)))
 		return
 	}
+	var n int64
+	var err error
 	if len(in.Version) > 0 {
-		s.fail(w, r, badRequest(errors.New(
-			"clearing the cache of one version (--version) is not supported by this server: leave it out to clear every version's")))
-		return
+		// -v: that version's caches only (the version exactly).
+		n, err = s.store.DeleteResourceVersionCaches(r.Context(), rr.resource.ID, in.Version)
+	} else {
+		n, err = s.store.DeleteResourceCaches(r.Context(), rr.resource.ID)
 	}
-	n, err := s.store.DeleteResourceCaches(r.Context(), rr.resource.ID)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -66,10 +66,14 @@ func TestClearResourceCache(t *testing.T) {
 	}
 	a = newTestAPI(t)
 	op = a.roleIn(t, "pipeline-operator")
-	wantError(t, a.do(t, "DELETE", rPath+"/cache", op, `{"version":{"v":"1"}}`), 400, "clearing the cache of one version (--version) is not supported")
 	wantError(t, a.do(t, "DELETE", rPath+"/cache", op, `{"version":`), 400, "decode the version")
 	if len(a.store.calls) != 0 {
 		t.Errorf("refused clears changed %v", a.store.calls)
+	}
+	// -v: that version's caches only.
+	got = decode[map[string]int64](t, a.do(t, "DELETE", rPath+"/cache", op, `{"version":{"v":"1"}}`), 200)
+	if got["caches_removed"] != 1 || !a.store.changed("DeleteResourceVersionCaches 200 1") || a.store.changed("DeleteResourceCaches 200") {
+		t.Errorf("cleared %v, changes %v", got, a.store.calls)
 	}
 }
 

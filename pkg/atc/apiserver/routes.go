@@ -101,6 +101,8 @@ func (s *Server) routes() *router {
 	// Pipelines' jobs and resources: scheduling (jobbuilds.go, versions.go).
 	s.jobRoutes(mux)
 	s.versionRoutes(mux)
+	// The rest of fly's commands (flycmds.go).
+	s.flyRoutes(mux)
 
 	mux.handle("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	return mux
@@ -315,8 +317,12 @@ func unix(t time.Time) int64 {
 
 // listBuilds answers a page of builds (Concourse's limit/since/until).
 func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, teamIDs []int) {
+	s.listBuildsOf(w, r, db.BuildFilter{TeamIDs: teamIDs})
+}
+
+// listBuildsOf answers a page of the builds f selects.
+func (s *Server) listBuildsOf(w http.ResponseWriter, r *http.Request, f db.BuildFilter) {
 	q := r.URL.Query()
-	f := db.BuildFilter{TeamIDs: teamIDs}
 	if err := parsePage(q, &f); err != nil {
 		s.fail(w, r, badRequest(err))
 		return
@@ -436,8 +442,25 @@ func (s *Server) handleBuildArtifacts(w http.ResponseWriter, r *http.Request, b 
 }
 
 // parsePage reads Concourse's build pages into f: to=N is N and older,
-// from=N is N and newer (the older since/until are exclusive).
+// from=N is N and newer (the older since/until are exclusive). With
+// timestamps=true (fly builds --since/--until), from and to are Unix times
+// bounding the builds' start, inclusive, as in Concourse.
 func parsePage(q url.Values, f *db.BuildFilter) error {
+	if q.Get("timestamps") == "true" {
+		for _, p := range []struct {
+			name string
+			dst  *time.Time
+		}{{"from", &f.StartedFrom}, {"to", &f.StartedTo}} {
+			if v := q.Get(p.name); v != "" {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || n <= 0 {
+					return fmt.Errorf("%s=%q: want a Unix time (timestamps=true)", p.name, v)
+				}
+				*p.dst = time.Unix(n, 0)
+			}
+		}
+		return nil
+	}
 	for _, p := range []struct {
 		name  string
 		dst   *int64

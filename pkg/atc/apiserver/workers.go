@@ -51,7 +51,8 @@ func (s *Server) workerAction(act func(context.Context, string) error) func(http
 		wk, err := s.store.Worker(r.Context(), name)
 		switch {
 		case errors.Is(err, db.ErrNotFound):
-			s.fail(w, r, withStatus(http.StatusNotFound, fmt.Errorf("worker %q not found", name)))
+			// Concourse's JSON-API 404, whose detail fly prints.
+			s.fail(w, r, notFound("Worker Not Found Error", fmt.Sprintf("worker '%s' not found", name)))
 			return
 		case err != nil:
 			s.fail(w, r, err)
@@ -67,7 +68,8 @@ func (s *Server) workerAction(act func(context.Context, string) error) func(http
 			// fly prints the stderr field of a 400.
 			writeJSON(w, http.StatusBadRequest, map[string]string{"stderr": db.ErrWorkerRunning.Error()})
 		case errors.Is(err, db.ErrNotFound):
-			s.fail(w, r, withStatus(http.StatusNotFound, fmt.Errorf("worker %q not found", name)))
+			// Concourse's JSON-API 404, whose detail fly prints.
+			s.fail(w, r, notFound("Worker Not Found Error", fmt.Sprintf("worker '%s' not found", name)))
 		case err != nil:
 			s.fail(w, r, err)
 		default:

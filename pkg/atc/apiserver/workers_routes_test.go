@@ -62,7 +62,7 @@ func TestWorkerActions(t *testing.T) {
 		t.Errorf("prune a running worker: %v", got)
 	}
 	for _, action := range []string{"land", "retire", "prune"} {
-		want404(t, a.do(t, "PUT", "/api/v1/workers/ghost/"+action, a.roleIn(t, "admin"), ""), "Not Found", `worker "ghost" not found`)
+		want404(t, a.do(t, "PUT", "/api/v1/workers/ghost/"+action, a.roleIn(t, "admin"), ""), "Worker Not Found Error", "worker 'ghost' not found")
 		// A shared worker is the admins'; another team's is that team's.
 		wantText(t, a.do(t, "PUT", "/api/v1/workers/w1/"+action, a.roleIn(t, "member"), ""), 403, `not allowed to change worker "w1"`)
 		wantText(t, a.do(t, "PUT", "/api/v1/workers/w3/"+action, a.roleIn(t, "member"), ""), 403, `not allowed to change worker "w3"`)

@@ -1,0 +1,63 @@
+package gc
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeSwitch is the components' table: paused or not, and the runs heard.
+type fakeSwitch struct {
+	paused atomic.Bool
+	mu     sync.Mutex
+	ran    []time.Duration
+}
+
+func (f *fakeSwitch) ComponentPaused(_ context.Context, name string) (bool, error) {
+	return name == Component && f.paused.Load(), nil
+}
+
+func (f *fakeSwitch) ComponentRan(_ context.Context, name string, interval time.Duration, _ time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if name == Component {
+		f.ran = append(f.ran, interval)
+	}
+	return nil
+}
+
+// TestPausedCollectorSkipsItsPasses: `fly pause-component -n collector`
+// stops Run's passes until it is unpaused; each pass is recorded.
+func TestPausedCollectorSkipsItsPasses(t *testing.T) {
+	sw := &fakeSwitch{}
+	sw.paused.Store(true)
+	c := New(Config{}, &fakeStore{}, &fakeBlobs{}, nil, slog.New(slog.DiscardHandler))
+	c.Switch = sw
+	var passes atomic.Int32
+	c.OnPass = func(Result, error) { passes.Add(1) }
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx, 10*time.Millisecond) }()
+	defer func() { cancel(); <-done }()
+
+	time.Sleep(100 * time.Millisecond)
+	if n := passes.Load(); n != 0 {
+		t.Fatalf("%d passes while paused", n)
+	}
+	sw.paused.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for passes.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no pass after unpausing")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if len(sw.ran) == 0 || sw.ran[0] != 10*time.Millisecond {
+		t.Errorf("runs recorded %v, want the interval", sw.ran)
+	}
+}
