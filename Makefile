@@ -21,8 +21,12 @@ demo-down: ## stop the demo's ATC runtime and the local cluster
 	hack/demo.sh down
 
 .PHONY: generate
-generate: ## regenerate the protobuf code from the .proto files
+generate: web ## regenerate the protobuf code from the .proto files and the web UI's bundle
 	hack/generate.sh
+
+.PHONY: web
+web: ## rebuild the web UI's committed bundle (pkg/atc/webui/dist) from web/ with npm ci + esbuild
+	hack/web.sh
 
 .PHONY: tools
 tools: ## build the pinned third-party binaries (Kubernetes incl. kube-proxy, etcd, MinIO, registry, CoreDNS) from the module proxy
