@@ -155,6 +155,11 @@ func tab() context.Context {
 	ctx, cancel := chromedp.NewContext(s.browser, chromedp.WithNewBrowserContext())
 	Expect(chromedp.Do(ctx)).To(Succeed())
 	DeferCleanup(cancel)
+	DeferCleanup(func() {
+		if CurrentSpecReport().Failed() {
+			screenshot(ctx, "at failure")
+		}
+	})
 	return ctx
 }
 

@@ -204,17 +204,17 @@ run: {path: sh, args: [-c, `+fmt.Sprintf("%q", script)+`]}
 		fmt.Sscan(m[1], &id)
 		c := loggedIn()
 		open(c, fmt.Sprintf("/builds/%d", id), `[data-testid=build-head]`)
-		logText := `document.querySelector('[data-testid=log]')?.textContent || ''`
+		logText := `[...document.querySelectorAll('[data-testid=log] .txt')].map(e => e.textContent).join('\n')`
 		Eventually(evalEventually[string](c, logText)).WithTimeout(2 * time.Minute).Should(ContainSubstring("line 3"))
 		// Seen while the build still runs: the page did not wait for the end.
 		Expect(buildStatus(ctx, id)()).To(Equal("started"))
-		Expect(eval[string](c, logText)).NotTo(ContainSubstring("line 40"))
+		Expect(eval[string](c, logText)).NotTo(MatchRegexp(`(?m)^line 40$`))
 		Expect(eval[string](c, `document.querySelector('[data-testid=build-head]').dataset.status`)).To(Equal("started"))
 		screenshot(c, "running")
-		Eventually(evalEventually[string](c, logText)).WithTimeout(time.Minute).Should(ContainSubstring("line 40"))
+		Eventually(evalEventually[string](c, logText)).WithTimeout(time.Minute).Should(MatchRegexp(`(?m)^line 40$`))
 		Expect(eval[string](c, `document.querySelector('.ansi-red-fg')?.textContent`)).To(Equal("red alert"))
 		Expect(eval[string](c, `document.querySelector('[data-testid=log] .ts').textContent`)).To(MatchRegexp(`^\d\d:\d\d:\d\d$`))
-		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=build-head]').dataset.status`)).Should(Equal("succeeded"))
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=build-head]').dataset.status`)).WithTimeout(30 * time.Second).Should(Equal("succeeded"))
 		screenshot(c, "finished")
 	}, SpecTimeout(specTimeout))
 
@@ -277,11 +277,14 @@ run: {path: sh, args: [-c, `+fmt.Sprintf("%q", script)+`]}
 
 	It("logs fly in through the browser, and logs out", func(ctx SpecContext) {
 		f := newFly("browser")
-		stdin, hold := io.Pipe() // fly also reads a pasted token from stdin: keep it open
-		DeferCleanup(hold.Close)
+		// fly also reads a pasted token from stdin: keep it open (at EOF fly
+		// gives up), and close it once fly has the token from the browser,
+		// as a terminal's fly stops reading then.
+		stdin, hold := io.Pipe()
 		p, err := f.Start(testenv.FlyCmd{Args: []string{"login", "-c", s.server.URL()}, Stdin: stdin})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(p.Kill)
+		DeferCleanup(hold.Close)
 		loginURL := regexp.MustCompile(`http://\S+/login\?fly_port=\d+`)
 		Eventually(func() string { return p.Stdout.String() }).WithTimeout(30 * time.Second).Should(MatchRegexp(loginURL.String()))
 		u := loginURL.FindString(p.Stdout.String())
@@ -295,14 +298,17 @@ run: {path: sh, args: [-c, `+fmt.Sprintf("%q", script)+`]}
 		)).To(Succeed())
 		screenshot(c, "login")
 		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=login-submit]`)))).To(Succeed())
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=fly-success]')?.dataset.state`)).
+			WithTimeout(20*time.Second).Should(Equal("sent"), func() string { return eval[string](c, `document.body.innerText`) })
+		Eventually(func() string { return p.Stdout.String() }).WithTimeout(20 * time.Second).Should(ContainSubstring("target saved"))
+		Expect(hold.Close()).To(Succeed())
 		res, err := p.Wait(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.ExitCode).To(Equal(0), res.String())
-		Expect(res.Stdout).To(ContainSubstring("target saved"))
-		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=fly-success]')?.dataset.state`)).Should(Equal("sent"))
 		screenshot(c, "fly success")
 		teams := succeed(ctx, f, "teams")
 		Expect(teams.Stdout).To(ContainSubstring("main"))
+		succeed(ctx, f, "userinfo")
 
 		open(c, "/", `[data-testid=user-menu]`)
 		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=user-menu]`)),
@@ -312,7 +318,7 @@ run: {path: sh, args: [-c, `+fmt.Sprintf("%q", script)+`]}
 		Eventually(evalEventually[bool](c, `!!document.querySelector('[data-testid=login-link]')`)).Should(BeTrue())
 		Expect(eval[string](c, `localStorage.getItem("porter.token") || ""`)).To(BeEmpty())
 		// The logout ended bob's sessions: fly's token is refused now too.
-		Expect(succeedOrNot(ctx, f, "teams")).NotTo(Equal(0))
+		Expect(succeedOrNot(ctx, f, "userinfo")).NotTo(Equal(0))
 		// A wrong password says so on the page.
 		open(c, "/login", `[data-testid=login-form]`)
 		Expect(chromedp.Do(c,
