@@ -96,9 +96,13 @@ bench-overhead: cluster-up images ## a `true` task through Porter vs a bare `tru
 bench-pipelines: cluster-up images ## pipelines: commit → triggered build, trigger-job -w, a 10-step job vs 10 bare pods, a cached get (median of 5)
 	$(GO) run ./test/bench/pipelines -n 5
 
+.PHONY: bench-ui
+bench-ui: cluster-up images ## the web UI in headless chromium: dashboard of 100 pipelines, a 50-job pipeline, a 100,000-line build (median of 5)
+	$(GO) run ./test/bench/ui
+
 .PHONY: bench-set-pipeline
 bench-set-pipeline: cluster-up ## set-pipeline of a 1,000-job pipeline and a 30-deep type chain vs a 1-job one: time, server CPU and peak RSS
 	$(GO) run ./test/bench/setpipeline -n 5
 
 .PHONY: bench
-bench: bench-artifacts bench-sidecar bench-streams bench-buildlog bench-overhead bench-pipelines bench-set-pipeline ## every benchmark (prints figures; never fails on timing)
+bench: bench-artifacts bench-sidecar bench-streams bench-buildlog bench-overhead bench-pipelines bench-set-pipeline bench-ui ## every benchmark (prints figures; never fails on timing)

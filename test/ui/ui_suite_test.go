@@ -171,10 +171,11 @@ func screenshot(ctx context.Context, what string) {
 	GinkgoHelper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	Expect(err).NotTo(HaveOccurred())
-	name := strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(CurrentSpecReport().LeafNodeText+"-"+what), "-"), "-")
-	if len(name) > 80 {
-		name = name[:80]
+	slug := func(s string, max int) string {
+		s = strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(s), "-"), "-")
+		return s[:min(len(s), max)]
 	}
+	name := slug(CurrentSpecReport().LeafNodeText, 48) + "--" + slug(what, 30)
 	path := filepath.Join(s.screenshots, name+".png")
 	Expect(os.WriteFile(path, png, 0o644)).To(Succeed())
 	GinkgoWriter.Printf("screenshot: %s\n", path)

@@ -47,6 +47,9 @@ function collect(plan, steps) {
   return null;
 }
 
+// plain: ansi_up has no color or style open from an earlier line.
+const plain = (a) => a.fg === null && a.bg === null && !a.bold && !a.faint && !a.italic && !a.underline;
+
 // apply folds one build event into the build's state.
 function apply(st, ev) {
   const d = ev.data || {};
@@ -62,7 +65,14 @@ function apply(st, ev) {
       const text = s.partial + (d.payload || '');
       const parts = text.split('\n');
       s.partial = parts.pop();
-      for (const p of parts) s.lines.push({ t: d.time, html: s.ansi.ansi_to_html(p.replace(/\r$/, '')) });
+      for (const p of parts) {
+        const line = p.replace(/\r$/, '');
+        // Most lines have no escape codes: they are kept as text (Preact
+        // escapes them when shown); only the others go through ansi_up,
+        // in order, so colors carry across lines.
+        if (line.indexOf('\x1b') < 0 && plain(s.ansi)) s.lines.push({ t: d.time, text: line });
+        else s.lines.push({ t: d.time, html: s.ansi.ansi_to_html(line) });
+      }
       break;
     }
     case 'status':
@@ -130,7 +140,9 @@ function LogView({ step, version }) {
           return (
             <div key={it.key} class="line" data-index={it.index} style={{ transform: `translateY(${it.start}px)` }}>
               <span class="ts">{clock(line.t)}</span>
-              <span class="txt" dangerouslySetInnerHTML={{ __html: line.html }} />
+              {line.html === undefined
+                ? <span class="txt">{line.text}</span>
+                : <span class="txt" dangerouslySetInnerHTML={{ __html: line.html }} />}
             </div>
           );
         })}
