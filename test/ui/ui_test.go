@@ -114,6 +114,18 @@ var _ = Describe("the web UI", func() {
 		// A new pipeline is paused: the banner says so, and the button unpauses it.
 		Expect(eval[bool](c, `!!document.querySelector('[data-testid=paused-banner]')`)).To(BeTrue())
 		screenshot(c, "pipeline")
+		pipelinePaused := func() bool {
+			var p struct {
+				Paused bool `json:"paused"`
+			}
+			apiGet(ctx, "/api/v1/teams/main/pipelines/"+name, &p)
+			return p.Paused
+		}
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=pause-pipeline]`)))).To(Succeed())
+		Eventually(pipelinePaused).Should(BeFalse())
+		Eventually(evalEventually[bool](c, `!document.querySelector('[data-testid=paused-banner]')`)).Should(BeTrue())
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=pause-pipeline]`)))).To(Succeed())
+		Eventually(pipelinePaused).Should(BeTrue())
 
 		open(c, "/", fmt.Sprintf(`[data-pipeline="main/%s"]`, name))
 		Expect(eval[int](c, fmt.Sprintf(`document.querySelectorAll('[data-pipeline="main/%s"] .seg').length`, name))).To(Equal(3))
@@ -176,6 +188,18 @@ var _ = Describe("the web UI", func() {
 		screenshot(c, "build")
 		open(c, "/teams/main/pipelines/"+name+"/jobs/hello", `[data-build="1"]`)
 		screenshot(c, "job")
+		// Rerun makes build 1.1 of the same inputs; pause pauses the job.
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-build="1"] button`)))).To(Succeed())
+		Eventually(evalEventually[string](c, `location.pathname`)).Should(MatchRegexp(`/jobs/hello/builds/1\.1$`))
+		open(c, "/teams/main/pipelines/"+name+"/jobs/hello", `[data-testid=pause-job]`)
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=pause-job]`)))).To(Succeed())
+		Eventually(func() bool {
+			var j struct {
+				Paused bool `json:"paused"`
+			}
+			apiGet(ctx, "/api/v1/teams/main/pipelines/"+name+"/jobs/hello", &j)
+			return j.Paused
+		}).Should(BeTrue())
 
 		open(c, "/teams/main/pipelines/"+name+"/jobs/slow", `[data-testid=trigger]`)
 		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=trigger]`)))).To(Succeed())
