@@ -210,6 +210,11 @@ var _ = Describe("the web UI", func() {
 		}
 		apiGet(ctx, "/api/v1/teams/main/pipelines/"+name+"/jobs/slow/builds/1", &b)
 		Expect(buildStatus(ctx, b.ID)()).To(Equal("started"))
+		// While it runs, its box on the graph and its strip on the dashboard pulse.
+		open(c, "/teams/main/pipelines/"+name, `[data-job="slow"][data-running="true"]`)
+		Expect(eval[string](c, `getComputedStyle(document.querySelector('[data-job="slow"]')).animationName`)).To(Equal("pulse"))
+		open(c, "/", fmt.Sprintf(`[data-pipeline="main/%s"] .seg.running`, name))
+		open(c, "/teams/main/pipelines/"+name+"/jobs/slow/builds/1", `[data-testid=abort]`)
 		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=abort]`)))).To(Succeed())
 		Eventually(buildStatus(ctx, b.ID)).WithTimeout(time.Minute).Should(Equal("aborted"))
 		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=build-head]').dataset.status`)).Should(Equal("aborted"))

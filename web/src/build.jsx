@@ -223,18 +223,34 @@ function BuildView({ build: initial, crumbs }) {
     const redraw = () => {
       if (!frame) frame = requestAnimationFrame(() => { frame = 0; setVersion((x) => x + 1); });
     };
-    let stop = () => {};
     let live = true;
-    get(`/api/v1/builds/${initial.id}/plan`).catch(() => null).then((p) => {
+    // A job's build has its plan only once the scheduler starts it: until
+    // then, ask again every second; steps whose events came first keep
+    // their state.
+    let planTimer = 0;
+    const loadPlan = () => get(`/api/v1/builds/${initial.id}/plan`).catch(() => null).then((p) => {
       if (!live) return;
-      if (p && p.plan) s.tree = collect(p.plan, s.steps);
-      s.leaves = s.steps.size;
-      stop = streamEvents(initial.id, (ev) => { apply(s, ev); redraw(); },
-        () => { s.done = true; redraw(); get(`/api/v1/builds/${initial.id}`).then(setBuild).catch(() => {}); },
-        (e) => setErr(e));
+      if (!(p && p.plan)) {
+        if (!s.done) planTimer = setTimeout(loadPlan, 1000);
+        return;
+      }
+      const steps = new Map();
+      s.tree = collect(p.plan, steps);
+      for (const [id, step] of steps) {
+        const old = s.steps.get(id);
+        if (old) Object.assign(step, old, { kind: step.kind, name: step.name });
+      }
+      s.orphans = s.orphans.filter((n) => !steps.has(n.step.id));
+      for (const n of s.orphans) steps.set(n.step.id, n.step);
+      s.steps = steps;
+      s.leaves = steps.size;
       redraw();
     });
-    return () => { live = false; stop(); cancelAnimationFrame(frame); };
+    loadPlan();
+    const stop = streamEvents(initial.id, (ev) => { apply(s, ev); redraw(); },
+      () => { s.done = true; redraw(); get(`/api/v1/builds/${initial.id}`).then(setBuild).catch(() => {}); },
+      (e) => setErr(e));
+    return () => { live = false; stop(); clearTimeout(planTimer); cancelAnimationFrame(frame); };
   }, [initial.id]);
   const s = st.current;
   const status = s.status || build.status;
