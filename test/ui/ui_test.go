@@ -263,7 +263,10 @@ run: {path: sh, args: [-c, `+fmt.Sprintf("%q", script)+`]}
 			PinnedVersion map[string]string `json:"pinned_version"`
 			PinComment    string            `json:"pin_comment"`
 		}
-		Eventually(func() string { apiGet(ctx, "/api/v1/teams/main/pipelines/"+name+"/resources/source", &r); return r.PinComment }).
+		Eventually(func() string {
+			apiGet(ctx, "/api/v1/teams/main/pipelines/"+name+"/resources/source", &r)
+			return r.PinComment
+		}).
 			Should(Equal("hold v1 for the demo"))
 		Expect(r.PinnedVersion).NotTo(BeEmpty())
 		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=pinned]').textContent`)).Should(ContainSubstring("hold v1 for the demo"))

@@ -175,7 +175,7 @@ func measure(browser context.Context, base, token, path, ready string) (measurem
 		return m, err
 	}
 	for {
-		at, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`(` + ready + `) ? performance.now() : -1`))
+		at, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`(`+ready+`) ? performance.now() : -1`))
 		if err != nil {
 			return m, err
 		}
