@@ -301,6 +301,10 @@ run: {path: sh, args: [-c, `+fmt.Sprintf("%q", script)+`]}
 		Expect(eval[bool](c, `!!document.querySelector('[data-testid=login-link]')`)).To(BeTrue())
 		screenshot(c, "dashboard")
 		open(c, "/teams/main/pipelines/"+exposed, `[data-job="deploy"]`)
+		// Its job is public, its builds are not: the page asks to log in for them.
+		open(c, "/teams/main/pipelines/"+exposed+"/jobs/unit", `[data-testid=login-for-more]`)
+		Expect(eval[string](c, `document.querySelector('[data-testid=job-title]').textContent`)).To(ContainSubstring("unit"))
+		screenshot(c, "public job")
 		open(c, "/teams/main/pipelines/"+hidden, `[data-error]`)
 		Expect(eval[string](c, `document.querySelector('[data-error]').dataset.error`)).To(Equal("401"))
 		Expect(eval[bool](c, `!!document.querySelector('[data-job]')`)).To(BeFalse())

@@ -4,11 +4,27 @@ import { ago, duration, ErrorBox, Layout, StatusBadge, usePoll } from './common.
 import { jobRunning, jobStatus } from './dashboard.jsx';
 import { apiPipeline, enc, navigate, pipelinePath } from './router.js';
 
+// hidden turns a 401 or 403 into null (the part is not for this visitor).
+function hidden(e) {
+  if (e.status === 401 || e.status === 403) return null;
+  throw e;
+}
+
+function LoginForMore() {
+  return (
+    <div class="empty" data-testid="login-for-more">
+      <a href={'/login?redirect=' + encodeURIComponent(location.pathname)}>log in</a> to see more
+    </div>
+  );
+}
+
 export function Job({ team, pipeline, name }) {
   const base = apiPipeline(team, pipeline) + '/jobs/' + enc(name);
   const page = pipelinePath(team, pipeline) + '/jobs/' + enc(name);
   const res = usePoll(async () => {
-    const [job, builds] = await Promise.all([get(base), get(base + '/builds?limit=100')]);
+    // An exposed pipeline's job is public; its builds are not (the API
+    // says 401): show the job and ask to log in for the rest.
+    const [job, builds] = await Promise.all([get(base), get(base + '/builds?limit=100').catch(hidden)]);
     return { job, builds };
   }, 5000, [base]);
   const [err, setErr] = useState(null);
@@ -34,7 +50,7 @@ export function Job({ team, pipeline, name }) {
   });
   return (
     <Layout crumbs={[[team], [pipeline, pipelinePath(team, pipeline)], [name, page]]}
-      actions={d && (
+      actions={d && d.builds && (
         <span>
           <button data-testid="pause-job" onClick={pause}>{d.job.paused ? 'unpause job' : 'pause job'}</button>
           <button class="primary" data-testid="trigger" disabled={d.job.disable_manual_trigger} onClick={trigger}>trigger build</button>
@@ -46,7 +62,8 @@ export function Job({ team, pipeline, name }) {
           <h1 class={'job-title status-' + jobStatus(d.job) + (jobRunning(d.job) ? ' running' : '')} data-testid="job-title">
             {name} {d.job.paused && <span class="marker paused">paused</span>}
           </h1>
-          <table class="builds" data-testid="builds">
+          {!d.builds && <LoginForMore />}
+          {d.builds && <table class="builds" data-testid="builds">
             <thead><tr><th>build</th><th>status</th><th>started</th><th>duration</th><th /></tr></thead>
             <tbody>
               {d.builds.map((b) => (
@@ -59,8 +76,8 @@ export function Job({ team, pipeline, name }) {
                 </tr>
               ))}
             </tbody>
-          </table>
-          {d.builds.length === 0 && <div class="empty">no builds yet</div>}
+          </table>}
+          {d.builds && d.builds.length === 0 && <div class="empty">no builds yet</div>}
         </div>
       )}
     </Layout>
@@ -71,7 +88,7 @@ export function Resource({ team, pipeline, name }) {
   const base = apiPipeline(team, pipeline) + '/resources/' + enc(name);
   const page = pipelinePath(team, pipeline) + '/resources/' + enc(name);
   const res = usePoll(async () => {
-    const [resource, versions] = await Promise.all([get(base), get(base + '/versions?limit=100')]);
+    const [resource, versions] = await Promise.all([get(base), get(base + '/versions?limit=100').catch(hidden)]);
     return { resource, versions };
   }, 5000, [base]);
   const [err, setErr] = useState(null);
@@ -105,7 +122,7 @@ export function Resource({ team, pipeline, name }) {
   const last = d && d.resource.build;
   return (
     <Layout crumbs={[[team], [pipeline, pipelinePath(team, pipeline)], [name, page]]}
-      actions={d && <button class="primary" data-testid="check" onClick={check}>check now</button>}>
+      actions={d && d.versions && <button class="primary" data-testid="check" onClick={check}>check now</button>}>
       <ErrorBox error={res.error || err} />
       {d && (
         <div>
@@ -127,7 +144,8 @@ export function Resource({ team, pipeline, name }) {
               <input placeholder="comment for the next pin" value={comment} data-testid="pin-comment" onInput={(e) => setComment(e.target.value)} />
             </div>
           )}
-          <table class="versions" data-testid="versions">
+          {!d.versions && <LoginForMore />}
+          {d.versions && <table class="versions" data-testid="versions">
             <thead><tr><th>version</th><th>metadata</th><th /><th /></tr></thead>
             <tbody>
               {d.versions.map((v) => (
@@ -139,8 +157,8 @@ export function Resource({ team, pipeline, name }) {
                 </tr>
               ))}
             </tbody>
-          </table>
-          {d.versions.length === 0 && <div class="empty">no versions yet</div>}
+          </table>}
+          {d.versions && d.versions.length === 0 && <div class="empty">no versions yet</div>}
         </div>
       )}
     </Layout>

@@ -1,6 +1,6 @@
 import dagre from '@dagrejs/dagre';
 import { useState } from 'preact/hooks';
-import { api, get } from './api.js';
+import { api, get, getToken } from './api.js';
 import { ErrorBox, Layout, usePoll } from './common.jsx';
 import { jobRunning, jobStatus } from './dashboard.jsx';
 import { apiPipeline, enc, navigate, pipelinePath } from './router.js';
@@ -123,7 +123,7 @@ export function Pipeline({ team, name }) {
   };
   return (
     <Layout crumbs={[[team], [name, pipelinePath(team, name)]]}
-      actions={d && (
+      actions={d && getToken() && (
         <button class={'pause-toggle' + (d.pipeline.paused ? ' paused' : '')} data-testid="pause-pipeline" onClick={toggle}>
           {d.pipeline.paused ? 'unpause' : 'pause'}
         </button>
