@@ -113,9 +113,9 @@ run_go_tests() {
   set +a
   export PORTER_CLUSTER_MINIO_ENV_FILE=$MINIO_ENV_FILE
   export PORTER_KUBECTL=$TOOLS_BIN/kubectl
-  # The suites record their specs' times here (test/testenv/spectimes.go).
   # test/ui's screenshots of every page, kept after the run.
   export PORTER_UI_SCREENSHOTS=${PORTER_UI_SCREENSHOTS:-$REPO_ROOT/_out/ui-screenshots}
+  # The suites record their specs' times here (test/testenv/spectimes.go).
   PORTER_SPEC_TIMES_DIR=$(mktemp -d /tmp/porter-spec-times.XXXXXX)
   export PORTER_SPEC_TIMES_DIR
   local rc=0
