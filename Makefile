@@ -21,8 +21,12 @@ demo-down: ## stop the demo's ATC runtime and the local cluster
 	hack/demo.sh down
 
 .PHONY: generate
-generate: ## regenerate the protobuf code from the .proto files
+generate: web ## regenerate the protobuf code from the .proto files and the web UI's bundle
 	hack/generate.sh
+
+.PHONY: web
+web: ## rebuild the web UI's committed bundle (pkg/atc/webui/dist) from web/ with npm ci + esbuild
+	hack/web.sh
 
 .PHONY: tools
 tools: ## build the pinned third-party binaries (Kubernetes incl. kube-proxy, etcd, MinIO, registry, CoreDNS) from the module proxy
@@ -100,9 +104,13 @@ bench-scale: cluster-up images ## 100 kwok nodes, 2,000 concurrent steps with si
 soak: cluster-up images ## a soak under faults on the local cluster (SOAK_DURATION, default 30m; SOAK_FAULTS, default all); table + soak.json
 	$(GO) run ./test/soak -faults $(or $(SOAK_FAULTS),all) -json $(or $(SOAK_JSON),soak.json)
 
+.PHONY: bench-ui
+bench-ui: cluster-up images ## the web UI in headless chromium: dashboard of 100 pipelines, a 50-job pipeline, a 100,000-line build (median of 5)
+	$(GO) run ./test/bench/ui
+
 .PHONY: bench-set-pipeline
 bench-set-pipeline: cluster-up ## set-pipeline of a 1,000-job pipeline and a 30-deep type chain vs a 1-job one: time, server CPU and peak RSS
 	$(GO) run ./test/bench/setpipeline -n 5
 
 .PHONY: bench
-bench: bench-artifacts bench-sidecar bench-streams bench-buildlog bench-overhead bench-pipelines bench-set-pipeline bench-scale ## every benchmark (prints figures; never fails on timing)
+bench: bench-artifacts bench-sidecar bench-streams bench-buildlog bench-overhead bench-pipelines bench-set-pipeline bench-scale bench-ui ## every benchmark (prints figures; never fails on timing)

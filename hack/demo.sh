@@ -120,6 +120,8 @@ stop_atc() {
 case ${1:-up} in
   up)
     timed "tools (Kubernetes, etcd, MinIO)" "$HACK_DIR/build-tools.sh"
+    # The UI's bundle is committed; with node at hand, build it from web/ afresh.
+    if command -v node >/dev/null; then timed "web UI" "$HACK_DIR/web.sh"; fi
     timed "porter binaries" make -C "$REPO_ROOT" --no-print-directory build
     timed "cluster up" "$HACK_DIR/cluster-up.sh"
     timed "images" "$HACK_DIR/images.sh" project resources
@@ -157,6 +159,8 @@ case ${1:-up} in
     echo "Log in like Concourse's quickstart (demo user $DEMO_USER, password $DEMO_PASSWORD, owner of team main):"
     echo
     echo "  $fly_name -t porter login -c $ATC_URL -u $DEMO_USER -p $DEMO_PASSWORD"
+    echo
+    echo "The dashboard: $ATC_URL/"
     ;;
   down)
     stop_atc

@@ -119,6 +119,8 @@ cluster_test_env() {
 run_go_tests() {
   # (Functions run by phase() are in an || list, where set -e is off: check by hand.)
   cluster_test_env || return 1
+  # test/ui's screenshots of every page, kept after the run.
+  export PORTER_UI_SCREENSHOTS=${PORTER_UI_SCREENSHOTS:-$REPO_ROOT/_out/ui-screenshots}
   # The suites record their specs' times here (test/testenv/spectimes.go).
   PORTER_SPEC_TIMES_DIR=$(mktemp -d /tmp/porter-spec-times.XXXXXX)
   export PORTER_SPEC_TIMES_DIR

@@ -22,6 +22,7 @@ import (
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
+	"github.com/porter-ci/porter/pkg/atc/webui"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/db"
@@ -331,7 +332,8 @@ func (s *Server) Run(parent context.Context) error {
 	// fly following a build's events must not hold the shutdown.
 	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer endRequests()
-	hs := s.apiServer(reqCtx, s.api.Handler())
+	// The web UI answers its pages and assets; everything else is the API.
+	hs := s.apiServer(reqCtx, webui.Wrap(s.api.Handler()))
 
 	s.base = ctx
 	workersCtx, stopWorkers := context.WithCancel(ctx)

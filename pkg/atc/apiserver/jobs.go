@@ -95,6 +95,28 @@ func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request, pr pipel
 	writeJSON(w, http.StatusOK, out)
 }
 
+// handleListAllJobs is Concourse's GET /api/v1/jobs, what its dashboard
+// reads: the jobs of every pipeline the caller may see, in one answer.
+func (s *Server) handleListAllJobs(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.visiblePipelines(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := []concourse.Job{}
+	for _, p := range ps {
+		jobs, err := s.store.Jobs(r.Context(), p.ID)
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("jobs of pipeline %s/%s: %w", p.TeamName, p.Name, err))
+			return
+		}
+		for _, j := range jobs {
+			out = append(out, apiJob(j, p))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request, jr jobRequest) {
 	writeJSON(w, http.StatusOK, apiJob(jr.job, jr.pipeline))
 }

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 const jPath = pPath + "/jobs/j"
 
 var jobRoutes = []routeCase{
+	{method: "GET", path: "/api/v1/jobs", public: true, ok: 200, anonDown: 500},
 	{method: "GET", path: pPath + "/jobs", role: "viewer", ok: 200, anonDown: 500},
 	{method: "GET", path: jPath, role: "viewer", ok: 200, anonDown: 500},
 	{method: "PUT", path: jPath + "/pause", role: "pipeline-operator", ok: 200},
@@ -59,6 +61,30 @@ func TestListAndGetJobs(t *testing.T) {
 			"Pipeline Not Found Error", "pipeline 'ghost' not found in team 'main'")
 	}
 	want404(t, a.do(t, "GET", "/api/v1/teams/main/pipelines/pub/jobs/ghost", "", ""), "Job Not Found Error", "Job with name 'ghost' not found.")
+}
+
+// GET /api/v1/jobs: the jobs of the pipelines the caller may see, as
+// GET /api/v1/pipelines lists them.
+func TestListAllJobs(t *testing.T) {
+	a := newTestAPI(t)
+	for _, c := range []struct {
+		token string
+		want  []int64
+	}{
+		{"", []int64{101}},
+		{a.roleIn(t, "viewer"), []int64{100, 101}},
+		{a.token(t, "o", map[string]string{"other": "owner"}), []int64{101}},
+		{a.roleIn(t, "admin"), []int64{100, 101}},
+	} {
+		var got []int64
+		for _, j := range decode[[]concourse.Job](t, a.do(t, "GET", "/api/v1/jobs", c.token, ""), 200) {
+			got = append(got, j.ID)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("GET /api/v1/jobs as %q: job ids %v, want %v", c.token, got, c.want)
+		}
+	}
 }
 
 func TestPauseJob(t *testing.T) {

@@ -208,13 +208,23 @@ func apiPipelines(ps []db.Pipeline) []concourse.Pipeline {
 // handleListAllPipelines is `fly pipelines -a`: every pipeline of the
 // caller's teams (of every team for an admin) and the public ones of others.
 func (s *Server) handleListAllPipelines(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.visiblePipelines(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiPipelines(ps))
+}
+
+// visiblePipelines are the pipelines of the caller's teams (all for an
+// admin) and every exposed one.
+func (s *Server) visiblePipelines(r *http.Request) ([]db.Pipeline, error) {
 	claims, _ := auth.FromContext(r.Context())
 	f := db.PipelineFilter{AllTeams: claims.IsAdmin, Public: true}
 	if !claims.IsAdmin {
 		teams, err := s.store.Teams(r.Context())
 		if err != nil {
-			s.fail(w, r, err)
-			return
+			return nil, err
 		}
 		for _, t := range teams {
 			if claims.CanRead(t.Name) {
@@ -222,12 +232,7 @@ func (s *Server) handleListAllPipelines(w http.ResponseWriter, r *http.Request) 
 			}
 		}
 	}
-	ps, err := s.store.Pipelines(r.Context(), f)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, apiPipelines(ps))
+	return s.store.Pipelines(r.Context(), f)
 }
 
 // handleListPipelines is `fly pipelines`: the team's pipelines, or only its

@@ -76,6 +76,7 @@ func (s *Server) routes() *router {
 	// Pipelines, jobs and resources (pipelines.go, jobs.go, resources.go).
 	const pipelinePath = "/api/v1/teams/{team_name}/pipelines/{pipeline_name}"
 	mux.handle("GET /api/v1/pipelines", s.handleListAllPipelines)
+	mux.handle("GET /api/v1/jobs", s.handleListAllJobs)
 	mux.handle("GET /api/v1/teams/{team_name}/pipelines", s.handleListPipelines)
 	mux.handle("PUT /api/v1/teams/{team_name}/pipelines/ordering", s.team(auth.ActionOrderPipelines, s.handleOrderPipelines))
 	mux.handle("GET "+pipelinePath, s.publicPipeline(s.handleGetPipeline))

@@ -1,0 +1,374 @@
+package ui_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/porter-ci/porter/test/testenv"
+)
+
+const task = `
+    config:
+      platform: linux
+      image_resource: {type: registry-image, source: {repository: busybox}}
+      run: {path: sh, args: [-c, %q]}`
+
+func taskStep(name, script string) string {
+	return "  - task: " + name + fmt.Sprintf(task, script) + "\n"
+}
+
+// chainYAML is three jobs in a passed chain fed by one resource: unit
+// triggers on source, integration on unit's versions, deploy by hand.
+func chainYAML() string {
+	return `resources:
+- name: source
+  type: mock
+  source: {initial_version: v1}
+jobs:
+- name: unit
+  plan:
+  - get: source
+    trigger: true
+` + taskStep("t", "true") + `- name: integration
+  plan:
+  - get: source
+    passed: [unit]
+    trigger: true
+` + taskStep("t", "true") + `- name: deploy
+  plan:
+  - get: source
+    passed: [integration]
+` + taskStep("t", "true")
+}
+
+func setPipeline(ctx context.Context, name, yaml string) {
+	GinkgoHelper()
+	succeed(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", writeFile("p.yml", yaml))
+}
+
+// apiGet reads path from the API as admin.
+func apiGet(ctx context.Context, path string, out any) {
+	GinkgoHelper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.server.URL()+path, nil)
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Authorization", "Bearer "+s.adminToken)
+	res, err := http.DefaultClient.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	Expect(res.StatusCode).To(Equal(http.StatusOK), string(body))
+	Expect(json.Unmarshal(body, out)).To(Succeed())
+}
+
+func buildStatus(ctx context.Context, id int) func() string {
+	return func() string {
+		var b struct {
+			Status string `json:"status"`
+		}
+		apiGet(ctx, fmt.Sprintf("/api/v1/builds/%d", id), &b)
+		return b.Status
+	}
+}
+
+var _ = Describe("the web UI", func() {
+	It("opens the links fly prints as real pages", func(ctx SpecContext) {
+		for _, path := range []string{"/", "/builds/1", "/teams/main/pipelines/x", "/login?fly_port=1"} {
+			res, err := http.Get(s.server.URL() + path)
+			Expect(err).NotTo(HaveOccurred())
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			Expect(res.StatusCode).To(Equal(http.StatusOK), path)
+			Expect(string(body)).To(ContainSubstring(`<div id="app">`), path)
+		}
+		res, err := http.Get(s.server.URL() + "/api/v1/no-such-route")
+		Expect(err).NotTo(HaveOccurred())
+		res.Body.Close()
+		Expect(res.StatusCode).To(Equal(http.StatusNotFound))
+		c := tab()
+		open(c, "/builds/999999", "[data-error]")
+		screenshot(c, "unknown build")
+	}, SpecTimeout(specTimeout))
+
+	It("draws a three-job passed chain with the right edges, and the dashboard shows it", func(ctx SpecContext) {
+		name := pipelineName("chain")
+		setPipeline(ctx, name, chainYAML())
+		c := loggedIn()
+		open(c, "/teams/main/pipelines/"+name, `[data-testid=graph] [data-job="deploy"]`)
+		edges := eval[[]string](c, `[...document.querySelectorAll('[data-edge]')].map(e => e.dataset.edge + ':' + e.dataset.trigger).sort()`)
+		Expect(edges).To(Equal([]string{"integration->deploy:false", "source->unit:true", "unit->integration:true"}))
+		jobs := eval[[]string](c, `[...document.querySelectorAll('[data-job]')].map(e => e.dataset.job).sort()`)
+		Expect(jobs).To(Equal([]string{"deploy", "integration", "unit"}))
+		// dagre puts each job of the chain right of the one before.
+		xs := eval[[]float64](c, `['unit','integration','deploy'].map(j => document.querySelector('[data-job="'+j+'"]').getBoundingClientRect().x)`)
+		Expect(xs[0]).To(BeNumerically("<", xs[1]))
+		Expect(xs[1]).To(BeNumerically("<", xs[2]))
+		// A new pipeline is paused: the banner says so, and the button unpauses it.
+		Expect(eval[bool](c, `!!document.querySelector('[data-testid=paused-banner]')`)).To(BeTrue())
+		screenshot(c, "pipeline")
+		pipelinePaused := func() bool {
+			var p struct {
+				Paused bool `json:"paused"`
+			}
+			apiGet(ctx, "/api/v1/teams/main/pipelines/"+name, &p)
+			return p.Paused
+		}
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=pause-pipeline]`)))).To(Succeed())
+		Eventually(pipelinePaused).Should(BeFalse())
+		Eventually(evalEventually[bool](c, `!document.querySelector('[data-testid=paused-banner]')`)).Should(BeTrue())
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=pause-pipeline]`)))).To(Succeed())
+		Eventually(pipelinePaused).Should(BeTrue())
+
+		open(c, "/", fmt.Sprintf(`[data-pipeline="main/%s"]`, name))
+		Expect(eval[int](c, fmt.Sprintf(`document.querySelectorAll('[data-pipeline="main/%s"] .seg').length`, name))).To(Equal(3))
+		Expect(eval[string](c, fmt.Sprintf(`document.querySelector('[data-pipeline="main/%s"] .markers').textContent`, name))).To(ContainSubstring("paused"))
+		screenshot(c, "dashboard")
+		// Concourse's filter: team:, status: and text.
+		filter := func(q string) bool {
+			// Typed as a person types: each key an input event.
+			Expect(eval[bool](c, `(() => { const i = document.querySelector('[data-testid=filter]'); i.value = ''; i.dispatchEvent(new Event('input', {bubbles: true})); return true })()`)).To(BeTrue())
+			Expect(chromedp.Do(c, chromedp.SendKeys(chromedp.CSS(`[data-testid=filter]`), q))).To(Succeed())
+			return eval[bool](c, fmt.Sprintf(`!!document.querySelector('[data-pipeline="main/%s"]')`, name))
+		}
+		Expect(filter("team:main status:paused " + name[:5])).To(BeTrue())
+		Expect(filter("team:nope")).To(BeFalse())
+		Expect(filter("status:failed")).To(BeFalse())
+		Expect(filter("no-such-text")).To(BeFalse())
+		// The user menu lists the teams and roles.
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=user-menu]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=user-popup]`)))).To(Succeed())
+		Expect(eval[string](c, `document.querySelector('[data-testid=user-popup]').textContent`)).To(And(ContainSubstring("main"), ContainSubstring("owner")))
+	}, SpecTimeout(specTimeout))
+
+	It("starts a build with the trigger button and shows its step tree, and stops one with the abort button", func(ctx SpecContext) {
+		name := pipelineName("buttons")
+		setPipeline(ctx, name, `jobs:
+- name: hello
+  plan:
+  - in_parallel:
+    - task: left
+      config: &echo
+        platform: linux
+        image_resource: {type: registry-image, source: {repository: busybox}}
+        params: {SIDE: left side}
+        run: {path: sh, args: [-c, 'echo "$SIDE"']}
+    - task: right
+      config: *echo
+      params: {SIDE: right side}
+  on_success:
+    task: after
+    config: *echo
+    params: {SIDE: hook ran}
+- name: slow
+  plan:
+`+taskStep("sleep", "echo sleeping; sleep 300"))
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", name)
+		c := loggedIn()
+		open(c, "/teams/main/pipelines/"+name+"/jobs/hello", `[data-testid=trigger]`)
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=trigger]`)))).To(Succeed())
+		Eventually(evalEventually[string](c, `location.pathname`)).Should(Equal("/teams/main/pipelines/" + name + "/jobs/hello/builds/1"))
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=build-head]')?.dataset.status`)).
+			WithTimeout(2 * time.Minute).Should(Equal("succeeded"))
+		Eventually(evalEventually[[]string](c, `[...document.querySelectorAll('[data-step]')].map(e => e.dataset.step + ':' + e.dataset.status)`)).
+			Should(ConsistOf("left:succeeded", "right:succeeded", "after:succeeded"))
+		Expect(eval[int](c, `document.querySelectorAll('[data-testid=in-parallel] [data-step]').length`)).To(Equal(2))
+		// Succeeded steps start folded; a click unfolds one with its log.
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-step="left"] .step-head`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-step="left"] [data-testid=log]`)))).To(Succeed())
+		Expect(eval[string](c, `document.querySelector('[data-step="left"] [data-testid=log]').textContent`)).To(ContainSubstring("left side"))
+		Expect(eval[string](c, `document.querySelector('[data-step="left"] [data-testid=intercept]').textContent`)).To(MatchRegexp(`fly -t \S+ intercept -b \d+ -s left`))
+		screenshot(c, "build")
+		open(c, "/teams/main/pipelines/"+name+"/jobs/hello", `[data-build="1"]`)
+		screenshot(c, "job")
+		// Rerun makes build 1.1 of the same inputs; pause pauses the job.
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-build="1"] button`)))).To(Succeed())
+		Eventually(evalEventually[string](c, `location.pathname`)).Should(MatchRegexp(`/jobs/hello/builds/1\.1$`))
+		open(c, "/teams/main/pipelines/"+name+"/jobs/hello", `[data-testid=pause-job]`)
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=pause-job]`)))).To(Succeed())
+		Eventually(func() bool {
+			var j struct {
+				Paused bool `json:"paused"`
+			}
+			apiGet(ctx, "/api/v1/teams/main/pipelines/"+name+"/jobs/hello", &j)
+			return j.Paused
+		}).Should(BeTrue())
+
+		open(c, "/teams/main/pipelines/"+name+"/jobs/slow", `[data-testid=trigger]`)
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=trigger]`)))).To(Succeed())
+		Eventually(evalEventually[string](c, `document.querySelector('[data-step="sleep"] [data-testid=log]')?.textContent || ''`)).
+			WithTimeout(2 * time.Minute).Should(ContainSubstring("sleeping"))
+		var b struct {
+			ID int `json:"id"`
+		}
+		apiGet(ctx, "/api/v1/teams/main/pipelines/"+name+"/jobs/slow/builds/1", &b)
+		Expect(buildStatus(ctx, b.ID)()).To(Equal("started"))
+		// While it runs, its box on the graph and its strip on the dashboard pulse.
+		open(c, "/teams/main/pipelines/"+name, `[data-job="slow"][data-running="true"]`)
+		Expect(eval[string](c, `getComputedStyle(document.querySelector('[data-job="slow"]')).animationName`)).To(Equal("pulse"))
+		open(c, "/", fmt.Sprintf(`[data-pipeline="main/%s"] .seg.running`, name))
+		open(c, "/teams/main/pipelines/"+name+"/jobs/slow/builds/1", `[data-testid=abort]`)
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=abort]`)))).To(Succeed())
+		Eventually(buildStatus(ctx, b.ID)).WithTimeout(time.Minute).Should(Equal("aborted"))
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=build-head]').dataset.status`)).Should(Equal("aborted"))
+		screenshot(c, "aborted")
+	}, SpecTimeout(specTimeout))
+
+	It("streams a running build's lines as they come, in color with timestamps", func(ctx SpecContext) {
+		script := `printf '\033[31mred alert\033[0m\n'; for i in $(seq 1 40); do echo "line $i"; sleep 0.5; done`
+		res := succeed(ctx, s.adminFly, "execute", "--background", "-c", writeFile("task.yml", `platform: linux
+image_resource: {type: registry-image, source: {repository: busybox}}
+run: {path: sh, args: [-c, `+fmt.Sprintf("%q", script)+`]}
+`))
+		m := regexp.MustCompile(`executing build (\d+)`).FindStringSubmatch(res.Stdout)
+		Expect(m).NotTo(BeNil(), res.Stdout)
+		var id int
+		fmt.Sscan(m[1], &id)
+		c := loggedIn()
+		open(c, fmt.Sprintf("/builds/%d", id), `[data-testid=build-head]`)
+		logText := `[...document.querySelectorAll('[data-testid=log] .txt')].map(e => e.textContent).join('\n')`
+		Eventually(evalEventually[string](c, logText)).WithTimeout(2 * time.Minute).Should(ContainSubstring("line 3"))
+		// Seen while the build still runs: the page did not wait for the end.
+		Expect(buildStatus(ctx, id)()).To(Equal("started"))
+		Expect(eval[string](c, logText)).NotTo(MatchRegexp(`(?m)^line 40$`))
+		Expect(eval[string](c, `document.querySelector('[data-testid=build-head]').dataset.status`)).To(Equal("started"))
+		screenshot(c, "running")
+		Eventually(evalEventually[string](c, logText)).WithTimeout(time.Minute).Should(MatchRegexp(`(?m)^line 40$`))
+		Expect(eval[string](c, `document.querySelector('.ansi-red-fg')?.textContent`)).To(Equal("red alert"))
+		Expect(eval[string](c, `document.querySelector('[data-testid=log] .ts').textContent`)).To(MatchRegexp(`^\d\d:\d\d:\d\d$`))
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=build-head]').dataset.status`)).WithTimeout(30 * time.Second).Should(Equal("succeeded"))
+		screenshot(c, "finished")
+	}, SpecTimeout(specTimeout))
+
+	It("checks, pins with a comment, unpins and disables a resource's versions", func(ctx SpecContext) {
+		name := pipelineName("res")
+		setPipeline(ctx, name, chainYAML())
+		c := loggedIn()
+		open(c, "/teams/main/pipelines/"+name+"/resources/source", `[data-testid=check]`)
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=check]`)))).To(Succeed())
+		Eventually(evalEventually[int](c, `document.querySelectorAll('[data-version]').length`)).WithTimeout(2 * time.Minute).Should(BeNumerically(">=", 1))
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=last-check]')?.dataset.status`)).Should(Equal("succeeded"))
+		Expect(chromedp.Do(c,
+			chromedp.SendKeys(chromedp.CSS(`[data-testid=pin-comment]`), "hold v1 for the demo"),
+			chromedp.Click(chromedp.CSS(`[data-version] [data-testid=pin]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=pinned]`)))).To(Succeed())
+		var r struct {
+			PinnedVersion map[string]string `json:"pinned_version"`
+			PinComment    string            `json:"pin_comment"`
+		}
+		Eventually(func() string {
+			apiGet(ctx, "/api/v1/teams/main/pipelines/"+name+"/resources/source", &r)
+			return r.PinComment
+		}).
+			Should(Equal("hold v1 for the demo"))
+		Expect(r.PinnedVersion).NotTo(BeEmpty())
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=pinned]').textContent`)).Should(ContainSubstring("hold v1 for the demo"))
+		screenshot(c, "pinned")
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=unpin]`)))).To(Succeed())
+		Eventually(func() map[string]string {
+			r.PinnedVersion = nil
+			apiGet(ctx, "/api/v1/teams/main/pipelines/"+name+"/resources/source", &r)
+			return r.PinnedVersion
+		}).Should(BeEmpty())
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-version] [data-testid=toggle-version]`)))).To(Succeed())
+		var versions []struct {
+			Enabled bool `json:"enabled"`
+		}
+		Eventually(func() bool {
+			apiGet(ctx, "/api/v1/teams/main/pipelines/"+name+"/resources/source/versions", &versions)
+			return len(versions) > 0 && !versions[0].Enabled
+		}).Should(BeTrue())
+		Eventually(evalEventually[bool](c, `document.querySelector('[data-version]').classList.contains('disabled')`)).Should(BeTrue())
+		screenshot(c, "disabled")
+	}, SpecTimeout(specTimeout))
+
+	It("shows an anonymous visitor exposed pipelines only", func(ctx SpecContext) {
+		exposed, hidden := pipelineName("exposed"), pipelineName("hidden")
+		setPipeline(ctx, exposed, chainYAML())
+		setPipeline(ctx, hidden, chainYAML())
+		succeed(ctx, s.adminFly, "expose-pipeline", "-p", exposed)
+		c := tab()
+		open(c, "/", fmt.Sprintf(`[data-pipeline="main/%s"]`, exposed))
+		Expect(eval[bool](c, fmt.Sprintf(`!!document.querySelector('[data-pipeline="main/%s"]')`, hidden))).To(BeFalse())
+		Expect(eval[string](c, fmt.Sprintf(`document.querySelector('[data-pipeline="main/%s"] .markers').textContent`, exposed))).To(ContainSubstring("exposed"))
+		Expect(eval[bool](c, `!!document.querySelector('[data-testid=login-link]')`)).To(BeTrue())
+		screenshot(c, "dashboard")
+		open(c, "/teams/main/pipelines/"+exposed, `[data-job="deploy"]`)
+		// Its job is public, its builds are not: the page asks to log in for them.
+		open(c, "/teams/main/pipelines/"+exposed+"/jobs/unit", `[data-testid=login-for-more]`)
+		Expect(eval[string](c, `document.querySelector('[data-testid=job-title]').textContent`)).To(ContainSubstring("unit"))
+		screenshot(c, "public job")
+		open(c, "/teams/main/pipelines/"+hidden, `[data-error]`)
+		Expect(eval[string](c, `document.querySelector('[data-error]').dataset.error`)).To(Equal("401"))
+		Expect(eval[bool](c, `!!document.querySelector('[data-job]')`)).To(BeFalse())
+		screenshot(c, "hidden")
+	}, SpecTimeout(specTimeout))
+
+	It("logs fly in through the browser, and logs out", func(ctx SpecContext) {
+		f := newFly("browser")
+		// fly also reads a pasted token from stdin: keep it open (at EOF fly
+		// gives up), and close it once fly has the token from the browser,
+		// as a terminal's fly stops reading then.
+		stdin, hold := io.Pipe()
+		p, err := f.Start(testenv.FlyCmd{Args: []string{"login", "-c", s.server.URL()}, Stdin: stdin})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(p.Kill)
+		DeferCleanup(hold.Close)
+		loginURL := regexp.MustCompile(`http://\S+/login\?fly_port=\d+`)
+		Eventually(func() string { return p.Stdout.String() }).WithTimeout(30 * time.Second).Should(MatchRegexp(loginURL.String()))
+		u := loginURL.FindString(p.Stdout.String())
+		Expect(u).To(HavePrefix(s.server.URL()))
+		c := tab()
+		Expect(chromedp.Do(c,
+			chromedp.Navigate(u),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=login-form]`)),
+			chromedp.SendKeys(chromedp.CSS(`input[name=username]`), bobUser),
+			chromedp.SendKeys(chromedp.CSS(`input[name=password]`), s.bobPassword),
+		)).To(Succeed())
+		screenshot(c, "login")
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=login-submit]`)))).To(Succeed())
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=fly-success]')?.dataset.state`)).
+			WithTimeout(20*time.Second).Should(Equal("sent"), func() string { return eval[string](c, `document.body.innerText`) })
+		Eventually(func() string { return p.Stdout.String() }).WithTimeout(20 * time.Second).Should(ContainSubstring("target saved"))
+		Expect(hold.Close()).To(Succeed())
+		res, err := p.Wait(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.ExitCode).To(Equal(0), res.String())
+		screenshot(c, "fly success")
+		teams := succeed(ctx, f, "teams")
+		Expect(teams.Stdout).To(ContainSubstring("main"))
+		succeed(ctx, f, "userinfo")
+
+		open(c, "/", `[data-testid=user-menu]`)
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=user-menu]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=logout]`)))).To(Succeed())
+		Expect(eval[string](c, `document.querySelector('[data-testid=user-popup]').textContent`)).To(ContainSubstring("owner"))
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=logout]`)))).To(Succeed())
+		Eventually(evalEventually[bool](c, `!!document.querySelector('[data-testid=login-link]')`)).Should(BeTrue())
+		Expect(eval[string](c, `localStorage.getItem("porter.token") || ""`)).To(BeEmpty())
+		// The logout ended bob's sessions: fly's token is refused now too.
+		Expect(succeedOrNot(ctx, f, "userinfo")).NotTo(Equal(0))
+		// A wrong password says so on the page.
+		open(c, "/login", `[data-testid=login-form]`)
+		Expect(chromedp.Do(c,
+			chromedp.SendKeys(chromedp.CSS(`input[name=username]`), bobUser),
+			chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "wrong"),
+			chromedp.Click(chromedp.CSS(`[data-testid=login-submit]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=login-error]`)))).To(Succeed())
+		Expect(eval[string](c, `document.querySelector('[data-testid=login-error]').textContent`)).To(ContainSubstring("Invalid username or password"))
+	}, SpecTimeout(specTimeout))
+})
+
+func succeedOrNot(ctx context.Context, f *testenv.Fly, args ...string) int {
+	GinkgoHelper()
+	res, err := f.Run(ctx, args...)
+	Expect(err).NotTo(HaveOccurred(), res.String())
+	return res.ExitCode
+}

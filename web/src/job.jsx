@@ -1,0 +1,166 @@
+import { useState } from 'preact/hooks';
+import { api, get } from './api.js';
+import { ago, duration, ErrorBox, Layout, StatusBadge, usePoll } from './common.jsx';
+import { jobRunning, jobStatus } from './dashboard.jsx';
+import { apiPipeline, enc, navigate, pipelinePath } from './router.js';
+
+// hidden turns a 401 or 403 into null (the part is not for this visitor).
+function hidden(e) {
+  if (e.status === 401 || e.status === 403) return null;
+  throw e;
+}
+
+function LoginForMore() {
+  return (
+    <div class="empty" data-testid="login-for-more">
+      <a href={'/login?redirect=' + encodeURIComponent(location.pathname)}>log in</a> to see more
+    </div>
+  );
+}
+
+export function Job({ team, pipeline, name }) {
+  const base = apiPipeline(team, pipeline) + '/jobs/' + enc(name);
+  const page = pipelinePath(team, pipeline) + '/jobs/' + enc(name);
+  const res = usePoll(async () => {
+    // An exposed pipeline's job is public; its builds are not (the API
+    // says 401): show the job and ask to log in for the rest.
+    const [job, builds] = await Promise.all([get(base), get(base + '/builds?limit=100').catch(hidden)]);
+    return { job, builds };
+  }, 5000, [base]);
+  const [err, setErr] = useState(null);
+  const [, force] = useState(0);
+  const d = res.data;
+  const act = async (fn) => {
+    setErr(null);
+    try { await fn(); } catch (e) { setErr(e); }
+  };
+  const trigger = () => act(async () => {
+    const b = await api('POST', base + '/builds');
+    navigate(page + '/builds/' + enc(b.name));
+  });
+  const rerun = (b) => act(async () => {
+    const nb = await api('POST', base + '/builds/' + enc(b.name));
+    navigate(page + '/builds/' + enc(nb.name));
+  });
+  const pause = () => act(async () => {
+    await api('PUT', base + (d.job.paused ? '/unpause' : '/pause'));
+    d.job.paused = !d.job.paused;
+    force((x) => x + 1);
+    setErr(null);
+  });
+  return (
+    <Layout crumbs={[[team], [pipeline, pipelinePath(team, pipeline)], [name, page]]}
+      actions={d && d.builds && (
+        <span>
+          <button data-testid="pause-job" onClick={pause}>{d.job.paused ? 'unpause job' : 'pause job'}</button>
+          <button class="primary" data-testid="trigger" disabled={d.job.disable_manual_trigger} onClick={trigger}>trigger build</button>
+        </span>
+      )}>
+      <ErrorBox error={res.error || err} />
+      {d && (
+        <div>
+          <h1 class={'job-title status-' + jobStatus(d.job) + (jobRunning(d.job) ? ' running' : '')} data-testid="job-title">
+            {name} {d.job.paused && <span class="marker paused">paused</span>}
+          </h1>
+          {!d.builds && <LoginForMore />}
+          {d.builds && <table class="builds" data-testid="builds">
+            <thead><tr><th>build</th><th>status</th><th>started</th><th>duration</th><th /></tr></thead>
+            <tbody>
+              {d.builds.map((b) => (
+                <tr key={b.id} data-build={b.name}>
+                  <td><a href={page + '/builds/' + enc(b.name)}>#{b.name}</a></td>
+                  <td><StatusBadge status={b.status} /></td>
+                  <td class="muted">{ago(b.start_time)}</td>
+                  <td class="muted">{duration(b.start_time, b.end_time)}</td>
+                  <td><button class="small" onClick={() => rerun(b)}>rerun</button></td>
+                </tr>
+              ))}
+            </tbody>
+          </table>}
+          {d.builds && d.builds.length === 0 && <div class="empty">no builds yet</div>}
+        </div>
+      )}
+    </Layout>
+  );
+}
+
+export function Resource({ team, pipeline, name }) {
+  const base = apiPipeline(team, pipeline) + '/resources/' + enc(name);
+  const page = pipelinePath(team, pipeline) + '/resources/' + enc(name);
+  const res = usePoll(async () => {
+    const [resource, versions] = await Promise.all([get(base), get(base + '/versions?limit=100').catch(hidden)]);
+    return { resource, versions };
+  }, 5000, [base]);
+  const [err, setErr] = useState(null);
+  const [comment, setComment] = useState('');
+  const [tick, setTick] = useState(0);
+  const d = res.data;
+  const act = async (fn) => {
+    setErr(null);
+    try { await fn(); setTick(tick + 1); } catch (e) { setErr(e); }
+  };
+  const pinned = d && d.resource.pinned_version;
+  const pin = (v) => act(async () => {
+    await api('PUT', base + '/versions/' + v.id + '/pin');
+    if (comment) await api('PUT', base + '/pin_comment', { pin_comment: comment });
+    d.resource.pinned_version = v.version;
+    d.resource.pin_comment = comment;
+  });
+  const unpin = () => act(async () => {
+    await api('PUT', base + '/unpin');
+    d.resource.pinned_version = null;
+  });
+  const toggle = (v) => act(async () => {
+    await api('PUT', base + '/versions/' + v.id + (v.enabled ? '/disable' : '/enable'));
+    v.enabled = !v.enabled;
+  });
+  const check = () => act(async () => {
+    const b = await api('POST', base + '/check', { from: null });
+    if (b && b.id) d.resource.build = b;
+  });
+  const same = (a, b) => a && b && JSON.stringify(a) === JSON.stringify(b);
+  const last = d && d.resource.build;
+  return (
+    <Layout crumbs={[[team], [pipeline, pipelinePath(team, pipeline)], [name, page]]}
+      actions={d && d.versions && <button class="primary" data-testid="check" onClick={check}>check now</button>}>
+      <ErrorBox error={res.error || err} />
+      {d && (
+        <div>
+          <h1>{name} <span class="muted">{d.resource.type}</span></h1>
+          {last && (
+            <div class={'check status-' + last.status} data-testid="last-check" data-status={last.status}>
+              last check: <StatusBadge status={last.status} /> <a href={'/builds/' + last.id}>build {last.id}</a>{' '}
+              {(last.status === 'errored' || last.status === 'failed') && <span>the check failed: open the build for its error</span>}
+            </div>
+          )}
+          {pinned && (
+            <div class="banner pinned" data-testid="pinned">
+              pinned to <code>{JSON.stringify(pinned)}</code>{d.resource.pin_comment && <span> — {d.resource.pin_comment}</span>}
+              {!d.resource.pinned_in_config && <button data-testid="unpin" onClick={unpin}>unpin</button>}
+            </div>
+          )}
+          {!pinned && (
+            <div class="pin-comment">
+              <input placeholder="comment for the next pin" value={comment} data-testid="pin-comment" onInput={(e) => setComment(e.target.value)} />
+            </div>
+          )}
+          {!d.versions && <LoginForMore />}
+          {d.versions && <table class="versions" data-testid="versions">
+            <thead><tr><th>version</th><th>metadata</th><th /><th /></tr></thead>
+            <tbody>
+              {d.versions.map((v) => (
+                <tr key={v.id} class={(v.enabled ? '' : 'disabled') + (same(v.version, pinned) ? ' pinned' : '')} data-version={v.id}>
+                  <td><code>{Object.entries(v.version).map(([k, x]) => `${k}: ${x}`).join(', ')}</code></td>
+                  <td class="muted">{(v.metadata || []).map((m) => `${m.name}: ${m.value}`).join(', ')}</td>
+                  <td><button class="small" data-testid="toggle-version" onClick={() => toggle(v)}>{v.enabled ? 'disable' : 'enable'}</button></td>
+                  <td>{!pinned && <button class="small" data-testid="pin" onClick={() => pin(v)}>pin</button>}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>}
+          {d.versions && d.versions.length === 0 && <div class="empty">no versions yet</div>}
+        </div>
+      )}
+    </Layout>
+  );
+}

@@ -1,0 +1,80 @@
+import { useEffect, useState } from 'preact/hooks';
+import { getToken, login } from './api.js';
+import { Layout } from './common.jsx';
+import { navigate } from './router.js';
+
+// Login is /login, also the page `fly login` without -u opens as
+// /login?fly_port=N: after logging in, /fly_success hands fly the token.
+export function Login() {
+  const q = new URLSearchParams(location.search);
+  const flyPort = q.get('fly_port');
+  const [user, setUser] = useState('');
+  const [password, setPassword] = useState('');
+  const [err, setErr] = useState('');
+  const [busy, setBusy] = useState(false);
+  const done = () => {
+    if (flyPort) navigate('/fly_success?fly_port=' + encodeURIComponent(flyPort), true);
+    else navigate(safeRedirect(q.get('redirect')), true);
+  };
+  const submit = async (e) => {
+    e.preventDefault();
+    setBusy(true);
+    setErr('');
+    try {
+      await login(user, password);
+      done();
+    } catch (e2) {
+      setErr(e2.message);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <Layout crumbs={[['login']]}>
+      <form class="login" onSubmit={submit} data-testid="login-form">
+        <h1>log in</h1>
+        {flyPort && <p class="muted">fly is waiting on port {flyPort}: it gets your token when you log in.</p>}
+        {getToken() && flyPort && <p><button type="button" data-testid="use-session" onClick={done}>continue as the logged-in user</button></p>}
+        <label>username<input name="username" autocomplete="username" value={user} onInput={(e) => setUser(e.target.value)} /></label>
+        <label>password<input name="password" type="password" autocomplete="current-password" value={password} onInput={(e) => setPassword(e.target.value)} /></label>
+        {err && <div class="error" data-testid="login-error">{err}</div>}
+        <button class="primary" type="submit" disabled={busy} data-testid="login-submit">log in</button>
+      </form>
+    </Layout>
+  );
+}
+
+// safeRedirect keeps a redirect on this site.
+function safeRedirect(r) {
+  return r && r.startsWith('/') && !r.startsWith('//') ? r : '/';
+}
+
+// FlySuccess sends the token to fly's listener on 127.0.0.1:fly_port, as
+// Concourse's page does; if that fails, the token is shown to paste into fly.
+export function FlySuccess() {
+  const port = new URLSearchParams(location.search).get('fly_port');
+  const [state, setState] = useState(port ? 'sending' : 'noop');
+  const token = getToken();
+  useEffect(() => {
+    if (!port) return;
+    if (!token) { navigate('/login?fly_port=' + encodeURIComponent(port), true); return; }
+    if (!/^\d{1,5}$/.test(port)) { setState('failed'); return; }
+    fetch(`http://127.0.0.1:${port}/?token=${encodeURIComponent('bearer ' + token)}`, { mode: 'cors' })
+      .then(() => setState('sent'), () => setState('failed'));
+  }, [port]);
+  return (
+    <Layout crumbs={[['login']]}>
+      <div class="fly-success" data-testid="fly-success" data-state={state}>
+        {state === 'sending' && <p>sending the token to fly…</p>}
+        {(state === 'sent' || state === 'noop') && <h1>you have logged in; return to fly</h1>}
+        {state === 'failed' && (
+          <div>
+            <h1>fly did not answer</h1>
+            <p>paste this token into fly:</p>
+            <textarea readOnly rows="4" cols="80" data-testid="token">{'bearer ' + token}</textarea>
+          </div>
+        )}
+      </div>
+    </Layout>
+  );
+}
