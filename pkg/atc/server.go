@@ -182,12 +182,12 @@ type Server struct {
 	listenerDied chan error
 
 	mu     sync.Mutex
-	builds map[int64]*exec.Build      // builds this server is running
+	builds map[int64]*exec.Build // builds this server is running
 	// buildStarted is closed, and replaced, whenever a build joins builds:
 	// followers waiting for a build to start here look again at once.
 	buildStarted chan struct{}
-	steps  map[string]*exec.StepState // by step ID (the pod's)
-	runs   sync.WaitGroup
+	steps        map[string]*exec.StepState // by step ID (the pod's)
+	runs         sync.WaitGroup
 }
 
 // New prepares a server from its configuration and dependencies.
