@@ -49,6 +49,16 @@ func (r *Runtime) Supervise(ctx context.Context, st Step) *eventspb.StepFinished
 				// never referenced.
 				return abortedAfterAll(fin)
 			}
+			if !aborting && !stopped && fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
+				// Deleting or evicting the pod stops the step's process
+				// (exit 143, or its entrypoint gone), which the sidecar may
+				// report as the step's own end: the loss is the cause, and
+				// the step may be started again.
+				if f := lostNow(st.Worker, st.ID); f != nil {
+					st.PodFailed(ctx, f)
+					return errored(f.Error())
+				}
+			}
 			if fin.GetResult() == eventspb.Result_RESULT_ERRORED {
 				// An OOM kill or an eviction takes the entrypoint with the
 				// process, and the sidecar reports that before the kubelet
@@ -110,6 +120,31 @@ func (r *Runtime) Supervise(ctx context.Context, st Step) *eventspb.StepFinished
 			return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1}
 		}
 	}
+}
+
+// PodLost reports whether f is the step's pod going away under it (deleted
+// by someone else, evicted, preempted, its node drained or gone) rather than
+// something of the step's own making: a step is not at fault for it, and
+// may be started again in a new pod.
+func PodLost(f *podwatch.Failure) bool {
+	switch f.Kind {
+	case podwatch.KindDeleted, podwatch.KindEvicted, podwatch.KindDisrupted:
+		return true
+	}
+	return false
+}
+
+// lostNow is the loss of the step's pod as the informer's cache shows it
+// now, or nil.
+func lostNow(w *Worker, stepID string) *podwatch.Failure {
+	pod, ok := w.Pod(stepID)
+	if !ok {
+		return nil
+	}
+	if f := podwatch.Classify(pod); f != nil && PodLost(f) {
+		return f
+	}
+	return nil
 }
 
 func errored(msg string) *eventspb.StepFinished {
