@@ -1,0 +1,58 @@
+package fly_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/porter-ci/porter/test/testenv"
+)
+
+var _ = Describe("a step's pod lost", func() {
+	It("a task whose pod is deleted mid-build (kubectl delete pod) starts again in a new pod, its input fetched again; the build succeeds, the log says why, no line twice", func(ctx SpecContext) {
+		in := GinkgoT().TempDir()
+		Expect(os.WriteFile(filepath.Join(in, "greeting"), []byte("hello-from-input"), 0o644)).To(Succeed())
+		task := taskFile(`inputs: [{name: in}]
+run:
+  path: sh
+  args: [-c, "echo attempt-on-$(hostname) $(cat in/greeting); sleep 4; echo task-done"]
+`)
+		p, err := s.adminFly.Start(testenv.FlyCmd{Args: []string{"execute", "-c", task, "-i", "in=" + in}})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(p.Kill)
+		Eventually(func() string { return p.Stdout.String() }).WithTimeout(time.Minute).Should(ContainSubstring("attempt-on-"))
+		id := buildID(p.Stdout.String())
+		pods := buildPods(ctx, sharedWorker, id)
+		Expect(pods).To(HaveLen(1))
+		first := pods[0].Name
+		// What `kubectl delete pod` does: someone else deletes the pod.
+		Expect(s.env.Admin.CoreV1().Pods(s.ns.Name).Delete(ctx, first, metav1.DeleteOptions{})).To(Succeed())
+
+		res, err := p.Wait(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.ExitCode).To(Equal(0), res.String())
+		expectInOrder(res, "attempt-on-"+first+" hello-from-input\n",
+			"pod "+s.ns.Name+"/"+first+": deleted before the step finished; starting the step again in a new pod (attempt 2 of 3)\n",
+			"attempt-on-", " hello-from-input\n", "task-done\n", "succeeded\n")
+		attempts := 0
+		for _, l := range lines(res.Stdout) {
+			if strings.HasPrefix(l, "attempt-on-") {
+				attempts++
+				Expect(l).To(HaveSuffix(" hello-from-input"), "an attempt without its input")
+			}
+		}
+		Expect(attempts).To(Equal(2), res.String())
+		Expect(strings.Count(plain(res.Stdout), "task-done\n")).To(Equal(1), res.String())
+
+		// The stored log has the same lines once each.
+		watched := succeed(ctx, s.adminFly, "watch", "-b", strconv.Itoa(id))
+		Expect(plain(res.Stdout)).To(HaveSuffix(plain(watched.Stdout)))
+		Expect(buildStatus(ctx, id)).To(Equal("succeeded"))
+	})
+})
