@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
@@ -101,6 +102,10 @@ func (r *Runtime) Supervise(ctx context.Context, st Step) *eventspb.StepFinished
 				podEnded = time.After(15 * time.Second)
 			}
 		case <-podEnded:
+			if f := lostNow(st.Worker, st.ID); f != nil {
+				st.PodFailed(ctx, f)
+				return errored(f.Error())
+			}
 			return errored(fmt.Sprintf("pod %s ended without its sidecar reporting the step's end", podspec.Name(st.ID)))
 		case <-stopping:
 			// Only the server stopping leaves the step running; an abort, a
@@ -141,8 +146,21 @@ func lostNow(w *Worker, stepID string) *podwatch.Failure {
 	if !ok {
 		return nil
 	}
+	return podLoss(pod)
+}
+
+// podLoss is the pod's loss under its step, or nil.
+func podLoss(pod *corev1.Pod) *podwatch.Failure {
 	if f := podwatch.Classify(pod); f != nil && PodLost(f) {
 		return f
+	}
+	// A pod that ended because its node went (Classify reads an ended
+	// pod's disruption as its end, not as a failure).
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return &podwatch.Failure{Kind: podwatch.KindDisrupted, Pod: pod.Namespace + "/" + pod.Name, Reason: c.Reason,
+				Detail: fmt.Sprintf("stopped by Kubernetes (%s): %s", c.Reason, c.Message)}
+		}
 	}
 	return nil
 }
