@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -33,6 +34,7 @@ import (
 func main() {
 	bigSize := flag.Int64("big-size", 1<<30, "bytes of the one-file data set")
 	smallFiles := flag.Int("small-files", 10_000, "files in the many-small-files data set")
+	flag.StringVar(&downloadProfile, "cpuprofile", "", "write a CPU profile of Porter's download of the one-file data set here")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -42,6 +44,10 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// downloadProfile is where benchPorter writes a CPU profile of its first
+// download ("": none).
+var downloadProfile string
 
 type result struct {
 	dataset, method, direction string
@@ -143,6 +149,18 @@ func benchPorter(ctx context.Context, s *blobstore.MinioStore, dir, out string, 
 	up := time.Since(start)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
+	}
+	if downloadProfile != "" {
+		f, err := os.Create(downloadProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		downloadProfile = ""
+		defer pprof.StopCPUProfile()
 	}
 	start = time.Now()
 	if _, err := blobstore.DownloadDir(ctx, s, a.Key, a.Digest, out); err != nil {
