@@ -19,18 +19,15 @@ const (
 	rangeAhead = 4
 )
 
-// openObject opens an object for one sequential read: as ranges fetched
-// in parallel when it is large enough, else as one GET.
+// openObject opens an object for one sequential read: one GET, whose
+// first part is read while the rest of a large object is fetched as ranges
+// in parallel.
 func openObject(ctx context.Context, store Store, key string) (io.ReadCloser, error) {
-	info, err := store.Stat(ctx, key)
+	rc, info, err := store.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("download %q: %w", key, err)
 	}
 	if info.Size < 2*rangeChunk {
-		rc, _, err := store.Get(ctx, key)
-		if err != nil {
-			return nil, fmt.Errorf("download %q: %w", key, err)
-		}
 		// The decoder reads a few bytes at a time (block headers); each
 		// Read of a driver's body may cost a round trip between goroutines.
 		return struct {
@@ -38,12 +35,13 @@ func openObject(ctx context.Context, store Store, key string) (io.ReadCloser, er
 			io.Closer
 		}{bufio.NewReaderSize(rc, int(min(info.Size+1, 1<<20))), rc}, nil
 	}
-	return newRangeReader(ctx, store, key, info.Size, rangeChunk, rangeAhead), nil
+	return newRangeReader(ctx, store, key, rc, info.Size, rangeChunk, rangeAhead), nil
 }
 
 // rangeReader reads size bytes of an object as ranges of chunk bytes, up
-// to ahead of them fetched at once, in order. A range that fails ends the
-// read with its error.
+// to ahead of them fetched at once, in order; the first range comes from
+// first, the object's body already open (closed once read). A range that
+// fails ends the read with its error.
 type rangeReader struct {
 	cancel context.CancelFunc
 	parts  chan *rangePart // in object order; closed after the last
@@ -61,7 +59,7 @@ type rangePart struct {
 	err  error
 }
 
-func newRangeReader(ctx context.Context, store Store, key string, size, chunk int64, ahead int) *rangeReader {
+func newRangeReader(ctx context.Context, store Store, key string, first io.ReadCloser, size, chunk int64, ahead int) *rangeReader {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &rangeReader{cancel: cancel, parts: make(chan *rangePart, ahead-1), free: make(chan []byte, ahead+2), size: size}
 	go func() {
@@ -76,6 +74,10 @@ func newRangeReader(ctx context.Context, store Store, key string, size, chunk in
 			}
 			go func(off, n int64) {
 				defer close(p.done)
+				if off == 0 {
+					p.buf, p.err = r.readFirst(first, key, n)
+					return
+				}
 				p.buf, p.err = r.fetch(ctx, store, key, off, n)
 			}(off, min(chunk, size-off))
 		}
@@ -83,7 +85,8 @@ func newRangeReader(ctx context.Context, store Store, key string, size, chunk in
 	return r
 }
 
-func (r *rangeReader) fetch(ctx context.Context, store Store, key string, off, n int64) ([]byte, error) {
+// buffer is a buffer of n bytes, reused when one is free.
+func (r *rangeReader) buffer(n int64) []byte {
 	var buf []byte
 	select {
 	case buf = <-r.free:
@@ -92,7 +95,22 @@ func (r *rangeReader) fetch(ctx context.Context, store Store, key string, off, n
 	if int64(cap(buf)) < n {
 		buf = make([]byte, n)
 	}
-	buf = buf[:n]
+	return buf[:n]
+}
+
+// readFirst reads the first range from the object's open body, and lets
+// the body go.
+func (r *rangeReader) readFirst(body io.ReadCloser, key string, n int64) ([]byte, error) {
+	defer body.Close()
+	buf := r.buffer(n)
+	if _, err := io.ReadFull(body, buf); err != nil {
+		return nil, fmt.Errorf("get %q bytes 0+%d: %w", key, n, err)
+	}
+	return buf, nil
+}
+
+func (r *rangeReader) fetch(ctx context.Context, store Store, key string, off, n int64) ([]byte, error) {
+	buf := r.buffer(n)
 	body, err := store.GetRange(ctx, key, off, n)
 	if err != nil {
 		return nil, err

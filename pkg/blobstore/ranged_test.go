@@ -52,7 +52,7 @@ func TestRangeReaderInOrder(t *testing.T) {
 		data[i] = byte(r.Uint32())
 	}
 	store := &rangeStore{data: data, failAt: -1}
-	rr := newRangeReader(t.Context(), store, "k", int64(len(data)), 1000, 3)
+	rr := newRangeReader(t.Context(), store, "k", io.NopCloser(bytes.NewReader(data[:1000])), int64(len(data)), 1000, 3)
 	defer rr.Close()
 	var got bytes.Buffer
 	buf := make([]byte, 333)
@@ -77,7 +77,7 @@ func TestRangeReaderInOrder(t *testing.T) {
 // A failing range ends the read with its error, after the ranges before it.
 func TestRangeReaderFails(t *testing.T) {
 	data := bytes.Repeat([]byte{1}, 5000)
-	rr := newRangeReader(t.Context(), &rangeStore{data: data, failAt: 3000}, "k", int64(len(data)), 1000, 2)
+	rr := newRangeReader(t.Context(), &rangeStore{data: data, failAt: 3000}, "k", io.NopCloser(bytes.NewReader(data)), int64(len(data)), 1000, 2)
 	defer rr.Close()
 	n, err := io.Copy(io.Discard, rr)
 	if !errors.Is(err, errRange) || n != 3000 {
@@ -89,7 +89,7 @@ func TestRangeReaderFails(t *testing.T) {
 func TestRangeReaderCanceled(t *testing.T) {
 	data := make([]byte, 50_000)
 	ctx, cancel := context.WithCancel(t.Context())
-	rr := newRangeReader(ctx, &rangeStore{data: data, failAt: -1}, "k", int64(len(data)), 1000, 2)
+	rr := newRangeReader(ctx, &rangeStore{data: data, failAt: -1}, "k", io.NopCloser(bytes.NewReader(data)), int64(len(data)), 1000, 2)
 	defer rr.Close()
 	if _, err := io.ReadFull(rr, make([]byte, 1500)); err != nil {
 		t.Fatal(err)
