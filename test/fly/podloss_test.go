@@ -1,6 +1,10 @@
 package fly_test
 
 import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -58,5 +62,37 @@ run:
 		watched := succeed(ctx, s.adminFly, "watch", "-b", strconv.Itoa(id))
 		Expect(plain(res.Stdout)).To(HaveSuffix(plain(watched.Stdout)))
 		Expect(buildStatus(ctx, id)).To(Equal("succeeded"))
+	})
+
+	It("a get whose pod is deleted mid-fetch starts again in a new pod and the job's build succeeds", func(ctx SpecContext) {
+		name := pipelineName("podloss")
+		marker := "fetching-" + strings.ToLower(rand.Text()[:8]) // no resource cache hit
+		succeed(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", writeFile("p.yml", fmt.Sprintf(`
+resources:
+- {name: r, type: mock, source: {log: %s, in_delay: 4s}}
+jobs:
+- name: j
+  plan:
+  - get: r
+`, marker)))
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", name)
+		p, err := s.adminFly.Start(testenv.FlyCmd{Args: []string{"trigger-job", "-j", name + "/j", "-w"}})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(p.Kill)
+		Eventually(func() string { return p.Stdout.String() }).WithTimeout(time.Minute).Should(ContainSubstring("in: waiting"))
+		code, body := call(ctx, http.MethodGet, s.server.URL()+"/api/v1/teams/main/pipelines/"+name+"/jobs/j/builds/1", s.adminToken, nil, nil)
+		Expect(code).To(Equal(http.StatusOK), body)
+		var b apiBuild
+		Expect(json.Unmarshal([]byte(body), &b)).To(Succeed(), body)
+		pods := buildPods(ctx, sharedWorker, b.ID)
+		Expect(pods).To(HaveLen(1))
+		Expect(s.env.Admin.CoreV1().Pods(s.ns.Name).Delete(ctx, pods[0].Name, metav1.DeleteOptions{})).To(Succeed())
+
+		res, err := p.Wait(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.ExitCode).To(Equal(0), res.String())
+		expectInOrder(res, marker, "pod "+s.ns.Name+"/"+pods[0].Name+": deleted before the step finished; starting the step again in a new pod (attempt 2 of 3)\n",
+			marker, "succeeded\n")
+		Expect(strings.Count(plain(res.Stdout), marker)).To(Equal(2), res.String())
 	})
 })
