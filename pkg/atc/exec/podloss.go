@@ -34,6 +34,9 @@ type stepPod struct {
 	// attempt.
 	secrets  podspec.Secrets
 	register func(stepID string) *StepState
+	// attempt is the first pod's attempt: above 1 when a previous server's
+	// pod of the step was lost.
+	attempt int
 	// restartable: a lost pod is replaced. Tasks, gets and checks are;
 	// a put only with `restart_on_pod_loss: true` (it may have had an
 	// effect outside before its pod went).
@@ -49,7 +52,7 @@ type stepPod struct {
 func (x *executor) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod) (*StepState, *eventspb.StepFinished, error) {
 	s, b, r, w, a := x.r, x.b, sp.record, sp.worker, sp.action
 	origin := events.Origin{ID: string(p.ID)}
-	for attempt := 1; ; attempt++ {
+	for attempt := max(sp.attempt, 1); ; attempt++ {
 		c := sp.container
 		c.PodName, c.StepID, c.State = podspec.Name(a.StepID), a.StepID, concourse.ContainerCreating
 		err := s.retryDB(ctx, "record the step's container", func(ctx context.Context) error {
@@ -106,6 +109,26 @@ func (x *executor) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod
 		next.StepID = nextAttemptID(a.StepID)
 		a = &next
 	}
+}
+
+// restartGone reports whether the pod a previous server left running for
+// the step is gone (deleted, or never created, while no server followed it)
+// and the step may start again in a new pod (restartable, attempts left);
+// the build's log then says so.
+func (x *executor) restartGone(ctx context.Context, p *concourse.Plan, w *kuberuntime.Worker, rec StepRecord, restartable bool) bool {
+	attempt := max(rec.Attempt, 1)
+	if !restartable || attempt >= MaxPodAttempts {
+		return false
+	}
+	gone, err := x.r.pods.PodGone(ctx, w, rec.StepID)
+	if err != nil || !gone {
+		return false // resumeStep says why
+	}
+	x.b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, Payload: fmt.Sprintf(
+		"pod %s is gone: it was deleted, or never created, while the ATC was down; starting the step again in a new pod (attempt %d of %d)\n",
+		podspec.Name(rec.StepID), attempt+1, MaxPodAttempts)})
+	x.r.log.Info("step pod gone at resume: starting the step again", "build", x.b.ID, "step", rec.StepID, "attempt", attempt+1)
+	return true
 }
 
 // nextAttemptID is the step ID of a step's next pod: the same build and

@@ -371,6 +371,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *StepRe
 		_, err := x.replay(rec)
 		return nil, true, err
 	}
+	attempt := 1
 	if rec.StepID != "" {
 		// The credentials the step read are redacted again from what its
 		// pod still logs (the redactions died with the previous server).
@@ -379,9 +380,12 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *StepRe
 		if err != nil {
 			return x.podEnded(ctx, r, s.registerResourceStep(b, nil, rec.StepID, p.ID, step.kind), Errored(err.Error()))
 		}
-		st := s.registerResourceStep(b, w, rec.StepID, p.ID, step.kind)
-		fin = s.resumeStep(ctx, w, st, rec.StepID)
-		return x.podEnded(ctx, r, st, fin)
+		if !x.restartGone(ctx, p, w, rec, step.restartable) {
+			st := s.registerResourceStep(b, w, rec.StepID, p.ID, step.kind)
+			fin = s.resumeStep(ctx, w, st, rec.StepID)
+			return x.podEnded(ctx, r, st, fin)
+		}
+		attempt = max(rec.Attempt, 1) + 1
 	}
 
 	initialize()
@@ -411,7 +415,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *StepRe
 	if !o.noWorkerEvent {
 		b.Log.Append(events.SelectedWorker{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, WorkerName: w.Name()})
 	}
-	st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: w, action: a, restartable: step.restartable,
+	st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: w, action: a, restartable: step.restartable, attempt: attempt,
 		container: db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
 			StepName: step.name, Type: step.kind, WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir},
 		secrets:  podspec.Secrets{Stdin: stdin},

@@ -152,6 +152,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return x.replay(rec)
 	}
 	var fin *eventspb.StepFinished
+	attempt := 1
 	if rec.StepID != "" {
 		// The credentials the step read are redacted again from what its
 		// pod still logs (the redactions died with the previous server).
@@ -160,9 +161,12 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 		if err != nil {
 			return x.endTask(ctx, p, r, s.registerStep(b, nil, rec.StepID, p.ID, rec.EventConfig), Errored(err.Error()))
 		}
-		st := s.registerStep(b, w, rec.StepID, p.ID, rec.EventConfig)
-		fin = s.resumeStep(ctx, w, st, rec.StepID)
-		return x.endTask(ctx, p, r, st, fin)
+		if !x.restartGone(ctx, p, w, rec, true) {
+			st := s.registerStep(b, w, rec.StepID, p.ID, rec.EventConfig)
+			fin = s.resumeStep(ctx, w, st, rec.StepID)
+			return x.endTask(ctx, p, r, st, fin)
+		}
+		attempt = max(rec.Attempt, 1) + 1
 	}
 
 	a, eventConfig, pull, secretParams, err := x.resolvePreparedTask(ctx, p)
@@ -184,7 +188,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	b.Log.Append(events.InitializeTask{Time: now, Origin: origin, Config: eventConfig})
 	b.Log.Append(events.SelectedWorker{Time: now, Origin: origin, WorkerName: w.Name()})
 	b.Update(func() { r.EventConfig = eventConfig })
-	st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: w, action: a, restartable: true,
+	st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: w, action: a, restartable: true, attempt: attempt,
 		container: db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
 			StepName: tp.Name, Type: "task", WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir, User: a.Run.User},
 		secrets:  podspec.Secrets{ImagePull: pull, Params: secretParams},
