@@ -90,12 +90,13 @@ func (x *executor) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod
 		if fin == nil || lost == nil || fin.GetResult() != eventspb.Result_RESULT_ERRORED || ctx.Err() != nil {
 			return st, fin, nil
 		}
+		// The step's error (the loss) follows these lines.
 		var msg string
 		switch {
 		case !sp.restartable:
-			msg = fmt.Sprintf("%s; a %s is started again in a new pod only with `restart_on_pod_loss: true`", lost.Error(), c.Type)
+			msg = fmt.Sprintf("its pod was lost; a %s is started again in a new pod only with `restart_on_pod_loss: true`", c.Type)
 		case attempt >= MaxPodAttempts:
-			msg = fmt.Sprintf("%s; the step lost %d pods, giving up", lost.Error(), attempt)
+			msg = fmt.Sprintf("the step lost %d pods: not starting it again", attempt)
 		}
 		if msg != "" {
 			b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: origin, Payload: msg + "\n"})
