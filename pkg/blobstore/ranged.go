@@ -30,10 +30,14 @@ func openObject(ctx context.Context, store Store, key string) (io.ReadCloser, er
 	if info.Size < 2*rangeChunk {
 		// The decoder reads a few bytes at a time (block headers); each
 		// Read of a driver's body may cost a round trip between goroutines.
+		buf := int64(1 << 20)
+		if info.Size >= 0 { // -1: unknown
+			buf = min(info.Size+1, buf)
+		}
 		return struct {
 			io.Reader
 			io.Closer
-		}{bufio.NewReaderSize(rc, int(min(info.Size+1, 1<<20))), rc}, nil
+		}{bufio.NewReaderSize(rc, int(buf)), rc}, nil
 	}
 	return newRangeReader(ctx, store, key, rc, info.Size, rangeChunk, rangeAhead), nil
 }
