@@ -53,6 +53,16 @@ func (f followedBuilds) Running(id int64) (*buildlog.Log, <-chan struct{}, bool)
 	return b.Log, b.Done, true
 }
 
+// Started implements buildlog.Builds.
+func (f followedBuilds) Started() <-chan struct{} {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if f.s.buildStarted == nil {
+		f.s.buildStarted = make(chan struct{})
+	}
+	return f.s.buildStarted
+}
+
 // Build implements buildlog.Builds.
 func (f followedBuilds) Build(ctx context.Context, id int64) (db.Build, error) {
 	return f.s.db.Build(ctx, id)
@@ -71,6 +81,10 @@ func (s *Server) startBuild(ctx context.Context, b *exec.Build, plan concourse.P
 	logCtx, stopLog := context.WithCancel(context.WithoutCancel(ctx))
 	s.mu.Lock()
 	s.builds[b.ID] = b
+	if s.buildStarted != nil {
+		close(s.buildStarted)
+	}
+	s.buildStarted = make(chan struct{})
 	s.mu.Unlock()
 	s.runs.Add(1)
 	go func() {

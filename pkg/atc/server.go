@@ -183,9 +183,12 @@ type Server struct {
 	listenerDied chan error
 
 	mu     sync.Mutex
-	builds map[int64]*exec.Build      // builds this server is running
-	steps  map[string]*exec.StepState // by step ID (the pod's)
-	runs   sync.WaitGroup
+	builds map[int64]*exec.Build // builds this server is running
+	// buildStarted is closed, and replaced, whenever a build joins builds:
+	// followers waiting for a build to start here look again at once.
+	buildStarted chan struct{}
+	steps        map[string]*exec.StepState // by step ID (the pod's)
+	runs         sync.WaitGroup
 }
 
 // New prepares a server from its configuration and dependencies.
@@ -231,7 +234,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys, logs: logs,
 		issuer: auth.NewIssuer(deps.SigningKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL),
-		builds: map[int64]*exec.Build{}, steps: map[string]*exec.StepState{}, started: time.Now(),
+		builds: map[int64]*exec.Build{}, buildStarted: make(chan struct{}), steps: map[string]*exec.StepState{}, started: time.Now(),
 		audit: deps.Audit}
 	s.events = buildlog.NewFollower(logs, followedBuilds{s})
 	stepCreds := deps.StepCredentials

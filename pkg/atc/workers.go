@@ -29,7 +29,7 @@ func (s *Server) superviseTask(ctx context.Context, st *exec.StepState) *eventsp
 	defer s.observePod(ctx, st.Worker(), st.ID())
 	return s.pods.Supervise(ctx, kuberuntime.Step{ID: st.ID(), Worker: st.Worker(), Finished: st.Finished(),
 		Abort:     func(reason string) error { return s.streams.Abort(st.ID(), reason) },
-		PodFailed: func(ctx context.Context, err error) { s.podFailed(ctx, st, err) },
+		PodFailed: func(ctx context.Context, err error) { st.PodFailed(err); s.podFailed(ctx, st, err) },
 		Settle: func(ctx context.Context, fin *eventspb.StepFinished) *eventspb.StepFinished {
 			return s.dedupOutputs(ctx, st, fin)
 		}})

@@ -144,9 +144,9 @@ func DownloadDir(ctx context.Context, store Store, key, wantDigest, dir string) 
 // DownloadDirLimited is DownloadDir with the given extraction caps
 // (ExtractLimited).
 func DownloadDirLimited(ctx context.Context, store Store, key, wantDigest, dir string, limits ExtractLimits) (Artifact, error) {
-	rc, _, err := store.Get(ctx, key)
+	rc, err := openObject(ctx, store, key)
 	if err != nil {
-		return Artifact{}, fmt.Errorf("download %q: %w", key, err)
+		return Artifact{}, err
 	}
 	defer rc.Close()
 	h := sha256.New()

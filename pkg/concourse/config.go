@@ -90,6 +90,10 @@ type Step struct {
 	Inputs    json.RawMessage `json:"inputs,omitempty"` // "all", "detect" or a list of names
 	GetParams map[string]any  `json:"get_params,omitempty"`
 	NoGet     bool            `json:"no_get,omitempty"`
+	// RestartOnPodLoss (Porter's): the put may run again in a new pod when
+	// its pod is lost under it. Off by default, as a put may have had its
+	// effect before the loss; tasks, gets and checks always may.
+	RestartOnPodLoss bool `json:"restart_on_pod_loss,omitempty"`
 
 	// get and put: the resource, when the step's name is not it.
 	Resource string `json:"resource,omitempty"`

@@ -135,6 +135,8 @@ type PutPlan struct {
 	Resource  string          `json:"resource,omitempty"`
 	Tags      []string        `json:"tags,omitempty"`
 	Timeout   string          `json:"timeout,omitempty"`
+	// RestartOnPodLoss: see Step.RestartOnPodLoss.
+	RestartOnPodLoss bool `json:"restart_on_pod_loss,omitempty"`
 }
 
 // CheckPlan finds a resource's versions.

@@ -208,7 +208,7 @@ func stepKeys(kind string) []string {
 	case "get":
 		return []string{"resource", "version", "params", "passed", "trigger", "tags"}
 	case "put":
-		return []string{"resource", "params", "inputs", "get_params", "no_get", "tags"}
+		return []string{"resource", "params", "inputs", "get_params", "no_get", "restart_on_pod_loss", "tags"}
 	case "task":
 		return []string{"file", "config", "image", "privileged", "hermetic", "container_limits", "params", "vars", "input_mapping", "output_mapping", "tags"}
 	case "set_pipeline":
@@ -329,6 +329,8 @@ func (p *parser) stepField(s *concourse.Step, key string, raw json.RawMessage, a
 		p.value(raw, at, &s.GetParams)
 	case "no_get":
 		p.value(raw, at, &s.NoGet)
+	case "restart_on_pod_loss":
+		p.value(raw, at, &s.RestartOnPodLoss)
 	case "resource":
 		p.value(raw, at, &s.Resource)
 	case "file":

@@ -65,6 +65,7 @@ jobs:
         resource: out
         no_get: true
         inputs: detect
+        restart_on_pod_loss: true
 `
 
 func TestParseFullPipeline(t *testing.T) {
@@ -113,7 +114,7 @@ func TestParseFullPipeline(t *testing.T) {
 	if string(obj.Steps[0].Inputs) != `["repo"]` || obj.Steps[0].GetParams["skip"] != true {
 		t.Errorf("put: %+v", obj.Steps[0])
 	}
-	if !obj.Steps[1].NoGet || obj.Steps[1].Resource != "out" || string(obj.Steps[1].Inputs) != `"detect"` {
+	if !obj.Steps[1].NoGet || obj.Steps[1].Resource != "out" || string(obj.Steps[1].Inputs) != `"detect"` || !obj.Steps[1].RestartOnPodLoss {
 		t.Errorf("put no_get: %+v", obj.Steps[1])
 	}
 }

@@ -288,6 +288,8 @@ func (p *planner) put(s *concourse.Step) (concourse.Plan, error) {
 		Resource: r.Name,
 		Tags:     s.Tags,
 		Timeout:  s.Timeout,
+		// Porter's: see concourse.Step.RestartOnPodLoss.
+		RestartOnPodLoss: s.RestartOnPodLoss,
 	}})
 	if put.Put.TypeImage, err = p.types.image(put.ID, r.Type, s.Tags); err != nil {
 		return concourse.Plan{}, fmt.Errorf("put %s: %w", s.Put, err)

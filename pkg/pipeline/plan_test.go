@@ -172,6 +172,12 @@ func TestJobPlanShapes(t *testing.T) {
 				"image":{"base_type":"git"},"inputs":["a","b"],"params":{"x":1}}}]}`,
 		},
 		{
+			name: "put that may run again when its pod is lost (Porter's restart_on_pod_loss)",
+			yaml: resources + "jobs:\n- {name: j, plan: [{put: r, no_get: true, restart_on_pod_loss: true}]}",
+			want: `{"id":"2","do":[{"id":"1","put":{"name":"r","resource":"r","type":"git","source":{"uri":"u"},
+				"image":{"base_type":"git"},"restart_on_pod_loss":true}}]}`,
+		},
+		{
 			name: "task with everything",
 			yaml: "jobs:\n- name: j\n  plan:\n  - task: t\n    config: {platform: linux}\n    image: img\n    privileged: true\n" +
 				"    vars: {a: b}\n    params: {P: q}\n    input_mapping: {in: src}\n    output_mapping: {out: dst}\n" +

@@ -448,23 +448,24 @@ run: {path: ls}
 		Eventually(func() []corev1.Pod { return buildPods(ctx, id) }).WithTimeout(time.Minute).Should(BeEmpty())
 	})
 
-	It("errors a running build whose pod went away while the server was down", func(ctx SpecContext) {
+	It("starts a running step again in a new pod when its pod went away while the server was down", func(ctx SpecContext) {
 		out, errOut, done := porterInBackground(ctx, "execute", "-c", taskFile(busyboxTask+`run:
   path: sh
-  args: ["-c", "echo started; sleep 600"]
+  args: ["-c", "echo started; sleep 3; echo fin''ished"]
 `))
 		Eventually(out.String).WithTimeout(2 * time.Minute).Should(ContainSubstring("started\n"))
 		id := buildID(out.String())
 		Expect(server.Kill()).To(Succeed())
 		deletePod(ctx, id)
 		Expect(server.Start(ctx)).To(Succeed())
-		Eventually(done).WithTimeout(time.Minute).Should(Receive(Equal(2)), "execute follows the resumed build to its error: %s", errOut)
-		const gone = "is gone: it was deleted, or never created, while the ATC was down"
+		Eventually(done).WithTimeout(time.Minute).Should(Receive(Equal(0)), "execute follows the resumed build to its end: %s", errOut)
+		const gone = "is gone: it was deleted, or never created, while the ATC was down; starting the step again in a new pod (attempt 2 of 3)"
 		Expect(out.String()).To(ContainSubstring(gone))
+		Expect(strings.Count(out.String(), "finished\n")).To(Equal(1), out.String())
 		res := porter(ctx, "watch", "-b", fmt.Sprint(id))
-		Expect(res.Code).To(Equal(2), res.String())
+		Expect(res.Code).To(Equal(0), res.String())
 		Expect(res.Stdout).To(ContainSubstring(gone))
-		Expect(endedStatus(ctx, id)).To(Equal(concourse.StatusErrored))
+		Expect(endedStatus(ctx, id)).To(Equal(concourse.StatusSucceeded))
 	})
 
 	It("finishes a running build across a crash of the server, losing no line", func(ctx SpecContext) {

@@ -16,6 +16,10 @@ type Builds interface {
 	Running(buildID int64) (log *Log, done <-chan struct{}, ok bool)
 	// Build reads a build's record, whose status says whether it has ended.
 	Build(ctx context.Context, buildID int64) (db.Build, error)
+	// Started returns a channel closed when this server next starts
+	// running a build (any build): a follower of a build not yet running
+	// here looks again at once rather than at its next poll.
+	Started() <-chan struct{}
 }
 
 // Follower follows builds' events: live from the log of a build this
@@ -48,11 +52,7 @@ func (f *Follower) Events(ctx context.Context, build db.Build, from uint64) iter
 			}
 			return yield(recs)
 		}
-		if l, done, ok := f.builds.Running(build.ID); ok {
-			f.live(ctx, build.ID, l, done, &from, next)
-		} else {
-			f.stored(ctx, build, &from, next)
-		}
+		f.stored(ctx, build, &from, next)
 	}
 }
 
@@ -85,9 +85,26 @@ func (f *Follower) live(ctx context.Context, buildID int64, l *Log, done <-chan 
 }
 
 // stored follows a build's stored log: a finished build's, or one another
-// server runs (polled until it ends, or until this server runs it).
+// server runs or nobody runs yet (a job build the scheduler has not
+// started), polled until it ends, or until this server runs it.
 func (f *Follower) stored(ctx context.Context, build db.Build, from *uint64, yield func([]Record) bool) {
-	for {
+	for first := true; ; first = false {
+		// Taken before looking whether the build runs here, so that a
+		// start in between still ends the wait below.
+		started := f.builds.Started()
+		// The record is read before looking whether the build runs here:
+		// a build this server finishes is recorded finished before its
+		// last events are durable, and leaves the running set after.
+		if !first {
+			var err error
+			if build, err = f.builds.Build(ctx, build.ID); err != nil {
+				return
+			}
+		}
+		if l, done, ok := f.builds.Running(build.ID); ok {
+			f.live(ctx, build.ID, l, done, from, yield)
+			return
+		}
 		finished := build.Status.Finished()
 		recs, err := f.logs.Stored(ctx, build.ID, *from)
 		if err != nil {
@@ -97,17 +114,28 @@ func (f *Follower) stored(ctx context.Context, build db.Build, from *uint64, yie
 		if !yield(recs) || finished {
 			return
 		}
+		if !f.waitStored(ctx, build.ID, started) {
+			return
+		}
+	}
+}
+
+// waitStored waits for the next poll of a stored log, or less if this
+// server starts running the build meanwhile; false if ctx ended.
+func (f *Follower) waitStored(ctx context.Context, buildID int64, started <-chan struct{}) bool {
+	poll := time.NewTimer(pollStored)
+	defer poll.Stop()
+	for {
 		select {
-		case <-time.After(pollStored):
+		case <-poll.C:
+			return true
 		case <-ctx.Done():
-			return
-		}
-		if build, err = f.builds.Build(ctx, build.ID); err != nil {
-			return
-		}
-		if l, done, ok := f.builds.Running(build.ID); ok {
-			f.live(ctx, build.ID, l, done, from, yield)
-			return
+			return false
+		case <-started:
+			started = f.builds.Started()
+			if _, _, ok := f.builds.Running(buildID); ok {
+				return true
+			}
 		}
 	}
 }

@@ -73,10 +73,31 @@ func (m *memStore) List(_ context.Context, prefix string) ([]blobstore.ObjectInf
 
 // fakeBuilds is one build, run by this server from when its log is set.
 type fakeBuilds struct {
-	mu     sync.Mutex
-	log    *Log
-	done   chan struct{}
-	status concourse.BuildStatus
+	mu      sync.Mutex
+	log     *Log
+	done    chan struct{}
+	status  concourse.BuildStatus
+	started chan struct{}
+}
+
+func (f *fakeBuilds) Started() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.started == nil {
+		f.started = make(chan struct{})
+	}
+	return f.started
+}
+
+// start has this server run the build from now, as the server does.
+func (f *fakeBuilds) start(l *Log, done chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.log, f.done, f.status = l, done, concourse.StatusStarted
+	if f.started != nil {
+		close(f.started)
+	}
+	f.started = make(chan struct{})
 }
 
 func (f *fakeBuilds) Running(int64) (*Log, <-chan struct{}, bool) {
@@ -222,9 +243,7 @@ func TestFollowStoredBuildThenLive(t *testing.T) {
 	}
 	runLog(t, l)
 	done := make(chan struct{})
-	builds.mu.Lock()
-	builds.log, builds.done = l, done
-	builds.mu.Unlock()
+	builds.start(l, done)
 	appendN(l, 3)
 	if err := l.Sync(ctx); err != nil {
 		t.Fatal(err)
@@ -269,4 +288,52 @@ func TestFollowEndsWithItsCaller(t *testing.T) {
 	<-batches
 	cancel2()
 	ids(t, batches) // fails unless the follow ends
+}
+
+// A follower of a build nobody runs yet (a job build pending until the
+// scheduler starts it; `fly trigger-job -w` follows it at once) goes live
+// as soon as this server starts the build, not at its next poll of the
+// stored log.
+func TestFollowPendingBuildGoesLiveAtItsStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	logs, err := New(Config{Store: newMemStore(), Index: NewMemIndex(), Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	builds := &fakeBuilds{status: concourse.StatusPending}
+	batches := follow(ctx, NewFollower(logs, builds), db.Build{ID: 1, Status: concourse.StatusPending}, 0)
+	if first := <-batches; len(first) != 0 {
+		t.Fatalf("first batch of a pending build %v, want none", recIDs(first))
+	}
+	// Another build starting here wakes the follower, which waits on.
+	builds.mu.Lock()
+	close(builds.started)
+	builds.started = make(chan struct{})
+	builds.mu.Unlock()
+	time.Sleep(50 * time.Millisecond)
+
+	l := logs.Open(1)
+	runLog(t, l)
+	done := make(chan struct{})
+	start := time.Now()
+	builds.start(l, done)
+	l.Append(events.Status{Status: concourse.StatusStarted})
+	for {
+		select {
+		case recs := <-batches:
+			if len(recs) == 0 {
+				continue
+			}
+			if took := time.Since(start); took > pollStored/4 {
+				t.Errorf("the first event of the started build came after %s, want well under the stored log's poll (%s)", took, pollStored)
+			}
+			l.Finish()
+			close(done)
+			ids(t, batches)
+			return
+		case <-ctx.Done():
+			t.Fatal("the started build's first event never came")
+		}
+	}
 }

@@ -74,6 +74,9 @@ type StepRecord struct {
 	Version  map[string]string         `json:"version,omitempty"`
 	Metadata []concourse.MetadataField `json:"metadata,omitempty"`
 	Versions []resourceVersion         `json:"versions,omitempty"`
+	// Attempt is the step's pod attempt when a lost pod was replaced (0:
+	// the first).
+	Attempt int `json:"attempt,omitempty"`
 	// CacheKey is a get's resource cache key.
 	CacheKey string `json:"cache_key,omitempty"`
 }

@@ -202,7 +202,7 @@ func (x *executor) imageCheck(ctx context.Context, task, p *concourse.Plan) (map
 	ctx, span := x.stepSpan(ctx, p)
 	defer span.End()
 	cp := p.Check
-	step := resourceStep{kind: "check", name: cp.Name, typ: cp.Type, source: cp.Source, image: cp.TypeImage, tags: cp.Tags, timeout: cp.Timeout}
+	step := resourceStep{kind: "check", name: cp.Name, typ: cp.Type, source: cp.Source, image: cp.TypeImage, tags: cp.Tags, timeout: cp.Timeout, restartable: true}
 	r := x.b.record(p.ID, cp.Name, "check")
 	announce := func() {
 		public, _ := json.Marshal(map[string]any{"id": p.ID, "check": map[string]any{"name": cp.Name, "type": cp.Type}})

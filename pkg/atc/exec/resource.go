@@ -56,6 +56,8 @@ type resourceStep struct {
 	image   concourse.TypeImage
 	tags    []string
 	timeout string
+	// restartable: a pod lost under the step is replaced (stepPod).
+	restartable bool
 }
 
 // resourceResponse is what in and out print.
@@ -75,7 +77,7 @@ func eventMetadata(md []concourse.MetadataField) []events.MetadataField {
 // check runs a check step: the versions the type's check prints.
 func (x *executor) check(ctx context.Context, p *concourse.Plan) (bool, error) {
 	cp := p.Check
-	step := resourceStep{kind: "check", name: cp.Name, typ: cp.Type, source: cp.Source, image: cp.TypeImage, tags: cp.Tags, timeout: cp.Timeout}
+	step := resourceStep{kind: "check", name: cp.Name, typ: cp.Type, source: cp.Source, image: cp.TypeImage, tags: cp.Tags, timeout: cp.Timeout, restartable: true}
 	r := x.b.record(p.ID, cp.Name, "check")
 	origin := events.Origin{ID: string(p.ID)}
 	fin, done, err := x.runResource(ctx, p, r, step, func() {
@@ -121,7 +123,7 @@ func (x *executor) check(ctx context.Context, p *concourse.Plan) (bool, error) {
 // from the resource cache when it holds it.
 func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 	gp := p.Get
-	step := resourceStep{kind: "get", name: gp.Name, typ: gp.Type, source: gp.Source, params: gp.Params, image: gp.TypeImage, tags: gp.Tags, timeout: gp.Timeout}
+	step := resourceStep{kind: "get", name: gp.Name, typ: gp.Type, source: gp.Source, params: gp.Params, image: gp.TypeImage, tags: gp.Tags, timeout: gp.Timeout, restartable: true}
 	r := x.b.record(p.ID, gp.Name, "get")
 	origin := events.Origin{ID: string(p.ID)}
 	var (
@@ -225,7 +227,7 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 // version it made for the implicit get that follows.
 func (x *executor) put(ctx context.Context, p *concourse.Plan) (bool, error) {
 	pp := p.Put
-	step := resourceStep{kind: "put", name: pp.Name, typ: pp.Type, source: pp.Source, params: pp.Params, image: pp.TypeImage, tags: pp.Tags, timeout: pp.Timeout}
+	step := resourceStep{kind: "put", name: pp.Name, typ: pp.Type, source: pp.Source, params: pp.Params, image: pp.TypeImage, tags: pp.Tags, timeout: pp.Timeout, restartable: pp.RestartOnPodLoss}
 	r := x.b.record(p.ID, pp.Name, "put")
 	origin := events.Origin{ID: string(p.ID)}
 	fin, done, err := x.runResource(ctx, p, r, step, func() {
@@ -369,6 +371,7 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *StepRe
 		_, err := x.replay(rec)
 		return nil, true, err
 	}
+	attempt := 1
 	if rec.StepID != "" {
 		// The credentials the step read are redacted again from what its
 		// pod still logs (the redactions died with the previous server).
@@ -377,9 +380,12 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *StepRe
 		if err != nil {
 			return x.podEnded(ctx, r, s.registerResourceStep(b, nil, rec.StepID, p.ID, step.kind), Errored(err.Error()))
 		}
-		st := s.registerResourceStep(b, w, rec.StepID, p.ID, step.kind)
-		fin = s.resumeStep(ctx, w, st, rec.StepID)
-		return x.podEnded(ctx, r, st, fin)
+		if !x.restartGone(ctx, p, w, rec, step.restartable) {
+			st := s.registerResourceStep(b, w, rec.StepID, p.ID, step.kind)
+			fin = s.resumeStep(ctx, w, st, rec.StepID)
+			return x.podEnded(ctx, r, st, fin)
+		}
+		attempt = max(rec.Attempt, 1) + 1
 	}
 
 	initialize()
@@ -409,30 +415,13 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *StepRe
 	if !o.noWorkerEvent {
 		b.Log.Append(events.SelectedWorker{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, WorkerName: w.Name()})
 	}
-	var c db.Container
-	err = s.retryDB(ctx, "record the step's container", func(ctx context.Context) (err error) {
-		c, err = s.db.CreateContainer(ctx, db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
-			StepName: step.name, Type: step.kind, WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(a.StepID),
-			StepID: a.StepID, State: concourse.ContainerCreating, WorkingDirectory: a.WorkDir})
-		return err
-	})
+	st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: w, action: a, restartable: step.restartable, attempt: attempt,
+		container: db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
+			StepName: step.name, Type: step.kind, WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir},
+		secrets:  podspec.Secrets{Stdin: stdin},
+		register: func(id string) *StepState { return s.registerResourceStep(b, w, id, p.ID, step.kind) }})
 	if err != nil {
-		return nil, true, fmt.Errorf("record the container of %s %q: %w", step.kind, step.name, err)
-	}
-	b.Update(func() {
-		r.StepID, r.Worker, r.Container, r.Status = a.StepID, w.Name(), c.Handle, concourse.StatusStarted
-	})
-	s.SaveState(ctx, b)
-	st := s.registerResourceStep(b, w, a.StepID, p.ID, step.kind)
-	if err := s.createStepPod(ctx, w, a, podspec.Secrets{Stdin: stdin, Redact: b.Log.SecretValues()}); err != nil {
-		fin = Errored(err.Error())
-	} else {
-		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
-			return s.db.SetContainerState(ctx, c.Handle, concourse.ContainerCreated)
-		}); err != nil {
-			s.log.Warn("container state", "container", c.Handle, "err", err)
-		}
-		fin = s.superviseTask(ctx, st)
+		return nil, true, err
 	}
 	return x.podEnded(ctx, r, st, fin)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/pkg/podwatch"
 	"github.com/porter-ci/porter/pkg/taskconfig"
 )
 
@@ -39,6 +40,28 @@ type StepState struct {
 	// finishShown: the build log has the task's finish-task (the sidecar's
 	// process exit, or the ATC's for a container killed with its process).
 	finishShown bool
+	// lost is the loss of the step's pod under it (kuberuntime.PodLost),
+	// if that is how it ended.
+	lost *podwatch.Failure
+}
+
+// PodFailed notes why the step's pod failed: a pod lost under the step
+// lets the step start again in a new pod.
+func (st *StepState) PodFailed(err error) {
+	f, ok := podwatch.AsFailure(err)
+	if !ok || !kuberuntime.PodLost(f) {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.lost = f
+}
+
+// podLost is the loss of the step's pod, or nil.
+func (st *StepState) podLost() *podwatch.Failure {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.lost
 }
 
 // ID is the step's pod's step ID.
@@ -129,6 +152,7 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return x.replay(rec)
 	}
 	var fin *eventspb.StepFinished
+	attempt := 1
 	if rec.StepID != "" {
 		// The credentials the step read are redacted again from what its
 		// pod still logs (the redactions died with the previous server).
@@ -137,9 +161,12 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 		if err != nil {
 			return x.endTask(ctx, p, r, s.registerStep(b, nil, rec.StepID, p.ID, rec.EventConfig), Errored(err.Error()))
 		}
-		st := s.registerStep(b, w, rec.StepID, p.ID, rec.EventConfig)
-		fin = s.resumeStep(ctx, w, st, rec.StepID)
-		return x.endTask(ctx, p, r, st, fin)
+		if !x.restartGone(ctx, p, w, rec, true) {
+			st := s.registerStep(b, w, rec.StepID, p.ID, rec.EventConfig)
+			fin = s.resumeStep(ctx, w, st, rec.StepID)
+			return x.endTask(ctx, p, r, st, fin)
+		}
+		attempt = max(rec.Attempt, 1) + 1
 	}
 
 	a, eventConfig, pull, secretParams, err := x.resolvePreparedTask(ctx, p)
@@ -160,30 +187,14 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	now := time.Now().Unix()
 	b.Log.Append(events.InitializeTask{Time: now, Origin: origin, Config: eventConfig})
 	b.Log.Append(events.SelectedWorker{Time: now, Origin: origin, WorkerName: w.Name()})
-	var c db.Container
-	err = s.retryDB(ctx, "record the step's container", func(ctx context.Context) (err error) {
-		c, err = s.db.CreateContainer(ctx, db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
-			StepName: tp.Name, Type: "task", WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(a.StepID),
-			StepID: a.StepID, State: concourse.ContainerCreating, WorkingDirectory: a.WorkDir, User: a.Run.User})
-		return err
-	})
+	b.Update(func() { r.EventConfig = eventConfig })
+	st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: w, action: a, restartable: true, attempt: attempt,
+		container: db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
+			StepName: tp.Name, Type: "task", WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir, User: a.Run.User},
+		secrets:  podspec.Secrets{ImagePull: pull, Params: secretParams},
+		register: func(id string) *StepState { return s.registerStep(b, w, id, p.ID, eventConfig) }})
 	if err != nil {
-		return false, fmt.Errorf("record the container of task %q: %w", tp.Name, err)
-	}
-	b.Update(func() {
-		r.StepID, r.Worker, r.Container, r.EventConfig, r.Status = a.StepID, w.Name(), c.Handle, eventConfig, concourse.StatusStarted
-	})
-	s.SaveState(ctx, b)
-	st := s.registerStep(b, w, a.StepID, p.ID, eventConfig)
-	if err := s.createStepPod(ctx, w, a, podspec.Secrets{ImagePull: pull, Params: secretParams, Redact: b.Log.SecretValues()}); err != nil {
-		fin = Errored(err.Error())
-	} else {
-		if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
-			return s.db.SetContainerState(ctx, c.Handle, concourse.ContainerCreated)
-		}); err != nil {
-			s.log.Warn("container state", "container", c.Handle, "err", err)
-		}
-		fin = s.superviseTask(ctx, st)
+		return false, err
 	}
 	return x.endTask(ctx, p, r, st, fin)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
@@ -48,6 +49,16 @@ func (r *Runtime) Supervise(ctx context.Context, st Step) *eventspb.StepFinished
 				// reached it: the abort still wins, and its outputs are
 				// never referenced.
 				return abortedAfterAll(fin)
+			}
+			if !aborting && !stopped && fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
+				// Deleting or evicting the pod stops the step's process
+				// (exit 143, or its entrypoint gone), which the sidecar may
+				// report as the step's own end: the loss is the cause, and
+				// the step may be started again.
+				if f := lostNow(st.Worker, st.ID); f != nil {
+					st.PodFailed(ctx, f)
+					return errored(f.Error())
+				}
 			}
 			if fin.GetResult() == eventspb.Result_RESULT_ERRORED {
 				// An OOM kill or an eviction takes the entrypoint with the
@@ -91,6 +102,10 @@ func (r *Runtime) Supervise(ctx context.Context, st Step) *eventspb.StepFinished
 				podEnded = time.After(15 * time.Second)
 			}
 		case <-podEnded:
+			if f := lostNow(st.Worker, st.ID); f != nil {
+				st.PodFailed(ctx, f)
+				return errored(f.Error())
+			}
 			return errored(fmt.Sprintf("pod %s ended without its sidecar reporting the step's end", podspec.Name(st.ID)))
 		case <-stopping:
 			// Only the server stopping leaves the step running; an abort, a
@@ -110,6 +125,44 @@ func (r *Runtime) Supervise(ctx context.Context, st Step) *eventspb.StepFinished
 			return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1}
 		}
 	}
+}
+
+// PodLost reports whether f is the step's pod going away under it (deleted
+// by someone else, evicted, preempted, its node drained or gone) rather than
+// something of the step's own making: a step is not at fault for it, and
+// may be started again in a new pod.
+func PodLost(f *podwatch.Failure) bool {
+	switch f.Kind {
+	case podwatch.KindDeleted, podwatch.KindEvicted, podwatch.KindDisrupted:
+		return true
+	}
+	return false
+}
+
+// lostNow is the loss of the step's pod as the informer's cache shows it
+// now, or nil.
+func lostNow(w *Worker, stepID string) *podwatch.Failure {
+	pod, ok := w.Pod(stepID)
+	if !ok {
+		return nil
+	}
+	return podLoss(pod)
+}
+
+// podLoss is the pod's loss under its step, or nil.
+func podLoss(pod *corev1.Pod) *podwatch.Failure {
+	if f := podwatch.Classify(pod); f != nil && PodLost(f) {
+		return f
+	}
+	// A pod that ended because its node went (Classify reads an ended
+	// pod's disruption as its end, not as a failure).
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return &podwatch.Failure{Kind: podwatch.KindDisrupted, Pod: pod.Namespace + "/" + pod.Name, Reason: c.Reason,
+				Detail: fmt.Sprintf("stopped by Kubernetes (%s): %s", c.Reason, c.Message)}
+		}
+	}
+	return nil
 }
 
 func errored(msg string) *eventspb.StepFinished {

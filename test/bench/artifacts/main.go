@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -33,6 +34,8 @@ import (
 func main() {
 	bigSize := flag.Int64("big-size", 1<<30, "bytes of the one-file data set")
 	smallFiles := flag.Int("small-files", 10_000, "files in the many-small-files data set")
+	flag.IntVar(&downloadRounds, "download-rounds", 3, "rounds of the interleaved 1-file download comparison (0: none)")
+	flag.StringVar(&downloadProfile, "cpuprofile", "", "write a CPU profile of Porter's download of the one-file data set here")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -42,6 +45,17 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// downloadRounds is how many rounds compareDownloads runs; bigArtifact
+// is the one-file data set's artifact as benchPorter stored it.
+var (
+	downloadRounds int
+	bigArtifact    blobstore.Artifact
+)
+
+// downloadProfile is where benchPorter writes a CPU profile of its first
+// download ("": none).
+var downloadProfile string
 
 type result struct {
 	dataset, method, direction string
@@ -121,6 +135,9 @@ func measure(ctx context.Context, tmp string, m *testenv.MinIO, cfg blobstore.Co
 		return err
 	}
 	printRatios(results, sets[0].name)
+	if err := compareDownloads(ctx, store, tmp, sets[0].dir, bigSize); err != nil {
+		return err
+	}
 	// Whole process, all methods included: shows that 1 GiB moved through
 	// bounded buffers.
 	var ru syscall.Rusage
@@ -143,6 +160,21 @@ func benchPorter(ctx context.Context, s *blobstore.MinioStore, dir, out string, 
 	up := time.Since(start)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
+	}
+	if bigArtifact.Key == "" {
+		bigArtifact = a // the first data set's
+	}
+	if downloadProfile != "" {
+		f, err := os.Create(downloadProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		downloadProfile = ""
+		defer pprof.StopCPUProfile()
 	}
 	start = time.Now()
 	if _, err := blobstore.DownloadDir(ctx, s, a.Key, a.Digest, out); err != nil {
@@ -322,7 +354,7 @@ func human(n int64) string {
 }
 
 // printRatios sets Porter's one-file throughput beside raw PutObject/GetObject
-// of the same bytes in this run (issue 10's goal: upload ≥ 0.8×).
+// of the same bytes in this run (goals: upload ≥ 0.8× (issue 10), download ≥ 0.8× (issue 21)).
 func printRatios(results []result, dataset string) {
 	mbps := map[string]float64{}
 	for _, r := range results {
@@ -332,10 +364,76 @@ func printRatios(results []result, dataset string) {
 	}
 	const porter, raw = "porter UploadDir/DownloadDir (tar+zstd)", "raw minio-go PutObject/GetObject"
 	fmt.Printf("\n%s, porter ÷ raw in this run:\n", dataset)
-	for _, d := range []struct{ dir, goal string }{{"upload", "goal ≥ 0.80"}, {"download", "no goal"}} {
+	for _, d := range []struct{ dir, goal string }{{"upload", "goal ≥ 0.80"}, {"download", "goal ≥ 0.80"}} {
 		p, r := mbps[porter+"/"+d.dir], mbps[raw+"/"+d.dir]
 		if r > 0 {
 			fmt.Printf("  %-8s %.2f× (%.1f vs %.1f MB/s; %s)\n", d.dir, p/r, p, r, d.goal)
 		}
 	}
+}
+
+// singleStream is a store whose objects read as one GET stream: it hides
+// their size, so DownloadDir does not fetch ranges in parallel (what it did
+// before it could).
+type singleStream struct{ blobstore.Store }
+
+func (s singleStream) Get(ctx context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
+	rc, info, err := s.Store.Get(ctx, key)
+	info.Size = -1
+	return rc, info, err
+}
+
+// compareDownloads downloads the one-file data set again, the three ways
+// taking turns round after round, so that a loaded machine weighs on each
+// alike: raw GetObject of the file, Porter's artifact as one GET stream,
+// and Porter's artifact as parallel ranges (DownloadDir).
+func compareDownloads(ctx context.Context, s *blobstore.MinioStore, tmp, dir string, size int64) error {
+	if downloadRounds <= 0 || bigArtifact.Key == "" {
+		return nil
+	}
+	files, err := os.ReadDir(dir)
+	if err != nil || len(files) != 1 {
+		return fmt.Errorf("the one-file data set: %v (%d files)", err, len(files))
+	}
+	rawKey := "raw/" + files[0].Name()
+	ways := []struct {
+		name string
+		fn   func(out string) error
+	}{
+		{"raw minio-go GetObject", func(out string) error {
+			return s.Client.FGetObject(ctx, s.Bucket, rawKey, filepath.Join(out, files[0].Name()), minio.GetObjectOptions{})
+		}},
+		{"porter DownloadDir, one GET stream, buffered", func(out string) error {
+			_, err := blobstore.DownloadDir(ctx, singleStream{s}, bigArtifact.Key, bigArtifact.Digest, out)
+			return err
+		}},
+		{"porter DownloadDir, parallel ranges", func(out string) error {
+			_, err := blobstore.DownloadDir(ctx, s, bigArtifact.Key, bigArtifact.Digest, out)
+			return err
+		}},
+	}
+	took := make([][]time.Duration, len(ways))
+	for range downloadRounds {
+		for i, w := range ways {
+			out := filepath.Join(tmp, "compare")
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return err
+			}
+			start := time.Now()
+			if err := w.fn(out); err != nil {
+				return fmt.Errorf("%s: %w", w.name, err)
+			}
+			took[i] = append(took[i], time.Since(start))
+			if err := os.RemoveAll(out); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Printf("\n1-file download, %d interleaved rounds (median MB/s; ÷ raw):\n", downloadRounds)
+	rawMBps := float64(size) / 1e6 / testenv.Median(took[0]).Seconds()
+	for i, w := range ways {
+		mbps := float64(size) / 1e6 / testenv.Median(took[i]).Seconds()
+		fmt.Printf("  %-46s %7.1f MB/s  %.2f×\n", w.name, mbps, mbps/rawMBps)
+	}
+	return nil
 }

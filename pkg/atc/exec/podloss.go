@@ -1,0 +1,140 @@
+package exec
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/podspec"
+)
+
+// MaxPodAttempts is how many pods a step is given in all when its pods are
+// lost under it (kuberuntime.PodLost): a node drained twice in a row is
+// bad luck, a third time is a problem someone must look at.
+const MaxPodAttempts = 3
+
+// stepPod is one step's pod as runStepPod creates it, and again when it is
+// lost.
+type stepPod struct {
+	record *StepRecord
+	worker *kuberuntime.Worker
+	// action is the step's; each attempt gets its own StepID (its pod,
+	// Secret, blob prefix and event sequence are the attempt's own).
+	action *action.Action
+	// container is the step's container record but for its pod.
+	container db.Container
+	// secrets are the step's Secret values but for Redact, read for each
+	// attempt.
+	secrets  podspec.Secrets
+	register func(stepID string) *StepState
+	// attempt is the first pod's attempt: above 1 when a previous server's
+	// pod of the step was lost.
+	attempt int
+	// restartable: a lost pod is replaced. Tasks, gets and checks are;
+	// a put only with `restart_on_pod_loss: true` (it may have had an
+	// effect outside before its pod went).
+	restartable bool
+}
+
+// runStepPod records the step's container, creates its pod and follows it
+// to its end (fin nil: the server is stopping). A pod lost while the step
+// ran is replaced by a new one, up to MaxPodAttempts, each loss said in the
+// build's log; the new pod takes its inputs from the blobstore again. What
+// the lost pod streamed stays shown once: the new attempt's events are
+// numbered in its own step ID.
+func (x *executor) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod) (*StepState, *eventspb.StepFinished, error) {
+	s, b, r, w, a := x.r, x.b, sp.record, sp.worker, sp.action
+	origin := events.Origin{ID: string(p.ID)}
+	for attempt := max(sp.attempt, 1); ; attempt++ {
+		c := sp.container
+		c.PodName, c.StepID, c.State = podspec.Name(a.StepID), a.StepID, concourse.ContainerCreating
+		err := s.retryDB(ctx, "record the step's container", func(ctx context.Context) error {
+			rec, err := s.db.CreateContainer(ctx, c)
+			if err == nil {
+				c = rec
+			}
+			return err
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("record the container of %s %q: %w", c.Type, c.StepName, err)
+		}
+		b.Update(func() {
+			r.StepID, r.Worker, r.Container, r.Status = a.StepID, w.Name(), c.Handle, concourse.StatusStarted
+			if attempt > 1 {
+				r.Attempt = attempt
+			}
+		})
+		s.SaveState(ctx, b)
+		st := sp.register(a.StepID)
+		secrets := sp.secrets
+		secrets.Redact = b.Log.SecretValues()
+		var fin *eventspb.StepFinished
+		if err := s.createStepPod(ctx, w, a, secrets); err != nil {
+			fin = Errored(err.Error())
+		} else {
+			if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
+				return s.db.SetContainerState(ctx, c.Handle, concourse.ContainerCreated)
+			}); err != nil {
+				s.log.Warn("container state", "container", c.Handle, "err", err)
+			}
+			fin = s.superviseTask(ctx, st)
+		}
+		lost := st.podLost()
+		if fin == nil || lost == nil || fin.GetResult() != eventspb.Result_RESULT_ERRORED || ctx.Err() != nil {
+			return st, fin, nil
+		}
+		// The step's error (the loss) follows these lines.
+		var msg string
+		switch {
+		case !sp.restartable:
+			msg = fmt.Sprintf("its pod was lost; a %s is started again in a new pod only with `restart_on_pod_loss: true`", c.Type)
+		case attempt >= MaxPodAttempts:
+			msg = fmt.Sprintf("the step lost %d pods: not starting it again", attempt)
+		}
+		if msg != "" {
+			b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: origin, Payload: msg + "\n"})
+			return st, fin, nil
+		}
+		b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: origin, Payload: fmt.Sprintf(
+			"%s; starting the step again in a new pod (attempt %d of %d)\n", lost.Error(), attempt+1, MaxPodAttempts)})
+		s.log.Info("step pod lost: starting the step again", "build", b.ID, "step", a.StepID, "kind", lost.Kind, "attempt", attempt+1)
+		s.retire(st.id)
+		next := *a
+		next.StepID = nextAttemptID(a.StepID)
+		a = &next
+	}
+}
+
+// restartGone reports whether the pod a previous server left running for
+// the step is gone (deleted, or never created, while no server followed it)
+// and the step may start again in a new pod (restartable, attempts left);
+// the build's log then says so.
+func (x *executor) restartGone(ctx context.Context, p *concourse.Plan, w *kuberuntime.Worker, rec StepRecord, restartable bool) bool {
+	attempt := max(rec.Attempt, 1)
+	if !restartable || attempt >= MaxPodAttempts {
+		return false
+	}
+	gone, err := x.r.pods.PodGone(ctx, w, rec.StepID)
+	if err != nil || !gone {
+		return false // resumeStep says why
+	}
+	x.b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, Payload: fmt.Sprintf(
+		"pod %s is gone: it was deleted, or never created, while the ATC was down; starting the step again in a new pod (attempt %d of %d)\n",
+		podspec.Name(rec.StepID), attempt+1, MaxPodAttempts)})
+	x.r.log.Info("step pod gone at resume: starting the step again", "build", x.b.ID, "step", rec.StepID, "attempt", attempt+1)
+	return true
+}
+
+// nextAttemptID is the step ID of a step's next pod: the same build and
+// step name, a new random suffix.
+func nextAttemptID(stepID string) string {
+	i := strings.LastIndexByte(stepID, '-')
+	return stepID[:i+1] + randomSuffix()
+}
