@@ -32,10 +32,13 @@ type Pipeline struct {
 	Public        bool
 	Ordering      int
 	LastUpdated   time.Time
+	// ParentJobID and ParentBuildID are the job and build whose
+	// set_pipeline step last set the pipeline (0: set through the API).
+	ParentJobID, ParentBuildID int64
 }
 
 const pipelineColumns = `p.id, p.team_id, t.name, p.name, p.config, p.config_version, p.paused, p.paused_by,
-	p.paused_at, p.public, p.ordering, p.last_updated`
+	p.paused_at, p.public, p.ordering, p.last_updated, coalesce(p.parent_job_id, 0), coalesce(p.parent_build_id, 0)`
 
 const pipelineFrom = " FROM pipelines p JOIN teams t ON t.id = p.team_id "
 
@@ -44,7 +47,7 @@ func scanPipeline(row pgx.Row) (Pipeline, error) {
 	var config []byte
 	var pausedAt *time.Time
 	err := row.Scan(&p.ID, &p.TeamID, &p.TeamName, &p.Name, &config, &p.ConfigVersion, &p.Paused, &p.PausedBy,
-		&pausedAt, &p.Public, &p.Ordering, &p.LastUpdated)
+		&pausedAt, &p.Public, &p.Ordering, &p.LastUpdated, &p.ParentJobID, &p.ParentBuildID)
 	if err != nil {
 		return Pipeline{}, err
 	}
@@ -68,34 +71,75 @@ func collectPipelines(rows pgx.Rows) ([]Pipeline, error) {
 // fails with ErrConfigVersion, and saves nothing; so does creating one that
 // a concurrent save created first (ErrConflict).
 func (d *DB) SavePipeline(ctx context.Context, teamID int, name string, cfg concourse.Config, from int64) (p Pipeline, created bool, err error) {
+	return d.savePipeline(ctx, teamID, name, cfg, from, PipelineParent{})
+}
+
+// PipelineParent is the job build whose set_pipeline step saves a
+// pipeline.
+type PipelineParent struct {
+	JobID, BuildID int64
+}
+
+// ErrSetByNewerBuild is wrapped when a set_pipeline step would overwrite
+// a pipeline that a newer build has set: the newer config stays.
+var ErrSetByNewerBuild = errors.New("the pipeline was already set by a newer build")
+
+// SavePipelineFromBuild is SavePipeline for a set_pipeline step: the
+// pipeline remembers the job and build that set it, and a build older
+// than the one that last set it saves nothing (ErrSetByNewerBuild).
+func (d *DB) SavePipelineFromBuild(ctx context.Context, teamID int, name string, cfg concourse.Config, from int64, parent PipelineParent) (Pipeline, bool, error) {
+	return d.savePipeline(ctx, teamID, name, cfg, from, parent)
+}
+
+// SetPipelineParent records that a set_pipeline step found nothing to
+// change in the pipeline: it is still the job's.
+func (d *DB) SetPipelineParent(ctx context.Context, id int64, parent PipelineParent) error {
+	return d.execOne(ctx, fmt.Sprintf("set the parent of pipeline %d", id),
+		`UPDATE pipelines SET parent_job_id = $2, parent_build_id = $3 WHERE id = $1`,
+		id, nullID(parent.JobID), nullID(parent.BuildID))
+}
+
+// nullID is NULL for 0.
+func nullID(id int64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}
+
+func (d *DB) savePipeline(ctx context.Context, teamID int, name string, cfg concourse.Config, from int64, parent PipelineParent) (p Pipeline, created bool, err error) {
 	plan, err := planSave(cfg)
 	if err != nil {
 		return Pipeline{}, false, fmt.Errorf("save pipeline %s: %w", name, err)
 	}
 	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-		var id, version int64
-		err := tx.QueryRow(ctx, `SELECT id, config_version FROM pipelines WHERE team_id = $1 AND name = $2 FOR UPDATE`,
-			teamID, name).Scan(&id, &version)
+		var id, version, lastParentBuild int64
+		err := tx.QueryRow(ctx, `SELECT id, config_version, coalesce(parent_build_id, 0) FROM pipelines
+			WHERE team_id = $1 AND name = $2 FOR UPDATE`,
+			teamID, name).Scan(&id, &version, &lastParentBuild)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			created = true
 			err = tx.QueryRow(ctx, `
-				INSERT INTO pipelines (team_id, name, config, paused, ordering)
+				INSERT INTO pipelines (team_id, name, config, paused, ordering, parent_job_id, parent_build_id)
 				VALUES ($1, $2, $3::jsonb, true,
-					(SELECT COALESCE(MAX(ordering), 0) + 1 FROM pipelines WHERE team_id = $1))
-				RETURNING id`, teamID, name, string(plan.config)).Scan(&id)
+					(SELECT COALESCE(MAX(ordering), 0) + 1 FROM pipelines WHERE team_id = $1), $4, $5)
+				RETURNING id`, teamID, name, string(plan.config), nullID(parent.JobID), nullID(parent.BuildID)).Scan(&id)
 			if err != nil {
 				// A concurrent save created it first: the caller's view is stale.
 				return classify(err, "create")
 			}
 		case err != nil:
 			return err
+		case parent.BuildID != 0 && lastParentBuild > parent.BuildID:
+			return fmt.Errorf("build %d set it after build %d: %w", lastParentBuild, parent.BuildID, ErrSetByNewerBuild)
 		case version != from:
 			return fmt.Errorf("saving from version %d, but it is at %d: %w", from, version, ErrConfigVersion)
 		default:
 			_, err = tx.Exec(ctx, `
-				UPDATE pipelines SET config = $2::jsonb, config_version = config_version + 1, last_updated = now()
-				WHERE id = $1`, id, string(plan.config))
+				UPDATE pipelines SET config = $2::jsonb, config_version = config_version + 1, last_updated = now(),
+					parent_job_id = $3, parent_build_id = $4
+				WHERE id = $1`, id, string(plan.config), nullID(parent.JobID), nullID(parent.BuildID))
 			if err != nil {
 				return err
 			}

@@ -171,7 +171,8 @@ func identifierWarning(kind, name string) *configWarning {
 // apiPipeline is a pipeline's API shape.
 func apiPipeline(p db.Pipeline) concourse.Pipeline {
 	out := concourse.Pipeline{ID: p.ID, Name: p.Name, Paused: p.Paused, PausedBy: p.PausedBy, PausedAt: unix(p.PausedAt),
-		Public: p.Public, TeamName: p.TeamName, LastUpdated: unix(p.LastUpdated)}
+		Public: p.Public, TeamName: p.TeamName, LastUpdated: unix(p.LastUpdated),
+		ParentJobID: p.ParentJobID, ParentBuildID: p.ParentBuildID}
 	var cfg struct {
 		Groups  []concourse.GroupConfig `json:"groups"`
 		Display map[string]any          `json:"display"`
