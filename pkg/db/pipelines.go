@@ -84,7 +84,8 @@ type PipelineParent struct {
 // a pipeline that a newer build has set: the newer config stays.
 var ErrSetByNewerBuild = errors.New("the pipeline was already set by a newer build")
 
-// SavePipelineFromBuild is SavePipeline for a set_pipeline step: the
+// SavePipelineFromBuild is SavePipeline for a set_pipeline step: a new
+// pipeline starts unpaused (as in Concourse), the
 // pipeline remembers the job and build that set it, and a build older
 // than the one that last set it saves nothing (ErrSetByNewerBuild).
 func (d *DB) SavePipelineFromBuild(ctx context.Context, teamID int, name string, cfg concourse.Config, from int64, parent PipelineParent) (Pipeline, bool, error) {
@@ -122,9 +123,10 @@ func (d *DB) savePipeline(ctx context.Context, teamID int, name string, cfg conc
 			created = true
 			err = tx.QueryRow(ctx, `
 				INSERT INTO pipelines (team_id, name, config, paused, ordering, parent_job_id, parent_build_id)
-				VALUES ($1, $2, $3::jsonb, true,
+				VALUES ($1, $2, $3::jsonb, $6,
 					(SELECT COALESCE(MAX(ordering), 0) + 1 FROM pipelines WHERE team_id = $1), $4, $5)
-				RETURNING id`, teamID, name, string(plan.config), nullID(parent.JobID), nullID(parent.BuildID)).Scan(&id)
+				RETURNING id`, teamID, name, string(plan.config), nullID(parent.JobID), nullID(parent.BuildID),
+				parent.BuildID == 0).Scan(&id)
 			if err != nil {
 				// A concurrent save created it first: the caller's view is stale.
 				return classify(err, "create")

@@ -40,6 +40,8 @@ const (
 	EventTypeStart              EventType = "start"
 	EventTypeFinish             EventType = "finish"
 	EventTypeSetPipelineChanged EventType = "set-pipeline-changed"
+	// EventTypeAcrossSubsteps announces an across step's runs.
+	EventTypeAcrossSubsteps EventType = "across-substeps"
 )
 
 // Event is the payload of one build event, the "data" of its envelope.
@@ -224,6 +226,14 @@ type SetPipelineChanged struct {
 	Changed bool   `json:"changed"`
 }
 
+// AcrossSubsteps lists the public plans of an across step's runs, once its
+// values are known.
+type AcrossSubsteps struct {
+	Time     int64             `json:"time"`
+	Origin   Origin            `json:"origin"`
+	Substeps []json.RawMessage `json:"substeps"`
+}
+
 // MetadataField is one line of a resource version's metadata.
 type MetadataField struct {
 	Name  string `json:"name"`
@@ -273,6 +283,8 @@ func (SetPipelineChanged) EventType() EventType {
 	return EventTypeSetPipelineChanged
 }
 func (SetPipelineChanged) EventVersion() string { return "1.0" }
+func (AcrossSubsteps) EventType() EventType     { return EventTypeAcrossSubsteps }
+func (AcrossSubsteps) EventVersion() string     { return "1.0" }
 
 // Envelope is a build event as it travels: its type, payload version and
 // payload. It marshals to Concourse's {"data":...,"event":...,"version":...}.
@@ -353,6 +365,8 @@ func (env Envelope) Decode() (Event, error) {
 		return decodePayload[Finish](env)
 	case EventTypeSetPipelineChanged:
 		return decodePayload[SetPipelineChanged](env)
+	case EventTypeAcrossSubsteps:
+		return decodePayload[AcrossSubsteps](env)
 	}
 	return nil, fmt.Errorf("%w: type %q", ErrUnknownEvent, env.Event)
 }
