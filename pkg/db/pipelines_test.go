@@ -381,3 +381,54 @@ func TestResourceConfigHash(t *testing.T) {
 		t.Fatal("the type's type's config is not in the hash")
 	}
 }
+
+// A pipeline set by a build remembers its job and build, starts unpaused,
+// and is not overwritten by an older build; a save through the API
+// clears the parent.
+func TestSavePipelineFromBuild(t *testing.T) {
+	d, _ := openTest(t)
+	ctx := t.Context()
+	team, err := d.EnsureTeam(ctx, "main", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parentPipeline, _, err := d.SavePipeline(ctx, team.ID, "parent", testConfig([]string{"set"}, nil), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := d.Job(ctx, parentPipeline.ID, "set")
+	if err != nil {
+		t.Fatal(err)
+	}
+	older, err := d.CreateJobBuild(ctx, job.ID, "test", true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer, err := d.CreateJobBuild(ctx, job.ID, "test", true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, created, err := d.SavePipelineFromBuild(ctx, team.ID, "child", testConfig([]string{"a"}, nil), 0,
+		PipelineParent{JobID: job.ID, BuildID: newer.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !created || child.Paused || child.ParentJobID != job.ID || child.ParentBuildID != newer.ID {
+		t.Fatalf("child %+v created=%v: want unpaused, parent job %d build %d", child, created, job.ID, newer.ID)
+	}
+	_, _, err = d.SavePipelineFromBuild(ctx, team.ID, "child", testConfig([]string{"b"}, nil), child.ConfigVersion,
+		PipelineParent{JobID: job.ID, BuildID: older.ID})
+	if !errors.Is(err, ErrSetByNewerBuild) {
+		t.Fatalf("older build's save: %v, want ErrSetByNewerBuild", err)
+	}
+	if err := d.SetPipelineParent(ctx, child.ID, PipelineParent{JobID: job.ID, BuildID: newer.ID}); err != nil {
+		t.Fatal(err)
+	}
+	byAPI, _, err := d.SavePipeline(ctx, team.ID, "child", testConfig([]string{"c"}, nil), child.ConfigVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byAPI.ParentJobID != 0 || byAPI.ParentBuildID != 0 {
+		t.Errorf("saved through the API: parent job %d build %d, want none", byAPI.ParentJobID, byAPI.ParentBuildID)
+	}
+}
