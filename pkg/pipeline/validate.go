@@ -11,6 +11,7 @@ import (
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/names"
 	"github.com/porter-ci/porter/pkg/taskconfig"
+	"github.com/porter-ci/porter/pkg/vars"
 )
 
 // Warning is something Concourse accepts in a pipeline but points out, as
@@ -552,6 +553,10 @@ func (sv *stepValidator) step(s *concourse.Step, ctx string, depth int) {
 }
 
 func (sv *stepValidator) identifier(name, ctx string) {
+	if len(vars.Names(name)) > 0 {
+		// Known when the step runs (an across var, say); checked then.
+		return
+	}
 	if p := sv.v.checkIdentifier(name, ctx); p != "" {
 		sv.problems = append(sv.problems, p)
 	}

@@ -45,9 +45,10 @@ jobs:
 `+busyboxTask("      ", `outputs: [{name: out}]
 run:
   path: sh
-  args: [-c, 'printf "{\"greeting\": \"hi\", \"items\": [\"a\", \"b\"]}" > out/v.json; printf "  s3cr3t-value \n" > out/secret.txt; printf visible > out/shown.txt']`)+`
+  args: [-c, 'printf "{\"greeting\": \"hi\", \"items\": [\"a\", \"b\"]}" > out/v.json; printf "  s3cr3t-%s \n" value > out/secret.txt; printf visible > out/shown.txt']`)+`
   - load_var: data
     file: out/v.json
+    reveal: true
   - load_var: secret
     file: out/secret.txt
   - load_var: shown
@@ -70,7 +71,9 @@ run: {path: sh, args: [-c, 'echo "greeting=$GREETING secret=$SECRET shown=$SHOWN
 		res := succeed(ctx, f, "trigger-job", "-j", p+"/lang", "-w")
 		out := res.Stdout
 		// load_var's own lines, then the values: the secret (trimmed)
-		// and the var source's value redacted, the revealed one shown.
+		// and the var source's value redacted, the revealed ones shown
+		// (a value not revealed is redacted wherever it appears, as in
+		// Concourse).
 		Expect(out).To(ContainSubstring("var data fetched."))
 		Expect(out).To(ContainSubstring("added var secret to build."))
 		Expect(out).To(ContainSubstring("greeting=hi secret=((redacted)) shown=visible who=((redacted))"))
@@ -85,8 +88,8 @@ run: {path: sh, args: [-c, 'echo "greeting=$GREETING secret=$SECRET shown=$SHOWN
 		// The build's events carry the across step's runs in Concourse's
 		// across-substeps shape, with the run ids Concourse gives.
 		ev := succeed(ctx, f, "curl", "/api/v1/builds/"+buildID(ctx, f, p, "lang")+"/events")
-		Expect(ev.Stdout).To(ContainSubstring("event: across-substeps"))
-		Expect(ev.Stdout).To(MatchRegexp(`"substeps":\[\{"id":"[0-9a-f]+/0/0"`))
+		Expect(ev.Stdout).To(ContainSubstring(`"event":"across-substeps"`))
+		Expect(ev.Stdout).To(MatchRegexp(`"substeps":\[\{"step":\{"id":"[0-9a-f]+/0/0","task":\{[^}]*"name":"each"[^}]*\}\},"values":\["a",1\]\}`))
 		Expect(ev.Stdout).To(ContainSubstring(`"event":"finish"`))
 	})
 

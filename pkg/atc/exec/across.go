@@ -45,7 +45,8 @@ func (x *executor) across(ctx context.Context, p *concourse.Plan) (bool, error) 
 			return x.failStep(ctx, origin, r, err)
 		}
 		substeps[i] = sub
-		body, err := json.Marshal(concourse.PublicPlan(&sub))
+		// Concourse's shape: the run's public plan with its values.
+		body, err := json.Marshal(map[string]any{"step": concourse.PublicPlan(&sub), "values": combo})
 		if err != nil {
 			return x.failStep(ctx, origin, r, fmt.Errorf("across: %w", err))
 		}
