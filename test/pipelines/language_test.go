@@ -110,14 +110,20 @@ jobs:
   - set_pipeline: self
     file: repo/ci/parent.yml
 `, gitResource("repo", repo, "main"))
+		team := pipelineName("team")
 		full := bootstrap + fmt.Sprintf(`  - set_pipeline: %s
     file: repo/ci/child.yml
     vars: {greeting: hello, num: 0}
     var_files: [repo/ci/vars.yml]
+  - set_pipeline: %[1]s
+    team: %[3]s
+    file: repo/ci/child.yml
+    vars: {greeting: hey, num: 0}
+    var_files: [repo/ci/vars.yml]
 - name: fan-out
   plan:
   - get: repo
-  - set_pipeline: %s-fan-((.:i))
+  - set_pipeline: %[2]s-fan-((.:i))
     file: repo/ci/child.yml
     vars: {greeting: hi, num: ((.:i))}
     var_files: [repo/ci/vars.yml]
@@ -125,7 +131,7 @@ jobs:
     - var: i
       values: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]
       max_in_flight: all
-`, child, p)
+`, child, p, team)
 		childConfig := `
 jobs:
 - name: hello
@@ -137,6 +143,8 @@ jobs:
 			"ci/parent.yml": full, "ci/child.yml": childConfig, "ci/vars.yml": "who: the-parent\n",
 		}, "pipelines")
 		Expect(err).NotTo(HaveOccurred())
+		// The main team may set another team's pipeline.
+		succeed(ctx, f, "set-team", "-n", team, "--local-user", adminUser, "--non-interactive")
 		setPipeline(ctx, f, p, bootstrap)
 		waitForVersion(ctx, f, p, "repo", sha)
 
@@ -155,6 +163,8 @@ jobs:
 		Expect(second.Stdout).To(ContainSubstring("setting pipeline: " + child))
 		got := succeed(ctx, f, "get-pipeline", "-p", child)
 		Expect(got.Stdout).To(ContainSubstring("hello from the-parent, child 0"))
+		got = succeed(ctx, f, "get-pipeline", "-p", child, "--team", team)
+		Expect(got.Stdout).To(ContainSubstring("hey from the-parent, child 0"))
 
 		// The child remembers the job and build that set it, and fly
 		// warns before a hand-made change.
@@ -189,7 +199,7 @@ jobs:
 				visible = time.Since(start)
 			}
 			return n
-		}).WithTimeout(3*time.Minute).WithPolling(200*time.Millisecond).Should(Equal(20))
+		}).WithTimeout(3 * time.Minute).WithPolling(200 * time.Millisecond).Should(Equal(20))
 		name := waitForBuild(ctx, f, p, "fan-out", "succeeded", 2*time.Minute)
 		var builds []map[string]any
 		for _, b := range jobBuilds(ctx, f, p, "fan-out") {
