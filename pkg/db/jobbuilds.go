@@ -58,6 +58,17 @@ func (d *DB) LookupJob(ctx context.Context, teamID int, pipeline, job string) (J
 	return j, nil
 }
 
+// LookupPipelineJob finds an active job of a pipeline (an instance of an
+// instanced pipeline, say) by name.
+func (d *DB) LookupPipelineJob(ctx context.Context, pipelineID int64, job string) (JobRef, error) {
+	j, err := scanJobRef(d.pool.QueryRow(ctx, "SELECT "+jobRefColumns+jobRefFrom+`
+		WHERE j.pipeline_id = $1 AND j.name = $2 AND j.active`, pipelineID, job))
+	if err != nil {
+		return JobRef{}, classify(err, "job %s of pipeline %d", job, pipelineID)
+	}
+	return j, nil
+}
+
 // JobByID looks a job up by id.
 func (d *DB) JobByID(ctx context.Context, id int64) (JobRef, error) {
 	j, err := scanJobRef(d.pool.QueryRow(ctx, "SELECT "+jobRefColumns+jobRefFrom+"WHERE j.id = $1", id))

@@ -505,9 +505,7 @@ func (sv *stepValidator) step(s *concourse.Step, ctx string, depth int) {
 		if s.File == "" {
 			sv.errorf(ctx, "no file specified")
 		}
-		if len(s.InstanceVars) > 0 {
-			sv.errorf(ctx+".instance_vars", "instanced pipelines are not supported by this server yet; set a pipeline of its own name instead")
-		}
+
 	case s.LoadVar != "":
 		ctx += ".load_var(" + s.LoadVar + ")"
 		sv.identifier(s.LoadVar, ctx)

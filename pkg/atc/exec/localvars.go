@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/pipeline"
 	"github.com/porter-ci/porter/pkg/vars"
 )
@@ -108,7 +109,7 @@ func (x *executor) loadVarSources(ctx context.Context) (map[string]vars.Resolver
 	if x.b.Pipeline == "" || x.r == nil || x.r.db == nil {
 		return nil, nil
 	}
-	p, err := x.r.db.Pipeline(ctx, x.b.TeamID, x.b.Pipeline)
+	p, err := x.buildPipeline(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the var_sources of pipeline %q: %w", x.b.Pipeline, err)
 	}
@@ -141,4 +142,14 @@ func (x *executor) loadVarSources(ctx context.Context) (map[string]vars.Resolver
 // from credentials and var sources is recorded in rec for redaction.
 func (sv *stepVars) resolver(ctx context.Context, rec *secretRecorder) vars.Resolver {
 	return &buildVars{static: sv.static, scope: sv.x.scope(ctx), sources: sv.x.varSources, rec: rec}
+}
+
+// buildPipeline is the pipeline of the build's job or check (by id: an
+// instance of an instanced pipeline shares its name with the others).
+func (x *executor) buildPipeline(ctx context.Context) (db.Pipeline, error) {
+	jb, err := x.r.db.JobBuildByID(ctx, x.b.ID)
+	if err != nil {
+		return db.Pipeline{}, err
+	}
+	return x.r.db.PipelineByID(ctx, jb.PipelineID)
 }

@@ -61,8 +61,12 @@ func (x *executor) setPipeline(ctx context.Context, p *concourse.Plan) (bool, er
 		if x.b.Pipeline == "" {
 			return x.failStep(ctx, origin, r, errors.New("set_pipeline: self: only a job's build has a pipeline of its own"))
 		}
-		// A pipeline sets itself in its own team.
-		sp.Name, sp.Team = x.b.Pipeline, ""
+		self, err := x.buildPipeline(ctx)
+		if err != nil {
+			return x.failStep(ctx, origin, r, fmt.Errorf("set_pipeline: self: %w", err))
+		}
+		// A pipeline sets itself, instance vars and all, in its own team.
+		sp.Name, sp.InstanceVars, sp.Team = self.Name, self.InstanceVars, ""
 	}
 	if err := names.Check("pipeline", sp.Name); err != nil {
 		stderr.printf("ERROR: %v\n", err)
@@ -74,10 +78,7 @@ func (x *executor) setPipeline(ctx context.Context, p *concourse.Plan) (bool, er
 			return fail()
 		}
 	}
-	if len(sp.InstanceVars) > 0 {
-		return x.failStep(ctx, origin, r, fmt.Errorf("set_pipeline %s: instanced pipelines (instance_vars) are not supported by this server yet", sp.Name))
-	}
-
+	ref := db.PipelineRef{Name: sp.Name, InstanceVars: sp.InstanceVars}
 	body, err := x.readArtifactFile(ctx, "set_pipeline "+sp.Name, sp.File)
 	if err != nil {
 		return x.failStep(ctx, origin, r, err)
@@ -107,7 +108,7 @@ func (x *executor) setPipeline(ctx context.Context, p *concourse.Plan) (bool, er
 	}
 	var from int64
 	existing := &concourse.Config{}
-	current, err := x.r.db.Pipeline(ctx, team.ID, sp.Name)
+	current, err := x.r.db.PipelineInstance(ctx, team.ID, ref)
 	found := err == nil
 	switch {
 	case errors.Is(err, db.ErrNotFound):
@@ -136,9 +137,9 @@ func (x *executor) setPipeline(ctx context.Context, p *concourse.Plan) (bool, er
 		return x.endSetPipeline(ctx, origin, r)
 	}
 	stdout.printf("%s", diff.String())
-	stdout.printf("setting pipeline: %s\n", sp.Name)
+	stdout.printf("setting pipeline: %s\n", ref)
 	x.b.Log.Append(events.SetPipelineChanged{Origin: origin, Changed: true})
-	saved, _, err := x.r.db.SavePipelineFromBuild(ctx, team.ID, sp.Name, *cfg, from, parent)
+	saved, _, err := x.r.db.SavePipelineFromBuild(ctx, team.ID, ref, *cfg, from, parent)
 	switch {
 	case errors.Is(err, db.ErrSetByNewerBuild):
 		stderr.printf("\x1b[1;33mWARNING: the pipeline was not saved because it was already saved by a newer build\x1b[0m\n")
@@ -147,7 +148,7 @@ func (x *executor) setPipeline(ctx context.Context, p *concourse.Plan) (bool, er
 		return x.failStep(ctx, origin, r, fmt.Errorf("set_pipeline %s: %w", sp.Name, err))
 	}
 	stdout.printf("done\n")
-	x.r.log.InfoContext(ctx, "pipeline set by a build", "team", team.Name, "pipeline", sp.Name, "id", saved.ID,
+	x.r.log.InfoContext(ctx, "pipeline set by a build", "team", team.Name, "pipeline", ref.String(), "id", saved.ID,
 		"build", x.b.ID, "config_version", saved.ConfigVersion)
 	if x.r.engine != nil {
 		// New resources are due for their first check, new jobs for
