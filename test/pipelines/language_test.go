@@ -115,6 +115,11 @@ jobs:
     file: repo/ci/child.yml
     vars: {greeting: hello, num: 0}
     var_files: [repo/ci/vars.yml]
+  - set_pipeline: %[1]s-inst
+    file: repo/ci/child.yml
+    instance_vars: {num: 7}
+    vars: {greeting: howdy}
+    var_files: [repo/ci/vars.yml]
   - set_pipeline: %[1]s
     team: %[3]s
     file: repo/ci/child.yml
@@ -165,6 +170,10 @@ jobs:
 		Expect(got.Stdout).To(ContainSubstring("hello from the-parent, child 0"))
 		got = succeed(ctx, f, "get-pipeline", "-p", child, "--team", team)
 		Expect(got.Stdout).To(ContainSubstring("hey from the-parent, child 0"))
+		// instance_vars set an instance, and fill in the config as vars.
+		Expect(second.Stdout).To(ContainSubstring("setting pipeline: " + child + "-inst/num:7"))
+		got = succeed(ctx, f, "get-pipeline", "-p", child+"-inst/num:7")
+		Expect(got.Stdout).To(ContainSubstring("howdy from the-parent, child 7"))
 
 		// The child remembers the job and build that set it, and fly
 		// warns before a hand-made change.
@@ -216,6 +225,34 @@ jobs:
 		Expect(got.Stdout).To(ContainSubstring("hi from the-parent, child 17"))
 	})
 
+	It("sets instanced pipelines with fly set-pipeline -i, runs a job of one, and orders them", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("inst")
+		path := filepath.Join(GinkgoT().TempDir(), "inst.yml")
+		Expect(os.WriteFile(path, []byte(`
+jobs:
+- name: hello
+  plan:
+  - task: say
+    config:
+`+busyboxTask("      ", `run: {path: echo, args: ["branch ((branch))"]}`)), 0o644)).To(Succeed())
+		for _, branch := range []string{"main", "dev"} {
+			succeed(ctx, f, "set-pipeline", "-n", "-p", p, "-c", path, "-i", "branch="+branch)
+			succeed(ctx, f, "unpause-pipeline", "-p", p+"/branch:"+branch)
+		}
+		list := succeed(ctx, f, "pipelines")
+		Expect(list.Stdout).To(MatchRegexp(`(?s)` + p + `/branch:main.*` + p + `/branch:dev`))
+		res := succeed(ctx, f, "trigger-job", "-j", p+"/branch:dev/hello", "-w")
+		Expect(res.Stdout).To(ContainSubstring("branch dev"))
+		// fly fills the instance vars into the config it sends.
+		Expect(run(ctx, f, "get-pipeline", "-p", p+"/branch:main").Stdout).To(ContainSubstring("branch main"))
+		succeed(ctx, f, "order-instanced-pipelines", "-g", p, "-p", "branch:dev", "-p", "branch:main")
+		list = succeed(ctx, f, "pipelines")
+		Expect(list.Stdout).To(MatchRegexp(`(?s)` + p + `/branch:dev.*` + p + `/branch:main`))
+		bad := run(ctx, f, "order-instanced-pipelines", "-g", p, "-p", "branch:nope")
+		Expect(bad.ExitCode).NotTo(Equal(0), bad.String())
+	})
+
 	// (fly validate-pipeline validates on the client alone, with fly's
 	// own rules: it never asks the server.)
 	It("refuses at set time, naming the step, what the server cannot run", func(ctx SpecContext) {
@@ -223,8 +260,6 @@ jobs:
 		for _, tc := range []struct{ config, want string }{
 			{"var_sources:\n- {name: v, type: vault, config: {url: x}}\njobs:\n- name: j\n  plan: [{task: t, file: a/t.yml}]\n",
 				"var_sources[0](v): type 'vault' is not supported by this server (supported: dummy)"},
-			{"jobs:\n- name: j\n  plan: [{set_pipeline: other, file: a/p.yml, instance_vars: {branch: main}}]\n",
-				"jobs.j.plan[0].set_pipeline(other).instance_vars: instanced pipelines are not supported"},
 			{"jobs:\n- name: j\n  plan: [{task: t, file: a/t.yml, across: [{var: x, values: [1], max_in_flight: 0}]}]\n",
 				"jobs.j.plan[0].task(t): across var 'x': max_in_flight must be a positive number"},
 			{"jobs:\n- name: j\n  plan: [{run: hello, type: proto}]\n", "run steps (prototypes) are not supported"},
