@@ -244,6 +244,8 @@ jobs:
 		Expect(list.Stdout).To(MatchRegexp(`(?s)` + p + `/branch:main.*` + p + `/branch:dev`))
 		res := succeed(ctx, f, "trigger-job", "-j", p+"/branch:dev/hello", "-w")
 		Expect(res.Stdout).To(ContainSubstring("branch dev"))
+		// fly names the build's pipeline with its instance vars.
+		Expect(succeed(ctx, f, "builds", "-j", p+"/branch:dev/hello").Stdout).To(ContainSubstring(p + "/branch:dev/hello"))
 		// fly fills the instance vars into the config it sends.
 		Expect(run(ctx, f, "get-pipeline", "-p", p+"/branch:main").Stdout).To(ContainSubstring("branch main"))
 		succeed(ctx, f, "order-instanced-pipelines", "-g", p, "-p", "branch:dev", "-p", "branch:main")
