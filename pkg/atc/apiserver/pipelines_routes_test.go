@@ -22,6 +22,7 @@ var pipelineRoutes = []routeCase{
 	{method: "GET", path: "/api/v1/pipelines", public: true, ok: 200, anonDown: 500},
 	{method: "GET", path: "/api/v1/teams/main/pipelines", public: true, ok: 200, anonDown: 500},
 	{method: "PUT", path: "/api/v1/teams/main/pipelines/ordering", role: "member", ok: 200, body: `["pub","p"]`},
+	{method: "PUT", path: pPath + "/ordering", role: "member", ok: 200, body: `[{"branch":"x"}]`},
 	{method: "GET", path: pPath, role: "viewer", ok: 200, anonDown: 500},
 	{method: "DELETE", path: pPath, role: "member", ok: 204},
 	{method: "GET", path: pPath + "/config", role: "viewer", ok: 200},

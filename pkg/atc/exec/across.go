@@ -26,7 +26,12 @@ func (x *executor) across(ctx context.Context, p *concourse.Plan) (bool, error) 
 	origin := events.Origin{ID: string(p.ID)}
 	r := x.b.record(p.ID, "across", "across")
 	values := make([][]any, len(ap.Vars))
+	announce := !r.finished() && r.Status == ""
 	for i, v := range ap.Vars {
+		if _, shadowed := x.scope(ctx).get(v.Var); shadowed && announce {
+			x.b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID), Source: events.OriginSourceStderr},
+				Payload: fmt.Sprintf("\x1b[1;33mWARNING: across step shadows local var '%s'\x1b[0m\n", v.Var)})
+		}
 		list, err := x.acrossValues(ctx, v)
 		if err != nil {
 			return x.failStep(ctx, origin, r, err)
@@ -52,7 +57,7 @@ func (x *executor) across(ctx context.Context, p *concourse.Plan) (bool, error) 
 		}
 		public[i] = body
 	}
-	if !r.finished() && r.Status == "" {
+	if announce {
 		x.b.Log.Append(events.AcrossSubsteps{Time: time.Now().Unix(), Origin: origin, Substeps: public})
 		x.b.Update(func() { r.Status = concourse.StatusStarted })
 		x.r.SaveState(ctx, x.b)
