@@ -45,10 +45,12 @@ type Build struct {
 	ResourceName string      `json:"resource_name,omitempty"`
 	PipelineID   int         `json:"pipeline_id,omitempty"`
 	PipelineName string      `json:"pipeline_name,omitempty"`
-	StartTime    int64       `json:"start_time,omitempty"`
-	EndTime      int64       `json:"end_time,omitempty"`
-	ReapTime     int64       `json:"reap_time,omitempty"`
-	CreatedBy    *string     `json:"created_by,omitempty"`
+	// PipelineInstanceVars tell an instance of an instanced pipeline apart.
+	PipelineInstanceVars map[string]any `json:"pipeline_instance_vars,omitempty"`
+	StartTime            int64          `json:"start_time,omitempty"`
+	EndTime              int64          `json:"end_time,omitempty"`
+	ReapTime             int64          `json:"reap_time,omitempty"`
+	CreatedBy            *string        `json:"created_by,omitempty"`
 }
 
 // BuildAPIURL is a build's api_url.

@@ -18,7 +18,7 @@ type Plan struct {
 
 	Do         *DoPlan         `json:"do,omitempty"`
 	InParallel *InParallelPlan `json:"in_parallel,omitempty"`
-	Across     json.RawMessage `json:"across,omitempty"`
+	Across     *AcrossPlan     `json:"across,omitempty"`
 
 	OnSuccess *HookPlan `json:"on_success,omitempty"`
 	OnFailure *HookPlan `json:"on_failure,omitempty"`
@@ -35,10 +35,53 @@ type Plan struct {
 	ArtifactInput  *ArtifactInputPlan  `json:"artifact_input,omitempty"`
 	ArtifactOutput *ArtifactOutputPlan `json:"artifact_output,omitempty"`
 
-	// Steps this server does not run yet; kept to refuse them by name.
-	Run         json.RawMessage `json:"run,omitempty"`
-	SetPipeline json.RawMessage `json:"set_pipeline,omitempty"`
-	LoadVar     json.RawMessage `json:"load_var,omitempty"`
+	SetPipeline *SetPipelinePlan `json:"set_pipeline,omitempty"`
+	LoadVar     *LoadVarPlan     `json:"load_var,omitempty"`
+
+	// Run (prototypes) is not run by this server yet; kept to refuse it
+	// by name.
+	Run json.RawMessage `json:"run,omitempty"`
+}
+
+// LoadVarPlan reads a file of an artifact into the local var Name,
+// usable as ((.:Name)) by the later steps of the build.
+type LoadVarPlan struct {
+	Name string `json:"name"`
+	File string `json:"file"`
+	// Format is json, yaml (yml), trim or raw; "" picks it by the file's
+	// extension, trim for any other.
+	Format string `json:"format,omitempty"`
+	// Reveal keeps the value out of the build log's redaction.
+	Reveal bool `json:"reveal,omitempty"`
+}
+
+// SetPipelinePlan saves a pipeline's config from a file of an artifact.
+type SetPipelinePlan struct {
+	// Name is the pipeline, "self" for the build's own.
+	Name         string         `json:"name"`
+	File         string         `json:"file"`
+	Team         string         `json:"team,omitempty"`
+	Vars         map[string]any `json:"vars,omitempty"`
+	VarFiles     []string       `json:"var_files,omitempty"`
+	InstanceVars map[string]any `json:"instance_vars,omitempty"`
+}
+
+// AcrossPlan runs its substep once for every combination of its vars'
+// values, each as the local vars ((.:name)) of that run.
+type AcrossPlan struct {
+	Vars []AcrossVar `json:"vars"`
+	// SubStepTemplate is the substep's plan as JSON, its ((.:vars)) not
+	// yet filled in; every run gets its own copy with its own ids.
+	SubStepTemplate string `json:"substep_template"`
+	FailFast        bool   `json:"fail_fast,omitempty"`
+}
+
+// AcrossVar is one var of an across step: its values (a list, or a
+// ((var)) that is one) and how many of them run at once (0: all).
+type AcrossVar struct {
+	Var         string `json:"name"`
+	Values      any    `json:"values,omitempty"`
+	MaxInFlight int    `json:"max_in_flight,omitempty"`
 }
 
 // DoPlan runs steps in order.

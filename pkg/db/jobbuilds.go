@@ -58,6 +58,17 @@ func (d *DB) LookupJob(ctx context.Context, teamID int, pipeline, job string) (J
 	return j, nil
 }
 
+// LookupPipelineJob finds an active job of a pipeline (an instance of an
+// instanced pipeline, say) by name.
+func (d *DB) LookupPipelineJob(ctx context.Context, pipelineID int64, job string) (JobRef, error) {
+	j, err := scanJobRef(d.pool.QueryRow(ctx, "SELECT "+jobRefColumns+jobRefFrom+`
+		WHERE j.pipeline_id = $1 AND j.name = $2 AND j.active`, pipelineID, job))
+	if err != nil {
+		return JobRef{}, classify(err, "job %s of pipeline %d", job, pipelineID)
+	}
+	return j, nil
+}
+
 // JobByID looks a job up by id.
 func (d *DB) JobByID(ctx context.Context, id int64) (JobRef, error) {
 	j, err := scanJobRef(d.pool.QueryRow(ctx, "SELECT "+jobRefColumns+jobRefFrom+"WHERE j.id = $1", id))
@@ -112,10 +123,14 @@ type JobBuild struct {
 	RerunNumber       int
 	ManuallyTriggered bool
 	InputsReady       bool
+	// PipelineInstanceVars are the instance vars of the build's pipeline
+	// (nil for an ordinary pipeline).
+	PipelineInstanceVars map[string]any
 }
 
 const jobBuildColumns = buildColumns + `, COALESCE(b.pipeline_id, 0), COALESCE(p.name, ''), COALESCE(b.job_id, 0), COALESCE(j.name, ''),
-	COALESCE(b.resource_id, 0), COALESCE(r.name, ''), COALESCE(b.rerun_of, 0), b.rerun_number, b.manually_triggered, b.inputs_ready`
+	COALESCE(b.resource_id, 0), COALESCE(r.name, ''), COALESCE(b.rerun_of, 0), b.rerun_number, b.manually_triggered, b.inputs_ready,
+	COALESCE(p.instance_vars, '{}')`
 
 const jobBuildFrom = buildFrom + ` LEFT JOIN pipelines p ON p.id = b.pipeline_id LEFT JOIN jobs j ON j.id = b.job_id
 	LEFT JOIN resources r ON r.id = b.resource_id `
@@ -124,12 +139,19 @@ func scanJobBuild(row pgx.Row) (JobBuild, error) {
 	var b JobBuild
 	var plan, state []byte
 	var start, end *time.Time
+	var instanceVars []byte
 	err := row.Scan(&b.ID, &b.TeamID, &b.TeamName, &b.Name, &b.Status, &plan, &state, &b.CreatedBy,
 		&b.CreateTime, &start, &end, &b.Server, &b.AbortRequested,
 		&b.PipelineID, &b.PipelineName, &b.JobID, &b.JobName, &b.ResourceID, &b.ResourceName, &b.RerunOf, &b.RerunNumber,
-		&b.ManuallyTriggered, &b.InputsReady)
+		&b.ManuallyTriggered, &b.InputsReady, &instanceVars)
 	if err != nil {
 		return JobBuild{}, err
+	}
+	if err := json.Unmarshal(instanceVars, &b.PipelineInstanceVars); err != nil {
+		return JobBuild{}, fmt.Errorf("instance vars of build %d's pipeline: %w", b.ID, err)
+	}
+	if len(b.PipelineInstanceVars) == 0 {
+		b.PipelineInstanceVars = nil
 	}
 	b.Plan, b.State = plan, state
 	b.StartTime, b.EndTime = nullTime(start), nullTime(end)

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,10 +36,16 @@ type Pipeline struct {
 	LastUpdated   time.Time
 	// Archived pipelines are paused, and stay so until set again.
 	Archived bool
+	// ParentJobID and ParentBuildID are the job and build whose
+	// set_pipeline step last set the pipeline (0: set through the API).
+	ParentJobID, ParentBuildID int64
+	// InstanceVars tell the instances of an instanced pipeline apart (nil
+	// for an ordinary pipeline).
+	InstanceVars map[string]any
 }
 
 const pipelineColumns = `p.id, p.team_id, t.name, p.name, p.config, p.config_version, p.paused, p.paused_by,
-	p.paused_at, p.public, p.ordering, p.last_updated, p.archived`
+	p.paused_at, p.public, p.ordering, p.last_updated, p.archived, coalesce(p.parent_job_id, 0), coalesce(p.parent_build_id, 0), p.instance_vars`
 
 const pipelineFrom = " FROM pipelines p JOIN teams t ON t.id = p.team_id "
 
@@ -45,10 +53,17 @@ func scanPipeline(row pgx.Row) (Pipeline, error) {
 	var p Pipeline
 	var config []byte
 	var pausedAt *time.Time
+	var instanceVars []byte
 	err := row.Scan(&p.ID, &p.TeamID, &p.TeamName, &p.Name, &config, &p.ConfigVersion, &p.Paused, &p.PausedBy,
-		&pausedAt, &p.Public, &p.Ordering, &p.LastUpdated, &p.Archived)
+		&pausedAt, &p.Public, &p.Ordering, &p.LastUpdated, &p.Archived, &p.ParentJobID, &p.ParentBuildID, &instanceVars)
 	if err != nil {
 		return Pipeline{}, err
+	}
+	if err := json.Unmarshal(instanceVars, &p.InstanceVars); err != nil {
+		return Pipeline{}, fmt.Errorf("instance vars of pipeline %d: %w", p.ID, err)
+	}
+	if len(p.InstanceVars) == 0 {
+		p.InstanceVars = nil
 	}
 	p.Config, p.PausedAt = config, nullTime(pausedAt)
 	return p, nil
@@ -70,35 +85,132 @@ func collectPipelines(rows pgx.Rows) ([]Pipeline, error) {
 // fails with ErrConfigVersion, and saves nothing; so does creating one that
 // a concurrent save created first (ErrConflict).
 func (d *DB) SavePipeline(ctx context.Context, teamID int, name string, cfg concourse.Config, from int64) (p Pipeline, created bool, err error) {
+	return d.savePipeline(ctx, teamID, PipelineRef{Name: name}, cfg, from, PipelineParent{})
+}
+
+// PipelineRef names a pipeline: its name and, for an instance of an
+// instanced pipeline, its instance vars.
+type PipelineRef struct {
+	Name         string
+	InstanceVars map[string]any
+}
+
+// String is how fly writes the ref: name/k:v,k2:v2.
+func (r PipelineRef) String() string {
+	if len(r.InstanceVars) == 0 {
+		return r.Name
+	}
+	keys := make([]string, 0, len(r.InstanceVars))
+	for k := range r.InstanceVars {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		v, _ := json.Marshal(r.InstanceVars[k])
+		parts[i] = k + ":" + strings.Trim(string(v), `"`)
+	}
+	return r.Name + "/" + strings.Join(parts, ",")
+}
+
+// instanceVarsJSON is the stored form of instance vars ('{}' for none).
+func instanceVarsJSON(v map[string]any) (string, error) {
+	if len(v) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("instance vars: %w", err)
+	}
+	return string(b), nil
+}
+
+// SavePipelineInstance is SavePipeline for a pipeline named by ref: an
+// instance of an instanced pipeline when ref has instance vars.
+func (d *DB) SavePipelineInstance(ctx context.Context, teamID int, ref PipelineRef, cfg concourse.Config, from int64) (Pipeline, bool, error) {
+	return d.savePipeline(ctx, teamID, ref, cfg, from, PipelineParent{})
+}
+
+// PipelineParent is the job build whose set_pipeline step saves a
+// pipeline.
+type PipelineParent struct {
+	JobID, BuildID int64
+}
+
+// ErrSetByNewerBuild is wrapped when a set_pipeline step would overwrite
+// a pipeline that a newer build has set: the newer config stays.
+var ErrSetByNewerBuild = errors.New("the pipeline was already set by a newer build")
+
+// SavePipelineFromBuild is SavePipeline for a set_pipeline step: a new
+// pipeline starts unpaused (as in Concourse), the
+// pipeline remembers the job and build that set it, and a build older
+// than the one that last set it saves nothing (ErrSetByNewerBuild).
+func (d *DB) SavePipelineFromBuild(ctx context.Context, teamID int, ref PipelineRef, cfg concourse.Config, from int64, parent PipelineParent) (Pipeline, bool, error) {
+	return d.savePipeline(ctx, teamID, ref, cfg, from, parent)
+}
+
+// SetPipelineParent records that a set_pipeline step found nothing to
+// change in the pipeline: it is still the job's.
+func (d *DB) SetPipelineParent(ctx context.Context, id int64, parent PipelineParent) error {
+	return d.execOne(ctx, fmt.Sprintf("set the parent of pipeline %d", id),
+		`UPDATE pipelines SET parent_job_id = $2, parent_build_id = $3 WHERE id = $1`,
+		id, nullID(parent.JobID), nullID(parent.BuildID))
+}
+
+// nullID is NULL for 0.
+func nullID(id int64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}
+
+func (d *DB) savePipeline(ctx context.Context, teamID int, ref PipelineRef, cfg concourse.Config, from int64, parent PipelineParent) (p Pipeline, created bool, err error) {
+	name := ref.String()
 	plan, err := planSave(cfg)
 	if err != nil {
 		return Pipeline{}, false, fmt.Errorf("save pipeline %s: %w", name, err)
 	}
+	iv, err := instanceVarsJSON(ref.InstanceVars)
+	if err != nil {
+		return Pipeline{}, false, fmt.Errorf("save pipeline %s: %w", name, err)
+	}
 	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-		var id, version int64
-		err := tx.QueryRow(ctx, `SELECT id, config_version FROM pipelines WHERE team_id = $1 AND name = $2 FOR UPDATE`,
-			teamID, name).Scan(&id, &version)
+		var id, version, lastParentBuild int64
+		err := tx.QueryRow(ctx, `SELECT id, config_version, coalesce(parent_build_id, 0) FROM pipelines
+			WHERE team_id = $1 AND name = $2 AND instance_vars = $3::jsonb FOR UPDATE`,
+			teamID, ref.Name, iv).Scan(&id, &version, &lastParentBuild)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			created = true
+			// A new instance joins its name's place in the team's order,
+			// last among the instances.
 			err = tx.QueryRow(ctx, `
-				INSERT INTO pipelines (team_id, name, config, paused, ordering)
-				VALUES ($1, $2, $3::jsonb, true,
-					(SELECT COALESCE(MAX(ordering), 0) + 1 FROM pipelines WHERE team_id = $1))
-				RETURNING id`, teamID, name, string(plan.config)).Scan(&id)
+				INSERT INTO pipelines (team_id, name, config, paused, ordering, secondary_ordering,
+					parent_job_id, parent_build_id, instance_vars)
+				VALUES ($1, $2, $3::jsonb, $6,
+					COALESCE((SELECT MIN(ordering) FROM pipelines WHERE team_id = $1 AND name = $2),
+						(SELECT COALESCE(MAX(ordering), 0) + 1 FROM pipelines WHERE team_id = $1)),
+					(SELECT COALESCE(MAX(secondary_ordering), 0) + 1 FROM pipelines WHERE team_id = $1 AND name = $2),
+					$4, $5, $7::jsonb)
+				RETURNING id`, teamID, ref.Name, string(plan.config), nullID(parent.JobID), nullID(parent.BuildID),
+				parent.BuildID == 0, iv).Scan(&id)
 			if err != nil {
 				// A concurrent save created it first: the caller's view is stale.
 				return classify(err, "create")
 			}
 		case err != nil:
 			return err
+		case parent.BuildID != 0 && lastParentBuild > parent.BuildID:
+			return fmt.Errorf("build %d set it after build %d: %w", lastParentBuild, parent.BuildID, ErrSetByNewerBuild)
 		case version != from:
 			return fmt.Errorf("saving from version %d, but it is at %d: %w", from, version, ErrConfigVersion)
 		default:
 			_, err = tx.Exec(ctx, `
 				UPDATE pipelines SET config = $2::jsonb, config_version = config_version + 1, last_updated = now(),
-					archived = false -- setting an archived pipeline unarchives it (still paused), as in Concourse
-				WHERE id = $1`, id, string(plan.config))
+					archived = false, -- setting an archived pipeline unarchives it (still paused), as in Concourse
+					parent_job_id = $3, parent_build_id = $4
+				WHERE id = $1`, id, string(plan.config), nullID(parent.JobID), nullID(parent.BuildID))
 			if err != nil {
 				return err
 			}
@@ -265,13 +377,61 @@ func ResourceConfigHash(r concourse.ResourceConfig, types []concourse.ResourceTy
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// Pipeline looks a team's pipeline up by name.
+// Pipeline looks a team's pipeline up by name (not an instance of an
+// instanced pipeline).
 func (d *DB) Pipeline(ctx context.Context, teamID int, name string) (Pipeline, error) {
-	p, err := scanPipeline(d.pool.QueryRow(ctx, "SELECT "+pipelineColumns+pipelineFrom+"WHERE p.team_id = $1 AND p.name = $2", teamID, name))
+	return d.PipelineInstance(ctx, teamID, PipelineRef{Name: name})
+}
+
+// PipelineInstance looks a team's pipeline up by name and instance vars.
+func (d *DB) PipelineInstance(ctx context.Context, teamID int, ref PipelineRef) (Pipeline, error) {
+	iv, err := instanceVarsJSON(ref.InstanceVars)
 	if err != nil {
-		return Pipeline{}, classify(err, "pipeline %s", name)
+		return Pipeline{}, err
+	}
+	p, err := scanPipeline(d.pool.QueryRow(ctx, "SELECT "+pipelineColumns+pipelineFrom+
+		"WHERE p.team_id = $1 AND p.name = $2 AND p.instance_vars = $3::jsonb", teamID, ref.Name, iv))
+	if err != nil {
+		return Pipeline{}, classify(err, "pipeline %s", ref)
 	}
 	return p, nil
+}
+
+// OrderPipelineInstances orders the instances of the team's instanced
+// pipeline name as listed; the ones not listed follow, in their order.
+func (d *DB) OrderPipelineInstances(ctx context.Context, teamID int, name string, instances []map[string]any) error {
+	ivs := make([]string, len(instances))
+	for i, v := range instances {
+		var err error
+		if ivs[i], err = instanceVarsJSON(v); err != nil {
+			return err
+		}
+	}
+	return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		var missing []string
+		err := tx.QueryRow(ctx, `
+			SELECT COALESCE(array_agg(v::text), '{}') FROM unnest($3::jsonb[]) v
+			WHERE NOT EXISTS (SELECT 1 FROM pipelines WHERE team_id = $1 AND name = $2 AND instance_vars = v)`,
+			teamID, name, ivs).Scan(&missing)
+		if err != nil {
+			return fmt.Errorf("order the instances of %s: %w", name, err)
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("order the instances of %s: no instance %v: %w", name, missing, ErrNotFound)
+		}
+		_, err = tx.Exec(ctx, `
+			WITH wanted AS (SELECT v, i FROM unnest($3::jsonb[]) WITH ORDINALITY u(v, i)),
+			ranked AS (
+				SELECT p.id, row_number() OVER (ORDER BY w.i NULLS LAST, p.secondary_ordering, p.id) AS pos
+				FROM pipelines p LEFT JOIN wanted w ON w.v = p.instance_vars
+				WHERE p.team_id = $1 AND p.name = $2
+			)
+			UPDATE pipelines p SET secondary_ordering = r.pos FROM ranked r WHERE p.id = r.id`, teamID, name, ivs)
+		if err != nil {
+			return fmt.Errorf("order the instances of %s: %w", name, err)
+		}
+		return nil
+	})
 }
 
 // PipelineByID looks a pipeline up by id.
@@ -299,7 +459,7 @@ func (d *DB) Pipelines(ctx context.Context, f PipelineFilter) ([]Pipeline, error
 	}
 	rows, err := d.pool.Query(ctx, "SELECT "+pipelineColumns+pipelineFrom+`
 		WHERE $1 OR p.team_id = ANY($2) OR ($3 AND p.public)
-		ORDER BY t.name, p.ordering, p.id`, f.AllTeams, ids, f.Public)
+		ORDER BY t.name, p.ordering, p.name, p.secondary_ordering, p.id`, f.AllTeams, ids, f.Public)
 	if err != nil {
 		return nil, fmt.Errorf("list pipelines: %w", err)
 	}

@@ -381,3 +381,120 @@ func TestResourceConfigHash(t *testing.T) {
 		t.Fatal("the type's type's config is not in the hash")
 	}
 }
+
+// A pipeline set by a build remembers its job and build, starts unpaused,
+// and is not overwritten by an older build; a save through the API
+// clears the parent.
+func TestSavePipelineFromBuild(t *testing.T) {
+	d, _ := openTest(t)
+	ctx := t.Context()
+	team, err := d.EnsureTeam(ctx, "main", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parentPipeline, _, err := d.SavePipeline(ctx, team.ID, "parent", testConfig([]string{"set"}, nil), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := d.Job(ctx, parentPipeline.ID, "set")
+	if err != nil {
+		t.Fatal(err)
+	}
+	older, err := d.CreateJobBuild(ctx, job.ID, "test", true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer, err := d.CreateJobBuild(ctx, job.ID, "test", true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, created, err := d.SavePipelineFromBuild(ctx, team.ID, PipelineRef{Name: "child"}, testConfig([]string{"a"}, nil), 0,
+		PipelineParent{JobID: job.ID, BuildID: newer.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !created || child.Paused || child.ParentJobID != job.ID || child.ParentBuildID != newer.ID {
+		t.Fatalf("child %+v created=%v: want unpaused, parent job %d build %d", child, created, job.ID, newer.ID)
+	}
+	_, _, err = d.SavePipelineFromBuild(ctx, team.ID, PipelineRef{Name: "child"}, testConfig([]string{"b"}, nil), child.ConfigVersion,
+		PipelineParent{JobID: job.ID, BuildID: older.ID})
+	if !errors.Is(err, ErrSetByNewerBuild) {
+		t.Fatalf("older build's save: %v, want ErrSetByNewerBuild", err)
+	}
+	if err := d.SetPipelineParent(ctx, child.ID, PipelineParent{JobID: job.ID, BuildID: newer.ID}); err != nil {
+		t.Fatal(err)
+	}
+	byAPI, _, err := d.SavePipeline(ctx, team.ID, "child", testConfig([]string{"c"}, nil), child.ConfigVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byAPI.ParentJobID != 0 || byAPI.ParentBuildID != 0 {
+		t.Errorf("saved through the API: parent job %d build %d, want none", byAPI.ParentJobID, byAPI.ParentBuildID)
+	}
+}
+
+// Instances of an instanced pipeline share a name and differ by their
+// instance vars; they sit together in the team's order, and can be
+// ordered among themselves.
+func TestPipelineInstances(t *testing.T) {
+	d, _ := openTest(t)
+	ctx := t.Context()
+	team, err := d.EnsureTeam(ctx, "main", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	save := func(ref PipelineRef) Pipeline {
+		t.Helper()
+		p, created, err := d.SavePipelineInstance(ctx, team.ID, ref, testConfig([]string{"j"}, nil), 0)
+		if err != nil || !created {
+			t.Fatalf("save %s: created %v, %v", ref, created, err)
+		}
+		return p
+	}
+	plain := save(PipelineRef{Name: "p"})
+	other := save(PipelineRef{Name: "q"})
+	main := save(PipelineRef{Name: "p", InstanceVars: map[string]any{"branch": "main"}})
+	dev := save(PipelineRef{Name: "p", InstanceVars: map[string]any{"branch": "dev", "n": 1}})
+	if main.InstanceVars["branch"] != "main" || plain.InstanceVars != nil || main.Ordering != plain.Ordering {
+		t.Fatalf("instance %+v, plain %+v", main, plain)
+	}
+	got, err := d.PipelineInstance(ctx, team.ID, PipelineRef{Name: "p", InstanceVars: map[string]any{"n": 1, "branch": "dev"}})
+	if err != nil || got.ID != dev.ID {
+		t.Fatalf("look up dev: %+v, %v", got, err)
+	}
+	if got, err := d.Pipeline(ctx, team.ID, "p"); err != nil || got.ID != plain.ID {
+		t.Fatalf("look up the plain pipeline: %+v, %v", got, err)
+	}
+	if _, err := d.PipelineInstance(ctx, team.ID, PipelineRef{Name: "p", InstanceVars: map[string]any{"branch": "nope"}}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown instance: %v", err)
+	}
+	order := func() []int64 {
+		ps, err := d.Pipelines(ctx, PipelineFilter{TeamIDs: []int{team.ID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for _, p := range ps {
+			ids = append(ids, p.ID)
+		}
+		return ids
+	}
+	if got, want := order(), []int64{plain.ID, main.ID, dev.ID, other.ID}; !slices.Equal(got, want) {
+		t.Errorf("order %v, want %v", got, want)
+	}
+	if err := d.OrderPipelineInstances(ctx, team.ID, "p", []map[string]any{{"branch": "dev", "n": 1}, {}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := order(), []int64{dev.ID, plain.ID, main.ID, other.ID}; !slices.Equal(got, want) {
+		t.Errorf("order after ordering the instances %v, want %v", got, want)
+	}
+	if err := d.OrderPipelineInstances(ctx, team.ID, "p", []map[string]any{{"branch": "gone"}}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("order an unknown instance: %v", err)
+	}
+	if _, err := d.LookupPipelineResource(ctx, dev.ID, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("resource of an instance: %v", err)
+	}
+	if j, err := d.LookupPipelineJob(ctx, dev.ID, "j"); err != nil || j.PipelineID != dev.ID {
+		t.Errorf("job of an instance: %+v, %v", j, err)
+	}
+}

@@ -92,6 +92,17 @@ func (d *DB) LookupResource(ctx context.Context, teamID int, pipeline, resource 
 	return r, nil
 }
 
+// LookupPipelineResource finds an active resource of a pipeline (an
+// instance of an instanced pipeline, say) by name.
+func (d *DB) LookupPipelineResource(ctx context.Context, pipelineID int64, resource string) (ResourceRef, error) {
+	r, err := scanResourceRef(d.pool.QueryRow(ctx, "SELECT "+resourceRefColumns+resourceRefFrom+`
+		WHERE r.pipeline_id = $1 AND r.name = $2 AND r.active`, pipelineID, resource))
+	if err != nil {
+		return ResourceRef{}, classify(err, "resource %s of pipeline %d", resource, pipelineID)
+	}
+	return r, nil
+}
+
 // ResourceByID looks a resource up by id.
 func (d *DB) ResourceByID(ctx context.Context, id int64) (ResourceRef, error) {
 	r, err := scanResourceRef(d.pool.QueryRow(ctx, "SELECT "+resourceRefColumns+resourceRefFrom+"WHERE r.id = $1", id))

@@ -34,6 +34,14 @@ const (
 	EventTypeFinishPut       EventType = "finish-put"
 	EventTypeInitializeCheck EventType = "initialize-check"
 	EventTypeImageCheck      EventType = "image-check"
+	// The generic step events of steps that run no process of their own
+	// (load_var, set_pipeline), and set_pipeline's outcome.
+	EventTypeInitialize         EventType = "initialize"
+	EventTypeStart              EventType = "start"
+	EventTypeFinish             EventType = "finish"
+	EventTypeSetPipelineChanged EventType = "set-pipeline-changed"
+	// EventTypeAcrossSubsteps announces an across step's runs.
+	EventTypeAcrossSubsteps EventType = "across-substeps"
 )
 
 // Event is the payload of one build event, the "data" of its envelope.
@@ -192,6 +200,40 @@ type ImageCheck struct {
 	Plan   json.RawMessage `json:"plan"`
 }
 
+// Initialize: a step without a process of its own is being prepared.
+type Initialize struct {
+	Origin Origin `json:"origin"`
+	Time   int64  `json:"time,omitempty"`
+}
+
+// Start: such a step started.
+type Start struct {
+	Origin Origin `json:"origin"`
+	Time   int64  `json:"time,omitempty"`
+}
+
+// Finish: such a step ended.
+type Finish struct {
+	Origin    Origin `json:"origin"`
+	Time      int64  `json:"time"`
+	Succeeded bool   `json:"succeeded"`
+}
+
+// SetPipelineChanged says whether a set_pipeline step changed the
+// pipeline's config.
+type SetPipelineChanged struct {
+	Origin  Origin `json:"origin"`
+	Changed bool   `json:"changed"`
+}
+
+// AcrossSubsteps lists the public plans of an across step's runs, once its
+// values are known.
+type AcrossSubsteps struct {
+	Time     int64             `json:"time"`
+	Origin   Origin            `json:"origin"`
+	Substeps []json.RawMessage `json:"substeps"`
+}
+
 // MetadataField is one line of a resource version's metadata.
 type MetadataField struct {
 	Name  string `json:"name"`
@@ -231,6 +273,18 @@ func (InitializeCheck) EventType() EventType { return EventTypeInitializeCheck }
 func (InitializeCheck) EventVersion() string { return "1.0" }
 func (ImageCheck) EventType() EventType      { return EventTypeImageCheck }
 func (ImageCheck) EventVersion() string      { return "1.1" }
+func (Initialize) EventType() EventType      { return EventTypeInitialize }
+func (Initialize) EventVersion() string      { return "1.0" }
+func (Start) EventType() EventType           { return EventTypeStart }
+func (Start) EventVersion() string           { return "1.0" }
+func (Finish) EventType() EventType          { return EventTypeFinish }
+func (Finish) EventVersion() string          { return "1.0" }
+func (SetPipelineChanged) EventType() EventType {
+	return EventTypeSetPipelineChanged
+}
+func (SetPipelineChanged) EventVersion() string { return "1.0" }
+func (AcrossSubsteps) EventType() EventType     { return EventTypeAcrossSubsteps }
+func (AcrossSubsteps) EventVersion() string     { return "1.0" }
 
 // Envelope is a build event as it travels: its type, payload version and
 // payload. It marshals to Concourse's {"data":...,"event":...,"version":...}.
@@ -303,6 +357,16 @@ func (env Envelope) Decode() (Event, error) {
 		return decodePayload[InitializeCheck](env)
 	case EventTypeImageCheck:
 		return decodePayload[ImageCheck](env)
+	case EventTypeInitialize:
+		return decodePayload[Initialize](env)
+	case EventTypeStart:
+		return decodePayload[Start](env)
+	case EventTypeFinish:
+		return decodePayload[Finish](env)
+	case EventTypeSetPipelineChanged:
+		return decodePayload[SetPipelineChanged](env)
+	case EventTypeAcrossSubsteps:
+		return decodePayload[AcrossSubsteps](env)
 	}
 	return nil, fmt.Errorf("%w: type %q", ErrUnknownEvent, env.Event)
 }

@@ -33,9 +33,6 @@ func (o PlanOptions) baseTypes() []string {
 	return o.BaseTypes
 }
 
-// ErrAcrossUnsupported is returned for a job using the across step.
-var ErrAcrossUnsupported = errors.New("across is not supported yet")
-
 // JobPlan compiles a job of cfg into the plan of a build, every get step
 // fetching the version inputs holds under the step's name. Plan ids are
 // hex counters from 1, given as Concourse does: a node after its children.
@@ -100,9 +97,32 @@ func (p *planner) node(plan concourse.Plan) concourse.Plan {
 // them: the hooks outermost (ensure outside on_error outside on_abort
 // outside on_failure outside on_success), then attempts, then the step.
 func (p *planner) step(s *concourse.Step) (concourse.Plan, error) {
-	if len(s.Across) > 0 {
-		return concourse.Plan{}, ErrAcrossUnsupported
+	plan, err := p.attempts(s)
+	if err != nil {
+		return concourse.Plan{}, err
 	}
+	if len(s.Across) > 0 {
+		// across sits inside the hooks and outside attempts and timeout,
+		// as in Concourse: the hooks run once, after every substep.
+		vars, err := ParseAcross(s.Across)
+		if err != nil {
+			return concourse.Plan{}, err
+		}
+		template, err := json.Marshal(plan)
+		if err != nil {
+			return concourse.Plan{}, fmt.Errorf("across: %w", err)
+		}
+		plan = p.node(concourse.Plan{Across: &concourse.AcrossPlan{
+			Vars:            vars,
+			SubStepTemplate: string(template),
+			FailFast:        s.FailFast,
+		}})
+	}
+	return p.hooks(plan, stepHooks(s))
+}
+
+// attempts compiles the step with its attempts and timeout.
+func (p *planner) attempts(s *concourse.Step) (concourse.Plan, error) {
 	var plan concourse.Plan
 	var err error
 	if s.Attempts > 0 {
@@ -117,7 +137,7 @@ func (p *planner) step(s *concourse.Step) (concourse.Plan, error) {
 	} else if plan, err = p.timed(s); err != nil {
 		return concourse.Plan{}, err
 	}
-	return p.hooks(plan, stepHooks(s))
+	return plan, nil
 }
 
 func (p *planner) hooks(plan concourse.Plan, hooks []namedStep) (concourse.Plan, error) {
@@ -196,29 +216,21 @@ func (p *planner) composite(s *concourse.Step) (concourse.Plan, error) {
 		}
 		return p.node(concourse.Plan{Try: &concourse.TryPlan{Step: plan}}), nil
 	case s.SetPipeline != "":
-		raw, err := json.Marshal(map[string]any{
-			"name":          s.SetPipeline,
-			"file":          s.File,
-			"team":          s.Team,
-			"vars":          s.Vars,
-			"var_files":     s.VarFiles,
-			"instance_vars": s.InstanceVars,
-		})
-		if err != nil {
-			return concourse.Plan{}, fmt.Errorf("set_pipeline %s: %w", s.SetPipeline, err)
-		}
-		return p.node(concourse.Plan{SetPipeline: raw}), nil
+		return p.node(concourse.Plan{SetPipeline: &concourse.SetPipelinePlan{
+			Name:         s.SetPipeline,
+			File:         s.File,
+			Team:         s.Team,
+			Vars:         s.Vars,
+			VarFiles:     s.VarFiles,
+			InstanceVars: s.InstanceVars,
+		}}), nil
 	case s.LoadVar != "":
-		raw, err := json.Marshal(map[string]any{
-			"name":   s.LoadVar,
-			"file":   s.File,
-			"format": s.Format,
-			"reveal": s.Reveal,
-		})
-		if err != nil {
-			return concourse.Plan{}, fmt.Errorf("load_var %s: %w", s.LoadVar, err)
-		}
-		return p.node(concourse.Plan{LoadVar: raw}), nil
+		return p.node(concourse.Plan{LoadVar: &concourse.LoadVarPlan{
+			Name:   s.LoadVar,
+			File:   s.File,
+			Format: s.Format,
+			Reveal: s.Reveal,
+		}}), nil
 	}
 	return concourse.Plan{}, errors.New("step has no kind (get, put, task, set_pipeline, load_var, in_parallel, do or try)")
 }

@@ -224,9 +224,22 @@ func TestJobPlanShapes(t *testing.T) {
 				"steps":[{"id":"1","task":{"name":"t","privileged":false,"hermetic":false,"config_path":"f"}}]}}]}`,
 		},
 		{
-			name: "set_pipeline and load_var are kept for the runtime to refuse",
+			name: "load_var",
 			yaml: "jobs:\n- {name: j, plan: [{load_var: v, file: f, reveal: true}]}",
-			want: `{"id":"2","do":[{"id":"1","load_var":{"name":"v","file":"f","format":"","reveal":true}}]}`,
+			want: `{"id":"2","do":[{"id":"1","load_var":{"name":"v","file":"f","reveal":true}}]}`,
+		},
+		{
+			name: "set_pipeline",
+			yaml: "jobs:\n- {name: j, plan: [{set_pipeline: self, file: f, vars: {a: 1}, var_files: [g]}]}",
+			want: `{"id":"2","do":[{"id":"1","set_pipeline":{"name":"self","file":"f","vars":{"a":1},"var_files":["g"]}}]}`,
+		},
+		{
+			name: "across inside the hooks, outside attempts; max_in_flight 1 unless said",
+			yaml: "jobs:\n- {name: j, plan: [{task: t, file: f, attempts: 2, fail_fast: true, ensure: {task: e, file: f}, across: [{var: x, values: [a, b]}, {var: z, values: '((.:ys))', max_in_flight: all}]}]}",
+			want: `{"id":"7","do":[{"id":"6","ensure":{
+				"step":{"id":"4","across":{"vars":[{"name":"x","values":["a","b"],"max_in_flight":1},{"name":"z","values":"((.:ys))"}],"fail_fast":true,
+					"substep_template":"{\"id\":\"3\",\"retry\":[{\"id\":\"1\",\"task\":{\"name\":\"t\",\"privileged\":false,\"hermetic\":false,\"config_path\":\"f\"}},{\"id\":\"2\",\"task\":{\"name\":\"t\",\"privileged\":false,\"hermetic\":false,\"config_path\":\"f\"}}]}"}},
+				"ensure":{"id":"5","task":{"name":"e","privileged":false,"hermetic":false,"config_path":"f"}}}}]}`,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -274,15 +287,9 @@ func TestJobPlanErrors(t *testing.T) {
 			want: "put r: unknown resource type 'git'",
 		},
 		{
-			name: "across",
-			yaml: "jobs:\n- {name: j, plan: [{task: t, file: f, across: [{var: x, values: [1]}]}]}",
-			want: "across is not supported yet",
-			is:   ErrAcrossUnsupported,
-		},
-		{
-			name: "across in a hook",
-			yaml: "jobs:\n- {name: j, plan: [], ensure: {do: [], across: [{var: x, values: [1]}]}}",
-			is:   ErrAcrossUnsupported,
+			name: "across with a bad max_in_flight",
+			yaml: "jobs:\n- {name: j, plan: [{task: t, file: f, across: [{var: x, values: [1], max_in_flight: 0}]}]}",
+			want: "max_in_flight must be a positive number",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

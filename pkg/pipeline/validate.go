@@ -11,6 +11,7 @@ import (
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/names"
 	"github.com/porter-ci/porter/pkg/taskconfig"
+	"github.com/porter-ci/porter/pkg/vars"
 )
 
 // Warning is something Concourse accepts in a pipeline but points out, as
@@ -56,6 +57,7 @@ func Validate(cfg *concourse.Config, opts Options) (warnings []Warning, errs []s
 		check func() []string
 	}{
 		{"groups", v.groups},
+		{"var_sources", v.varSources},
 		{"resources", v.resources},
 		{"resource types", v.resourceTypes},
 		{"jobs", v.jobs},
@@ -282,6 +284,74 @@ func (v *validator) knownType(typ, self string) bool {
 	return contains(v.base, typ)
 }
 
+// VarSourceTypes are the var_sources types this server looks vars up in.
+func VarSourceTypes() []string { return []string{"dummy"} }
+
+// varSources checks the pipeline's var_sources: each named once, of a type
+// this server has, with a config it reads. Anything else is refused now,
+// not when a build first needs a var.
+func (v *validator) varSources() []string {
+	var problems []string
+	seen := map[string]bool{}
+	for i, raw := range v.cfg.VarSources {
+		name, _ := raw["name"].(string)
+		at := fmt.Sprintf("var_sources[%d]", i)
+		if name != "" {
+			at = fmt.Sprintf("var_sources[%d](%s)", i, name)
+		}
+		switch {
+		case name == "":
+			problems = append(problems, at+": has no name")
+			continue
+		case seen[name]:
+			problems = append(problems, at+": repeated name")
+		case strings.ContainsAny(name, ":.()"):
+			problems = append(problems, fmt.Sprintf("%s: name %q cannot hold ':', '.' or parentheses (it is written ((%s:var)))", at, name, name))
+		}
+		seen[name] = true
+		typ, _ := raw["type"].(string)
+		if !contains(VarSourceTypes(), typ) {
+			problems = append(problems, fmt.Sprintf("%s: type '%s' is not supported by this server (supported: %s)",
+				at, typ, strings.Join(VarSourceTypes(), ", ")))
+			continue
+		}
+		for k := range raw {
+			if k != "name" && k != "type" && k != "config" {
+				problems = append(problems, fmt.Sprintf("%s: unknown key %q", at, k))
+			}
+		}
+		if _, err := DummyVars(raw["config"]); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", at, err))
+		}
+	}
+	return problems
+}
+
+// DummyVars reads the config of a var source of type dummy: {vars: {name:
+// value}}.
+func DummyVars(config any) (map[string]any, error) {
+	if config == nil {
+		return map[string]any{}, nil
+	}
+	m, ok := config.(map[string]any)
+	if !ok {
+		return nil, errors.New("config must be a map with `vars:`")
+	}
+	for k := range m {
+		if k != "vars" {
+			return nil, fmt.Errorf("config: unknown key %q (a dummy var source takes `vars:`)", k)
+		}
+	}
+	if m["vars"] == nil {
+		return map[string]any{}, nil
+	}
+	vars, ok := m["vars"].(map[string]any)
+	if !ok {
+		return nil, errors.New("config.vars must be a map of var names to values")
+	}
+	return vars, nil
+}
+
 func (v *validator) resource(name string) *concourse.ResourceConfig {
 	for i := range v.cfg.Resources {
 		if v.cfg.Resources[i].Name == name {
@@ -435,6 +505,7 @@ func (sv *stepValidator) step(s *concourse.Step, ctx string, depth int) {
 		if s.File == "" {
 			sv.errorf(ctx, "no file specified")
 		}
+
 	case s.LoadVar != "":
 		ctx += ".load_var(" + s.LoadVar + ")"
 		sv.identifier(s.LoadVar, ctx)
@@ -469,12 +540,21 @@ func (sv *stepValidator) step(s *concourse.Step, ctx string, depth int) {
 	if s.Attempts < 0 {
 		sv.errorf(ctx+".attempts", "must be greater than 0")
 	}
+	if len(s.Across) > 0 {
+		if _, err := ParseAcross(s.Across); err != nil {
+			sv.errorf(ctx, "%v", err)
+		}
+	}
 	for _, h := range stepHooks(s) {
 		sv.step(h.step, ctx+"."+h.name, depth+1)
 	}
 }
 
 func (sv *stepValidator) identifier(name, ctx string) {
+	if len(vars.Names(name)) > 0 {
+		// Known when the step runs (an across var, say); checked then.
+		return
+	}
 	if p := sv.v.checkIdentifier(name, ctx); p != "" {
 		sv.problems = append(sv.problems, p)
 	}

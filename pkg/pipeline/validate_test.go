@@ -218,6 +218,31 @@ func TestValidate(t *testing.T) {
 			errs: []string{"jobs.j.plan[0].set_pipeline(p): no file specified", "jobs.j.plan[1].load_var(v): no file specified"},
 		},
 		{
+			name: "var_sources: dummy is accepted, other types and bad configs are refused by name",
+			yaml: "var_sources:\n- {name: ok, type: dummy, config: {vars: {a: 1}}}\n- {name: v, type: vault, config: {}}\n" +
+				"- {name: ok, type: dummy}\n- {name: bad, type: dummy, config: {values: {}}}\n- {type: dummy}\n" +
+				"jobs:\n- {name: j, plan: [{task: t, file: f}]}",
+			errs: []string{
+				"var_sources[1](v): type 'vault' is not supported by this server (supported: dummy)",
+				"var_sources[2](ok): repeated name",
+				`var_sources[3](bad): config: unknown key "values"`,
+				"var_sources[4]: has no name",
+			},
+		},
+		{
+			name: "set_pipeline with instance_vars is accepted, across is checked",
+			yaml: "jobs:\n- {name: j, plan: [{set_pipeline: p, file: f, instance_vars: {b: main}}, " +
+				"{task: t, file: f, across: [{var: x, values: []}]}, {task: u, file: f, across: [{var: x, values: [1]}, {var: x, values: [2]}]}]}",
+			errs: []string{
+				"jobs.j.plan[1].task(t): across var 'x': values is an empty list",
+				"jobs.j.plan[2].task(u): across[1]: var 'x' is repeated",
+			},
+		},
+		{
+			name: "a set_pipeline name from an across var is checked when it runs",
+			yaml: "jobs:\n- {name: j, plan: [{set_pipeline: 'p-((.:i))', file: f, across: [{var: i, values: [1, 2]}]}]}",
+		},
+		{
 			name: "bad durations",
 			yaml: "resource_types:\n- {name: t, type: git, source: {}, check_every: often}\n" +
 				"resources:\n- {name: r, type: git, source: {}, check_every: 5 minutes, check_timeout: 1x}\n" +

@@ -207,7 +207,7 @@ func (s *Scheduler) candidates(ctx context.Context, st *pipelineState, in Input,
 		jobID, ok := st.jobIDs[job]
 		if !ok {
 			// A paused job's builds still count: look it up by name.
-			jr, err := s.DB.LookupJob(ctx, r.TeamID, r.PipelineName, job)
+			jr, err := s.DB.LookupPipelineJob(ctx, r.PipelineID, job)
 			if err != nil {
 				c.Reason = fmt.Sprintf("input %s: passed job %s not found", in.Name, job)
 				return c, nil

@@ -146,6 +146,32 @@ func InterpolateTemplate(ctx context.Context, data []byte, r Resolver) ([]byte, 
 	return result, used, nil
 }
 
+// InterpolateTemplateDefined is InterpolateTemplate that leaves the vars
+// r does not have as they are written, for a later lookup: a
+// set_pipeline's config keeps its credentials' ((vars)) for the builds.
+func InterpolateTemplateDefined(ctx context.Context, data []byte, r Resolver) ([]byte, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("parse template: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		return nil, fmt.Errorf("parse template: %w", err)
+	}
+	in := &interpolator{ctx: ctx, r: r, used: Used{}, undefined: map[string]bool{}}
+	out, err := in.node(tree)
+	if err != nil {
+		return nil, err
+	}
+	result, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("write template: %w", err)
+	}
+	return result, nil
+}
+
 // Names lists the vars written in s, in order, as written.
 func Names(s string) []string {
 	var out []string

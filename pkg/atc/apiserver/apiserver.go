@@ -53,9 +53,9 @@ type BuildStore interface {
 
 // PipelineStore holds pipelines and their jobs.
 type PipelineStore interface {
-	Pipeline(ctx context.Context, teamID int, name string) (db.Pipeline, error)
+	PipelineInstance(ctx context.Context, teamID int, ref db.PipelineRef) (db.Pipeline, error)
 	Pipelines(ctx context.Context, f db.PipelineFilter) ([]db.Pipeline, error)
-	SavePipeline(ctx context.Context, teamID int, name string, cfg concourse.Config, from int64) (p db.Pipeline, created bool, err error)
+	SavePipelineInstance(ctx context.Context, teamID int, ref db.PipelineRef, cfg concourse.Config, from int64) (p db.Pipeline, created bool, err error)
 	DeletePipeline(ctx context.Context, id int64) error
 	PipelineUnfinishedBuilds(ctx context.Context, pipelineID int64) ([]int64, error)
 	PausePipeline(ctx context.Context, id int64, by string) error
@@ -63,10 +63,11 @@ type PipelineStore interface {
 	SetPipelinePublic(ctx context.Context, id int64, public bool) error
 	RenamePipeline(ctx context.Context, id int64, name string) error
 	OrderPipelines(ctx context.Context, teamID int, names []string) error
+	OrderPipelineInstances(ctx context.Context, teamID int, name string, instances []map[string]any) error
 
 	Job(ctx context.Context, pipelineID int64, name string) (db.Job, error)
 	Jobs(ctx context.Context, pipelineID int64) ([]db.Job, error)
-	LookupJob(ctx context.Context, teamID int, pipeline, job string) (db.JobRef, error)
+	LookupPipelineJob(ctx context.Context, pipelineID int64, job string) (db.JobRef, error)
 	PauseJob(ctx context.Context, id int64, by string) error
 	UnpauseJob(ctx context.Context, id int64) error
 	JobBuilds(ctx context.Context, jobID int64, f db.BuildFilter) ([]db.JobBuild, error)
@@ -79,7 +80,7 @@ type PipelineStore interface {
 type ResourceStore interface {
 	Resource(ctx context.Context, pipelineID int64, name string) (db.Resource, error)
 	Resources(ctx context.Context, pipelineID int64) ([]db.Resource, error)
-	LookupResource(ctx context.Context, teamID int, pipeline, resource string) (db.ResourceRef, error)
+	LookupPipelineResource(ctx context.Context, pipelineID int64, resource string) (db.ResourceRef, error)
 	DeleteResourceCaches(ctx context.Context, resourceID int64) (int64, error)
 	Versions(ctx context.Context, resourceID int64, p db.VersionPage) (vs []db.Version, hasOlder, hasNewer bool, err error)
 	VersionByID(ctx context.Context, resourceID, versionID int64) (db.Version, error)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
 )
@@ -68,36 +69,5 @@ func (s *Server) handleBuildPlan(w http.ResponseWriter, r *http.Request, b db.Bu
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"schema": "exec.v2", "plan": publicPlan(plan)})
-}
-
-// publicPlan strips what only the build's team may read from a plan.
-func publicPlan(v any) any {
-	switch n := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(n))
-		for k, child := range n {
-			switch k {
-			case "task":
-				if t, ok := child.(map[string]any); ok {
-					out[k] = map[string]any{"name": t["name"], "privileged": t["privileged"], "hermetic": t["hermetic"]}
-					continue
-				}
-			case "get", "put", "check":
-				if t, ok := child.(map[string]any); ok {
-					out[k] = map[string]any{"name": t["name"], "type": t["type"], "resource": t["resource"]}
-					continue
-				}
-			}
-			out[k] = publicPlan(child)
-		}
-		return out
-	case []any:
-		out := make([]any, len(n))
-		for i, child := range n {
-			out[i] = publicPlan(child)
-		}
-		return out
-	}
-	return v
+	writeJSON(w, http.StatusOK, map[string]any{"schema": "exec.v2", "plan": concourse.PublicPlanTree(plan)})
 }

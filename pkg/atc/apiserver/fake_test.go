@@ -66,6 +66,7 @@ func newFakeStore() *fakeStore {
 		pipelines: []db.Pipeline{
 			{ID: 10, TeamID: 1, TeamName: "main", Name: "p", Config: cfg, ConfigVersion: 3},
 			{ID: 11, TeamID: 1, TeamName: "main", Name: "pub", Config: cfg, Public: true},
+			{ID: 13, TeamID: 1, TeamName: "main", Name: "p", Config: cfg, InstanceVars: map[string]any{"branch": "x"}},
 		},
 		jobs: []db.Job{
 			{ID: 100, PipelineID: 10, PipelineName: "p", TeamID: 1, TeamName: "main", Name: "j", Active: true,
@@ -240,19 +241,33 @@ func (s *fakeStore) CreateArtifact(_ context.Context, a db.Artifact) (db.Artifac
 }
 
 func (s *fakeStore) Pipeline(_ context.Context, team int, name string) (db.Pipeline, error) {
-	return first(s, s.pipelines, func(p db.Pipeline) bool { return p.TeamID == team && p.Name == name })
+	return first(s, s.pipelines, func(p db.Pipeline) bool { return p.TeamID == team && p.Name == name && len(p.InstanceVars) == 0 })
+}
+func (s *fakeStore) PipelineInstance(_ context.Context, team int, ref db.PipelineRef) (db.Pipeline, error) {
+	want, _ := json.Marshal(ref.InstanceVars)
+	return first(s, s.pipelines, func(p db.Pipeline) bool {
+		got, _ := json.Marshal(p.InstanceVars)
+		return p.TeamID == team && p.Name == ref.Name && string(got) == string(want)
+	})
+}
+func (s *fakeStore) OrderPipelineInstances(_ context.Context, team int, name string, _ []map[string]any) error {
+	if err := s.change("OrderPipelineInstances " + name); err != nil {
+		return err
+	}
+	_, err := s.Pipeline(context.Background(), team, name)
+	return err
 }
 func (s *fakeStore) Pipelines(_ context.Context, f db.PipelineFilter) ([]db.Pipeline, error) {
 	return all(s, s.pipelines, func(p db.Pipeline) bool {
 		return f.AllTeams || slices.Contains(f.TeamIDs, p.TeamID) || (f.Public && p.Public)
 	})
 }
-func (s *fakeStore) SavePipeline(_ context.Context, team int, name string, _ concourse.Config, _ int64) (db.Pipeline, bool, error) {
-	if err := s.change("SavePipeline " + name); err != nil {
+func (s *fakeStore) SavePipelineInstance(_ context.Context, team int, ref db.PipelineRef, _ concourse.Config, _ int64) (db.Pipeline, bool, error) {
+	if err := s.change("SavePipeline " + ref.String()); err != nil {
 		return db.Pipeline{}, false, err
 	}
-	_, err := s.Pipeline(context.Background(), team, name)
-	return db.Pipeline{ID: 12, TeamID: team, Name: name}, err != nil, nil
+	_, err := s.PipelineInstance(context.Background(), team, ref)
+	return db.Pipeline{ID: 12, TeamID: team, Name: ref.Name, InstanceVars: ref.InstanceVars}, err != nil, nil
 }
 func (s *fakeStore) DeletePipeline(_ context.Context, id int64) error {
 	return s.change(fmtRef("DeletePipeline", id))
@@ -295,8 +310,8 @@ func (s *fakeStore) Job(_ context.Context, pipeline int64, name string) (db.Job,
 func (s *fakeStore) Jobs(_ context.Context, pipeline int64) ([]db.Job, error) {
 	return all(s, s.jobs, func(j db.Job) bool { return j.PipelineID == pipeline })
 }
-func (s *fakeStore) LookupJob(_ context.Context, team int, pipeline, job string) (db.JobRef, error) {
-	j, err := first(s, s.jobs, func(j db.Job) bool { return j.TeamID == team && j.PipelineName == pipeline && j.Name == job })
+func (s *fakeStore) LookupPipelineJob(_ context.Context, pipeline int64, job string) (db.JobRef, error) {
+	j, err := first(s, s.jobs, func(j db.Job) bool { return j.PipelineID == pipeline && j.Name == job })
 	return db.JobRef{ID: j.ID, PipelineID: j.PipelineID, PipelineName: j.PipelineName, TeamID: j.TeamID, TeamName: j.TeamName,
 		Name: j.Name, Config: j.Config, Active: j.Active}, err
 }
@@ -334,8 +349,8 @@ func (s *fakeStore) Resource(_ context.Context, pipeline int64, name string) (db
 func (s *fakeStore) Resources(_ context.Context, pipeline int64) ([]db.Resource, error) {
 	return all(s, s.resources, func(r db.Resource) bool { return r.PipelineID == pipeline })
 }
-func (s *fakeStore) LookupResource(_ context.Context, team int, pipeline, name string) (db.ResourceRef, error) {
-	r, err := first(s, s.resources, func(r db.Resource) bool { return r.TeamID == team && r.PipelineName == pipeline && r.Name == name })
+func (s *fakeStore) LookupPipelineResource(_ context.Context, pipeline int64, name string) (db.ResourceRef, error) {
+	r, err := first(s, s.resources, func(r db.Resource) bool { return r.PipelineID == pipeline && r.Name == name })
 	return db.ResourceRef{ID: r.ID, PipelineID: r.PipelineID, PipelineName: r.PipelineName, TeamID: r.TeamID, TeamName: r.TeamName,
 		Name: r.Name, Type: r.Type, Config: r.Config, Active: r.Active}, err
 }

@@ -34,6 +34,7 @@ func apiJobBuild(b db.JobBuild) concourse.Build {
 	out := apiBuild(b.Build)
 	out.JobName, out.ResourceName = b.JobName, b.ResourceName
 	out.PipelineID, out.PipelineName = int(b.PipelineID), b.PipelineName
+	out.PipelineInstanceVars = b.PipelineInstanceVars
 	return out
 }
 

@@ -29,7 +29,7 @@ type buildInput struct {
 // give the job's next build now. 404 (fly: "build inputs for P/J not
 // found") when the job would wait, with the reason in the detail.
 func (s *Server) handleJobInputs(w http.ResponseWriter, r *http.Request, jr jobRequest) {
-	ref, err := s.store.LookupJob(r.Context(), jr.team.ID, jr.pipeline.Name, jr.job.Name)
+	ref, err := s.store.LookupPipelineJob(r.Context(), jr.pipeline.ID, jr.job.Name)
 	if err != nil {
 		s.fail(w, r, err)
 		return

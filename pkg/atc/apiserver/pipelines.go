@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -40,22 +42,22 @@ type pipelineRequest struct {
 // caller has no role in are not even looked up.
 func (s *Server) pipeline(action auth.Action, h func(http.ResponseWriter, *http.Request, pipelineRequest)) http.HandlerFunc {
 	return s.team(action, func(w http.ResponseWriter, r *http.Request, claims auth.Claims, team db.Team) {
-		if err := refuseInstanceVars(r); err != nil {
+		ref, err := pipelineRef(r)
+		if err != nil {
 			s.fail(w, r, badRequest(err))
 			return
 		}
-		name := r.PathValue("pipeline_name")
-		p, err := s.store.Pipeline(r.Context(), team.ID, name)
+		p, err := s.store.PipelineInstance(r.Context(), team.ID, ref)
 		switch {
 		case errors.Is(err, db.ErrNotFound):
-			s.fail(w, r, pipelineNotFound(team.Name, name))
+			s.fail(w, r, pipelineNotFound(team.Name, ref.String()))
 			return
 		case err != nil:
 			s.fail(w, r, err)
 			return
 		}
 		if p.Archived && rejectedWhenArchived(action) {
-			s.fail(w, r, withStatus(http.StatusConflict, fmt.Errorf("action not allowed for an archived pipeline: set pipeline %q again first", name)))
+			s.fail(w, r, withStatus(http.StatusConflict, fmt.Errorf("action not allowed for an archived pipeline: set pipeline %q again first", p.Name)))
 			return
 		}
 		h(w, r, pipelineRequest{claims: claims, team: team, pipeline: p})
@@ -77,11 +79,12 @@ func rejectedWhenArchived(a auth.Action) bool {
 // and 403 without a role in the team, whether or not the pipeline exists.
 func (s *Server) publicPipeline(h func(http.ResponseWriter, *http.Request, pipelineRequest)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if err := refuseInstanceVars(r); err != nil {
+		ref, err := pipelineRef(r)
+		if err != nil {
 			s.fail(w, r, badRequest(err))
 			return
 		}
-		teamName, name := r.PathValue("team_name"), r.PathValue("pipeline_name")
+		teamName, name := r.PathValue("team_name"), ref.String()
 		claims, authed := auth.FromContext(r.Context())
 		team, err := s.store.Team(r.Context(), teamName)
 		switch {
@@ -94,7 +97,7 @@ func (s *Server) publicPipeline(h func(http.ResponseWriter, *http.Request, pipel
 			s.fail(w, r, fmt.Errorf("team %q: %w", teamName, err))
 			return
 		}
-		p, err := s.store.Pipeline(r.Context(), team.ID, name)
+		p, err := s.store.PipelineInstance(r.Context(), team.ID, ref)
 		if err != nil && !errors.Is(err, db.ErrNotFound) {
 			s.fail(w, r, err)
 			return
@@ -129,15 +132,61 @@ func pipelineNotFound(team, name string) error {
 	return notFound("Pipeline Not Found Error", fmt.Sprintf("pipeline '%s' not found in team '%s'", name, team))
 }
 
-// refuseInstanceVars refuses instanced pipelines (fly's --instance-var,
-// sent as vars=... in the query), which Porter does not have yet.
-func refuseInstanceVars(r *http.Request) error {
-	for k := range r.URL.Query() {
+// pipelineRef is the path's pipeline: its name and the instance vars of
+// the query, as Concourse reads them (vars={"k":"v"} as fly sends them,
+// or vars.k="v" each; values are JSON).
+func pipelineRef(r *http.Request) (db.PipelineRef, error) {
+	ref := db.PipelineRef{Name: r.PathValue("pipeline_name")}
+	iv, err := instanceVarsFromQuery(r.URL.Query())
+	if err != nil {
+		return db.PipelineRef{}, err
+	}
+	ref.InstanceVars = iv
+	return ref, nil
+}
+
+func instanceVarsFromQuery(q url.Values) (map[string]any, error) {
+	var out map[string]any
+	keys := make([]string, 0, len(q))
+	for k := range q {
 		if k == "vars" || strings.HasPrefix(k, "vars.") {
-			return errors.New("instanced pipelines (--instance-var) are not supported by this server")
+			keys = append(keys, k)
 		}
 	}
-	return nil
+	// vars={...} first, then its patches vars.k=..., in a fixed order.
+	slices.Sort(keys)
+	for _, k := range keys {
+		var v any
+		if err := json.Unmarshal([]byte(q.Get(k)), &v); err != nil {
+			return nil, fmt.Errorf("instance vars: %s=%q is not JSON: %w", k, q.Get(k), err)
+		}
+		if k == "vars" {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("instance vars: vars=%q is not a JSON object", q.Get(k))
+			}
+			if out == nil {
+				out = map[string]any{}
+			}
+			maps.Copy(out, m)
+			continue
+		}
+		path := strings.Split(strings.TrimPrefix(k, "vars."), ".")
+		if out == nil {
+			out = map[string]any{}
+		}
+		node := out
+		for _, seg := range path[:len(path)-1] {
+			next, ok := node[seg].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				node[seg] = next
+			}
+			node = next
+		}
+		node[path[len(path)-1]] = v
+	}
+	return out, nil
 }
 
 // validPipelineName refuses what cannot be a pipeline's name here (it is
@@ -185,7 +234,8 @@ func identifierWarning(kind, name string) *configWarning {
 // apiPipeline is a pipeline's API shape.
 func apiPipeline(p db.Pipeline) concourse.Pipeline {
 	out := concourse.Pipeline{ID: p.ID, Name: p.Name, Paused: p.Paused, PausedBy: p.PausedBy, PausedAt: unix(p.PausedAt),
-		Public: p.Public, TeamName: p.TeamName, LastUpdated: unix(p.LastUpdated), Archived: p.Archived}
+		Public: p.Public, TeamName: p.TeamName, LastUpdated: unix(p.LastUpdated), Archived: p.Archived,
+		ParentJobID: p.ParentJobID, ParentBuildID: p.ParentBuildID, InstanceVars: p.InstanceVars}
 	var cfg struct {
 		Groups  []concourse.GroupConfig `json:"groups"`
 		Display map[string]any          `json:"display"`
@@ -291,7 +341,8 @@ func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth
 			"--check-creds is not supported by this server: credentials are looked up when a build runs; set the pipeline without it"}})
 		return
 	}
-	if err := refuseInstanceVars(r); err != nil {
+	ref, err := pipelineRef(r)
+	if err != nil {
 		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
 		return
 	}
@@ -334,7 +385,7 @@ func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth
 		return
 	}
 
-	p, created, err := s.store.SavePipeline(r.Context(), team.ID, name, *cfg, from)
+	p, created, err := s.store.SavePipelineInstance(r.Context(), team.ID, ref, *cfg, from)
 	switch {
 	case errors.Is(err, db.ErrConfigVersion), errors.Is(err, db.ErrConflict):
 		s.fail(w, r, withStatus(http.StatusConflict, fmt.Errorf(
@@ -503,6 +554,29 @@ func (s *Server) handleOrderPipelines(w http.ResponseWriter, r *http.Request, _ 
 		return
 	}
 	err := s.store.OrderPipelines(r.Context(), team.ID, names)
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		// fly prints a 400's body as it is.
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = fmt.Fprintln(w, err)
+		return
+	case err != nil:
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// handleOrderPipelineInstances is `fly order-instanced-pipelines`: the
+// instances of one instanced pipeline in the order of their instance vars.
+func (s *Server) handleOrderPipelineInstances(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
+	var instances []map[string]any
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&instances); err != nil {
+		s.fail(w, r, badRequest(fmt.Errorf("decode the instance vars: %w", err)))
+		return
+	}
+	err := s.store.OrderPipelineInstances(r.Context(), team.ID, r.PathValue("pipeline_name"), instances)
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 		// fly prints a 400's body as it is.

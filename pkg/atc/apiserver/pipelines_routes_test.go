@@ -22,6 +22,7 @@ var pipelineRoutes = []routeCase{
 	{method: "GET", path: "/api/v1/pipelines", public: true, ok: 200, anonDown: 500},
 	{method: "GET", path: "/api/v1/teams/main/pipelines", public: true, ok: 200, anonDown: 500},
 	{method: "PUT", path: "/api/v1/teams/main/pipelines/ordering", role: "member", ok: 200, body: `["pub","p"]`},
+	{method: "PUT", path: pPath + "/ordering", role: "member", ok: 200, body: `[{"branch":"x"}]`},
 	{method: "GET", path: pPath, role: "viewer", ok: 200, anonDown: 500},
 	{method: "DELETE", path: pPath, role: "member", ok: 204},
 	{method: "GET", path: pPath + "/config", role: "viewer", ok: 200},
@@ -52,12 +53,12 @@ func TestListPipelines(t *testing.T) {
 		want        []string
 	}{
 		{"/api/v1/pipelines", "", []string{"main/pub"}},
-		{"/api/v1/pipelines", viewer, []string{"main/p", "main/pub"}},
+		{"/api/v1/pipelines", viewer, []string{"main/p", "main/pub", "main/p"}},
 		{"/api/v1/pipelines", other, []string{"main/pub"}},
-		{"/api/v1/pipelines", a.roleIn(t, "admin"), []string{"main/p", "main/pub"}},
+		{"/api/v1/pipelines", a.roleIn(t, "admin"), []string{"main/p", "main/pub", "main/p"}},
 		{"/api/v1/teams/main/pipelines", "", []string{"main/pub"}},
 		{"/api/v1/teams/main/pipelines", other, []string{"main/pub"}},
-		{"/api/v1/teams/main/pipelines", viewer, []string{"main/p", "main/pub"}},
+		{"/api/v1/teams/main/pipelines", viewer, []string{"main/p", "main/pub", "main/p"}},
 		{"/api/v1/teams/other/pipelines", viewer, nil},
 	} {
 		ps := decode[[]concourse.Pipeline](t, a.do(t, "GET", c.path, c.token, ""), 200)
@@ -89,8 +90,17 @@ func TestGetPipeline(t *testing.T) {
 		}
 		want404(t, a.do(t, method, "/api/v1/teams/main/pipelines/ghost"+sub, token, `{"name":"x"}`),
 			"Pipeline Not Found Error", "pipeline 'ghost' not found in team 'main'")
-		wantError(t, a.do(t, method, pPath+sub+"?vars.branch=%22x%22", token, `{"name":"x"}`), 400,
-			"instanced pipelines (--instance-var) are not supported by this server")
+		want404(t, a.do(t, method, pPath+sub+"?vars.branch=%22y%22", token, `{"name":"x"}`),
+			"Pipeline Not Found Error", "pipeline 'p/branch:y' not found in team 'main'")
+		wantError(t, a.do(t, method, pPath+sub+"?vars.branch=x", token, `{"name":"x"}`), 400,
+			`instance vars: vars.branch="x" is not JSON`)
+	}
+	// An instance is found by its instance vars, whether fly sends them
+	// whole (vars={...}) or one by one (vars.k=...).
+	for _, q := range []string{"?vars=%7B%22branch%22%3A%22x%22%7D", "?vars.branch=%22x%22"} {
+		if p := decode[concourse.Pipeline](t, a.do(t, "GET", pPath+q, viewer, ""), 200); p.ID != 13 || p.InstanceVars["branch"] != "x" {
+			t.Errorf("instance %s: %+v", q, p)
+		}
 	}
 	want404(t, a.do(t, "DELETE", "/api/v1/teams/main/pipelines/ghost", a.roleIn(t, "admin"), ""),
 		"Pipeline Not Found Error", "pipeline 'ghost' not found in team 'main'")
@@ -188,6 +198,7 @@ func TestSaveConfig(t *testing.T) {
 		hdr                         []string
 		code                        int
 		says                        string // in errors (400) or a warning
+		saved                       string // the ref saved, if not the pipeline
 	}{
 		{name: "update", pipeline: "p", body: validYAML, hdr: yaml, code: 200},
 		{name: "create", pipeline: "new", body: validYAML, hdr: yaml, code: 201},
@@ -198,7 +209,8 @@ func TestSaveConfig(t *testing.T) {
 		{name: "bad version", pipeline: "p", body: validYAML, hdr: append(yaml, "X-Concourse-Config-Version", "three"), code: 400,
 			says: `config version is malformed: "three"`},
 		{name: "check creds", pipeline: "p", query: "?check_creds", body: validYAML, hdr: yaml, code: 400, says: "--check-creds is not supported"},
-		{name: "instance vars", pipeline: "p", query: "?vars=%7B%7D", body: validYAML, hdr: yaml, code: 400, says: "instanced pipelines"},
+		{name: "instance vars", pipeline: "p", query: "?vars=%7B%22branch%22%3A%22y%22%7D", body: validYAML, hdr: yaml, code: 201, saved: "p/branch:y"},
+		{name: "bad instance vars", pipeline: "p", query: "?vars=%5B%5D", body: validYAML, hdr: yaml, code: 400, says: "is not a JSON object"},
 		{name: "bad name", pipeline: "a%20b", body: validYAML, hdr: yaml, code: 400, says: `"a b" is not a valid name`},
 		{name: "not YAML", pipeline: "p", body: "jobs: [:", hdr: yaml, code: 400, says: "malformed config"},
 		{name: "unknown key", pipeline: "p", body: "resources: [{name: r, type: mock, source: {}}]\njobs: [{name: j, colour: blue, plan: [{get: r}]}]\n", hdr: yaml, code: 400, says: "colour"},
@@ -216,7 +228,11 @@ func TestSaveConfig(t *testing.T) {
 			if c.says != "" && !strings.Contains(strings.Join(said, "\n"), c.says) {
 				t.Errorf("answer %s does not say %q", ans, c.says)
 			}
-			saved := a.store.changed("SavePipeline " + strings.ReplaceAll(c.pipeline, "%20", " "))
+			ref := strings.ReplaceAll(c.pipeline, "%20", " ")
+			if c.saved != "" {
+				ref = c.saved
+			}
+			saved := a.store.changed("SavePipeline " + ref)
 			if saved != (c.code < 300) {
 				t.Errorf("saved: %v, want %v (%v)", saved, c.code < 300, a.store.calls)
 			}
@@ -240,6 +256,14 @@ func TestOrderPipelines(t *testing.T) {
 		t.Errorf("order an unknown pipeline: %d %s, want a 400 fly prints", ans.code, ans)
 	}
 	wantError(t, a.do(t, "PUT", "/api/v1/teams/main/pipelines/ordering", member, `{"p":1}`), 400, "decode the pipeline names")
+	// fly order-instanced-pipelines: the instances of one pipeline.
+	if ans := a.do(t, "PUT", pPath+"/ordering", member, `[{"branch":"x"},{}]`); ans.code != 200 || !a.store.changed("OrderPipelineInstances p") {
+		t.Errorf("order instances: %d %s, changes %v", ans.code, ans, a.store.calls)
+	}
+	if ans := a.do(t, "PUT", "/api/v1/teams/main/pipelines/ghost/ordering", member, `[]`); ans.code != 400 || !strings.Contains(ans.body, "not found") {
+		t.Errorf("order the instances of an unknown pipeline: %d %s", ans.code, ans)
+	}
+	wantError(t, a.do(t, "PUT", pPath+"/ordering", member, `["p"]`), 400, "decode the instance vars")
 }
 
 func taskCachePrefix(t testing.TB, segments ...string) string {

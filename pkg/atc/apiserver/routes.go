@@ -79,6 +79,7 @@ func (s *Server) routes() *router {
 	mux.handle("GET /api/v1/jobs", s.handleListAllJobs)
 	mux.handle("GET /api/v1/teams/{team_name}/pipelines", s.handleListPipelines)
 	mux.handle("PUT /api/v1/teams/{team_name}/pipelines/ordering", s.team(auth.ActionOrderPipelines, s.handleOrderPipelines))
+	mux.handle("PUT /api/v1/teams/{team_name}/pipelines/{pipeline_name}/ordering", s.team(auth.ActionOrderPipelines, s.handleOrderPipelineInstances))
 	mux.handle("GET "+pipelinePath, s.publicPipeline(s.handleGetPipeline))
 	mux.handle("DELETE "+pipelinePath, s.pipeline(auth.ActionDeletePipeline, s.handleDeletePipeline))
 	mux.handle("GET "+pipelinePath+"/config", s.pipeline(auth.ActionRead, s.handleGetConfig))

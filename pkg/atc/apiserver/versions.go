@@ -126,7 +126,7 @@ func (s *Server) handleCheckResource(w http.ResponseWriter, r *http.Request, rr 
 			return
 		}
 	}
-	ref, err := s.store.LookupResource(r.Context(), rr.team.ID, rr.pipeline.Name, rr.resource.Name)
+	ref, err := s.store.LookupPipelineResource(r.Context(), rr.pipeline.ID, rr.resource.Name)
 	if err != nil {
 		s.fail(w, r, err)
 		return

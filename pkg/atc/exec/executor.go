@@ -10,6 +10,7 @@ import (
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/vars"
 )
 
 // executor runs one build's plan. Its outcome follows Concourse: a step
@@ -29,10 +30,18 @@ type executor struct {
 	// fetched is what the get that made an artifact fetched (see
 	// noteFetched), for tasks whose image: names it.
 	fetched map[string]fetchedVersion
+
+	// locals are the build's local vars (load_var's); an across run
+	// carries its own child scope in its context.
+	locals *localScope
+	// sources are the pipeline's var_sources, read once.
+	sourcesOnce sync.Once
+	sources     map[string]vars.Resolver
+	sourcesErr  error
 }
 
 func newExecutor(r *Runner, b *Build) *executor {
-	x := &executor{r: r, b: b, artifacts: map[string]api.ArtifactRef{}}
+	x := &executor{r: r, b: b, artifacts: map[string]api.ArtifactRef{}, locals: &localScope{vars: map[string]any{}}}
 	x.leaf = x.observed(x.work)
 	return x
 }
@@ -133,6 +142,8 @@ func (x *executor) run(ctx context.Context, p *concourse.Plan) (bool, error) {
 			return false, err
 		}
 		return true, nil
+	case p.Across != nil:
+		return x.across(ctx, p)
 	case p.Timeout != nil:
 		d, err := time.ParseDuration(p.Timeout.Duration)
 		if err != nil {
@@ -165,6 +176,10 @@ func (x *executor) work(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return x.put(ctx, x.r.withBaseTypeDefaults(p))
 	case p.Check != nil:
 		return x.check(ctx, x.r.withBaseTypeDefaults(p))
+	case p.LoadVar != nil:
+		return x.loadVar(ctx, p)
+	case p.SetPipeline != nil:
+		return x.setPipeline(ctx, p)
 	}
 	return false, fmt.Errorf("plan %s: %w", p.ID, unsupportedStep(p))
 }

@@ -25,6 +25,8 @@ import (
 // they can be redacted and kept out of the pod spec.
 type secretRecorder struct {
 	r vars.Resolver
+	// sink, when set, is the recorder that keeps the values instead.
+	sink *secretRecorder
 
 	mu     sync.Mutex
 	values []any
@@ -33,9 +35,13 @@ type secretRecorder struct {
 func (s *secretRecorder) Get(ctx context.Context, ref vars.Ref) (any, bool, error) {
 	v, found, err := s.r.Get(ctx, ref)
 	if found && err == nil {
-		s.mu.Lock()
-		s.values = append(s.values, v)
-		s.mu.Unlock()
+		keep := s
+		if s.sink != nil {
+			keep = s.sink
+		}
+		keep.mu.Lock()
+		keep.values = append(keep.values, v)
+		keep.mu.Unlock()
 	}
 	return v, found, err
 }
@@ -93,12 +99,7 @@ func (sv *stepVars) interpolate(ctx context.Context, v any) (any, error) {
 	}
 	b := sv.x.b
 	rec := &secretRecorder{r: creds.Resolver{K: sv.x.r.credentials(), Team: b.Team, Pipeline: b.Pipeline}}
-	var r vars.Multi
-	if len(sv.static) > 0 {
-		r = append(r, vars.Static(sv.static))
-	}
-	r = append(r, rec)
-	out, _, err := vars.Interpolate(ctx, v, r)
+	out, _, err := vars.Interpolate(ctx, v, sv.resolver(ctx, rec))
 	// Even a failed interpolation may have read some credentials: an
 	// error message never shows them, but nothing is lost by hiding them.
 	b.Log.Redact(rec.secrets())

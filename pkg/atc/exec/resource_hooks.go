@@ -55,7 +55,7 @@ func (s *Runner) recordBuildVersion(ctx context.Context, b *Build, name, resourc
 	if rec.JobID == 0 || resource == "" {
 		return nil // a one-off build's, or an image's (no pipeline resource)
 	}
-	r, err := s.db.LookupResource(ctx, rec.TeamID, rec.PipelineName, resource)
+	r, err := s.db.LookupPipelineResource(ctx, rec.PipelineID, resource)
 	if err != nil {
 		return fmt.Errorf("record the version of %s: %w", name, err)
 	}

@@ -68,9 +68,15 @@ type Store interface {
 	SaveResourceCache(ctx context.Context, c db.ResourceCache) error
 	BuildResourceID(ctx context.Context, buildID int64, name string) (int64, error)
 	JobBuildByID(ctx context.Context, id int64) (db.JobBuild, error)
-	LookupResource(ctx context.Context, teamID int, pipeline, resource string) (db.ResourceRef, error)
+	LookupPipelineResource(ctx context.Context, pipelineID int64, resource string) (db.ResourceRef, error)
 	SaveVersions(ctx context.Context, resourceID int64, versions []db.NewVersion) (int, error)
 	SaveBuildVersion(ctx context.Context, buildID, jobID int64, name string, resourceID int64, v db.NewVersion, input bool) error
+	// For var_sources and set_pipeline.
+	Team(ctx context.Context, name string) (db.Team, error)
+	PipelineByID(ctx context.Context, id int64) (db.Pipeline, error)
+	PipelineInstance(ctx context.Context, teamID int, ref db.PipelineRef) (db.Pipeline, error)
+	SavePipelineFromBuild(ctx context.Context, teamID int, ref db.PipelineRef, cfg concourse.Config, from int64, parent db.PipelineParent) (db.Pipeline, bool, error)
+	SetPipelineParent(ctx context.Context, id int64, parent db.PipelineParent) error
 }
 
 // Config is what the steps take of the server's configuration.

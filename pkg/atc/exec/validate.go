@@ -22,7 +22,8 @@ func (s *Runner) ValidatePlan(ctx context.Context, team db.Team, plan *concourse
 	}
 	var errs []error
 	ids := map[concourse.PlanID]bool{}
-	plan.Each(func(p *concourse.Plan) {
+	var check func(p *concourse.Plan)
+	check = func(p *concourse.Plan) {
 		if p.ID != "" {
 			if ids[p.ID] {
 				errs = append(errs, fmt.Errorf("plan id %q is used twice", p.ID))
@@ -70,10 +71,32 @@ func (s *Runner) ValidatePlan(ctx context.Context, team db.Team, plan *concourse
 			} else if err := names.Check("output", p.ArtifactOutput.Name); err != nil {
 				errs = append(errs, err)
 			}
+		case p.LoadVar != nil:
+			if err := names.Check("load_var", p.LoadVar.Name); err != nil {
+				errs = append(errs, err)
+			} else if _, err := loadVarFormat(p.LoadVar); err != nil {
+				errs = append(errs, err)
+			} else if p.LoadVar.File == "" {
+				errs = append(errs, fmt.Errorf("load_var %s: no file specified", p.LoadVar.Name))
+			}
+		case p.SetPipeline != nil:
+			if p.SetPipeline.File == "" {
+				errs = append(errs, fmt.Errorf("set_pipeline %s: no file specified", p.SetPipeline.Name))
+			}
+		case p.Across != nil:
+			// The substep is checked as written; each run's copy differs
+			// only in its ((.:vars)) and ids.
+			var sub concourse.Plan
+			if err := json.Unmarshal([]byte(p.Across.SubStepTemplate), &sub); err != nil {
+				errs = append(errs, fmt.Errorf("across: the substep: %w", err))
+				return
+			}
+			sub.Each(check)
 		default:
 			errs = append(errs, unsupportedStep(p))
 		}
-	})
+	}
+	plan.Each(check)
 	if len(errs) > 0 {
 		return badRequest{errors.Join(errs...)}
 	}

@@ -1,0 +1,233 @@
+package exec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/pipeline"
+	"github.com/porter-ci/porter/pkg/vars"
+)
+
+// across runs its substep once for every combination of its vars' values,
+// as Concourse's across step: each run is a copy of the substep's plan with
+// the run's ((.:vars)) filled in and ids of its own ("<id>/<run>/<n>"),
+// announced in an across-substeps event, and also sees the values as local
+// vars (a task file read later may use them). The runs of each var's
+// values go max_in_flight at a time, the first var outermost; with
+// fail_fast a failure stops the runs still going.
+func (x *executor) across(ctx context.Context, p *concourse.Plan) (bool, error) {
+	ap := p.Across
+	origin := events.Origin{ID: string(p.ID)}
+	r := x.b.record(p.ID, "across", "across")
+	values := make([][]any, len(ap.Vars))
+	announce := !r.finished() && r.Status == ""
+	for i, v := range ap.Vars {
+		if _, shadowed := x.scope(ctx).get(v.Var); shadowed && announce {
+			x.b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID), Source: events.OriginSourceStderr},
+				Payload: fmt.Sprintf("\x1b[1;33mWARNING: across step shadows local var '%s'\x1b[0m\n", v.Var)})
+		}
+		list, err := x.acrossValues(ctx, v)
+		if err != nil {
+			return x.failStep(ctx, origin, r, err)
+		}
+		values[i] = list
+	}
+	combos := cartesian(values)
+	if len(combos) > pipeline.MaxAcrossCombinations {
+		return x.failStep(ctx, origin, r, fmt.Errorf("across: %d combinations of values (the limit is %d)", len(combos), pipeline.MaxAcrossCombinations))
+	}
+	substeps := make([]concourse.Plan, len(combos))
+	public := make([]json.RawMessage, len(combos))
+	for i, combo := range combos {
+		sub, err := acrossSubstep(ctx, p.ID, i, ap, combo)
+		if err != nil {
+			return x.failStep(ctx, origin, r, err)
+		}
+		substeps[i] = sub
+		// Concourse's shape: the run's public plan with its values.
+		body, err := json.Marshal(map[string]any{"step": concourse.PublicPlan(&sub), "values": combo})
+		if err != nil {
+			return x.failStep(ctx, origin, r, fmt.Errorf("across: %w", err))
+		}
+		public[i] = body
+	}
+	if announce {
+		x.b.Log.Append(events.AcrossSubsteps{Time: time.Now().Unix(), Origin: origin, Substeps: public})
+		x.b.Update(func() { r.Status = concourse.StatusStarted })
+		x.r.SaveState(ctx, x.b)
+	}
+	run := func(ctx context.Context, i int) (bool, error) {
+		scope := x.scope(ctx).child()
+		for j, v := range ap.Vars {
+			// The values are public (the substeps show them), so they are
+			// not redacted.
+			scope.set(v.Var, combos[i][j])
+		}
+		return x.run(withScope(ctx, scope), &substeps[i])
+	}
+	ok, err := x.acrossLevel(ctx, ap, values, 0, 0, len(combos), run)
+	x.b.Update(func() { r.Status, r.EndTime = BuildResult(ok, err), time.Now().Unix() })
+	x.r.SaveState(ctx, x.b)
+	return ok, err
+}
+
+// acrossLevel runs the combinations [lo, hi) that share the values of the
+// vars before level: the values of var level go max_in_flight at a time,
+// each over the combinations of the vars after it.
+func (x *executor) acrossLevel(ctx context.Context, ap *concourse.AcrossPlan, values [][]any, level, lo, hi int, run func(context.Context, int) (bool, error)) (bool, error) {
+	n := len(values[level])
+	per := (hi - lo) / n
+	last := level == len(ap.Vars)-1
+	return x.parallel(ctx, n, ap.Vars[level].MaxInFlight, ap.FailFast, func(ctx context.Context, i int) (bool, error) {
+		if last {
+			return run(ctx, lo+i)
+		}
+		return x.acrossLevel(ctx, ap, values, level+1, lo+i*per, lo+(i+1)*per, run)
+	})
+}
+
+// parallel runs f(0..n-1), at most limit at a time (0: all at once); with
+// failFast the first failure or error stops the others.
+func (x *executor) parallel(ctx context.Context, n, limit int, failFast bool, f func(context.Context, int) (bool, error)) (bool, error) {
+	if limit <= 0 || limit > n {
+		limit = n
+	}
+	pctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	sem := make(chan struct{}, max(limit, 1))
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		ok   = true
+		errs []error
+	)
+	for i := 0; i < n; i++ {
+		select {
+		case sem <- struct{}{}:
+		case <-pctx.Done():
+		}
+		if pctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			stepOK, err := f(pctx, i)
+			mu.Lock()
+			defer mu.Unlock()
+			ok = ok && stepOK
+			if err != nil && !errors.Is(err, errFailFast) {
+				errs = append(errs, err)
+			}
+			if failFast && (!stepOK || err != nil) {
+				stop(errFailFast)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return false, interrupted(ctx)
+	}
+	if pctx.Err() != nil {
+		// Runs that fail_fast kept from starting did not succeed.
+		ok = false
+	}
+	return ok, errors.Join(errs...)
+}
+
+// acrossValues are a var's values: the list as written, or the list a
+// ((var)) holds (a load_var's, say).
+func (x *executor) acrossValues(ctx context.Context, v concourse.AcrossVar) ([]any, error) {
+	val := v.Values
+	if s, ok := val.(string); ok {
+		filled, err := x.stepVars(nil).interpolate(ctx, s)
+		if err != nil {
+			return nil, fmt.Errorf("across var '%s': %w", v.Var, err)
+		}
+		val = filled
+	}
+	list, ok := val.([]any)
+	if !ok {
+		return nil, fmt.Errorf("across var '%s': values must be a list, not %s", v.Var, describeValue(val))
+	}
+	return list, nil
+}
+
+func describeValue(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "a map"
+	case string:
+		return "a string"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// cartesian lists every combination of values, the first var's slowest.
+func cartesian(values [][]any) [][]any {
+	combos := [][]any{{}}
+	for _, vs := range values {
+		next := make([][]any, 0, len(combos)*len(vs))
+		for _, c := range combos {
+			for _, v := range vs {
+				next = append(next, append(append([]any{}, c...), v))
+			}
+		}
+		combos = next
+	}
+	return combos
+}
+
+// localOnly resolves just the across run's values: every other var stays
+// as written, for the steps to fill in when they run.
+type localOnly map[string]any
+
+func (l localOnly) Get(_ context.Context, ref vars.Ref) (any, bool, error) {
+	if ref.Source != localSource {
+		return nil, false, nil
+	}
+	v, ok := l[ref.Path]
+	return v, ok, nil
+}
+
+// acrossSubstep is run i of the substep: its ((.:vars)) filled in and its
+// ids made its own, a get's version_from following the ids it names.
+func acrossSubstep(ctx context.Context, id concourse.PlanID, i int, ap *concourse.AcrossPlan, combo []any) (concourse.Plan, error) {
+	local := localOnly{}
+	for j, v := range ap.Vars {
+		local[v.Var] = combo[j]
+	}
+	body, err := vars.InterpolateTemplateDefined(ctx, []byte(ap.SubStepTemplate), local)
+	if err != nil {
+		return concourse.Plan{}, fmt.Errorf("across: fill in the substep: %w", err)
+	}
+	var sub concourse.Plan
+	if err := json.Unmarshal(body, &sub); err != nil {
+		return concourse.Plan{}, fmt.Errorf("across: read the substep: %w", err)
+	}
+	mapped := map[concourse.PlanID]concourse.PlanID{}
+	n := 0
+	sub.Each(func(p *concourse.Plan) {
+		to := concourse.PlanID(fmt.Sprintf("%s/%d/%d", id, i, n))
+		mapped[p.ID] = to
+		p.ID = to
+		n++
+	})
+	sub.Each(func(p *concourse.Plan) {
+		if p.Get != nil && p.Get.VersionFrom != nil {
+			if to, ok := mapped[*p.Get.VersionFrom]; ok {
+				p.Get.VersionFrom = &to
+			}
+		}
+	})
+	return sub, nil
+}

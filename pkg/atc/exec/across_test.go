@@ -1,0 +1,119 @@
+package exec
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/atc/buildlog/buildlogtest"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/pipeline"
+)
+
+// stateStore keeps build states in memory: the only part of the Store
+// that control flow uses.
+type stateStore struct{ Store }
+
+func (stateStore) SaveBuildState(context.Context, int64, json.RawMessage) error { return nil }
+
+func acrossExecutor(t *testing.T, f *fakeLeaves) *executor {
+	t.Helper()
+	r := &Runner{db: stateStore{}, log: slog.New(slog.DiscardHandler)}
+	b := &Build{ID: 1, Name: "1", Team: "main", TeamID: 1, Log: buildlogtest.Logs(t, nil).Open(1)}
+	x := newExecutor(r, b)
+	x.leaf = f.run
+	return x
+}
+
+// acrossPlan is the plan of a job step with the given across vars.
+func acrossPlan(t *testing.T, step string) *concourse.Plan {
+	t.Helper()
+	cfg, err := pipeline.Parse([]byte("jobs:\n- name: j\n  plan:\n  - " + step + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipeline.JobPlan(cfg, &cfg.Jobs[0], nil, pipeline.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &p
+}
+
+func TestAcrossRunsEveryCombinationInOrder(t *testing.T) {
+	f := &fakeLeaves{}
+	x := acrossExecutor(t, f)
+	p := acrossPlan(t, `{task: "((.:x))-((.:z))", config: {}, across: [{var: x, values: [a, b]}, {var: z, values: [1, 2]}]}`)
+	ok, err := x.run(t.Context(), p)
+	if !ok || err != nil {
+		t.Fatalf("ok %v err %v", ok, err)
+	}
+	// One at a time (max_in_flight 1), the first var outermost.
+	if got, want := f.names(), []string{"a-1", "a-2", "b-1", "b-2"}; !slices.Equal(got, want) {
+		t.Errorf("ran %v, want %v", got, want)
+	}
+	// Every run's steps have ids of their own.
+	x.b.Update(func() {
+		if _, ok := x.b.State.Steps["2"]; !ok {
+			t.Errorf("no record of the across step: %v", x.b.State.Steps)
+		}
+	})
+}
+
+func TestAcrossValuesFromALocalVarAllInFlight(t *testing.T) {
+	f := &fakeLeaves{}
+	x := acrossExecutor(t, f)
+	x.locals.set("names", []any{"hang", "ok", "ok2"})
+	p := acrossPlan(t, `{task: "((.:item))", config: {}, across: [{var: item, values: "((.:names))", max_in_flight: all}]}`)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	// All at once: the hanging run does not keep the others from
+	// starting.
+	_, _ = x.run(ctx, p)
+	got := f.names()
+	slices.Sort(got)
+	if want := []string{"hang", "ok", "ok2"}; !slices.Equal(got, want) {
+		t.Errorf("ran %v, want %v", got, want)
+	}
+}
+
+func TestAcrossFailFastStopsTheRest(t *testing.T) {
+	f := &fakeLeaves{}
+	x := acrossExecutor(t, f)
+	p := acrossPlan(t, `{task: "((.:item))", config: {}, fail_fast: true, across: [{var: item, values: [ok, fail, never]}]}`)
+	ok, err := x.run(t.Context(), p)
+	if BuildResult(ok, err) != concourse.StatusFailed {
+		t.Errorf("ok %v err %v, want failed", ok, err)
+	}
+	if got, want := f.names(), []string{"ok", "fail"}; !slices.Equal(got, want) {
+		t.Errorf("ran %v, want %v", got, want)
+	}
+	// Without fail_fast every value runs.
+	f = &fakeLeaves{}
+	x = acrossExecutor(t, f)
+	p = acrossPlan(t, `{task: "((.:item))", config: {}, across: [{var: item, values: [ok, fail, last]}]}`)
+	ok, err = x.run(t.Context(), p)
+	if BuildResult(ok, err) != concourse.StatusFailed || len(f.names()) != 3 {
+		t.Errorf("ok %v err %v ran %v", ok, err, f.names())
+	}
+}
+
+func TestAcrossValuesMustBeAList(t *testing.T) {
+	x := acrossExecutor(t, &fakeLeaves{})
+	x.locals.set("one", "just-a-string")
+	p := acrossPlan(t, `{task: t, config: {}, across: [{var: item, values: "((.:one))"}]}`)
+	ok, err := x.run(t.Context(), p)
+	if ok || err == nil || err.Error() != "across var 'item': values must be a list, not a string" {
+		t.Errorf("ok %v err %v", ok, err)
+	}
+}
+
+func TestCartesian(t *testing.T) {
+	got := cartesian([][]any{{"a", "b"}, {1}, {"x", "y"}})
+	want := [][]any{{"a", 1, "x"}, {"a", 1, "y"}, {"b", 1, "x"}, {"b", 1, "y"}}
+	if !slices.EqualFunc(got, want, func(a, b []any) bool { return slices.Equal(a, b) }) {
+		t.Errorf("got %v", got)
+	}
+}

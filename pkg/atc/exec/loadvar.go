@@ -1,0 +1,156 @@
+package exec
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/events"
+)
+
+// maxVarFile bounds a file load_var or set_pipeline reads: the ATC holds
+// it in memory.
+const maxVarFile = 4 << 20
+
+// readArtifactFile reads "<artifact>/<path>" from the build's artifacts,
+// without a pod. what names the step for errors ("load_var v").
+func (x *executor) readArtifactFile(ctx context.Context, what, file string) ([]byte, error) {
+	name, rel, ok := strings.Cut(file, "/")
+	if !ok || name == "" || strings.Trim(rel, "/") == "" {
+		return nil, fmt.Errorf("%s: file %q: want <artifact>/<path of the file in it>", what, file)
+	}
+	a, ok := x.artifact(name)
+	if !ok {
+		return nil, fmt.Errorf("%s: file %s: the build has no artifact %q (no earlier step produced it)", what, file, name)
+	}
+	body, err := blobstore.ReadFile(ctx, x.r.store, a.Key, rel, maxVarFile)
+	switch {
+	case errors.Is(err, blobstore.ErrFileNotFound):
+		return nil, fmt.Errorf("%s: file %s: artifact %q has no file %q", what, file, name, rel)
+	case err != nil:
+		return nil, fmt.Errorf("%s: file %s: %w", what, file, err)
+	}
+	return body, nil
+}
+
+// loadVarFormat is the format a load_var reads its file in: the step's,
+// or the file's extension when it is one of the formats, else trim.
+func loadVarFormat(lv *concourse.LoadVarPlan) (string, error) {
+	switch lv.Format {
+	case "json", "yaml", "yml", "trim", "raw":
+		return lv.Format, nil
+	case "":
+	default:
+		return "", fmt.Errorf("load_var %s: format %q: want json, yaml, trim or raw", lv.Name, lv.Format)
+	}
+	switch ext := strings.TrimPrefix(path.Ext(lv.File), "."); ext {
+	case "json", "yaml", "yml":
+		return ext, nil
+	}
+	return "trim", nil
+}
+
+// parseVarFile reads a load_var file in format; numbers stay as written.
+func parseVarFile(body []byte, format string) (any, error) {
+	switch format {
+	case "trim":
+		return strings.TrimSpace(string(body)), nil
+	case "raw":
+		return string(body), nil
+	case "yaml", "yml":
+		js, err := yaml.YAMLToJSON(body)
+		if err != nil {
+			return nil, fmt.Errorf("invalid yaml: %w", err)
+		}
+		body = js
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("invalid %s: %w", format, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("invalid %s: characters found after the top-level value", format)
+	}
+	return v, nil
+}
+
+// loadVar reads a file of an artifact into a local var of the build (of
+// the across run it is in), redacted from the build's log unless reveal.
+// A step finished before a restart is read again, silently: local vars
+// are not kept in the database, since they may be secrets.
+func (x *executor) loadVar(ctx context.Context, p *concourse.Plan) (bool, error) {
+	lv := p.LoadVar
+	origin := events.Origin{ID: string(p.ID)}
+	r := x.b.record(p.ID, lv.Name, "load_var")
+	quiet := r.finished()
+	emit := func(e events.Event) {
+		if !quiet {
+			x.b.Log.Append(e)
+		}
+	}
+	emit(events.Initialize{Origin: origin, Time: time.Now().Unix()})
+	value, err := x.readLoadVar(ctx, lv)
+	if err != nil {
+		return x.failStep(ctx, origin, r, err)
+	}
+	if !lv.Reveal {
+		set := map[string]bool{}
+		collectSecrets(value, set)
+		delete(set, "")
+		secrets := make([]string, 0, len(set))
+		for s := range set {
+			secrets = append(secrets, s)
+		}
+		x.b.Log.Redact(secrets)
+	}
+	emit(events.Start{Origin: origin, Time: time.Now().Unix()})
+	x.scope(ctx).set(lv.Name, value)
+	out := events.Origin{ID: string(p.ID), Source: events.OriginSourceStdout}
+	emit(events.Log{Time: time.Now().Unix(), Origin: out, Payload: fmt.Sprintf("var %s fetched.\n", lv.Name)})
+	emit(events.Log{Time: time.Now().Unix(), Origin: out, Payload: fmt.Sprintf("added var %s to build.\n", lv.Name)})
+	emit(events.Finish{Origin: origin, Time: time.Now().Unix(), Succeeded: true})
+	if !quiet {
+		x.b.Update(func() { r.Status, r.EndTime = concourse.StatusSucceeded, time.Now().Unix() })
+		x.r.SaveState(ctx, x.b)
+	}
+	return true, nil
+}
+
+func (x *executor) readLoadVar(ctx context.Context, lv *concourse.LoadVarPlan) (any, error) {
+	format, err := loadVarFormat(lv)
+	if err != nil {
+		return nil, err
+	}
+	what := "load_var " + lv.Name
+	body, err := x.readArtifactFile(ctx, what, lv.File)
+	if err != nil {
+		return nil, err
+	}
+	value, err := parseVarFile(body, format)
+	if err != nil {
+		return nil, fmt.Errorf("%s: file %s: %w", what, lv.File, err)
+	}
+	return value, nil
+}
+
+// failStep ends a step that runs no pod as errored, with err in the build.
+func (x *executor) failStep(ctx context.Context, origin events.Origin, r *StepRecord, err error) (bool, error) {
+	if errors.Is(err, ErrAborted) || errors.Is(err, ErrShutdown) || errors.Is(err, ErrTimeout) {
+		return false, err
+	}
+	x.b.Log.Append(events.Error{Time: time.Now().Unix(), Origin: origin, Message: err.Error()})
+	x.b.Update(func() { r.Status, r.Error, r.EndTime = concourse.StatusErrored, err.Error(), time.Now().Unix() })
+	x.r.SaveState(ctx, x.b)
+	return false, err
+}

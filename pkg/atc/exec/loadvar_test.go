@@ -1,0 +1,59 @@
+package exec
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/porter-ci/porter/pkg/concourse"
+)
+
+func TestLoadVarFormats(t *testing.T) {
+	for _, tc := range []struct {
+		file, format, body string
+		want               any
+		err                string
+	}{
+		{file: "a/v.json", body: `{"n": 10, "s": "x"}`, want: map[string]any{"n": json.Number("10"), "s": "x"}},
+		{file: "a/v.yml", body: "num: 10\nlist: [a, b]\n", want: map[string]any{"num": json.Number("10"), "list": []any{"a", "b"}}},
+		{file: "a/v.txt", body: "  padded \n", want: "padded"},
+		{file: "a/v", format: "raw", body: "  padded \n", want: "  padded \n"},
+		{file: "a/v.json", format: "trim", body: " {} ", want: "{}"},
+		{file: "a/v.json", body: `{"a": 1} {"b": 2}`, err: "characters found after the top-level value"},
+		{file: "a/v.json", body: `{`, err: "invalid json"},
+		{file: "a/v", format: "toml", err: `format "toml": want json, yaml, trim or raw`},
+	} {
+		lv := &concourse.LoadVarPlan{Name: "v", File: tc.file, Format: tc.format}
+		format, err := loadVarFormat(lv)
+		var got any
+		if err == nil {
+			got, err = parseVarFile([]byte(tc.body), format)
+		}
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s (%s): err %v, want %q", tc.file, tc.format, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%s (%s): %v", tc.file, tc.format, err)
+		case !reflect.DeepEqual(got, tc.want):
+			t.Errorf("%s (%s): %#v, want %#v", tc.file, tc.format, got, tc.want)
+		}
+	}
+}
+
+// A run of an across step sees its own values over the build's local
+// vars; what it sets stays in its scope.
+func TestLocalScopes(t *testing.T) {
+	root := &localScope{vars: map[string]any{}}
+	root.set("a", "build")
+	run := root.child()
+	run.set("b", "run")
+	if v, _ := run.get("a"); v != "build" {
+		t.Errorf("a in the run = %v", v)
+	}
+	if _, ok := root.get("b"); ok {
+		t.Error("the run's var leaked into the build")
+	}
+}
