@@ -76,6 +76,15 @@ node_ready() {
   [ "$(cluster_kubectl get node "$NODE_NAME" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" = True ]
 }
 minio_ready() { curl -fsS --noproxy '*' -o /dev/null --max-time 2 "http://$MINIO_ENDPOINT/minio/health/ready"; }
+minio_on_host() {
+  [ -n "$(cluster_kubectl -n "$MINIO_NAMESPACE" get deployment minio \
+    -o 'jsonpath={.spec.template.spec.volumes[?(@.name=="data")].hostPath.path}' 2>/dev/null)" ]
+}
+# minio_bucket_exists: S3 HeadBucket, signed by curl itself.
+minio_bucket_exists() {
+  [ "$(curl -sS --noproxy '*' -o /dev/null -w '%{http_code}' -I --aws-sigv4 "aws:amz:us-east-1:s3" \
+    --user "$(secret_value MINIO_ROOT_USER):$(secret_value MINIO_ROOT_PASSWORD)" "http://$MINIO_ENDPOINT/$MINIO_BUCKET")" = 200 ]
+}
 
 check_health() {
   local c
@@ -112,6 +121,9 @@ converge_running() {
   timed "import changed images" "$REPO_ROOT/hack/images.sh" --import-cached base ||
     die "importing the images failed"
   registry_ready || timed "registry ready" start_registry
+  # MinIO from before its data lived on the host (a restart lost every
+  # object), or without its bucket: apply deploy/minio again.
+  { minio_on_host && minio_bucket_exists; } || timed "MinIO ready, bucket" start_minio
   timed "push changed images" "$REPO_ROOT/hack/images.sh" --push-cached || die "pushing the images failed"
   dns_ready || timed "CoreDNS ready" start_coredns
   { grep -qxF "PORTER_CLUSTER_REGISTRY=$REGISTRY_ADDR" "$CLUSTER_STATE/cluster.env" &&
