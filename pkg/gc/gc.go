@@ -26,7 +26,8 @@ import (
 type Store interface {
 	TryLock(ctx context.Context, id db.LockID) (release func(), ok bool, err error)
 	Containers(ctx context.Context, f db.ContainerFilter) ([]db.Container, error)
-	ExpiredContainers(ctx context.Context, worker string, endedBefore time.Time) ([]db.Container, error)
+	FinishedContainers(ctx context.Context, worker string) ([]db.FinishedContainer, error)
+	SetKeptReason(ctx context.Context, handle, reason string) error
 	DeleteContainer(ctx context.Context, handle string) error
 	DeleteExpiredResourceCaches(ctx context.Context, cutoff time.Time) (int64, error)
 	ExpiredArtifacts(ctx context.Context, cutoff time.Time) ([]db.Artifact, error)
@@ -54,9 +55,10 @@ type Worker struct {
 
 // Config holds the collector's thresholds; zero values take the defaults.
 type Config struct {
-	// PodRetention is how long a finished build's step pods stay
-	// (max of the keep-alive and the pod retention).
-	PodRetention time.Duration
+	// Retention says which finished steps' pods stay (zero fields: none
+	// but the latest check of each resource and the latest failed build
+	// of each job, without a cap).
+	Retention Retention
 	// OrphanGrace is the age an orphan pod must reach: a pod whose
 	// container record is being written is never taken.
 	OrphanGrace time.Duration
@@ -70,7 +72,6 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultPodRetention      = 2 * time.Minute
 	DefaultOrphanGrace       = time.Minute
 	DefaultStagingAge        = time.Hour
 	DefaultArtifactRetention = 24 * time.Hour
@@ -78,7 +79,11 @@ const (
 
 // Result counts what one pass reclaimed (for logs and metrics).
 type Result struct {
-	Pods              int // pods of finished steps
+	Pods              int            // pods of finished steps
+	Evicted           int            // of those, pods that went only because of the per-worker cap
+	Resized           int            // kept pods shrunk to the sidecar's requests
+	Kept              map[string]int // kept pods by reason (Kept*), over every worker
+	KeptByWorker      map[string]int
 	OrphanPods        int
 	Containers        int // container records removed
 	StagingObjects    int
@@ -94,7 +99,7 @@ type Result struct {
 }
 
 func (r Result) logAttrs() []any {
-	return []any{"pods", r.Pods, "orphan_pods", r.OrphanPods, "containers", r.Containers, "resource_caches", r.ResourceCaches,
+	return []any{"pods", r.Pods, "evicted", r.Evicted, "resized", r.Resized, "kept", r.Kept, "orphan_pods", r.OrphanPods, "containers", r.Containers, "resource_caches", r.ResourceCaches,
 		"staging_objects", r.StagingObjects, "staging_bytes", r.StagingBytes,
 		"artifact_records", r.ArtifactRecords, "artifact_blobs", r.ArtifactBlobs, "artifact_bytes", r.ArtifactBytes, "artifact_manifests", r.ArtifactManifests,
 		"build_log_objects", r.BuildLogObjects,
@@ -112,6 +117,8 @@ type Collector struct {
 	Now func() time.Time
 	// OnPass, when set, sees every pass's result (metrics).
 	OnPass func(Result, error)
+	// wake asks Run for a pass over the pods now (Nudge).
+	wake chan struct{}
 }
 
 // New returns a collector of the pods of the workers that workers returns
@@ -120,9 +127,6 @@ type Collector struct {
 func New(cfg Config, store Store, blobs Blobs, workers func() []Worker, log *slog.Logger) *Collector {
 	if workers == nil {
 		workers = func() []Worker { return nil }
-	}
-	if cfg.PodRetention <= 0 {
-		cfg.PodRetention = DefaultPodRetention
 	}
 	if cfg.OrphanGrace <= 0 {
 		cfg.OrphanGrace = DefaultOrphanGrace
@@ -136,16 +140,37 @@ func New(cfg Config, store Store, blobs Blobs, workers func() []Worker, log *slo
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Collector{cfg: cfg, db: store, blobs: blobs, workers: workers, log: log, Now: time.Now}
+	return &Collector{cfg: cfg, db: store, blobs: blobs, workers: workers, log: log, Now: time.Now, wake: make(chan struct{}, 1)}
 }
 
+// Nudge asks Run for a pass over the workers' pods soon, e.g. because a
+// build finished: kept pods stay within the rules and the cap between full
+// passes. Nudges coalesce.
+func (c *Collector) Nudge() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// nudgeSpacing bounds the passes nudges cause to one a second.
+const nudgeSpacing = time.Second
+
 // Run collects every interval until ctx ends, each pass only while this
-// server holds the GC lock (another server holding it means skip).
+// server holds the GC lock (another server holding it means skip). A
+// Nudge between passes runs a pass over the pods only.
 func (c *Collector) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	podsOnly := false
 	for {
-		res, err := c.CollectLocked(ctx)
+		var res Result
+		var err error
+		if podsOnly {
+			res, err = c.locked(ctx, c.CollectPods)
+		} else {
+			res, err = c.CollectLocked(ctx)
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -157,6 +182,8 @@ func (c *Collector) Run(ctx context.Context, interval time.Duration) {
 			c.log.Warn("gc pass", append(res.logAttrs(), "err", err)...)
 		case res.SkippedNotLeader:
 			c.log.Debug("gc pass skipped: another server holds the lock")
+		case podsOnly && res.Pods == 0 && res.Resized == 0:
+			// Nudged passes that found nothing to do stay out of the log.
 		default:
 			c.log.Info("gc pass", res.logAttrs()...)
 		}
@@ -164,12 +191,25 @@ func (c *Collector) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			podsOnly = false
+		case <-c.wake:
+			podsOnly = true
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(nudgeSpacing):
+			}
 		}
 	}
 }
 
 // CollectLocked runs one pass if the GC lock is free.
 func (c *Collector) CollectLocked(ctx context.Context) (Result, error) {
+	return c.locked(ctx, c.Collect)
+}
+
+// locked runs pass if the GC lock is free.
+func (c *Collector) locked(ctx context.Context, pass func(context.Context) (Result, error)) (Result, error) {
 	release, ok, err := c.db.TryLock(ctx, db.LockGC)
 	if err != nil {
 		return Result{}, fmt.Errorf("take the gc lock: %w", err)
@@ -178,39 +218,85 @@ func (c *Collector) CollectLocked(ctx context.Context) (Result, error) {
 		return Result{SkippedNotLeader: true}, nil
 	}
 	defer release()
-	return c.Collect(ctx)
+	return pass(ctx)
 }
 
 // Collect runs one pass. The failure of one item does not stop the pass:
 // the errors are joined.
 func (c *Collector) Collect(ctx context.Context) (Result, error) {
 	start := time.Now()
-	var res Result
-	var errs []error
-	for _, w := range c.workers() {
-		errs = append(errs, c.finishedPods(ctx, w, &res), c.orphanPods(ctx, w, &res))
-	}
-	errs = append(errs, c.staging(ctx, &res), c.artifacts(ctx, &res), c.buildLogs(ctx, &res))
+	res, err := c.CollectPods(ctx)
+	errs := []error{err, c.staging(ctx, &res), c.artifacts(ctx, &res), c.buildLogs(ctx, &res)}
 	res.Duration = time.Since(start)
 	return res, errors.Join(errs...)
 }
 
-// finishedPods removes the pods (and then the container records) of steps
-// whose build finished more than the pod retention ago. The record goes
-// only once the pod is gone, so a failed delete is retried next pass.
-func (c *Collector) finishedPods(ctx context.Context, w Worker, res *Result) error {
-	expired, err := c.db.ExpiredContainers(ctx, w.Name, c.Now().Add(-c.cfg.PodRetention))
+// CollectPods runs the part of a pass that looks after the workers' pods.
+func (c *Collector) CollectPods(ctx context.Context) (Result, error) {
+	start := time.Now()
+	res := Result{Kept: map[string]int{}, KeptByWorker: map[string]int{}}
+	for _, r := range KeptReasons {
+		res.Kept[r] = 0
+	}
+	var errs []error
+	for _, w := range c.workers() {
+		errs = append(errs, c.workerPods(ctx, w, &res))
+	}
+	res.Duration = time.Since(start)
+	return res, errors.Join(errs...)
+}
+
+// workerPods applies the retention to one worker's pods and removes its
+// orphans, from one listing of its step pods.
+func (c *Collector) workerPods(ctx context.Context, w Worker, res *Result) error {
+	list, err := w.Kube.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{LabelSelector: podspec.WorkerSelector(w.Name)})
+	if err != nil {
+		return fmt.Errorf("worker %s: list step pods in %s: %w", w.Name, w.Namespace, err)
+	}
+	pods := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		pods[list.Items[i].Name] = &list.Items[i]
+	}
+	return errors.Join(c.finishedPods(ctx, w, pods, res), c.orphanPods(ctx, w, list.Items, res))
+}
+
+// finishedPods applies the retention (Retention) to the worker's pods of
+// finished steps: a pod no rule keeps, or beyond the cap, goes, and then
+// its container record (so a failed delete is retried next pass); a kept
+// pod still running (its keep-alive) shrinks to the sidecar's requests.
+func (c *Collector) finishedPods(ctx context.Context, w Worker, pods map[string]*corev1.Pod, res *Result) error {
+	finished, err := c.db.FinishedContainers(ctx, w.Name)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, ct := range expired {
+	for _, d := range c.cfg.Retention.decide(finished, c.Now()) {
+		ct := d.c
 		if ct.Namespace != "" && ct.Namespace != w.Namespace {
 			continue // recorded in a namespace this worker no longer has
 		}
 		name := ct.PodName
 		if name == "" && ct.StepID != "" {
 			name = podspec.Name(ct.StepID)
+		}
+		if d.reason != "" {
+			res.Kept[d.reason]++
+			res.KeptByWorker[w.Name]++
+			if ct.KeptReason != d.reason {
+				if err := c.db.SetKeptReason(ctx, ct.Handle, d.reason); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			if pod := pods[name]; pod != nil {
+				resized, err := shrink(ctx, w, pod)
+				if err != nil {
+					// Not fatal: the pod keeps its requests until its keep-alive ends.
+					c.log.Debug("shrink a kept pod", "worker", w.Name, "pod", name, "err", err)
+				} else if resized {
+					res.Resized++
+				}
+			}
+			continue
 		}
 		if name != "" {
 			deleted, err := deletePod(ctx, w, name)
@@ -220,6 +306,10 @@ func (c *Collector) finishedPods(ctx context.Context, w Worker, res *Result) err
 			}
 			if deleted {
 				res.Pods++
+				if d.why == evictedOverCap {
+					res.Evicted++
+				}
+				c.log.Debug("deleted a finished step's pod", "worker", w.Name, "pod", name, "build", ct.BuildID, "why", d.why)
 			}
 		}
 		if err := c.db.DeleteContainer(ctx, ct.Handle); err != nil && !errors.Is(err, db.ErrNotFound) {
@@ -236,11 +326,7 @@ func (c *Collector) finishedPods(ctx context.Context, w Worker, res *Result) err
 // listed by Porter's labels: a pod without them is never looked at. The
 // pods are listed before the records, and a step's record is written
 // before its pod, so a pod in the list has its record in the later read.
-func (c *Collector) orphanPods(ctx context.Context, w Worker, res *Result) error {
-	pods, err := w.Kube.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{LabelSelector: podspec.WorkerSelector(w.Name)})
-	if err != nil {
-		return fmt.Errorf("worker %s: list step pods in %s: %w", w.Name, w.Namespace, err)
-	}
+func (c *Collector) orphanPods(ctx context.Context, w Worker, pods []corev1.Pod, res *Result) error {
 	containers, err := c.db.Containers(ctx, db.ContainerFilter{})
 	if err != nil {
 		return err
@@ -256,7 +342,7 @@ func (c *Collector) orphanPods(ctx context.Context, w Worker, res *Result) error
 	}
 	var errs []error
 	now := c.Now()
-	for _, pod := range pods.Items {
+	for _, pod := range pods {
 		// A terminating pod is already going (often one finishedPods just deleted).
 		if known[pod.Name] || !porterPod(&pod, w.Name) || pod.DeletionTimestamp != nil ||
 			now.Sub(pod.CreationTimestamp.Time) < c.cfg.OrphanGrace {

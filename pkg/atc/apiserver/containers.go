@@ -13,9 +13,16 @@ import (
 	"github.com/porter-ci/porter/pkg/hijack"
 )
 
+// A finished step's pod that GC keeps says why in kept_reason and, for fly
+// (whose JSON carries only Concourse's fields), in expires_in: "kept:
+// latest-check", ...; it goes once no rule keeps it.
 func apiContainer(c db.Container) concourse.Container {
-	return concourse.Container{ID: c.Handle, WorkerName: c.WorkerName, State: c.State, Type: c.Type, StepName: c.StepName,
-		BuildID: c.BuildID, BuildName: c.BuildName, User: c.User, WorkingDirectory: c.WorkingDirectory}
+	var expires string
+	if c.KeptReason != "" {
+		expires = "kept: " + c.KeptReason
+	}
+	return concourse.Container{ExpiresIn: expires, ID: c.Handle, WorkerName: c.WorkerName, State: c.State, Type: c.Type, StepName: c.StepName,
+		BuildID: c.BuildID, BuildName: c.BuildName, User: c.User, WorkingDirectory: c.WorkingDirectory, KeptReason: c.KeptReason}
 }
 
 // handleContainers lists the team's step pods, filtered as fly asks
@@ -85,6 +92,15 @@ func (s *Server) handleHijack(w http.ResponseWriter, r *http.Request, claims aut
 		return
 	}
 	log := s.log.With("build", c.BuildID, "step", c.StepID, "user", claims.UserID)
+	// Counted while open, so that GC keeps the pod (gc.Retention).
+	if err := s.store.InterceptStarted(r.Context(), c.Handle); err != nil {
+		log.Warn("record an intercept session", "err", err)
+	}
+	defer func() {
+		if err := s.store.InterceptEnded(context.WithoutCancel(r.Context()), c.Handle); err != nil {
+			log.Warn("record the end of an intercept session", "err", err)
+		}
+	}()
 	how := hijack.Serve(w, r, hijack.ServeOptions{
 		Open: func(ctx context.Context, open *eventspb.SessionOpen) (hijack.Session, error) {
 			sess, err := s.engine.OpenSession(ctx, c.StepID, open)
