@@ -13,16 +13,19 @@ import (
 	"github.com/porter-ci/porter/pkg/hijack"
 )
 
-// A finished step's pod that GC keeps says why in kept_reason and, for fly
-// (whose JSON carries only Concourse's fields), in expires_in: "kept:
-// latest-check", ...; it goes once no rule keeps it.
 func apiContainer(c db.Container) concourse.Container {
-	var expires string
+	return concourse.Container{ID: c.Handle, WorkerName: c.WorkerName, State: c.State, Type: c.Type, StepName: c.StepName,
+		BuildID: c.BuildID, BuildName: c.BuildName, User: c.User, WorkingDirectory: c.WorkingDirectory}
+}
+
+// withKept says why GC keeps a finished step's pod: in kept_reason and, for
+// fly (whose JSON carries only Concourse's fields), in expires_in ("kept:
+// latest-check", ...). The pod goes once no rule keeps it.
+func withKept(out concourse.Container, c db.Container) concourse.Container {
 	if c.KeptReason != "" {
-		expires = "kept: " + c.KeptReason
+		out.KeptReason, out.ExpiresIn = c.KeptReason, "kept: "+c.KeptReason
 	}
-	return concourse.Container{ExpiresIn: expires, ID: c.Handle, WorkerName: c.WorkerName, State: c.State, Type: c.Type, StepName: c.StepName,
-		BuildID: c.BuildID, BuildName: c.BuildName, User: c.User, WorkingDirectory: c.WorkingDirectory, KeptReason: c.KeptReason}
+	return out
 }
 
 // handleContainers lists the team's step pods, filtered as fly asks
@@ -45,7 +48,7 @@ func (s *Server) handleContainers(w http.ResponseWriter, r *http.Request, _ auth
 	}
 	out := []concourse.Container{}
 	for _, c := range cs {
-		out = append(out, apiContainer(c))
+		out = append(out, withKept(apiContainer(c), c))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -68,7 +71,7 @@ func (s *Server) handleContainer(w http.ResponseWriter, r *http.Request, _ auth.
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apiContainer(c))
+	writeJSON(w, http.StatusOK, withKept(apiContainer(c), c))
 }
 
 // handleHijack is `fly intercept`: a process in the step's main container,
