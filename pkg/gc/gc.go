@@ -119,6 +119,9 @@ type Collector struct {
 	OnPass func(Result, error)
 	// wake asks Run for a pass over the pods now (Nudge).
 	wake chan struct{}
+	// resizeWarned: the workers whose kept pods could not be shrunk,
+	// already logged (passes run one at a time).
+	resizeWarned map[string]bool
 }
 
 // New returns a collector of the pods of the workers that workers returns
@@ -140,7 +143,7 @@ func New(cfg Config, store Store, blobs Blobs, workers func() []Worker, log *slo
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Collector{cfg: cfg, db: store, blobs: blobs, workers: workers, log: log, Now: time.Now, wake: make(chan struct{}, 1)}
+	return &Collector{cfg: cfg, db: store, blobs: blobs, workers: workers, log: log, Now: time.Now, wake: make(chan struct{}, 1), resizeWarned: map[string]bool{}}
 }
 
 // Nudge asks Run for a pass over the workers' pods soon, e.g. because a
@@ -290,8 +293,12 @@ func (c *Collector) finishedPods(ctx context.Context, w Worker, pods map[string]
 			if pod := pods[name]; pod != nil {
 				resized, err := shrink(ctx, w, pod)
 				if err != nil {
-					// Not fatal: the pod keeps its requests until its keep-alive ends.
-					c.log.Debug("shrink a kept pod", "worker", w.Name, "pod", name, "err", err)
+					// Not fatal: the pod keeps its requests until its keep-alive
+					// ends. Said once per worker (a missing right would repeat).
+					if !c.resizeWarned[w.Name] {
+						c.resizeWarned[w.Name] = true
+						c.log.Warn("cannot shrink kept pods (kept pods keep their requests; see deploy/atc/rbac.yaml)", "worker", w.Name, "pod", name, "err", err)
+					}
 				} else if resized {
 					res.Resized++
 				}

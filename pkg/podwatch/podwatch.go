@@ -215,7 +215,7 @@ type Tracker struct {
 	unsched   chan string
 
 	mu            sync.Mutex
-	lastUnsched   string // the scheduler's last message sent on unsched
+	lastUnsched   string   // the scheduler's last message sent on unsched
 	killed        *Failure // see Killed
 	sentFailed    bool
 	sentEnded     bool

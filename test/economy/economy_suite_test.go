@@ -60,6 +60,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	ns, removeNS, err = env.NewWorkerNamespace(ctx, "porter-economy-")
 	DeferCleanup(removeNS)
 	Expect(err).NotTo(HaveOccurred())
+	// Reading nodes tells a step that can never fit from one that waits.
+	removeNodeReader, err := testenv.ApplyNodeReaderRBAC(ctx, env.Admin, ns.Name)
+	DeferCleanup(removeNodeReader)
+	Expect(err).NotTo(HaveOccurred())
 	dsn, drop, err := env.NewDatabase(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(drop)

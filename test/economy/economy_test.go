@@ -74,6 +74,10 @@ var _ = Describe("kept pods", func() {
 			return reasons
 		}).WithTimeout(30 * time.Second).Should(ConsistOf("kept: latest-check"))
 
+		// With checks stopped, the latest check's pod is the one to reach
+		// (fly would ask which one while another check runs).
+		run(ctx, "pause-pipeline", "-p", pipeline)
+		Eventually(func() int { return checkContainers(flyContainers(ctx)) }).WithTimeout(30 * time.Second).Should(Equal(1))
 		// The resource image has no shell: its own check answers.
 		res, err := fly.Exec(ctx, testenv.FlyCmd{Args: []string{"intercept", "--check", pipeline + "/r", "--", "/opt/resource/check"},
 			Stdin: strings.NewReader(`{"source":{"initial_version":"from-intercept"},"version":null}`)})

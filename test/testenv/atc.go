@@ -224,12 +224,25 @@ func ApplyATCRBAC(ctx context.Context, kube kubernetes.Interface, ns string) err
 // once, shared by every test) and a ClusterRoleBinding of its own, which
 // remove deletes.
 func ApplyTeamNamespacesRBAC(ctx context.Context, kube kubernetes.Interface, ns string) (remove func(context.Context) error, err error) {
+	return applyClusterRBAC(ctx, kube, ns, "team-namespaces.yaml")
+}
+
+// ApplyNodeReaderRBAC gives deploy/atc's service account of ns the rights
+// of deploy/atc/node-reader.yaml (reading nodes), as
+// ApplyTeamNamespacesRBAC does.
+func ApplyNodeReaderRBAC(ctx context.Context, kube kubernetes.Interface, ns string) (remove func(context.Context) error, err error) {
+	return applyClusterRBAC(ctx, kube, ns, "node-reader.yaml")
+}
+
+// applyClusterRBAC applies deploy/atc/file's ClusterRoles (shared) and
+// ClusterRoleBindings (one per ns, which remove deletes).
+func applyClusterRBAC(ctx context.Context, kube kubernetes.Interface, ns, file string) (remove func(context.Context) error, err error) {
 	remove = func(context.Context) error { return nil }
 	root, err := RepoRoot()
 	if err != nil {
 		return remove, err
 	}
-	objs, err := DecodeManifests(filepath.Join(root, "deploy", "atc", "team-namespaces.yaml"))
+	objs, err := DecodeManifests(filepath.Join(root, "deploy", "atc", file))
 	if err != nil {
 		return remove, err
 	}
@@ -258,10 +271,10 @@ func ApplyTeamNamespacesRBAC(ctx context.Context, kube kubernetes.Interface, ns 
 				return nil
 			}
 		default:
-			return remove, fmt.Errorf("unexpected %T in deploy/atc/team-namespaces.yaml", obj)
+			return remove, fmt.Errorf("unexpected %T in deploy/atc/%s", obj, file)
 		}
 		if err != nil {
-			return remove, fmt.Errorf("apply deploy/atc/team-namespaces.yaml for %s: %w", ns, err)
+			return remove, fmt.Errorf("apply deploy/atc/%s for %s: %w", file, ns, err)
 		}
 	}
 	return remove, nil

@@ -93,7 +93,7 @@ func (r *Runtime) Supervise(ctx context.Context, st Step) *eventspb.StepFinished
 			// the step waits, within its timeout and abortable, unless it
 			// can never fit.
 			if pod, ok := st.Worker.Pod(st.ID); ok {
-				if f := neverFits(ctx, st.Worker, pod); f != nil {
+				if f := neverFits(ctx, st.Worker, pod, reason); f != nil {
 					st.PodFailed(ctx, f)
 					r.DeletePod(ctx, st.Worker, st.ID)
 					return errored(f.Error())
