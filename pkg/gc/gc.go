@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -306,7 +307,7 @@ func (c *Collector) finishedPods(ctx context.Context, w Worker, pods map[string]
 			continue
 		}
 		if name != "" {
-			deleted, err := deletePod(ctx, w, name)
+			deleted, err := deletePod(ctx, w, name, pods[name])
 			if err != nil {
 				errs = append(errs, fmt.Errorf("worker %s: container %s: %w", w.Name, ct.Handle, err))
 				continue
@@ -355,7 +356,7 @@ func (c *Collector) orphanPods(ctx context.Context, w Worker, pods []corev1.Pod,
 			now.Sub(pod.CreationTimestamp.Time) < c.cfg.OrphanGrace {
 			continue
 		}
-		deleted, err := deletePod(ctx, w, pod.Name)
+		deleted, err := deletePod(ctx, w, pod.Name, &pod)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("worker %s: orphan pod: %w", w.Name, err))
 			continue
@@ -374,16 +375,22 @@ func porterPod(pod *corev1.Pod, worker string) bool {
 }
 
 // deletePod deletes a step pod and its Secrets (owned by the pod, but
-// removed here too so nothing waits on the cluster's own collector).
-func deletePod(ctx context.Context, w Worker, name string) (bool, error) {
+// removed here too so nothing waits on the cluster's own collector). When
+// the pod is known (listed), its registry login Secret is deleted only if
+// it has one: a request fewer for most pods, checks' included.
+func deletePod(ctx context.Context, w Worker, name string, known *corev1.Pod) (bool, error) {
 	grace := int64(0)
 	err := w.Kube.CoreV1().Pods(w.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	deleted := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("delete pod %s/%s: %w", w.Namespace, name, err)
 	}
+	secrets := []string{name, name + "-pull"}
+	if known != nil && !slices.ContainsFunc(known.Spec.ImagePullSecrets, func(r corev1.LocalObjectReference) bool { return r.Name == name+"-pull" }) {
+		secrets = secrets[:1]
+	}
 	var errs []error
-	for _, secret := range []string{name, name + "-pull"} {
+	for _, secret := range secrets {
 		if err := w.Kube.CoreV1().Secrets(w.Namespace).Delete(ctx, secret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete secret %s/%s: %w", w.Namespace, secret, err))
 		}

@@ -110,7 +110,7 @@ func (c *Collector) FreeWorker(ctx context.Context, worker string) (int, error) 
 		if err != nil || pod.DeletionTimestamp != nil || (pod.Status.Phase != corev1.PodRunning && pod.Status.Phase != corev1.PodPending) {
 			continue // gone, going, or ended: it holds no slot
 		}
-		deleted, err := deletePod(ctx, *w, name)
+		deleted, err := deletePod(ctx, *w, name, pod)
 		if err != nil {
 			errs = append(errs, err)
 			continue
