@@ -302,7 +302,7 @@ type ATCConfig struct {
 	MainTeamUsers []string        // --main-team-local-user NAME (admins)
 	Tags          []string        // --tag
 	KeepAlive     time.Duration   // --keep-alive (default 0)
-	PodRetention  time.Duration   // --pod-retention (default 10m)
+	PodRetention  time.Duration   // --pod-retention and --gc-one-off-grace-period (default 10m)
 	TokenTTL      time.Duration   // --token-ttl (default: the server's)
 	ServerID      string          // --server-id (default: the server's)
 	// BaseResourceTypes are --base-resource-type NAME=IMAGE flags. nil
@@ -561,6 +561,9 @@ func (a *ATC) Args() []string {
 		// The local cluster has no cluster DNS; nothing here resolves names.
 		"--dns-policy", "Default",
 		"--pod-retention", retention.String(),
+		// One-off builds' pods go with the retention, as they did before
+		// Concourse's one-off grace period (Args may set it).
+		"--gc-one-off-grace-period", retention.String(),
 		"--keep-alive", c.KeepAlive.String(),
 		"--pod-blobstore-endpoint", a.env.Cluster["PORTER_CLUSTER_MINIO_POD_ENDPOINT"],
 		"--postgres-dsn", c.Database,
