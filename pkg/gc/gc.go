@@ -161,20 +161,36 @@ func (c *Collector) Nudge() {
 const nudgeSpacing = time.Second
 
 // Run collects every interval until ctx ends, each pass only while this
-// server holds the GC lock (another server holding it means skip). A
-// Nudge between passes runs a pass over the pods only.
+// server holds the GC lock (another server holding it means skip). The
+// workers' pods have a loop (and lock) of their own, so that a slow pass
+// over the blobstore never holds up the retention; a Nudge runs a pass over
+// the pods at once.
 func (c *Collector) Run(ctx context.Context, interval time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.runPods(ctx, interval)
+	}()
+	defer func() { <-done }()
+	c.loop(ctx, interval, nil, func(ctx context.Context) (Result, error) {
+		return c.locked(ctx, db.LockGC, c.collectStore)
+	})
+}
+
+func (c *Collector) runPods(ctx context.Context, interval time.Duration) {
+	c.loop(ctx, interval, c.wake, func(ctx context.Context) (Result, error) {
+		return c.locked(ctx, db.LockGCPods, c.CollectPods)
+	})
+}
+
+// loop runs pass every interval and, when wake is not nil, on each wake
+// (at most one a nudgeSpacing).
+func (c *Collector) loop(ctx context.Context, interval time.Duration, wake <-chan struct{}, pass func(context.Context) (Result, error)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	podsOnly := false
+	nudged := false
 	for {
-		var res Result
-		var err error
-		if podsOnly {
-			res, err = c.locked(ctx, c.CollectPods)
-		} else {
-			res, err = c.CollectLocked(ctx)
-		}
+		res, err := pass(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -186,7 +202,7 @@ func (c *Collector) Run(ctx context.Context, interval time.Duration) {
 			c.log.Warn("gc pass", append(res.logAttrs(), "err", err)...)
 		case res.SkippedNotLeader:
 			c.log.Debug("gc pass skipped: another server holds the lock")
-		case podsOnly && res.Pods == 0 && res.Resized == 0:
+		case nudged && res.Pods == 0 && res.Resized == 0:
 			// Nudged passes that found nothing to do stay out of the log.
 		default:
 			c.log.Info("gc pass", res.logAttrs()...)
@@ -195,9 +211,9 @@ func (c *Collector) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			podsOnly = false
-		case <-c.wake:
-			podsOnly = true
+			nudged = false
+		case <-wake:
+			nudged = true
 			select {
 			case <-ctx.Done():
 				return
@@ -207,14 +223,23 @@ func (c *Collector) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// CollectLocked runs one pass if the GC lock is free.
+// CollectLocked runs one whole pass if the GC locks are free.
 func (c *Collector) CollectLocked(ctx context.Context) (Result, error) {
-	return c.locked(ctx, c.Collect)
+	pods, err := c.locked(ctx, db.LockGCPods, c.CollectPods)
+	if err != nil || pods.SkippedNotLeader {
+		return pods, err
+	}
+	res, err := c.locked(ctx, db.LockGC, func(ctx context.Context) (Result, error) {
+		res := pods
+		err := c.storePass(ctx, &res)
+		return res, err
+	})
+	return res, err
 }
 
-// locked runs pass if the GC lock is free.
-func (c *Collector) locked(ctx context.Context, pass func(context.Context) (Result, error)) (Result, error) {
-	release, ok, err := c.db.TryLock(ctx, db.LockGC)
+// locked runs pass if lock is free.
+func (c *Collector) locked(ctx context.Context, lock db.LockID, pass func(context.Context) (Result, error)) (Result, error) {
+	release, ok, err := c.db.TryLock(ctx, lock)
 	if err != nil {
 		return Result{}, fmt.Errorf("take the gc lock: %w", err)
 	}
@@ -225,14 +250,27 @@ func (c *Collector) locked(ctx context.Context, pass func(context.Context) (Resu
 	return pass(ctx)
 }
 
-// Collect runs one pass. The failure of one item does not stop the pass:
-// the errors are joined.
+// Collect runs one whole pass, without the locks. The failure of one item
+// does not stop the pass: the errors are joined.
 func (c *Collector) Collect(ctx context.Context) (Result, error) {
 	start := time.Now()
 	res, err := c.CollectPods(ctx)
-	errs := []error{err, c.staging(ctx, &res), c.artifacts(ctx, &res), c.buildLogs(ctx, &res)}
+	err = errors.Join(err, c.storePass(ctx, &res))
 	res.Duration = time.Since(start)
-	return res, errors.Join(errs...)
+	return res, err
+}
+
+// collectStore runs the part of a pass that looks after the blobstore.
+func (c *Collector) collectStore(ctx context.Context) (Result, error) {
+	start := time.Now()
+	var res Result
+	err := c.storePass(ctx, &res)
+	res.Duration = time.Since(start)
+	return res, err
+}
+
+func (c *Collector) storePass(ctx context.Context, res *Result) error {
+	return errors.Join(c.staging(ctx, res), c.artifacts(ctx, res), c.buildLogs(ctx, res))
 }
 
 // CollectPods runs the part of a pass that looks after the workers' pods.
