@@ -140,7 +140,10 @@ var _ = Describe("check economy", func() {
 		for i := range resources {
 			fmt.Fprintf(&cfg, "- name: r%d\n  type: mock\n  check_every: %s\n  source: {initial_version: v%d}\n", i, every, i)
 		}
-		cfg.WriteString("jobs:\n- name: j\n  plan:\n  - get: r0\n")
+		cfg.WriteString("jobs:\n- name: j\n  plan:\n")
+		for i := range resources {
+			fmt.Fprintf(&cfg, "  - get: r%d\n", i)
+		}
 		path := filepath.Join(GinkgoT().TempDir(), "pipeline.yml")
 		Expect(os.WriteFile(path, []byte(cfg.String()), 0o644)).To(Succeed())
 		for _, args := range [][]string{{"set-pipeline", "-n", "-p", "cost", "-c", path}, {"unpause-pipeline", "-p", "cost"}} {
