@@ -167,7 +167,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.dnsPolicy, "dns-policy", string(corev1.DNSClusterFirst), "step pods' dnsPolicy")
 	fs.StringVar(&o.pullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent), "step images' pull policy: Always, IfNotPresent or Never")
 	fs.DurationVar(&cfg.KeepAlive, "keep-alive", 0, "how long a finished step stays interceptible")
-	fs.DurationVar(&cfg.PodRetention, "pod-retention", 2*time.Minute, "how long a finished step's pod is kept")
+	fs.DurationVar(&cfg.PodRetention, "pod-retention", 2*time.Minute, "how long every finished build's step pod is kept at least (not a check's: only the latest check of each resource is kept)")
 
 	// Garbage collection.
 	fs.DurationVar(&cfg.GC.Interval, "gc-interval", 30*time.Second, "time between garbage-collection passes (0: no GC)")
@@ -175,6 +175,10 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 		"how long an artifact nothing references any more (its build finished, no cache or pinned version) is kept")
 	fs.DurationVar(&cfg.GC.OrphanGrace, "gc-orphan-grace", gc.DefaultOrphanGrace, "age at which a step pod no container record knows is deleted")
 	fs.DurationVar(&cfg.GC.StagingAge, "gc-staging-age", gc.DefaultStagingAge, "age at which a staging/ object (an interrupted upload) is deleted")
+	fs.DurationVar(&cfg.GC.OneOffGrace, "gc-one-off-grace-period", gc.DefaultOneOffGrace, "how long a one-off build's (fly execute) step pods are kept after it ended")
+	fs.DurationVar(&cfg.GC.FailedGrace, "gc-failed-grace-period", gc.DefaultFailedGrace, "how long the step pods of a job's latest build are kept when it did not succeed (0: until a newer build finishes)")
+	fs.DurationVar(&cfg.GC.HijackGrace, "gc-hijack-grace-period", gc.DefaultHijackGrace, "how long an intercepted step's pod is kept after its last intercept session (it stays while one is open)")
+	fs.IntVar(&cfg.GC.MaxKeptPerWorker, "gc-max-kept-pods-per-worker", gc.DefaultMaxKeptPerWorker, "most pods of finished steps kept on a worker; beyond it the oldest go first (0: no cap)")
 	lr := &cfg.GC.LogRetention
 	fs.IntVar(&lr.DefaultBuilds, "default-build-logs-to-retain", 0, "builds whose logs a job keeps when its build_log_retention does not say (0: all)")
 	fs.IntVar(&lr.MaxBuilds, "max-build-logs-to-retain", 0, "most builds whose logs any job keeps, whatever its build_log_retention says (0: no cap)")

@@ -124,6 +124,7 @@ func (s *Server) finishBuild(ctx context.Context, b *exec.Build, status concours
 	s.writeBuildAudit(ctx, b, status, now)
 	b.Log.Append(events.Status{Status: concourse.BuildStatus(status), Time: now.Unix()})
 	s.buildFinished(ctx, status)
+	s.nudgeGC()
 	if err := b.Log.Sync(ctx); err != nil {
 		s.log.Error("build log not durable", "build", b.ID, "err", err)
 	}

@@ -18,6 +18,12 @@ type GCConfig struct {
 	// production.
 	OrphanGrace time.Duration
 	StagingAge  time.Duration
+	// Which finished steps' pods stay, as Concourse's --gc-* flags (see
+	// gc.Retention); --pod-retention is the minimum for builds' pods.
+	OneOffGrace      time.Duration
+	FailedGrace      time.Duration
+	HijackGrace      time.Duration
+	MaxKeptPerWorker int
 }
 
 // gcWorkers are the workers whose pods GC looks after.
@@ -31,11 +37,13 @@ func (s *Server) gcWorkers() []gc.Worker {
 	return ws
 }
 
-// newCollector is the server's collector: a finished step's pod stays for
-// the longer of the keep-alive (intercept) and the pod retention.
+// newCollector is the server's collector: a finished step's pod stays
+// while a retention rule keeps it (gc.Retention), within the cap per worker.
 func (s *Server) newCollector() *gc.Collector {
+	g := s.cfg.GC
 	return gc.New(gc.Config{
-		PodRetention:      max(s.cfg.PodRetention, s.cfg.KeepAlive),
+		Retention: gc.Retention{Minimum: s.cfg.PodRetention, OneOffGrace: g.OneOffGrace, FailedGrace: g.FailedGrace,
+			HijackGrace: g.HijackGrace, MaxKeptPerWorker: g.MaxKeptPerWorker},
 		OrphanGrace:       s.cfg.GC.OrphanGrace,
 		StagingAge:        s.cfg.GC.StagingAge,
 		ArtifactRetention: s.cfg.GC.ArtifactRetention,
@@ -51,11 +59,16 @@ func (s *Server) runGC(ctx context.Context) <-chan struct{} {
 		close(done)
 		return done
 	}
-	c := s.newCollector()
+	c := s.collector
 	c.Switch = s.db
 	c.OnPass = func(r gc.Result, _ error) {
 		m := s.obs.metrics
+		if r.Kept != nil {
+			m.KeptPods(r.Kept, r.KeptByWorker)
+		}
 		m.GCReclaimed("pods", r.Pods+r.OrphanPods, 0)
+		m.GCReclaimed("kept_pods_evicted", r.Evicted, 0)
+		m.GCReclaimed("kept_pods_resized", r.Resized, 0)
 		m.GCReclaimed("containers", r.Containers, 0)
 		m.GCReclaimed("resource_caches", r.ResourceCaches, 0)
 		m.GCReclaimed("staging", r.StagingObjects, r.StagingBytes)
@@ -70,4 +83,25 @@ func (s *Server) runGC(ctx context.Context) <-chan struct{} {
 		s.whileLeading(ctx, "gc", func(ctx context.Context) { c.Run(ctx, s.cfg.GC.Interval) })
 	}()
 	return done
+}
+
+// nudgeGC asks the collector for a pass over the pods soon (a build
+// finished: an earlier check's pod, or one past the cap, can go).
+func (s *Server) nudgeGC() {
+	if s.collector != nil {
+		s.collector.Nudge()
+	}
+}
+
+// freeKeptPods deletes the worker's kept pods that still hold a pod slot,
+// for a step the cluster cannot place (kuberuntime.Config.FreeCapacity).
+func (s *Server) freeKeptPods(ctx context.Context, worker string) int {
+	if s.collector == nil {
+		return 0
+	}
+	n, err := s.collector.FreeWorker(ctx, worker)
+	if err != nil {
+		s.log.Warn("free kept pods", "worker", worker, "err", err)
+	}
+	return n
 }

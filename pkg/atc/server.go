@@ -27,6 +27,7 @@ import (
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/gc"
 	"github.com/porter-ci/porter/pkg/metrics"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/scheduler"
@@ -172,6 +173,9 @@ type Server struct {
 	// exec runs the builds' plans.
 	exec *exec.Runner
 	obs  observability
+	// collector is the garbage collector (nil: GC off), nudged when a
+	// build finishes (gc.go).
+	collector *gc.Collector
 
 	started time.Time
 
@@ -279,6 +283,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	}
 	s.pods = s.runtime
 	s.exec = s.newExec()
+	if cfg.GC.Interval > 0 {
+		s.collector = s.newCollector()
+	}
 	s.api = apiserver.New(apiserver.Config{
 		ExternalURL: cfg.ExternalURL, ClusterName: cfg.ClusterName, ServerID: cfg.ServerID,
 		BaseTypes: s.baseTypeNames(), ArtifactWorker: s.artifactWorker(), BlobstoreBucket: cfg.Blobstore.Bucket,

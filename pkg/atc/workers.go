@@ -2,11 +2,14 @@ package atc
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
+	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/stepcreds"
 	"github.com/porter-ci/porter/pkg/worker"
@@ -32,7 +35,22 @@ func (s *Server) superviseTask(ctx context.Context, st *exec.StepState) *eventsp
 		PodFailed: func(ctx context.Context, err error) { st.PodFailed(err); s.podFailed(ctx, st, err) },
 		Settle: func(ctx context.Context, fin *eventspb.StepFinished) *eventspb.StepFinished {
 			return s.dedupOutputs(ctx, st, fin)
-		}})
+		},
+		Waiting: func(ctx context.Context, msg string, first bool) { s.stepWaiting(ctx, st, msg, first) }})
+}
+
+// stepWaiting says in the build log that a step's pod waits for room, and
+// the first time frees the worker's kept pods that hold a pod slot.
+func (s *Server) stepWaiting(ctx context.Context, st *exec.StepState, msg string, first bool) {
+	if first {
+		s.obs.metrics.CapacityWait()
+		if n := s.freeKeptPods(ctx, st.Worker().Name()); n > 0 {
+			msg += fmt.Sprintf(" (freed %d kept pods of finished steps)", n)
+		}
+	}
+	s.log.Info("step waits for room", "step", st.ID(), "worker", st.Worker().Name(), "msg", msg)
+	st.Build().Log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: string(st.PlanID()), Source: events.OriginSourceStderr},
+		Payload: msg + "\n"})
 }
 
 // artifactWorker is the worker artifacts are recorded on: the first.

@@ -99,6 +99,10 @@ type Container struct {
 	User             string `json:"user,omitempty"`
 	WorkingDirectory string `json:"working_directory,omitempty"`
 	ExpiresIn        string `json:"expires_in,omitempty"`
+	// KeptReason (Porter's): why garbage collection keeps the finished
+	// step's pod (latest-check, latest-failed-build, one-off, intercepted,
+	// retention).
+	KeptReason string `json:"kept_reason,omitempty"`
 }
 
 // Container states.

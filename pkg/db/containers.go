@@ -30,15 +30,18 @@ type Container struct {
 	PipelineID                      int64
 	PipelineName, JobName, Resource string
 	JobID                           int64
+	// KeptReason says why GC keeps the finished step's pod ('' while the
+	// step runs, or before GC's first pass over it).
+	KeptReason string
 }
 
 const containerColumns = `handle, coalesce(team_id, 0), coalesce(build_id, 0), build_name, plan_id,
-	step_name, type, worker_name, namespace, pod_name, step_id, state, working_directory, "user", create_time`
+	step_name, type, worker_name, namespace, pod_name, step_id, state, working_directory, "user", create_time, kept_reason`
 
 func scanContainer(row pgx.Row) (Container, error) {
 	var c Container
 	err := row.Scan(&c.Handle, &c.TeamID, &c.BuildID, &c.BuildName, &c.PlanID, &c.StepName, &c.Type,
-		&c.WorkerName, &c.Namespace, &c.PodName, &c.StepID, &c.State, &c.WorkingDirectory, &c.User, &c.CreateTime)
+		&c.WorkerName, &c.Namespace, &c.PodName, &c.StepID, &c.State, &c.WorkingDirectory, &c.User, &c.CreateTime, &c.KeptReason)
 	return c, err
 }
 
@@ -120,7 +123,7 @@ func (d *DB) Containers(ctx context.Context, f ContainerFilter) ([]Container, er
 	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Container, error) {
 		var c Container
 		err := r.Scan(&c.Handle, &c.TeamID, &c.BuildID, &c.BuildName, &c.PlanID, &c.StepName, &c.Type,
-			&c.WorkerName, &c.Namespace, &c.PodName, &c.StepID, &c.State, &c.WorkingDirectory, &c.User, &c.CreateTime,
+			&c.WorkerName, &c.Namespace, &c.PodName, &c.StepID, &c.State, &c.WorkingDirectory, &c.User, &c.CreateTime, &c.KeptReason,
 			&c.PipelineID, &c.PipelineName, &c.JobID, &c.JobName, &c.Resource)
 		return c, err
 	})

@@ -15,6 +15,9 @@ type LockID int64
 const (
 	LockGC        LockID = 1001
 	LockScheduler LockID = 1002
+	// LockGCPods: GC's passes over the workers' pods, apart from the
+	// blobstore's slower ones so that kept pods stay within the rules.
+	LockGCPods LockID = 1011
 )
 
 // TryLock takes lock id if no other session holds it. The lock lives in a

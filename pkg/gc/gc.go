@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +27,8 @@ import (
 type Store interface {
 	TryLock(ctx context.Context, id db.LockID) (release func(), ok bool, err error)
 	Containers(ctx context.Context, f db.ContainerFilter) ([]db.Container, error)
-	ExpiredContainers(ctx context.Context, worker string, endedBefore time.Time) ([]db.Container, error)
+	FinishedContainers(ctx context.Context, worker string) ([]db.FinishedContainer, error)
+	SetKeptReason(ctx context.Context, handle, reason string) error
 	DeleteContainer(ctx context.Context, handle string) error
 	DeleteExpiredResourceCaches(ctx context.Context, cutoff time.Time) (int64, error)
 	ExpiredArtifacts(ctx context.Context, cutoff time.Time) ([]db.Artifact, error)
@@ -55,9 +57,10 @@ type Worker struct {
 
 // Config holds the collector's thresholds; zero values take the defaults.
 type Config struct {
-	// PodRetention is how long a finished build's step pods stay
-	// (max of the keep-alive and the pod retention).
-	PodRetention time.Duration
+	// Retention says which finished steps' pods stay (zero fields: none
+	// but the latest check of each resource and the latest failed build
+	// of each job, without a cap).
+	Retention Retention
 	// OrphanGrace is the age an orphan pod must reach: a pod whose
 	// container record is being written is never taken.
 	OrphanGrace time.Duration
@@ -73,7 +76,6 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultPodRetention      = 2 * time.Minute
 	DefaultOrphanGrace       = time.Minute
 	DefaultStagingAge        = time.Hour
 	DefaultArtifactRetention = 24 * time.Hour
@@ -81,7 +83,11 @@ const (
 
 // Result counts what one pass reclaimed (for logs and metrics).
 type Result struct {
-	Pods              int // pods of finished steps
+	Pods              int            // pods of finished steps
+	Evicted           int            // of those, pods that went only because of the per-worker cap
+	Resized           int            // kept pods shrunk to the sidecar's requests
+	Kept              map[string]int // kept pods by reason (Kept*), over every worker
+	KeptByWorker      map[string]int
 	OrphanPods        int
 	Containers        int // container records removed
 	StagingObjects    int
@@ -98,7 +104,7 @@ type Result struct {
 }
 
 func (r Result) logAttrs() []any {
-	return []any{"pods", r.Pods, "orphan_pods", r.OrphanPods, "containers", r.Containers, "resource_caches", r.ResourceCaches,
+	return []any{"pods", r.Pods, "evicted", r.Evicted, "resized", r.Resized, "kept", r.Kept, "orphan_pods", r.OrphanPods, "containers", r.Containers, "resource_caches", r.ResourceCaches,
 		"staging_objects", r.StagingObjects, "staging_bytes", r.StagingBytes,
 		"artifact_records", r.ArtifactRecords, "artifact_blobs", r.ArtifactBlobs, "artifact_bytes", r.ArtifactBytes, "artifact_manifests", r.ArtifactManifests,
 		"build_log_objects", r.BuildLogObjects, "reaped_build_logs", r.ReapedBuildLogs,
@@ -116,6 +122,11 @@ type Collector struct {
 	Now func() time.Time
 	// OnPass, when set, sees every pass's result (metrics).
 	OnPass func(Result, error)
+	// wake asks Run for a pass over the pods now (Nudge).
+	wake chan struct{}
+	// resizeWarned: the workers whose kept pods could not be shrunk,
+	// already logged (passes run one at a time).
+	resizeWarned map[string]bool
 	// Switch, when set, can pause Run's passes (`fly pause-component
 	// collector`) and hears of each one.
 	Switch Switch
@@ -137,9 +148,6 @@ func New(cfg Config, store Store, blobs Blobs, workers func() []Worker, log *slo
 	if workers == nil {
 		workers = func() []Worker { return nil }
 	}
-	if cfg.PodRetention <= 0 {
-		cfg.PodRetention = DefaultPodRetention
-	}
 	if cfg.OrphanGrace <= 0 {
 		cfg.OrphanGrace = DefaultOrphanGrace
 	}
@@ -152,14 +160,51 @@ func New(cfg Config, store Store, blobs Blobs, workers func() []Worker, log *slo
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Collector{cfg: cfg, db: store, blobs: blobs, workers: workers, log: log, Now: time.Now}
+	return &Collector{cfg: cfg, db: store, blobs: blobs, workers: workers, log: log, Now: time.Now, wake: make(chan struct{}, 1), resizeWarned: map[string]bool{}}
 }
 
+// Nudge asks Run for a pass over the workers' pods soon, e.g. because a
+// build finished: kept pods stay within the rules and the cap between full
+// passes. Nudges coalesce.
+func (c *Collector) Nudge() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// nudgeSpacing bounds the passes nudges cause to one a second.
+const nudgeSpacing = time.Second
+
 // Run collects every interval until ctx ends, each pass only while this
-// server holds the GC lock (another server holding it means skip).
+// server holds the GC lock (another server holding it means skip). The
+// workers' pods have a loop (and lock) of their own, so that a slow pass
+// over the blobstore never holds up the retention; a Nudge runs a pass over
+// the pods at once.
 func (c *Collector) Run(ctx context.Context, interval time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.runPods(ctx, interval)
+	}()
+	defer func() { <-done }()
+	c.loop(ctx, interval, nil, func(ctx context.Context) (Result, error) {
+		return c.locked(ctx, db.LockGC, c.collectStore)
+	})
+}
+
+func (c *Collector) runPods(ctx context.Context, interval time.Duration) {
+	c.loop(ctx, interval, c.wake, func(ctx context.Context) (Result, error) {
+		return c.locked(ctx, db.LockGCPods, c.CollectPods)
+	})
+}
+
+// loop runs pass every interval and, when wake is not nil, on each wake
+// (at most one a nudgeSpacing).
+func (c *Collector) loop(ctx context.Context, interval time.Duration, wake <-chan struct{}, pass func(context.Context) (Result, error)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	nudged := false
 	for {
 		if c.paused(ctx) {
 			select {
@@ -169,7 +214,7 @@ func (c *Collector) Run(ctx context.Context, interval time.Duration) {
 				continue
 			}
 		}
-		res, err := c.CollectLocked(ctx)
+		res, err := pass(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -186,6 +231,8 @@ func (c *Collector) Run(ctx context.Context, interval time.Duration) {
 			c.log.Warn("gc pass", append(res.logAttrs(), "err", err)...)
 		case res.SkippedNotLeader:
 			c.log.Debug("gc pass skipped: another server holds the lock")
+		case nudged && res.Pods == 0 && res.Resized == 0:
+			// Nudged passes that found nothing to do stay out of the log.
 		default:
 			c.log.Info("gc pass", res.logAttrs()...)
 		}
@@ -193,6 +240,14 @@ func (c *Collector) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			nudged = false
+		case <-wake:
+			nudged = true
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(nudgeSpacing):
+			}
 		}
 	}
 }
@@ -211,9 +266,23 @@ func (c *Collector) paused(ctx context.Context) bool {
 	return p
 }
 
-// CollectLocked runs one pass if the GC lock is free.
+// CollectLocked runs one whole pass if the GC locks are free.
 func (c *Collector) CollectLocked(ctx context.Context) (Result, error) {
-	release, ok, err := c.db.TryLock(ctx, db.LockGC)
+	pods, err := c.locked(ctx, db.LockGCPods, c.CollectPods)
+	if err != nil || pods.SkippedNotLeader {
+		return pods, err
+	}
+	res, err := c.locked(ctx, db.LockGC, func(ctx context.Context) (Result, error) {
+		res := pods
+		err := c.storePass(ctx, &res)
+		return res, err
+	})
+	return res, err
+}
+
+// locked runs pass if lock is free.
+func (c *Collector) locked(ctx context.Context, lock db.LockID, pass func(context.Context) (Result, error)) (Result, error) {
+	release, ok, err := c.db.TryLock(ctx, lock)
 	if err != nil {
 		return Result{}, fmt.Errorf("take the gc lock: %w", err)
 	}
@@ -221,35 +290,75 @@ func (c *Collector) CollectLocked(ctx context.Context) (Result, error) {
 		return Result{SkippedNotLeader: true}, nil
 	}
 	defer release()
-	return c.Collect(ctx)
+	return pass(ctx)
 }
 
-// Collect runs one pass. The failure of one item does not stop the pass:
-// the errors are joined.
+// Collect runs one whole pass, without the locks. The failure of one item
+// does not stop the pass: the errors are joined.
 func (c *Collector) Collect(ctx context.Context) (Result, error) {
 	start := time.Now()
+	res, err := c.CollectPods(ctx)
+	err = errors.Join(err, c.storePass(ctx, &res))
+	res.Duration = time.Since(start)
+	return res, err
+}
+
+// collectStore runs the part of a pass that looks after the blobstore.
+func (c *Collector) collectStore(ctx context.Context) (Result, error) {
+	start := time.Now()
 	var res Result
-	var errs []error
-	for _, w := range c.workers() {
-		errs = append(errs, c.finishedPods(ctx, w, &res), c.orphanPods(ctx, w, &res))
-	}
+	err := c.storePass(ctx, &res)
+	res.Duration = time.Since(start)
+	return res, err
+}
+
+func (c *Collector) storePass(ctx context.Context, res *Result) error {
 	// Logs are reaped before the objects no log names are collected: a
 	// reaped log's objects go in the same pass.
-	errs = append(errs, c.staging(ctx, &res), c.artifacts(ctx, &res), c.reapBuildLogs(ctx, &res), c.buildLogs(ctx, &res))
+	return errors.Join(c.staging(ctx, res), c.artifacts(ctx, res), c.reapBuildLogs(ctx, res), c.buildLogs(ctx, res))
+}
+
+// CollectPods runs the part of a pass that looks after the workers' pods.
+func (c *Collector) CollectPods(ctx context.Context) (Result, error) {
+	start := time.Now()
+	res := Result{Kept: map[string]int{}, KeptByWorker: map[string]int{}}
+	for _, r := range KeptReasons {
+		res.Kept[r] = 0
+	}
+	var errs []error
+	for _, w := range c.workers() {
+		errs = append(errs, c.workerPods(ctx, w, &res))
+	}
 	res.Duration = time.Since(start)
 	return res, errors.Join(errs...)
 }
 
-// finishedPods removes the pods (and then the container records) of steps
-// whose build finished more than the pod retention ago. The record goes
-// only once the pod is gone, so a failed delete is retried next pass.
-func (c *Collector) finishedPods(ctx context.Context, w Worker, res *Result) error {
-	expired, err := c.db.ExpiredContainers(ctx, w.Name, c.Now().Add(-c.cfg.PodRetention))
+// workerPods applies the retention to one worker's pods and removes its
+// orphans, from one listing of its step pods.
+func (c *Collector) workerPods(ctx context.Context, w Worker, res *Result) error {
+	list, err := w.Kube.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{LabelSelector: podspec.WorkerSelector(w.Name)})
+	if err != nil {
+		return fmt.Errorf("worker %s: list step pods in %s: %w", w.Name, w.Namespace, err)
+	}
+	pods := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		pods[list.Items[i].Name] = &list.Items[i]
+	}
+	return errors.Join(c.finishedPods(ctx, w, pods, res), c.orphanPods(ctx, w, list.Items, res))
+}
+
+// finishedPods applies the retention (Retention) to the worker's pods of
+// finished steps: a pod no rule keeps, or beyond the cap, goes, and then
+// its container record (so a failed delete is retried next pass); a kept
+// pod still running (its keep-alive) shrinks to the sidecar's requests.
+func (c *Collector) finishedPods(ctx context.Context, w Worker, pods map[string]*corev1.Pod, res *Result) error {
+	finished, err := c.db.FinishedContainers(ctx, w.Name)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, ct := range expired {
+	for _, d := range c.cfg.Retention.decide(finished, c.Now()) {
+		ct := d.c
 		if ct.Namespace != "" && ct.Namespace != w.Namespace {
 			continue // recorded in a namespace this worker no longer has
 		}
@@ -257,14 +366,41 @@ func (c *Collector) finishedPods(ctx context.Context, w Worker, res *Result) err
 		if name == "" && ct.StepID != "" {
 			name = podspec.Name(ct.StepID)
 		}
+		if d.reason != "" {
+			res.Kept[d.reason]++
+			res.KeptByWorker[w.Name]++
+			if ct.KeptReason != d.reason {
+				if err := c.db.SetKeptReason(ctx, ct.Handle, d.reason); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			if pod := pods[name]; pod != nil {
+				resized, err := shrink(ctx, w, pod)
+				if err != nil {
+					// Not fatal: the pod keeps its requests until its keep-alive
+					// ends. Said once per worker (a missing right would repeat).
+					if !c.resizeWarned[w.Name] {
+						c.resizeWarned[w.Name] = true
+						c.log.Warn("cannot shrink kept pods (kept pods keep their requests; see deploy/atc/rbac.yaml)", "worker", w.Name, "pod", name, "err", err)
+					}
+				} else if resized {
+					res.Resized++
+				}
+			}
+			continue
+		}
 		if name != "" {
-			deleted, err := deletePod(ctx, w, name)
+			deleted, err := deletePod(ctx, w, name, pods[name])
 			if err != nil {
 				errs = append(errs, fmt.Errorf("worker %s: container %s: %w", w.Name, ct.Handle, err))
 				continue
 			}
 			if deleted {
 				res.Pods++
+				if d.why == evictedOverCap {
+					res.Evicted++
+				}
+				c.log.Debug("deleted a finished step's pod", "worker", w.Name, "pod", name, "build", ct.BuildID, "why", d.why)
 			}
 		}
 		if err := c.db.DeleteContainer(ctx, ct.Handle); err != nil && !errors.Is(err, db.ErrNotFound) {
@@ -281,11 +417,7 @@ func (c *Collector) finishedPods(ctx context.Context, w Worker, res *Result) err
 // listed by Porter's labels: a pod without them is never looked at. The
 // pods are listed before the records, and a step's record is written
 // before its pod, so a pod in the list has its record in the later read.
-func (c *Collector) orphanPods(ctx context.Context, w Worker, res *Result) error {
-	pods, err := w.Kube.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{LabelSelector: podspec.WorkerSelector(w.Name)})
-	if err != nil {
-		return fmt.Errorf("worker %s: list step pods in %s: %w", w.Name, w.Namespace, err)
-	}
+func (c *Collector) orphanPods(ctx context.Context, w Worker, pods []corev1.Pod, res *Result) error {
 	containers, err := c.db.Containers(ctx, db.ContainerFilter{})
 	if err != nil {
 		return err
@@ -301,13 +433,13 @@ func (c *Collector) orphanPods(ctx context.Context, w Worker, res *Result) error
 	}
 	var errs []error
 	now := c.Now()
-	for _, pod := range pods.Items {
+	for _, pod := range pods {
 		// A terminating pod is already going (often one finishedPods just deleted).
 		if known[pod.Name] || !porterPod(&pod, w.Name) || pod.DeletionTimestamp != nil ||
 			now.Sub(pod.CreationTimestamp.Time) < c.cfg.OrphanGrace {
 			continue
 		}
-		deleted, err := deletePod(ctx, w, pod.Name)
+		deleted, err := deletePod(ctx, w, pod.Name, &pod)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("worker %s: orphan pod: %w", w.Name, err))
 			continue
@@ -326,16 +458,22 @@ func porterPod(pod *corev1.Pod, worker string) bool {
 }
 
 // deletePod deletes a step pod and its Secrets (owned by the pod, but
-// removed here too so nothing waits on the cluster's own collector).
-func deletePod(ctx context.Context, w Worker, name string) (bool, error) {
+// removed here too so nothing waits on the cluster's own collector). When
+// the pod is known (listed), its registry login Secret is deleted only if
+// it has one: a request fewer for most pods, checks' included.
+func deletePod(ctx context.Context, w Worker, name string, known *corev1.Pod) (bool, error) {
 	grace := int64(0)
 	err := w.Kube.CoreV1().Pods(w.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	deleted := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("delete pod %s/%s: %w", w.Namespace, name, err)
 	}
+	secrets := []string{name, name + "-pull"}
+	if known != nil && !slices.ContainsFunc(known.Spec.ImagePullSecrets, func(r corev1.LocalObjectReference) bool { return r.Name == name+"-pull" }) {
+		secrets = secrets[:1]
+	}
 	var errs []error
-	for _, secret := range []string{name, name + "-pull"} {
+	for _, secret := range secrets {
 		if err := w.Kube.CoreV1().Secrets(w.Namespace).Delete(ctx, secret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete secret %s/%s: %w", w.Namespace, secret, err))
 		}

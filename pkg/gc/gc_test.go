@@ -27,7 +27,8 @@ import (
 type fakeStore struct {
 	locked     bool
 	containers []db.Container
-	expired    []db.Container
+	finished   []db.FinishedContainer
+	reasons    map[string]string
 	deleted    []string
 }
 
@@ -37,8 +38,15 @@ func (f *fakeStore) TryLock(context.Context, db.LockID) (func(), bool, error) {
 func (f *fakeStore) Containers(context.Context, db.ContainerFilter) ([]db.Container, error) {
 	return f.containers, nil
 }
-func (f *fakeStore) ExpiredContainers(context.Context, string, time.Time) ([]db.Container, error) {
-	return f.expired, nil
+func (f *fakeStore) FinishedContainers(context.Context, string) ([]db.FinishedContainer, error) {
+	return f.finished, nil
+}
+func (f *fakeStore) SetKeptReason(_ context.Context, h, r string) error {
+	if f.reasons == nil {
+		f.reasons = map[string]string{}
+	}
+	f.reasons[h] = r
+	return nil
 }
 func (f *fakeStore) DeleteContainer(_ context.Context, h string) error {
 	f.deleted = append(f.deleted, h)

@@ -48,6 +48,9 @@ type Metrics struct {
 	gcReclaimed      *prometheus.CounterVec
 	gcReclaimedBytes *prometheus.CounterVec
 	workerState      *prometheus.GaugeVec
+	keptPods         *prometheus.GaugeVec
+	keptPodsWorker   *prometheus.GaugeVec
+	capacityWaits    prometheus.Counter
 
 	mu sync.Mutex
 	// steps are the sidecar phase clocks of steps whose end has not been
@@ -101,8 +104,18 @@ func New() *Metrics {
 	m.workerState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "porter_worker_state", Help: "1 for each worker's current state (running, stalled, landing, landed, retiring).",
 	}, []string{"worker", "state"})
+	m.keptPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "porter_kept_pods", Help: "Pods of finished steps that garbage collection keeps, by reason (latest-check, latest-failed-build, one-off, intercepted, retention), at its last pass.",
+	}, []string{"reason"})
+	m.keptPodsWorker = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "porter_kept_pods_by_worker", Help: "Pods of finished steps kept on each worker at garbage collection's last pass (at most --gc-max-kept-pods-per-worker).",
+	}, []string{"worker"})
+	m.capacityWaits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "porter_step_capacity_waits_total", Help: "Step pods that waited because the cluster could not place them yet (Unschedulable).",
+	})
 	for _, c := range []prometheus.Collector{m.buildsStarted, m.buildsFinished, m.stepPhase, m.podFailures,
 		m.artifactBytes, m.artifactSeconds, m.artifactRate, m.events, m.gcReclaimed, m.gcReclaimedBytes, m.workerState,
+		m.keptPods, m.keptPodsWorker, m.capacityWaits,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -195,6 +208,29 @@ func (m *Metrics) GCReclaimed(kind string, count int, bytes int64) {
 	if bytes > 0 {
 		m.gcReclaimedBytes.WithLabelValues(kind).Add(float64(bytes))
 	}
+}
+
+// KeptPods sets the kept pods gauges from a garbage collection pass: by
+// reason (every reason present, 0 included) and by worker.
+func (m *Metrics) KeptPods(byReason, byWorker map[string]int) {
+	if m == nil {
+		return
+	}
+	for r, n := range byReason {
+		m.keptPods.WithLabelValues(r).Set(float64(n))
+	}
+	m.keptPodsWorker.Reset()
+	for w, n := range byWorker {
+		m.keptPodsWorker.WithLabelValues(w).Set(float64(n))
+	}
+}
+
+// CapacityWait counts a step pod that waits for room on its worker.
+func (m *Metrics) CapacityWait() {
+	if m == nil {
+		return
+	}
+	m.capacityWaits.Inc()
 }
 
 // WorkerState sets a worker's current state; its previous state drops to 0.

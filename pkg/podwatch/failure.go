@@ -113,9 +113,9 @@ func Classify(pod *corev1.Pod) *Failure {
 		return fail(KindDeleted, "", "Deleted", "deleted before the step finished")
 	}
 
-	if c := condition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-		return fail(KindUnschedulable, "", c.Reason, "cannot be scheduled%s", suffix(c.Message))
-	}
+	// Unschedulable is not a failure: capacity frees, an autoscaler adds a
+	// node. The tracker reports it apart (Tracker.Unschedulable) and
+	// kuberuntime decides whether the pod can ever fit.
 
 	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, s := range statuses {
@@ -167,6 +167,20 @@ func End(pod *corev1.Pod) (PodEnd, bool) {
 		}
 	}
 	return e, true
+}
+
+// Unschedulable is the scheduler's reason for not placing the pod yet
+// ("0/1 nodes are available: 1 Too many pods. ..."), when it has none.
+func Unschedulable(pod *corev1.Pod) (string, bool) {
+	c := condition(pod, corev1.PodScheduled)
+	if c == nil || c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable || ended(pod) || pod.DeletionTimestamp != nil {
+		return "", false
+	}
+	msg := c.Message
+	if msg == "" {
+		msg = "no node can take it"
+	}
+	return msg, true
 }
 
 func ended(pod *corev1.Pod) bool {

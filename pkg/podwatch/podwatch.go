@@ -138,6 +138,7 @@ func (w *Watcher) Track(stepID string) *Tracker {
 		failed:    make(chan error, 1),
 		ended:     make(chan PodEnd, 1),
 		stepEnded: make(chan struct{}),
+		unsched:   make(chan string, 1),
 	}
 	w.mu.Lock()
 	set := w.trackers[t.pod]
@@ -211,8 +212,10 @@ type Tracker struct {
 	failed    chan error
 	ended     chan PodEnd
 	stepEnded chan struct{}
+	unsched   chan string
 
 	mu            sync.Mutex
+	lastUnsched   string   // the scheduler's last message sent on unsched
 	killed        *Failure // see Killed
 	sentFailed    bool
 	sentEnded     bool
@@ -237,6 +240,11 @@ func (t *Tracker) Ended() <-chan PodEnd { return t.ended }
 // Failed that has not come by then is not coming for this container.
 func (t *Tracker) StepEnded() <-chan struct{} { return t.stepEnded }
 
+// Unschedulable delivers the scheduler's reason for not placing the pod
+// yet, each time it changes (only the latest waits to be read). The
+// channel is never closed.
+func (t *Tracker) Unschedulable() <-chan string { return t.unsched }
+
 // Stop ends tracking, e.g. before the ATC deletes the pod itself. Values
 // already delivered stay readable.
 func (t *Tracker) Stop() { t.w.untrack(t) }
@@ -246,6 +254,14 @@ func (t *Tracker) observe(pod *corev1.Pod, log *slog.Logger) {
 	defer t.mu.Unlock()
 	if f := Classify(pod); f != nil {
 		t.fail(f, log)
+	}
+	if msg, ok := Unschedulable(pod); ok && msg != t.lastUnsched {
+		t.lastUnsched = msg
+		select { // the latest reason replaces one not read yet
+		case <-t.unsched:
+		default:
+		}
+		t.unsched <- msg
 	}
 	if end, ok := End(pod); ok && !t.sentEnded {
 		t.sentEnded = true

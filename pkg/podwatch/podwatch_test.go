@@ -281,3 +281,38 @@ func TestTrackerDeliversEvictionNoLaterThanStepEnded(t *testing.T) {
 		t.Fatal("StepEnded closed before the eviction in the same status was delivered")
 	}
 }
+
+func TestTrackerReportsUnschedulableOnEachNewReasonNotAsFailure(t *testing.T) {
+	tr, client, pod := trackRunning(t)
+	pod.Status.Phase = corev1.PodPending
+	unschedulable := func(msg string) {
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, Message: msg}}
+		updateStatus(t, client, pod)
+	}
+	next := func() string {
+		t.Helper()
+		select {
+		case msg := <-tr.Unschedulable():
+			return msg
+		case <-time.After(waitFor):
+			t.Fatal("no unschedulable reason delivered")
+			return ""
+		}
+	}
+	unschedulable("0/1 nodes are available: 1 Too many pods.")
+	if got := next(); got != "0/1 nodes are available: 1 Too many pods." {
+		t.Errorf("reason %q", got)
+	}
+	expectQuiet(t, tr)
+	unschedulable("0/1 nodes are available: 1 Too many pods.") // the same again: nothing new
+	select {
+	case msg := <-tr.Unschedulable():
+		t.Fatalf("the same reason delivered again: %q", msg)
+	case <-time.After(200 * time.Millisecond):
+	}
+	unschedulable("0/1 nodes are available: 1 Insufficient cpu.")
+	if got := next(); got != "0/1 nodes are available: 1 Insufficient cpu." {
+		t.Errorf("changed reason %q", got)
+	}
+}

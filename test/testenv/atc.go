@@ -224,12 +224,25 @@ func ApplyATCRBAC(ctx context.Context, kube kubernetes.Interface, ns string) err
 // once, shared by every test) and a ClusterRoleBinding of its own, which
 // remove deletes.
 func ApplyTeamNamespacesRBAC(ctx context.Context, kube kubernetes.Interface, ns string) (remove func(context.Context) error, err error) {
+	return applyClusterRBAC(ctx, kube, ns, "team-namespaces.yaml")
+}
+
+// ApplyNodeReaderRBAC gives deploy/atc's service account of ns the rights
+// of deploy/atc/node-reader.yaml (reading nodes), as
+// ApplyTeamNamespacesRBAC does.
+func ApplyNodeReaderRBAC(ctx context.Context, kube kubernetes.Interface, ns string) (remove func(context.Context) error, err error) {
+	return applyClusterRBAC(ctx, kube, ns, "node-reader.yaml")
+}
+
+// applyClusterRBAC applies deploy/atc/file's ClusterRoles (shared) and
+// ClusterRoleBindings (one per ns, which remove deletes).
+func applyClusterRBAC(ctx context.Context, kube kubernetes.Interface, ns, file string) (remove func(context.Context) error, err error) {
 	remove = func(context.Context) error { return nil }
 	root, err := RepoRoot()
 	if err != nil {
 		return remove, err
 	}
-	objs, err := DecodeManifests(filepath.Join(root, "deploy", "atc", "team-namespaces.yaml"))
+	objs, err := DecodeManifests(filepath.Join(root, "deploy", "atc", file))
 	if err != nil {
 		return remove, err
 	}
@@ -258,10 +271,10 @@ func ApplyTeamNamespacesRBAC(ctx context.Context, kube kubernetes.Interface, ns 
 				return nil
 			}
 		default:
-			return remove, fmt.Errorf("unexpected %T in deploy/atc/team-namespaces.yaml", obj)
+			return remove, fmt.Errorf("unexpected %T in deploy/atc/%s", obj, file)
 		}
 		if err != nil {
-			return remove, fmt.Errorf("apply deploy/atc/team-namespaces.yaml for %s: %w", ns, err)
+			return remove, fmt.Errorf("apply deploy/atc/%s for %s: %w", file, ns, err)
 		}
 	}
 	return remove, nil
@@ -289,7 +302,7 @@ type ATCConfig struct {
 	MainTeamUsers []string        // --main-team-local-user NAME (admins)
 	Tags          []string        // --tag
 	KeepAlive     time.Duration   // --keep-alive (default 0)
-	PodRetention  time.Duration   // --pod-retention (default 10m)
+	PodRetention  time.Duration   // --pod-retention and --gc-one-off-grace-period (default 10m)
 	TokenTTL      time.Duration   // --token-ttl (default: the server's)
 	ServerID      string          // --server-id (default: the server's)
 	// BaseResourceTypes are --base-resource-type NAME=IMAGE flags. nil
@@ -548,6 +561,9 @@ func (a *ATC) Args() []string {
 		// The local cluster has no cluster DNS; nothing here resolves names.
 		"--dns-policy", "Default",
 		"--pod-retention", retention.String(),
+		// One-off builds' pods go with the retention, as they did before
+		// Concourse's one-off grace period (Args may set it).
+		"--gc-one-off-grace-period", retention.String(),
 		"--keep-alive", c.KeepAlive.String(),
 		"--pod-blobstore-endpoint", a.env.Cluster["PORTER_CLUSTER_MINIO_POD_ENDPOINT"],
 		"--postgres-dsn", c.Database,

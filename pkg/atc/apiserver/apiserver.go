@@ -104,6 +104,10 @@ type WorkerStore interface {
 type ContainerStore interface {
 	Container(ctx context.Context, handle string) (db.Container, error)
 	Containers(ctx context.Context, f db.ContainerFilter) ([]db.Container, error)
+	// InterceptStarted and InterceptEnded count a container's open
+	// intercept sessions: GC keeps an intercepted pod while one is open.
+	InterceptStarted(ctx context.Context, handle string) error
+	InterceptEnded(ctx context.Context, handle string) error
 }
 
 // Engine runs builds, checks and steps.

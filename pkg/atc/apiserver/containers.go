@@ -19,6 +19,16 @@ func apiContainer(c db.Container) concourse.Container {
 		PipelineID: int(c.PipelineID), PipelineName: c.PipelineName, JobID: int(c.JobID), JobName: c.JobName, ResourceName: c.Resource}
 }
 
+// withKept says why GC keeps a finished step's pod: in kept_reason and, for
+// fly (whose JSON carries only Concourse's fields), in expires_in ("kept:
+// latest-check", ...). The pod goes once no rule keeps it.
+func withKept(out concourse.Container, c db.Container) concourse.Container {
+	if c.KeptReason != "" {
+		out.KeptReason, out.ExpiresIn = c.KeptReason, "kept: "+c.KeptReason
+	}
+	return out
+}
+
 // handleContainers lists the team's step pods, filtered as fly asks
 // (build_id, step_name, type).
 func (s *Server) handleContainers(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
@@ -41,7 +51,7 @@ func (s *Server) handleContainers(w http.ResponseWriter, r *http.Request, _ auth
 	}
 	out := []concourse.Container{}
 	for _, c := range cs {
-		out = append(out, apiContainer(c))
+		out = append(out, withKept(apiContainer(c), c))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -64,7 +74,7 @@ func (s *Server) handleContainer(w http.ResponseWriter, r *http.Request, _ auth.
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apiContainer(c))
+	writeJSON(w, http.StatusOK, withKept(apiContainer(c), c))
 }
 
 // handleHijack is `fly intercept`: a process in the step's main container,
@@ -88,6 +98,15 @@ func (s *Server) handleHijack(w http.ResponseWriter, r *http.Request, claims aut
 		return
 	}
 	log := s.log.With("build", c.BuildID, "step", c.StepID, "user", claims.UserID)
+	// Counted while open, so that GC keeps the pod (gc.Retention).
+	if err := s.store.InterceptStarted(r.Context(), c.Handle); err != nil {
+		log.Warn("record an intercept session", "err", err)
+	}
+	defer func() {
+		if err := s.store.InterceptEnded(context.WithoutCancel(r.Context()), c.Handle); err != nil {
+			log.Warn("record the end of an intercept session", "err", err)
+		}
+	}()
 	how := hijack.Serve(w, r, hijack.ServeOptions{
 		Open: func(ctx context.Context, open *eventspb.SessionOpen) (hijack.Session, error) {
 			sess, err := s.engine.OpenSession(ctx, c.StepID, open)

@@ -424,6 +424,9 @@ func (s *fakeStore) Containers(_ context.Context, f db.ContainerFilter) ([]db.Co
 	return all(s, s.conts, func(c db.Container) bool { return c.TeamID == f.TeamID })
 }
 
+func (s *fakeStore) InterceptStarted(context.Context, string) error { return nil }
+func (s *fakeStore) InterceptEnded(context.Context, string) error   { return nil }
+
 func fmtRef(what string, id int64) string { return what + " " + strconv.FormatInt(id, 10) }
 
 // fakeEngine records what the handlers asked of it.

@@ -29,6 +29,10 @@ type Step struct {
 	// Settle is applied to the sidecar's report of a step that ended on
 	// its own (nil: taken as is).
 	Settle func(ctx context.Context, fin *eventspb.StepFinished) *eventspb.StepFinished
+	// Waiting is told, each time the scheduler's reason changes, that the
+	// step's pod waits for room (a line for the build log); first is true
+	// the first time (free kept pods). Nil: nobody is told.
+	Waiting func(ctx context.Context, msg string, first bool)
 }
 
 // Supervise waits for the step to end: its sidecar reports, Kubernetes
@@ -39,7 +43,7 @@ func (r *Runtime) Supervise(ctx context.Context, st Step) *eventspb.StepFinished
 	defer tracker.Stop()
 	var podEnded, abortGiveUp <-chan time.Time
 	stopping := ctx.Done()
-	aborting := false
+	aborting, waited := false, false
 	for {
 		select {
 		case fin := <-st.Finished:
@@ -95,6 +99,21 @@ func (r *Runtime) Supervise(ctx context.Context, st Step) *eventspb.StepFinished
 				return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1, Error: err.Error()}
 			}
 			return errored(err.Error())
+		case reason := <-tracker.Unschedulable():
+			// Capacity usually frees (pods end, an autoscaler adds a node):
+			// the step waits, within its timeout and abortable, unless it
+			// can never fit.
+			if pod, ok := st.Worker.Pod(st.ID); ok {
+				if f := neverFits(ctx, st.Worker, pod, reason); f != nil {
+					st.PodFailed(ctx, f)
+					r.DeletePod(ctx, st.Worker, st.ID)
+					return errored(f.Error())
+				}
+			}
+			if st.Waiting != nil && !aborting {
+				st.Waiting(ctx, waitingMessage(st.Worker, reason), !waited)
+			}
+			waited = true
 		case end := <-tracker.Ended():
 			// The sidecar's last events may still be on their way.
 			r.log.Info("step pod ended", "step", st.ID, "phase", end.Phase, "reason", end.Reason)

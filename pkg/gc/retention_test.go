@@ -1,0 +1,122 @@
+package gc
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/podspec"
+)
+
+func TestRetentionReasons(t *testing.T) {
+	now := time.Now()
+	r := Retention{Minimum: time.Minute, OneOffGrace: 5 * time.Minute, FailedGrace: time.Hour, HijackGrace: 5 * time.Minute}
+	fc := func(mod func(*db.FinishedContainer)) db.FinishedContainer {
+		c := db.FinishedContainer{Container: db.Container{Handle: "h", BuildID: 1, Type: "task"}, BuildStatus: "succeeded", Ended: now.Add(-10 * time.Minute)}
+		mod(&c)
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		c    db.FinishedContainer
+		want string
+	}{
+		{"the latest check", fc(func(c *db.FinishedContainer) { c.Type, c.Check, c.LatestCheck = "check", true, true }), KeptLatestCheck},
+		{"an earlier check, even within the minimum", fc(func(c *db.FinishedContainer) { c.Type, c.Check, c.Ended = "check", true, now }), ""},
+		{"an image check", fc(func(c *db.FinishedContainer) {
+			c.Type, c.PlanID, c.JobBuild, c.LatestOfJob, c.BuildStatus = "check", "3/image-check", true, true, "failed"
+		}), ""},
+		{"a job's latest build, failed", fc(func(c *db.FinishedContainer) { c.JobBuild, c.LatestOfJob, c.BuildStatus = true, true, "failed" }), KeptFailedBuild},
+		{"a job's latest build, errored, past the grace", fc(func(c *db.FinishedContainer) {
+			c.JobBuild, c.LatestOfJob, c.BuildStatus, c.Ended = true, true, "errored", now.Add(-2*time.Hour)
+		}), ""},
+		{"a job's latest build, succeeded (Concourse keeps none)", fc(func(c *db.FinishedContainer) { c.JobBuild, c.LatestOfJob = true, true }), ""},
+		{"a job's earlier build, failed", fc(func(c *db.FinishedContainer) { c.JobBuild, c.BuildStatus = true, "failed" }), ""},
+		{"a job's build within the minimum", fc(func(c *db.FinishedContainer) { c.JobBuild, c.Ended = true, now.Add(-30*time.Second) }), KeptRetention},
+		{"a one-off within its grace", fc(func(c *db.FinishedContainer) { c.Ended = now.Add(-4 * time.Minute) }), KeptOneOff},
+		{"a one-off past its grace", fc(func(c *db.FinishedContainer) {}), ""},
+		{"intercepted, session open", fc(func(c *db.FinishedContainer) { c.InterceptSessions, c.LastIntercept = 1, now.Add(-time.Hour) }), KeptIntercepted},
+		{"intercepted within the hijack grace", fc(func(c *db.FinishedContainer) { c.LastIntercept = now.Add(-time.Minute) }), KeptIntercepted},
+		{"intercepted long ago", fc(func(c *db.FinishedContainer) { c.LastIntercept = now.Add(-time.Hour) }), ""},
+		{"a session left open by a dead server", fc(func(c *db.FinishedContainer) { c.InterceptSessions, c.LastIntercept = 1, now.Add(-48*time.Hour) }), ""},
+	} {
+		if got := r.reason(tc.c, now); got != tc.want {
+			t.Errorf("%s: kept %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRetentionCapEvictsOldestFirstAndOpenSessionsLast(t *testing.T) {
+	now := time.Now()
+	r := Retention{OneOffGrace: time.Hour, MaxKeptPerWorker: 2}
+	var cs []db.FinishedContainer
+	for i, h := range []string{"a", "b", "c", "d"} {
+		c := db.FinishedContainer{Container: db.Container{Handle: h, BuildID: int64(i + 1), Type: "task"}, Ended: now.Add(time.Duration(i-10) * time.Minute)}
+		if h == "a" {
+			c.InterceptSessions, c.LastIntercept = 1, now
+		}
+		cs = append(cs, c)
+	}
+	got := map[string]string{}
+	for _, d := range r.decide(cs, now) {
+		got[d.c.Handle] = d.reason + "/" + d.why
+	}
+	want := map[string]string{"a": KeptIntercepted + "/", "b": "/" + evictedOverCap, "c": "/" + evictedOverCap, "d": KeptOneOff + "/"}
+	for h, w := range want {
+		if got[h] != w {
+			t.Errorf("%s: %q, want %q", h, got[h], w)
+		}
+	}
+}
+
+func TestCollectKeepsByRuleAndShrinksRunningKeptPods(t *testing.T) {
+	now := time.Now()
+	running := func(name string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: podspec.StepLabels(name, "1", "main", "w"), CreationTimestamp: metav1.NewTime(now)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: podspec.StepContainerName, Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		}
+	}
+	kube := fake.NewClientset(running(podspec.Name("old")), running(podspec.Name("new")))
+	store := &fakeStore{
+		containers: []db.Container{{Handle: "old", WorkerName: "w", StepID: "old"}, {Handle: "new", WorkerName: "w", StepID: "new"}},
+		finished: []db.FinishedContainer{
+			{Container: db.Container{Handle: "old", WorkerName: "w", StepID: "old", Type: "check", BuildID: 1}, Check: true, Ended: now.Add(-time.Minute)},
+			{Container: db.Container{Handle: "new", WorkerName: "w", StepID: "new", Type: "check", BuildID: 2}, Check: true, LatestCheck: true, Ended: now},
+		},
+	}
+	c := New(Config{Retention: Retention{Minimum: time.Hour, MaxKeptPerWorker: 10}}, store, &fakeBlobs{},
+		func() []Worker { return []Worker{{Name: "w", Namespace: "ns", Kube: kube}} }, slog.New(slog.DiscardHandler))
+	c.Now = func() time.Time { return now }
+	res, err := c.CollectPods(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pods != 1 || len(store.deleted) != 1 || store.deleted[0] != "old" {
+		t.Errorf("deleted pods %d, records %v: want the earlier check's only", res.Pods, store.deleted)
+	}
+	if res.Kept[KeptLatestCheck] != 1 || store.reasons["new"] != KeptLatestCheck {
+		t.Errorf("kept %v, reasons %v", res.Kept, store.reasons)
+	}
+	if res.Resized != 1 {
+		t.Errorf("resized %d, want 1", res.Resized)
+	}
+	var sawResize bool
+	for _, a := range kube.Actions() {
+		if a.GetSubresource() == "resize" {
+			sawResize = true
+		}
+	}
+	if !sawResize {
+		t.Error("no pods/resize call")
+	}
+}
