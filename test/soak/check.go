@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/porter-ci/porter/test/testenv"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -160,23 +160,8 @@ func rss(pid int) int64 {
 }
 
 func goroutines(ctx context.Context, url string) int {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	for line := range strings.SplitSeq(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, "go_goroutines "); ok {
-			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int(f)
-		}
-	}
-	return 0
+	v, _ := testenv.Metric(ctx, url, "go_goroutines")
+	return int(v)
 }
 
 // build is one build as PostgreSQL has it.

@@ -553,19 +553,7 @@ func (s *Server) handleOrderPipelines(w http.ResponseWriter, r *http.Request, _ 
 		s.fail(w, r, badRequest(fmt.Errorf("decode the pipeline names: %w", err)))
 		return
 	}
-	err := s.store.OrderPipelines(r.Context(), team.ID, names)
-	switch {
-	case errors.Is(err, db.ErrNotFound):
-		// fly prints a 400's body as it is.
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = fmt.Fprintln(w, err)
-		return
-	case err != nil:
-		s.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
+	s.ordered(w, r, s.store.OrderPipelines(r.Context(), team.ID, names))
 }
 
 // handleOrderPipelineInstances is `fly order-instanced-pipelines`: the
@@ -576,7 +564,11 @@ func (s *Server) handleOrderPipelineInstances(w http.ResponseWriter, r *http.Req
 		s.fail(w, r, badRequest(fmt.Errorf("decode the instance vars: %w", err)))
 		return
 	}
-	err := s.store.OrderPipelineInstances(r.Context(), team.ID, r.PathValue("pipeline_name"), instances)
+	s.ordered(w, r, s.store.OrderPipelineInstances(r.Context(), team.ID, r.PathValue("pipeline_name"), instances))
+}
+
+// ordered answers an ordering request with err, the store's answer.
+func (s *Server) ordered(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 		// fly prints a 400's body as it is.

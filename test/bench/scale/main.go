@@ -20,7 +20,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	_ "embed"
@@ -33,7 +32,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -432,24 +430,8 @@ func submit(ctx context.Context, url, token, image string, c config) error {
 }
 
 func heapInuse(ctx context.Context, opsURL string) int64 {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, opsURL+"/metrics", nil)
-	if err != nil {
-		return 0
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
-			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int64(f)
-		}
-	}
-	return 0
+	v, _ := testenv.Metric(ctx, opsURL+"/metrics", "go_memstats_heap_inuse_bytes")
+	return int64(v)
 }
 
 // transactions are the database's committed and rolled-back transactions.
