@@ -43,6 +43,13 @@ func Required() []Access {
 	}
 }
 
+// Optional lists the rights the runtime uses when it has them and does
+// without otherwise: shrinking the requests of kept pods in place (GC).
+// deploy/atc grants them; a worker is registered without them.
+func Optional() []Access {
+	return []Access{{Verb: "update", Resource: "pods", Subresource: "resize"}}
+}
+
 // AccessError names each right the worker's identity lacks.
 type AccessError struct {
 	Namespace string

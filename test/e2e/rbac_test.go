@@ -187,7 +187,7 @@ type right struct{ verb, group, resource, subresource string }
 // LoadOrCreateKeySecret, pkg/atc/tls.go).
 func runtimeRights() []right {
 	var out []right
-	for _, a := range worker.Required() {
+	for _, a := range append(worker.Required(), worker.Optional()...) {
 		out = append(out, right{verb: a.Verb, resource: a.Resource, subresource: a.Subresource})
 	}
 	return append(out, right{verb: "get", resource: "secrets"})
