@@ -2,6 +2,7 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -78,6 +79,11 @@ func (x *executor) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod
 		var fin *eventspb.StepFinished
 		if err := s.createStepPod(ctx, w, a, secrets); err != nil {
 			fin = Errored(err.Error())
+			// An abort while the pod was being declared cancels the
+			// declaration: the step was aborted, not broken.
+			if cause := context.Cause(ctx); errors.Is(cause, ErrAborted) {
+				fin = &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1, Error: cause.Error()}
+			}
 		} else {
 			if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
 				return s.db.SetContainerState(ctx, c.Handle, concourse.ContainerCreated)
