@@ -17,7 +17,7 @@ var resourceRoutes = []routeCase{
 	{method: "GET", path: pPath + "/resources", role: "viewer", ok: 200, anonDown: 500},
 	{method: "GET", path: rPath, role: "viewer", ok: 200, anonDown: 500},
 	{method: "DELETE", path: rPath + "/cache", role: "pipeline-operator", ok: 200},
-	{method: "GET", path: rPath + "/versions", role: "viewer", ok: 200},
+	{method: "GET", path: rPath + "/versions", role: "viewer", ok: 200, anonDown: 500},
 	{method: "GET", path: rPath + "/versions/300/input_to", role: "viewer", ok: 200, anonDown: 500},
 	{method: "GET", path: rPath + "/versions/300/output_of", role: "viewer", ok: 200, anonDown: 500},
 	{method: "POST", path: rPath + "/check", role: "pipeline-operator", ok: 201, body: `{"from":{"v":"1"}}`},
@@ -175,7 +175,8 @@ func TestVersionInputToOutputOf(t *testing.T) {
 	a.store.mu.Lock()
 	a.store.resources = append(a.store.resources, db.Resource{ID: 201, PipelineID: 11, PipelineName: "pub", TeamID: 1, TeamName: "main",
 		Name: "r", Type: "mock", Active: true, Config: json.RawMessage(`{"name":"r","type":"mock"}`)})
-	a.store.versions = append(a.store.versions, db.Version{ID: 301, ResourceID: 201, Version: map[string]string{"v": "1"}, Enabled: true})
+	a.store.versions = append(a.store.versions, db.Version{ID: 301, ResourceID: 201, Version: map[string]string{"v": "1"}, Enabled: true,
+		Metadata: []concourse.MetadataField{{Name: "commit", Value: "private"}}})
 	a.store.builds = append(a.store.builds, db.JobBuild{Build: db.Build{ID: 30, TeamID: 1, TeamName: "main", Name: "1", Status: "succeeded"},
 		PipelineID: 11, PipelineName: "pub", JobID: 101, JobName: "j"})
 	a.store.mu.Unlock()
@@ -183,4 +184,21 @@ func TestVersionInputToOutputOf(t *testing.T) {
 	if len(pub) != 1 || pub[0].ID != 30 {
 		t.Errorf("anonymous input_to of pub = %+v, want build 30", pub)
 	}
+	// Its versions too, as in Concourse, but their metadata only to the
+	// team, or to anyone for a public resource.
+	const pubVersions = "/api/v1/teams/main/pipelines/pub/resources/r/versions"
+	if vs := decode[[]concourse.ResourceVersion](t, a.do(t, "GET", pubVersions, "", ""), 200); len(vs) != 1 || vs[0].ID != 301 || len(vs[0].Metadata) != 0 {
+		t.Errorf("anonymous versions of pub/r = %+v, want 301 without metadata", vs)
+	}
+	if vs := decode[[]concourse.ResourceVersion](t, a.do(t, "GET", pubVersions, viewer, ""), 200); len(vs) != 1 || len(vs[0].Metadata) != 1 {
+		t.Errorf("viewer's versions of pub/r = %+v, want its metadata", vs)
+	}
+	a.store.mu.Lock()
+	a.store.resources[len(a.store.resources)-1].Config = json.RawMessage(`{"name":"r","type":"mock","public":true}`)
+	a.store.mu.Unlock()
+	if vs := decode[[]concourse.ResourceVersion](t, a.do(t, "GET", pubVersions, "", ""), 200); len(vs) != 1 || len(vs[0].Metadata) != 1 {
+		t.Errorf("anonymous versions of public pub/r = %+v, want its metadata", vs)
+	}
+	// A hidden pipeline's are not.
+	wantText(t, a.do(t, "GET", rPath+"/versions", "", ""), 401, "not authorized")
 }

@@ -19,7 +19,9 @@ import (
 // check-resource, pin-resource, unpin-resource, enable/disable-resource-version.
 func (s *Server) versionRoutes(mux *router) {
 	const res = "/api/v1/teams/{team_name}/pipelines/{pipeline_name}/resources/{resource_name}"
-	mux.handle("GET "+res+"/versions", s.resource(auth.ActionRead, s.handleVersions))
+	// An exposed pipeline's versions are listed to anyone, as in Concourse;
+	// their metadata only when the resource is public too.
+	mux.handle("GET "+res+"/versions", s.publicPipeline(s.pipelineResource(s.handleVersions)))
 	// The builds a version went into and came out of (the web UI's
 	// resource page; fly does not ask): anyone may read them of an
 	// exposed pipeline, as in Concourse.
@@ -85,9 +87,14 @@ func (s *Server) handleVersions(w http.ResponseWriter, r *http.Request, rr resou
 		s.fail(w, r, err)
 		return
 	}
+	hideMetadata := !rr.claims.CanRead(rr.team.Name) && !resourceIsPublic(rr.resource)
 	out := []concourse.ResourceVersion{}
 	for _, v := range vs {
-		out = append(out, apiVersion(v))
+		av := apiVersion(v)
+		if hideMetadata {
+			av.Metadata = nil
+		}
+		out = append(out, av)
 	}
 	if len(vs) > 0 {
 		base := fmt.Sprintf("%s/api/v1/teams/%s/pipelines/%s/resources/%s/versions", s.cfg.ExternalURL,
@@ -225,4 +232,10 @@ func (s *Server) handleVersionBuilds(input bool) func(http.ResponseWriter, *http
 		}
 		writeJSON(w, http.StatusOK, out)
 	}
+}
+
+// resourceIsPublic is the resource config's `public: true`.
+func resourceIsPublic(r db.Resource) bool {
+	var cfg concourse.ResourceConfig
+	return json.Unmarshal(r.Config, &cfg) == nil && cfg.Public
 }
