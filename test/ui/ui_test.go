@@ -343,6 +343,10 @@ jobs:
 		succeed(ctx, s.adminFly, "trigger-job", "-j", logs+"/closed", "-w")
 		open(c, "/teams/main/pipelines/"+logs+"/jobs/open", `[data-build="1"]`)
 		open(c, "/teams/main/pipelines/"+logs+"/jobs/open/builds/1", `[data-testid=build-end]`)
+		// Two steps that succeeded start folded: unfold the task's.
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-step="t"] .step-head`)))).To(Succeed())
+		// The intercept command has a copy button.
+		Expect(eval[bool](c, `!!document.querySelector('[data-step="t"] [data-testid=intercept] [data-testid=copy]')`)).To(BeTrue())
 		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=steps]').textContent`)).Should(ContainSubstring("public-log-line"))
 		Expect(eval[bool](c, `!!document.querySelector('[data-testid=login-for-more]')`)).To(BeFalse())
 		screenshot(c, "public build")
