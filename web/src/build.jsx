@@ -3,7 +3,7 @@ import {
   elementScroll, observeElementOffset, observeElementRect, Virtualizer,
 } from '@tanstack/virtual-core';
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
-import { api, get, streamEvents } from './api.js';
+import { api, get, getToken, streamEvents } from './api.js';
 import { CopyButton, duration, ErrorBox, Layout, LoginForMore, StatusBadge } from './common.jsx';
 import { apiPipeline, enc, pipelinePath } from './router.js';
 
@@ -278,7 +278,7 @@ function BuildView({ build: initial, crumbs }) {
   };
   const ctx = { buildID: build.id, target: 'TARGET', leaves: s.leaves, version };
   return (
-    <Layout crumbs={crumbs} actions={running && !s.denied && <button class="danger" data-testid="abort" onClick={abort}>abort</button>}>
+    <Layout crumbs={crumbs} actions={running && !s.denied && getToken() && <button class="danger" data-testid="abort" onClick={abort}>abort</button>}>
       <div class={'build-head status-' + status} data-testid="build-head" data-status={status}>
         <h1>{build.job_name ? `${build.job_name} #${build.name}` : `build #${build.id}`}</h1>
         <StatusBadge status={status} />
