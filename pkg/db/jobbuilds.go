@@ -514,3 +514,21 @@ func (d *DB) PassedBuilds(ctx context.Context, jobID, resourceID int64) (map[int
 	}
 	return out, nil
 }
+
+// VersionBuilds lists the job builds that had a resource's version as an
+// input (input) or produced it (!input), newest first: Concourse's
+// input_to and output_of.
+func (d *DB) VersionBuilds(ctx context.Context, resourceID, versionID int64, input bool) ([]JobBuild, error) {
+	rows, err := d.pool.Query(ctx, "SELECT "+jobBuildColumns+jobBuildFrom+`
+		WHERE b.id IN (SELECT brv.build_id FROM build_resource_versions brv
+		               WHERE brv.resource_id = $1 AND brv.version_id = $2 AND brv.is_input = $3)
+		ORDER BY b.id DESC`, resourceID, versionID, input)
+	if err != nil {
+		return nil, fmt.Errorf("builds of version %d: %w", versionID, err)
+	}
+	bs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobBuild, error) { return scanJobBuild(r) })
+	if err != nil {
+		return nil, fmt.Errorf("builds of version %d: %w", versionID, err)
+	}
+	return bs, nil
+}

@@ -277,6 +277,16 @@ run: {path: sh, args: [-c, `+fmt.Sprintf("%q", script)+`]}
 			apiGet(ctx, "/api/v1/teams/main/pipelines/"+name+"/resources/source", &r)
 			return r.PinnedVersion
 		}).Should(BeEmpty())
+		// A version's builds: unit triggers on it once the pipeline runs;
+		// the version lists it as input_to, and no build as output_of.
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", name)
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-version] [data-testid=version-builds-toggle]`)))).To(Succeed())
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=input-to]')?.textContent || ''`)).
+			WithTimeout(2 * time.Minute).Should(ContainSubstring("unit #1"))
+		Expect(eval[string](c, `document.querySelector('[data-testid=output-of]').textContent`)).To(ContainSubstring("none"))
+		Expect(eval[string](c, `document.querySelector('[data-testid=input-to] a').getAttribute('href')`)).
+			To(Equal("/teams/main/pipelines/" + name + "/jobs/unit/builds/1"))
+		screenshot(c, "version builds")
 		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-version] [data-testid=toggle-version]`)))).To(Succeed())
 		var versions []struct {
 			Enabled bool `json:"enabled"`
@@ -301,14 +311,56 @@ run: {path: sh, args: [-c, `+fmt.Sprintf("%q", script)+`]}
 		Expect(eval[bool](c, `!!document.querySelector('[data-testid=login-link]')`)).To(BeTrue())
 		screenshot(c, "dashboard")
 		open(c, "/teams/main/pipelines/"+exposed, `[data-job="deploy"]`)
-		// Its job is public, its builds are not: the page asks to log in for them.
-		open(c, "/teams/main/pipelines/"+exposed+"/jobs/unit", `[data-testid=login-for-more]`)
+		// An exposed pipeline's job builds are listed to anyone, without
+		// the buttons that change things.
+		open(c, "/teams/main/pipelines/"+exposed+"/jobs/unit", `[data-testid=builds]`)
 		Expect(eval[string](c, `document.querySelector('[data-testid=job-title]').textContent`)).To(ContainSubstring("unit"))
+		Expect(eval[bool](c, `!!document.querySelector('[data-testid=trigger]')`)).To(BeFalse())
 		screenshot(c, "public job")
 		open(c, "/teams/main/pipelines/"+hidden, `[data-error]`)
 		Expect(eval[string](c, `document.querySelector('[data-error]').dataset.error`)).To(Equal("401"))
 		Expect(eval[bool](c, `!!document.querySelector('[data-job]')`)).To(BeFalse())
 		screenshot(c, "hidden")
+
+		// A public job's build logs are anyone's; a private job's build is
+		// listed and shown, its steps and logs are not (Concourse's rules).
+		logs := pipelineName("logs")
+		setPipeline(ctx, logs, `resources:
+- name: source
+  type: mock
+  source: {initial_version: v1}
+jobs:
+- name: open
+  public: true
+  plan:
+  - get: source
+`+taskStep("t", "echo public-log-line")+`- name: closed
+  plan:
+`+taskStep("t", "echo private-log-line"))
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", logs)
+		succeed(ctx, s.adminFly, "expose-pipeline", "-p", logs)
+		succeed(ctx, s.adminFly, "trigger-job", "-j", logs+"/open", "-w")
+		succeed(ctx, s.adminFly, "trigger-job", "-j", logs+"/closed", "-w")
+		open(c, "/teams/main/pipelines/"+logs+"/jobs/open", `[data-build="1"]`)
+		open(c, "/teams/main/pipelines/"+logs+"/jobs/open/builds/1", `[data-testid=build-end]`)
+		// Two steps that succeeded start folded: unfold the task's.
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-step="t"] .step-head`)))).To(Succeed())
+		// The intercept command has a copy button.
+		Expect(eval[bool](c, `!!document.querySelector('[data-step="t"] [data-testid=intercept] [data-testid=copy]')`)).To(BeTrue())
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=steps]').textContent`)).Should(ContainSubstring("public-log-line"))
+		Expect(eval[bool](c, `!!document.querySelector('[data-testid=login-for-more]')`)).To(BeFalse())
+		screenshot(c, "public build")
+		open(c, "/teams/main/pipelines/"+logs+"/jobs/closed", `[data-build="1"]`)
+		open(c, "/teams/main/pipelines/"+logs+"/jobs/closed/builds/1", `[data-testid=login-for-more]`)
+		Expect(eval[string](c, `document.querySelector('[data-testid=build-head]').dataset.status`)).To(Equal("succeeded"))
+		Expect(eval[string](c, `document.body.textContent`)).NotTo(ContainSubstring("private-log-line"))
+		screenshot(c, "private build")
+		// The resource's versions, and the builds a version went into.
+		open(c, "/teams/main/pipelines/"+logs+"/resources/source", `[data-version]`)
+		Expect(eval[bool](c, `!!document.querySelector('[data-testid=check]')`)).To(BeFalse())
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-version] [data-testid=version-builds-toggle]`)))).To(Succeed())
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=input-to]')?.textContent || ''`)).Should(ContainSubstring("open #1"))
+		screenshot(c, "public resource")
 	}, SpecTimeout(specTimeout))
 
 	It("logs fly in through the browser, and logs out", func(ctx SpecContext) {

@@ -3,8 +3,8 @@ import {
   elementScroll, observeElementOffset, observeElementRect, Virtualizer,
 } from '@tanstack/virtual-core';
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
-import { api, get, streamEvents } from './api.js';
-import { duration, ErrorBox, Layout, StatusBadge } from './common.jsx';
+import { api, get, getToken, streamEvents } from './api.js';
+import { CopyButton, duration, ErrorBox, Layout, LoginForMore, StatusBadge } from './common.jsx';
 import { apiPipeline, enc, pipelinePath } from './router.js';
 
 const LINE = 18; // px: lines do not wrap, so every line is this tall
@@ -183,6 +183,8 @@ function Leaf({ step, ctx }) {
   const auto = step.status !== 'succeeded' || ctx.leaves <= 1;
   const expanded = open === null ? auto : open;
   const hasLog = step.lines.length > 0 || step.partial;
+  // The target's name is the user's own (fly's ~/.flyrc): TARGET stands for it.
+  const cmd = `fly -t ${ctx.target} intercept -b ${ctx.buildID} -s ${step.name}`;
   return (
     <div class={'step status-' + step.status} data-step={step.name} data-status={step.status}>
       <div class="step-head" onClick={() => setOpen(!expanded)}>
@@ -197,7 +199,8 @@ function Leaf({ step, ctx }) {
       {expanded && (
         <div class="step-body">
           <div class="intercept muted" data-testid="intercept">
-            intercept: <code>fly -t {ctx.target} intercept -b {ctx.buildID} -s {step.name}</code>
+            intercept: <code>{cmd}</code>{' '}
+            <CopyButton text={cmd} />
           </div>
           {step.error && <div class="error step-error">{step.error}</div>}
           {hasLog ? <LogView step={step} version={ctx.version} /> : <div class="muted no-log">no output</div>}
@@ -228,7 +231,15 @@ function BuildView({ build: initial, crumbs }) {
     // then, ask again every second; steps whose events came first keep
     // their state.
     let planTimer = 0;
-    const loadPlan = () => get(`/api/v1/builds/${initial.id}/plan`).catch(() => null).then((p) => {
+    const loadPlan = () => get(`/api/v1/builds/${initial.id}/plan`).catch((e) => {
+      // A private job's build in an exposed pipeline: the build is shown,
+      // its steps are not (the API says 401 or 403), as in Concourse.
+      if (e.status === 401 || e.status === 403) {
+        s.denied = true;
+        s.done = true;
+      }
+      return null;
+    }).then((p) => {
       if (!live) return;
       if (!(p && p.plan)) {
         if (!s.done) planTimer = setTimeout(loadPlan, 1000);
@@ -249,7 +260,14 @@ function BuildView({ build: initial, crumbs }) {
     loadPlan();
     const stop = streamEvents(initial.id, (ev) => { apply(s, ev); redraw(); },
       () => { s.done = true; redraw(); get(`/api/v1/builds/${initial.id}`).then(setBuild).catch(() => {}); },
-      (e) => setErr(e));
+      (e) => {
+        if (e.status === 401 || e.status === 403) {
+          s.denied = true;
+          redraw();
+          return;
+        }
+        setErr(e);
+      });
     return () => { live = false; stop(); clearTimeout(planTimer); cancelAnimationFrame(frame); };
   }, [initial.id]);
   const s = st.current;
@@ -260,7 +278,7 @@ function BuildView({ build: initial, crumbs }) {
   };
   const ctx = { buildID: build.id, target: 'TARGET', leaves: s.leaves, version };
   return (
-    <Layout crumbs={crumbs} actions={running && <button class="danger" data-testid="abort" onClick={abort}>abort</button>}>
+    <Layout crumbs={crumbs} actions={running && !s.denied && getToken() && <button class="danger" data-testid="abort" onClick={abort}>abort</button>}>
       <div class={'build-head status-' + status} data-testid="build-head" data-status={status}>
         <h1>{build.job_name ? `${build.job_name} #${build.name}` : `build #${build.id}`}</h1>
         <StatusBadge status={status} />
@@ -269,11 +287,12 @@ function BuildView({ build: initial, crumbs }) {
       </div>
       <ErrorBox error={err} />
       {s.error && <div class="error" data-testid="build-error">{s.error}</div>}
+      {s.denied && <LoginForMore />}
       <div class="steps" data-testid="steps">
         <StepView node={s.tree} ctx={ctx} />
         {s.orphans.map((n, i) => <StepView key={'o' + i} node={n} ctx={ctx} />)}
       </div>
-      {s.done && <div class="muted end" data-testid="build-end">end of build</div>}
+      {s.done && !s.denied && <div class="muted end" data-testid="build-end">end of build</div>}
     </Layout>
   );
 }

@@ -108,3 +108,26 @@ export function statusOfJob(j) {
   if (j.next_build && (j.next_build.status === 'started' || j.next_build.status === 'pending')) return j.next_build.status === 'started' ? 'started' : 'pending';
   return j.finished_build ? j.finished_build.status : 'pending';
 }
+
+// LoginForMore stands for what this visitor may not see.
+export function LoginForMore() {
+  return (
+    <div class="empty" data-testid="login-for-more">
+      <a href={'/login?redirect=' + encodeURIComponent(location.pathname)}>log in</a> to see more
+    </div>
+  );
+}
+
+// CopyButton copies text to the clipboard and says so for a moment.
+export function CopyButton({ text }) {
+  const [copied, setCopied] = useState(false);
+  const copy = async (e) => {
+    e.stopPropagation();
+    try {
+      await navigator.clipboard.writeText(text);
+      setCopied(true);
+      setTimeout(() => setCopied(false), 1500);
+    } catch (_) { /* no clipboard (an insecure origin): the text is there to select */ }
+  };
+  return <button class="small" data-testid="copy" data-copied={copied ? 'yes' : 'no'} title="copy to the clipboard" onClick={copy}>{copied ? 'copied' : 'copy'}</button>;
+}

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
-import { api, get } from './api.js';
-import { ago, duration, ErrorBox, Layout, StatusBadge, usePoll } from './common.jsx';
+import { api, get, getToken } from './api.js';
+import { ago, duration, ErrorBox, Layout, LoginForMore, StatusBadge, usePoll } from './common.jsx';
 import { jobRunning, jobStatus } from './dashboard.jsx';
 import { apiPipeline, enc, navigate, pipelinePath } from './router.js';
 
@@ -10,20 +10,13 @@ function hidden(e) {
   throw e;
 }
 
-function LoginForMore() {
-  return (
-    <div class="empty" data-testid="login-for-more">
-      <a href={'/login?redirect=' + encodeURIComponent(location.pathname)}>log in</a> to see more
-    </div>
-  );
-}
-
 export function Job({ team, pipeline, name }) {
   const base = apiPipeline(team, pipeline) + '/jobs/' + enc(name);
   const page = pipelinePath(team, pipeline) + '/jobs/' + enc(name);
   const res = usePoll(async () => {
-    // An exposed pipeline's job is public; its builds are not (the API
-    // says 401): show the job and ask to log in for the rest.
+    // An exposed pipeline's job builds are listed to anyone (a private
+    // job's logs are not, which the build page says); a 401 or 403 here
+    // asks to log in for them.
     const [job, builds] = await Promise.all([get(base), get(base + '/builds?limit=100').catch(hidden)]);
     return { job, builds };
   }, 5000, [base]);
@@ -50,7 +43,7 @@ export function Job({ team, pipeline, name }) {
   });
   return (
     <Layout crumbs={[[team], [pipeline, pipelinePath(team, pipeline)], [name, page]]}
-      actions={d && d.builds && (
+      actions={d && d.builds && getToken() && (
         <span>
           <button data-testid="pause-job" onClick={pause}>{d.job.paused ? 'unpause job' : 'pause job'}</button>
           <button class="primary" data-testid="trigger" disabled={d.job.disable_manual_trigger} onClick={trigger}>trigger build</button>
@@ -72,7 +65,7 @@ export function Job({ team, pipeline, name }) {
                   <td><StatusBadge status={b.status} /></td>
                   <td class="muted">{ago(b.start_time)}</td>
                   <td class="muted">{duration(b.start_time, b.end_time)}</td>
-                  <td><button class="small" onClick={() => rerun(b)}>rerun</button></td>
+                  <td>{getToken() && <button class="small" onClick={() => rerun(b)}>rerun</button>}</td>
                 </tr>
               ))}
             </tbody>
@@ -119,10 +112,12 @@ export function Resource({ team, pipeline, name }) {
     if (b && b.id) d.resource.build = b;
   });
   const same = (a, b) => a && b && JSON.stringify(a) === JSON.stringify(b);
+  const [open, setOpen] = useState({});
+  const toggleBuilds = (v) => setOpen(Object.assign({}, open, { [v.id]: !open[v.id] }));
   const last = d && d.resource.build;
   return (
     <Layout crumbs={[[team], [pipeline, pipelinePath(team, pipeline)], [name, page]]}
-      actions={d && d.versions && <button class="primary" data-testid="check" onClick={check}>check now</button>}>
+      actions={d && d.versions && getToken() && <button class="primary" data-testid="check" onClick={check}>check now</button>}>
       <ErrorBox error={res.error || err} />
       {d && (
         <div>
@@ -148,19 +143,55 @@ export function Resource({ team, pipeline, name }) {
           {d.versions && <table class="versions" data-testid="versions">
             <thead><tr><th>version</th><th>metadata</th><th /><th /></tr></thead>
             <tbody>
-              {d.versions.map((v) => (
+              {d.versions.map((v) => [
                 <tr key={v.id} class={(v.enabled ? '' : 'disabled') + (same(v.version, pinned) ? ' pinned' : '')} data-version={v.id}>
-                  <td><code>{Object.entries(v.version).map(([k, x]) => `${k}: ${x}`).join(', ')}</code></td>
+                  <td>
+                    <span class="caret" data-testid="version-builds-toggle" onClick={() => toggleBuilds(v)}>{open[v.id] ? '▾' : '▸'}</span>{' '}
+                    <code>{Object.entries(v.version).map(([k, x]) => `${k}: ${x}`).join(', ')}</code>
+                  </td>
                   <td class="muted">{(v.metadata || []).map((m) => `${m.name}: ${m.value}`).join(', ')}</td>
-                  <td><button class="small" data-testid="toggle-version" onClick={() => toggle(v)}>{v.enabled ? 'disable' : 'enable'}</button></td>
-                  <td>{!pinned && <button class="small" data-testid="pin" onClick={() => pin(v)}>pin</button>}</td>
-                </tr>
-              ))}
+                  <td>{getToken() && <button class="small" data-testid="toggle-version" onClick={() => toggle(v)}>{v.enabled ? 'disable' : 'enable'}</button>}</td>
+                  <td>{!pinned && getToken() && <button class="small" data-testid="pin" onClick={() => pin(v)}>pin</button>}</td>
+                </tr>,
+                open[v.id] && (
+                  <tr key={v.id + '-builds'} class="version-builds-row">
+                    <td colSpan={4}><VersionBuilds base={base + '/versions/' + v.id} /></td>
+                  </tr>
+                ),
+              ])}
             </tbody>
           </table>}
           {d.versions && d.versions.length === 0 && <div class="empty">no versions yet</div>}
         </div>
       )}
     </Layout>
+  );
+}
+
+// VersionBuilds lists the builds a version went into and came out of.
+function VersionBuilds({ base }) {
+  const res = usePoll(async () => {
+    const [inputTo, outputOf] = await Promise.all([get(base + '/input_to'), get(base + '/output_of')]);
+    return { inputTo, outputOf };
+  }, 5000, [base]);
+  const d = res.data;
+  const list = (title, testid, builds) => (
+    <div class="version-builds" data-testid={testid}>
+      <span class="muted">{title}:</span>{' '}
+      {builds.length === 0 && <span class="muted">none</span>}
+      {builds.map((b) => (
+        <a key={b.id} class={'build-link status-' + b.status} data-build-id={b.id}
+          href={pipelinePath(b.team_name, b.pipeline_name) + '/jobs/' + enc(b.job_name) + '/builds/' + enc(b.name)}>
+          {b.job_name} #{b.name}
+        </a>
+      ))}
+    </div>
+  );
+  return (
+    <div>
+      <ErrorBox error={res.error} />
+      {d && list('input to', 'input-to', d.inputTo)}
+      {d && list('output of', 'output-of', d.outputOf)}
+    </div>
   );
 }

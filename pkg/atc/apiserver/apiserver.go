@@ -84,6 +84,7 @@ type ResourceStore interface {
 	DeleteResourceCaches(ctx context.Context, resourceID int64) (int64, error)
 	Versions(ctx context.Context, resourceID int64, p db.VersionPage) (vs []db.Version, hasOlder, hasNewer bool, err error)
 	VersionByID(ctx context.Context, resourceID, versionID int64) (db.Version, error)
+	VersionBuilds(ctx context.Context, resourceID, versionID int64, input bool) ([]db.JobBuild, error)
 	PinVersion(ctx context.Context, resourceID, versionID int64) error
 	UnpinResource(ctx context.Context, resourceID int64) error
 	SetPinComment(ctx context.Context, resourceID int64, comment string) error

@@ -365,6 +365,18 @@ func (s *fakeStore) VersionByID(_ context.Context, res, id int64) (db.Version, e
 	return first(s, s.versions, func(v db.Version) bool { return v.ResourceID == res && v.ID == id })
 }
 
+// VersionBuilds: in the fake, every job build of the resource's pipeline
+// had each version as input; build 2 produced version 300.
+func (s *fakeStore) VersionBuilds(_ context.Context, res, id int64, input bool) ([]db.JobBuild, error) {
+	r, err := first(s, s.resources, func(r db.Resource) bool { return r.ID == res })
+	if err != nil {
+		return nil, err
+	}
+	return all(s, s.builds, func(b db.JobBuild) bool {
+		return b.PipelineID == r.PipelineID && b.JobID != 0 && (input || (b.ID == 2 && id == 300))
+	})
+}
+
 // versionChange records a change of one of a resource's versions: a
 // version it does not have is not found.
 func (s *fakeStore) versionChange(what string, res, id int64) error {

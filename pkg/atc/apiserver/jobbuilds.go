@@ -17,9 +17,10 @@ import (
 // rerun-build.
 func (s *Server) jobRoutes(mux *router) {
 	const job = "/api/v1/teams/{team_name}/pipelines/{pipeline_name}/jobs/{job_name}"
-	mux.handle("GET "+job+"/builds", s.job(auth.ActionRead, s.handleJobBuilds))
+	// An exposed pipeline's job builds are listed to anyone, as in Concourse.
+	mux.handle("GET "+job+"/builds", s.publicPipeline(s.pipelineJob(s.handleJobBuilds)))
 	mux.handle("POST "+job+"/builds", s.job(auth.ActionCreateJobBuild, s.handleTriggerJob))
-	mux.handle("GET "+job+"/builds/{build_name}", s.job(auth.ActionRead, s.handleGetJobBuild))
+	mux.handle("GET "+job+"/builds/{build_name}", s.publicPipeline(s.pipelineJob(s.handleGetJobBuild)))
 	mux.handle("POST "+job+"/builds/{build_name}", s.job(auth.ActionCreateJobBuild, s.handleRerunJobBuild))
 }
 

@@ -1,9 +1,12 @@
 package apiserver
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
 )
 
 // Resources, their versions, checks and pins (resources.go, versions.go).
@@ -14,7 +17,9 @@ var resourceRoutes = []routeCase{
 	{method: "GET", path: pPath + "/resources", role: "viewer", ok: 200, anonDown: 500},
 	{method: "GET", path: rPath, role: "viewer", ok: 200, anonDown: 500},
 	{method: "DELETE", path: rPath + "/cache", role: "pipeline-operator", ok: 200},
-	{method: "GET", path: rPath + "/versions", role: "viewer", ok: 200},
+	{method: "GET", path: rPath + "/versions", role: "viewer", ok: 200, anonDown: 500},
+	{method: "GET", path: rPath + "/versions/300/input_to", role: "viewer", ok: 200, anonDown: 500},
+	{method: "GET", path: rPath + "/versions/300/output_of", role: "viewer", ok: 200, anonDown: 500},
 	{method: "POST", path: rPath + "/check", role: "pipeline-operator", ok: 201, body: `{"from":{"v":"1"}}`},
 	{method: "PUT", path: rPath + "/versions/300/pin", role: "pipeline-operator", ok: 200},
 	{method: "PUT", path: rPath + "/versions/300/enable", role: "pipeline-operator", ok: 200},
@@ -49,6 +54,7 @@ func TestListAndGetResources(t *testing.T) {
 	for _, c := range []struct{ method, sub string }{
 		{"GET", ""}, {"DELETE", "/cache"}, {"GET", "/versions"}, {"POST", "/check"}, {"PUT", "/versions/300/pin"},
 		{"PUT", "/versions/300/enable"}, {"PUT", "/versions/300/disable"}, {"PUT", "/unpin"}, {"PUT", "/pin_comment"},
+		{"GET", "/versions/300/input_to"}, {"GET", "/versions/300/output_of"},
 	} {
 		want404(t, a.do(t, c.method, pPath+"/resources/ghost"+c.sub, admin, `{}`), "Resource Not Found Error", "Resource with name 'ghost' not found.")
 		want404(t, a.do(t, c.method, "/api/v1/teams/main/pipelines/ghost/resources/r"+c.sub, admin, `{}`),
@@ -143,4 +149,56 @@ func TestPinsAndVersionSwitches(t *testing.T) {
 	if len(a.store.calls) != 0 {
 		t.Errorf("refused changes changed %v", a.store.calls)
 	}
+}
+
+// TestVersionInputToOutputOf: Concourse's input_to and output_of list a
+// version's builds with their job and pipeline; an exposed pipeline's to
+// anyone; a version the resource does not have is a 404.
+func TestVersionInputToOutputOf(t *testing.T) {
+	a := newTestAPI(t)
+	viewer := a.roleIn(t, "viewer")
+	in := decode[[]concourse.Build](t, a.do(t, "GET", rPath+"/versions/300/input_to", viewer, ""), 200)
+	if len(in) != 1 || in[0].ID != 2 || in[0].JobName != "j" || in[0].PipelineName != "p" || in[0].TeamName != "main" {
+		t.Errorf("input_to = %+v, want build 2 of p/j", in)
+	}
+	out := decode[[]concourse.Build](t, a.do(t, "GET", rPath+"/versions/300/output_of", viewer, ""), 200)
+	if len(out) != 1 || out[0].ID != 2 {
+		t.Errorf("output_of = %+v, want build 2", out)
+	}
+	ans := a.do(t, "GET", rPath+"/versions/999/input_to", viewer, "")
+	if ans.code != 404 || !strings.Contains(ans.body, "version 999 of resource p/r") {
+		t.Errorf("unknown version: %d %s, want 404 naming it", ans.code, ans)
+	}
+	wantError(t, a.do(t, "GET", rPath+"/versions/x/output_of", viewer, ""), 400, "version id must be a positive number")
+
+	// The exposed pipeline "pub": anyone may read it.
+	a.store.mu.Lock()
+	a.store.resources = append(a.store.resources, db.Resource{ID: 201, PipelineID: 11, PipelineName: "pub", TeamID: 1, TeamName: "main",
+		Name: "r", Type: "mock", Active: true, Config: json.RawMessage(`{"name":"r","type":"mock"}`)})
+	a.store.versions = append(a.store.versions, db.Version{ID: 301, ResourceID: 201, Version: map[string]string{"v": "1"}, Enabled: true,
+		Metadata: []concourse.MetadataField{{Name: "commit", Value: "private"}}})
+	a.store.builds = append(a.store.builds, db.JobBuild{Build: db.Build{ID: 30, TeamID: 1, TeamName: "main", Name: "1", Status: "succeeded"},
+		PipelineID: 11, PipelineName: "pub", JobID: 101, JobName: "j"})
+	a.store.mu.Unlock()
+	pub := decode[[]concourse.Build](t, a.do(t, "GET", "/api/v1/teams/main/pipelines/pub/resources/r/versions/301/input_to", "", ""), 200)
+	if len(pub) != 1 || pub[0].ID != 30 {
+		t.Errorf("anonymous input_to of pub = %+v, want build 30", pub)
+	}
+	// Its versions too, as in Concourse, but their metadata only to the
+	// team, or to anyone for a public resource.
+	const pubVersions = "/api/v1/teams/main/pipelines/pub/resources/r/versions"
+	if vs := decode[[]concourse.ResourceVersion](t, a.do(t, "GET", pubVersions, "", ""), 200); len(vs) != 1 || vs[0].ID != 301 || len(vs[0].Metadata) != 0 {
+		t.Errorf("anonymous versions of pub/r = %+v, want 301 without metadata", vs)
+	}
+	if vs := decode[[]concourse.ResourceVersion](t, a.do(t, "GET", pubVersions, viewer, ""), 200); len(vs) != 1 || len(vs[0].Metadata) != 1 {
+		t.Errorf("viewer's versions of pub/r = %+v, want its metadata", vs)
+	}
+	a.store.mu.Lock()
+	a.store.resources[len(a.store.resources)-1].Config = json.RawMessage(`{"name":"r","type":"mock","public":true}`)
+	a.store.mu.Unlock()
+	if vs := decode[[]concourse.ResourceVersion](t, a.do(t, "GET", pubVersions, "", ""), 200); len(vs) != 1 || len(vs[0].Metadata) != 1 {
+		t.Errorf("anonymous versions of public pub/r = %+v, want its metadata", vs)
+	}
+	// A hidden pipeline's are not.
+	wantText(t, a.do(t, "GET", rPath+"/versions", "", ""), 401, "not authorized")
 }

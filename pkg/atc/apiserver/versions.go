@@ -19,7 +19,14 @@ import (
 // check-resource, pin-resource, unpin-resource, enable/disable-resource-version.
 func (s *Server) versionRoutes(mux *router) {
 	const res = "/api/v1/teams/{team_name}/pipelines/{pipeline_name}/resources/{resource_name}"
-	mux.handle("GET "+res+"/versions", s.resource(auth.ActionRead, s.handleVersions))
+	// An exposed pipeline's versions are listed to anyone, as in Concourse;
+	// their metadata only when the resource is public too.
+	mux.handle("GET "+res+"/versions", s.publicPipeline(s.pipelineResource(s.handleVersions)))
+	// The builds a version went into and came out of (the web UI's
+	// resource page; fly does not ask): anyone may read them of an
+	// exposed pipeline, as in Concourse.
+	mux.handle("GET "+res+"/versions/{version_id}/input_to", s.publicPipeline(s.pipelineResource(s.handleVersionBuilds(true))))
+	mux.handle("GET "+res+"/versions/{version_id}/output_of", s.publicPipeline(s.pipelineResource(s.handleVersionBuilds(false))))
 	mux.handle("POST "+res+"/check", s.resource(auth.ActionCheckResource, s.handleCheckResource))
 	// Pins and version switches change what jobs run with: the check
 	// resource permission (pipeline operators and up) covers them.
@@ -80,9 +87,14 @@ func (s *Server) handleVersions(w http.ResponseWriter, r *http.Request, rr resou
 		s.fail(w, r, err)
 		return
 	}
+	hideMetadata := !rr.claims.CanRead(rr.team.Name) && !resourceIsPublic(rr.resource)
 	out := []concourse.ResourceVersion{}
 	for _, v := range vs {
-		out = append(out, apiVersion(v))
+		av := apiVersion(v)
+		if hideMetadata {
+			av.Metadata = nil
+		}
+		out = append(out, av)
 	}
 	if len(vs) > 0 {
 		base := fmt.Sprintf("%s/api/v1/teams/%s/pipelines/%s/resources/%s/versions", s.cfg.ExternalURL,
@@ -194,4 +206,36 @@ func (s *Server) handlePinComment(w http.ResponseWriter, r *http.Request, rr res
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// handleVersionBuilds lists the job builds that had the path's version as
+// an input (input) or produced it: Concourse's input_to and output_of.
+func (s *Server) handleVersionBuilds(input bool) func(http.ResponseWriter, *http.Request, resourceRequest) {
+	return func(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
+		id, err := versionID(r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if _, err := s.store.VersionByID(r.Context(), rr.resource.ID, id); err != nil {
+			s.fail(w, r, versionErr(rr, id, err))
+			return
+		}
+		builds, err := s.store.VersionBuilds(r.Context(), rr.resource.ID, id, input)
+		if err != nil {
+			s.fail(w, r, versionErr(rr, id, err))
+			return
+		}
+		out := make([]concourse.Build, 0, len(builds))
+		for _, b := range builds {
+			out = append(out, apiJobBuild(b))
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// resourceIsPublic is the resource config's `public: true`.
+func resourceIsPublic(r db.Resource) bool {
+	var cfg concourse.ResourceConfig
+	return json.Unmarshal(r.Config, &cfg) == nil && cfg.Public
 }
