@@ -54,6 +54,7 @@ type BuildStore interface {
 // PipelineStore holds pipelines and their jobs.
 type PipelineStore interface {
 	PipelineInstance(ctx context.Context, teamID int, ref db.PipelineRef) (db.Pipeline, error)
+	PipelineByID(ctx context.Context, id int64) (db.Pipeline, error)
 	Pipelines(ctx context.Context, f db.PipelineFilter) ([]db.Pipeline, error)
 	SavePipelineInstance(ctx context.Context, teamID int, ref db.PipelineRef, cfg concourse.Config, from int64) (p db.Pipeline, created bool, err error)
 	DeletePipeline(ctx context.Context, id int64) error

@@ -243,6 +243,9 @@ func (s *fakeStore) CreateArtifact(_ context.Context, a db.Artifact) (db.Artifac
 func (s *fakeStore) Pipeline(_ context.Context, team int, name string) (db.Pipeline, error) {
 	return first(s, s.pipelines, func(p db.Pipeline) bool { return p.TeamID == team && p.Name == name && len(p.InstanceVars) == 0 })
 }
+func (s *fakeStore) PipelineByID(_ context.Context, id int64) (db.Pipeline, error) {
+	return first(s, s.pipelines, func(p db.Pipeline) bool { return p.ID == id })
+}
 func (s *fakeStore) PipelineInstance(_ context.Context, team int, ref db.PipelineRef) (db.Pipeline, error) {
 	want, _ := json.Marshal(ref.InstanceVars)
 	return first(s, s.pipelines, func(p db.Pipeline) bool {

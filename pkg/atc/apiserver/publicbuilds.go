@@ -59,11 +59,11 @@ func (s *Server) buildIsPublic(r *http.Request, b db.Build, publicJob bool) (boo
 	if jb.PipelineID == 0 || jb.JobID == 0 {
 		return false, nil
 	}
-	p, err := s.store.Pipeline(r.Context(), b.TeamID, jb.PipelineName)
+	p, err := s.store.PipelineByID(r.Context(), jb.PipelineID)
 	if errors.Is(err, db.ErrNotFound) {
 		return false, nil
 	}
-	if err != nil || !p.Public || p.ID != jb.PipelineID {
+	if err != nil || !p.Public || p.TeamID != b.TeamID {
 		return false, err
 	}
 	if !publicJob {
