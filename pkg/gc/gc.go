@@ -351,6 +351,11 @@ func (c *Collector) workerPods(ctx context.Context, w Worker, res *Result) error
 // finished steps: a pod no rule keeps, or beyond the cap, goes, and then
 // its container record (so a failed delete is retried next pass); a kept
 // pod still running (its keep-alive) shrinks to the sidecar's requests.
+// podEnded: the pod and all its containers have ended.
+func podEnded(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
 func (c *Collector) finishedPods(ctx context.Context, w Worker, pods map[string]*corev1.Pod, res *Result) error {
 	finished, err := c.db.FinishedContainers(ctx, w.Name)
 	if err != nil {
@@ -365,6 +370,12 @@ func (c *Collector) finishedPods(ctx context.Context, w Worker, pods map[string]
 		name := ct.PodName
 		if name == "" && ct.StepID != "" {
 			name = podspec.Name(ct.StepID)
+		}
+		// A pod whose containers have all ended has nothing left to
+		// intercept (its keep-alive is over, or it was aborted): keeping it
+		// would only keep an API object.
+		if pod := pods[name]; d.reason != "" && pod != nil && podEnded(pod) {
+			d.reason, d.why = "", "ended: nothing left to intercept"
 		}
 		if d.reason != "" {
 			res.Kept[d.reason]++

@@ -120,3 +120,29 @@ func TestCollectKeepsByRuleAndShrinksRunningKeptPods(t *testing.T) {
 		t.Error("no pods/resize call")
 	}
 }
+
+func TestCollectDeletesAKeptPodThatHasEnded(t *testing.T) {
+	now := time.Now()
+	ended := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: podspec.Name("aborted"), Namespace: "ns", Labels: podspec.StepLabels("aborted", "1", "main", "w"), CreationTimestamp: metav1.NewTime(now)},
+		Status:     corev1.PodStatus{Phase: corev1.PodFailed},
+	}
+	kube := fake.NewClientset(ended)
+	// The job's latest build, aborted a moment ago: kept by the rules for
+	// the failed grace period, but its pod has nothing left to intercept.
+	store := &fakeStore{
+		containers: []db.Container{{Handle: "aborted", WorkerName: "w", StepID: "aborted"}},
+		finished: []db.FinishedContainer{{Container: db.Container{Handle: "aborted", WorkerName: "w", StepID: "aborted", Type: "task", BuildID: 1},
+			JobBuild: true, LatestOfJob: true, BuildStatus: "aborted", Ended: now}},
+	}
+	c := New(Config{Retention: Retention{Minimum: time.Hour, FailedGrace: time.Hour, MaxKeptPerWorker: 10}}, store, &fakeBlobs{},
+		func() []Worker { return []Worker{{Name: "w", Namespace: "ns", Kube: kube}} }, slog.New(slog.DiscardHandler))
+	c.Now = func() time.Time { return now }
+	res, err := c.CollectPods(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pods != 1 || len(store.deleted) != 1 {
+		t.Fatalf("deleted pods %d, records %v: want the ended pod gone", res.Pods, store.deleted)
+	}
+}
