@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -152,8 +153,28 @@ func (r *Runtime) Supervise(ctx context.Context, st Step) *eventspb.StepFinished
 // may be started again in a new pod.
 func PodLost(f *podwatch.Failure) bool {
 	switch f.Kind {
-	case podwatch.KindDeleted, podwatch.KindEvicted, podwatch.KindDisrupted:
+	case podwatch.KindDeleted, podwatch.KindDisrupted:
 		return true
+	case podwatch.KindEvicted:
+		// An eviction for the pod's own storage limits is the step's doing
+		// and would happen again; one for the node's pressure is a loss.
+		return !evictedForItsOwnLimit(f.Detail)
+	}
+	return false
+}
+
+// evictedForItsOwnLimit: the kubelet's eviction message says the pod went
+// over a limit of its own (an emptyDir's sizeLimit, a container's or the
+// pod's ephemeral-storage limit), not that the node ran short.
+func evictedForItsOwnLimit(msg string) bool {
+	for _, own := range []string{
+		"Usage of EmptyDir volume",                   // an emptyDir over its sizeLimit
+		"exceeded its local ephemeral storage limit", // a container over its limit
+		"exceeds the total limit of containers",      // the pod over its containers' limits
+	} {
+		if strings.Contains(msg, own) {
+			return true
+		}
 	}
 	return false
 }

@@ -31,6 +31,12 @@ func TestPodLoss(t *testing.T) {
 		{"evicted", running(func(p *corev1.Pod) {
 			p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
 		}), podwatch.KindEvicted},
+		{"evicted for its own emptyDir's size limit", running(func(p *corev1.Pod) {
+			p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", `Usage of EmptyDir volume "workdir" exceeds the limit "32Mi". `
+		}), ""},
+		{"evicted for its container's ephemeral-storage limit", running(func(p *corev1.Pod) {
+			p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", `Container step exceeded its local ephemeral storage limit "1Gi". `
+		}), ""},
 		{"preempted, still stopping", running(func(p *corev1.Pod) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "PreemptionByScheduler"}}
 		}), podwatch.KindDisrupted},
