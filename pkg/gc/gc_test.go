@@ -70,7 +70,7 @@ func (f *fakeStore) ReferencedArtifactKeys(context.Context, time.Time) (map[stri
 func (f *fakeStore) UnreferencedEventObjects(context.Context, int) ([]string, error) {
 	return nil, nil
 }
-func (f *fakeStore) ForgetEventObject(context.Context, string) error { return nil }
+func (f *fakeStore) ForgetEventObject(context.Context, string) error          { return nil }
 func (f *fakeStore) JobLogConfigs(context.Context) ([]db.JobLogConfig, error) { return nil, nil }
 func (f *fakeStore) LoggedBuilds(context.Context, int64) ([]db.LoggedBuild, error) {
 	return nil, nil

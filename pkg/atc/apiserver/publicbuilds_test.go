@@ -57,7 +57,7 @@ func TestAnonymousReadsPublicBuilds(t *testing.T) {
 		{"/api/v1/builds/21/artifacts", http.StatusUnauthorized},
 		{"/api/v1/builds/22", http.StatusUnauthorized},
 		{"/api/v1/builds/22/events", http.StatusUnauthorized},
-		{"/api/v1/builds/1", http.StatusUnauthorized},      // one-off
+		{"/api/v1/builds/1", http.StatusUnauthorized},        // one-off
 		{"/api/v1/builds/1/events", http.StatusUnauthorized}, // one-off
 		{"/api/v1/builds/3/events", http.StatusUnauthorized}, // a check's
 	}
