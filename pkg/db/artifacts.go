@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/porter-ci/porter/pkg/db/internal/pg"
 )
 
 // Artifact is a blobstore object known to the API: Concourse's worker
@@ -40,9 +41,9 @@ func (d *DB) CreateArtifact(ctx context.Context, a Artifact) (Artifact, error) {
 		INSERT INTO artifacts (team_id, build_id, name, key, digest, size, worker_name)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		RETURNING `+artifactColumns,
-		a.TeamID, zeroNull(a.BuildID), a.Name, a.Key, a.Digest, a.Size, a.WorkerName))
+		a.TeamID, pg.ZeroNull(a.BuildID), a.Name, a.Key, a.Digest, a.Size, a.WorkerName))
 	if err != nil {
-		return Artifact{}, classify(err, "create artifact %s of team %d", a.Key, a.TeamID)
+		return Artifact{}, pg.Classify(err, "create artifact %s of team %d", a.Key, a.TeamID)
 	}
 	return out, nil
 }
@@ -51,7 +52,7 @@ func (d *DB) CreateArtifact(ctx context.Context, a Artifact) (Artifact, error) {
 func (d *DB) Artifact(ctx context.Context, id int64) (Artifact, error) {
 	a, err := scanArtifact(d.pool.QueryRow(ctx, "SELECT "+artifactColumns+" FROM artifacts WHERE id = $1", id))
 	if err != nil {
-		return Artifact{}, classify(err, "artifact %d", id)
+		return Artifact{}, pg.Classify(err, "artifact %d", id)
 	}
 	return a, nil
 }

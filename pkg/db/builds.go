@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db/internal/pg"
 )
 
 // isFinal says whether a build ends in status; it never leaves it.
@@ -46,7 +47,7 @@ func scanBuild(row pgx.Row) (Build, error) {
 		return Build{}, err
 	}
 	b.Plan, b.State = plan, state
-	b.StartTime, b.EndTime = nullTime(start), nullTime(end)
+	b.StartTime, b.EndTime = pg.NullTime(start), pg.NullTime(end)
 	return b, nil
 }
 
@@ -65,9 +66,9 @@ func (d *DB) CreateOneOffBuild(ctx context.Context, teamID int, plan json.RawMes
 			RETURNING *
 		)
 		SELECT `+buildColumns+" FROM b JOIN teams t ON t.id = b.team_id",
-		teamID, jsonArg(plan), createdBy, server))
+		teamID, pg.JSONArg(plan), createdBy, server))
 	if err != nil {
-		return Build{}, classify(err, "create build of team %d", teamID)
+		return Build{}, pg.Classify(err, "create build of team %d", teamID)
 	}
 	return b, nil
 }
@@ -76,7 +77,7 @@ func (d *DB) CreateOneOffBuild(ctx context.Context, teamID int, plan json.RawMes
 func (d *DB) Build(ctx context.Context, id int64) (Build, error) {
 	b, err := scanBuild(d.pool.QueryRow(ctx, "SELECT "+buildColumns+buildFrom+"WHERE b.id = $1", id))
 	if err != nil {
-		return Build{}, classify(err, "build %d", id)
+		return Build{}, pg.Classify(err, "build %d", id)
 	}
 	return b, nil
 }
@@ -118,7 +119,7 @@ func (d *DB) Builds(ctx context.Context, f BuildFilter) ([]JobBuild, error) {
 		  AND ($7::timestamptz IS NULL OR b.start_time >= $7)
 		  AND ($8::timestamptz IS NULL OR b.start_time <= $8)
 		ORDER BY b.id `+order+" LIMIT $5",
-		f.TeamIDs, f.Before, f.After, f.Running, limit, f.PipelineID, timeArg(f.StartedFrom), timeArg(f.StartedTo))
+		f.TeamIDs, f.Before, f.After, f.Running, limit, f.PipelineID, pg.TimeArg(f.StartedFrom), pg.TimeArg(f.StartedTo))
 	if err != nil {
 		return nil, fmt.Errorf("list builds: %w", err)
 	}
@@ -179,14 +180,14 @@ func (d *DB) FinishBuild(ctx context.Context, id int64, status concourse.BuildSt
 func (d *DB) buildStatus(ctx context.Context, id int64) (concourse.BuildStatus, error) {
 	var s concourse.BuildStatus
 	if err := d.pool.QueryRow(ctx, "SELECT status FROM builds WHERE id = $1", id).Scan(&s); err != nil {
-		return "", classify(err, "build %d", id)
+		return "", pg.Classify(err, "build %d", id)
 	}
 	return s, nil
 }
 
 // SaveBuildState replaces the server's record of the build's steps.
 func (d *DB) SaveBuildState(ctx context.Context, id int64, state json.RawMessage) error {
-	tag, err := d.pool.Exec(ctx, "UPDATE builds SET state = $2::jsonb WHERE id = $1", id, jsonArg(state))
+	tag, err := d.pool.Exec(ctx, "UPDATE builds SET state = $2::jsonb WHERE id = $1", id, pg.JSONArg(state))
 	if err != nil {
 		return fmt.Errorf("save state of build %d: %w", id, err)
 	}
@@ -258,7 +259,7 @@ func (d *DB) AddEventChunk(ctx context.Context, buildID int64, firstID, lastID u
 		INSERT INTO build_event_chunks (build_id, first_id, last_id, key) VALUES ($1, $2, $3, $4)`,
 		buildID, int64(firstID), int64(lastID), key)
 	if err != nil {
-		return classify(err, "add event chunk %d-%d of build %d", firstID, lastID, buildID)
+		return pg.Classify(err, "add event chunk %d-%d of build %d", firstID, lastID, buildID)
 	}
 	return nil
 }

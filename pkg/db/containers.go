@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/porter-ci/porter/pkg/db/internal/pg"
 )
 
 // Container is a step pod as Concourse's API shows it.
@@ -57,10 +58,10 @@ func (d *DB) CreateContainer(ctx context.Context, c Container) (Container, error
 		VALUES (coalesce(nullif($1, ''), gen_random_uuid()::text), $2, $3, $4, $5, $6, $7,
 			$8, $9, $10, $11, $12, $13, $14)
 		RETURNING `+containerColumns,
-		c.Handle, zeroNull(c.TeamID), zeroNull(c.BuildID), c.BuildName, c.PlanID, c.StepName, c.Type,
+		c.Handle, pg.ZeroNull(c.TeamID), pg.ZeroNull(c.BuildID), c.BuildName, c.PlanID, c.StepName, c.Type,
 		c.WorkerName, c.Namespace, c.PodName, c.StepID, c.State, c.WorkingDirectory, c.User))
 	if err != nil {
-		return Container{}, classify(err, "create container %s (%s %s of build %d)", c.Handle, c.Type, c.StepName, c.BuildID)
+		return Container{}, pg.Classify(err, "create container %s (%s %s of build %d)", c.Handle, c.Type, c.StepName, c.BuildID)
 	}
 	return out, nil
 }
@@ -81,7 +82,7 @@ func (d *DB) SetContainerState(ctx context.Context, handle, state string) error 
 func (d *DB) Container(ctx context.Context, handle string) (Container, error) {
 	c, err := scanContainer(d.pool.QueryRow(ctx, "SELECT "+containerColumns+" FROM containers WHERE handle = $1", handle))
 	if err != nil {
-		return Container{}, classify(err, "container %s", handle)
+		return Container{}, pg.Classify(err, "container %s", handle)
 	}
 	return c, nil
 }

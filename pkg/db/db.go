@@ -1,28 +1,31 @@
-// Package db is Porter's store of record in PostgreSQL: teams, users, builds,
-// containers, artifacts and workers, and the advisory locks that let several
-// servers share one database. The schema is migrated at Open from the SQL files
+// Package db is Porter's store of record in PostgreSQL: pipelines, builds,
+// versions, containers and artifacts, and the advisory locks that let several
+// servers share one database. Two parts live in packages of their own and are
+// embedded in DB: accounts (teams, users, logins, access tokens) and workers
+// (the worker registry). The schema is migrated at Open from the SQL files
 // embedded in migrations/. Nothing above this package writes SQL.
 package db
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/porter-ci/porter/pkg/db/accounts"
+	"github.com/porter-ci/porter/pkg/db/internal/pg"
+	"github.com/porter-ci/porter/pkg/db/workers"
 )
 
-// ErrNotFound is wrapped by every lookup that finds nothing.
-var ErrNotFound = errors.New("not found")
+// ErrNotFound is wrapped by every lookup that finds nothing (in this
+// package and in the parts of the store under it).
+var ErrNotFound = pg.ErrNotFound
 
 // ErrConflict is wrapped when a row already exists or a change is no longer
 // allowed (e.g. finishing a build twice).
-var ErrConflict = errors.New("already exists")
+var ErrConflict = pg.ErrConflict
 
 // connectTimeout bounds Open's wait for the server.
 const connectTimeout = 10 * time.Second
@@ -35,6 +38,10 @@ const minPoolConns = 10
 type DB struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
+	// Teams, users, logins and access tokens; the worker registry. Their
+	// methods are the DB's.
+	*accounts.Store
+	*workers.Registry
 }
 
 // Open connects to dsn, waiting at most connectTimeout, and brings the schema
@@ -85,7 +92,7 @@ func connect(ctx context.Context, dsn string, log *slog.Logger) (*DB, error) {
 			where, cfg.ConnConfig.Database, cfg.ConnConfig.User, err)
 	}
 	log.Debug("connected to PostgreSQL", "addr", where, "database", cfg.ConnConfig.Database)
-	return &DB{pool: pool, log: log}, nil
+	return &DB{pool: pool, log: log, Store: accounts.New(pool), Registry: workers.New(pool)}, nil
 }
 
 // Close closes every connection. It waits for held TryLock connections, so
@@ -98,66 +105,4 @@ func (d *DB) Ping(ctx context.Context) error {
 		return fmt.Errorf("ping PostgreSQL: %w", err)
 	}
 	return nil
-}
-
-// Error codes of PostgreSQL this package turns into ErrConflict / ErrNotFound.
-const (
-	codeUniqueViolation     = "23505"
-	codeForeignKeyViolation = "23503"
-)
-
-func pgCode(err error) string {
-	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
-		return pe.Code
-	}
-	return ""
-}
-
-// classify wraps err with what was being done, and with ErrConflict or
-// ErrNotFound where PostgreSQL's error means one of those.
-func classify(err error, format string, args ...any) error {
-	what := fmt.Sprintf(format, args...)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("%s: %w", what, ErrNotFound)
-	case pgCode(err) == codeUniqueViolation:
-		return fmt.Errorf("%s: %w: %w", what, ErrConflict, err)
-	case pgCode(err) == codeForeignKeyViolation:
-		// A reference to a team or build that does not exist.
-		return fmt.Errorf("%s: %w: %w", what, ErrNotFound, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
-
-// nullTime is the zero time for NULL, so callers never see a nil pointer.
-func nullTime(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return *t
-}
-
-// timeArg stores the zero time as NULL.
-func timeArg(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t
-}
-
-// jsonArg passes JSON as text for a $n::jsonb parameter (PostgreSQL validates
-// it), and no JSON as NULL.
-func jsonArg(b []byte) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return string(b)
-}
-
-// zeroNull stores 0 (no team, no build) as NULL.
-func zeroNull[T int | int64](v T) any {
-	if v == 0 {
-		return nil
-	}
-	return v
 }

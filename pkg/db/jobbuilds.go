@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/porter-ci/porter/pkg/db/internal/pg"
 )
 
 // JobRef is what the scheduler and the job build routes need of a job.
@@ -53,7 +54,7 @@ func (d *DB) LookupJob(ctx context.Context, teamID int, pipeline, job string) (J
 	j, err := scanJobRef(d.pool.QueryRow(ctx, "SELECT "+jobRefColumns+jobRefFrom+`
 		WHERE p.team_id = $1 AND p.name = $2 AND j.name = $3 AND j.active`, teamID, pipeline, job))
 	if err != nil {
-		return JobRef{}, classify(err, "job %s/%s", pipeline, job)
+		return JobRef{}, pg.Classify(err, "job %s/%s", pipeline, job)
 	}
 	return j, nil
 }
@@ -64,7 +65,7 @@ func (d *DB) LookupPipelineJob(ctx context.Context, pipelineID int64, job string
 	j, err := scanJobRef(d.pool.QueryRow(ctx, "SELECT "+jobRefColumns+jobRefFrom+`
 		WHERE j.pipeline_id = $1 AND j.name = $2 AND j.active`, pipelineID, job))
 	if err != nil {
-		return JobRef{}, classify(err, "job %s of pipeline %d", job, pipelineID)
+		return JobRef{}, pg.Classify(err, "job %s of pipeline %d", job, pipelineID)
 	}
 	return j, nil
 }
@@ -73,7 +74,7 @@ func (d *DB) LookupPipelineJob(ctx context.Context, pipelineID int64, job string
 func (d *DB) JobByID(ctx context.Context, id int64) (JobRef, error) {
 	j, err := scanJobRef(d.pool.QueryRow(ctx, "SELECT "+jobRefColumns+jobRefFrom+"WHERE j.id = $1", id))
 	if err != nil {
-		return JobRef{}, classify(err, "job %d", id)
+		return JobRef{}, pg.Classify(err, "job %d", id)
 	}
 	return j, nil
 }
@@ -154,7 +155,7 @@ func scanJobBuild(row pgx.Row) (JobBuild, error) {
 		b.PipelineInstanceVars = nil
 	}
 	b.Plan, b.State = plan, state
-	b.StartTime, b.EndTime = nullTime(start), nullTime(end)
+	b.StartTime, b.EndTime = pg.NullTime(start), pg.NullTime(end)
 	return b, nil
 }
 
@@ -166,7 +167,7 @@ func collectJobBuilds(rows pgx.Rows) ([]JobBuild, error) {
 func (d *DB) JobBuildByID(ctx context.Context, id int64) (JobBuild, error) {
 	b, err := scanJobBuild(d.pool.QueryRow(ctx, "SELECT "+jobBuildColumns+jobBuildFrom+"WHERE b.id = $1", id))
 	if err != nil {
-		return JobBuild{}, classify(err, "build %d", id)
+		return JobBuild{}, pg.Classify(err, "build %d", id)
 	}
 	return b, nil
 }
@@ -175,7 +176,7 @@ func (d *DB) JobBuildByID(ctx context.Context, id int64) (JobBuild, error) {
 func (d *DB) JobBuildByName(ctx context.Context, jobID int64, name string) (JobBuild, error) {
 	b, err := scanJobBuild(d.pool.QueryRow(ctx, "SELECT "+jobBuildColumns+jobBuildFrom+"WHERE b.job_id = $1 AND b.name = $2", jobID, name))
 	if err != nil {
-		return JobBuild{}, classify(err, "build %s of job %d", name, jobID)
+		return JobBuild{}, pg.Classify(err, "build %s of job %d", name, jobID)
 	}
 	return b, nil
 }
@@ -194,7 +195,7 @@ func (d *DB) CreateJobBuild(ctx context.Context, jobID int64, createdBy string, 
 			FROM pipelines p WHERE j.id = $1 AND p.id = j.pipeline_id
 			RETURNING j.build_number_seq, j.pipeline_id, p.team_id`, jobID).Scan(&seq, &pipelineID, &teamID)
 		if err != nil {
-			return classify(err, "job %d", jobID)
+			return pg.Classify(err, "job %d", jobID)
 		}
 		err = tx.QueryRow(ctx, `
 			INSERT INTO builds (team_id, name, status, created_by, pipeline_id, job_id, manually_triggered, inputs_ready)
@@ -232,7 +233,7 @@ func (d *DB) RerunJobBuild(ctx context.Context, b JobBuild, createdBy string) (J
 		var teamID int
 		var pipelineID int64
 		if err := tx.QueryRow(ctx, "SELECT team_id, pipeline_id FROM builds WHERE id = $1 FOR UPDATE", orig).Scan(&teamID, &pipelineID); err != nil {
-			return classify(err, "build %d", orig)
+			return pg.Classify(err, "build %d", orig)
 		}
 		var n int
 		if err := tx.QueryRow(ctx, "SELECT COALESCE(MAX(rerun_number), 0) + 1 FROM builds WHERE rerun_of = $1", orig).Scan(&n); err != nil {
@@ -276,7 +277,7 @@ func (d *DB) JobBuilds(ctx context.Context, jobID int64, f BuildFilter) ([]JobBu
 		  AND (NOT $4 OR b.status IN ('pending', 'started'))
 		  AND ($6::timestamptz IS NULL OR b.start_time >= $6)
 		  AND ($7::timestamptz IS NULL OR b.start_time <= $7)
-		ORDER BY b.id `+order+" LIMIT $5", jobID, f.Before, f.After, f.Running, limit, timeArg(f.StartedFrom), timeArg(f.StartedTo))
+		ORDER BY b.id `+order+" LIMIT $5", jobID, f.Before, f.After, f.Running, limit, pg.TimeArg(f.StartedFrom), pg.TimeArg(f.StartedTo))
 	if err != nil {
 		return nil, fmt.Errorf("builds of job %d: %w", jobID, err)
 	}
@@ -334,7 +335,7 @@ func (d *DB) UnfinishedJobBuilds(ctx context.Context, jobIDs []int64) ([]JobBuil
 func (d *DB) StartJobBuild(ctx context.Context, id int64, plan json.RawMessage, server string, at time.Time) error {
 	tag, err := d.pool.Exec(ctx, `
 		UPDATE builds SET status = 'started', plan = $2::jsonb, server = $3, start_time = $4, inputs_ready = true
-		WHERE id = $1 AND status = 'pending'`, id, jsonArg(plan), server, at)
+		WHERE id = $1 AND status = 'pending'`, id, pg.JSONArg(plan), server, at)
 	if err != nil {
 		return fmt.Errorf("start build %d: %w", id, err)
 	}

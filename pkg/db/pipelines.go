@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db/internal/pg"
 )
 
 // ErrConfigVersion is wrapped when a pipeline's config is
@@ -65,7 +66,7 @@ func scanPipeline(row pgx.Row) (Pipeline, error) {
 	if len(p.InstanceVars) == 0 {
 		p.InstanceVars = nil
 	}
-	p.Config, p.PausedAt = config, nullTime(pausedAt)
+	p.Config, p.PausedAt = config, pg.NullTime(pausedAt)
 	return p, nil
 }
 
@@ -197,7 +198,7 @@ func (d *DB) savePipeline(ctx context.Context, teamID int, ref PipelineRef, cfg 
 				parent.BuildID == 0, iv).Scan(&id)
 			if err != nil {
 				// A concurrent save created it first: the caller's view is stale.
-				return classify(err, "create")
+				return pg.Classify(err, "create")
 			}
 		case err != nil:
 			return err
@@ -225,7 +226,7 @@ func (d *DB) savePipeline(ctx context.Context, teamID int, ref PipelineRef, cfg 
 		return err
 	})
 	if err != nil {
-		return Pipeline{}, false, classify(err, "save pipeline %s of team %d", name, teamID)
+		return Pipeline{}, false, pg.Classify(err, "save pipeline %s of team %d", name, teamID)
 	}
 	return p, created, nil
 }
@@ -392,7 +393,7 @@ func (d *DB) PipelineInstance(ctx context.Context, teamID int, ref PipelineRef) 
 	p, err := scanPipeline(d.pool.QueryRow(ctx, "SELECT "+pipelineColumns+pipelineFrom+
 		"WHERE p.team_id = $1 AND p.name = $2 AND p.instance_vars = $3::jsonb", teamID, ref.Name, iv))
 	if err != nil {
-		return Pipeline{}, classify(err, "pipeline %s", ref)
+		return Pipeline{}, pg.Classify(err, "pipeline %s", ref)
 	}
 	return p, nil
 }
@@ -438,7 +439,7 @@ func (d *DB) OrderPipelineInstances(ctx context.Context, teamID int, name string
 func (d *DB) PipelineByID(ctx context.Context, id int64) (Pipeline, error) {
 	p, err := scanPipeline(d.pool.QueryRow(ctx, "SELECT "+pipelineColumns+pipelineFrom+"WHERE p.id = $1", id))
 	if err != nil {
-		return Pipeline{}, classify(err, "pipeline %d", id)
+		return Pipeline{}, pg.Classify(err, "pipeline %d", id)
 	}
 	return p, nil
 }
@@ -475,7 +476,7 @@ func (d *DB) Pipelines(ctx context.Context, f PipelineFilter) ([]Pipeline, error
 func (d *DB) execOne(ctx context.Context, what string, sql string, args ...any) error {
 	tag, err := d.pool.Exec(ctx, sql, args...)
 	if err != nil {
-		return classify(err, "%s", what)
+		return pg.Classify(err, "%s", what)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("%s: %w", what, ErrNotFound)
@@ -606,7 +607,7 @@ func scanJob(row pgx.Row) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
-	j.Config, j.PausedAt = config, nullTime(pausedAt)
+	j.Config, j.PausedAt = config, pg.NullTime(pausedAt)
 	return j, nil
 }
 
@@ -635,7 +636,7 @@ func (d *DB) Job(ctx context.Context, pipelineID int64, name string) (Job, error
 	j, err := scanJob(d.pool.QueryRow(ctx, "SELECT "+jobColumns+jobFrom+"WHERE j.pipeline_id = $1 AND j.name = $2 AND j.active",
 		pipelineID, name))
 	if err != nil {
-		return Job{}, classify(err, "job %s", name)
+		return Job{}, pg.Classify(err, "job %s", name)
 	}
 	js := []Job{j}
 	if err := d.fillJobBuilds(ctx, js); err != nil {
@@ -731,7 +732,7 @@ func scanResource(row pgx.Row) (Resource, error) {
 		return Resource{}, err
 	}
 	r.Config, r.APIPinnedVersion = config, pinned
-	r.LastCheckStart, r.LastCheckEnd = nullTime(start), nullTime(end)
+	r.LastCheckStart, r.LastCheckEnd = pg.NullTime(start), pg.NullTime(end)
 	if build != nil {
 		r.LastCheckBuild = *build
 	}
@@ -759,7 +760,7 @@ func (d *DB) Resource(ctx context.Context, pipelineID int64, name string) (Resou
 	r, err := scanResource(d.pool.QueryRow(ctx, "SELECT "+resourceColumns+resourceFrom+"WHERE r.pipeline_id = $1 AND r.name = $2 AND r.active",
 		pipelineID, name))
 	if err != nil {
-		return Resource{}, classify(err, "resource %s", name)
+		return Resource{}, pg.Classify(err, "resource %s", name)
 	}
 	return r, nil
 }

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/porter-ci/porter/pkg/db/internal/pg"
 )
 
 // ResourceCache is a fetched resource version kept as an artifact, so that
@@ -50,7 +52,7 @@ func (d *DB) ResourceCache(ctx context.Context, key string) (ResourceCache, erro
 		RETURNING key, team_id, resource_id, artifact, digest, size, version, metadata, last_used`, key).
 		Scan(&c.Key, &c.TeamID, &resourceID, &c.Artifact, &c.Digest, &c.Size, &version, &c.Metadata, &c.LastUsed)
 	if err != nil {
-		return ResourceCache{}, classify(err, "resource cache %s", key)
+		return ResourceCache{}, pg.Classify(err, "resource cache %s", key)
 	}
 	if resourceID != nil {
 		c.ResourceID = *resourceID
@@ -82,7 +84,7 @@ func (d *DB) SaveResourceCache(ctx context.Context, c ResourceCache) error {
 			version = EXCLUDED.version, metadata = EXCLUDED.metadata, last_used = now()`,
 		c.Key, c.TeamID, resourceID, c.Artifact, c.Digest, c.Size, version, []byte(metadata))
 	if err != nil {
-		return classify(err, "save resource cache %s", c.Key)
+		return pg.Classify(err, "save resource cache %s", c.Key)
 	}
 	return nil
 }

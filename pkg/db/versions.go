@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db/internal/pg"
 )
 
 // ResourceRef is what the scheduler, the checker and the version routes
@@ -58,7 +59,7 @@ func scanResourceRef(row pgx.Row) (ResourceRef, error) {
 	if err != nil {
 		return ResourceRef{}, err
 	}
-	r.LastCheckStart, r.LastCheckEnd = nullTime(start), nullTime(end)
+	r.LastCheckStart, r.LastCheckEnd = pg.NullTime(start), pg.NullTime(end)
 	if lastBuild != nil {
 		r.LastCheckBuild = *lastBuild
 	}
@@ -87,7 +88,7 @@ func (d *DB) LookupResource(ctx context.Context, teamID int, pipeline, resource 
 	r, err := scanResourceRef(d.pool.QueryRow(ctx, "SELECT "+resourceRefColumns+resourceRefFrom+`
 		WHERE p.team_id = $1 AND p.name = $2 AND r.name = $3 AND r.active`, teamID, pipeline, resource))
 	if err != nil {
-		return ResourceRef{}, classify(err, "resource %s/%s", pipeline, resource)
+		return ResourceRef{}, pg.Classify(err, "resource %s/%s", pipeline, resource)
 	}
 	return r, nil
 }
@@ -98,7 +99,7 @@ func (d *DB) LookupPipelineResource(ctx context.Context, pipelineID int64, resou
 	r, err := scanResourceRef(d.pool.QueryRow(ctx, "SELECT "+resourceRefColumns+resourceRefFrom+`
 		WHERE r.pipeline_id = $1 AND r.name = $2 AND r.active`, pipelineID, resource))
 	if err != nil {
-		return ResourceRef{}, classify(err, "resource %s of pipeline %d", resource, pipelineID)
+		return ResourceRef{}, pg.Classify(err, "resource %s of pipeline %d", resource, pipelineID)
 	}
 	return r, nil
 }
@@ -107,7 +108,7 @@ func (d *DB) LookupPipelineResource(ctx context.Context, pipelineID int64, resou
 func (d *DB) ResourceByID(ctx context.Context, id int64) (ResourceRef, error) {
 	r, err := scanResourceRef(d.pool.QueryRow(ctx, "SELECT "+resourceRefColumns+resourceRefFrom+"WHERE r.id = $1", id))
 	if err != nil {
-		return ResourceRef{}, classify(err, "resource %d", id)
+		return ResourceRef{}, pg.Classify(err, "resource %d", id)
 	}
 	return r, nil
 }
@@ -165,7 +166,7 @@ func (d *DB) CheckStarted(ctx context.Context, resourceID, buildID int64, at, ne
 	_, err := d.pool.Exec(ctx, `
 		UPDATE resources SET last_check_build = $2, last_check_start = $3, next_check = $4,
 			check_requested = false, check_from_version = NULL
-		WHERE id = $1`, resourceID, zeroNull(buildID), at, next)
+		WHERE id = $1`, resourceID, pg.ZeroNull(buildID), at, next)
 	if err != nil {
 		return fmt.Errorf("record the check of resource %d: %w", resourceID, err)
 	}
@@ -176,7 +177,7 @@ func (d *DB) CheckStarted(ctx context.Context, resourceID, buildID int64, at, ne
 func (d *DB) PipelineConfigOf(ctx context.Context, pipelineID int64) (json.RawMessage, error) {
 	var cfg []byte
 	if err := d.pool.QueryRow(ctx, "SELECT config FROM pipelines WHERE id = $1", pipelineID).Scan(&cfg); err != nil {
-		return nil, classify(err, "pipeline %d", pipelineID)
+		return nil, pg.Classify(err, "pipeline %d", pipelineID)
 	}
 	return cfg, nil
 }
@@ -199,9 +200,9 @@ func (d *DB) CreateCheckBuild(ctx context.Context, r ResourceRef, plan json.RawM
 	err := d.pool.QueryRow(ctx, `
 		INSERT INTO builds (team_id, name, status, plan, server, pipeline_id, resource_id, start_time, inputs_ready)
 		VALUES ($1, 'check', 'started', $2::jsonb, $3, $4, $5, $6, true)
-		RETURNING id`, r.TeamID, jsonArg(plan), server, r.PipelineID, r.ID, at).Scan(&id)
+		RETURNING id`, r.TeamID, pg.JSONArg(plan), server, r.PipelineID, r.ID, at).Scan(&id)
 	if err != nil {
-		return JobBuild{}, classify(err, "create a check build of resource %s", r.Name)
+		return JobBuild{}, pg.Classify(err, "create a check build of resource %s", r.Name)
 	}
 	return d.JobBuildByID(ctx, id)
 }
@@ -273,7 +274,7 @@ func (d *DB) SaveVersions(ctx context.Context, resourceID int64, versions []NewV
 		// The row lock serialises savers of one resource, so check orders
 		// stay unique and increasing.
 		if err := tx.QueryRow(ctx, "SELECT config_hash FROM resources WHERE id = $1 FOR UPDATE", resourceID).Scan(&hash); err != nil {
-			return classify(err, "resource %d", resourceID)
+			return pg.Classify(err, "resource %d", resourceID)
 		}
 		var top int64
 		var topID *int64
@@ -383,7 +384,7 @@ func (d *DB) Versions(ctx context.Context, resourceID int64, p VersionPage) (vs 
 func (d *DB) VersionByID(ctx context.Context, resourceID, versionID int64) (Version, error) {
 	v, err := scanVersion(d.pool.QueryRow(ctx, "SELECT "+versionColumns+" FROM resource_versions v WHERE v.id = $1 AND v.resource_id = $2", versionID, resourceID))
 	if err != nil {
-		return Version{}, classify(err, "version %d of resource %d", versionID, resourceID)
+		return Version{}, pg.Classify(err, "version %d of resource %d", versionID, resourceID)
 	}
 	return v, nil
 }
@@ -394,7 +395,7 @@ func (d *DB) FindVersion(ctx context.Context, resourceID int64, version map[stri
 	v, err := scanVersion(d.pool.QueryRow(ctx, "SELECT "+versionColumns+` FROM resource_versions v JOIN resources r ON r.id = v.resource_id
 		WHERE v.resource_id = $1 AND v.config_hash = r.config_hash AND v.version_hash = $2`, resourceID, VersionHash(version)))
 	if err != nil {
-		return Version{}, classify(err, "version %v of resource %d", version, resourceID)
+		return Version{}, pg.Classify(err, "version %v of resource %d", version, resourceID)
 	}
 	return v, nil
 }
@@ -406,7 +407,7 @@ func (d *DB) LatestVersion(ctx context.Context, resourceID int64) (Version, erro
 		WHERE v.resource_id = $1 AND v.config_hash = r.config_hash AND v.enabled
 		ORDER BY v.check_order DESC LIMIT 1`, resourceID))
 	if err != nil {
-		return Version{}, classify(err, "latest version of resource %d", resourceID)
+		return Version{}, pg.Classify(err, "latest version of resource %d", resourceID)
 	}
 	return v, nil
 }

@@ -1,4 +1,4 @@
-package db
+package accounts
 
 import (
 	"context"
@@ -6,12 +6,13 @@ import (
 	"sort"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/porter-ci/porter/pkg/db/internal/pg"
 )
 
 // UpsertLocalUser creates a local user or replaces its password. The hash is
 // made by the caller (bcrypt); this package never sees a password.
-func (d *DB) UpsertLocalUser(ctx context.Context, name, passwordHash string) error {
-	_, err := d.pool.Exec(ctx, `
+func (s *Store) UpsertLocalUser(ctx context.Context, name, passwordHash string) error {
+	_, err := s.pool.Exec(ctx, `
 		INSERT INTO local_users (name, password_hash) VALUES ($1, $2)
 		ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash, update_time = now()`,
 		name, passwordHash)
@@ -25,13 +26,13 @@ func (d *DB) UpsertLocalUser(ctx context.Context, name, passwordHash string) err
 // the server's flags declare them: new ones are added, passwords replaced,
 // and users not named are deleted, so they can no longer log in and their
 // tokens stop working. It returns the names it deleted, sorted.
-func (d *DB) SetLocalUsers(ctx context.Context, users map[string]string) (removed []string, err error) {
+func (s *Store) SetLocalUsers(ctx context.Context, users map[string]string) (removed []string, err error) {
 	names := make([]string, 0, len(users))
 	for name := range users {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		for _, name := range names {
 			if _, err := tx.Exec(ctx, `
 				INSERT INTO local_users (name, password_hash) VALUES ($1, $2)
@@ -58,10 +59,10 @@ func (d *DB) SetLocalUsers(ctx context.Context, users map[string]string) (remove
 }
 
 // LocalUserHash is the stored password hash of a local user.
-func (d *DB) LocalUserHash(ctx context.Context, name string) (string, error) {
+func (s *Store) LocalUserHash(ctx context.Context, name string) (string, error) {
 	var h string
-	if err := d.pool.QueryRow(ctx, "SELECT password_hash FROM local_users WHERE name = $1", name).Scan(&h); err != nil {
-		return "", classify(err, "local user %s", name)
+	if err := s.pool.QueryRow(ctx, "SELECT password_hash FROM local_users WHERE name = $1", name).Scan(&h); err != nil {
+		return "", pg.Classify(err, "local user %s", name)
 	}
 	return h, nil
 }
@@ -78,10 +79,10 @@ type UserSession struct {
 }
 
 // LocalUserSession reads local user name's generation and roles in one
-// query, for every authenticated request. ErrNotFound: no such user (any
+// query, for every authenticated request. db.ErrNotFound: no such user (any
 // more).
-func (d *DB) LocalUserSession(ctx context.Context, name string) (UserSession, error) {
-	rows, err := d.pool.Query(ctx, `
+func (s *Store) LocalUserSession(ctx context.Context, name string) (UserSession, error) {
+	rows, err := s.pool.Query(ctx, `
 		SELECT u.generation, m.team, m.role
 		FROM local_users u
 		LEFT JOIN LATERAL (
@@ -93,13 +94,13 @@ func (d *DB) LocalUserSession(ctx context.Context, name string) (UserSession, er
 	if err != nil {
 		return UserSession{}, fmt.Errorf("session of local user %s: %w", name, err)
 	}
-	s := UserSession{Teams: map[string][]string{}}
+	us := UserSession{Teams: map[string][]string{}}
 	found := false
 	var team, role *string
-	_, err = pgx.ForEachRow(rows, []any{&s.Generation, &team, &role}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&us.Generation, &team, &role}, func() error {
 		found = true
 		if team != nil && role != nil {
-			s.Teams[*team] = append(s.Teams[*team], *role)
+			us.Teams[*team] = append(us.Teams[*team], *role)
 		}
 		return nil
 	})
@@ -107,25 +108,25 @@ func (d *DB) LocalUserSession(ctx context.Context, name string) (UserSession, er
 		return UserSession{}, fmt.Errorf("session of local user %s: %w", name, err)
 	}
 	if !found {
-		return UserSession{}, fmt.Errorf("session of local user %s: %w", name, ErrNotFound)
+		return UserSession{}, fmt.Errorf("session of local user %s: %w", name, pg.ErrNotFound)
 	}
-	for _, roles := range s.Teams {
+	for _, roles := range us.Teams {
 		sort.Strings(roles)
 	}
-	return s, nil
+	return us, nil
 }
 
 // BumpLocalUserGeneration moves local user name's token generation on, so
-// every token issued before stops working (logout). ErrNotFound: no such
+// every token issued before stops working (logout). db.ErrNotFound: no such
 // user.
-func (d *DB) BumpLocalUserGeneration(ctx context.Context, name string) error {
-	tag, err := d.pool.Exec(ctx,
+func (s *Store) BumpLocalUserGeneration(ctx context.Context, name string) error {
+	tag, err := s.pool.Exec(ctx,
 		"UPDATE local_users SET generation = nextval('local_user_generation') WHERE name = $1", name)
 	if err != nil {
 		return fmt.Errorf("end the sessions of local user %s: %w", name, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("end the sessions of local user %s: %w", name, ErrNotFound)
+		return fmt.Errorf("end the sessions of local user %s: %w", name, pg.ErrNotFound)
 	}
 	return nil
 }

@@ -1,4 +1,7 @@
-package db
+// Package workers is the part of Porter's store that registers the
+// workers: their state (running, stalled, landing, landed, retiring), their
+// heartbeats and the load of builds on them.
+package workers
 
 import (
 	"context"
@@ -7,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/porter-ci/porter/pkg/db/internal/pg"
 )
 
 // Worker is a Kubernetes API and a namespace that runs step pods.
@@ -30,20 +35,20 @@ func scanWorker(row pgx.Row) (Worker, error) {
 	var start *time.Time
 	err := row.Scan(&w.Name, &w.Platform, &w.Tags, &w.Team, &w.State, &w.Namespace, &w.Version,
 		&start, &w.Heartbeat, &w.ActiveContainers)
-	w.StartTime = nullTime(start)
+	w.StartTime = pg.NullTime(start)
 	return w, err
 }
 
 // UpsertWorker registers a worker or updates it, and sets its Heartbeat to now
 // (the database's clock, so servers with skewed clocks agree).
-func (d *DB) UpsertWorker(ctx context.Context, w Worker) error {
+func (s *Registry) UpsertWorker(ctx context.Context, w Worker) error {
 	if w.Platform == "" {
 		w.Platform = "linux"
 	}
 	if w.Tags == nil {
 		w.Tags = []string{}
 	}
-	_, err := d.pool.Exec(ctx, `
+	_, err := s.pool.Exec(ctx, `
 		INSERT INTO workers (name, platform, tags, team, state, namespace, version, start_time, heartbeat, active_containers)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), $9)
 		ON CONFLICT (name) DO UPDATE SET
@@ -51,7 +56,7 @@ func (d *DB) UpsertWorker(ctx context.Context, w Worker) error {
 			state = excluded.state, namespace = excluded.namespace, version = excluded.version,
 			start_time = excluded.start_time, heartbeat = now(),
 			active_containers = excluded.active_containers`,
-		w.Name, w.Platform, w.Tags, w.Team, w.State, w.Namespace, w.Version, timeArg(w.StartTime), w.ActiveContainers)
+		w.Name, w.Platform, w.Tags, w.Team, w.State, w.Namespace, w.Version, pg.TimeArg(w.StartTime), w.ActiveContainers)
 	if err != nil {
 		return fmt.Errorf("save worker %s: %w", w.Name, err)
 	}
@@ -59,8 +64,8 @@ func (d *DB) UpsertWorker(ctx context.Context, w Worker) error {
 }
 
 // Workers lists every worker by name.
-func (d *DB) Workers(ctx context.Context) ([]Worker, error) {
-	rows, err := d.pool.Query(ctx, "SELECT "+workerColumns+" FROM workers ORDER BY name")
+func (s *Registry) Workers(ctx context.Context) ([]Worker, error) {
+	rows, err := s.pool.Query(ctx, "SELECT "+workerColumns+" FROM workers ORDER BY name")
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
@@ -72,10 +77,10 @@ func (d *DB) Workers(ctx context.Context) ([]Worker, error) {
 }
 
 // Worker looks a worker up by name.
-func (d *DB) Worker(ctx context.Context, name string) (Worker, error) {
-	w, err := scanWorker(d.pool.QueryRow(ctx, "SELECT "+workerColumns+" FROM workers WHERE name = $1", name))
+func (s *Registry) Worker(ctx context.Context, name string) (Worker, error) {
+	w, err := scanWorker(s.pool.QueryRow(ctx, "SELECT "+workerColumns+" FROM workers WHERE name = $1", name))
 	if err != nil {
-		return Worker{}, classify(err, "worker %s", name)
+		return Worker{}, pg.Classify(err, "worker %s", name)
 	}
 	return w, nil
 }
@@ -87,12 +92,12 @@ const operatorStates = "('landing', 'landed', 'retiring')"
 // HeartbeatWorker records that the server reached the worker's API server
 // (w.State running) or did not (stalled), and returns the worker's state:
 // landing, landed and retiring stay as they are.
-func (d *DB) HeartbeatWorker(ctx context.Context, w Worker) (string, error) {
+func (s *Registry) HeartbeatWorker(ctx context.Context, w Worker) (string, error) {
 	if w.Tags == nil {
 		w.Tags = []string{}
 	}
 	var state string
-	err := d.pool.QueryRow(ctx, `
+	err := s.pool.QueryRow(ctx, `
 		INSERT INTO workers (name, platform, tags, team, state, namespace, version, start_time, heartbeat)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
 		ON CONFLICT (name) DO UPDATE SET
@@ -101,7 +106,7 @@ func (d *DB) HeartbeatWorker(ctx context.Context, w Worker) (string, error) {
 			heartbeat = CASE WHEN excluded.state = 'stalled' THEN workers.heartbeat ELSE now() END,
 			state = CASE WHEN workers.state IN `+operatorStates+` THEN workers.state ELSE excluded.state END
 		RETURNING state`,
-		w.Name, w.Platform, w.Tags, w.Team, w.State, w.Namespace, w.Version, timeArg(w.StartTime)).Scan(&state)
+		w.Name, w.Platform, w.Tags, w.Team, w.State, w.Namespace, w.Version, pg.TimeArg(w.StartTime)).Scan(&state)
 	if err != nil {
 		return "", fmt.Errorf("heartbeat worker %s: %w", w.Name, err)
 	}
@@ -110,34 +115,34 @@ func (d *DB) HeartbeatWorker(ctx context.Context, w Worker) (string, error) {
 
 // LandWorker asks a worker to take no new steps; it becomes landed when
 // its running steps have finished. Landing a landed worker changes nothing.
-func (d *DB) LandWorker(ctx context.Context, name string) error {
-	return d.workerState(ctx, name, "landing a worker",
+func (s *Registry) LandWorker(ctx context.Context, name string) error {
+	return s.workerState(ctx, name, "landing a worker",
 		`UPDATE workers SET state = CASE WHEN state = 'landed' THEN state ELSE 'landing' END WHERE name = $1`)
 }
 
 // RetireWorker asks a worker to take no new steps and to leave once its
 // running steps have finished.
-func (d *DB) RetireWorker(ctx context.Context, name string) error {
-	return d.workerState(ctx, name, "retiring a worker", `UPDATE workers SET state = 'retiring' WHERE name = $1`)
+func (s *Registry) RetireWorker(ctx context.Context, name string) error {
+	return s.workerState(ctx, name, "retiring a worker", `UPDATE workers SET state = 'retiring' WHERE name = $1`)
 }
 
 // SetWorkerState moves a worker from one state to another; it reports
 // whether the worker was in from.
-func (d *DB) SetWorkerState(ctx context.Context, name, from, to string) (bool, error) {
-	tag, err := d.pool.Exec(ctx, `UPDATE workers SET state = $3 WHERE name = $1 AND state = $2`, name, from, to)
+func (s *Registry) SetWorkerState(ctx context.Context, name, from, to string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE workers SET state = $3 WHERE name = $1 AND state = $2`, name, from, to)
 	if err != nil {
 		return false, fmt.Errorf("set worker %s %s: %w", name, to, err)
 	}
 	return tag.RowsAffected() > 0, nil
 }
 
-func (d *DB) workerState(ctx context.Context, name, what, sql string) error {
-	tag, err := d.pool.Exec(ctx, sql, name)
+func (s *Registry) workerState(ctx context.Context, name, what, sql string) error {
+	tag, err := s.pool.Exec(ctx, sql, name)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", what, name, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%s %s: %w", what, name, ErrNotFound)
+		return fmt.Errorf("%s %s: %w", what, name, pg.ErrNotFound)
 	}
 	return nil
 }
@@ -147,23 +152,23 @@ var ErrWorkerRunning = errors.New("cannot prune running worker")
 
 // PruneWorker removes a worker that is not running (stalled, landed...)
 // from the list, as Concourse's prune-worker does.
-func (d *DB) PruneWorker(ctx context.Context, name string) error {
-	tag, err := d.pool.Exec(ctx, `DELETE FROM workers WHERE name = $1 AND state <> 'running'`, name)
+func (s *Registry) PruneWorker(ctx context.Context, name string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM workers WHERE name = $1 AND state <> 'running'`, name)
 	if err != nil {
 		return fmt.Errorf("prune worker %s: %w", name, err)
 	}
 	if tag.RowsAffected() > 0 {
 		return nil
 	}
-	if _, err := d.Worker(ctx, name); err != nil {
+	if _, err := s.Worker(ctx, name); err != nil {
 		return err
 	}
 	return fmt.Errorf("prune worker %s: %w", name, ErrWorkerRunning)
 }
 
 // DeleteWorker removes a worker's record (a retired worker leaving).
-func (d *DB) DeleteWorker(ctx context.Context, name string) error {
-	if _, err := d.pool.Exec(ctx, `DELETE FROM workers WHERE name = $1`, name); err != nil {
+func (s *Registry) DeleteWorker(ctx context.Context, name string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM workers WHERE name = $1`, name); err != nil {
 		return fmt.Errorf("delete worker %s: %w", name, err)
 	}
 	return nil
@@ -177,8 +182,8 @@ type WorkerLoad struct {
 }
 
 // WorkerLoads returns the load of every worker that has any.
-func (d *DB) WorkerLoads(ctx context.Context) (map[string]WorkerLoad, error) {
-	rows, err := d.pool.Query(ctx, `
+func (s *Registry) WorkerLoads(ctx context.Context) (map[string]WorkerLoad, error) {
+	rows, err := s.pool.Query(ctx, `
 		SELECT c.worker_name, count(*), count(*) FILTER (WHERE c.type = 'task')
 		FROM containers c JOIN builds b ON b.id = c.build_id
 		WHERE b.status IN ('pending', 'started')
@@ -205,9 +210,9 @@ func (d *DB) WorkerLoads(ctx context.Context) (map[string]WorkerLoad, error) {
 // BuildsOnWorker counts the unfinished builds that ran a step on the
 // worker (the build's saved state names each step's worker): a landing
 // worker lands when there are none.
-func (d *DB) BuildsOnWorker(ctx context.Context, name string) (int, error) {
+func (s *Registry) BuildsOnWorker(ctx context.Context, name string) (int, error) {
 	var n int
-	err := d.pool.QueryRow(ctx, `
+	err := s.pool.QueryRow(ctx, `
 		SELECT count(*) FROM builds
 		WHERE status IN ('pending', 'started')
 		  AND jsonb_path_exists(state, '$.steps.* ? (@.worker == $w)', jsonb_build_object('w', $1::text))`, name).Scan(&n)
@@ -219,11 +224,17 @@ func (d *DB) BuildsOnWorker(ctx context.Context, name string) (int, error) {
 
 // StallUnresponsiveWorkers marks stalled the running workers whose last
 // heartbeat is older than ttl: the server that heartbeats them is gone.
-func (d *DB) StallUnresponsiveWorkers(ctx context.Context, ttl time.Duration) error {
-	_, err := d.pool.Exec(ctx, `UPDATE workers SET state = 'stalled'
+func (s *Registry) StallUnresponsiveWorkers(ctx context.Context, ttl time.Duration) error {
+	_, err := s.pool.Exec(ctx, `UPDATE workers SET state = 'stalled'
 		WHERE state = 'running' AND heartbeat < now() - make_interval(secs => $1)`, ttl.Seconds())
 	if err != nil {
 		return fmt.Errorf("stall unresponsive workers: %w", err)
 	}
 	return nil
 }
+
+// Registry reads and writes the workers' table.
+type Registry struct{ pool *pgxpool.Pool }
+
+// New is the worker registry on pool.
+func New(pool *pgxpool.Pool) *Registry { return &Registry{pool: pool} }

@@ -1,4 +1,8 @@
-package db
+// Package accounts is the part of Porter's store that says who may do what:
+// teams and their roles, local users and their token generations, the
+// record of logins (fly active-users) and the opaque access tokens fly's
+// targets reads.
+package accounts
 
 import (
 	"context"
@@ -7,6 +11,8 @@ import (
 	"sort"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/porter-ci/porter/pkg/db/internal/pg"
 )
 
 // TeamAuth maps a role ("owner", "member", "pipeline-operator", "viewer") to
@@ -41,7 +47,7 @@ func scanTeam(row pgx.Row) (Team, error) {
 }
 
 // EnsureTeam creates the team, or replaces the auth of the existing one.
-func (d *DB) EnsureTeam(ctx context.Context, name string, auth TeamAuth) (Team, error) {
+func (s *Store) EnsureTeam(ctx context.Context, name string, auth TeamAuth) (Team, error) {
 	if auth == nil {
 		auth = TeamAuth{}
 	}
@@ -49,37 +55,37 @@ func (d *DB) EnsureTeam(ctx context.Context, name string, auth TeamAuth) (Team, 
 	if err != nil {
 		return Team{}, fmt.Errorf("ensure team %s: encode auth: %w", name, err)
 	}
-	t, err := scanTeam(d.pool.QueryRow(ctx, `
+	t, err := scanTeam(s.pool.QueryRow(ctx, `
 		INSERT INTO teams (name, auth) VALUES ($1, $2::jsonb)
 		ON CONFLICT (name) DO UPDATE SET auth = excluded.auth
 		RETURNING `+teamColumns, name, string(b)))
 	if err != nil {
-		return Team{}, classify(err, "ensure team %s", name)
+		return Team{}, pg.Classify(err, "ensure team %s", name)
 	}
 	return t, nil
 }
 
 // Team looks a team up by name.
-func (d *DB) Team(ctx context.Context, name string) (Team, error) {
-	t, err := scanTeam(d.pool.QueryRow(ctx, "SELECT "+teamColumns+" FROM teams WHERE name = $1", name))
+func (s *Store) Team(ctx context.Context, name string) (Team, error) {
+	t, err := scanTeam(s.pool.QueryRow(ctx, "SELECT "+teamColumns+" FROM teams WHERE name = $1", name))
 	if err != nil {
-		return Team{}, classify(err, "team %s", name)
+		return Team{}, pg.Classify(err, "team %s", name)
 	}
 	return t, nil
 }
 
 // TeamByID looks a team up by id.
-func (d *DB) TeamByID(ctx context.Context, id int) (Team, error) {
-	t, err := scanTeam(d.pool.QueryRow(ctx, "SELECT "+teamColumns+" FROM teams WHERE id = $1", id))
+func (s *Store) TeamByID(ctx context.Context, id int) (Team, error) {
+	t, err := scanTeam(s.pool.QueryRow(ctx, "SELECT "+teamColumns+" FROM teams WHERE id = $1", id))
 	if err != nil {
-		return Team{}, classify(err, "team %d", id)
+		return Team{}, pg.Classify(err, "team %d", id)
 	}
 	return t, nil
 }
 
 // Teams lists every team, ordered by id.
-func (d *DB) Teams(ctx context.Context) ([]Team, error) {
-	rows, err := d.pool.Query(ctx, "SELECT "+teamColumns+" FROM teams ORDER BY id")
+func (s *Store) Teams(ctx context.Context) ([]Team, error) {
+	rows, err := s.pool.Query(ctx, "SELECT "+teamColumns+" FROM teams ORDER BY id")
 	if err != nil {
 		return nil, fmt.Errorf("list teams: %w", err)
 	}
@@ -92,8 +98,8 @@ func (d *DB) Teams(ctx context.Context) ([]Team, error) {
 
 // UserTeams returns, for a user ("local:name"), the roles it has in each team
 // it belongs to: team name -> roles, sorted. Groups are not expanded here.
-func (d *DB) UserTeams(ctx context.Context, user string) (map[string][]string, error) {
-	rows, err := d.pool.Query(ctx, `
+func (s *Store) UserTeams(ctx context.Context, user string) (map[string][]string, error) {
+	rows, err := s.pool.Query(ctx, `
 		SELECT t.name, r.key
 		FROM teams t, jsonb_each(t.auth) r
 		WHERE r.value->'users' ? $1`, user)
@@ -114,3 +120,9 @@ func (d *DB) UserTeams(ctx context.Context, user string) (map[string][]string, e
 	}
 	return out, nil
 }
+
+// Store reads and writes the accounts' tables.
+type Store struct{ pool *pgxpool.Pool }
+
+// New is the accounts' store on pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
