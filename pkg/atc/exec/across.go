@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/pipeline"
@@ -28,7 +29,7 @@ func (x *executor) across(ctx context.Context, p *concourse.Plan) (bool, error) 
 	values := make([][]any, len(ap.Vars))
 	announce := !r.finished() && r.Status == ""
 	for i, v := range ap.Vars {
-		if _, shadowed := x.scope(ctx).get(v.Var); shadowed && announce {
+		if _, shadowed := x.scope(ctx).Get(v.Var); shadowed && announce {
 			x.b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID), Source: events.OriginSourceStderr},
 				Payload: fmt.Sprintf("\x1b[1;33mWARNING: across step shadows local var '%s'\x1b[0m\n", v.Var)})
 		}
@@ -63,13 +64,13 @@ func (x *executor) across(ctx context.Context, p *concourse.Plan) (bool, error) 
 		x.r.SaveState(ctx, x.b)
 	}
 	run := func(ctx context.Context, i int) (bool, error) {
-		scope := x.scope(ctx).child()
+		scope := x.scope(ctx).Child()
 		for j, v := range ap.Vars {
 			// The values are public (the substeps show them), so they are
 			// not redacted.
-			scope.set(v.Var, combos[i][j])
+			scope.Set(v.Var, combos[i][j])
 		}
-		return x.run(withScope(ctx, scope), &substeps[i])
+		return x.run(stepvars.WithScope(ctx, scope), &substeps[i])
 	}
 	ok, err := x.acrossLevel(ctx, ap, values, 0, 0, len(combos), run)
 	x.b.Update(func() { r.Status, r.EndTime = BuildResult(ok, err), time.Now().Unix() })
@@ -147,7 +148,7 @@ func (x *executor) parallel(ctx context.Context, n, limit int, failFast bool, f 
 func (x *executor) acrossValues(ctx context.Context, v concourse.AcrossVar) ([]any, error) {
 	val := v.Values
 	if s, ok := val.(string); ok {
-		filled, err := x.stepVars(nil).interpolate(ctx, s)
+		filled, err := x.stepVars(nil).Interpolate(ctx, s)
 		if err != nil {
 			return nil, fmt.Errorf("across var '%s': %w", v.Var, err)
 		}
@@ -192,7 +193,7 @@ func cartesian(values [][]any) [][]any {
 type localOnly map[string]any
 
 func (l localOnly) Get(_ context.Context, ref vars.Ref) (any, bool, error) {
-	if ref.Source != localSource {
+	if ref.Source != stepvars.LocalSource {
 		return nil, false, nil
 	}
 	v, ok := l[ref.Path]

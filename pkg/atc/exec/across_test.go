@@ -65,7 +65,7 @@ func TestAcrossRunsEveryCombinationInOrder(t *testing.T) {
 func TestAcrossValuesFromALocalVarAllInFlight(t *testing.T) {
 	f := &fakeLeaves{}
 	x := acrossExecutor(t, f)
-	x.locals.set("names", []any{"hang", "ok", "ok2"})
+	x.locals.Set("names", []any{"hang", "ok", "ok2"})
 	p := acrossPlan(t, `{task: "((.:item))", config: {}, across: [{var: item, values: "((.:names))", max_in_flight: all}]}`)
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
@@ -102,7 +102,7 @@ func TestAcrossFailFastStopsTheRest(t *testing.T) {
 
 func TestAcrossValuesMustBeAList(t *testing.T) {
 	x := acrossExecutor(t, &fakeLeaves{})
-	x.locals.set("one", "just-a-string")
+	x.locals.Set("one", "just-a-string")
 	p := acrossPlan(t, `{task: t, config: {}, across: [{var: item, values: "((.:one))"}]}`)
 	ok, err := x.run(t.Context(), p)
 	if ok || err == nil || err.Error() != "across var 'item': values must be a list, not a string" {

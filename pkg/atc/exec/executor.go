@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/vars"
@@ -33,7 +34,7 @@ type executor struct {
 
 	// locals are the build's local vars (load_var's); an across run
 	// carries its own child scope in its context.
-	locals *localScope
+	locals *stepvars.Scope
 	// sources are the pipeline's var_sources, read once.
 	sourcesOnce sync.Once
 	sources     map[string]vars.Resolver
@@ -41,7 +42,7 @@ type executor struct {
 }
 
 func newExecutor(r *Runner, b *Build) *executor {
-	x := &executor{r: r, b: b, artifacts: map[string]api.ArtifactRef{}, locals: &localScope{vars: map[string]any{}}}
+	x := &executor{r: r, b: b, artifacts: map[string]api.ArtifactRef{}, locals: stepvars.NewScope()}
 	x.leaf = x.observed(x.work)
 	return x
 }

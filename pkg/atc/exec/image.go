@@ -101,7 +101,7 @@ func (x *executor) artifactImage(ctx context.Context, tp *concourse.TaskPlan) (t
 	case !fetched:
 		return taskImage{}, fmt.Errorf("task %q: image artifact %q was not fetched by a get step (a task's output or an uploaded input cannot be an image); image: names the artifact of a registry-image get", tp.Name, name)
 	}
-	source, err := x.stepVars(nil).interpolateMap(ctx, f.source)
+	source, err := x.stepVars(nil).InterpolateMap(ctx, f.source)
 	if err != nil {
 		return taskImage{}, fmt.Errorf("task %q: image artifact %q: %w", tp.Name, name, err)
 	}

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/atc/buildlog/buildlogtest"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
@@ -211,20 +210,5 @@ func TestValidateTaskPlan(t *testing.T) {
 		if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%+v: got %v, want %q", tc.tp, err, tc.want)
 		}
-	}
-}
-
-func TestSplitSecretParams(t *testing.T) {
-	a := &action.Action{Params: map[string]string{"A": "plain", "B": "Bearer s3cr3t", "C": "s3cr3t", "D": ""}}
-	got := splitSecretParams(a, creds.NewRedactor([]string{"s3cr3t"}))
-	if len(got) != 2 || got["B"] != "Bearer s3cr3t" || got["C"] != "s3cr3t" {
-		t.Errorf("secret params = %v", got)
-	}
-	if !slices.Equal(a.SecretParams, []string{"B", "C"}) || len(a.Params) != 2 || a.Params["A"] != "plain" {
-		t.Errorf("action params = %v, secret %v", a.Params, a.SecretParams)
-	}
-	b := &action.Action{Params: map[string]string{"A": "x"}}
-	if got := splitSecretParams(b, nil); got != nil || len(b.Params) != 1 {
-		t.Errorf("without credentials: %v %v", got, b.Params)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events"
@@ -105,17 +106,10 @@ func (x *executor) loadVar(ctx context.Context, p *concourse.Plan) (bool, error)
 		return x.failStep(ctx, origin, r, err)
 	}
 	if !lv.Reveal {
-		set := map[string]bool{}
-		collectSecrets(value, set)
-		delete(set, "")
-		secrets := make([]string, 0, len(set))
-		for s := range set {
-			secrets = append(secrets, s)
-		}
-		x.b.Log.Redact(secrets)
+		x.b.Log.Redact(stepvars.Secrets(value))
 	}
 	emit(events.Start{Origin: origin, Time: time.Now().Unix()})
-	x.scope(ctx).set(lv.Name, value)
+	x.scope(ctx).Set(lv.Name, value)
 	out := events.Origin{ID: string(p.ID), Source: events.OriginSourceStdout}
 	emit(events.Log{Time: time.Now().Unix(), Origin: out, Payload: fmt.Sprintf("var %s fetched.\n", lv.Name)})
 	emit(events.Log{Time: time.Now().Unix(), Origin: out, Payload: fmt.Sprintf("added var %s to build.\n", lv.Name)})

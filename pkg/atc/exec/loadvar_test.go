@@ -42,18 +42,3 @@ func TestLoadVarFormats(t *testing.T) {
 		}
 	}
 }
-
-// A run of an across step sees its own values over the build's local
-// vars; what it sets stays in its scope.
-func TestLocalScopes(t *testing.T) {
-	root := &localScope{vars: map[string]any{}}
-	root.set("a", "build")
-	run := root.child()
-	run.set("b", "run")
-	if v, _ := run.get("a"); v != "build" {
-		t.Errorf("a in the run = %v", v)
-	}
-	if _, ok := root.get("b"); ok {
-		t.Error("the run's var leaked into the build")
-	}
-}

@@ -83,7 +83,7 @@ func (x *executor) check(ctx context.Context, p *concourse.Plan) (bool, error) {
 	fin, done, err := x.runResource(ctx, p, r, step, func() {
 		x.b.Log.Append(events.InitializeCheck{Time: time.Now().Unix(), Origin: origin, Name: cp.Name})
 	}, func() (map[string]any, error) {
-		source, err := x.stepVars(nil).interpolateMap(ctx, cp.Source)
+		source, err := x.stepVars(nil).InterpolateMap(ctx, cp.Source)
 		if err != nil {
 			return nil, err
 		}
@@ -141,10 +141,10 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 		}
 		version = v
 		sv := x.stepVars(nil)
-		if source, err = sv.interpolateMap(ctx, gp.Source); err != nil {
+		if source, err = sv.InterpolateMap(ctx, gp.Source); err != nil {
 			return nil, err
 		}
-		if params, err = sv.interpolateMap(ctx, gp.Params); err != nil {
+		if params, err = sv.InterpolateMap(ctx, gp.Params); err != nil {
 			return nil, err
 		}
 		return map[string]any{"source": nonNilMap(source), "version": v, "params": nonNilMap(params)}, nil
@@ -234,11 +234,11 @@ func (x *executor) put(ctx context.Context, p *concourse.Plan) (bool, error) {
 		x.b.Log.Append(events.InitializePut{Time: time.Now().Unix(), Origin: origin})
 	}, func() (map[string]any, error) {
 		sv := x.stepVars(nil)
-		source, err := sv.interpolateMap(ctx, pp.Source)
+		source, err := sv.InterpolateMap(ctx, pp.Source)
 		if err != nil {
 			return nil, err
 		}
-		params, err := sv.interpolateMap(ctx, pp.Params)
+		params, err := sv.InterpolateMap(ctx, pp.Params)
 		if err != nil {
 			return nil, err
 		}
@@ -681,7 +681,7 @@ func (x *executor) resourceImage(ctx context.Context, step resourceStep) (string
 	if version == nil {
 		return "", fmt.Errorf("resource type %q has no image (neither a base type nor a check of its own)", step.typ)
 	}
-	source, err := x.stepVars(nil).interpolateMap(ctx, source)
+	source, err := x.stepVars(nil).InterpolateMap(ctx, source)
 	if err != nil {
 		return "", fmt.Errorf("resource type %q: source: %w", step.typ, err)
 	}

@@ -171,7 +171,7 @@ func (x *executor) interpolateSetPipeline(ctx context.Context, sp *concourse.Set
 	if err != nil {
 		return nil, fmt.Errorf("set_pipeline %s: %w", sp.Name, err)
 	}
-	filled, err := x.stepVars(nil).interpolateJSON(ctx, body)
+	filled, err := x.stepVars(nil).InterpolateJSON(ctx, body)
 	if err != nil {
 		return nil, fmt.Errorf("set_pipeline %s: %w", sp.Name, err)
 	}

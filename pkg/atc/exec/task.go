@@ -13,6 +13,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -275,7 +276,7 @@ func (x *executor) resolvePreparedTask(ctx context.Context, p *concourse.Plan) (
 		return nil, events.TaskConfig{}, nil, nil, err
 	}
 	red := x.b.Log.Redactor()
-	return a, redactEventConfig(red, eventConfig), pull, splitSecretParams(a, red), nil
+	return a, redactEventConfig(red, eventConfig), pull, stepvars.SplitSecretParams(a, red), nil
 }
 
 // resolveTask turns a task step into an action, the way Concourse checks a

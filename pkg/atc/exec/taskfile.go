@@ -9,6 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
@@ -83,7 +84,7 @@ func (x *executor) prepareTask(ctx context.Context, tp *concourse.TaskPlan) (*co
 	if err != nil {
 		return nil, fmt.Errorf("task %q: %w", tp.Name, err)
 	}
-	filled, err := sv.interpolateJSON(ctx, body)
+	filled, err := sv.InterpolateJSON(ctx, body)
 	var undefined *vars.UndefinedVarsError
 	switch {
 	case errors.As(err, &undefined):
@@ -118,14 +119,14 @@ func validateTaskPlan(tp *concourse.TaskPlan) error {
 		}
 		return nil
 	}
-	if hasVars(tp.Config) || hasVars(tp.Limits) {
+	if stepvars.HasVars(tp.Config) || stepvars.HasVars(tp.Limits) {
 		if len(tp.Config) == 0 {
 			return fmt.Errorf("task %q has no config", tp.Name)
 		}
 		return nil
 	}
 	params, _ := json.Marshal(tp.Params)
-	if hasVars(params) {
+	if stepvars.HasVars(params) {
 		// Params are checked once they are filled in.
 		cp := *tp
 		cp.Params = nil
@@ -141,5 +142,5 @@ func redactEventConfig[T any](red *creds.Redactor, cfg T) T {
 	if red == nil {
 		return cfg
 	}
-	return redactValue(red, cfg)
+	return stepvars.RedactValue(red, cfg)
 }
