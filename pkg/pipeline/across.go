@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,4 +87,65 @@ func ParseAcross(raw json.RawMessage) ([]concourse.AcrossVar, error) {
 		return nil, fmt.Errorf("across: %d combinations of values (the limit is %d)", combinations, MaxAcrossCombinations)
 	}
 	return out, nil
+}
+
+// AcrossCombinations lists every combination of an across step's
+// values, the first var's slowest.
+func AcrossCombinations(values [][]any) [][]any {
+	combos := [][]any{{}}
+	for _, vs := range values {
+		next := make([][]any, 0, len(combos)*len(vs))
+		for _, c := range combos {
+			for _, v := range vs {
+				next = append(next, append(append([]any{}, c...), v))
+			}
+		}
+		combos = next
+	}
+	return combos
+}
+
+// localOnly resolves just the across run's values: every other var stays
+// as written, for the steps to fill in when they run.
+type localOnly map[string]any
+
+func (l localOnly) Get(_ context.Context, ref vars.Ref) (any, bool, error) {
+	if ref.Source != vars.LocalSource {
+		return nil, false, nil
+	}
+	v, ok := l[ref.Path]
+	return v, ok, nil
+}
+
+// AcrossSubstep is run i of an across step's substep: its ((.:vars)) filled in and its
+// ids made its own, a get's version_from following the ids it names.
+func AcrossSubstep(ctx context.Context, id concourse.PlanID, i int, ap *concourse.AcrossPlan, combo []any) (concourse.Plan, error) {
+	local := localOnly{}
+	for j, v := range ap.Vars {
+		local[v.Var] = combo[j]
+	}
+	body, err := vars.InterpolateTemplateDefined(ctx, []byte(ap.SubStepTemplate), local)
+	if err != nil {
+		return concourse.Plan{}, fmt.Errorf("across: fill in the substep: %w", err)
+	}
+	var sub concourse.Plan
+	if err := json.Unmarshal(body, &sub); err != nil {
+		return concourse.Plan{}, fmt.Errorf("across: read the substep: %w", err)
+	}
+	mapped := map[concourse.PlanID]concourse.PlanID{}
+	n := 0
+	sub.Each(func(p *concourse.Plan) {
+		to := concourse.PlanID(fmt.Sprintf("%s/%d/%d", id, i, n))
+		mapped[p.ID] = to
+		p.ID = to
+		n++
+	})
+	sub.Each(func(p *concourse.Plan) {
+		if p.Get != nil && p.Get.VersionFrom != nil {
+			if to, ok := mapped[*p.Get.VersionFrom]; ok {
+				p.Get.VersionFrom = &to
+			}
+		}
+	})
+	return sub, nil
 }

@@ -10,6 +10,10 @@ import (
 	"strings"
 )
 
+// LocalSource is the var source of a build's local vars (load_var,
+// across): ((.:name)).
+const LocalSource = "."
+
 // Ref names a var: ((source:path.field.sub)). Segments may be quoted to
 // hold dots or colons: (("a.b".c)).
 type Ref struct {

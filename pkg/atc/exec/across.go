@@ -12,7 +12,6 @@ import (
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/pipeline"
-	"github.com/porter-ci/porter/pkg/vars"
 )
 
 // across runs its substep once for every combination of its vars' values,
@@ -39,14 +38,14 @@ func (x *executor) across(ctx context.Context, p *concourse.Plan) (bool, error) 
 		}
 		values[i] = list
 	}
-	combos := cartesian(values)
+	combos := pipeline.AcrossCombinations(values)
 	if len(combos) > pipeline.MaxAcrossCombinations {
 		return x.failStep(ctx, origin, r, fmt.Errorf("across: %d combinations of values (the limit is %d)", len(combos), pipeline.MaxAcrossCombinations))
 	}
 	substeps := make([]concourse.Plan, len(combos))
 	public := make([]json.RawMessage, len(combos))
 	for i, combo := range combos {
-		sub, err := acrossSubstep(ctx, p.ID, i, ap, combo)
+		sub, err := pipeline.AcrossSubstep(ctx, p.ID, i, ap, combo)
 		if err != nil {
 			return x.failStep(ctx, origin, r, err)
 		}
@@ -171,64 +170,4 @@ func describeValue(v any) string {
 		return "null"
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-// cartesian lists every combination of values, the first var's slowest.
-func cartesian(values [][]any) [][]any {
-	combos := [][]any{{}}
-	for _, vs := range values {
-		next := make([][]any, 0, len(combos)*len(vs))
-		for _, c := range combos {
-			for _, v := range vs {
-				next = append(next, append(append([]any{}, c...), v))
-			}
-		}
-		combos = next
-	}
-	return combos
-}
-
-// localOnly resolves just the across run's values: every other var stays
-// as written, for the steps to fill in when they run.
-type localOnly map[string]any
-
-func (l localOnly) Get(_ context.Context, ref vars.Ref) (any, bool, error) {
-	if ref.Source != stepvars.LocalSource {
-		return nil, false, nil
-	}
-	v, ok := l[ref.Path]
-	return v, ok, nil
-}
-
-// acrossSubstep is run i of the substep: its ((.:vars)) filled in and its
-// ids made its own, a get's version_from following the ids it names.
-func acrossSubstep(ctx context.Context, id concourse.PlanID, i int, ap *concourse.AcrossPlan, combo []any) (concourse.Plan, error) {
-	local := localOnly{}
-	for j, v := range ap.Vars {
-		local[v.Var] = combo[j]
-	}
-	body, err := vars.InterpolateTemplateDefined(ctx, []byte(ap.SubStepTemplate), local)
-	if err != nil {
-		return concourse.Plan{}, fmt.Errorf("across: fill in the substep: %w", err)
-	}
-	var sub concourse.Plan
-	if err := json.Unmarshal(body, &sub); err != nil {
-		return concourse.Plan{}, fmt.Errorf("across: read the substep: %w", err)
-	}
-	mapped := map[concourse.PlanID]concourse.PlanID{}
-	n := 0
-	sub.Each(func(p *concourse.Plan) {
-		to := concourse.PlanID(fmt.Sprintf("%s/%d/%d", id, i, n))
-		mapped[p.ID] = to
-		p.ID = to
-		n++
-	})
-	sub.Each(func(p *concourse.Plan) {
-		if p.Get != nil && p.Get.VersionFrom != nil {
-			if to, ok := mapped[*p.Get.VersionFrom]; ok {
-				p.Get.VersionFrom = &to
-			}
-		}
-	})
-	return sub, nil
 }

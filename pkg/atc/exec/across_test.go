@@ -109,11 +109,3 @@ func TestAcrossValuesMustBeAList(t *testing.T) {
 		t.Errorf("ok %v err %v", ok, err)
 	}
 }
-
-func TestCartesian(t *testing.T) {
-	got := cartesian([][]any{{"a", "b"}, {1}, {"x", "y"}})
-	want := [][]any{{"a", 1, "x"}, {"a", 1, "y"}, {"b", 1, "x"}, {"b", 1, "y"}}
-	if !slices.EqualFunc(got, want, func(a, b []any) bool { return slices.Equal(a, b) }) {
-		t.Errorf("got %v", got)
-	}
-}

@@ -3,15 +3,13 @@ package exec
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/imagecache"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
@@ -158,11 +156,11 @@ func (x *executor) imageResourceImage(ctx context.Context, p *concourse.Plan, ir
 		return taskImage{ref: ref, pull: pull}, nil
 	}
 
-	key, err := imageCacheKey(x.b.TeamID, ir.Type, ti, types, source)
+	key, err := imagecache.Key(x.b.TeamID, ir.Type, ti, types, source)
 	if err != nil {
 		return taskImage{}, err
 	}
-	if digest, ok := x.r.images.get(key); ok {
+	if digest, ok := x.r.images.Get(key); ok {
 		ref, err := taskconfig.PinnedImage(source, map[string]string{"digest": digest})
 		if err == nil {
 			x.r.log.Info("task image from the image cache", "build", x.b.ID, "task", tp.Name, "image", ref)
@@ -187,7 +185,7 @@ func (x *executor) imageResourceImage(ctx context.Context, p *concourse.Plan, ir
 	if err != nil {
 		return taskImage{}, fmt.Errorf("check %s:%s of type %q gives no image: %w", repository, tag, ir.Type, err)
 	}
-	x.r.images.put(key, version["digest"])
+	x.r.images.Put(key, version["digest"])
 	x.r.log.Info("task image checked", "build", x.b.ID, "task", tp.Name, "image", ref)
 	return taskImage{ref: ref, pull: pull}, nil
 }
@@ -275,86 +273,6 @@ func pullAuth(source map[string]any) (*podspec.RegistryAuth, error) {
 		return nil, err
 	}
 	return &podspec.RegistryAuth{Username: username, Password: password}, nil
-}
-
-// imageCacheKey identifies an image resolution: the team (a team's
-// registry credentials answer only its own tasks), the type (with the
-// pipeline's resource types when it is one of them) and the source.
-func imageCacheKey(teamID int, typ string, ti concourse.TypeImage, types []concourse.ResourceType, source map[string]any) (string, error) {
-	var custom []concourse.ResourceType
-	if ti.CheckPlan != nil || ti.GetPlan != nil {
-		custom = types
-	}
-	body, err := json.Marshal(struct {
-		Team   int                      `json:"team"`
-		Type   string                   `json:"type"`
-		Types  []concourse.ResourceType `json:"types,omitempty"`
-		Source map[string]any           `json:"source"`
-	}{teamID, typ, custom, source})
-	if err != nil {
-		return "", fmt.Errorf("image cache key: %w", err)
-	}
-	sum := sha256.Sum256(body)
-	return hex.EncodeToString(sum[:]), nil
-}
-
-// imageCache remembers the digests image checks found, for a short while,
-// in memory: each server checks on its own.
-type imageCache struct {
-	ttl time.Duration
-	max int
-	now func() time.Time
-
-	mu      sync.Mutex
-	entries map[string]imageCacheEntry
-}
-
-type imageCacheEntry struct {
-	digest  string
-	expires time.Time
-}
-
-func newImageCache(ttl time.Duration, max int) *imageCache {
-	return &imageCache{ttl: ttl, max: max, now: time.Now, entries: map[string]imageCacheEntry{}}
-}
-
-func (c *imageCache) get(key string) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[key]
-	if !ok {
-		return "", false
-	}
-	if !c.now().Before(e.expires) {
-		delete(c.entries, key)
-		return "", false
-	}
-	return e.digest, true
-}
-
-// put keeps a digest; a full cache first drops what expired, then what
-// expires soonest.
-func (c *imageCache) put(key, digest string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.now()
-	if _, ok := c.entries[key]; !ok && len(c.entries) >= c.max {
-		for k, e := range c.entries {
-			if !now.Before(e.expires) {
-				delete(c.entries, k)
-			}
-		}
-		for len(c.entries) >= c.max {
-			oldest := ""
-			for k, e := range c.entries {
-				if oldest == "" || e.expires.Before(c.entries[oldest].expires) {
-					oldest = k
-				}
-			}
-			delete(c.entries, oldest)
-		}
-	}
-	c.entries[key] = imageCacheEntry{digest: digest, expires: now.Add(c.ttl)}
 }
 
 // mergeSource is source over defaults (a new map; neither is changed).

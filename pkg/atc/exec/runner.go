@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/atc/exec/imagecache"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -120,7 +121,7 @@ type Runner struct {
 	tracer trace.Tracer
 	log    *slog.Logger
 	// images caches the digests of checked task images.
-	images *imageCache
+	images *imagecache.Cache
 }
 
 // New prepares a runner.
@@ -130,7 +131,7 @@ func New(cfg Config, deps Deps) *Runner {
 		log = slog.Default()
 	}
 	return &Runner{cfg: cfg, engine: deps.Engine, db: deps.Store, store: deps.Blobs, pods: deps.Runtime, creds: deps.Credentials,
-		tracer: deps.Tracer, log: log, images: newImageCache(imageCacheTTL, imageCacheSize)}
+		tracer: deps.Tracer, log: log, images: imagecache.New(imageCacheTTL, imageCacheSize)}
 }
 
 // Run runs b's plan: ok says whether it succeeded; an error is the build's

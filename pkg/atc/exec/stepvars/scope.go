@@ -8,10 +8,12 @@ package stepvars
 import (
 	"context"
 	"sync"
+
+	"github.com/porter-ci/porter/pkg/vars"
 )
 
 // LocalSource is the var source of a build's local vars: ((.:name)).
-const LocalSource = "."
+const LocalSource = vars.LocalSource
 
 // Scope holds a build's local vars: those load_var set, and across's for
 // one of its runs. A run of an across step sees its own values over the
