@@ -7,15 +7,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
 	"sigs.k8s.io/yaml"
-
-	"github.com/porter-ci/porter/pkg/atc/exec"
 )
 
 // parseBaseResourceTypes reads --base-resource-type NAME=IMAGE flags over
 // the defaults.
 func parseBaseResourceTypes(specs []string) (map[string]string, error) {
-	types := exec.DefaultBaseResourceTypes()
+	types := basetypes.Images()
 	for _, spec := range specs {
 		name, image, ok := strings.Cut(spec, "=")
 		if !ok || name == "" || image == "" {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
 )
 
 func TestParseBaseResourceTypes(t *testing.T) {
@@ -22,7 +22,7 @@ func TestParseBaseResourceTypes(t *testing.T) {
 }
 
 func TestParseBaseResourceTypeDefaults(t *testing.T) {
-	types := exec.DefaultBaseResourceTypes()
+	types := basetypes.Images()
 	got, err := parseBaseResourceTypeDefaults([]byte("registry-image:\n  registry_mirror: {host: 10.245.0.1:5000}\n  insecure: true\n"), types)
 	if err != nil {
 		t.Fatal(err)

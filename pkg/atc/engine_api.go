@@ -8,6 +8,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/atc/apiserver"
 	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
@@ -65,7 +66,7 @@ func (e apiEngine) OpenSession(ctx context.Context, stepID string, open *eventsp
 func (e apiEngine) WorkerResourceTypes(name string) []concourse.WorkerResourceType {
 	types := maps.Clone(e.s.cfg.BaseResourceTypes)
 	if types == nil {
-		types = exec.DefaultBaseResourceTypes()
+		types = basetypes.Images()
 	}
 	if w, ok := e.s.runtime.Lookup(name); ok {
 		maps.Copy(types, w.Config().BaseResourceTypes)

@@ -4,7 +4,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/pipeline"
 )
@@ -32,7 +32,7 @@ func (p pipelinePlanner) CheckPlan(cfg *concourse.Config, res *concourse.Resourc
 func (s *Server) baseTypeNames() []string {
 	types := s.cfg.BaseResourceTypes
 	if types == nil {
-		types = exec.DefaultBaseResourceTypes()
+		types = basetypes.Images()
 	}
 	return slices.Sorted(maps.Keys(types))
 }

@@ -172,11 +172,11 @@ func (x *executor) work(ctx context.Context, p *concourse.Plan) (bool, error) {
 	case p.Task != nil:
 		return x.task(ctx, p)
 	case p.Get != nil:
-		return x.get(ctx, x.r.withBaseTypeDefaults(p))
+		return x.get(ctx, x.r.cfg.BaseResourceTypeDefaults.Apply(p))
 	case p.Put != nil:
-		return x.put(ctx, x.r.withBaseTypeDefaults(p))
+		return x.put(ctx, x.r.cfg.BaseResourceTypeDefaults.Apply(p))
 	case p.Check != nil:
-		return x.check(ctx, x.r.withBaseTypeDefaults(p))
+		return x.check(ctx, x.r.cfg.BaseResourceTypeDefaults.Apply(p))
 	case p.LoadVar != nil:
 		return x.loadVar(ctx, p)
 	case p.SetPipeline != nil:

@@ -1,12 +1,10 @@
 package exec
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/porter-ci/porter/pkg/atc/exec/imagecache"
@@ -133,7 +131,7 @@ func (x *executor) imageResourceImage(ctx context.Context, p *concourse.Plan, ir
 	if err != nil {
 		return taskImage{}, err
 	}
-	source := x.r.imageSource(ir.Type, types, ir.Source)
+	source := x.r.cfg.BaseResourceTypeDefaults.Source(ir.Type, types, ir.Source)
 	// Checked before any pod runs: without a repository no check can give
 	// an image.
 	repository, err := taskconfig.ImageRepository(source)
@@ -273,61 +271,4 @@ func pullAuth(source map[string]any) (*podspec.RegistryAuth, error) {
 		return nil, err
 	}
 	return &podspec.RegistryAuth{Username: username, Password: password}, nil
-}
-
-// mergeSource is source over defaults (a new map; neither is changed).
-// Like Concourse's, the merge is shallow: a key the source sets replaces
-// the default's whole value.
-func mergeSource(defaults, source map[string]any) map[string]any {
-	merged := make(map[string]any, len(defaults)+len(source))
-	maps.Copy(merged, defaults)
-	maps.Copy(merged, source)
-	return merged
-}
-
-// imageSource is an image_resource's source over its type's defaults: a
-// pipeline resource type's own, or the server's for a base type.
-func (s *Runner) imageSource(typ string, types []concourse.ResourceType, source map[string]any) map[string]any {
-	for _, t := range types {
-		if t.Name == typ {
-			return mergeSource(t.Defaults, source)
-		}
-	}
-	return mergeSource(s.cfg.BaseResourceTypeDefaults[typ], source)
-}
-
-// withBaseTypeDefaults is a resource step with the server's defaults of its
-// base type under its source. A step of a pipeline's own type got that
-// type's defaults when it was planned.
-func (s *Runner) withBaseTypeDefaults(p *concourse.Plan) *concourse.Plan {
-	defaults := s.cfg.BaseResourceTypeDefaults
-	if len(defaults) == 0 {
-		return p
-	}
-	base := func(typ string, ti concourse.TypeImage) (map[string]any, bool) {
-		d, ok := defaults[typ]
-		return d, ok && ti.CheckPlan == nil && ti.GetPlan == nil && cmp.Or(ti.BaseType, typ) == typ
-	}
-	q := *p
-	switch {
-	case p.Get != nil:
-		if d, ok := base(p.Get.Type, p.Get.TypeImage); ok {
-			g := *p.Get
-			g.Source = mergeSource(d, g.Source)
-			q.Get = &g
-		}
-	case p.Put != nil:
-		if d, ok := base(p.Put.Type, p.Put.TypeImage); ok {
-			put := *p.Put
-			put.Source = mergeSource(d, put.Source)
-			q.Put = &put
-		}
-	case p.Check != nil:
-		if d, ok := base(p.Check.Type, p.Check.TypeImage); ok {
-			c := *p.Check
-			c.Source = mergeSource(d, c.Source)
-			q.Check = &c
-		}
-	}
-	return &q
 }

@@ -18,55 +18,6 @@ import (
 
 const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-func TestWithBaseTypeDefaults(t *testing.T) {
-	s := &Runner{cfg: Config{BaseResourceTypeDefaults: map[string]map[string]any{
-		"registry-image": {"insecure": true, "registry_mirror": map[string]any{"host": "mirror:5000"}},
-	}}}
-	source := map[string]any{"repository": "busybox", "insecure": false}
-	get := &concourse.Plan{ID: "1", Get: &concourse.GetPlan{Name: "img", Type: "registry-image", Source: source,
-		TypeImage: concourse.TypeImage{BaseType: "registry-image"}}}
-	got := s.withBaseTypeDefaults(get)
-	want := map[string]any{"repository": "busybox", "insecure": false, "registry_mirror": map[string]any{"host": "mirror:5000"}}
-	if !reflect.DeepEqual(got.Get.Source, want) {
-		t.Errorf("source = %v, want %v (the step's own settings win)", got.Get.Source, want)
-	}
-	if len(get.Get.Source) != 2 || got.ID != "1" {
-		t.Errorf("the build's plan was changed: %v", get.Get.Source)
-	}
-	check := &concourse.Plan{ID: "2", Check: &concourse.CheckPlan{Name: "img", Type: "registry-image", Source: nil,
-		TypeImage: concourse.TypeImage{BaseType: "registry-image"}}}
-	if got := s.withBaseTypeDefaults(check); got.Check.Source["insecure"] != true {
-		t.Errorf("check source = %v", got.Check.Source)
-	}
-	put := &concourse.Plan{ID: "3", Put: &concourse.PutPlan{Name: "img", Type: "registry-image", Source: source,
-		TypeImage: concourse.TypeImage{BaseType: "registry-image"}}}
-	if got := s.withBaseTypeDefaults(put); got.Put.Source["registry_mirror"] == nil {
-		t.Errorf("put source = %v", got.Put.Source)
-	}
-	// A pipeline's own type named like a base type is not the base type.
-	custom := &concourse.Plan{ID: "4", Get: &concourse.GetPlan{Name: "x", Type: "registry-image", Source: source,
-		TypeImage: concourse.TypeImage{BaseType: "registry-image", CheckPlan: &concourse.Plan{ID: "4/image-check"}}}}
-	if got := s.withBaseTypeDefaults(custom); !reflect.DeepEqual(got.Get.Source, source) {
-		t.Errorf("custom type's source = %v, want it unchanged", got.Get.Source)
-	}
-	other := &concourse.Plan{ID: "5", Get: &concourse.GetPlan{Name: "x", Type: "git", Source: map[string]any{"uri": "u"},
-		TypeImage: concourse.TypeImage{BaseType: "git"}}}
-	if got := s.withBaseTypeDefaults(other); len(got.Get.Source) != 1 {
-		t.Errorf("git source = %v, want no defaults", got.Get.Source)
-	}
-}
-
-func TestImageSource(t *testing.T) {
-	s := &Runner{cfg: Config{BaseResourceTypeDefaults: map[string]map[string]any{"registry-image": {"insecure": true}}}}
-	if got := s.imageSource("registry-image", nil, map[string]any{"repository": "busybox"}); !reflect.DeepEqual(got, map[string]any{"repository": "busybox", "insecure": true}) {
-		t.Errorf("base type: %v", got)
-	}
-	types := []concourse.ResourceType{{Name: "my-registry", Type: "registry-image", Defaults: map[string]any{"tag": "stable"}}}
-	if got := s.imageSource("my-registry", types, map[string]any{"repository": "busybox"}); !reflect.DeepEqual(got, map[string]any{"repository": "busybox", "tag": "stable"}) {
-		t.Errorf("pipeline type: %v", got)
-	}
-}
-
 func TestArtifactImage(t *testing.T) {
 	x := &executor{artifacts: map[string]api.ArtifactRef{}}
 	task := func(image string) *concourse.TaskPlan {

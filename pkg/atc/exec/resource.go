@@ -15,6 +15,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
@@ -27,17 +28,6 @@ import (
 // Resource steps run Concourse's resource protocol unchanged: the type's
 // image's /opt/resource/check, in or out, with the request on stdin and the
 // response on stdout (the sidecar returns it in StepFinished).
-
-// DefaultBaseResourceTypes are the images of the base resource types when
-// no --base-resource-type flag names them.
-func DefaultBaseResourceTypes() map[string]string {
-	return map[string]string{
-		"registry-image": "porter.local/resource-registry-image:dev",
-		"git":            "porter.local/resource-git:dev",
-		"time":           "porter.local/resource-time:dev",
-		"mock":           "porter.local/resource-mock:dev",
-	}
-}
 
 const (
 	resourceDir = "/tmp/build"
@@ -638,7 +628,7 @@ func (x *executor) resourceImage(ctx context.Context, step resourceStep) (string
 	if ti.BaseType != "" && ti.CheckPlan == nil && ti.GetPlan == nil {
 		types := x.r.cfg.BaseResourceTypes
 		if types == nil {
-			types = DefaultBaseResourceTypes()
+			types = basetypes.Images()
 		}
 		image, ok := types[ti.BaseType]
 		if !ok {

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
 	"github.com/porter-ci/porter/pkg/atc/exec/imagecache"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/blobstore"
@@ -87,10 +87,10 @@ type Config struct {
 	// ExternalURL is given to resources as ATC_EXTERNAL_URL.
 	ExternalURL string
 	// BaseResourceTypes are the base types' images (nil:
-	// DefaultBaseResourceTypes); BaseResourceTypeDefaults their source
+	// basetypes.Images); BaseResourceTypeDefaults their source
 	// defaults.
 	BaseResourceTypes        map[string]string
-	BaseResourceTypeDefaults map[string]map[string]any
+	BaseResourceTypeDefaults basetypes.Defaults
 	// PodOTLPEndpoint is where step pods export their spans ("": none).
 	PodOTLPEndpoint string
 	// ArtifactWorker is the worker artifacts are recorded on.
@@ -174,16 +174,7 @@ func (s *Runner) credentials() *creds.Kubernetes { return s.creds }
 
 // baseTypeNames are the names of the resource types this server's workers
 // provide.
-func (s *Runner) baseTypeNames() []string { return BaseTypeNames(s.cfg.BaseResourceTypes) }
-
-// BaseTypeNames are the names of the base resource types (nil:
-// DefaultBaseResourceTypes).
-func BaseTypeNames(types map[string]string) []string {
-	if types == nil {
-		types = DefaultBaseResourceTypes()
-	}
-	return slices.Sorted(maps.Keys(types))
-}
+func (s *Runner) baseTypeNames() []string { return basetypes.Names(s.cfg.BaseResourceTypes) }
 
 // placeStep chooses the worker a step runs on, waiting while the workers
 // that could run it cannot take it now (stalled, landing, at their task

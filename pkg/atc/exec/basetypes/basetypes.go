@@ -1,0 +1,91 @@
+// Package basetypes is the server's base resource types: the images that
+// provide them and the source defaults (--base-resource-type-defaults) a
+// step of a base type gets under its own source.
+package basetypes
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	"github.com/porter-ci/porter/pkg/concourse"
+)
+
+// Defaults are source defaults by base resource type name.
+type Defaults map[string]map[string]any
+
+// Images are the images of the base resource types when no
+// --base-resource-type flag names them.
+func Images() map[string]string {
+	return map[string]string{
+		"registry-image": "porter.local/resource-registry-image:dev",
+		"git":            "porter.local/resource-git:dev",
+		"time":           "porter.local/resource-time:dev",
+		"mock":           "porter.local/resource-mock:dev",
+	}
+}
+
+// Names are the names of the base resource types (nil: Images).
+func Names(types map[string]string) []string {
+	if types == nil {
+		types = Images()
+	}
+	return slices.Sorted(maps.Keys(types))
+}
+
+// MergeSource is source over defaults (a new map; neither is changed).
+// Like Concourse's, the merge is shallow: a key the source sets replaces
+// the default's whole value.
+func MergeSource(defaults, source map[string]any) map[string]any {
+	merged := make(map[string]any, len(defaults)+len(source))
+	maps.Copy(merged, defaults)
+	maps.Copy(merged, source)
+	return merged
+}
+
+// Source is an image_resource's source over its type's defaults: a
+// pipeline resource type's own, or the server's for a base type.
+func (d Defaults) Source(typ string, types []concourse.ResourceType, source map[string]any) map[string]any {
+	for _, t := range types {
+		if t.Name == typ {
+			return MergeSource(t.Defaults, source)
+		}
+	}
+	return MergeSource(d[typ], source)
+}
+
+// Apply is a resource step with the server's defaults of its base type
+// under its source. A step of a pipeline's own type got that type's
+// defaults when it was planned.
+func (d Defaults) Apply(p *concourse.Plan) *concourse.Plan {
+	defaults := d
+	if len(defaults) == 0 {
+		return p
+	}
+	base := func(typ string, ti concourse.TypeImage) (map[string]any, bool) {
+		d, ok := defaults[typ]
+		return d, ok && ti.CheckPlan == nil && ti.GetPlan == nil && cmp.Or(ti.BaseType, typ) == typ
+	}
+	q := *p
+	switch {
+	case p.Get != nil:
+		if d, ok := base(p.Get.Type, p.Get.TypeImage); ok {
+			g := *p.Get
+			g.Source = MergeSource(d, g.Source)
+			q.Get = &g
+		}
+	case p.Put != nil:
+		if d, ok := base(p.Put.Type, p.Put.TypeImage); ok {
+			put := *p.Put
+			put.Source = MergeSource(d, put.Source)
+			q.Put = &put
+		}
+	case p.Check != nil:
+		if d, ok := base(p.Check.Type, p.Check.TypeImage); ok {
+			c := *p.Check
+			c.Source = MergeSource(d, c.Source)
+			q.Check = &c
+		}
+	}
+	return &q
+}
