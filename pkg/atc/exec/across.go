@@ -93,7 +93,8 @@ func (x *executor) acrossLevel(ctx context.Context, ap *concourse.AcrossPlan, va
 }
 
 // parallel runs f(0..n-1), at most limit at a time (0: all at once); with
-// failFast the first failure or error stops the others.
+// failFast the first failure or error stops the others. in_parallel and
+// across's max_in_flight both run through it.
 func (x *executor) parallel(ctx context.Context, n, limit int, failFast bool, f func(context.Context, int) (bool, error)) (bool, error) {
 	if limit <= 0 || limit > n {
 		limit = n

@@ -206,48 +206,9 @@ func (x *executor) do(ctx context.Context, steps []concourse.Plan) (bool, error)
 // inParallel runs steps at once, at most limit at a time; with fail_fast a
 // failure stops the steps still running (as an abort would).
 func (x *executor) inParallel(ctx context.Context, p *concourse.InParallelPlan) (bool, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = len(p.Steps)
-	}
-	pctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	sem := make(chan struct{}, max(limit, 1))
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		ok   = true
-		errs []error
-	)
-	for i := range p.Steps {
-		select {
-		case sem <- struct{}{}:
-		case <-pctx.Done():
-		}
-		if pctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func(step *concourse.Plan) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			stepOK, err := x.run(pctx, step)
-			mu.Lock()
-			defer mu.Unlock()
-			ok = ok && stepOK
-			if err != nil && !errors.Is(err, errFailFast) {
-				errs = append(errs, err)
-			}
-			if p.FailFast && (!stepOK || err != nil) {
-				stop(errFailFast)
-			}
-		}(&p.Steps[i])
-	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		return false, interrupted(ctx)
-	}
-	return ok, errors.Join(errs...)
+	return x.parallel(ctx, len(p.Steps), p.Limit, p.FailFast, func(ctx context.Context, i int) (bool, error) {
+		return x.run(ctx, &p.Steps[i])
+	})
 }
 
 // artifactInput names an uploaded artifact in the build.
