@@ -264,6 +264,16 @@ func (o *serveOptions) config() (atc.Config, error) {
 	default:
 		return cfg, fmt.Errorf("--step-credentials %q: want %s or %s", cfg.StepCredentials.Mode, atc.StepCredentialsSTS, atc.StepCredentialsStatic)
 	}
+	lr := cfg.GC.LogRetention
+	for _, f := range []struct {
+		flag string
+		v    int
+	}{{"--default-build-logs-to-retain", lr.DefaultBuilds}, {"--max-build-logs-to-retain", lr.MaxBuilds},
+		{"--default-days-to-retain-build-logs", lr.DefaultDays}, {"--max-days-to-retain-build-logs", lr.MaxDays}} {
+		if f.v < 0 {
+			return cfg, fmt.Errorf("%s %d: must not be negative (0 keeps every log)", f.flag, f.v)
+		}
+	}
 	if cfg.BaseResourceTypes, err = parseBaseResourceTypes(o.baseTypes); err != nil {
 		return cfg, err
 	}

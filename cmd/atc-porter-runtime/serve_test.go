@@ -83,6 +83,7 @@ func TestServeRefusesBadValuesNamingTheFlag(t *testing.T) {
 		{[]string{"--base-resource-type", "git"}, "--base-resource-type"},
 		{[]string{"--workers-config", "/nonexistent/workers.yaml"}, "--workers-config"},
 		{[]string{"--base-resource-type-defaults", "/nonexistent/defaults.yml"}, "--base-resource-type-defaults"},
+		{[]string{"--max-build-logs-to-retain", "-1"}, "--max-build-logs-to-retain -1: must not be negative"},
 		{[]string{"stray"}, `"stray"`},
 	} {
 		code, _, stderr := runServe(t, append([]string{"serve", "--postgres-dsn", ""}, tc.args...)...)

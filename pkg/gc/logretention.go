@@ -51,6 +51,9 @@ func (l LogRetentionLimits) For(config json.RawMessage) (LogRetention, error) {
 	} else {
 		r.Builds = j.BuildLogsToRetain
 	}
+	// A negative count or age in a job's config keeps everything: a typo
+	// must not delete a job's history.
+	r.Builds, r.Days, r.MinimumSucceeded = max(r.Builds, 0), max(r.Days, 0), max(r.MinimumSucceeded, 0)
 	if r.Builds == 0 {
 		r.Builds = l.DefaultBuilds
 	}

@@ -21,6 +21,7 @@ func TestLogRetentionFor(t *testing.T) {
 		{"the default", LogRetentionLimits{DefaultBuilds: 10, DefaultDays: 3}, `{}`, LogRetention{10, 3, 0}},
 		{"capped", LogRetentionLimits{MaxBuilds: 20, MaxDays: 4}, `{"build_log_retention":{"builds":50,"days":9}}`, LogRetention{20, 4, 0}},
 		{"under the cap", LogRetentionLimits{MaxBuilds: 20}, `{"build_log_retention":{"builds":5}}`, LogRetention{Builds: 5}},
+		{"negative values keep everything", LogRetentionLimits{}, `{"build_log_retention":{"builds":-1,"days":-2,"minimum_succeeded_builds":-3}}`, LogRetention{}},
 		{"the cap when the job says nothing", LogRetentionLimits{MaxBuilds: 20}, `{}`, LogRetention{Builds: 20}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

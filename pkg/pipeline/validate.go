@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -399,6 +400,24 @@ func (v *validator) jobs() []string {
 				problems = append(problems, where+" can't use both build_log_retention and build_logs_to_retain")
 			} else if j.BuildLogsToRetain < 0 {
 				problems = append(problems, fmt.Sprintf("%s has negative build_logs_to_retain: %d", where, j.BuildLogsToRetain))
+			}
+		}
+		if len(j.BuildLogRetention) > 0 {
+			var r struct {
+				Builds                 int `json:"builds"`
+				Days                   int `json:"days"`
+				MinimumSucceededBuilds int `json:"minimum_succeeded_builds"`
+			}
+			if err := json.Unmarshal(j.BuildLogRetention, &r); err != nil {
+				problems = append(problems, fmt.Sprintf("%s.build_log_retention: want builds, days and minimum_succeeded_builds as numbers: %v", where, err))
+			}
+			for _, f := range []struct {
+				key string
+				v   int
+			}{{"builds", r.Builds}, {"days", r.Days}, {"minimum_succeeded_builds", r.MinimumSucceededBuilds}} {
+				if f.v < 0 {
+					problems = append(problems, fmt.Sprintf("%s.build_log_retention.%s is negative: %d", where, f.key, f.v))
+				}
 			}
 		}
 
