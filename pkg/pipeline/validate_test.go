@@ -280,7 +280,7 @@ func TestValidate(t *testing.T) {
 			yaml:     "jobs:\n- {name: j, build_logs_to_retain: 3, build_log_retention: {builds: 2}, plan: []}",
 			errs:     []string{"jobs.j can't use both build_log_retention and build_logs_to_retain"},
 			warnings: []string{"build_logs_to_retain is deprecated"},
-		},		{
+		}, {
 			name: "a negative build_log_retention is refused",
 			yaml: "jobs:\n- {name: j, build_log_retention: {builds: -1}, plan: []}",
 			errs: []string{"jobs.j.build_log_retention.builds is negative: -1"},
