@@ -94,8 +94,9 @@ func (s *soak) deleteRunningStepPod(ctx context.Context) error {
 		return fmt.Errorf("list step pods: %w", err)
 	}
 	var running []string
+	ended := s.endedBuilds(ctx, pods.Items, 0)
 	for _, p := range pods.Items {
-		if p.Status.Phase == corev1.PodRunning && !stepEnded(&p) {
+		if p.Status.Phase == corev1.PodRunning && !ended[p.Labels[podspec.LabelBuild]] && !stepEnded(&p) {
 			running = append(running, p.Name)
 		}
 	}
@@ -111,8 +112,8 @@ func (s *soak) deleteRunningStepPod(ctx context.Context) error {
 	return nil
 }
 
-// stepEnded: the pod's step container has terminated (what is left is the
-// sidecar, kept for intercept), or the whole pod has.
+// stepEnded: the pod's step container has terminated, or the whole pod has.
+// (A step kept for intercept keeps its container running: see endedBuilds.)
 func stepEnded(p *corev1.Pod) bool {
 	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return true

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -215,14 +217,36 @@ func (s *soak) execute(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%d bytes", len(data)), nil
 }
 
-// intercept: a command in the latest build of job c's task pod, kept for
-// intercept. Before c's first build there is nothing to intercept.
+// intercept: a command in the task pod of job c's latest build, as a user
+// would after reading its log: `fly intercept -j soak/c -b N -s work`.
+// The server keeps a succeeded build's pods for --pod-retention (2m, as in
+// the demo), so only a build that ended within the last minute is asked
+// for; without one (c has not run lately) there is nothing to intercept.
 func (s *soak) intercept(ctx context.Context) (string, error) {
-	if s.rec.finishedJobBuilds("c") == 0 {
-		return "skipped: job c has not finished a build yet", nil
+	name, err := s.recentBuild(ctx, "c", time.Minute)
+	if err != nil || name == "" {
+		return fmt.Sprintf("skipped: no build of job c ended in the last minute (%v)", err), nil
 	}
-	res, err := s.fly.Run(ctx, "intercept", "-j", pipelineName+"/c", "-s", "work", "true")
+	res, err := s.fly.Run(ctx, "intercept", "-j", pipelineName+"/c", "-b", name, "-s", "work", "true")
 	return flyOutcome(res, err)
+}
+
+// recentBuild is the name of job's latest build that succeeded within the
+// last d, or "".
+func (s *soak) recentBuild(ctx context.Context, job string, d time.Duration) (string, error) {
+	conn, err := pgx.Connect(ctx, s.pg.DSN)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	var name string
+	err = conn.QueryRow(ctx, `SELECT b.name FROM builds b JOIN jobs j ON j.id = b.job_id
+		WHERE j.name = $1 AND b.status = 'succeeded' AND b.end_time > now() - make_interval(secs => $2)
+		ORDER BY b.id DESC LIMIT 1`, job, d.Seconds()).Scan(&name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return name, err
 }
 
 var startedBuild = regexp.MustCompile(`started \S+ #(\d+)`)
@@ -281,7 +305,6 @@ type recorder struct {
 	aborted     map[string]bool
 	logProblems []string
 	artifacts   [2]int // identical, differing
-	jobFinished map[string]int
 }
 
 type opRecord struct {
@@ -300,7 +323,7 @@ type faultRecord struct {
 }
 
 func newRecorder() *recorder {
-	return &recorder{aborted: map[string]bool{}, jobFinished: map[string]int{}}
+	return &recorder{aborted: map[string]bool{}}
 }
 
 func (r *recorder) op(kind string, start, end time.Time, detail string, err error) {
@@ -341,14 +364,4 @@ func (r *recorder) artifact(identical bool) {
 	}
 }
 
-func (r *recorder) setFinishedJobBuilds(job string, n int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.jobFinished[job] = n
-}
 
-func (r *recorder) finishedJobBuilds(job string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.jobFinished[job]
-}

@@ -71,13 +71,22 @@ func run(ctx context.Context, cfg config) (ok bool, err error) {
 		return false, err
 	}
 	cleanups = append(cleanups, s.pg.Down)
+	// Kept pods as in the demo (hack/demo.sh): a finished step stays
+	// interceptible for 10 minutes, every finished build's pods stay for 2,
+	// so the cap on kept pods is what bounds them.
 	if s.srv, err = s.env.NewATC(testenv.ATCConfig{Worker: ns, WorkerName: "soak", Database: s.pg.DSN,
-		LocalUsers: []string{"soak:soak"}, MainTeamUsers: []string{"soak"}}); err != nil {
+		LocalUsers: []string{"soak:soak"}, MainTeamUsers: []string{"soak"},
+		KeepAlive: 10 * time.Minute, PodRetention: 2 * time.Minute}); err != nil {
 		return false, err
 	}
 	if err := s.srv.Start(ctx); err != nil {
 		return false, err
 	}
+	// The server's log outlives the soak's directory, next to the results (copied after
+	// the server stopped: cleanups run last first).
+	cleanups = append(cleanups, func(context.Context) error {
+		return keepLog(s.srv.LogPath(), filepath.Join(filepath.Dir(cfg.JSONPath), "soak-atc.log"))
+	})
 	cleanups = append(cleanups, func(context.Context) error { return s.srv.Stop() })
 	bin, err := testenv.FindFly()
 	if err != nil {
@@ -141,4 +150,17 @@ func run(ctx context.Context, cfg config) (ok bool, err error) {
 	}
 	fmt.Printf("soak: results in %s\n", cfg.JSONPath)
 	return res.ok(), nil
+}
+
+// keepLog copies the server's log to dst.
+func keepLog(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("keep the server's log: %w", err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		return fmt.Errorf("keep the server's log: %w", err)
+	}
+	fmt.Printf("soak: the server's log is in %s\n", dst)
+	return nil
 }
