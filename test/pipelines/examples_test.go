@@ -299,3 +299,90 @@ func expectNextCheck(ctx context.Context, f *testenv.Fly, pipeline, resource str
 	}).WithTimeout(120*time.Second).WithPolling(time.Second).Should(BeElementOf("errored", "aborted", "failed"),
 		"check build %d of %s did not end as a broken resource's check", next, resource)
 }
+
+// Shapes of Concourse's public example pipelines (hooks, serial jobs, a
+// time-triggered job feeding a manual one), written for these specs.
+var _ = Describe("Concourse's example pipeline shapes", func() {
+	It("runs job and task hooks, a serial job's builds one at a time, and a time trigger feeding a manual job", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("shapes")
+		// echo is a task step printing text, its keys at indent.
+		echo := func(indent, name, text string) string {
+			return "task: " + name + "\n" + indent + "config:\n" + busyboxTask(indent+"  ", `run: {path: echo, args: ["`+text+`"]}`)
+		}
+		setPipeline(ctx, f, p, `
+resources:
+- name: tick
+  type: time
+  check_every: 2s
+  source: {interval: 10s}
+jobs:
+- name: hooks
+  plan:
+  - task: fails
+    config:
+`+busyboxTask("      ", `run: {path: sh, args: [-c, 'echo "the task ran"; exit 1']}`)+`
+    on_failure:
+      `+echo("      ", "task-on-failure", "task hook: on_failure")+`    ensure:
+      `+echo("      ", "task-ensure", "task hook: ensure")+`  on_success:
+    `+echo("    ", "job-on-success", "job hook: on_success ran though the job failed")+`  on_failure:
+    `+echo("    ", "job-on-failure", "job hook: on_failure")+`  ensure:
+    `+echo("    ", "job-ensure", "job hook: ensure")+`
+- name: serial
+  serial: true
+  plan:
+  - task: slow
+    config:
+`+busyboxTask("      ", `run: {path: sleep, args: ["3"]}`)+`
+- name: timed
+  plan:
+  - get: tick
+    trigger: true
+  - `+echo("    ", "tock", "timed build")+`- name: manual
+  plan:
+  - get: tick
+    passed: [timed]
+  - task: show
+    config:
+`+busyboxTask("      ", `inputs: [{name: tick}]
+run: {path: sh, args: [-c, 'echo "manual build after timed: $(cat tick/input 2>/dev/null || ls tick)"']}`))
+
+		By("the job and task hooks of a failing task run in Concourse's order, and on_success does not")
+		hooks := run(ctx, f, "trigger-job", "-j", p+"/hooks", "-w")
+		Expect(hooks.ExitCode).To(Equal(1), hooks.String())
+		out := hooks.Stdout
+		order := []string{"the task ran", "task hook: on_failure", "task hook: ensure", "job hook: on_failure", "job hook: ensure"}
+		last := -1
+		for _, line := range order {
+			i := strings.Index(out, line)
+			Expect(i).To(BeNumerically(">", last), "%q is missing or out of order in:\n%s", line, out)
+			last = i
+		}
+		Expect(out).NotTo(ContainSubstring("on_success ran"))
+		Expect(out).To(ContainSubstring("failed"))
+
+		By("a serial job's second build waits for the first to end")
+		succeed(ctx, f, "trigger-job", "-j", p+"/serial")
+		succeed(ctx, f, "trigger-job", "-j", p+"/serial")
+		var builds []map[string]any
+		Eventually(ctx, func() []string {
+			builds = jobBuilds(ctx, f, p, "serial")
+			var st []string
+			for _, b := range builds {
+				st = append(st, fmt.Sprint(b["status"]))
+			}
+			return st
+		}).WithTimeout(120 * time.Second).WithPolling(time.Second).Should(Equal([]string{"succeeded", "succeeded"}))
+		// fly lists the newest first.
+		newer, older := builds[0], builds[1]
+		Expect(newer["start_time"]).To(BeNumerically(">=", older["end_time"]), "the serial job's builds overlapped: %v", builds)
+
+		By("the time resource triggers its job; the manual job waits for a person, then gets the same version")
+		waitForBuild(ctx, f, p, "timed", "succeeded", 90*time.Second)
+		Expect(jobBuilds(ctx, f, p, "manual")).To(BeEmpty(), "the manual job (no trigger) started on its own")
+		manual := succeed(ctx, f, "trigger-job", "-j", p+"/manual", "-w")
+		Expect(manual.Stdout).To(ContainSubstring("manual build after timed"))
+		timedVersions := succeed(ctx, f, "resource-versions", "-r", p+"/tick", "--json")
+		Expect(timedVersions.Stdout).To(ContainSubstring(`"time"`))
+	})
+})
