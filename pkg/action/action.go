@@ -68,6 +68,11 @@ type Action struct {
 	Tags []string `json:"tags,omitempty"`
 	// Telemetry, when set, has the sidecar export its spans.
 	Telemetry *Telemetry `json:"telemetry,omitempty"`
+	// Idle: the step's process (Run) is never started. The main container
+	// only serves the sessions the ATC opens over the sidecar's stream,
+	// for the step's keep-alive: the ATC's check pods run each check as
+	// one (see pkg/atc/exec/checkpool.go).
+	Idle bool `json:"idle,omitempty"`
 	// ATCLinkInsecure lets the sidecar reach the ATC without TLS: set only
 	// by a server run with --insecure-grpc (tests). Without it a sidecar
 	// given no CA refuses to dial rather than send its token in plain text.

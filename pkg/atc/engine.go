@@ -19,12 +19,13 @@ import (
 // server being its engine.
 func (s *Server) newExec() *exec.Runner {
 	cfg := exec.Config{KeepAlive: s.cfg.KeepAlive, ExternalURL: s.cfg.ExternalURL, BaseResourceTypes: s.cfg.BaseResourceTypes,
-		BaseResourceTypeDefaults: s.cfg.BaseResourceTypeDefaults, PodOTLPEndpoint: s.cfg.PodOTLPEndpoint}
+		BaseResourceTypeDefaults: s.cfg.BaseResourceTypeDefaults, PodOTLPEndpoint: s.cfg.PodOTLPEndpoint,
+		CheckPodLifetime: s.cfg.CheckPodLifetime}
 	if s.runtime != nil {
 		cfg.ArtifactWorker = s.artifactWorker()
 	}
 	return exec.New(cfg, exec.Deps{Engine: execEngine{s}, Store: s.db, Blobs: s.store, Runtime: s.pods,
-		Credentials: s.credentials(), Tracer: s.obs.tracer, Log: s.log})
+		Credentials: s.credentials(), Tracer: s.obs.tracer, Log: s.log, Sessions: apiEngine{s}})
 }
 
 // execEngine is the server as the steps' engine (exec.Engine).

@@ -43,7 +43,7 @@ func (s *Server) newCollector() *gc.Collector {
 	g := s.cfg.GC
 	return gc.New(gc.Config{
 		Retention: gc.Retention{Minimum: s.cfg.PodRetention, OneOffGrace: g.OneOffGrace, FailedGrace: g.FailedGrace,
-			HijackGrace: g.HijackGrace, MaxKeptPerWorker: g.MaxKeptPerWorker},
+			HijackGrace: g.HijackGrace, MaxKeptPerWorker: g.MaxKeptPerWorker, CheckPodLifetime: s.cfg.CheckPodLifetime},
 		OrphanGrace:       s.cfg.GC.OrphanGrace,
 		StagingAge:        s.cfg.GC.StagingAge,
 		ArtifactRetention: s.cfg.GC.ArtifactRetention,

@@ -30,8 +30,8 @@ import (
 	"github.com/porter-ci/porter/pkg/gc"
 	"github.com/porter-ci/porter/pkg/metrics"
 	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/pkg/resource"
 	"github.com/porter-ci/porter/pkg/scheduler"
-	"github.com/porter-ci/porter/pkg/sidecar"
 	"github.com/porter-ci/porter/pkg/stepcreds"
 	"github.com/porter-ci/porter/pkg/stepserver"
 	"github.com/porter-ci/porter/pkg/steptoken"
@@ -82,7 +82,11 @@ type Config struct {
 	// PodRetention is how long a finished step's pod is kept (for kubectl
 	// logs and post-mortems) before it is deleted.
 	PodRetention time.Duration
-	GC           GCConfig // the garbage collector (gc.go)
+	// CheckPodLifetime is how long a check pod lives, running the checks
+	// of its team, worker and resource type image as sessions; 0 gives
+	// each check a pod of its own.
+	CheckPodLifetime time.Duration
+	GC               GCConfig // the garbage collector (gc.go)
 	// Blobstore is the ATC's own access; PodBlobstoreEndpoint, when set, is
 	// the endpoint step pods use instead (a different network view).
 	Blobstore            blobstore.Config
@@ -325,8 +329,8 @@ func (s *Server) Run(parent context.Context) error {
 		s.caPEM = caPEM
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
-	// A resource step's response (up to sidecar.MaxResponse) arrives in one message.
-	opts = append(opts, grpc.MaxRecvMsgSize(sidecar.MaxResponse+1<<20))
+	// A resource step's response (up to resource.MaxResponse) arrives in one message.
+	opts = append(opts, grpc.MaxRecvMsgSize(resource.MaxResponse+1<<20))
 	gs := grpc.NewServer(opts...)
 	s.streams.Register(gs)
 	gln, err := net.Listen("tcp", s.cfg.GRPCListen)

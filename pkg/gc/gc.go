@@ -377,6 +377,15 @@ func (c *Collector) finishedPods(ctx context.Context, w Worker, pods map[string]
 		if pod := pods[name]; d.reason != "" && pod != nil && podEnded(pod) {
 			d.reason, d.why = "", "ended: nothing left to intercept"
 		}
+		if onCheckPod(ct) {
+			// A check's record on a check pod: the pod is not its to delete.
+			if err := c.checkOnCheckPod(ctx, ct, d.reason); err != nil {
+				errs = append(errs, err)
+			} else if d.reason == "" {
+				res.Containers++
+			}
+			continue
+		}
 		if d.reason != "" {
 			res.Kept[d.reason]++
 			res.KeptByWorker[w.Name]++
@@ -385,7 +394,8 @@ func (c *Collector) finishedPods(ctx context.Context, w Worker, pods map[string]
 					errs = append(errs, err)
 				}
 			}
-			if pod := pods[name]; pod != nil {
+			// A check pod is at work, not kept idle: it keeps its requests.
+			if pod := pods[name]; pod != nil && ct.PlanID != podspec.CheckPodPlanID {
 				resized, err := shrink(ctx, w, pod)
 				if err != nil {
 					// Not fatal: the pod keeps its requests until its keep-alive
@@ -421,6 +431,21 @@ func (c *Collector) finishedPods(ctx context.Context, w Worker, pods map[string]
 		res.Containers++
 	}
 	return errors.Join(errs...)
+}
+
+// checkOnCheckPod applies reason to the record of a check run in a check
+// pod: it stays, saying why, or goes alone.
+func (c *Collector) checkOnCheckPod(ctx context.Context, ct db.FinishedContainer, reason string) error {
+	if reason != "" {
+		if ct.KeptReason == reason {
+			return nil
+		}
+		return c.db.SetKeptReason(ctx, ct.Handle, reason)
+	}
+	if err := c.db.DeleteContainer(ctx, ct.Handle); err != nil && !errors.Is(err, db.ErrNotFound) {
+		return err
+	}
+	return nil
 }
 
 // orphanPods removes the pods with Porter's labels for this worker that no

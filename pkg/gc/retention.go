@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/podspec"
 )
 
 // Retention says which finished steps' pods stay, after Concourse's
@@ -32,6 +33,9 @@ type Retention struct {
 	// oldest go first, whatever kept them (an open intercept session
 	// last). 0: no cap.
 	MaxKeptPerWorker int
+	// CheckPodLifetime keeps a check pod (podspec.CheckPodPlanID) this
+	// long after it was created: its keep-alive, which the ATC sets.
+	CheckPodLifetime time.Duration
 }
 
 // Defaults, Concourse's where Concourse has one.
@@ -50,11 +54,12 @@ const (
 	KeptOneOff      = "one-off"             // a one-off build within the one-off grace period
 	KeptIntercepted = "intercepted"         // an intercept session is open, or closed within the hijack grace period
 	KeptRetention   = "retention"           // within --pod-retention
+	KeptCheckPod    = "check-pod"           // a check pod, within --check-pod-lifetime
 	evictedOverCap  = "over the per-worker cap"
 )
 
 // KeptReasons are all the reasons, for metrics that show each one.
-var KeptReasons = []string{KeptLatestCheck, KeptFailedBuild, KeptOneOff, KeptIntercepted, KeptRetention}
+var KeptReasons = []string{KeptLatestCheck, KeptFailedBuild, KeptOneOff, KeptIntercepted, KeptRetention, KeptCheckPod}
 
 // interceptSessionBound bounds how long an open session keeps a pod: a
 // server that died with the session open never counts it closed.
@@ -73,6 +78,11 @@ func (r Retention) reason(c db.FinishedContainer, now time.Time) string {
 	}
 	age := now.Sub(c.Ended)
 	switch {
+	case c.PlanID == podspec.CheckPodPlanID:
+		if now.Sub(c.CreateTime) < r.CheckPodLifetime {
+			return KeptCheckPod
+		}
+		return ""
 	case c.Type == "check" && strings.HasSuffix(c.PlanID, imageCheckPlanSuffix):
 		// An image's check reports its digest and is done: the task's
 		// pod is the build's to intercept.
@@ -106,9 +116,9 @@ func (r Retention) decide(cs []db.FinishedContainer, now time.Time) []decision {
 	kept := 0
 	for i, c := range cs {
 		ds[i] = decision{c: c, reason: r.reason(c, now)}
-		if ds[i].reason != "" {
+		if ds[i].reason != "" && !onCheckPod(c) {
 			kept++
-		} else {
+		} else if ds[i].reason == "" {
 			ds[i].why = "no longer retained"
 		}
 	}
@@ -118,12 +128,15 @@ func (r Retention) decide(cs []db.FinishedContainer, now time.Time) []decision {
 	// Oldest first; pods with a session open only when nothing else is left.
 	order := make([]int, 0, kept)
 	for i, d := range ds {
-		if d.reason != "" {
+		if d.reason != "" && !onCheckPod(d.c) {
 			order = append(order, i)
 		}
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
-		oa, ob := ds[a].c.InterceptSessions > 0, ds[b].c.InterceptSessions > 0
+		// A check pod serves the checks to come: it goes last, with the
+		// pods someone is in.
+		oa := ds[a].c.InterceptSessions > 0 || ds[a].c.PlanID == podspec.CheckPodPlanID
+		ob := ds[b].c.InterceptSessions > 0 || ds[b].c.PlanID == podspec.CheckPodPlanID
 		switch {
 		case oa == ob:
 			return 0
@@ -136,4 +149,11 @@ func (r Retention) decide(cs []db.FinishedContainer, now time.Time) []decision {
 		ds[i].reason, ds[i].why = "", evictedOverCap
 	}
 	return ds
+}
+
+// onCheckPod: a check run in a check pod. Its record keeps the pod
+// reachable (fly intercept --check) while the rules keep it, but holds no
+// pod of its own: it goes alone, and the pod with the pod's own record.
+func onCheckPod(c db.FinishedContainer) bool {
+	return podspec.IsCheckPod(c.StepID) && c.PlanID != podspec.CheckPodPlanID
 }

@@ -146,3 +146,52 @@ func TestCollectDeletesAKeptPodThatHasEnded(t *testing.T) {
 		t.Fatalf("deleted pods %d, records %v: want the ended pod gone", res.Pods, store.deleted)
 	}
 }
+
+// A check pod serves many checks, each with a record of its own on it: an
+// earlier check's record goes alone, the latest check's stays (fly
+// intercept --check), and the pod goes only with its own record, at the
+// end of its lifetime.
+func TestCollectKeepsACheckPodForItsLifetimeAndDropsOnlyItsChecksRecords(t *testing.T) {
+	now := time.Now()
+	pool := podspec.CheckPodStepID("main", "abc")
+	running := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: podspec.Name(pool), Namespace: "ns", Labels: podspec.StepLabels(pool, "1", "main", "w"), CreationTimestamp: metav1.NewTime(now)},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	kube := fake.NewClientset(running)
+	onPod := func(handle string, build int64, latest bool) db.FinishedContainer {
+		return db.FinishedContainer{Container: db.Container{Handle: handle, WorkerName: "w", StepID: pool, PodName: podspec.Name(pool), Type: "check", BuildID: build, PlanID: "1"},
+			Check: true, LatestCheck: latest, Ended: now.Add(-time.Minute)}
+	}
+	podRecord := db.FinishedContainer{Container: db.Container{Handle: "pod", WorkerName: "w", StepID: pool, PodName: podspec.Name(pool), Type: "check", BuildID: 1,
+		PlanID: podspec.CheckPodPlanID, CreateTime: now.Add(-2 * time.Minute)}, Check: true, Ended: now.Add(-2 * time.Minute)}
+	store := &fakeStore{
+		containers: []db.Container{podRecord.Container},
+		finished:   []db.FinishedContainer{podRecord, onPod("earlier", 2, false), onPod("latest", 3, true)},
+	}
+	// A cap of 1 that the checks' records must not count against.
+	c := New(Config{Retention: Retention{Minimum: time.Hour, MaxKeptPerWorker: 1, CheckPodLifetime: 10 * time.Minute}}, store, &fakeBlobs{},
+		func() []Worker { return []Worker{{Name: "w", Namespace: "ns", Kube: kube}} }, slog.New(slog.DiscardHandler))
+	c.Now = func() time.Time { return now }
+	res, err := c.CollectPods(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pods != 0 || len(store.deleted) != 1 || store.deleted[0] != "earlier" {
+		t.Fatalf("deleted pods %d, records %v: want only the earlier check's record", res.Pods, store.deleted)
+	}
+	if store.reasons["pod"] != KeptCheckPod || store.reasons["latest"] != KeptLatestCheck || res.Kept[KeptCheckPod] != 1 || res.KeptByWorker["w"] != 1 {
+		t.Errorf("reasons %v, kept %v by worker %v", store.reasons, res.Kept, res.KeptByWorker)
+	}
+
+	// Past its lifetime the pod goes, with its record.
+	c.Now = func() time.Time { return now.Add(20 * time.Minute) }
+	store.finished = []db.FinishedContainer{podRecord}
+	store.deleted = nil
+	if res, err = c.CollectPods(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if res.Pods != 1 || len(store.deleted) != 1 || store.deleted[0] != "pod" {
+		t.Errorf("deleted pods %d, records %v: want the expired check pod", res.Pods, store.deleted)
+	}
+}

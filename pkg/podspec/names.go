@@ -140,3 +140,22 @@ func isAlphanumeric(r rune) bool {
 func isLowerAlphanumeric(r rune) bool {
 	return (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9')
 }
+
+// checkPodPrefix starts the step ID of a check pod: a pod the ATC keeps
+// for a while to run many checks in, each as a session (a job's step IDs
+// start with "b<build id>-").
+const checkPodPrefix = "checks-"
+
+// CheckPodPlanID is the plan ID of a check pod's own container record;
+// each check run in the pod has a record of its own, with its build's plan
+// ID and the pod's step ID.
+const CheckPodPlanID = "check-pod"
+
+// CheckPodStepID is a new check pod's step ID; suffix makes it unique.
+func CheckPodStepID(team, suffix string) string {
+	return checkPodPrefix + dnsLabel(team, 20) + "-" + suffix
+}
+
+// IsCheckPod reports whether stepID is a check pod's, so that garbage
+// collection deletes the pod only with the pod's own record.
+func IsCheckPod(stepID string) bool { return strings.HasPrefix(stepID, checkPodPrefix) }

@@ -25,6 +25,7 @@ import (
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/redact"
+	"github.com/porter-ci/porter/pkg/resource"
 	"github.com/porter-ci/porter/pkg/sidecar/controlpb"
 )
 
@@ -144,7 +145,7 @@ type run struct {
 	actionWritten chan struct{}
 	// response collects a resource step's stdout (nil for other steps);
 	// responseBody is it once checked.
-	response     *response
+	response     *resource.Stdout
 	responseBody []byte
 }
 
@@ -194,8 +195,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		relCh:         make(chan struct{}),
 		actionWritten: make(chan struct{}),
 	}
-	if script := ResourceScript(a.Type); script != "" {
-		r.response = newResponse(script, MaxResponse)
+	if script := resource.Script(a.Type); script != "" {
+		r.response = resource.NewStdout(script, resource.MaxResponse)
 	}
 	stopControl, err := r.ctl.listen(ctx, cfg.SocketPath)
 	if err != nil {
@@ -361,6 +362,14 @@ func (r *run) execute(ctx context.Context) *Result {
 	if err != nil {
 		return r.failBeforeStart(ctx, res, resultFor(r.abortReason(), Errored), errOr(r.abortReason(), err), 1)
 	}
+	if a.Idle {
+		// Nothing of its own to run: the step is its sessions, for as long
+		// as it is kept.
+		r.log.Info("idle step: serving sessions")
+		go r.forwardSessions(ctx)
+		res.Result = Succeeded
+		return res
+	}
 	// The milestones are logged at Info: they are few per step, and their
 	// timestamps are how a slow step start is taken apart (see docs).
 	r.log.Info("starting process", "argv", waiting.GetArgv())
@@ -421,7 +430,7 @@ func (r *run) execute(ctx context.Context) *Result {
 	}
 
 	if r.response != nil {
-		body, err := r.response.body()
+		body, err := r.response.Body()
 		if err != nil {
 			res.Result, res.Error = Errored, err.Error()
 			return res
@@ -522,7 +531,7 @@ func (r *run) forwardUntilExit(ctx context.Context) (*controlpb.Exited, error) {
 			switch m := msg.Msg.(type) {
 			case *controlpb.EntrypointMessage_Output:
 				if r.response != nil && m.Output.GetStream() == eventspb.Stream_STREAM_STDOUT {
-					r.response.write(m.Output.GetData())
+					r.response.Write(m.Output.GetData())
 					continue
 				}
 				r.emit(ctx, &eventspb.Event{Time: m.Output.GetTime(), Payload: &eventspb.Event_Output{

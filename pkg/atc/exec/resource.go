@@ -405,6 +405,14 @@ func (x *executor) runResource(ctx context.Context, p *concourse.Plan, r *StepRe
 	if !o.noWorkerEvent {
 		b.Log.Append(events.SelectedWorker{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, WorkerName: w.Name()})
 	}
+	if s.checkPods.pooled(a) {
+		fin := x.runPooledCheck(ctx, p, r, w, a, stdin, step.name)
+		if fin == nil {
+			return nil, false, interrupted(ctx)
+		}
+		x.pooledCheckEnded(p, r, fin)
+		return fin, false, nil
+	}
 	st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: w, action: a, restartable: step.restartable, attempt: attempt,
 		container: db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
 			StepName: step.name, Type: step.kind, WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir},

@@ -95,6 +95,9 @@ type Config struct {
 	PodOTLPEndpoint string
 	// ArtifactWorker is the worker artifacts are recorded on.
 	ArtifactWorker string
+	// CheckPodLifetime is how long a check pod lives (it takes checks for
+	// the first half); 0 runs each check in a pod of its own.
+	CheckPodLifetime time.Duration
 }
 
 // Deps are the parts the steps run with.
@@ -108,6 +111,8 @@ type Deps struct {
 	// Tracer opens the steps' spans (nil: none).
 	Tracer trace.Tracer
 	Log    *slog.Logger
+	// Sessions run the checks in check pods (nil: a pod per check).
+	Sessions Sessions
 }
 
 // Runner runs builds' plans; what it holds is shared by all of them.
@@ -122,6 +127,8 @@ type Runner struct {
 	log    *slog.Logger
 	// images caches the digests of checked task images.
 	images *imagecache.Cache
+	// checkPods run the checks, when the server pools them (nil: not).
+	checkPods *checkPods
 }
 
 // New prepares a runner.
@@ -131,7 +138,8 @@ func New(cfg Config, deps Deps) *Runner {
 		log = slog.Default()
 	}
 	return &Runner{cfg: cfg, engine: deps.Engine, db: deps.Store, store: deps.Blobs, pods: deps.Runtime, creds: deps.Credentials,
-		tracer: deps.Tracer, log: log, images: imagecache.New(imageCacheTTL, imageCacheSize)}
+		tracer: deps.Tracer, log: log, images: imagecache.New(imageCacheTTL, imageCacheSize),
+		checkPods: newCheckPods(deps.Sessions, cfg.CheckPodLifetime)}
 }
 
 // Run runs b's plan: ok says whether it succeeded; an error is the build's

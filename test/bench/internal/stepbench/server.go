@@ -44,7 +44,7 @@ import (
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
-	"github.com/porter-ci/porter/pkg/sidecar"
+	"github.com/porter-ci/porter/pkg/resource"
 	"github.com/porter-ci/porter/pkg/stepserver"
 	"github.com/porter-ci/porter/pkg/steptoken"
 )
@@ -441,7 +441,7 @@ func serve(args []string) (err error) {
 	srv := stepserver.New(sink, keys, log).WithLimits(stepserver.Limits{StreamsPerConn: uint32(*perConn), StreamsPerStep: *perStep})
 	opts := append(srv.ServerOptions(),
 		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})),
-		grpc.MaxRecvMsgSize(sidecar.MaxResponse+1<<20))
+		grpc.MaxRecvMsgSize(resource.MaxResponse+1<<20))
 	gs := grpc.NewServer(opts...)
 	srv.Register(gs)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

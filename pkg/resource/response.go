@@ -1,4 +1,4 @@
-package sidecar
+package resource
 
 import (
 	"encoding/json"
@@ -9,9 +9,9 @@ import (
 // response is one JSON document held in memory and sent in one event.
 const MaxResponse = 4 << 20
 
-// ResourceScript is the name of the resource script a step of this type
+// Script is the name of the resource script a step of this type
 // runs ("check", "in", "out"), or "" for steps that are not resource steps.
-func ResourceScript(stepType string) string {
+func Script(stepType string) string {
 	switch stepType {
 	case "check":
 		return "check"
@@ -23,22 +23,24 @@ func ResourceScript(stepType string) string {
 	return ""
 }
 
-// response collects a resource script's stdout, which is its answer to
-// the ATC rather than a log.
-type response struct {
+// Stdout collects a resource script's stdout, which is its answer to
+// the ATC rather than a log: the sidecar's for a step's own process, the
+// ATC's for a check run in a pooled check pod.
+type Stdout struct {
 	script string
 	limit  int
 	buf    []byte
 	over   bool
 }
 
-func newResponse(script string, limit int) *response {
-	return &response{script: script, limit: limit}
+// NewStdout collects script's stdout, up to limit bytes.
+func NewStdout(script string, limit int) *Stdout {
+	return &Stdout{script: script, limit: limit}
 }
 
-// write keeps data up to the limit; beyond it the response is only
+// Write keeps data up to the limit; beyond it the response is only
 // marked too long (the script keeps running to its end).
-func (r *response) write(data []byte) {
+func (r *Stdout) Write(data []byte) {
 	if r.over {
 		return
 	}
@@ -50,9 +52,9 @@ func (r *response) write(data []byte) {
 	r.buf = append(r.buf, data...)
 }
 
-// body is the response once the script exited zero: valid JSON, or an
+// Body is the response once the script exited zero: valid JSON, or an
 // error saying what was wrong with it.
-func (r *response) body() ([]byte, error) {
+func (r *Stdout) Body() ([]byte, error) {
 	if r.over {
 		return nil, fmt.Errorf("%s printed more than %d bytes on stdout (its response is limited to %d MiB)", r.script, r.limit, r.limit>>20)
 	}

@@ -1,4 +1,4 @@
-package sidecar
+package resource
 
 import (
 	"strings"
@@ -6,10 +6,10 @@ import (
 )
 
 func TestResponseValidJSON(t *testing.T) {
-	r := newResponse("check", 1<<10)
-	r.write([]byte(`[{"ref":`))
-	r.write([]byte(`"1"}]` + "\n"))
-	body, err := r.body()
+	r := NewStdout("check", 1<<10)
+	r.Write([]byte(`[{"ref":`))
+	r.Write([]byte(`"1"}]` + "\n"))
+	body, err := r.Body()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,9 +19,9 @@ func TestResponseValidJSON(t *testing.T) {
 }
 
 func TestResponseInvalidJSON(t *testing.T) {
-	r := newResponse("in", 1<<10)
-	r.write([]byte("fetching...\n{\"version\":{}}"))
-	_, err := r.body()
+	r := NewStdout("in", 1<<10)
+	r.Write([]byte("fetching...\n{\"version\":{}}"))
+	_, err := r.Body()
 	if err == nil {
 		t.Fatal("no error for invalid JSON")
 	}
@@ -33,19 +33,19 @@ func TestResponseInvalidJSON(t *testing.T) {
 }
 
 func TestResponseEmpty(t *testing.T) {
-	_, err := newResponse("out", 1<<10).body()
+	_, err := NewStdout("out", 1<<10).Body()
 	if err == nil || !strings.Contains(err.Error(), "out printed invalid JSON: stdout was empty") {
 		t.Fatalf("err = %v", err)
 	}
 }
 
 func TestResponseTooLong(t *testing.T) {
-	r := newResponse("check", 8<<20)
+	r := NewStdout("check", 8<<20)
 	chunk := []byte(strings.Repeat("x", 1<<20))
 	for range 9 {
-		r.write(chunk)
+		r.Write(chunk)
 	}
-	_, err := r.body()
+	_, err := r.Body()
 	if err == nil || !strings.Contains(err.Error(), "check printed more than 8388608 bytes on stdout") {
 		t.Fatalf("err = %v", err)
 	}
@@ -54,10 +54,10 @@ func TestResponseTooLong(t *testing.T) {
 	}
 }
 
-func TestResourceScript(t *testing.T) {
+func TestScript(t *testing.T) {
 	for typ, want := range map[string]string{"check": "check", "get": "in", "put": "out", "task": ""} {
-		if got := ResourceScript(typ); got != want {
-			t.Errorf("ResourceScript(%q) = %q, want %q", typ, got, want)
+		if got := Script(typ); got != want {
+			t.Errorf("Script(%q) = %q, want %q", typ, got, want)
 		}
 	}
 }

@@ -1,0 +1,267 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/hijack"
+	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/pkg/resource"
+)
+
+// Sessions run processes in a connected step's pod, over its sidecar's
+// stream: intercept's machinery, which check pods reuse.
+type Sessions interface {
+	OpenSession(ctx context.Context, stepID string, open *eventspb.SessionOpen) (hijack.Session, error)
+}
+
+// checkPods keeps, per team, worker, image and tags, one check pod: a pod
+// declared up front like any step's (its image the resource type's, its
+// action idle) that lives for lifetime and runs every check of that key as
+// a session, instead of one pod per check. A pod takes new checks for the
+// first half of its life; the second half lets the checks it runs end
+// before its keep-alive does. Teams never share a pod: a check's request
+// holds its team's credentials.
+//
+// The pod is created by the first check that needs it, as that build's
+// step (its log says why a pod waits for room, or fails), and then serves
+// the others. Nothing runs in the background: a pod past its use is
+// replaced on the next check and ends at its keep-alive; garbage
+// collection keeps it until then (gc.KeptCheckPod).
+type checkPods struct {
+	sessions Sessions
+	lifetime time.Duration
+
+	mu   sync.Mutex
+	pods map[checkPodKey]*checkPod
+}
+
+type checkPodKey struct{ team, worker, image, tags, platform string }
+
+// checkPod is one pod of the pool; ready is closed once it can take
+// sessions, or err says why it never will.
+type checkPod struct {
+	stepID  string
+	handle  string
+	created time.Time
+	ready   chan struct{}
+	err     error
+}
+
+func newCheckPods(sessions Sessions, lifetime time.Duration) *checkPods {
+	if sessions == nil || lifetime <= 0 {
+		return nil
+	}
+	return &checkPods{sessions: sessions, lifetime: lifetime, pods: map[checkPodKey]*checkPod{}}
+}
+
+// pooled reports whether a check's action can run in a check pod: a linux,
+// unprivileged check (a privileged type keeps its own pod: the pod's
+// privilege would extend to every check of the key).
+func (cp *checkPods) pooled(a *action.Action) bool {
+	return cp != nil && a.Type == "check" && !a.Privileged && (a.Platform == "" || a.Platform == action.PlatformLinux)
+}
+
+// acquire returns a ready check pod for a's key, creating it (as the
+// caller's step) when there is none in its first half of life.
+func (x *executor) acquireCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w *kuberuntime.Worker, a *action.Action) (*checkPod, error) {
+	cp := x.r.checkPods
+	key := checkPodKey{team: x.b.Team, worker: w.Name(), image: a.Image, tags: strings.Join(a.Tags, ","), platform: a.Platform}
+	cp.mu.Lock()
+	pod, ok := cp.pods[key]
+	fresh := ok && time.Since(pod.created) < cp.lifetime/2
+	if fresh {
+		select {
+		case <-pod.ready:
+			fresh = pod.err == nil
+		default:
+		}
+	}
+	create := !fresh
+	if create {
+		pod = &checkPod{stepID: podspec.CheckPodStepID(x.b.Team, randomSuffix()), created: time.Now(), ready: make(chan struct{})}
+		cp.pods[key] = pod
+	}
+	cp.mu.Unlock()
+	if create {
+		pod.err = x.startCheckPod(ctx, p, r, w, a, pod)
+		if pod.err != nil {
+			cp.mu.Lock()
+			if cp.pods[key] == pod {
+				delete(cp.pods, key)
+			}
+			cp.mu.Unlock()
+		}
+		close(pod.ready)
+	}
+	select {
+	case <-pod.ready:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	if pod.err != nil {
+		return nil, pod.err
+	}
+	return pod, nil
+}
+
+// startCheckPod declares the check pod as the caller's step and waits
+// until its sidecar reports the (idle) step done: from then on it serves
+// sessions.
+func (x *executor) startCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w *kuberuntime.Worker, a *action.Action, pod *checkPod) error {
+	s, b := x.r, x.b
+	act := *a
+	act.StepID, act.StepName, act.Idle = pod.stepID, "checks", true
+	act.KeepAlive = action.Duration{Duration: s.checkPods.lifetime}
+	act.Timeout, act.StdinSecret, act.Stdin = action.Duration{}, false, nil
+	c := db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: podspec.CheckPodPlanID, StepName: "checks", Type: "check",
+		WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(act.StepID), StepID: act.StepID,
+		State: concourse.ContainerCreating, WorkingDirectory: act.WorkDir}
+	err := s.retryDB(ctx, "record the check pod's container", func(ctx context.Context) error {
+		rec, err := s.db.CreateContainer(ctx, c)
+		if err == nil {
+			c = rec
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record the check pod's container: %w", err)
+	}
+	pod.handle = c.Handle
+	st := s.registerResourceStep(b, w, act.StepID, p.ID, "check")
+	if err := s.createStepPod(ctx, w, &act, podspec.Secrets{}); err != nil {
+		return fmt.Errorf("create check pod %s: %w", podspec.Name(act.StepID), err)
+	}
+	if err := s.retryDB(ctx, "record the check pod's state", func(ctx context.Context) error {
+		return s.db.SetContainerState(ctx, c.Handle, concourse.ContainerCreated)
+	}); err != nil {
+		s.log.Warn("container state", "container", c.Handle, "err", err)
+	}
+	fin := s.superviseTask(ctx, st)
+	if fin == nil {
+		return interrupted(ctx)
+	}
+	if fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
+		s.pods.DeletePod(context.WithoutCancel(ctx), w, act.StepID)
+		return fmt.Errorf("check pod %s: %s", podspec.Name(act.StepID), fin.GetError())
+	}
+	s.log.Info("check pod ready", "worker", w.Name(), "pod", podspec.Name(act.StepID), "image", act.Image, "team", b.Team)
+	return nil
+}
+
+// runPooledCheck runs a check as a session in its key's check pod: the
+// request on stdin, stderr as the check's log, stdout its response. The
+// check has a container record of its own, on the pod, so that `fly
+// intercept --check` reaches the pod while it is the resource's latest.
+func (x *executor) runPooledCheck(ctx context.Context, p *concourse.Plan, r *StepRecord, w *kuberuntime.Worker, a *action.Action, stdin []byte, name string) *eventspb.StepFinished {
+	s, b := x.r, x.b
+	origin := events.Origin{ID: string(p.ID)}
+	pod, err := x.acquireCheckPod(ctx, p, r, w, a)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return interruptedFinish(cause)
+		}
+		return Errored(err.Error())
+	}
+	c := db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID), StepName: name, Type: "check",
+		WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(pod.stepID), StepID: pod.stepID,
+		State: concourse.ContainerCreated, WorkingDirectory: a.WorkDir}
+	if err := s.retryDB(ctx, "record the check's container", func(ctx context.Context) error {
+		rec, err := s.db.CreateContainer(ctx, c)
+		if err == nil {
+			c = rec
+		}
+		return err
+	}); err != nil {
+		return Errored(fmt.Sprintf("record the container of check %q: %v", name, err))
+	}
+	b.Update(func() { r.Worker, r.Container, r.Status = w.Name(), c.Handle, concourse.StatusStarted })
+	s.SaveState(ctx, b)
+
+	runCtx := ctx
+	if a.Timeout.Duration > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeoutCause(ctx, a.Timeout.Duration, ErrTimeout)
+		defer cancel()
+	}
+	sess, err := s.checkPods.sessions.OpenSession(runCtx, pod.stepID, &eventspb.SessionOpen{Command: []string{a.Run.Path}})
+	if err != nil {
+		return Errored(fmt.Sprintf("run check %q in check pod %s: %v", name, podspec.Name(pod.stepID), err))
+	}
+	defer sess.Close()
+	if err := sess.Input(stdin, true); err != nil {
+		return Errored(fmt.Sprintf("send check %q its request: %v", name, err))
+	}
+	out := resource.NewStdout("check", resource.MaxResponse)
+	for {
+		msg, ok, err := sess.Next(runCtx)
+		if err != nil || !ok {
+			if cause := context.Cause(runCtx); cause != nil {
+				if errors.Is(cause, ErrTimeout) && ctx.Err() == nil {
+					return &eventspb.StepFinished{Result: eventspb.Result_RESULT_FAILED, ExitStatus: -1, Error: fmt.Sprintf("timeout %s exceeded", a.Timeout.Duration)}
+				}
+				return interruptedFinish(cause)
+			}
+			return Errored(fmt.Sprintf("check %q: its check pod %s went away", name, podspec.Name(pod.stepID)))
+		}
+		switch msg.GetStream() {
+		case eventspb.Stream_STREAM_STDOUT:
+			out.Write(msg.GetData())
+		default:
+			if len(msg.GetData()) > 0 {
+				b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: origin.ID, Source: events.OriginSourceStderr}, Payload: string(msg.GetData())})
+			}
+		}
+		if !msg.GetExited() {
+			continue
+		}
+		switch {
+		case msg.GetError() != "":
+			return Errored(fmt.Sprintf("check %q: %s", name, msg.GetError()))
+		case msg.GetExitStatus() != 0:
+			return &eventspb.StepFinished{Result: eventspb.Result_RESULT_FAILED, ExitStatus: msg.GetExitStatus()}
+		}
+		body, err := out.Body()
+		if err != nil {
+			return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ERRORED, ExitStatus: 0, Error: err.Error()}
+		}
+		return &eventspb.StepFinished{Result: eventspb.Result_RESULT_SUCCEEDED, Response: body}
+	}
+}
+
+// interruptedFinish is how a step stopped by cause ends; nil when the
+// server is stopping (the next one runs the check again).
+func interruptedFinish(cause error) *eventspb.StepFinished {
+	if errors.Is(cause, ErrShutdown) {
+		return nil
+	}
+	result := eventspb.Result_RESULT_ERRORED
+	if errors.Is(cause, ErrAborted) {
+		result = eventspb.Result_RESULT_ABORTED
+	}
+	return &eventspb.StepFinished{Result: result, ExitStatus: -1, Error: cause.Error()}
+}
+
+// pooledCheckEnded shows the end of a pooled check as podEnded does a
+// pod's.
+func (x *executor) pooledCheckEnded(p *concourse.Plan, r *StepRecord, fin *eventspb.StepFinished) {
+	if msg := fin.GetError(); msg != "" && fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED && fin.GetResult() != eventspb.Result_RESULT_ABORTED {
+		x.b.Log.Append(events.Error{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, Message: msg})
+	}
+	x.b.Update(func() {
+		if fin.GetExitStatus() >= 0 {
+			code := int(fin.GetExitStatus())
+			r.ExitStatus = &code
+		}
+	})
+}
