@@ -187,6 +187,7 @@ func (x *executor) runPooledCheck(ctx context.Context, p *concourse.Plan, r *Ste
 	}
 	b.Update(func() { r.Worker, r.Container, r.Status = w.Name(), c.Handle, concourse.StatusStarted })
 	s.SaveState(ctx, b)
+	s.log.Info("check run in a check pod", "build", b.ID, "step", name, "pod", podspec.Name(pod.stepID))
 
 	runCtx := ctx
 	if a.Timeout.Duration > 0 {
