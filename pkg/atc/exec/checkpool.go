@@ -124,7 +124,9 @@ func (x *executor) startCheckPod(ctx context.Context, p *concourse.Plan, r *Step
 	act.StepID, act.StepName, act.Idle = pod.stepID, "checks", true
 	act.KeepAlive = action.Duration{Duration: s.checkPods.lifetime}
 	act.Timeout, act.StdinSecret, act.Stdin = action.Duration{}, false, nil
-	c := db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: podspec.CheckPodPlanID, StepName: "checks", Type: "check",
+	// The pod's record is the team's, not the first check's build's: it
+	// serves every build's checks (fly containers lists it without one).
+	c := db.Container{TeamID: b.TeamID, PlanID: podspec.CheckPodPlanID, StepName: "checks", Type: "check",
 		WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(act.StepID), StepID: act.StepID,
 		State: concourse.ContainerCreating, WorkingDirectory: act.WorkDir}
 	err := s.retryDB(ctx, "record the check pod's container", func(ctx context.Context) error {
@@ -173,17 +175,22 @@ func (x *executor) runPooledCheck(ctx context.Context, p *concourse.Plan, r *Ste
 		}
 		return Errored(err.Error())
 	}
-	c := db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID), StepName: name, Type: "check",
-		WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(pod.stepID), StepID: pod.stepID,
-		State: concourse.ContainerCreated, WorkingDirectory: a.WorkDir}
-	if err := s.retryDB(ctx, "record the check's container", func(ctx context.Context) error {
-		rec, err := s.db.CreateContainer(ctx, c)
-		if err == nil {
-			c = rec
+	// A task image's check has no record: there is nothing in it to
+	// intercept (its own pod would go as soon as it reported).
+	var c db.Container
+	if !strings.HasSuffix(string(p.ID), imageCheckSuffix) {
+		c = db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID), StepName: name, Type: "check",
+			WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(pod.stepID), StepID: pod.stepID,
+			State: concourse.ContainerCreated, WorkingDirectory: a.WorkDir}
+		if err := s.retryDB(ctx, "record the check's container", func(ctx context.Context) error {
+			rec, err := s.db.CreateContainer(ctx, c)
+			if err == nil {
+				c = rec
+			}
+			return err
+		}); err != nil {
+			return Errored(fmt.Sprintf("record the container of check %q: %v", name, err))
 		}
-		return err
-	}); err != nil {
-		return Errored(fmt.Sprintf("record the container of check %q: %v", name, err))
 	}
 	b.Update(func() { r.Worker, r.Container, r.Status = w.Name(), c.Handle, concourse.StatusStarted })
 	s.SaveState(ctx, b)

@@ -46,6 +46,9 @@ type taskImage struct {
 
 // taskImage resolves the image of a task: the step's image: artifact, else
 // its config's image_resource.
+// imageCheckSuffix ends the plan ID of a task image's check.
+const imageCheckSuffix = "/image-check"
+
 func (x *executor) taskImage(ctx context.Context, p *concourse.Plan, cfg *taskconfig.Config) (taskImage, error) {
 	tp := p.Task
 	if tp.ImageArtifactName != "" {
@@ -126,7 +129,7 @@ func (x *executor) imageResourceImage(ctx context.Context, p *concourse.Plan, ir
 	if ir.Type == "" {
 		return taskImage{}, errors.New("missing type")
 	}
-	checkID := p.ID + "/image-check"
+	checkID := p.ID + imageCheckSuffix
 	ti, err := pipeline.TypeImage(checkID, ir.Type, tp.Tags, types, pipeline.PlanOptions{BaseTypes: x.r.baseTypeNames()})
 	if err != nil {
 		return taskImage{}, err
