@@ -13,6 +13,7 @@ import (
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/hijack"
 )
 
 // newExec prepares the runner of the builds' plans (pkg/atc/exec), the
@@ -25,7 +26,17 @@ func (s *Server) newExec() *exec.Runner {
 		cfg.ArtifactWorker = s.artifactWorker()
 	}
 	return exec.New(cfg, exec.Deps{Engine: execEngine{s}, Store: s.db, Blobs: s.store, Runtime: s.pods,
-		Credentials: s.credentials(), Tracer: s.obs.tracer, Log: s.log, Sessions: apiEngine{s}})
+		Credentials: s.credentials(), Tracer: s.obs.tracer, Log: s.log, Sessions: checkSessions{s}})
+}
+
+// checkSessions run checks in check pods, over the steps' streams (as
+// intercept does, without its log line per session).
+type checkSessions struct{ s *Server }
+
+func (c checkSessions) Connected(stepID string) bool { return c.s.streams.Connected(stepID) }
+
+func (c checkSessions) OpenSession(ctx context.Context, stepID string, open *eventspb.SessionOpen) (hijack.Session, error) {
+	return c.s.streams.OpenSession(ctx, stepID, open)
 }
 
 // execEngine is the server as the steps' engine (exec.Engine).

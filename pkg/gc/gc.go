@@ -434,13 +434,11 @@ func (c *Collector) finishedPods(ctx context.Context, w Worker, pods map[string]
 }
 
 // checkOnCheckPod applies reason to the record of a check run in a check
-// pod: it stays, saying why, or goes alone.
+// pod: it stays (keeping no pod of its own, it is no kept pod), or goes
+// alone.
 func (c *Collector) checkOnCheckPod(ctx context.Context, ct db.FinishedContainer, reason string) error {
 	if reason != "" {
-		if ct.KeptReason == reason {
-			return nil
-		}
-		return c.db.SetKeptReason(ctx, ct.Handle, reason)
+		return nil
 	}
 	if err := c.db.DeleteContainer(ctx, ct.Handle); err != nil && !errors.Is(err, db.ErrNotFound) {
 		return err

@@ -133,6 +133,7 @@ func taskFile(extra, script string) string {
 type container struct {
 	ID        string `json:"id"`
 	Type      string `json:"type"`
+	StepName  string `json:"step_name"`
 	BuildID   int    `json:"build_id"`
 	ExpiresIn string `json:"expires_in"`
 }

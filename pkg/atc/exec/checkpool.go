@@ -22,6 +22,8 @@ import (
 // Sessions run processes in a connected step's pod, over its sidecar's
 // stream: intercept's machinery, which check pods reuse.
 type Sessions interface {
+	// Connected reports whether the step's sidecar is connected now.
+	Connected(stepID string) bool
 	OpenSession(ctx context.Context, stepID string, open *eventspb.SessionOpen) (hijack.Session, error)
 }
 
@@ -83,7 +85,9 @@ func (x *executor) acquireCheckPod(ctx context.Context, p *concourse.Plan, r *St
 	if fresh {
 		select {
 		case <-pod.ready:
-			fresh = pod.err == nil
+			// A pod that was ready but lost its sidecar (deleted, evicted,
+			// its node gone) is replaced.
+			fresh = pod.err == nil && cp.sessions.Connected(pod.stepID)
 		default:
 		}
 	}
@@ -122,6 +126,9 @@ func (x *executor) startCheckPod(ctx context.Context, p *concourse.Plan, r *Step
 	s, b := x.r, x.b
 	act := *a
 	act.StepID, act.StepName, act.Idle = pod.stepID, "checks", true
+	// The pod serves the team's checks, not the first one's build: its
+	// labels, audit trail and blobstore scope say so.
+	act.Build = action.Build{ID: "checks", Name: "checks", Team: b.Team}
 	act.KeepAlive = action.Duration{Duration: s.checkPods.lifetime}
 	act.Timeout, act.StdinSecret, act.Stdin = action.Duration{}, false, nil
 	// The pod's record is the team's, not the first check's build's: it
