@@ -363,5 +363,3 @@ func (r *recorder) artifact(identical bool) {
 		r.artifacts[1]++
 	}
 }
-
-

@@ -242,6 +242,10 @@ func (x *executor) runPooledCheck(ctx context.Context, p *concourse.Plan, r *Ste
 		}
 		switch {
 		case msg.GetError() != "":
+			if strings.Contains(msg.GetError(), "no such file or directory") {
+				// As the sidecar says it of a check's own pod.
+				return Errored(fmt.Sprintf("the resource type's image has no %s", a.Run.Path))
+			}
 			return Errored(fmt.Sprintf("check %q: %s", name, msg.GetError()))
 		case msg.GetExitStatus() != 0:
 			return &eventspb.StepFinished{Result: eventspb.Result_RESULT_FAILED, ExitStatus: msg.GetExitStatus()}
