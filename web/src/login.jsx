@@ -24,7 +24,9 @@ export function Login() {
     if (h.get('token')) {
       setToken(h.get('token'));
       history.replaceState(null, '', location.pathname + location.search);
-      done();
+      // After this render's effects: the app's router listens from its own
+      // effect, which runs after this one on the first render.
+      setTimeout(done, 0);
       return;
     }
     get('/sky/connectors').then((c) => setConnectors(c || []), () => setConnectors([]));
