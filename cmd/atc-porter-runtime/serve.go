@@ -44,14 +44,20 @@ type serveOptions struct {
 	postgresDSN   string
 	localUsers    []string
 	mainTeamUsers []string
-	signingSecret string
-	workersConfig string
-	strategy      string
-	dnsPolicy     string
-	pullPolicy    string
-	baseTypes     []string
-	logFormat     string
-	logLevel      string
+	// oidc is the OIDC connector's flags; oidcCACerts its --oidc-ca-cert
+	// files; mainTeamOIDC* team main's OIDC owners.
+	oidc               auth.OIDCConfig
+	oidcCACerts        []string
+	mainTeamOIDCUsers  []string
+	mainTeamOIDCGroups []string
+	signingSecret      string
+	workersConfig      string
+	strategy           string
+	dnsPolicy          string
+	pullPolicy         string
+	baseTypes          []string
+	logFormat          string
+	logLevel           string
 	// baseTypeDefaults is the --base-resource-type-defaults file.
 	baseTypeDefaults string
 }
@@ -132,6 +138,17 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.postgresDSN, "postgres-dsn", os.Getenv("PORTER_POSTGRES_DSN"), "PostgreSQL connection string (env PORTER_POSTGRES_DSN)")
 	fs.StringArrayVar(&o.localUsers, "add-local-user", nil, "a local user NAME:PASSWORD (the password may be a bcrypt hash); repeatable")
 	fs.StringArrayVar(&o.mainTeamUsers, "main-team-local-user", nil, "a local user who owns team main (an admin); repeatable")
+	// Single sign-on, as Concourse's --oidc-* flags.
+	fs.StringVar(&o.oidc.DisplayName, "oidc-display-name", "", "OIDC: the identity provider's name on the login page (default: OIDC)")
+	fs.StringVar(&o.oidc.Issuer, "oidc-issuer", "", "OIDC: the issuer URL, discovered at <URL>/.well-known/openid-configuration; setting it turns single sign-on on")
+	fs.StringVar(&o.oidc.ClientID, "oidc-client-id", "", "OIDC: the client ID (its redirect URI is <--external-url>/sky/issuer/callback)")
+	fs.StringVar(&o.oidc.ClientSecret, "oidc-client-secret", os.Getenv("PORTER_OIDC_CLIENT_SECRET"), "OIDC: the client secret (env PORTER_OIDC_CLIENT_SECRET)")
+	fs.StringArrayVar(&o.oidc.Scopes, "oidc-scope", nil, "OIDC: a scope to ask for beside openid; repeatable (default: profile and email; Dex sends groups only for the groups scope)")
+	fs.StringVar(&o.oidc.GroupsKey, "oidc-groups-key", "groups", "OIDC: the ID token claim holding the user's groups")
+	fs.StringVar(&o.oidc.UserNameKey, "oidc-user-name-key", "username", "OIDC: the ID token claim holding the user's name (missing: preferred_username, name, then email)")
+	fs.StringArrayVar(&o.oidcCACerts, "oidc-ca-cert", nil, "OIDC: a PEM file of CA certificates the provider's may chain to, besides the system's; repeatable")
+	fs.StringArrayVar(&o.mainTeamOIDCUsers, "main-team-oidc-user", nil, "an OIDC user (name or ID) who owns team main (an admin); repeatable")
+	fs.StringArrayVar(&o.mainTeamOIDCGroups, "main-team-oidc-group", nil, "an OIDC group whose members own team main (admins); repeatable")
 	fs.StringVar(&o.signingSecret, "signing-key-secret", "", "keep the token signing key in this Secret of --namespace (in-cluster) instead of the state directory")
 	fs.StringVar(&cfg.Namespace, "namespace", envOr("PORTER_NAMESPACE", "default"), "namespace the worker's step pods run in")
 	fs.StringVar(&cfg.Worker, "worker", envOr("PORTER_WORKER", "local"), "the worker's name (pod labels)")
@@ -283,7 +300,36 @@ func (o *serveOptions) config() (atc.Config, error) {
 			return cfg, fmt.Errorf("--base-resource-type-defaults: %w", err)
 		}
 	}
+	if cfg.OIDC, err = o.oidcConfig(); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
+}
+
+// oidcConfig is the OIDC connector of the --oidc-* flags, nil when
+// --oidc-issuer, --oidc-client-id and --oidc-client-secret are all unset.
+func (o *serveOptions) oidcConfig() (*auth.OIDCConfig, error) {
+	c := o.oidc
+	if c.Issuer == "" && c.ClientID == "" && c.ClientSecret == "" {
+		if len(o.mainTeamOIDCUsers)+len(o.mainTeamOIDCGroups) > 0 {
+			return nil, errors.New("--main-team-oidc-user and --main-team-oidc-group need the OIDC connector: set --oidc-issuer, --oidc-client-id and --oidc-client-secret")
+		}
+		return nil, nil
+	}
+	for _, path := range o.oidcCACerts {
+		pem, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("--oidc-ca-cert: %w", err)
+		}
+		c.CACertsPEM = append(c.CACertsPEM, pem)
+	}
+	// The external URL is only known for sure once the server defaults it.
+	check := c
+	check.ExternalURL = "http://porter"
+	if err := check.Validate(); err != nil {
+		return nil, fmt.Errorf("single sign-on: %w", err)
+	}
+	return &c, nil
 }
 
 // serve builds the server's dependencies (clients of Kubernetes, the
@@ -321,7 +367,7 @@ func serve(ctx context.Context, cfg atc.Config, o *serveOptions, log *slog.Logge
 		return err
 	}
 	defer database.Close()
-	if err := bootstrapUsers(ctx, database, o.localUsers, o.mainTeamUsers, log); err != nil {
+	if err := bootstrapUsers(ctx, database, o.localUsers, mainTeamOwners{local: o.mainTeamUsers, oidcUsers: o.mainTeamOIDCUsers, oidcGroups: o.mainTeamOIDCGroups}, log); err != nil {
 		return err
 	}
 	var key crypto.Signer
@@ -362,9 +408,12 @@ func serve(ctx context.Context, cfg atc.Config, o *serveOptions, log *slog.Logge
 	return srv.Run(ctx)
 }
 
+// mainTeamOwners are the --main-team-* flags.
+type mainTeamOwners struct{ local, oidcUsers, oidcGroups []string }
+
 // bootstrapUsers records the local users and team main's owners given as
 // flags, as Concourse's web node does at start.
-func bootstrapUsers(ctx context.Context, database *db.DB, localUsers, mainTeamUsers []string, log *slog.Logger) error {
+func bootstrapUsers(ctx context.Context, database *db.DB, localUsers []string, main mainTeamOwners, log *slog.Logger) error {
 	known := map[string]bool{}
 	users := map[string]string{}
 	for _, spec := range localUsers {
@@ -385,7 +434,7 @@ func bootstrapUsers(ctx context.Context, database *db.DB, localUsers, mainTeamUs
 		log.Info("removed local users no longer given by --add-local-user", "users", removed)
 	}
 	owners := db.RoleMembers{Users: []string{}, Groups: []string{}}
-	for _, name := range mainTeamUsers {
+	for _, name := range main.local {
 		if !known[name] {
 			if _, err := database.LocalUserHash(ctx, name); err != nil {
 				return fmt.Errorf("--main-team-local-user %q: no such local user (add it with --add-local-user)", name)
@@ -393,11 +442,17 @@ func bootstrapUsers(ctx context.Context, database *db.DB, localUsers, mainTeamUs
 		}
 		owners.Users = append(owners.Users, "local:"+name)
 	}
-	if len(owners.Users) == 0 {
+	for _, name := range main.oidcUsers {
+		owners.Users = append(owners.Users, auth.OIDCConnector+":"+name)
+	}
+	for _, group := range main.oidcGroups {
+		owners.Groups = append(owners.Groups, auth.OIDCConnector+":"+group)
+	}
+	if len(owners.Users)+len(owners.Groups) == 0 {
 		if _, err := database.Team(ctx, "main"); err == nil {
 			return nil
 		}
-		log.Warn("team main has no owner: nobody can log in as an admin (set --main-team-local-user)")
+		log.Warn("team main has no owner: nobody can log in as an admin (set --main-team-local-user or --main-team-oidc-user)")
 	}
 	if _, err := database.EnsureTeam(ctx, "main", db.TeamAuth{"owner": owners}); err != nil {
 		return fmt.Errorf("set up team main: %w", err)

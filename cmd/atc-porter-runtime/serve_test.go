@@ -205,3 +205,49 @@ func TestStatefulSetArgsParse(t *testing.T) {
 		t.Errorf("parsed %+v", o.cfg.InClusterConfig)
 	}
 }
+
+// The --oidc-* flags, as Concourse's: all or none of issuer, client ID and
+// secret; team main's OIDC owners need the connector.
+func TestOIDCFlags(t *testing.T) {
+	o, err := serveFlags(t, "--oidc-issuer", "https://idp.test/dex", "--oidc-client-id", "porter", "--oidc-client-secret", "s",
+		"--oidc-display-name", "Corp", "--oidc-scope", "groups", "--oidc-scope=profile",
+		"--main-team-oidc-user", "alice", "--main-team-oidc-group=admins")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.OIDC
+	if c == nil || c.Issuer != "https://idp.test/dex" || c.DisplayName != "Corp" || !slices.Equal(c.Scopes, []string{"groups", "profile"}) ||
+		c.GroupsKey != "groups" || c.UserNameKey != "username" {
+		t.Fatalf("OIDC config %+v", c)
+	}
+	if !slices.Equal(o.mainTeamOIDCUsers, []string{"alice"}) || !slices.Equal(o.mainTeamOIDCGroups, []string{"admins"}) {
+		t.Fatalf("main team OIDC owners %v %v", o.mainTeamOIDCUsers, o.mainTeamOIDCGroups)
+	}
+
+	if o, err := serveFlags(t); err != nil {
+		t.Fatal(err)
+	} else if cfg, err := o.config(); err != nil || cfg.OIDC != nil {
+		t.Fatalf("no OIDC flags: %+v %v", cfg.OIDC, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--oidc-issuer", "https://idp"}, "--oidc-client-id is required"},
+		{[]string{"--oidc-issuer", "idp.test", "--oidc-client-id", "c", "--oidc-client-secret", "s"}, "is not an http(s) URL"},
+		{[]string{"--main-team-oidc-group", "admins"}, "need the OIDC connector"},
+		{[]string{"--oidc-issuer", "https://idp", "--oidc-client-id", "c", "--oidc-client-secret", "s", "--oidc-ca-cert", "/nonexistent.pem"}, "--oidc-ca-cert"},
+	} {
+		o, err := serveFlags(t, tc.args...)
+		if err == nil {
+			_, err = o.config()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%q: %v, want an error saying %q", tc.args, err, tc.says)
+		}
+	}
+}

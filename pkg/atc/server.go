@@ -40,6 +40,9 @@ import (
 
 // Config is the server's configuration (see the serve flags).
 type Config struct {
+	// OIDC is the single sign-on connector (nil: none); its ExternalURL
+	// defaults to the server's.
+	OIDC *auth.OIDCConfig
 	// Namespace is the server's own (its signing key Secret); with no
 	// Workers it is also the one worker's, named Worker and tagged
 	// WorkerTags.
@@ -297,6 +300,15 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 			UploadStall: cfg.Limits.HTTPReadTimeout, Upload: cfg.Limits.Upload},
 	}, apiserver.Deps{Store: deps.DB, Engine: apiEngine{s}, Events: s.events, Blobs: deps.Store, Audit: deps.Audit, Issuer: s.issuer,
 		Log: log.With("component", "api")})
+	if cfg.OIDC != nil {
+		oc := *cfg.OIDC
+		if oc.ExternalURL == "" {
+			oc.ExternalURL = cfg.ExternalURL
+		}
+		if err := s.api.EnableOIDC(oc); err != nil {
+			return nil, fmt.Errorf("single sign-on: %w", err)
+		}
+	}
 	return s, nil
 }
 

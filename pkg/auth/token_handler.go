@@ -146,47 +146,18 @@ func TokenHandler(iss *Issuer, users Users, log *slog.Logger, opts ...TokenOptio
 
 		throttle.Succeeded(name, addr)
 
-		// The token carries the teams at login for what reads tokens as
-		// dex's; Authenticate reads the roles afresh on every request.
-		sess, err := users.Session(ctx, LocalConnector, name)
-		if err != nil {
-			log.ErrorContext(ctx, "login failed: reading the user's session", "user", name, "err", err)
-			writeOAuthError(w, http.StatusInternalServerError, "server_error", "")
-			return
-		}
-		token, claims, err := iss.issue(Claims{
-			UserID:     name,
-			Name:       name,
-			Email:      name, // what Concourse's local users have as email
-			Connector:  LocalConnector,
-			Teams:      sess.Teams,
-			Generation: sess.Generation,
+		access, token, claims, err := mint(ctx, iss, users, log, Claims{
+			UserID:    name,
+			Name:      name,
+			Email:     name, // what Concourse's local users have as email
+			Connector: LocalConnector,
 		})
 		if err != nil {
-			log.ErrorContext(ctx, "login failed: issuing the token", "user", name, "err", err)
+			log.ErrorContext(ctx, "login failed", "user", name, "err", err)
 			writeOAuthError(w, http.StatusInternalServerError, "server_error", "")
 			return
 		}
 		log.InfoContext(ctx, "logged in", "user", name, "expires", claims.Expiry)
-		if rec, ok := users.(LoginRecorder); ok {
-			// Only for `fly active-users`: a failure does not undo the login.
-			if err := rec.RecordLogin(ctx, LocalConnector, name, iss.now()); err != nil {
-				log.WarnContext(ctx, "recording a login", "user", name, "err", err)
-			}
-		}
-		access := token
-		if at, ok := users.(AccessTokens); ok {
-			opaque, hash, err := newOpaqueToken(claims.Expiry)
-			if err == nil {
-				err = at.SaveAccessToken(ctx, hash, token, claims.Expiry)
-			}
-			if err != nil {
-				log.ErrorContext(ctx, "login failed: saving the access token", "user", name, "err", err)
-				writeOAuthError(w, http.StatusInternalServerError, "server_error", "")
-				return
-			}
-			access = opaque
-		}
 
 		// fly stores only access_token and sends it back as a bearer token
 		// (opaque, with AccessTokens); the JWT serves as the OIDC id_token.

@@ -52,6 +52,9 @@ type suite struct {
 	bobPassword   string
 	adminFly      *testenv.Fly
 	adminToken    string
+	// dex is the OpenID provider of single sign-on; ssoUser logs in there.
+	dex     *testenv.Dex
+	ssoUser testenv.DexUser
 	// browser is the one Chromium; specs open contexts of their own in it.
 	browser     context.Context
 	screenshots string
@@ -102,6 +105,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		MainTeamUsers: []string{adminUser, bobUser},
 	})
 	Expect(err).NotTo(HaveOccurred())
+	startDex(ctx, srv)
 	Expect(srv.Start(ctx)).To(Succeed())
 	DeferCleanup(func() {
 		Expect(srv.Stop()).To(Succeed())
@@ -129,15 +133,44 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	s.browser = browser
 })
 
+// The OIDC group the Dex user is in (team roles name it "oidc:porter-devs").
+const ssoGroup = "porter-devs"
+
+// startDex starts a real Dex whose static client is srv's, with a password
+// user in group ssoGroup, and points srv's --oidc-* flags at it.
+func startDex(ctx context.Context, srv *testenv.ATC) {
+	GinkgoHelper()
+	bin, err := testenv.FindDex(ctx)
+	skipIfUnavailable(err)
+	s.ssoUser = testenv.DexUser{Email: "carol@example.com", Password: rand.Text(), UserName: "carol",
+		UserID: "carol-0001", Groups: []string{ssoGroup}}
+	secret := rand.Text()
+	d, err := testenv.StartDex(ctx, bin, GinkgoT().TempDir(), testenv.DexConfig{
+		ClientID: "porter", ClientSecret: secret, RedirectURI: srv.URL() + "/sky/issuer/callback",
+		Users: []testenv.DexUser{s.ssoUser},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		Expect(d.Stop()).To(Succeed())
+		if CurrentSpecReport().Failed() {
+			GinkgoWriter.Printf("log of Dex:\n%s\n", d.Log())
+		}
+	})
+	s.dex = d
+	srv.Config.Args = append(srv.Config.Args, "--oidc-display-name", "Dex", "--oidc-issuer", d.Issuer(),
+		"--oidc-client-id", "porter", "--oidc-scope", "groups", "--oidc-scope", "profile", "--oidc-scope", "email")
+	srv.Config.Env = append(srv.Config.Env, "PORTER_OIDC_CLIENT_SECRET="+secret)
+}
+
 // skipIfUnavailable skips the suite when the cluster, PostgreSQL, fly or
 // chromium is missing, unless CI is set: then it fails.
 func skipIfUnavailable(err error) {
 	GinkgoHelper()
-	if testenv.Unavailable(err) || errors.Is(err, ErrNoChromium) {
+	if testenv.Unavailable(err) || errors.Is(err, ErrNoChromium) || errors.Is(err, testenv.ErrNoDex) {
 		if os.Getenv("CI") == "" {
 			Skip(fmt.Sprintf("%v (run `make cluster-up`; apt-get install chromium)", err))
 		}
-		Fail(fmt.Sprintf("CI needs the local cluster, PostgreSQL, fly and chromium: %v", err))
+		Fail(fmt.Sprintf("CI needs the local cluster, PostgreSQL, fly, chromium and Dex: %v", err))
 	}
 	Expect(err).NotTo(HaveOccurred())
 }

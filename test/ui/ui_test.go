@@ -418,6 +418,65 @@ jobs:
 	}, SpecTimeout(specTimeout))
 })
 
+var _ = Describe("single sign-on", func() {
+	It("logs fly in with OIDC at a real Dex, with the teams its group is granted", func(ctx SpecContext) {
+		succeed(ctx, s.adminFly, "set-team", "-n", "sso-devs", "--oidc-group", ssoGroup, "--non-interactive")
+		succeed(ctx, s.adminFly, "set-team", "-n", "sso-others", "--oidc-user", "someone-else", "--oidc-group", "other-group", "--non-interactive")
+		detail := succeed(ctx, s.adminFly, "teams", "-d").Stdout
+		Expect(detail).To(MatchRegexp(`sso-devs/owner\s+none\s+oidc:`+ssoGroup), detail)
+		Expect(detail).To(MatchRegexp(`sso-others/owner\s+oidc:someone-else\s+oidc:other-group`), detail)
+
+		f := newFly("sso")
+		stdin, hold := io.Pipe()
+		p, err := f.Start(testenv.FlyCmd{Args: []string{"login", "-n", "sso-devs", "-c", s.server.URL()}, Stdin: stdin})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(p.Kill)
+		DeferCleanup(hold.Close)
+		loginURL := regexp.MustCompile(`http://\S+/login\?fly_port=\d+`)
+		Eventually(func() string { return p.Stdout.String() }).WithTimeout(30 * time.Second).Should(MatchRegexp(loginURL.String()))
+		c := tab()
+		Expect(chromedp.Do(c,
+			chromedp.Navigate(loginURL.FindString(p.Stdout.String())),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=login-oidc]`)),
+		)).To(Succeed())
+		Expect(eval[string](c, `document.querySelector('[data-testid=login-oidc]').textContent`)).To(Equal("log in with Dex"))
+		screenshot(c, "login page")
+		// Dex's own password page.
+		Expect(chromedp.Do(c,
+			chromedp.Click(chromedp.CSS(`[data-testid=login-oidc]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#login`)),
+		)).To(Succeed())
+		Expect(eval[string](c, `location.href`)).To(HavePrefix(s.dex.Issuer()))
+		Expect(chromedp.Do(c,
+			chromedp.SendKeys(chromedp.CSS(`#login`), s.ssoUser.Email),
+			chromedp.SendKeys(chromedp.CSS(`#password`), s.ssoUser.Password),
+		)).To(Succeed())
+		screenshot(c, "dex")
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`#submit-login`)))).To(Succeed())
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=fly-success]')?.dataset.state`)).
+			WithTimeout(20*time.Second).Should(Equal("sent"), func() string { return eval[string](c, `location.href + "\n" + document.body.innerText`) })
+		// The token left the address bar.
+		Expect(eval[string](c, `location.hash`)).To(BeEmpty())
+		Eventually(func() string { return p.Stdout.String() }).WithTimeout(20 * time.Second).Should(ContainSubstring("target saved"))
+		Expect(hold.Close()).To(Succeed())
+		res, err := p.Wait(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.ExitCode).To(Equal(0), res.String())
+
+		info := succeed(ctx, f, "userinfo").Stdout
+		Expect(info).To(MatchRegexp(`carol\s+sso-devs/owner`), info)
+		Expect(info).NotTo(ContainSubstring("sso-others"))
+		targets := succeed(ctx, f, "targets").Stdout
+		Expect(targets).To(MatchRegexp(`sso\s+\S+\s+sso-devs\s+\w{3}, \d{2} \w{3} \d{4}`), targets)
+		Expect(targets).NotTo(ContainSubstring("n/a"))
+		teams := succeed(ctx, f, "teams").Stdout
+		Expect(teams).To(ContainSubstring("sso-devs"))
+		Expect(teams).NotTo(ContainSubstring("sso-others"))
+		succeed(ctx, f, "pipelines")
+		Expect(succeedOrNot(ctx, f, "pipelines", "--team", "sso-others")).NotTo(Equal(0))
+	}, SpecTimeout(specTimeout))
+})
+
 func succeedOrNot(ctx context.Context, f *testenv.Fly, args ...string) int {
 	GinkgoHelper()
 	res, err := f.Run(ctx, args...)

@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { getToken, login } from './api.js';
+import { get, getToken, login, setToken } from './api.js';
 import { Layout } from './common.jsx';
 import { navigate } from './router.js';
 
@@ -12,9 +12,31 @@ export function Login() {
   const [password, setPassword] = useState('');
   const [err, setErr] = useState('');
   const [busy, setBusy] = useState(false);
+  const [connectors, setConnectors] = useState([]);
   const done = () => {
     if (flyPort) navigate('/fly_success?fly_port=' + encodeURIComponent(flyPort), true);
     else navigate(safeRedirect(q.get('redirect')), true);
+  };
+  useEffect(() => {
+    // Back from single sign-on: the server put the token in the fragment,
+    // which no request carries. Keep it as a local login's, then go on.
+    const h = new URLSearchParams(location.hash.slice(1));
+    if (h.get('token')) {
+      setToken(h.get('token'));
+      history.replaceState(null, '', location.pathname + location.search);
+      // After this render's effects: the app's router listens from its own
+      // effect, which runs after this one on the first render.
+      setTimeout(done, 0);
+      return;
+    }
+    get('/sky/connectors').then((c) => setConnectors(c || []), () => setConnectors([]));
+  }, []);
+  const ssoURL = (c) => {
+    const p = new URLSearchParams();
+    if (flyPort) p.set('fly_port', flyPort);
+    else if (q.get('redirect')) p.set('redirect', safeRedirect(q.get('redirect')));
+    const qs = p.toString();
+    return c.login_url + (qs ? '?' + qs : '');
   };
   const submit = async (e) => {
     e.preventDefault();
@@ -35,6 +57,10 @@ export function Login() {
         <h1>log in</h1>
         {flyPort && <p class="muted">fly is waiting on port {flyPort}: it gets your token when you log in.</p>}
         {getToken() && flyPort && <p><button type="button" data-testid="use-session" onClick={done}>continue as the logged-in user</button></p>}
+        {connectors.map((c) => (
+          <p key={c.id}><a class="button sso" href={ssoURL(c)} data-testid={'login-' + c.id}>log in with {c.display_name}</a></p>
+        ))}
+        {connectors.length > 0 && <p class="muted">or with a local user:</p>}
         <label>username<input name="username" autocomplete="username" value={user} onInput={(e) => setUser(e.target.value)} /></label>
         <label>password<input name="password" type="password" autocomplete="current-password" value={password} onInput={(e) => setPassword(e.target.value)} /></label>
         {err && <div class="error" data-testid="login-error">{err}</div>}

@@ -38,6 +38,10 @@ type TeamStore interface {
 	LocalUserHash(ctx context.Context, name string) (string, error)
 	LocalUserSession(ctx context.Context, name string) (db.UserSession, error)
 	BumpLocalUserGeneration(ctx context.Context, name string) error
+	// Single sign-on users (sso.go).
+	SaveSSOUser(ctx context.Context, connector, userID, userName string, groups []string) error
+	SSOUserSession(ctx context.Context, connector, userID string) (db.UserSession, error)
+	BumpSSOUserGeneration(ctx context.Context, connector, userID string) error
 }
 
 // BuildStore holds builds and their artifacts.
@@ -179,6 +183,8 @@ type Server struct {
 	audit  blobstore.Store
 	issuer *auth.Issuer
 	log    *slog.Logger
+	// oidc is the OIDC connector (nil: none; see EnableOIDC).
+	oidc *auth.OIDC
 }
 
 // New makes the API's server.

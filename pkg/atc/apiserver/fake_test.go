@@ -48,6 +48,8 @@ type fakeStore struct {
 	artifacts []db.Artifact
 	// users are the local users' sessions (token generation and roles).
 	users map[string]db.UserSession
+	// sso are the single sign-on users by connector and ID.
+	sso map[[2]string]fakeSSOUser
 	// calls names the changes made, e.g. "PausePipeline 10".
 	calls []string
 	// wall and tokens (opaque token hash -> signed) are FlyStore's.
@@ -172,6 +174,69 @@ func (s *fakeStore) LocalUserSession(_ context.Context, name string) (db.UserSes
 		return db.UserSession{}, db.ErrNotFound
 	}
 	return sess, nil
+}
+
+type fakeSSOUser struct {
+	name       string
+	groups     []string
+	generation int64
+}
+
+func (s *fakeStore) SaveSSOUser(_ context.Context, connector, userID, userName string, groups []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	if s.sso == nil {
+		s.sso = map[[2]string]fakeSSOUser{}
+	}
+	u, ok := s.sso[[2]string{connector, userID}]
+	if !ok {
+		u.generation = int64(len(s.sso) + 100)
+	}
+	u.name, u.groups = userName, groups
+	s.sso[[2]string{connector, userID}] = u
+	return nil
+}
+
+// SSOUserSession gives roles by exact "connector:name" and
+// "connector:group" (the database's rule, less its case folding).
+func (s *fakeStore) SSOUserSession(_ context.Context, connector, userID string) (db.UserSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return db.UserSession{}, s.fail
+	}
+	u, ok := s.sso[[2]string{connector, userID}]
+	if !ok {
+		return db.UserSession{}, db.ErrNotFound
+	}
+	us := db.UserSession{Generation: u.generation, Teams: map[string][]string{}}
+	for _, t := range s.teams {
+		for role, m := range t.Auth {
+			match := slices.Contains(m.Users, connector+":"+userID) || slices.Contains(m.Users, connector+":"+u.name)
+			for _, g := range u.groups {
+				match = match || slices.Contains(m.Groups, connector+":"+g)
+			}
+			if match {
+				us.Teams[t.Name] = append(us.Teams[t.Name], role)
+			}
+		}
+	}
+	return us, nil
+}
+
+func (s *fakeStore) BumpSSOUserGeneration(_ context.Context, connector, userID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.sso[[2]string{connector, userID}]
+	if !ok {
+		return db.ErrNotFound
+	}
+	u.generation++
+	s.sso[[2]string{connector, userID}] = u
+	return nil
 }
 
 func (s *fakeStore) BumpLocalUserGeneration(_ context.Context, name string) error {

@@ -41,7 +41,11 @@ func (u loginUsers) LocalUserHash(ctx context.Context, name string) (string, err
 
 func (u loginUsers) Session(ctx context.Context, connector, userID string) (auth.Session, error) {
 	if connector != auth.LocalConnector {
-		return auth.Session{}, fmt.Errorf("%w: %s user %s (only local users exist)", auth.ErrUnknownUser, connector, userID)
+		s, err := u.store.SSOUserSession(ctx, connector, userID)
+		if err != nil {
+			return auth.Session{}, unknownUser(err, connector+" user "+userID)
+		}
+		return auth.Session{Generation: s.Generation, Teams: s.Teams}, nil
 	}
 	s, err := u.store.LocalUserSession(ctx, userID)
 	if err != nil {
@@ -50,9 +54,14 @@ func (u loginUsers) Session(ctx context.Context, connector, userID string) (auth
 	return auth.Session{Generation: s.Generation, Teams: s.Teams}, nil
 }
 
+// SaveSSOUser implements auth.SSOUsers.
+func (u loginUsers) SaveSSOUser(ctx context.Context, connector string, id auth.Identity) error {
+	return u.store.SaveSSOUser(ctx, connector, id.UserID, id.UserName, id.Groups)
+}
+
 func (u loginUsers) EndSessions(ctx context.Context, connector, userID string) error {
 	if connector != auth.LocalConnector {
-		return fmt.Errorf("%w: %s user %s (only local users exist)", auth.ErrUnknownUser, connector, userID)
+		return unknownUser(u.store.BumpSSOUserGeneration(ctx, connector, userID), connector+" user "+userID)
 	}
 	return unknownUser(u.store.BumpLocalUserGeneration(ctx, userID), userID)
 }

@@ -1,0 +1,86 @@
+package accounts
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/porter-ci/porter/pkg/db/internal/pg"
+)
+
+// SaveSSOUser records what the identity provider said of a user who logged
+// in through connector: its name and groups, which its roles come from
+// until its next login. The user's token generation is kept.
+func (s *Store) SaveSSOUser(ctx context.Context, connector, userID, userName string, groups []string) error {
+	if groups == nil {
+		groups = []string{}
+	}
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO sso_users (connector, user_id, user_name, groups) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (connector, user_id) DO UPDATE
+		SET user_name = excluded.user_name, groups = excluded.groups, update_time = now()`,
+		connector, userID, userName, groups)
+	if err != nil {
+		return fmt.Errorf("save %s user %s: %w", connector, userID, err)
+	}
+	return nil
+}
+
+// SSOUserSession is a single sign-on user's token generation and roles now,
+// by Concourse's rule: a role's users may name the user by ID or by name
+// ("oidc:alice"), its groups any of the user's groups ("oidc:devs"), all
+// without regard to case. db.ErrNotFound: the user never logged in.
+func (s *Store) SSOUserSession(ctx context.Context, connector, userID string) (UserSession, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT u.generation, m.team, m.role
+		FROM sso_users u
+		LEFT JOIN LATERAL (
+			SELECT t.name AS team, r.key AS role
+			FROM teams t, jsonb_each(t.auth) r
+			WHERE EXISTS (
+				SELECT 1 FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(r.value->'users') = 'array' THEN r.value->'users' ELSE '[]' END) x
+				WHERE lower(x) IN (lower(u.connector || ':' || u.user_id), lower(u.connector || ':' || u.user_name)))
+			OR EXISTS (
+				SELECT 1 FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(r.value->'groups') = 'array' THEN r.value->'groups' ELSE '[]' END) x, unnest(u.groups) g
+				WHERE lower(x) = lower(u.connector || ':' || g))
+		) m ON true
+		WHERE u.connector = $1 AND u.user_id = $2`, connector, userID)
+	if err != nil {
+		return UserSession{}, fmt.Errorf("session of %s user %s: %w", connector, userID, err)
+	}
+	us := UserSession{Teams: map[string][]string{}}
+	found := false
+	var team, role *string
+	_, err = pgx.ForEachRow(rows, []any{&us.Generation, &team, &role}, func() error {
+		found = true
+		if team != nil && role != nil {
+			us.Teams[*team] = append(us.Teams[*team], *role)
+		}
+		return nil
+	})
+	if err != nil {
+		return UserSession{}, fmt.Errorf("session of %s user %s: %w", connector, userID, err)
+	}
+	if !found {
+		return UserSession{}, fmt.Errorf("session of %s user %s: %w", connector, userID, pg.ErrNotFound)
+	}
+	for _, roles := range us.Teams {
+		sort.Strings(roles)
+	}
+	return us, nil
+}
+
+// BumpSSOUserGeneration ends every token of a single sign-on user issued
+// before (logout). db.ErrNotFound: no such user.
+func (s *Store) BumpSSOUserGeneration(ctx context.Context, connector, userID string) error {
+	tag, err := s.pool.Exec(ctx,
+		"UPDATE sso_users SET generation = nextval('local_user_generation') WHERE connector = $1 AND user_id = $2", connector, userID)
+	if err != nil {
+		return fmt.Errorf("end the sessions of %s user %s: %w", connector, userID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("end the sessions of %s user %s: %w", connector, userID, pg.ErrNotFound)
+	}
+	return nil
+}
