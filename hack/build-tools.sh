@@ -4,12 +4,12 @@
 # A binary whose stamp matches its pinned version is not rebuilt: a warm run takes
 # well under a second. Prints how long each build took.
 #
-# usage: hack/build-tools.sh [kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy etcd minio registry coredns]
+# usage: hack/build-tools.sh [kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy etcd minio registry coredns vault]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy)
-want=("$@"); [ ${#want[@]} -gt 0 ] || want=("${K8S_CMDS[@]}" etcd minio registry coredns)
+want=("$@"); [ ${#want[@]} -gt 0 ] || want=("${K8S_CMDS[@]}" etcd minio registry coredns vault)
 mkdir -p "$TOOLS_BIN" "$PORTER_CACHE/src"
 
 # Every build uses the same flags so Go's build cache stays valid between runs:
@@ -21,6 +21,7 @@ minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
 patch=${K8S_VERSION##*.}
 k8s_src=$PORTER_CACHE/src/k8s-$K8S_VERSION
 etcd_src=$PORTER_CACHE/src/etcd-$ETCD_VERSION
+vault_src=$PORTER_CACHE/src/vault-$VAULT_VERSION
 
 # k8s.io/kubernetes cannot be built with `go install mod@version`: its go.mod replaces the
 # k8s.io/<staging> modules with ./staging paths. A wrapper module requires it and points
@@ -62,6 +63,23 @@ etcd_module() {
   (cd "$etcd_src" && go mod tidy)
 }
 
+# Vault's go.mod replaces its api and sdk modules with ./api and ./sdk, which the
+# module zip leaves out, so `go install` refuses it. A wrapper module requires it
+# (api and sdk then resolve to the published versions Vault requires) and repeats
+# its replaces that point at other modules.
+vault_module() {
+  [ -f "$vault_src/go.sum" ] && return 0
+  mkdir -p "$vault_src"
+  local gomod
+  gomod=$(cd "$vault_src" && go mod download -json "github.com/hashicorp/vault@$VAULT_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  {
+    printf 'module porter.local/vault\n\ngo 1.25\n\nrequire github.com/hashicorp/vault %s\n\n' "$VAULT_VERSION"
+    grep -E '^replace ' "$gomod" | grep -v '=> \./' || true
+  } >"$vault_src/go.mod"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/hashicorp/vault"\n' >"$vault_src/tools.go"
+  (cd "$vault_src" && go mod tidy)
+}
+
 # Stamp the real version, or the binaries report v0.0.0-master.
 k8s_ldflags() {
   local ld="-s -w" p
@@ -78,10 +96,14 @@ build_one() {
     minio) version=$MINIO_VERSION ;;
     registry) version=$DISTRIBUTION_VERSION ;;
     coredns) version=$COREDNS_VERSION ;;
+    vault) version=$VAULT_VERSION ;;
     *) version=$K8S_VERSION ;;
   esac
-  local stamp="$TOOLS_BIN/.$name.version"
-  if [ -x "$TOOLS_BIN/$name" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$version" ]; then
+  local stamp="$TOOLS_BIN/.$name.version" out=$name
+  # Vault's binary carries its version in its name (as kwok's does): the tests look
+  # for exactly the pinned one.
+  [ "$name" != vault ] || out=vault-$version
+  if [ -x "$TOOLS_BIN/$out" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$version" ]; then
     log "$name $version: up to date"
     return 0
   fi
@@ -106,11 +128,16 @@ build_one() {
         -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" \
         "github.com/coredns/coredns@$COREDNS_VERSION")
       mv "$TOOLS_BIN/.coredns-gobin/coredns" "$TOOLS_BIN/coredns.tmp" ;;
+    vault)
+      # Only the dev server (`vault server -dev`) is used, by the tests of the Vault
+      # credential manager. Vault embeds its version; the web UI is left out (no `ui` tag).
+      timed "vault wrapper module" vault_module
+      (cd "$vault_src" && go build "${GOFLAGS_BUILD[@]}" -ldflags "-s -w" -o "$TOOLS_BIN/vault.tmp" github.com/hashicorp/vault) ;;
     *)
       timed "kubernetes wrapper module" k8s_module
       (cd "$k8s_src" && go build "${GOFLAGS_BUILD[@]}" -ldflags "$(k8s_ldflags)" -o "$TOOLS_BIN/$name.tmp" "k8s.io/kubernetes/cmd/$name") ;;
   esac
-  mv "$TOOLS_BIN/$name.tmp" "$TOOLS_BIN/$name"
+  mv "$TOOLS_BIN/$name.tmp" "$TOOLS_BIN/$out"
   echo "$version" >"$stamp"
 }
 
