@@ -14,88 +14,23 @@ import (
 	"path"
 	"strings"
 	"sync"
-	"text/template"
-	"text/template/parse"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/creds/vaultconfig"
 	"github.com/porter-ci/porter/pkg/vars"
 )
 
-// Concourse's defaults for a Vault credential manager.
+// VaultConfig is a Vault credential manager's settings (pkg/creds/vaultconfig).
+type VaultConfig = vaultconfig.Config
+
+// Concourse's defaults, re-exported for the server's flags.
 const (
-	DefaultVaultPathPrefix   = "/concourse"
-	DefaultVaultQueryTimeout = 60 * time.Second
+	DefaultVaultPathPrefix   = vaultconfig.DefaultPathPrefix
+	DefaultVaultQueryTimeout = vaultconfig.DefaultQueryTimeout
 )
 
-// DefaultVaultLookupTemplates are where ((name)) is looked for, in order:
-// the pipeline's own secret, then the team's.
-func DefaultVaultLookupTemplates() []string {
-	return []string{"/{{.Team}}/{{.Pipeline}}/{{.Secret}}", "/{{.Team}}/{{.Secret}}"}
-}
-
-// VaultConfig is a Vault credential manager's settings: the server's
-// --vault-* flags, or a var_source of type vault.
-type VaultConfig struct {
-	// URL is the server's address (http or https).
-	URL string
-	// ClientToken is the token sent with every request. Auth backends
-	// (approle, cert, ...) are not supported yet.
-	ClientToken string
-	// PathPrefix is put in front of every lookup template and the shared path.
-	PathPrefix string
-	// LookupTemplates are text/template paths with .Team, .Pipeline and
-	// .Secret; nil is DefaultVaultLookupTemplates.
-	LookupTemplates []string
-	// SharedPath, under PathPrefix, is looked in after the templates.
-	SharedPath string
-	// Namespace is Vault Enterprise's X-Vault-Namespace.
-	Namespace string
-	// CACert is PEM: the CAs that sign the server's certificate (none: the
-	// system's).
-	CACert string
-	// ServerName is the TLS server name to verify, when not the URL's host.
-	ServerName string
-	// InsecureSkipVerify does not verify the server's certificate.
-	InsecureSkipVerify bool
-	// QueryTimeout bounds one request (0: DefaultVaultQueryTimeout).
-	QueryTimeout time.Duration
-}
-
-// Validate lists what is wrong with c, by setting name (flag or var_source
-// key, as name gives it), or returns nil.
-func (c VaultConfig) Validate(name func(field string) string) []string {
-	var problems []string
-	if c.URL == "" {
-		problems = append(problems, name("url")+" is required")
-	} else if u, err := url.Parse(c.URL); err != nil {
-		problems = append(problems, fmt.Sprintf("%s %q is not a URL: %v", name("url"), c.URL, err))
-	} else if u.Scheme != "http" && u.Scheme != "https" {
-		problems = append(problems, fmt.Sprintf("%s %q must be http:// or https://", name("url"), c.URL))
-	} else if u.Hostname() == "" {
-		problems = append(problems, fmt.Sprintf("%s %q has no host", name("url"), c.URL))
-	}
-	if c.ClientToken == "" {
-		problems = append(problems, name("client_token")+" is required (auth backends are not supported yet)")
-	}
-	if c.PathPrefix == "" || strings.Trim(c.PathPrefix, "/") == "" {
-		problems = append(problems, fmt.Sprintf("%s %q must name a path (default %s)", name("path_prefix"), c.PathPrefix, DefaultVaultPathPrefix))
-	}
-	if c.LookupTemplates != nil && len(c.LookupTemplates) == 0 {
-		problems = append(problems, name("lookup_templates")+" cannot be an empty list")
-	}
-	for i, t := range c.LookupTemplates {
-		if _, err := newLookupTemplate(c.PathPrefix, t); err != nil {
-			problems = append(problems, fmt.Sprintf("%s[%d] %q: %v", name("lookup_templates"), i, t, err))
-		}
-	}
-	if c.CACert != "" && !x509.NewCertPool().AppendCertsFromPEM([]byte(c.CACert)) {
-		problems = append(problems, name("ca_cert")+" holds no PEM certificate")
-	}
-	if c.QueryTimeout < 0 {
-		problems = append(problems, fmt.Sprintf("%s %s cannot be negative", name("query_timeout"), c.QueryTimeout))
-	}
-	return problems
-}
+// DefaultVaultLookupTemplates is vaultconfig.DefaultLookupTemplates.
+func DefaultVaultLookupTemplates() []string { return vaultconfig.DefaultLookupTemplates() }
 
 // Vault reads ((vars)) from Vault's KV secrets engines (version 1 or 2),
 // with Concourse's lookup rules: the lookup templates in order, then the
@@ -106,7 +41,7 @@ type Vault struct {
 	token      string
 	namespace  string
 	prefix     string
-	templates  []*lookupTemplate
+	templates  []*vaultconfig.Template
 	sharedPath string
 	client     *http.Client
 
@@ -137,7 +72,7 @@ func NewVault(c VaultConfig) (*Vault, error) {
 	v := &Vault{base: base, token: c.ClientToken, namespace: c.Namespace, prefix: c.PathPrefix,
 		sharedPath: c.SharedPath, mounts: map[string]kvMount{}}
 	for _, t := range tmpls {
-		lt, err := newLookupTemplate(c.PathPrefix, t)
+		lt, err := vaultconfig.NewTemplate(c.PathPrefix, t)
 		if err != nil {
 			return nil, fmt.Errorf("vault lookup template %q: %w", t, err)
 		}
@@ -192,10 +127,10 @@ func (v *Vault) lookup(ctx context.Context, team, pipeline, name string, root bo
 	}
 	var paths []string
 	for _, t := range v.templates {
-		if t.pipelineDependent && pipeline == "" {
+		if t.PipelineDependent && pipeline == "" {
 			continue
 		}
-		p, err := t.path(team, pipeline, name)
+		p, err := t.Path(team, pipeline, name)
 		if err != nil {
 			return nil, false, fmt.Errorf("vault lookup template for ((%s)): %w", name, err)
 		}
@@ -336,37 +271,4 @@ func (v *Vault) get(ctx context.Context, p string, out any) (int, error) {
 		return 0, fmt.Errorf("decode Vault's answer: %w", err)
 	}
 	return resp.StatusCode, nil
-}
-
-// lookupTemplate is one of a manager's lookup templates, with its prefix.
-type lookupTemplate struct {
-	t *template.Template
-	// pipelineDependent templates name .Pipeline: a one-off build, which
-	// has none, skips them.
-	pipelineDependent bool
-}
-
-func newLookupTemplate(prefix, text string) (*lookupTemplate, error) {
-	t, err := template.New("lookup").Option("missingkey=error").Parse(path.Join(prefix, text))
-	if err != nil {
-		return nil, err
-	}
-	if strings.TrimSpace(text) == "" || parse.IsEmptyTree(t.Root) {
-		return nil, errors.New("empty template")
-	}
-	if !strings.Contains(text, "{{") || !strings.Contains(text, ".Secret") {
-		return nil, errors.New("the template must use {{.Secret}}")
-	}
-	all := struct{ Team, Pipeline, Secret string }{"team", "pipeline", "secret"}
-	if err := t.Execute(io.Discard, all); err != nil {
-		return nil, fmt.Errorf("only {{.Team}}, {{.Pipeline}} and {{.Secret}} can be used: %w", err)
-	}
-	noPipeline := struct{ Team, Secret string }{"team", "secret"}
-	return &lookupTemplate{t: t, pipelineDependent: t.Execute(io.Discard, noPipeline) != nil}, nil
-}
-
-func (l *lookupTemplate) path(team, pipeline, secret string) (string, error) {
-	var b strings.Builder
-	err := l.t.Execute(&b, struct{ Team, Pipeline, Secret string }{team, pipeline, secret})
-	return b.String(), err
 }
