@@ -24,7 +24,7 @@ type vaultFlags struct {
 
 func (v *vaultFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&v.url, "vault-url", "", "Vault's address: ((vars)) are read from Vault's KV secrets engines (v1 or v2) instead of Kubernetes Secrets")
-	fs.StringVar(&v.clientToken, "vault-client-token", os.Getenv("PORTER_VAULT_CLIENT_TOKEN"), "token for reading secrets from Vault (env PORTER_VAULT_CLIENT_TOKEN; auth backends are not supported yet)")
+	fs.StringVar(&v.clientToken, "vault-client-token", "", "token for reading secrets from Vault (env PORTER_VAULT_CLIENT_TOKEN; auth backends are not supported yet)")
 	fs.StringVar(&v.pathPrefix, "vault-path-prefix", creds.DefaultVaultPathPrefix, "path under which every lookup template and the shared path are")
 	fs.StringVar(&v.sharedPath, "vault-shared-path", "", "path under the prefix looked in after the lookup templates, for every team")
 	fs.StringArrayVar(&v.lookupTemplates, "vault-lookup-templates", creds.DefaultVaultLookupTemplates(), "where ((name)) is looked for under the prefix, in order: text/template with {{.Team}}, {{.Pipeline}}, {{.Secret}}; repeatable")
@@ -45,7 +45,12 @@ func (v *vaultFlags) config(prefixSet bool) (*creds.VaultConfig, error) {
 	if prefixSet {
 		return nil, errors.New("--vault-url and --kubernetes-credential-namespace-prefix: only one credential manager can be configured (Vault replaces Kubernetes Secrets)")
 	}
-	c := &creds.VaultConfig{URL: v.url, ClientToken: v.clientToken, PathPrefix: v.pathPrefix, LookupTemplates: v.lookupTemplates,
+	token := v.clientToken
+	if token == "" {
+		// Read here, not as the flag's default: --help would print it.
+		token = os.Getenv("PORTER_VAULT_CLIENT_TOKEN")
+	}
+	c := &creds.VaultConfig{URL: v.url, ClientToken: token, PathPrefix: v.pathPrefix, LookupTemplates: v.lookupTemplates,
 		SharedPath: v.sharedPath, Namespace: v.namespace, ServerName: v.serverName, InsecureSkipVerify: v.insecure,
 		QueryTimeout: v.queryTimeout}
 	if v.caCertFile != "" {
