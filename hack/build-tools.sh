@@ -64,20 +64,31 @@ etcd_module() {
 }
 
 # Vault's go.mod replaces its api and sdk modules with ./api and ./sdk, which the
-# module zip leaves out, so `go install` refuses it. A wrapper module requires it
-# (api and sdk then resolve to the published versions Vault requires) and repeats
-# its replaces that point at other modules.
+# module zip leaves out, so `go install` refuses it. A wrapper module requires it,
+# repeats its replaces that point at other modules, and pins the sdk to the
+# published version that matches the release's own ./sdk (VAULT_SDK_VERSION: the
+# version Vault's go.mod names is newer and does not compile with it); api
+# resolves to the published version Vault requires.
+vault_gomod() {
+  local gomod=$1
+  printf 'module porter.local/vault\n\ngo 1.25\n\nrequire github.com/hashicorp/vault %s\n\n' "$VAULT_VERSION"
+  grep -E '^replace ' "$gomod" | grep -v '=> \./' || true
+  printf 'replace github.com/hashicorp/vault/sdk => github.com/hashicorp/vault/sdk %s\n' "$VAULT_SDK_VERSION"
+}
+
 vault_module() {
-  [ -f "$vault_src/go.sum" ] && return 0
   mkdir -p "$vault_src"
-  local gomod
+  local gomod want
   gomod=$(cd "$vault_src" && go mod download -json "github.com/hashicorp/vault@$VAULT_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-  {
-    printf 'module porter.local/vault\n\ngo 1.25\n\nrequire github.com/hashicorp/vault %s\n\n' "$VAULT_VERSION"
-    grep -E '^replace ' "$gomod" | grep -v '=> \./' || true
-  } >"$vault_src/go.mod"
+  want=$(vault_gomod "$gomod")
+  # A module made for other pins is written again and tidied once.
+  if [ -f "$vault_src/go.sum" ] && [ "$want" = "$(cat "$vault_src/go.mod.want" 2>/dev/null)" ]; then
+    return 0
+  fi
+  echo "$want" >"$vault_src/go.mod"
   printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/hashicorp/vault"\n' >"$vault_src/tools.go"
   (cd "$vault_src" && go mod tidy)
+  echo "$want" >"$vault_src/go.mod.want"
 }
 
 # Stamp the real version, or the binaries report v0.0.0-master.
