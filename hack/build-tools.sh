@@ -64,31 +64,32 @@ etcd_module() {
 }
 
 # Vault's go.mod replaces its api and sdk modules with ./api and ./sdk, which the
-# module zip leaves out, so `go install` refuses it. A wrapper module requires it,
-# repeats its replaces that point at other modules, and pins the sdk to the
-# published version that matches the release's own ./sdk (VAULT_SDK_VERSION: the
-# version Vault's go.mod names is newer and does not compile with it); api
-# resolves to the published version Vault requires.
-vault_gomod() {
-  local gomod=$1
-  printf 'module porter.local/vault\n\ngo 1.25\n\nrequire github.com/hashicorp/vault %s\n\n' "$VAULT_VERSION"
-  grep -E '^replace ' "$gomod" | grep -v '=> \./' || true
-  printf 'replace github.com/hashicorp/vault/sdk => github.com/hashicorp/vault/sdk %s\n' "$VAULT_SDK_VERSION"
-}
-
+# module zip leaves out, so `go install` refuses it. A wrapper module builds a
+# writable copy of it (./vault) with the published sdk its go.mod names, and repeats
+# its replaces that point at other modules. That sdk changed one callback's
+# signature (framework.Backend.ActivationFunc takes a third argument) after the
+# release's own ./sdk: two lines of the copy are adapted to it, nothing else.
 vault_module() {
+  [ -f "$vault_src/go.sum" ] && [ -f "$vault_src/vault/.patched" ] && return 0
+  rm -rf "$vault_src"
   mkdir -p "$vault_src"
-  local gomod want
-  gomod=$(cd "$vault_src" && go mod download -json "github.com/hashicorp/vault@$VAULT_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-  want=$(vault_gomod "$gomod")
-  # A module made for other pins is written again and tidied once.
-  if [ -f "$vault_src/go.sum" ] && [ "$want" = "$(cat "$vault_src/go.mod.want" 2>/dev/null)" ]; then
-    return 0
-  fi
-  echo "$want" >"$vault_src/go.mod"
+  local dir
+  dir=$(cd "$vault_src" && go mod download -json "github.com/hashicorp/vault@$VAULT_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  cp -r "$dir" "$vault_src/vault"
+  chmod -R u+w "$vault_src/vault"
+  sed -i 's|ActivationFunc: iStore.activateDeduplication,|ActivationFunc: func(ctx context.Context, req *logical.Request, _ string) error { return iStore.activateDeduplication(ctx, req) },|' \
+    "$vault_src/vault/vault/identity_store.go"
+  sed -i 's|b.idStoreBackend.ActivationFunc(ctx, nil)|b.idStoreBackend.ActivationFunc(ctx, nil, "")|' \
+    "$vault_src/vault/vault/logical_system_activation_flags.go"
+  {
+    printf 'module porter.local/vault\n\ngo 1.25\n\nrequire github.com/hashicorp/vault %s\n\n' "$VAULT_VERSION"
+    printf 'replace github.com/hashicorp/vault => ./vault\n'
+    grep -E '^replace ' "$dir/go.mod" | grep -v '=> \./' || true
+  } >"$vault_src/go.mod"
   printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/hashicorp/vault"\n' >"$vault_src/tools.go"
-  (cd "$vault_src" && go mod tidy)
-  echo "$want" >"$vault_src/go.mod.want"
+  # -e: tests of Vault's packages import sdk test helpers; the binary needs none.
+  (cd "$vault_src" && go mod tidy -e)
+  touch "$vault_src/vault/.patched"
 }
 
 # Stamp the real version, or the binaries report v0.0.0-master.
