@@ -67,8 +67,9 @@ etcd_module() {
 # module zip leaves out, so `go install` refuses it. A wrapper module builds a
 # writable copy of it (./vault) with the published sdk its go.mod names, and repeats
 # its replaces that point at other modules. That sdk changed one callback's
-# signature (framework.Backend.ActivationFunc takes a third argument) after the
-# release's own ./sdk: two lines of the copy are adapted to it, nothing else.
+# signatures after the release's own ./sdk (framework.Backend.ActivationFunc takes a
+# third argument, keysutil's RestorePolicy returns no name): the few lines of the
+# copy that call them are adapted, nothing else.
 vault_module() {
   [ -f "$vault_src/go.sum" ] && [ -f "$vault_src/vault/.patched" ] && return 0
   rm -rf "$vault_src"
@@ -81,6 +82,8 @@ vault_module() {
     "$vault_src/vault/vault/identity_store.go"
   sed -i 's|b.idStoreBackend.ActivationFunc(ctx, nil)|b.idStoreBackend.ActivationFunc(ctx, nil, "")|' \
     "$vault_src/vault/vault/logical_system_activation_flags.go"
+  sed -i 's|restoredKeyName, err := b.lm.RestorePolicy(|restoredKeyName, err := keyName, b.lm.RestorePolicy(|' \
+    "$vault_src/vault/builtin/logical/transit/path_restore.go"
   {
     printf 'module porter.local/vault\n\ngo 1.25\n\nrequire github.com/hashicorp/vault %s\n\n' "$VAULT_VERSION"
     printf 'replace github.com/hashicorp/vault => ./vault\n'
