@@ -68,6 +68,8 @@ var _ = Describe("secrets from Vault", Ordered, func() {
 		p := pipelineName("vault")
 		secret, user, pw, shared := secretValue("vault"), secretValue("user"), secretValue("pw"), secretValue("shared")
 		Expect(vault.PutKV(ctx, "concourse", "main/"+p+"/vault-secret", map[string]any{"value": secret})).To(Succeed())
+		// The team's own one is shadowed by the pipeline's.
+		Expect(vault.PutKV(ctx, "concourse", "main/vault-secret", map[string]any{"value": "team-level-loses"})).To(Succeed())
 		Expect(vault.PutKV(ctx, "concourse", "main/db", map[string]any{"user": user, "password": pw})).To(Succeed())
 		Expect(vault.PutKV(ctx, "concourse", "shared/registry", map[string]any{"value": shared})).To(Succeed())
 		setPipeline(ctx, fly, p, `
@@ -82,7 +84,7 @@ jobs:
 		Expect(res.Stdout).To(ContainSubstring("secret=((redacted)) user=((redacted)) registry=((redacted))"))
 		// The process had the real values (their lengths), not the redaction.
 		Expect(res.Stdout).To(ContainSubstring(fmt.Sprintf("secret-length=%d user-length=%d", len(secret), len(user))))
-		for _, v := range []string{secret, user, pw, shared} {
+		for _, v := range []string{secret, user, pw, shared, "team-level-loses"} {
 			Expect(res.Output()).NotTo(ContainSubstring(v))
 		}
 	})

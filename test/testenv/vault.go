@@ -197,10 +197,19 @@ func (v *VaultServer) PutKV(ctx context.Context, mount, path string, data map[st
 	if version == 2 {
 		apiPath, body = mount+"/data/"+strings.Trim(path, "/"), map[string]any{"data": data}
 	}
-	// A new KV v2 mount needs a moment before it takes writes.
+	// A new KV v2 mount needs a moment before it takes writes, and one
+	// taken while it upgrades may be lost: a write counts once read back.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := v.do(ctx, http.MethodPost, apiPath, body, nil)
+		if err == nil {
+			var back struct {
+				Data map[string]any `json:"data"`
+			}
+			if err = v.do(ctx, http.MethodGet, apiPath, nil, &back); err == nil && back.Data == nil {
+				err = errors.New("written, but not read back")
+			}
+		}
 		if err == nil || time.Now().After(deadline) {
 			if err != nil {
 				return fmt.Errorf("vault: write %s/%s: %w", mount, path, err)
