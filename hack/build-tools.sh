@@ -4,13 +4,13 @@
 # A binary whose stamp matches its pinned version is not rebuilt: a warm run takes
 # well under a second. Prints how long each build took.
 #
-# usage: hack/build-tools.sh [kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy etcd minio registry coredns dex]
+# usage: hack/build-tools.sh [kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy etcd minio registry coredns vault dex]
 # (dex, for the single sign-on specs, is built only when named: $TOOLS_BIN/dex-$DEX_VERSION)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy)
-want=("$@"); [ ${#want[@]} -gt 0 ] || want=("${K8S_CMDS[@]}" etcd minio registry coredns)
+want=("$@"); [ ${#want[@]} -gt 0 ] || want=("${K8S_CMDS[@]}" etcd minio registry coredns vault)
 mkdir -p "$TOOLS_BIN" "$PORTER_CACHE/src"
 
 # Every build uses the same flags so Go's build cache stays valid between runs:
@@ -22,6 +22,7 @@ minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
 patch=${K8S_VERSION##*.}
 k8s_src=$PORTER_CACHE/src/k8s-$K8S_VERSION
 etcd_src=$PORTER_CACHE/src/etcd-$ETCD_VERSION
+vault_src=$PORTER_CACHE/src/vault-$VAULT_VERSION
 
 # k8s.io/kubernetes cannot be built with `go install mod@version`: its go.mod replaces the
 # k8s.io/<staging> modules with ./staging paths. A wrapper module requires it and points
@@ -61,6 +62,38 @@ etcd_module() {
   printf 'module porter.local/etcd\n\ngo 1.25\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" >"$etcd_src/go.mod"
   printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' >"$etcd_src/tools.go"
   (cd "$etcd_src" && go mod tidy)
+}
+
+# Vault's go.mod replaces its api and sdk modules with ./api and ./sdk, which the
+# module zip leaves out, so `go install` refuses it. A wrapper module builds a
+# writable copy of it (./vault) with the published sdk its go.mod names, and repeats
+# its replaces that point at other modules. That sdk changed one callback's
+# signatures after the release's own ./sdk (framework.Backend.ActivationFunc takes a
+# third argument, keysutil's RestorePolicy returns no name): the few lines of the
+# copy that call them are adapted, nothing else.
+vault_module() {
+  [ -f "$vault_src/go.sum" ] && [ -f "$vault_src/vault/.patched" ] && return 0
+  rm -rf "$vault_src"
+  mkdir -p "$vault_src"
+  local dir
+  dir=$(cd "$vault_src" && go mod download -json "github.com/hashicorp/vault@$VAULT_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  cp -r "$dir" "$vault_src/vault"
+  chmod -R u+w "$vault_src/vault"
+  sed -i 's|ActivationFunc: iStore.activateDeduplication,|ActivationFunc: func(ctx context.Context, req *logical.Request, _ string) error { return iStore.activateDeduplication(ctx, req) },|' \
+    "$vault_src/vault/vault/identity_store.go"
+  sed -i 's|b.idStoreBackend.ActivationFunc(ctx, nil)|b.idStoreBackend.ActivationFunc(ctx, nil, "")|' \
+    "$vault_src/vault/vault/logical_system_activation_flags.go"
+  sed -i 's|restoredKeyName, err := b.lm.RestorePolicy(|restoredKeyName, err := keyName, b.lm.RestorePolicy(|' \
+    "$vault_src/vault/builtin/logical/transit/path_restore.go"
+  {
+    printf 'module porter.local/vault\n\ngo 1.25\n\nrequire github.com/hashicorp/vault %s\n\n' "$VAULT_VERSION"
+    printf 'replace github.com/hashicorp/vault => ./vault\n'
+    grep -E '^replace ' "$dir/go.mod" | grep -v '=> \./' || true
+  } >"$vault_src/go.mod"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/hashicorp/vault"\n' >"$vault_src/tools.go"
+  # -e: tests of Vault's packages import sdk test helpers; the binary needs none.
+  (cd "$vault_src" && go mod tidy -e)
+  touch "$vault_src/vault/.patched"
 }
 
 # Stamp the real version, or the binaries report v0.0.0-master.
@@ -109,10 +142,14 @@ build_one() {
     minio) version=$MINIO_VERSION ;;
     registry) version=$DISTRIBUTION_VERSION ;;
     coredns) version=$COREDNS_VERSION ;;
+    vault) version=$VAULT_VERSION ;;
     *) version=$K8S_VERSION ;;
   esac
-  local stamp="$TOOLS_BIN/.$name.version"
-  if [ -x "$TOOLS_BIN/$name" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$version" ]; then
+  local stamp="$TOOLS_BIN/.$name.version" out=$name
+  # Vault's binary carries its version in its name (as kwok's does): the tests look
+  # for exactly the pinned one.
+  [ "$name" != vault ] || out=vault-$version
+  if [ -x "$TOOLS_BIN/$out" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$version" ]; then
     log "$name $version: up to date"
     return 0
   fi
@@ -137,11 +174,16 @@ build_one() {
         -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" \
         "github.com/coredns/coredns@$COREDNS_VERSION")
       mv "$TOOLS_BIN/.coredns-gobin/coredns" "$TOOLS_BIN/coredns.tmp" ;;
+    vault)
+      # Only the dev server (`vault server -dev`) is used, by the tests of the Vault
+      # credential manager. Vault embeds its version; the web UI is left out (no `ui` tag).
+      timed "vault wrapper module" vault_module
+      (cd "$vault_src" && go build "${GOFLAGS_BUILD[@]}" -ldflags "-s -w" -o "$TOOLS_BIN/vault.tmp" github.com/hashicorp/vault) ;;
     *)
       timed "kubernetes wrapper module" k8s_module
       (cd "$k8s_src" && go build "${GOFLAGS_BUILD[@]}" -ldflags "$(k8s_ldflags)" -o "$TOOLS_BIN/$name.tmp" "k8s.io/kubernetes/cmd/$name") ;;
   esac
-  mv "$TOOLS_BIN/$name.tmp" "$TOOLS_BIN/$name"
+  mv "$TOOLS_BIN/$name.tmp" "$TOOLS_BIN/$out"
   echo "$version" >"$stamp"
 }
 

@@ -60,6 +60,9 @@ type serveOptions struct {
 	logLevel           string
 	// baseTypeDefaults is the --base-resource-type-defaults file.
 	baseTypeDefaults string
+	vault            vaultFlags
+	// credPrefixSet: --kubernetes-credential-namespace-prefix was given.
+	credPrefixSet bool
 }
 
 func newServeCommand() *cobra.Command {
@@ -207,7 +210,8 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.baseTypes, "base-resource-type", nil, "image of a base resource type NAME=IMAGE (defaults: registry-image, git, time and mock from porter.local); repeatable")
 	fs.StringVar(&o.baseTypeDefaults, "base-resource-type-defaults", "", "YAML file of source defaults by base resource type name (e.g. registry-image: {registry_mirror: {host: HOST}}), merged under the source of every resource and image_resource of the type")
 	fs.StringVar(&cfg.CredentialNamespacePrefix, "kubernetes-credential-namespace-prefix", creds.DefaultNamespacePrefix,
-		"((vars)) of team T are read from Secrets in namespace PREFIX+T (the ATC needs get on secrets there)")
+		"((vars)) of team T are read from Secrets in namespace PREFIX+T (the ATC needs get on secrets there); not with --vault-url")
+	o.vault.add(fs)
 
 	// Running in the cluster (deploy/atc, several replicas).
 	ic := &cfg.InClusterConfig
@@ -245,6 +249,7 @@ func (o *serveOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	}
 	// client-go logs through klog: into serve's log too.
 	telemetry.RouteKlog(log, log.Enabled(ctx, slog.LevelDebug))
+	o.credPrefixSet = cmd.Flags().Changed("kubernetes-credential-namespace-prefix")
 	cfg, err := o.config()
 	if err != nil {
 		return usageError(cmd, err)
@@ -301,6 +306,9 @@ func (o *serveOptions) config() (atc.Config, error) {
 		}
 	}
 	if cfg.OIDC, err = o.oidcConfig(); err != nil {
+		return cfg, err
+	}
+	if cfg.Vault, err = o.vault.config(o.credPrefixSet); err != nil {
 		return cfg, err
 	}
 	return cfg, nil

@@ -85,6 +85,13 @@ func TestServeRefusesBadValuesNamingTheFlag(t *testing.T) {
 		{[]string{"--base-resource-type-defaults", "/nonexistent/defaults.yml"}, "--base-resource-type-defaults"},
 		{[]string{"--max-build-logs-to-retain", "-1"}, "--max-build-logs-to-retain -1: must not be negative"},
 		{[]string{"stray"}, `"stray"`},
+		{[]string{"--vault-url", "http://vault:8200"}, "--vault-client-token is required"},
+		{[]string{"--vault-url", "vault:8200", "--vault-client-token", "t"}, `--vault-url "vault:8200" must be http:// or https://`},
+		{[]string{"--vault-url", "http://vault:8200", "--vault-client-token", "t", "--vault-lookup-templates", "/{{.Team}}/{{.Who}}"}, "--vault-lookup-templates[0]"},
+		{[]string{"--vault-url", "http://vault:8200", "--vault-client-token", "t", "--vault-path-prefix", ""}, "--vault-path-prefix cannot be empty"},
+		{[]string{"--vault-url", "http://vault:8200", "--vault-client-token", "t", "--vault-ca-cert", "/nonexistent/ca.pem"}, "--vault-ca-cert"},
+		{[]string{"--vault-url", "http://vault:8200", "--vault-client-token", "t", "--kubernetes-credential-namespace-prefix", "creds-"},
+			"only one credential manager can be configured"},
 	} {
 		code, _, stderr := runServe(t, append([]string{"serve", "--postgres-dsn", ""}, tc.args...)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
@@ -249,5 +256,35 @@ func TestOIDCFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%q: %v, want an error saying %q", tc.args, err, tc.says)
 		}
+	}
+}
+
+// --vault-* flags make Vault the credential manager, with Concourse's
+// defaults; a given --vault-lookup-templates replaces the defaults.
+func TestVaultFlags(t *testing.T) {
+	o, err := serveFlags(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := o.config(); err != nil || cfg.Vault != nil {
+		t.Fatalf("without --vault-url: Vault %+v, err %v; want none", cfg.Vault, err)
+	}
+	o, err = serveFlags(t, "--vault-url", "https://vault:8200", "--vault-client-token", "tok", "--vault-shared-path", "shared",
+		"--vault-lookup-templates", "/{{.Team}}/{{.Secret}}", "--vault-namespace", "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := cfg.Vault
+	if v == nil || v.URL != "https://vault:8200" || v.ClientToken != "tok" || v.PathPrefix != "/concourse" || v.SharedPath != "shared" ||
+		v.Namespace != "ns" || !slices.Equal(v.LookupTemplates, []string{"/{{.Team}}/{{.Secret}}"}) {
+		t.Errorf("Vault config %+v", v)
+	}
+	o, _ = serveFlags(t, "--vault-url", "http://vault:8200", "--vault-client-token", "tok")
+	if cfg, err := o.config(); err != nil || !slices.Equal(cfg.Vault.LookupTemplates, []string{"/{{.Team}}/{{.Pipeline}}/{{.Secret}}", "/{{.Team}}/{{.Secret}}"}) {
+		t.Errorf("default templates: %+v, %v", cfg.Vault, err)
 	}
 }

@@ -60,9 +60,12 @@ func (e execEngine) Retire(stepID string) { e.s.retire(stepID) }
 
 func (e execEngine) WakeScheduler() { e.s.wakeScheduler() }
 
-// credentials is the credential manager of a server: Kubernetes Secrets in
-// the team's namespace.
-func (s *Server) credentials() *creds.Kubernetes {
+// credentials is the credential manager of a server: Vault when
+// configured, else Kubernetes Secrets in the team's namespace.
+func (s *Server) credentials() creds.Manager {
+	if s.vault != nil {
+		return s.vault
+	}
 	prefix := s.cfg.CredentialNamespacePrefix
 	if prefix == "" {
 		prefix = creds.DefaultNamespacePrefix

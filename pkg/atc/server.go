@@ -25,6 +25,7 @@ import (
 	"github.com/porter-ci/porter/pkg/atc/webui"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/gc"
@@ -118,6 +119,9 @@ type Config struct {
 	// CredentialNamespacePrefix names the namespace of a team's
 	// credentials: prefix + team (empty: creds.DefaultNamespacePrefix).
 	CredentialNamespacePrefix string
+	// Vault, when set, is the credential manager instead of Kubernetes
+	// Secrets (one at a time, as in Concourse).
+	Vault *creds.VaultConfig
 	// InClusterConfig: keys in Secrets, leader election (incluster.go).
 	InClusterConfig
 	// OpsListen serves /metrics, /livez and /readyz ("": not served).
@@ -159,7 +163,9 @@ type Server struct {
 	// audit is the audit bucket (nil: store).
 	audit blobstore.Store
 	// kube is the server's own API client (credentials, its Secrets).
-	kube    kubernetes.Interface
+	kube kubernetes.Interface
+	// vault is the credential manager when --vault-url is set.
+	vault   *creds.Vault
 	streams *stepserver.Server
 	keys    *steptoken.Keyring
 	issuer  *auth.Issuer
@@ -248,6 +254,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		builds: map[int64]*exec.Build{}, buildStarted: make(chan struct{}), steps: map[string]*exec.StepState{}, started: time.Now(),
 		audit: deps.Audit}
 	s.events = buildlog.NewFollower(logs, followedBuilds{s})
+	if cfg.Vault != nil {
+		if s.vault, err = creds.NewVault(*cfg.Vault); err != nil {
+			return nil, err
+		}
+	}
 	stepCreds := deps.StepCredentials
 	if stepCreds == nil {
 		if stepCreds, err = cfg.StepCredentials.issuer(cfg.Blobstore, cfg.AuditBucket); err != nil {

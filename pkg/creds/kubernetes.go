@@ -74,10 +74,17 @@ func (k *Kubernetes) Lookup(ctx context.Context, team, pipeline, name string) (v
 	return nil, false, nil
 }
 
+// Manager is a team's credential manager: Kubernetes Secrets or Vault.
+// found is false when it has no such var; err is a lookup that could not
+// be made, which must fail the step rather than read as "undefined".
+type Manager interface {
+	Lookup(ctx context.Context, team, pipeline, name string) (value any, found bool, err error)
+}
+
 // Resolver answers the ((vars)) of one team's pipeline (or one-off build)
-// from Kubernetes Secrets.
+// from the server's credential manager.
 type Resolver struct {
-	K        *Kubernetes
+	K        Manager
 	Team     string
 	Pipeline string
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/creds/vaultconfig"
 	"github.com/porter-ci/porter/pkg/names"
 	"github.com/porter-ci/porter/pkg/taskconfig"
 	"github.com/porter-ci/porter/pkg/vars"
@@ -286,7 +287,7 @@ func (v *validator) knownType(typ, self string) bool {
 }
 
 // VarSourceTypes are the var_sources types this server looks vars up in.
-func VarSourceTypes() []string { return []string{"dummy"} }
+func VarSourceTypes() []string { return []string{"dummy", "vault"} }
 
 // varSources checks the pipeline's var_sources: each named once, of a type
 // this server has, with a config it reads. Anything else is refused now,
@@ -321,8 +322,16 @@ func (v *validator) varSources() []string {
 				problems = append(problems, fmt.Sprintf("%s: unknown key %q", at, k))
 			}
 		}
-		if _, err := DummyVars(raw["config"]); err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", at, err))
+		switch typ {
+		case "dummy":
+			if _, err := DummyVars(raw["config"]); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", at, err))
+			}
+		case "vault":
+			_, bad := vaultconfig.FromVarSource(raw["config"])
+			for _, p := range bad {
+				problems = append(problems, fmt.Sprintf("%s: %s", at, p))
+			}
 		}
 	}
 	return problems

@@ -219,14 +219,39 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name: "var_sources: dummy is accepted, other types and bad configs are refused by name",
-			yaml: "var_sources:\n- {name: ok, type: dummy, config: {vars: {a: 1}}}\n- {name: v, type: vault, config: {}}\n" +
+			yaml: "var_sources:\n- {name: ok, type: dummy, config: {vars: {a: 1}}}\n- {name: v, type: ssm, config: {}}\n" +
 				"- {name: ok, type: dummy}\n- {name: bad, type: dummy, config: {values: {}}}\n- {type: dummy}\n" +
 				"jobs:\n- {name: j, plan: [{task: t, file: f}]}",
 			errs: []string{
-				"var_sources[1](v): type 'vault' is not supported by this server (supported: dummy)",
+				"var_sources[1](v): type 'ssm' is not supported by this server (supported: dummy, vault)",
 				"var_sources[2](ok): repeated name",
 				`var_sources[3](bad): config: unknown key "values"`,
 				"var_sources[4]: has no name",
+			},
+		},
+		{
+			name: "var_sources: vault is accepted, its missing and bad fields are refused by name",
+			yaml: "var_sources:\n" +
+				"- {name: ok, type: vault, config: {url: 'https://vault:8200', client_token: ((vault-token)), path_prefix: /secret, shared_path: shared,\n" +
+				"   lookup_templates: ['/{{.Team}}/{{.Secret}}'], namespace: ns, insecure_skip_verify: true, query_timeout: 5s}}\n" +
+				"- {name: vars-url, type: vault, config: {url: '((vault-url))', client_token: t}}\n" +
+				"- {name: empty, type: vault, config: {}}\n" +
+				"- {name: bad, type: vault, config: {url: 'ftp://vault', client_token: 7, lookup_templates: ['/{{.Team}}/{{.Nope}}'],\n" +
+				"   query_timeout: soon, auth_backend: approle, colour: red, ca_cert: not-pem}}\n" +
+				"- {name: none, type: vault}\n" +
+				"jobs:\n- {name: j, plan: [{task: t, file: f}]}",
+			errs: []string{
+				"var_sources[2](empty): config.url is required",
+				"var_sources[2](empty): config.client_token is required (auth backends are not supported yet)",
+				"var_sources[3](bad): config.auth_backend is not supported by this server: auth backends are not supported yet: use client_token",
+				"var_sources[3](bad): config.client_token must be a string",
+				`var_sources[3](bad): config: unknown key "colour"`,
+				`var_sources[3](bad): config.query_timeout "soon" is not a duration (e.g. 30s)`,
+				`var_sources[3](bad): config.url "ftp://vault" must be http:// or https://`,
+				"var_sources[3](bad): config.client_token is required (auth backends are not supported yet)",
+				`var_sources[3](bad): config.lookup_templates[0] "/{{.Team}}/{{.Nope}}": the template must use {{.Secret}}`,
+				"var_sources[3](bad): config.ca_cert holds no PEM certificate",
+				"var_sources[4](none): config must be a map with at least url and client_token",
 			},
 		},
 		{
@@ -373,5 +398,18 @@ func TestInvalidIdentifierWarningType(t *testing.T) {
 	warnings, _ := Validate(cfg, Options{})
 	if len(warnings) != 1 || warnings[0].Type != "invalid_identifier" {
 		t.Fatalf("warnings: %+v", warnings)
+	}
+}
+
+func TestValidateVaultVarSourceAccepted(t *testing.T) {
+	cfg, err := Parse([]byte("var_sources:\n" +
+		"- {name: v, type: vault, config: {url: 'http://10.0.0.1:8200', client_token: ((token)), shared_path: shared, ca_cert: ((ca))}}\n" +
+		"- {name: w, type: vault, config: {url: '((vault-url))', client_token: t, lookup_templates: ['/{{.Team}}/{{.Pipeline}}/{{.Secret}}']}}\n" +
+		"jobs:\n- {name: j, plan: [{task: t, file: f}]}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := Validate(cfg, Options{}); len(errs) > 0 {
+		t.Errorf("valid vault var_sources refused: %q", errs)
 	}
 }

@@ -46,6 +46,9 @@ type suite struct {
 	// git is a git server on the host that step pods reach through the
 	// node's IP; specs create repositories of their own names in it.
 	git *testenv.GitServer
+	// porterImage is this tree's porter image (vault_test.go starts a
+	// server of its own with it).
+	porterImage string
 }
 
 var s suite
@@ -74,6 +77,7 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte { return nil }, fun
 	porterImage, removeImage, err := testenv.BuildPorterImage(ctx, GinkgoT().TempDir(), "pipelines")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(removeImage)
+	s.porterImage = porterImage
 	s.server, err = env.NewATC(testenv.ATCConfig{
 		Worker: s.ns, WorkerName: "pipelines", Database: dsn, CredentialNamespacePrefix: credPrefix,
 		LocalUsers: []string{adminUser + ":" + s.password}, MainTeamUsers: []string{adminUser},

@@ -3,9 +3,13 @@ package exec
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
+	"github.com/porter-ci/porter/pkg/creds"
+	"github.com/porter-ci/porter/pkg/creds/vaultconfig"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/pipeline"
 	"github.com/porter-ci/porter/pkg/vars"
@@ -51,6 +55,12 @@ func (x *executor) loadVarSources(ctx context.Context) (map[string]vars.Resolver
 				return nil, fmt.Errorf("var source %q: %w", name, err)
 			}
 			out[name] = vars.Static(values)
+		case "vault":
+			v, err := x.vaultSource(ctx, src["config"])
+			if err != nil {
+				return nil, fmt.Errorf("var source %q: %w", name, err)
+			}
+			out[name] = v
 		default:
 			// Validation refuses these when the pipeline is set.
 			return nil, fmt.Errorf("var source %q: type %q is not supported by this server", name, typ)
@@ -67,4 +77,29 @@ func (x *executor) buildPipeline(ctx context.Context) (db.Pipeline, error) {
 		return db.Pipeline{}, err
 	}
 	return x.r.db.PipelineByID(ctx, jb.PipelineID)
+}
+
+// vaultSource is a var_source of type vault. Its config may name ((vars))
+// (its client_token above all): they come from the team's credential
+// manager, as in Concourse, and are redacted like any credential.
+func (x *executor) vaultSource(ctx context.Context, config any) (vars.Resolver, error) {
+	if m, ok := config.(map[string]any); ok && stepvars.ContainsVars(m) {
+		filled, used, err := vars.Interpolate(ctx, m, creds.Resolver{K: x.r.credentials(), Team: x.b.Team, Pipeline: x.b.Pipeline})
+		if used != nil {
+			x.b.Log.Redact(used.Redactions())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fill in the ((vars)) of its config: %w", err)
+		}
+		config = filled
+	}
+	cfg, problems := vaultconfig.FromVarSource(config)
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "; "))
+	}
+	v, err := creds.NewVault(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return v.Source(x.b.Team, x.b.Pipeline), nil
 }

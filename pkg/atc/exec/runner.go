@@ -107,7 +107,7 @@ type Deps struct {
 	Blobs   blobstore.Store
 	Runtime Runtime
 	// Credentials is the team's credential manager for ((vars)).
-	Credentials *creds.Kubernetes
+	Credentials creds.Manager
 	// Tracer opens the steps' spans (nil: none).
 	Tracer trace.Tracer
 	Log    *slog.Logger
@@ -122,7 +122,7 @@ type Runner struct {
 	db     Store
 	store  blobstore.Store
 	pods   Runtime
-	creds  *creds.Kubernetes
+	creds  creds.Manager
 	tracer trace.Tracer
 	log    *slog.Logger
 	// images caches the digests of checked task images.
@@ -178,7 +178,7 @@ func (s *Runner) wakeScheduler() { s.engine.WakeScheduler() }
 
 func (s *Runner) artifactWorker() string { return s.cfg.ArtifactWorker }
 
-func (s *Runner) credentials() *creds.Kubernetes { return s.creds }
+func (s *Runner) credentials() creds.Manager { return s.creds }
 
 // baseTypeNames are the names of the resource types this server's workers
 // provide.
