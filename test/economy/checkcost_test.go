@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -107,10 +108,23 @@ func startCountingProxy(ns testenv.WorkerNamespace) (*countingProxy, string) {
 // without the assertions.
 var _ = Describe("check economy", func() {
 	It("runs many resources' checks in one check pod, with a fraction of an API request per check", func(ctx SpecContext) {
-		const resources, every = 10, 3 * time.Second
-		window := 40 * time.Second
+		resources, every, window := 10, 3*time.Second, 40*time.Second
 		if os.Getenv("PORTER_ECONOMY_CHECK_COST") != "" {
 			window = 90 * time.Second
+		}
+		// The issue's load: PORTER_ECONOMY_CHECK_RESOURCES=200
+		// PORTER_ECONOMY_CHECK_EVERY=1m PORTER_ECONOMY_CHECK_WINDOW=30m.
+		if v := os.Getenv("PORTER_ECONOMY_CHECK_RESOURCES"); v != "" {
+			n, err := strconv.Atoi(v)
+			Expect(err).NotTo(HaveOccurred(), "PORTER_ECONOMY_CHECK_RESOURCES")
+			resources = n
+		}
+		for name, d := range map[string]*time.Duration{"PORTER_ECONOMY_CHECK_EVERY": &every, "PORTER_ECONOMY_CHECK_WINDOW": &window} {
+			if v := os.Getenv(name); v != "" {
+				parsed, err := time.ParseDuration(v)
+				Expect(err).NotTo(HaveOccurred(), name)
+				*d = parsed
+			}
 		}
 		cenv := *env
 		args := []string{"--gc-interval", "5s"}
@@ -201,11 +215,14 @@ var _ = Describe("check economy", func() {
 		}
 		// 10 resources every 3 s (with jitter) give about 130 checks in 40 s.
 		Expect(checks).To(BeNumerically(">=", resources*int(window/every)/2), "the resources were not checked every %s", every)
-		Expect(podsCreated).To(BeZero(), "checks created pods instead of running in the check pod: %s", strings.Join(keys, " "))
+		// A check pod takes checks for half its --check-pod-lifetime (10m):
+		// a longer window sees its successor, and both for a while.
+		successors := int(window / (5 * time.Minute))
+		Expect(podsCreated).To(BeNumerically("<=", successors), "checks created pods instead of running in the check pod: %s", strings.Join(keys, " "))
 		Expect(float64(total)/float64(checks)).To(BeNumerically("<", 0.5), "API requests per check: %s", strings.Join(keys, " "))
-		Expect(mostPods).To(Equal(1), "one check pod should hold the checks")
+		Expect(mostPods).To(BeNumerically("<=", 1+min(successors, 1)), "one check pod should hold the checks")
 		var bad int
 		Expect(db.QueryRow(ctx, `SELECT count(*) FROM builds WHERE resource_id IS NOT NULL AND status NOT IN ('succeeded', 'started', 'pending')`).Scan(&bad)).To(Succeed())
 		Expect(bad).To(BeZero(), "checks that did not succeed")
-	}, SpecTimeout(6*time.Minute))
+	}, SpecTimeout(time.Hour))
 })
