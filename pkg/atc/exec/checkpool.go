@@ -136,15 +136,9 @@ func (x *executor) startCheckPod(ctx context.Context, p *concourse.Plan, r *Step
 	c := db.Container{TeamID: b.TeamID, PlanID: podspec.CheckPodPlanID, StepName: "checks", Type: "check",
 		WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(act.StepID), StepID: act.StepID,
 		State: concourse.ContainerCreating, WorkingDirectory: act.WorkDir}
-	err := s.retryDB(ctx, "record the check pod's container", func(ctx context.Context) error {
-		rec, err := s.db.CreateContainer(ctx, c)
-		if err == nil {
-			c = rec
-		}
-		return err
-	})
+	c, err := s.recordContainer(ctx, c)
 	if err != nil {
-		return fmt.Errorf("record the check pod's container: %w", err)
+		return err
 	}
 	pod.handle = c.Handle
 	st := s.registerResourceStep(b, w, act.StepID, p.ID, "check")
@@ -189,14 +183,8 @@ func (x *executor) runPooledCheck(ctx context.Context, p *concourse.Plan, r *Ste
 		c = db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID), StepName: name, Type: "check",
 			WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(pod.stepID), StepID: pod.stepID,
 			State: concourse.ContainerCreated, WorkingDirectory: a.WorkDir}
-		if err := s.retryDB(ctx, "record the check's container", func(ctx context.Context) error {
-			rec, err := s.db.CreateContainer(ctx, c)
-			if err == nil {
-				c = rec
-			}
-			return err
-		}); err != nil {
-			return Errored(fmt.Sprintf("record the container of check %q: %v", name, err))
+		if c, err = s.recordContainer(ctx, c); err != nil {
+			return Errored(err.Error())
 		}
 	}
 	b.Update(func() { r.Worker, r.Container, r.Status = w.Name(), c.Handle, concourse.StatusStarted })

@@ -56,15 +56,9 @@ func (x *executor) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod
 	for attempt := max(sp.attempt, 1); ; attempt++ {
 		c := sp.container
 		c.PodName, c.StepID, c.State = podspec.Name(a.StepID), a.StepID, concourse.ContainerCreating
-		err := s.retryDB(ctx, "record the step's container", func(ctx context.Context) error {
-			rec, err := s.db.CreateContainer(ctx, c)
-			if err == nil {
-				c = rec
-			}
-			return err
-		})
+		c, err := s.recordContainer(ctx, c)
 		if err != nil {
-			return nil, nil, fmt.Errorf("record the container of %s %q: %w", c.Type, c.StepName, err)
+			return nil, nil, err
 		}
 		b.Update(func() {
 			r.StepID, r.Worker, r.Container, r.Status = a.StepID, w.Name(), c.Handle, concourse.StatusStarted
@@ -116,6 +110,22 @@ func (x *executor) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod
 		next.StepID = nextAttemptID(a.StepID)
 		a = &next
 	}
+}
+
+// recordContainer records a step's container (retrying while the database
+// is away) and returns the record, with its handle.
+func (s *Runner) recordContainer(ctx context.Context, c db.Container) (db.Container, error) {
+	err := s.retryDB(ctx, "record the step's container", func(ctx context.Context) error {
+		rec, err := s.db.CreateContainer(ctx, c)
+		if err == nil {
+			c = rec
+		}
+		return err
+	})
+	if err != nil {
+		return db.Container{}, fmt.Errorf("record the container of %s %q: %w", c.Type, c.StepName, err)
+	}
+	return c, nil
 }
 
 // restartGone reports whether the pod a previous server left running for

@@ -3,9 +3,7 @@ package accounts
 import (
 	"context"
 	"fmt"
-	"sort"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/porter-ci/porter/pkg/db/internal/pg"
 )
 
@@ -49,24 +47,9 @@ func (s *Store) SSOUserSession(ctx context.Context, connector, userID string) (U
 	if err != nil {
 		return UserSession{}, fmt.Errorf("session of %s user %s: %w", connector, userID, err)
 	}
-	us := UserSession{Teams: map[string][]string{}}
-	found := false
-	var team, role *string
-	_, err = pgx.ForEachRow(rows, []any{&us.Generation, &team, &role}, func() error {
-		found = true
-		if team != nil && role != nil {
-			us.Teams[*team] = append(us.Teams[*team], *role)
-		}
-		return nil
-	})
+	us, err := scanUserSession(rows)
 	if err != nil {
 		return UserSession{}, fmt.Errorf("session of %s user %s: %w", connector, userID, err)
-	}
-	if !found {
-		return UserSession{}, fmt.Errorf("session of %s user %s: %w", connector, userID, pg.ErrNotFound)
-	}
-	for _, roles := range us.Teams {
-		sort.Strings(roles)
 	}
 	return us, nil
 }

@@ -94,10 +94,21 @@ func (s *Store) LocalUserSession(ctx context.Context, name string) (UserSession,
 	if err != nil {
 		return UserSession{}, fmt.Errorf("session of local user %s: %w", name, err)
 	}
+	us, err := scanUserSession(rows)
+	if err != nil {
+		return UserSession{}, fmt.Errorf("session of local user %s: %w", name, err)
+	}
+	return us, nil
+}
+
+// scanUserSession reads a user's generation and its (team, role) rows, one
+// row per role (team and role NULL for a user with none); pg.ErrNotFound
+// when there is no row: no such user.
+func scanUserSession(rows pgx.Rows) (UserSession, error) {
 	us := UserSession{Teams: map[string][]string{}}
 	found := false
 	var team, role *string
-	_, err = pgx.ForEachRow(rows, []any{&us.Generation, &team, &role}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&us.Generation, &team, &role}, func() error {
 		found = true
 		if team != nil && role != nil {
 			us.Teams[*team] = append(us.Teams[*team], *role)
@@ -105,10 +116,10 @@ func (s *Store) LocalUserSession(ctx context.Context, name string) (UserSession,
 		return nil
 	})
 	if err != nil {
-		return UserSession{}, fmt.Errorf("session of local user %s: %w", name, err)
+		return UserSession{}, err
 	}
 	if !found {
-		return UserSession{}, fmt.Errorf("session of local user %s: %w", name, pg.ErrNotFound)
+		return UserSession{}, pg.ErrNotFound
 	}
 	for _, roles := range us.Teams {
 		sort.Strings(roles)
