@@ -13,10 +13,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -185,10 +187,12 @@ var _ = Describe("workers: land, retire, prune, stall and registration", func() 
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(build.Kill)
 		Eventually(func() int { return workers(ctx, f)[name].ActiveTasks }).WithContext(ctx).WithTimeout(time.Minute).Should(Equal(1))
-		// Started: its pod exists (the kubelet runs it from here on).
+		// Started: its pod exists (the kubelet runs it from here on); the
+		// check pod its image's check ran in may be there too.
 		Eventually(func() bool {
 			pods, err := s.env.Admin.CoreV1().Pods(s.ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "porter.dev/worker=" + name})
 			Expect(err).NotTo(HaveOccurred())
+			pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return podspec.IsCheckPod(p.Labels[podspec.LabelStep]) })
 			return len(pods.Items) == 1 && pods.Items[0].Status.Phase == "Running"
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(BeTrue())
 

@@ -260,8 +260,8 @@ jobs:
 	It("refuses at set time, naming the step, what the server cannot run", func(ctx SpecContext) {
 		f := newFly(ctx)
 		for _, tc := range []struct{ config, want string }{
-			{"var_sources:\n- {name: v, type: vault, config: {url: x}}\njobs:\n- name: j\n  plan: [{task: t, file: a/t.yml}]\n",
-				"var_sources[0](v): type 'vault' is not supported by this server (supported: dummy)"},
+			{"var_sources:\n- {name: v, type: ssm, config: {region: x}}\njobs:\n- name: j\n  plan: [{task: t, file: a/t.yml}]\n",
+				"var_sources[0](v): type 'ssm' is not supported by this server (supported: dummy, vault)"},
 			{"jobs:\n- name: j\n  plan: [{task: t, file: a/t.yml, across: [{var: x, values: [1], max_in_flight: 0}]}]\n",
 				"jobs.j.plan[0].task(t): across var 'x': max_in_flight must be a positive number"},
 			{"jobs:\n- name: j\n  plan: [{run: hello, type: proto}]\n", "run steps (prototypes) are not supported"},

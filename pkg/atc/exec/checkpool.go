@@ -17,6 +17,8 @@ import (
 	"github.com/porter-ci/porter/pkg/hijack"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/resource"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Sessions run processes in a connected step's pod, over its sidecar's
@@ -191,6 +193,13 @@ func (x *executor) runPooledCheck(ctx context.Context, p *concourse.Plan, r *Ste
 	s.SaveState(ctx, b)
 	s.log.Info("check run in a check pod", "build", b.ID, "step", name, "pod", podspec.Name(pod.stepID))
 
+	if s.tracer != nil {
+		// The check's process, which no sidecar span covers here.
+		var span trace.Span
+		ctx, span = s.tracer.Start(ctx, "run in check pod", trace.WithAttributes(
+			attribute.String("k8s.pod.name", podspec.Name(pod.stepID)), attribute.String("porter.run.path", a.Run.Path)))
+		defer span.End()
+	}
 	runCtx := ctx
 	if a.Timeout.Duration > 0 {
 		var cancel context.CancelFunc
