@@ -1,6 +1,7 @@
 package fly_test
 
 import (
+	"bytes"
 	"io"
 	"strconv"
 	"strings"
@@ -51,7 +52,24 @@ var _ = Describe("fly intercept", Ordered, ContinueOnFailure, func() {
 		})
 		var screen testenv.Buffer
 		screen.Tee = GinkgoWriter
-		go func() { _, _ = io.Copy(&screen, term) }()
+		// A terminal answers busybox's cursor position query (ESC [6n) at
+		// each prompt; unanswered, the line editor may take keystrokes
+		// typed meanwhile for the answer.
+		go func() {
+			buf := make([]byte, 4096)
+			for {
+				n, err := term.Read(buf)
+				if n > 0 {
+					_, _ = screen.Write(buf[:n])
+					if bytes.Contains(buf[:n], []byte("\x1b[6n")) {
+						_, _ = io.WriteString(term, "\x1b[1;1R")
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
 
 		// fly asks for bash first, then falls back to sh (busybox has no
 		// bash); keystrokes before the shell is up would be lost, so knock
@@ -61,6 +79,12 @@ var _ = Describe("fly intercept", Ordered, ContinueOnFailure, func() {
 			return screen.String()
 		}).WithTimeout(time.Minute).WithPolling(time.Second).Should(ContainSubstring("ready-42"))
 		Expect(screen.String()).To(ContainSubstring(`retrying with "sh"`))
+		// The next line goes to a fresh prompt, after the last knock's.
+		Eventually(func() string {
+			out := screen.String()
+			return out[strings.LastIndex(out, "ready-42"):]
+		}).WithTimeout(10 * time.Second).Should(ContainSubstring("# "))
+		time.Sleep(500 * time.Millisecond)
 
 		_, err = io.WriteString(term, "stty size; tty; cat marker.txt; exit 5\r")
 		Expect(err).NotTo(HaveOccurred())
