@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/atc/checkpods"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
@@ -16,7 +16,6 @@ import (
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/hijack"
 	"github.com/porter-ci/porter/pkg/podspec"
-	"github.com/porter-ci/porter/pkg/resource"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -44,29 +43,14 @@ type Sessions interface {
 // collection keeps it until then (gc.KeptCheckPod).
 type checkPods struct {
 	sessions Sessions
-	lifetime time.Duration
-
-	mu   sync.Mutex
-	pods map[checkPodKey]*checkPod
-}
-
-type checkPodKey struct{ team, worker, image, tags, platform string }
-
-// checkPod is one pod of the pool; ready is closed once it can take
-// sessions, or err says why it never will.
-type checkPod struct {
-	stepID  string
-	handle  string
-	created time.Time
-	ready   chan struct{}
-	err     error
+	pool     *checkpods.Pool
 }
 
 func newCheckPods(sessions Sessions, lifetime time.Duration) *checkPods {
 	if sessions == nil || lifetime <= 0 {
 		return nil
 	}
-	return &checkPods{sessions: sessions, lifetime: lifetime, pods: map[checkPodKey]*checkPod{}}
+	return &checkPods{sessions: sessions, pool: &checkpods.Pool{Lifetime: lifetime, Connected: sessions.Connected}}
 }
 
 // pooled reports whether a check's action can run in a check pod: a linux,
@@ -76,62 +60,26 @@ func (cp *checkPods) pooled(a *action.Action) bool {
 	return cp != nil && a.Type == "check" && !a.Privileged && (a.Platform == "" || a.Platform == action.PlatformLinux)
 }
 
-// acquire returns a ready check pod for a's key, creating it (as the
-// caller's step) when there is none in its first half of life.
-func (x *executor) acquireCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w *kuberuntime.Worker, a *action.Action) (*checkPod, error) {
-	cp := x.r.checkPods
-	key := checkPodKey{team: x.b.Team, worker: w.Name(), image: a.Image, tags: strings.Join(a.Tags, ","), platform: a.Platform}
-	cp.mu.Lock()
-	pod, ok := cp.pods[key]
-	fresh := ok && time.Since(pod.created) < cp.lifetime/2
-	if fresh {
-		select {
-		case <-pod.ready:
-			// A pod that was ready but lost its sidecar (deleted, evicted,
-			// its node gone) is replaced.
-			fresh = pod.err == nil && cp.sessions.Connected(pod.stepID)
-		default:
-		}
-	}
-	create := !fresh
-	if create {
-		pod = &checkPod{stepID: podspec.CheckPodStepID(x.b.Team, randomSuffix()), created: time.Now(), ready: make(chan struct{})}
-		cp.pods[key] = pod
-	}
-	cp.mu.Unlock()
-	if create {
-		pod.err = x.startCheckPod(ctx, p, r, w, a, pod)
-		if pod.err != nil {
-			cp.mu.Lock()
-			if cp.pods[key] == pod {
-				delete(cp.pods, key)
-			}
-			cp.mu.Unlock()
-		}
-		close(pod.ready)
-	}
-	select {
-	case <-pod.ready:
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
-	}
-	if pod.err != nil {
-		return nil, pod.err
-	}
-	return pod, nil
+// acquireCheckPod returns the step ID of a ready check pod for a's key,
+// creating it (as the caller's step) when there is none to take checks.
+func (x *executor) acquireCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w *kuberuntime.Worker, a *action.Action) (string, error) {
+	key := checkpods.Key{Team: x.b.Team, Worker: w.Name(), Image: a.Image, Tags: strings.Join(a.Tags, ","), Platform: a.Platform}
+	return x.r.checkPods.pool.Acquire(ctx, key,
+		func() string { return podspec.CheckPodStepID(x.b.Team, randomSuffix()) },
+		func(stepID string) error { return x.startCheckPod(ctx, p, r, w, a, stepID) })
 }
 
 // startCheckPod declares the check pod as the caller's step and waits
 // until its sidecar reports the (idle) step done: from then on it serves
 // sessions.
-func (x *executor) startCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w *kuberuntime.Worker, a *action.Action, pod *checkPod) error {
+func (x *executor) startCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w *kuberuntime.Worker, a *action.Action, stepID string) error {
 	s, b := x.r, x.b
 	act := *a
-	act.StepID, act.StepName, act.Idle = pod.stepID, "checks", true
+	act.StepID, act.StepName, act.Idle = stepID, "checks", true
 	// The pod serves the team's checks, not the first one's build: its
 	// labels, audit trail and blobstore scope say so.
 	act.Build = action.Build{ID: "checks", Name: "checks", Team: b.Team}
-	act.KeepAlive = action.Duration{Duration: s.checkPods.lifetime}
+	act.KeepAlive = action.Duration{Duration: s.checkPods.pool.Lifetime}
 	act.Timeout, act.StdinSecret, act.Stdin = action.Duration{}, false, nil
 	// The pod's record is the team's, not the first check's build's: it
 	// serves every build's checks (fly containers lists it without one).
@@ -142,7 +90,6 @@ func (x *executor) startCheckPod(ctx context.Context, p *concourse.Plan, r *Step
 	if err != nil {
 		return err
 	}
-	pod.handle = c.Handle
 	st := s.registerResourceStep(b, w, act.StepID, p.ID, "check")
 	if err := s.createStepPod(ctx, w, &act, podspec.Secrets{}); err != nil {
 		return fmt.Errorf("create check pod %s: %w", podspec.Name(act.StepID), err)
@@ -171,7 +118,7 @@ func (x *executor) startCheckPod(ctx context.Context, p *concourse.Plan, r *Step
 func (x *executor) runPooledCheck(ctx context.Context, p *concourse.Plan, r *StepRecord, w *kuberuntime.Worker, a *action.Action, stdin []byte, name string) *eventspb.StepFinished {
 	s, b := x.r, x.b
 	origin := events.Origin{ID: string(p.ID)}
-	pod, err := x.acquireCheckPod(ctx, p, r, w, a)
+	podStep, err := x.acquireCheckPod(ctx, p, r, w, a)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			return interruptedFinish(cause)
@@ -183,7 +130,7 @@ func (x *executor) runPooledCheck(ctx context.Context, p *concourse.Plan, r *Ste
 	var c db.Container
 	if !strings.HasSuffix(string(p.ID), imageCheckSuffix) {
 		c = db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID), StepName: name, Type: "check",
-			WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(pod.stepID), StepID: pod.stepID,
+			WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(podStep), StepID: podStep,
 			State: concourse.ContainerCreated, WorkingDirectory: a.WorkDir}
 		if c, err = s.recordContainer(ctx, c); err != nil {
 			return Errored(err.Error())
@@ -191,13 +138,13 @@ func (x *executor) runPooledCheck(ctx context.Context, p *concourse.Plan, r *Ste
 	}
 	b.Update(func() { r.Worker, r.Container, r.Status = w.Name(), c.Handle, concourse.StatusStarted })
 	s.SaveState(ctx, b)
-	s.log.Info("check run in a check pod", "build", b.ID, "step", name, "pod", podspec.Name(pod.stepID))
+	s.log.Info("check run in a check pod", "build", b.ID, "step", name, "pod", podspec.Name(podStep))
 
 	if s.tracer != nil {
 		// The check's process, which no sidecar span covers here.
 		var span trace.Span
 		ctx, span = s.tracer.Start(ctx, "run in check pod", trace.WithAttributes(
-			attribute.String("k8s.pod.name", podspec.Name(pod.stepID)), attribute.String("porter.run.path", a.Run.Path)))
+			attribute.String("k8s.pod.name", podspec.Name(podStep)), attribute.String("porter.run.path", a.Run.Path)))
 		defer span.End()
 	}
 	runCtx := ctx
@@ -206,53 +153,31 @@ func (x *executor) runPooledCheck(ctx context.Context, p *concourse.Plan, r *Ste
 		runCtx, cancel = context.WithTimeoutCause(ctx, a.Timeout.Duration, ErrTimeout)
 		defer cancel()
 	}
-	sess, err := s.checkPods.sessions.OpenSession(runCtx, pod.stepID, &eventspb.SessionOpen{Command: []string{a.Run.Path}})
-	if err != nil {
-		return Errored(fmt.Sprintf("run check %q in check pod %s: %v", name, podspec.Name(pod.stepID), err))
+	res, err := checkpods.Run(runCtx, func(ctx context.Context, open *eventspb.SessionOpen) (hijack.Session, error) {
+		return s.checkPods.sessions.OpenSession(ctx, podStep, open)
+	}, a.Run.Path, stdin, func(data []byte) {
+		b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: origin.ID, Source: events.OriginSourceStderr}, Payload: string(data)})
+	})
+	switch {
+	case errors.Is(err, ErrTimeout) && ctx.Err() == nil:
+		return &eventspb.StepFinished{Result: eventspb.Result_RESULT_FAILED, ExitStatus: -1, Error: fmt.Sprintf("timeout %s exceeded", a.Timeout.Duration)}
+	case errors.Is(err, checkpods.ErrGone):
+		return Errored(fmt.Sprintf("check %q: its check pod %s went away", name, podspec.Name(podStep)))
+	case err != nil && context.Cause(runCtx) != nil:
+		return interruptedFinish(context.Cause(runCtx))
+	case err != nil:
+		return Errored(fmt.Sprintf("run check %q in check pod %s: %v", name, podspec.Name(podStep), err))
+	case strings.Contains(res.Error, "no such file or directory"):
+		// As the sidecar says it of a check's own pod.
+		return Errored(fmt.Sprintf("the resource type's image has no %s", a.Run.Path))
+	case res.Error != "":
+		return Errored(fmt.Sprintf("check %q: %s", name, res.Error))
+	case res.ExitStatus != 0:
+		return &eventspb.StepFinished{Result: eventspb.Result_RESULT_FAILED, ExitStatus: res.ExitStatus}
+	case res.StdoutErr != nil:
+		return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ERRORED, Error: res.StdoutErr.Error()}
 	}
-	defer sess.Close()
-	if err := sess.Input(stdin, true); err != nil {
-		return Errored(fmt.Sprintf("send check %q its request: %v", name, err))
-	}
-	out := resource.NewStdout("check", resource.MaxResponse)
-	for {
-		msg, ok, err := sess.Next(runCtx)
-		if err != nil || !ok {
-			if cause := context.Cause(runCtx); cause != nil {
-				if errors.Is(cause, ErrTimeout) && ctx.Err() == nil {
-					return &eventspb.StepFinished{Result: eventspb.Result_RESULT_FAILED, ExitStatus: -1, Error: fmt.Sprintf("timeout %s exceeded", a.Timeout.Duration)}
-				}
-				return interruptedFinish(cause)
-			}
-			return Errored(fmt.Sprintf("check %q: its check pod %s went away", name, podspec.Name(pod.stepID)))
-		}
-		switch msg.GetStream() {
-		case eventspb.Stream_STREAM_STDOUT:
-			out.Write(msg.GetData())
-		default:
-			if len(msg.GetData()) > 0 {
-				b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: origin.ID, Source: events.OriginSourceStderr}, Payload: string(msg.GetData())})
-			}
-		}
-		if !msg.GetExited() {
-			continue
-		}
-		switch {
-		case msg.GetError() != "":
-			if strings.Contains(msg.GetError(), "no such file or directory") {
-				// As the sidecar says it of a check's own pod.
-				return Errored(fmt.Sprintf("the resource type's image has no %s", a.Run.Path))
-			}
-			return Errored(fmt.Sprintf("check %q: %s", name, msg.GetError()))
-		case msg.GetExitStatus() != 0:
-			return &eventspb.StepFinished{Result: eventspb.Result_RESULT_FAILED, ExitStatus: msg.GetExitStatus()}
-		}
-		body, err := out.Body()
-		if err != nil {
-			return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ERRORED, ExitStatus: 0, Error: err.Error()}
-		}
-		return &eventspb.StepFinished{Result: eventspb.Result_RESULT_SUCCEEDED, Response: body}
-	}
+	return &eventspb.StepFinished{Result: eventspb.Result_RESULT_SUCCEEDED, Response: res.Stdout}
 }
 
 // interruptedFinish is how a step stopped by cause ends; nil when the

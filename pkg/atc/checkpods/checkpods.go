@@ -1,0 +1,147 @@
+// Package checkpods is the bookkeeping of check pods: pods the ATC keeps
+// for a while to run many checks in, each as a session over the pod's
+// sidecar stream (see pkg/atc/exec). It knows nothing of Kubernetes: the
+// caller creates the pods; this package decides when one is needed, lets
+// every waiting check share the one being created, and runs a check's
+// process in a session.
+package checkpods
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/hijack"
+	"github.com/porter-ci/porter/pkg/resource"
+)
+
+// Key says which checks may share a pod. Teams never share one: a check's
+// request holds its team's credentials.
+type Key struct{ Team, Worker, Image, Tags, Platform string }
+
+// Pool keeps one pod per key. A pod takes new checks for the first half
+// of its lifetime, so that the checks it runs end before it does; a pod
+// whose sidecar went away is replaced.
+type Pool struct {
+	Lifetime time.Duration
+	// Connected reports whether a pod's sidecar is connected now.
+	Connected func(stepID string) bool
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+
+	mu   sync.Mutex
+	pods map[Key]*pod
+}
+
+type pod struct {
+	stepID  string
+	created time.Time
+	ready   chan struct{} // closed once it can take sessions, or err says why not
+	err     error
+}
+
+func (p *Pool) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+// Acquire returns the step ID of a ready pod for key. When there is none
+// in its first half of life, newID names a new one and create starts it
+// (the caller's step waits for it to be ready); checks that come
+// meanwhile wait for that one. A failed creation is every waiter's error.
+func (p *Pool) Acquire(ctx context.Context, key Key, newID func() string, create func(stepID string) error) (string, error) {
+	p.mu.Lock()
+	if p.pods == nil {
+		p.pods = map[Key]*pod{}
+	}
+	cur, ok := p.pods[key]
+	fresh := ok && p.now().Sub(cur.created) < p.Lifetime/2
+	if fresh {
+		select {
+		case <-cur.ready:
+			fresh = cur.err == nil && p.Connected(cur.stepID)
+		default: // being created: wait for it
+		}
+	}
+	if !fresh {
+		cur = &pod{stepID: newID(), created: p.now(), ready: make(chan struct{})}
+		p.pods[key] = cur
+	}
+	p.mu.Unlock()
+	if !fresh {
+		cur.err = create(cur.stepID)
+		if cur.err != nil {
+			p.mu.Lock()
+			if p.pods[key] == cur {
+				delete(p.pods, key)
+			}
+			p.mu.Unlock()
+		}
+		close(cur.ready)
+	}
+	select {
+	case <-cur.ready:
+	case <-ctx.Done():
+		return "", context.Cause(ctx)
+	}
+	if cur.err != nil {
+		return "", cur.err
+	}
+	return cur.stepID, nil
+}
+
+// Result is how a check's process ended.
+type Result struct {
+	ExitStatus int32
+	// Error: the process could not start or run (the session's error).
+	Error string
+	// Stdout is the response, valid JSON, when the process exited 0;
+	// StdoutErr says what was wrong with it otherwise.
+	Stdout    []byte
+	StdoutErr error
+}
+
+// ErrGone: the session ended without the process's exit (the pod's
+// sidecar went away).
+var ErrGone = errors.New("the check pod went away")
+
+// Run runs path in a session of the pod, with stdin, and returns how it
+// ended; stderr gets each chunk of its stderr. The session is closed (its
+// process killed) when ctx ends first: the error is then ctx's cause.
+func Run(ctx context.Context, open func(context.Context, *eventspb.SessionOpen) (hijack.Session, error), path string, stdin []byte, stderr func([]byte)) (Result, error) {
+	sess, err := open(ctx, &eventspb.SessionOpen{Command: []string{path}})
+	if err != nil {
+		return Result{}, err
+	}
+	defer sess.Close()
+	if err := sess.Input(stdin, true); err != nil {
+		return Result{}, err
+	}
+	out := resource.NewStdout("check", resource.MaxResponse)
+	for {
+		msg, ok, err := sess.Next(ctx)
+		if err != nil || !ok {
+			if cause := context.Cause(ctx); cause != nil {
+				return Result{}, cause
+			}
+			return Result{}, ErrGone
+		}
+		if msg.GetStream() == eventspb.Stream_STREAM_STDOUT {
+			out.Write(msg.GetData())
+		} else if len(msg.GetData()) > 0 {
+			stderr(msg.GetData())
+		}
+		if !msg.GetExited() {
+			continue
+		}
+		res := Result{ExitStatus: msg.GetExitStatus(), Error: msg.GetError()}
+		if res.Error == "" && res.ExitStatus == 0 {
+			res.Stdout, res.StdoutErr = out.Body()
+		}
+		return res, nil
+	}
+}
