@@ -10,6 +10,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/bodylimit"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -31,7 +32,7 @@ func (s *Server) handleCreateArtifact(w http.ResponseWriter, r *http.Request, _ 
 	if err == nil {
 		a = blobstore.DedupOrKeep(r.Context(), s.blobs, team.Name, a, s.log)
 	}
-	if big, inflated := (errBodyTooLarge{}), (*upload.LimitError)(nil); errors.As(err, &big) || errors.As(err, &inflated) {
+	if big, inflated := (bodylimit.Error{}), (*upload.LimitError)(nil); errors.As(err, &big) || errors.As(err, &inflated) {
 		s.log.Warn("artifact upload refused", "team", team.Name, "err", err)
 		s.fail(w, r, withStatus(http.StatusRequestEntityTooLarge, fmt.Errorf("the uploaded directory is too large: %w", err)))
 		return

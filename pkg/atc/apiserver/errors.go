@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"runtime/debug"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/bodylimit"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/db"
 )
@@ -56,7 +57,7 @@ func errorStatus(err error) int {
 	var se *statusError
 	var client interface{ BadRequest() bool }
 	switch {
-	case tooLarge(err):
+	case bodylimit.TooLarge(err):
 		return http.StatusRequestEntityTooLarge
 	case errors.As(err, &se):
 		return se.status
