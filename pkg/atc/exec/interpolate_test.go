@@ -22,6 +22,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/atc/buildlog/buildlogtest"
+	"github.com/porter-ci/porter/pkg/atc/exec/taskplan"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -203,7 +204,7 @@ func TestValidateTaskPlan(t *testing.T) {
 		{concourse.TaskPlan{Name: "t", Config: json.RawMessage(`{"platform":"linux","run":{"path":"true"}}`), Params: map[string]any{"A": "((a))"}}, ""},
 		{concourse.TaskPlan{Name: "t", Config: json.RawMessage(`{"platform":"linux"}`)}, "missing path to executable to run"},
 	} {
-		err := validateTaskPlan(&tc.tp)
+		err := taskplan.Validate(&tc.tp)
 		if tc.want == "" && err != nil {
 			t.Errorf("%+v: %v", tc.tp, err)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
+	"github.com/porter-ci/porter/pkg/atc/exec/taskplan"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -89,41 +89,6 @@ func (s *Runner) registerStep(b *Build, w *kuberuntime.Worker, id string, planID
 // NewStepState is the state of a task step (w nil: its worker is unknown).
 func NewStepState(b *Build, w *kuberuntime.Worker, id string, planID concourse.PlanID, cfg events.TaskConfig) *StepState {
 	return &StepState{id: id, worker: w, planID: planID, b: b, eventConfig: cfg, finished: make(chan *eventspb.StepFinished, 1)}
-}
-
-// taskConfig reads a task step's config, with the step's mappings,
-// container limits and params applied.
-func taskConfig(tp *concourse.TaskPlan) (*taskconfig.Config, map[string]string, error) {
-	if tp.ConfigPath != "" {
-		return nil, nil, fmt.Errorf("task %q: file: (a task config from an artifact) is not supported by this server yet", tp.Name)
-	}
-	if len(tp.Config) == 0 {
-		return nil, nil, fmt.Errorf("task %q has no config", tp.Name)
-	}
-	cfg, err := taskconfig.Parse(tp.Config)
-	if err != nil {
-		return nil, nil, fmt.Errorf("task %q: %w", tp.Name, err)
-	}
-	if len(tp.Limits) > 0 && string(tp.Limits) != "null" {
-		var limits taskconfig.ContainerLimits
-		if err := json.Unmarshal(tp.Limits, &limits); err != nil {
-			return nil, nil, fmt.Errorf("task %q: container_limits: %w", tp.Name, err)
-		}
-		cfg.Limits = &limits
-	}
-	taskconfig.ApplyInputMapping(cfg, tp.InputMapping)
-	taskconfig.ApplyOutputMapping(cfg, tp.OutputMapping)
-	var params taskconfig.Params
-	if len(tp.Params) > 0 {
-		body, err := json.Marshal(tp.Params)
-		if err == nil {
-			err = json.Unmarshal(body, &params)
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("task %q: params: %w", tp.Name, err)
-		}
-	}
-	return cfg, params, nil
 }
 
 // replay gives a step recorded as finished its outcome again, with its
@@ -285,7 +250,7 @@ func (x *executor) resolvePreparedTask(ctx context.Context, p *concourse.Plan) (
 // kubelet pulls the task's image with (nil: none).
 func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.Action, events.TaskConfig, *podspec.RegistryAuth, error) {
 	tp := p.Task
-	cfg, params, err := taskConfig(tp)
+	cfg, params, err := taskplan.Config(tp)
 	if err != nil {
 		return nil, events.TaskConfig{}, nil, err
 	}
@@ -352,7 +317,7 @@ func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 		return nil, events.TaskConfig{}, nil, err
 	}
 	a.Image = image.ref
-	return a, taskEventConfig(cfg, image.ref), image.pull, nil
+	return a, taskplan.EventConfig(cfg, image.ref), image.pull, nil
 }
 
 func randomSuffix() string {

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
+	"github.com/porter-ci/porter/pkg/atc/exec/taskplan"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
@@ -20,19 +20,10 @@ import (
 // in memory.
 const maxTaskFile = 1 << 20
 
-// splitConfigPath reads a task's `file:`, "<artifact>/<path in it>".
-func splitConfigPath(p string) (artifact, file string, err error) {
-	artifact, file, ok := strings.Cut(p, "/")
-	if !ok || artifact == "" || strings.Trim(file, "/") == "" {
-		return "", "", fmt.Errorf("file %q: want <artifact>/<path to the task config in it>", p)
-	}
-	return artifact, file, nil
-}
-
 // readTaskFile reads a task's `file:` from the build's artifact, without a
 // pod: the config is needed before the pod can be declared.
 func (x *executor) readTaskFile(ctx context.Context, tp *concourse.TaskPlan) ([]byte, error) {
-	name, file, err := splitConfigPath(tp.ConfigPath)
+	name, file, err := taskplan.SplitConfigPath(tp.ConfigPath)
 	if err != nil {
 		return nil, fmt.Errorf("task %q: %w", tp.Name, err)
 	}
@@ -108,32 +99,6 @@ func (x *executor) prepareTask(ctx context.Context, tp *concourse.TaskPlan) (*co
 		out.Limits = parts.Limits
 	}
 	return &out, nil
-}
-
-// validateTaskPlan checks what can be checked of a task before its build is
-// recorded: a config with ((vars)) or from a file is checked when it runs.
-func validateTaskPlan(tp *concourse.TaskPlan) error {
-	if tp.ConfigPath != "" {
-		if _, _, err := splitConfigPath(tp.ConfigPath); err != nil {
-			return fmt.Errorf("task %q: %w", tp.Name, err)
-		}
-		return nil
-	}
-	if stepvars.HasVars(tp.Config) || stepvars.HasVars(tp.Limits) {
-		if len(tp.Config) == 0 {
-			return fmt.Errorf("task %q has no config", tp.Name)
-		}
-		return nil
-	}
-	params, _ := json.Marshal(tp.Params)
-	if stepvars.HasVars(params) {
-		// Params are checked once they are filled in.
-		cp := *tp
-		cp.Params = nil
-		tp = &cp
-	}
-	_, _, err := taskConfig(tp)
-	return err
 }
 
 // redactEventConfig is a task's event config as the build's state, events

@@ -3,18 +3,7 @@ package exec
 import (
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
-	"github.com/porter-ci/porter/pkg/taskconfig"
 )
-
-// taskEventConfig summarises a task config the way Concourse's task events do.
-func taskEventConfig(cfg *taskconfig.Config, image string) events.TaskConfig {
-	tc := events.TaskConfig{Platform: cfg.Platform, Image: image,
-		Run: events.TaskRunConfig{Path: cfg.Run.Path, Args: cfg.Run.Args, Dir: cfg.Run.Dir}}
-	for _, in := range cfg.Inputs {
-		tc.Inputs = append(tc.Inputs, events.TaskInputInfo{Name: in.Name, Path: in.DirPath()})
-	}
-	return tc
-}
 
 // translate turns one sidecar event into the build event people see, or nil
 // for events that only matter to the ATC (they are still recorded, so the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/taskplan"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/names"
@@ -44,9 +45,9 @@ func (s *Runner) ValidatePlan(ctx context.Context, team db.Team, plan *concourse
 					return
 				}
 			}
-			if err := validateTaskPlan(p.Task); err != nil {
+			if err := taskplan.Validate(p.Task); err != nil {
 				errs = append(errs, err)
-			} else if err := s.pods.CheckPlacement(requirements(team.Name, p.Task.Tags, taskPlatform(p.Task), true)); err != nil {
+			} else if err := s.pods.CheckPlacement(requirements(team.Name, p.Task.Tags, taskplan.Platform(p.Task), true)); err != nil {
 				errs = append(errs, fmt.Errorf("task %q: %w", p.Task.Name, err))
 			}
 		case p.ArtifactInput != nil:
@@ -109,16 +110,6 @@ type badRequest struct{ error }
 
 func (badRequest) BadRequest() bool { return true }
 func (e badRequest) Unwrap() error  { return e.error }
-
-// taskPlatform is the platform of a task plan's inline config ("" when
-// it has none yet: a config file, or one with ((vars))).
-func taskPlatform(tp *concourse.TaskPlan) string {
-	var c struct {
-		Platform string `json:"platform"`
-	}
-	_ = json.Unmarshal(tp.Config, &c)
-	return c.Platform
-}
 
 func parsePositiveDuration(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)

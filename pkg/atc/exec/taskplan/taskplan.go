@@ -1,0 +1,106 @@
+// Package taskplan reads a task step's plan into its config, its
+// platform and its event config, without running anything: what the
+// executor needs before it declares the task's pod, and what plan
+// validation checks before a build is recorded.
+package taskplan
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
+	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/taskconfig"
+)
+
+// Config reads a task step's config, with the step's mappings,
+// container limits and params applied.
+func Config(tp *concourse.TaskPlan) (*taskconfig.Config, map[string]string, error) {
+	if tp.ConfigPath != "" {
+		return nil, nil, fmt.Errorf("task %q: file: (a task config from an artifact) is not supported by this server yet", tp.Name)
+	}
+	if len(tp.Config) == 0 {
+		return nil, nil, fmt.Errorf("task %q has no config", tp.Name)
+	}
+	cfg, err := taskconfig.Parse(tp.Config)
+	if err != nil {
+		return nil, nil, fmt.Errorf("task %q: %w", tp.Name, err)
+	}
+	if len(tp.Limits) > 0 && string(tp.Limits) != "null" {
+		var limits taskconfig.ContainerLimits
+		if err := json.Unmarshal(tp.Limits, &limits); err != nil {
+			return nil, nil, fmt.Errorf("task %q: container_limits: %w", tp.Name, err)
+		}
+		cfg.Limits = &limits
+	}
+	taskconfig.ApplyInputMapping(cfg, tp.InputMapping)
+	taskconfig.ApplyOutputMapping(cfg, tp.OutputMapping)
+	var params taskconfig.Params
+	if len(tp.Params) > 0 {
+		body, err := json.Marshal(tp.Params)
+		if err == nil {
+			err = json.Unmarshal(body, &params)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("task %q: params: %w", tp.Name, err)
+		}
+	}
+	return cfg, params, nil
+}
+
+// SplitConfigPath reads a task's `file:`, "<artifact>/<path in it>".
+func SplitConfigPath(p string) (artifact, file string, err error) {
+	artifact, file, ok := strings.Cut(p, "/")
+	if !ok || artifact == "" || strings.Trim(file, "/") == "" {
+		return "", "", fmt.Errorf("file %q: want <artifact>/<path to the task config in it>", p)
+	}
+	return artifact, file, nil
+}
+
+// Validate checks what can be checked of a task before its build is
+// recorded: a config with ((vars)) or from a file is checked when it runs.
+func Validate(tp *concourse.TaskPlan) error {
+	if tp.ConfigPath != "" {
+		if _, _, err := SplitConfigPath(tp.ConfigPath); err != nil {
+			return fmt.Errorf("task %q: %w", tp.Name, err)
+		}
+		return nil
+	}
+	if stepvars.HasVars(tp.Config) || stepvars.HasVars(tp.Limits) {
+		if len(tp.Config) == 0 {
+			return fmt.Errorf("task %q has no config", tp.Name)
+		}
+		return nil
+	}
+	params, _ := json.Marshal(tp.Params)
+	if stepvars.HasVars(params) {
+		// Params are checked once they are filled in.
+		cp := *tp
+		cp.Params = nil
+		tp = &cp
+	}
+	_, _, err := Config(tp)
+	return err
+}
+
+// Platform is the platform of a task plan's inline config ("" when
+// it has none yet: a config file, or one with ((vars))).
+func Platform(tp *concourse.TaskPlan) string {
+	var c struct {
+		Platform string `json:"platform"`
+	}
+	_ = json.Unmarshal(tp.Config, &c)
+	return c.Platform
+}
+
+// EventConfig summarises a task config the way Concourse's task events do.
+func EventConfig(cfg *taskconfig.Config, image string) events.TaskConfig {
+	tc := events.TaskConfig{Platform: cfg.Platform, Image: image,
+		Run: events.TaskRunConfig{Path: cfg.Run.Path, Args: cfg.Run.Args, Dir: cfg.Run.Dir}}
+	for _, in := range cfg.Inputs {
+		tc.Inputs = append(tc.Inputs, events.TaskInputInfo{Name: in.Name, Path: in.DirPath()})
+	}
+	return tc
+}
