@@ -1,17 +1,13 @@
 package exec
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
+	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -41,49 +37,6 @@ func (x *executor) readArtifactFile(ctx context.Context, what, file string) ([]b
 		return nil, fmt.Errorf("%s: file %s: %w", what, file, err)
 	}
 	return body, nil
-}
-
-// loadVarFormat is the format a load_var reads its file in: the step's,
-// or the file's extension when it is one of the formats, else trim.
-func loadVarFormat(lv *concourse.LoadVarPlan) (string, error) {
-	switch lv.Format {
-	case "json", "yaml", "yml", "trim", "raw":
-		return lv.Format, nil
-	case "":
-	default:
-		return "", fmt.Errorf("load_var %s: format %q: want json, yaml, trim or raw", lv.Name, lv.Format)
-	}
-	switch ext := strings.TrimPrefix(path.Ext(lv.File), "."); ext {
-	case "json", "yaml", "yml":
-		return ext, nil
-	}
-	return "trim", nil
-}
-
-// parseVarFile reads a load_var file in format; numbers stay as written.
-func parseVarFile(body []byte, format string) (any, error) {
-	switch format {
-	case "trim":
-		return strings.TrimSpace(string(body)), nil
-	case "raw":
-		return string(body), nil
-	case "yaml", "yml":
-		js, err := yaml.YAMLToJSON(body)
-		if err != nil {
-			return nil, fmt.Errorf("invalid yaml: %w", err)
-		}
-		body = js
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("invalid %s: %w", format, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("invalid %s: characters found after the top-level value", format)
-	}
-	return v, nil
 }
 
 // loadVar reads a file of an artifact into a local var of the build (of
@@ -122,7 +75,7 @@ func (x *executor) loadVar(ctx context.Context, p *concourse.Plan) (bool, error)
 }
 
 func (x *executor) readLoadVar(ctx context.Context, lv *concourse.LoadVarPlan) (any, error) {
-	format, err := loadVarFormat(lv)
+	format, err := stepplan.LoadVarFormat(lv)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +84,7 @@ func (x *executor) readLoadVar(ctx context.Context, lv *concourse.LoadVarPlan) (
 	if err != nil {
 		return nil, err
 	}
-	value, err := parseVarFile(body, format)
+	value, err := stepplan.ParseVarFile(body, format)
 	if err != nil {
 		return nil, fmt.Errorf("%s: file %s: %w", what, lv.File, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/concourse"
 )
 
@@ -25,10 +26,10 @@ func TestLoadVarFormats(t *testing.T) {
 		{file: "a/v", format: "toml", err: `format "toml": want json, yaml, trim or raw`},
 	} {
 		lv := &concourse.LoadVarPlan{Name: "v", File: tc.file, Format: tc.format}
-		format, err := loadVarFormat(lv)
+		format, err := stepplan.LoadVarFormat(lv)
 		var got any
 		if err == nil {
-			got, err = parseVarFile([]byte(tc.body), format)
+			got, err = stepplan.ParseVarFile([]byte(tc.body), format)
 		}
 		switch {
 		case tc.err != "":

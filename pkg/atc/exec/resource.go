@@ -16,12 +16,12 @@ import (
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
+	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
-	"github.com/porter-ci/porter/pkg/names"
 	"github.com/porter-ci/porter/pkg/podspec"
 )
 
@@ -489,7 +489,7 @@ func (x *executor) resolveResource(ctx context.Context, p *concourse.Plan, step 
 	var timeout time.Duration
 	if step.timeout != "" {
 		var err error
-		if timeout, err = parsePositiveDuration(step.timeout); err != nil {
+		if timeout, err = stepplan.PositiveDuration(step.timeout); err != nil {
 			return nil, nil, fmt.Errorf("timeout: %w", err)
 		}
 	}
@@ -720,37 +720,4 @@ func (st *StepState) translateResource(ev *eventspb.Event) (events.Event, bool) 
 		return nil, true
 	}
 	return nil, false
-}
-
-// validateResourceStep checks what can be checked of a resource step
-// before the build is recorded.
-func validateResourceStep(p *concourse.Plan) error {
-	var kind, name, timeout string
-	var image concourse.TypeImage
-	switch {
-	case p.Get != nil:
-		kind, name, timeout, image = "get", p.Get.Name, p.Get.Timeout, p.Get.TypeImage
-		if p.Get.Version == nil && p.Get.VersionFrom == nil {
-			return fmt.Errorf("get %q has no version to fetch (neither version nor version_from)", name)
-		}
-	case p.Put != nil:
-		kind, name, timeout, image = "put", p.Put.Name, p.Put.Timeout, p.Put.TypeImage
-	case p.Check != nil:
-		kind, name, timeout, image = "check", p.Check.Name, p.Check.Timeout, p.Check.TypeImage
-	}
-	if name == "" {
-		return fmt.Errorf("a %s step has no name", kind)
-	}
-	if err := names.Check(kind, name); err != nil {
-		return err
-	}
-	if timeout != "" {
-		if _, err := parsePositiveDuration(timeout); err != nil {
-			return fmt.Errorf("%s %q: timeout: %w", kind, name, err)
-		}
-	}
-	if image.BaseType == "" && image.CheckPlan == nil && image.GetPlan == nil {
-		return fmt.Errorf("%s %q: its resource type has no image (neither base_type nor check_plan/get_plan)", kind, name)
-	}
-	return nil
 }

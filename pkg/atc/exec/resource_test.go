@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/concourse"
 )
 
@@ -34,7 +35,7 @@ func TestValidateResourceStep(t *testing.T) {
 		{concourse.Plan{Check: &concourse.CheckPlan{TypeImage: base}}, "a check step has no name"},
 		{concourse.Plan{Get: &concourse.GetPlan{Name: "r", TypeImage: base, Version: map[string]string{"v": "1"}}}, ""},
 	} {
-		err := validateResourceStep(&tc.plan)
+		err := stepplan.ValidateResource(&tc.plan)
 		if tc.want == "" {
 			if err != nil {
 				t.Errorf("unexpected error %v", err)

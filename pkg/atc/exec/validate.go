@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskplan"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
@@ -35,7 +35,7 @@ func (s *Runner) ValidatePlan(ctx context.Context, team db.Team, plan *concourse
 		case p.Do != nil, p.InParallel != nil, p.Retry != nil, p.OnSuccess != nil, p.OnFailure != nil,
 			p.OnAbort != nil, p.OnError != nil, p.Ensure != nil, p.Try != nil:
 		case p.Timeout != nil:
-			if _, err := parsePositiveDuration(p.Timeout.Duration); err != nil {
+			if _, err := stepplan.PositiveDuration(p.Timeout.Duration); err != nil {
 				errs = append(errs, fmt.Errorf("timeout: %w", err))
 			}
 		case p.Task != nil:
@@ -63,7 +63,7 @@ func (s *Runner) ValidatePlan(ctx context.Context, team db.Team, plan *concourse
 				errs = append(errs, fmt.Errorf("input %q: %w", p.ArtifactInput.Name, err))
 			}
 		case p.Get != nil, p.Put != nil, p.Check != nil:
-			if err := validateResourceStep(p); err != nil {
+			if err := stepplan.ValidateResource(p); err != nil {
 				errs = append(errs, err)
 			}
 		case p.ArtifactOutput != nil:
@@ -75,7 +75,7 @@ func (s *Runner) ValidatePlan(ctx context.Context, team db.Team, plan *concourse
 		case p.LoadVar != nil:
 			if err := names.Check("load_var", p.LoadVar.Name); err != nil {
 				errs = append(errs, err)
-			} else if _, err := loadVarFormat(p.LoadVar); err != nil {
+			} else if _, err := stepplan.LoadVarFormat(p.LoadVar); err != nil {
 				errs = append(errs, err)
 			} else if p.LoadVar.File == "" {
 				errs = append(errs, fmt.Errorf("load_var %s: no file specified", p.LoadVar.Name))
@@ -110,11 +110,3 @@ type badRequest struct{ error }
 
 func (badRequest) BadRequest() bool { return true }
 func (e badRequest) Unwrap() error  { return e.error }
-
-func parsePositiveDuration(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%q is not a positive duration like \"30m\"", s)
-	}
-	return d, nil
-}
