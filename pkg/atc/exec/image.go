@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/atc/exec/imagecache"
+	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
@@ -208,7 +209,7 @@ func (x *executor) imageCheck(ctx context.Context, task, p *concourse.Plan) (map
 		x.b.Log.Append(events.ImageCheck{Time: time.Now().Unix(), Origin: events.Origin{ID: string(task.ID)}, Plan: public})
 	}
 	fin, done, err := x.runResource(ctx, p, r, step, announce, func() (map[string]any, error) {
-		return map[string]any{"source": nonNilMap(cp.Source), "version": nil}, nil
+		return map[string]any{"source": stepplan.NonNilMap(cp.Source), "version": nil}, nil
 	}, withoutWorkerEvent())
 	if done || fin != nil {
 		defer x.removeImageCheck(ctx, r)

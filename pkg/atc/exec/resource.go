@@ -56,14 +56,6 @@ type resourceResponse struct {
 	Metadata []concourse.MetadataField `json:"metadata,omitempty"`
 }
 
-func eventMetadata(md []concourse.MetadataField) []events.MetadataField {
-	var out []events.MetadataField
-	for _, m := range md {
-		out = append(out, events.MetadataField{Name: m.Name, Value: m.Value})
-	}
-	return out
-}
-
 // check runs a check step: the versions the type's check prints.
 func (x *executor) check(ctx context.Context, p *concourse.Plan) (bool, error) {
 	cp := p.Check
@@ -77,7 +69,7 @@ func (x *executor) check(ctx context.Context, p *concourse.Plan) (bool, error) {
 		if err != nil {
 			return nil, err
 		}
-		req := map[string]any{"source": nonNilMap(source), "version": nil}
+		req := map[string]any{"source": stepplan.NonNilMap(source), "version": nil}
 		if cp.FromVersion != nil {
 			req["version"] = cp.FromVersion
 		}
@@ -137,9 +129,9 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 		if params, err = sv.InterpolateMap(ctx, gp.Params); err != nil {
 			return nil, err
 		}
-		return map[string]any{"source": nonNilMap(source), "version": v, "params": nonNilMap(params)}, nil
+		return map[string]any{"source": stepplan.NonNilMap(source), "version": v, "params": stepplan.NonNilMap(params)}, nil
 	}, withCache(func(image string) (bool, error) {
-		key, err := db.ResourceCacheKey(x.b.TeamID, gp.Type, image, nonNilMap(source), nonNilMap(params), version)
+		key, err := db.ResourceCacheKey(x.b.TeamID, gp.Type, image, stepplan.NonNilMap(source), stepplan.NonNilMap(params), version)
 		if err != nil {
 			return false, err
 		}
@@ -193,8 +185,8 @@ func (x *executor) get(ctx context.Context, p *concourse.Plan) (bool, error) {
 		resp.Version = version
 	}
 	x.b.Log.Append(events.FinishGet{Time: time.Now().Unix(), Origin: origin, ExitStatus: 0,
-		Version: resp.Version, Metadata: eventMetadata(resp.Metadata)})
-	art, ok := outputOf(fin, gp.Name)
+		Version: resp.Version, Metadata: stepplan.EventMetadata(resp.Metadata)})
+	art, ok := stepplan.OutputOf(fin, gp.Name)
 	if !ok {
 		return x.failResource(ctx, p, r, fmt.Errorf("get %q stored no artifact", gp.Name))
 	}
@@ -232,7 +224,7 @@ func (x *executor) put(ctx context.Context, p *concourse.Plan) (bool, error) {
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"source": nonNilMap(source), "params": nonNilMap(params)}, nil
+		return map[string]any{"source": stepplan.NonNilMap(source), "params": stepplan.NonNilMap(params)}, nil
 	})
 	if done || fin == nil {
 		return x.replayed(r, err)
@@ -251,7 +243,7 @@ func (x *executor) put(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return x.failResource(ctx, p, r, errors.New("out printed no version"))
 	}
 	x.b.Log.Append(events.FinishPut{Time: time.Now().Unix(), Origin: origin, ExitStatus: 0,
-		Version: resp.Version, Metadata: eventMetadata(resp.Metadata)})
+		Version: resp.Version, Metadata: stepplan.EventMetadata(resp.Metadata)})
 	x.b.Update(func() { r.Version, r.Metadata = resp.Version, resp.Metadata })
 	if err := x.r.recordBuildVersion(ctx, x.b, pp.Name, pp.Resource, resourceVersion(resp), false); err != nil {
 		return x.failResource(ctx, p, r, fmt.Errorf("record the version of %s: %w", pp.Name, err))
@@ -280,15 +272,6 @@ func (x *executor) getVersion(gp *concourse.GetPlan) (map[string]string, error) 
 	return v, nil
 }
 
-func outputOf(fin *eventspb.StepFinished, name string) (api.ArtifactRef, bool) {
-	for _, o := range fin.GetOutputs() {
-		if o.GetName() == name {
-			return api.ArtifactRef{Key: o.GetKey(), Digest: o.GetDigest(), Size: o.GetSize()}, true
-		}
-	}
-	return api.ArtifactRef{}, false
-}
-
 func (x *executor) saveResourceCache(ctx context.Context, r *StepRecord, gp *concourse.GetPlan, art api.ArtifactRef, resp resourceResponse) {
 	var key string
 	x.b.Update(func() { key = r.CacheKey })
@@ -312,13 +295,6 @@ func (x *executor) saveResourceCache(ctx context.Context, r *StepRecord, gp *con
 		// The get succeeded; only the next one will fetch again.
 		x.r.log.Warn("save resource cache", "build", x.b.ID, "step", gp.Name, "err", err)
 	}
-}
-
-func nonNilMap(m map[string]any) map[string]any {
-	if m == nil {
-		return map[string]any{}
-	}
-	return m
 }
 
 // resourceOption adjusts runResource.
@@ -574,7 +550,7 @@ func (x *executor) putInputs(pp *concourse.PutPlan) ([]action.Input, error) {
 	switch raw {
 	case "", "null", `"detect"`:
 		seen := map[string]bool{}
-		detectInputs(pp.Params, func(name string) {
+		stepplan.DetectInputs(pp.Params, func(name string) {
 			if _, ok := all[name]; ok && !seen[name] {
 				seen[name] = true
 				names = append(names, name)
@@ -603,26 +579,6 @@ func (x *executor) putInputs(pp *concourse.PutPlan) ([]action.Input, error) {
 		inputs = append(inputs, action.Input{Name: n, Path: n, Key: a.Key, Digest: a.Digest})
 	}
 	return inputs, nil
-}
-
-// detectInputs calls f with the first path segment of every string in
-// params: a put's params name the artifacts it reads ("repo/file").
-func detectInputs(v any, f func(string)) {
-	switch v := v.(type) {
-	case string:
-		first, _, _ := strings.Cut(v, "/")
-		if first != "" && first != "." && first != ".." {
-			f(first)
-		}
-	case map[string]any:
-		for _, k := range slices.Sorted(maps.Keys(v)) {
-			detectInputs(v[k], f)
-		}
-	case []any:
-		for _, e := range v {
-			detectInputs(e, f)
-		}
-	}
 }
 
 // resourceImage is the image a resource step runs: a base type's from the

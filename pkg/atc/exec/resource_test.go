@@ -16,7 +16,7 @@ func TestDetectInputs(t *testing.T) {
 		"list":    []any{"repo", "./x", "../y", "built/other"},
 	}
 	var got []string
-	detectInputs(params, func(name string) { got = append(got, name) })
+	stepplan.DetectInputs(params, func(name string) { got = append(got, name) })
 	want := []string{"built", "repo", "built", "release-notes"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("detectInputs = %v, want %v", got, want)

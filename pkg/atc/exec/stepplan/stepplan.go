@@ -1,17 +1,23 @@
 // Package stepplan reads and checks what can be read of a step's plan
-// before the step runs: a load_var's format and file, a resource step's
-// name, type image and timeout, durations.
+// before the step runs (a load_var's format and file, a resource step's
+// name, type image and timeout, durations, a put's inputs), and of what
+// its sidecar reported after (its outputs).
 package stepplan
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/names"
 	"sigs.k8s.io/yaml"
 )
@@ -99,4 +105,50 @@ func PositiveDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is not a positive duration like \"30m\"", s)
 	}
 	return d, nil
+}
+
+// EventMetadata is a resource response's metadata as build events show it.
+func EventMetadata(md []concourse.MetadataField) []events.MetadataField {
+	var out []events.MetadataField
+	for _, m := range md {
+		out = append(out, events.MetadataField{Name: m.Name, Value: m.Value})
+	}
+	return out
+}
+
+// NonNilMap is m, or an empty map for nil (a request's "source": {}).
+func NonNilMap(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// DetectInputs calls f with the first path segment of every string in
+// params: a put's params name the artifacts it reads ("repo/file").
+func DetectInputs(v any, f func(string)) {
+	switch v := v.(type) {
+	case string:
+		first, _, _ := strings.Cut(v, "/")
+		if first != "" && first != "." && first != ".." {
+			f(first)
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			DetectInputs(v[k], f)
+		}
+	case []any:
+		for _, e := range v {
+			DetectInputs(e, f)
+		}
+	}
+}
+
+func OutputOf(fin *eventspb.StepFinished, name string) (api.ArtifactRef, bool) {
+	for _, o := range fin.GetOutputs() {
+		if o.GetName() == name {
+			return api.ArtifactRef{Key: o.GetKey(), Digest: o.GetDigest(), Size: o.GetSize()}, true
+		}
+	}
+	return api.ArtifactRef{}, false
 }
