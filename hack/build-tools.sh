@@ -4,13 +4,13 @@
 # A binary whose stamp matches its pinned version is not rebuilt: a warm run takes
 # well under a second. Prints how long each build took.
 #
-# usage: hack/build-tools.sh [kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy etcd minio registry coredns vault dex]
+# usage: hack/build-tools.sh [kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy etcd containerd minio registry coredns vault dex]
 # (dex, for the single sign-on specs, is built only when named: $TOOLS_BIN/dex-$DEX_VERSION)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy)
-want=("$@"); [ ${#want[@]} -gt 0 ] || want=("${K8S_CMDS[@]}" etcd minio registry coredns vault)
+want=("$@"); [ ${#want[@]} -gt 0 ] || want=("${K8S_CMDS[@]}" etcd containerd minio registry coredns vault)
 mkdir -p "$TOOLS_BIN" "$PORTER_CACHE/src"
 
 # Every build uses the same flags so Go's build cache stays valid between runs:
@@ -139,6 +139,7 @@ build_one() {
   if [ "$name" = dex ]; then build_dex; return; fi
   case $name in
     etcd) version=$ETCD_VERSION ;;
+    containerd) version=$CONTAINERD_VERSION ;;
     minio) version=$MINIO_VERSION ;;
     registry) version=$DISTRIBUTION_VERSION ;;
     coredns) version=$COREDNS_VERSION ;;
@@ -157,6 +158,16 @@ build_one() {
     etcd)
       timed "etcd module" etcd_module
       (cd "$etcd_src" && go build "${GOFLAGS_BUILD[@]}" -ldflags "-s -w" -o "$TOOLS_BIN/etcd.tmp" go.etcd.io/etcd/server/v3) ;;
+    containerd)
+      # The node's runtime and its runc shim, one version. The btrfs, zfs and
+      # devmapper snapshotters need cgo or kernel parts this node lacks; the
+      # cluster uses overlayfs. `containerd --version` reads the -X variable.
+      (cd / && GOBIN="$TOOLS_BIN/.containerd-gobin" go install "${GOFLAGS_BUILD[@]}" -tags "no_btrfs no_zfs no_devmapper" \
+        -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+        "github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
+        "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION")
+      mv "$TOOLS_BIN/.containerd-gobin/containerd-shim-runc-v2" "$TOOLS_BIN/containerd-shim-runc-v2"
+      mv "$TOOLS_BIN/.containerd-gobin/containerd" "$TOOLS_BIN/containerd.tmp" ;;
     minio)
       (cd / && GOBIN="$TOOLS_BIN/.minio-gobin" go install "${GOFLAGS_BUILD[@]}" -ldflags "-s -w" "github.com/minio/minio@$MINIO_VERSION")
       mv "$TOOLS_BIN/.minio-gobin/minio" "$TOOLS_BIN/minio.tmp" ;;

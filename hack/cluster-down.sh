@@ -142,7 +142,7 @@ remove_kubelet_strays() {
   # The device-plugin directory is hard-coded to /var/lib/kubelet/device-plugins.
   rm -f /var/lib/kubelet/device-plugins/kubelet.sock /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
   rmdir /var/lib/kubelet/device-plugins /var/lib/kubelet 2>/dev/null
-  # containerd 1.6 puts shim sockets in the hard-coded /run/containerd/s, which
+  # containerd (2.4 as 1.6) puts shim sockets in the hard-coded /run/containerd/s, which
   # dockerd's containerd shares: remove it only when nothing is left in it.
   rmdir /run/containerd/s /run/containerd 2>/dev/null
   return 0

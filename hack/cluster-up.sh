@@ -109,7 +109,7 @@ check_routing() {
 # today. Each step is a no-op when nothing changed.
 converge_running() {
   local b
-  for b in registry kube-proxy coredns; do
+  for b in registry kube-proxy coredns containerd containerd-shim-runc-v2; do
     [ -x "$TOOLS_BIN/$b" ] || die "$TOOLS_BIN/$b is missing: run hack/build-tools.sh"
   done
   reconcile_containerd
@@ -137,7 +137,7 @@ preflight() {
   [ "$(id -u)" = 0 ] || die "must run as root"
   ensure_apt
   local b
-  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy minio registry coredns; do
+  for b in etcd containerd containerd-shim-runc-v2 kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy minio registry coredns; do
     [ -x "$TOOLS_BIN/$b" ] || die "$TOOLS_BIN/$b is missing: run hack/build-tools.sh"
   done
   for b in /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/firewall /usr/bin/socat /bin/busybox; do
@@ -259,55 +259,68 @@ CONTAINERD_ROOT=$CLUSTER_STATE/containerd
 # registry, on the node IP, is the one exception.
 CONTAINERD_ENV=(HTTP_PROXY=http://127.0.0.1:1 HTTPS_PROXY=http://127.0.0.1:1 NO_PROXY="$NODE_IP")
 
-# Why each setting:
-#  sandbox_image           the local pause image; registry.k8s.io is unreachable.
+# Why each setting (containerd 2.4, config version 4):
+#  imports = []            the host's /etc/containerd/conf.d is not ours to read.
+#  disabled_plugins        no tracing exporter; no NRI plugins (its socket is
+#                          host-wide and dockerd's containerd may own it).
+#  pinned_images.sandbox   the local pause image; registry.k8s.io is unreachable.
+#  use_local_image_pull    pulls through the CRI plugin's own resolver, which
+#                          reads config_path (hosts.toml) below.
+#  config_path             per-registry hosts.toml files: the cluster's registry is
+#                          plain HTTP (containerd would try HTTPS).
 #  restrict_oom_score_adj  root here lacks CAP_SYS_RESOURCE, so runc cannot set the
 #                          -998 the kubelet asks for the pause container ("can't get
 #                          final child's PID from pipe"); clamp to containerd's own score.
+#  runtime_path            the shim built with this containerd, not the one on PATH
+#                          (Debian's, for dockerd's containerd 1.6).
 #  SystemdCgroup = false   no systemd; matches the kubelet's cgroupfs driver.
 #  Root (runc)             runc's default /run/containerd/runc/k8s.io could be shared
 #                          with another containerd.
-#  bin_dir                 Debian installs the CNI plugins in /usr/lib/cni.
+#  bin_dirs                Debian installs the CNI plugins in /usr/lib/cni.
 #  stream_server_address   exec/attach/port-forward served on loopback only.
-#  config_path             per-registry hosts.toml files: the cluster's registry is
-#                          plain HTTP (containerd would try HTTPS).
 containerd_config() {
   local root=$CONTAINERD_ROOT state=$CLUSTER_RUN/containerd
   cat <<EOF
-version = 2
+version = 4
 root = "$root"
 state = "$state"
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-[grpc]
+imports = []
+disabled_plugins = ["io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing", "io.containerd.nri.v1.nri"]
+[plugins."io.containerd.server.v1.grpc"]
   address = "$CONTAINERD_SOCK"
-[ttrpc]
+[plugins."io.containerd.server.v1.ttrpc"]
   address = "$CONTAINERD_SOCK.ttrpc"
-[debug]
+[plugins."io.containerd.server.v1.debug"]
   address = ""
-[metrics]
+[plugins."io.containerd.server.v1.metrics"]
   address = ""
 [plugins."io.containerd.internal.v1.opt"]
   path = "$root/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$PAUSE_IMAGE"
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  use_local_image_pull = true
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "$PAUSE_IMAGE"
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "$CONTAINERD_HOSTS_DIR"
+[plugins."io.containerd.cri.v1.runtime"]
   enable_selinux = false
   restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      runtime_path = "$TOOLS_BIN/containerd-shim-runc-v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         SystemdCgroup = false
         Root = "$CLUSTER_RUN/runc"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
     conf_dir = "$CLUSTER_STATE/cni/net.d"
     max_conf_num = 1
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = "$CONTAINERD_HOSTS_DIR"
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
 EOF
 }
 
@@ -338,9 +351,10 @@ EOF
   mv "$dir/hosts.toml.tmp" "$dir/hosts.toml"
 }
 
-# containerd_settings: a digest of everything containerd reads only at start.
+# containerd_settings: a digest of everything containerd reads only at start,
+# its version included.
 containerd_settings() {
-  { containerd_config; printf '%s\n' "${CONTAINERD_ENV[@]}"; } | sha256sum | cut -d' ' -f1
+  { containerd_config; printf '%s\n' "${CONTAINERD_ENV[@]}"; cat "$TOOLS_BIN/.containerd.version" 2>/dev/null; } | sha256sum | cut -d' ' -f1
 }
 
 start_containerd() {
@@ -348,7 +362,7 @@ start_containerd() {
   containerd_config >"$CONTAINERD_ROOT/config.toml"
   write_containerd_hosts
   containerd_settings >"$CLUSTER_RUN/containerd.settings"
-  start_component containerd "${CONTAINERD_ENV[@]}" containerd --config "$CONTAINERD_ROOT/config.toml" --log-level warn
+  start_component containerd "${CONTAINERD_ENV[@]}" "$TOOLS_BIN/containerd" --config "$CONTAINERD_ROOT/config.toml" --log-level warn
 }
 
 # reconcile_containerd: on a running cluster, restarts containerd if it was
