@@ -31,7 +31,7 @@ func (s *Server) gcWorkers() []gc.Worker {
 	var ws []gc.Worker
 	for _, w := range s.runtime.Workers() {
 		if w.Usable() {
-			ws = append(ws, gc.Worker{Name: w.Name(), Namespace: w.Namespace(), Kube: w.Kube()})
+			ws = append(ws, gc.Worker{Name: w.Name(), Namespace: w.Namespace(), Kube: w.Kube(), Pods: w.Pods})
 		}
 	}
 	return ws

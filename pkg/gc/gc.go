@@ -53,6 +53,30 @@ type Worker struct {
 	Name      string
 	Namespace string
 	Kube      kubernetes.Interface
+	// Pods returns the worker's step pods from a watch's cache, false
+	// while it has not synced; nil lists them from the API instead. A pass
+	// nudged by every finished build (checks end several times a second)
+	// then costs the API server nothing. The pods are the cache's: read
+	// only.
+	Pods func() ([]*corev1.Pod, bool)
+}
+
+// pods lists the worker's step pods, from its cache if it has one.
+func (w Worker) pods(ctx context.Context) ([]*corev1.Pod, error) {
+	if w.Pods != nil {
+		if pods, ok := w.Pods(); ok {
+			return pods, nil
+		}
+	}
+	list, err := w.Kube.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{LabelSelector: podspec.WorkerSelector(w.Name)})
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: list step pods in %s: %w", w.Name, w.Namespace, err)
+	}
+	pods := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
+	}
+	return pods, nil
 }
 
 // Config holds the collector's thresholds; zero values take the defaults.
@@ -336,15 +360,15 @@ func (c *Collector) CollectPods(ctx context.Context) (Result, error) {
 // workerPods applies the retention to one worker's pods and removes its
 // orphans, from one listing of its step pods.
 func (c *Collector) workerPods(ctx context.Context, w Worker, res *Result) error {
-	list, err := w.Kube.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{LabelSelector: podspec.WorkerSelector(w.Name)})
+	list, err := w.pods(ctx)
 	if err != nil {
-		return fmt.Errorf("worker %s: list step pods in %s: %w", w.Name, w.Namespace, err)
+		return err
 	}
 	pods := map[string]*corev1.Pod{}
-	for i := range list.Items {
-		pods[list.Items[i].Name] = &list.Items[i]
+	for _, p := range list {
+		pods[p.Name] = p
 	}
-	return errors.Join(c.finishedPods(ctx, w, pods, res), c.orphanPods(ctx, w, list.Items, res))
+	return errors.Join(c.finishedPods(ctx, w, pods, res), c.orphanPods(ctx, w, list, res))
 }
 
 // finishedPods applies the retention (Retention) to the worker's pods of
@@ -451,7 +475,7 @@ func (c *Collector) checkOnCheckPod(ctx context.Context, ct db.FinishedContainer
 // listed by Porter's labels: a pod without them is never looked at. The
 // pods are listed before the records, and a step's record is written
 // before its pod, so a pod in the list has its record in the later read.
-func (c *Collector) orphanPods(ctx context.Context, w Worker, pods []corev1.Pod, res *Result) error {
+func (c *Collector) orphanPods(ctx context.Context, w Worker, pods []*corev1.Pod, res *Result) error {
 	containers, err := c.db.Containers(ctx, db.ContainerFilter{})
 	if err != nil {
 		return err
@@ -469,11 +493,11 @@ func (c *Collector) orphanPods(ctx context.Context, w Worker, pods []corev1.Pod,
 	now := c.Now()
 	for _, pod := range pods {
 		// A terminating pod is already going (often one finishedPods just deleted).
-		if known[pod.Name] || !porterPod(&pod, w.Name) || pod.DeletionTimestamp != nil ||
+		if known[pod.Name] || !porterPod(pod, w.Name) || pod.DeletionTimestamp != nil ||
 			now.Sub(pod.CreationTimestamp.Time) < c.cfg.OrphanGrace {
 			continue
 		}
-		deleted, err := deletePod(ctx, w, pod.Name, &pod)
+		deleted, err := deletePod(ctx, w, pod.Name, pod)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("worker %s: orphan pod: %w", w.Name, err))
 			continue

@@ -195,3 +195,45 @@ func TestCollectKeepsACheckPodForItsLifetimeAndDropsOnlyItsChecksRecords(t *test
 		t.Errorf("deleted pods %d, records %v: want the expired check pod", res.Pods, store.deleted)
 	}
 }
+
+// A worker with a watch's cache is collected from it: a pass makes no
+// list request, and a cache that has not synced falls back to one.
+func TestCollectReadsPodsFromTheWatchCache(t *testing.T) {
+	now := time.Now()
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: podspec.StepLabels(name, "1", "main", "w"), CreationTimestamp: metav1.NewTime(now)},
+			Status:     corev1.PodStatus{Phase: corev1.PodSucceeded},
+		}
+	}
+	for _, synced := range []bool{true, false} {
+		old := pod(podspec.Name("old"))
+		kube := fake.NewClientset(old)
+		store := &fakeStore{
+			containers: []db.Container{{Handle: "old", WorkerName: "w", StepID: "old"}},
+			finished: []db.FinishedContainer{
+				{Container: db.Container{Handle: "old", WorkerName: "w", StepID: "old", Type: "task", BuildID: 1}, Ended: now.Add(-time.Hour)},
+			},
+		}
+		cached := func() ([]*corev1.Pod, bool) { return []*corev1.Pod{old}, synced }
+		c := New(Config{Retention: Retention{Minimum: time.Minute}}, store, &fakeBlobs{},
+			func() []Worker { return []Worker{{Name: "w", Namespace: "ns", Kube: kube, Pods: cached}} }, slog.New(slog.DiscardHandler))
+		c.Now = func() time.Time { return now }
+		res, err := c.CollectPods(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Pods != 1 || len(store.deleted) != 1 {
+			t.Errorf("synced %v: deleted pods %d, records %v: want the finished step's", synced, res.Pods, store.deleted)
+		}
+		lists := 0
+		for _, a := range kube.Actions() {
+			if a.GetVerb() == "list" {
+				lists++
+			}
+		}
+		if want := map[bool]int{true: 0, false: 1}[synced]; lists != want {
+			t.Errorf("synced %v: %d list requests, want %d", synced, lists, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -43,6 +44,9 @@ func shrink(ctx context.Context, w Worker, pod *corev1.Pod) (bool, error) {
 	resized := pod.DeepCopy()
 	resized.Spec.Containers[i].Resources.Requests = want
 	if _, err := w.Kube.CoreV1().Pods(w.Namespace).UpdateResize(ctx, pod.Name, resized, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return false, nil // changed or gone since the cache saw it: the next pass sees it anew
+		}
 		return false, fmt.Errorf("resize pod %s/%s: %w", w.Namespace, pod.Name, err)
 	}
 	return true, nil

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -111,6 +112,19 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	w.log.Debug("step pod cache synced")
 	return nil
+}
+
+// Pods are the worker's step pods in the cache, false until it has synced.
+// They are the cache's own objects: read only.
+func (w *Watcher) Pods() ([]*corev1.Pod, bool) {
+	if !w.informer.HasSynced() {
+		return nil, false
+	}
+	pods, err := w.lister.Pods(w.namespace).List(labels.Everything())
+	if err != nil {
+		return nil, false
+	}
+	return pods, true
 }
 
 // watchError logs why listing or watching failed; the informer retries by

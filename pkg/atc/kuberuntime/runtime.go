@@ -175,6 +175,10 @@ func (w *Worker) Config() worker.Config { return w.cfg }
 // Kube is the worker's API client.
 func (w *Worker) Kube() kubernetes.Interface { return w.kube }
 
+// Pods are the worker's step pods as its watch last saw them, false until
+// the watch has synced. Read only.
+func (w *Worker) Pods() ([]*corev1.Pod, bool) { return w.pods.Pods() }
+
 // Pod is the step's pod as the worker's watch last saw it.
 func (w *Worker) Pod(stepID string) (*corev1.Pod, bool) { return w.pods.Pod(stepID) }
 
