@@ -144,13 +144,13 @@ func DownloadDir(ctx context.Context, store Store, key, wantDigest, dir string) 
 // DownloadDirLimited is DownloadDir with the given extraction caps
 // (ExtractLimited).
 func DownloadDirLimited(ctx context.Context, store Store, key, wantDigest, dir string, limits ExtractLimits) (Artifact, error) {
-	rc, err := openObject(ctx, store, key)
+	h := sha256.New()
+	rc, err := openObject(ctx, store, key, h)
 	if err != nil {
 		return Artifact{}, err
 	}
 	defer rc.Close()
-	h := sha256.New()
-	body := &countingReader{r: io.TeeReader(rc, h)}
+	body := &countingReader{r: rc}
 	a, err := readArtifact(ctx, body, h, dir, limits)
 	if err != nil {
 		return Artifact{}, fmt.Errorf("download %q into %s: %w", key, dir, err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"hash"
 	"io"
 )
 
@@ -21,8 +22,9 @@ const (
 
 // openObject opens an object for one sequential read: one GET, whose
 // first part is read while the rest of a large object is fetched as ranges
-// in parallel.
-func openObject(ctx context.Context, store Store, key string) (io.ReadCloser, error) {
+// in parallel. Every byte read goes into h, in order; once the reader has
+// returned io.EOF, h holds the whole object's.
+func openObject(ctx context.Context, store Store, key string, h hash.Hash) (io.ReadCloser, error) {
 	rc, info, err := store.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("download %q: %w", key, err)
@@ -37,15 +39,21 @@ func openObject(ctx context.Context, store Store, key string) (io.ReadCloser, er
 		return struct {
 			io.Reader
 			io.Closer
-		}{bufio.NewReaderSize(rc, int(buf)), rc}, nil
+		}{io.TeeReader(bufio.NewReaderSize(rc, int(buf)), h), rc}, nil
 	}
-	return newRangeReader(ctx, store, key, rc, info.Size, rangeChunk, rangeAhead), nil
+	return newRangeReader(ctx, store, key, rc, info.Size, rangeChunk, rangeAhead, h), nil
 }
 
 // rangeReader reads size bytes of an object as ranges of chunk bytes, up
 // to ahead of them fetched at once, in order; the first range comes from
 // first, the object's body already open (closed once read). A range that
 // fails ends the read with its error.
+//
+// Each range is hashed as soon as it and the one before it are (a chain,
+// so h sees the object in order), while the reader consumes the ranges
+// before it: on a download the digest costs as much CPU as everything
+// else together, and this way it runs beside the decoding instead of in
+// its way. A range's buffer is reused once it is both read and hashed.
 type rangeReader struct {
 	cancel context.CancelFunc
 	parts  chan *rangePart // in object order; closed after the last
@@ -58,32 +66,45 @@ type rangeReader struct {
 }
 
 type rangePart struct {
-	done chan struct{} // closed once buf or err is set
-	buf  []byte
-	err  error
+	done   chan struct{} // closed once buf or err is set
+	hashed chan struct{} // closed once buf is in the hash (or will never be)
+	buf    []byte
+	err    error
 }
 
-func newRangeReader(ctx context.Context, store Store, key string, first io.ReadCloser, size, chunk int64, ahead int) *rangeReader {
+func newRangeReader(ctx context.Context, store Store, key string, first io.ReadCloser, size, chunk int64, ahead int, h hash.Hash) *rangeReader {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &rangeReader{cancel: cancel, parts: make(chan *rangePart, ahead-1), free: make(chan []byte, ahead+2), size: size}
 	go func() {
 		defer close(r.parts)
+		prevHashed := make(chan struct{})
+		close(prevHashed)
 		for off := int64(0); off < size; off += chunk {
-			p := &rangePart{done: make(chan struct{})}
+			p := &rangePart{done: make(chan struct{}), hashed: make(chan struct{})}
 			// Blocks while ahead ranges wait to be read: the bound on memory.
 			select {
 			case r.parts <- p:
 			case <-ctx.Done():
 				return
 			}
-			go func(off, n int64) {
-				defer close(p.done)
+			go func(off, n int64, prev <-chan struct{}) {
+				defer close(p.hashed)
 				if off == 0 {
 					p.buf, p.err = r.readFirst(first, key, n)
-					return
+				} else {
+					p.buf, p.err = r.fetch(ctx, store, key, off, n)
 				}
-				p.buf, p.err = r.fetch(ctx, store, key, off, n)
-			}(off, min(chunk, size-off))
+				close(p.done)
+				if p.err != nil {
+					return // the read ends with this error: the hash is moot
+				}
+				select {
+				case <-prev:
+					h.Write(p.buf)
+				case <-ctx.Done():
+				}
+			}(off, min(chunk, size-off), prevHashed)
+			prevHashed = p.hashed
 		}
 	}()
 	return r
@@ -132,6 +153,7 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 	}
 	for r.cur == nil || r.off == len(r.cur.buf) {
 		if r.cur != nil {
+			<-r.cur.hashed
 			select {
 			case r.free <- r.cur.buf:
 			default:

@@ -3,6 +3,7 @@ package blobstore
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -44,7 +45,8 @@ func (s *rangeStore) GetRange(ctx context.Context, _ string, off, n int64) (io.R
 }
 
 // An object read as parallel ranges comes out whole and in order, whatever
-// the read sizes, with no more than `ahead` ranges fetched at once.
+// the read sizes, with no more than `ahead` ranges fetched at once, and
+// its ranges hashed in order beside the reads.
 func TestRangeReaderInOrder(t *testing.T) {
 	data := make([]byte, 10*1000+7) // not a multiple of the chunk
 	r := rand.New(rand.NewPCG(1, 2))
@@ -52,7 +54,8 @@ func TestRangeReaderInOrder(t *testing.T) {
 		data[i] = byte(r.Uint32())
 	}
 	store := &rangeStore{data: data, failAt: -1}
-	rr := newRangeReader(t.Context(), store, "k", io.NopCloser(bytes.NewReader(data[:1000])), int64(len(data)), 1000, 3)
+	h := sha256.New()
+	rr := newRangeReader(t.Context(), store, "k", io.NopCloser(bytes.NewReader(data[:1000])), int64(len(data)), 1000, 3, h)
 	defer rr.Close()
 	var got bytes.Buffer
 	buf := make([]byte, 333)
@@ -69,6 +72,9 @@ func TestRangeReaderInOrder(t *testing.T) {
 	if !bytes.Equal(got.Bytes(), data) {
 		t.Fatalf("read %d bytes differing from the object's %d", got.Len(), len(data))
 	}
+	if want := sha256.Sum256(data); !bytes.Equal(h.Sum(nil), want[:]) {
+		t.Errorf("hash at EOF %x, want the object's %x", h.Sum(nil), want)
+	}
 	if m := store.maxSeen.Load(); m < 2 || m > 3 {
 		t.Errorf("%d ranges fetched at once, want 2..3", m)
 	}
@@ -77,7 +83,7 @@ func TestRangeReaderInOrder(t *testing.T) {
 // A failing range ends the read with its error, after the ranges before it.
 func TestRangeReaderFails(t *testing.T) {
 	data := bytes.Repeat([]byte{1}, 5000)
-	rr := newRangeReader(t.Context(), &rangeStore{data: data, failAt: 3000}, "k", io.NopCloser(bytes.NewReader(data)), int64(len(data)), 1000, 2)
+	rr := newRangeReader(t.Context(), &rangeStore{data: data, failAt: 3000}, "k", io.NopCloser(bytes.NewReader(data)), int64(len(data)), 1000, 2, sha256.New())
 	defer rr.Close()
 	n, err := io.Copy(io.Discard, rr)
 	if !errors.Is(err, errRange) || n != 3000 {
@@ -89,7 +95,7 @@ func TestRangeReaderFails(t *testing.T) {
 func TestRangeReaderCanceled(t *testing.T) {
 	data := make([]byte, 50_000)
 	ctx, cancel := context.WithCancel(t.Context())
-	rr := newRangeReader(ctx, &rangeStore{data: data, failAt: -1}, "k", io.NopCloser(bytes.NewReader(data)), int64(len(data)), 1000, 2)
+	rr := newRangeReader(ctx, &rangeStore{data: data, failAt: -1}, "k", io.NopCloser(bytes.NewReader(data)), int64(len(data)), 1000, 2, sha256.New())
 	defer rr.Close()
 	if _, err := io.ReadFull(rr, make([]byte, 1500)); err != nil {
 		t.Fatal(err)
