@@ -55,6 +55,7 @@ func openObject(ctx context.Context, store Store, key string, h hash.Hash) (io.R
 // else together, and this way it runs beside the decoding instead of in
 // its way. A range's buffer is reused once it is both read and hashed.
 type rangeReader struct {
+	ctx    context.Context
 	cancel context.CancelFunc
 	parts  chan *rangePart // in object order; closed after the last
 	free   chan []byte     // buffers to reuse
@@ -74,7 +75,7 @@ type rangePart struct {
 
 func newRangeReader(ctx context.Context, store Store, key string, first io.ReadCloser, size, chunk int64, ahead int, h hash.Hash) *rangeReader {
 	ctx, cancel := context.WithCancel(ctx)
-	r := &rangeReader{cancel: cancel, parts: make(chan *rangePart, ahead-1), free: make(chan []byte, ahead+2), size: size}
+	r := &rangeReader{ctx: ctx, cancel: cancel, parts: make(chan *rangePart, ahead-1), free: make(chan []byte, ahead+2), size: size}
 	go func() {
 		defer close(r.parts)
 		prevHashed := make(chan struct{})
@@ -162,10 +163,14 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 		}
 		next, ok := <-r.parts
 		if !ok {
-			if r.read < r.size {
+			switch {
+			case r.read < r.size:
 				// Closed early: the context ended.
 				r.err = fmt.Errorf("read stopped after %d of %d bytes: %w", r.read, r.size, io.ErrUnexpectedEOF)
-			} else {
+			case r.ctx.Err() != nil:
+				// Every byte came, but a range may have missed the hash.
+				r.err = fmt.Errorf("read all %d bytes, but not hashed them all: %w", r.size, context.Cause(r.ctx))
+			default:
 				r.err = io.EOF
 			}
 			return 0, r.err
