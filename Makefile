@@ -29,7 +29,7 @@ web: ## rebuild the web UI's committed bundle (pkg/atc/webui/dist) from web/ wit
 	hack/web.sh
 
 .PHONY: tools
-tools: ## build the pinned third-party binaries (Kubernetes incl. kube-proxy, etcd, MinIO, registry, CoreDNS, Vault) from the module proxy
+tools: ## build the pinned third-party binaries (Kubernetes incl. kube-proxy, etcd, containerd, MinIO, registry, CoreDNS, Vault) from the module proxy
 	hack/build-tools.sh
 
 .PHONY: cluster-up
