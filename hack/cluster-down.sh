@@ -25,6 +25,7 @@ leftovers() {
   iptables -S FORWARD 2>/dev/null | grep -q porter-cluster-isolation && return 0
   local h
   for h in /sys/fs/cgroup/*/kubepods; do [ -d "$h" ] && return 0; done
+  pgrep -f -- "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCK\$" >/dev/null && return 0
   return 1
 }
 
@@ -76,6 +77,12 @@ kill_orphans() {
     pid=$(cat "$f")
     kill -0 "$pid" 2>/dev/null || continue
     log "cluster-down: killing leftover shim $pid ($f)"
+    kill -KILL "$pid" 2>/dev/null
+  done
+  # Shims whose state file is gone (seen after containerd was restarted under
+  # running pods) still name our socket on their command line.
+  for pid in $(pgrep -f -- "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCK\$"); do
+    log "cluster-down: killing leftover shim $pid (no state file)"
     kill -KILL "$pid" 2>/dev/null
   done
   for f in $(find /sys/fs/cgroup/pids/kubepods -name cgroup.procs 2>/dev/null); do
