@@ -18,6 +18,10 @@ elapsed() { awk -v a="$T_START" -v b="$(date +%s%N)" 'BEGIN{printf "%.1f", (b-a)
 # else on these machines (dockerd included) uses these prefixes.
 CHAIN_PREFIXES='KUBE-|CNI-'
 
+# our_shims: PIDs of runc shims serving our containerd, by the socket their
+# command line names (they outlive it, and their state file may be gone).
+our_shims() { pgrep -f -- "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCK\$"; }
+
 leftovers() {
   [ -d "$CLUSTER_RUN" ] || [ -d "$CLUSTER_STATE" ] && return 0
   ip -4 addr show dev lo | grep -q " $NODE_IP/32" && return 0
@@ -25,7 +29,7 @@ leftovers() {
   iptables -S FORWARD 2>/dev/null | grep -q porter-cluster-isolation && return 0
   local h
   for h in /sys/fs/cgroup/*/kubepods; do [ -d "$h" ] && return 0; done
-  pgrep -f -- "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCK\$" >/dev/null && return 0
+  our_shims >/dev/null && return 0
   return 1
 }
 
@@ -68,21 +72,14 @@ remove_pods() {
     log "cluster-down: removing pod sandboxes failed; cleaning up by hand (see $CLUSTER_LOGS/cluster-down.log)"
 }
 
-# Processes that outlived containerd: shims recorded in our containerd's state,
-# then anything still in the kubelet's cgroups (only our kubelet creates kubepods).
+# Processes that outlived containerd: its shims (found by the socket they
+# name, since a shim's state file may be gone after containerd restarted under
+# running pods), then anything still in the kubelet's cgroups (only our kubelet
+# creates kubepods).
 kill_orphans() {
   local f pid
-  for f in "$CLUSTER_RUN"/containerd/io.containerd.runtime.v2.task/*/*/shim.pid; do
-    [ -f "$f" ] || continue
-    pid=$(cat "$f")
-    kill -0 "$pid" 2>/dev/null || continue
-    log "cluster-down: killing leftover shim $pid ($f)"
-    kill -KILL "$pid" 2>/dev/null
-  done
-  # Shims whose state file is gone (seen after containerd was restarted under
-  # running pods) still name our socket on their command line.
-  for pid in $(pgrep -f -- "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCK\$"); do
-    log "cluster-down: killing leftover shim $pid (no state file)"
+  for pid in $(our_shims); do
+    log "cluster-down: killing leftover shim $pid"
     kill -KILL "$pid" 2>/dev/null
   done
   for f in $(find /sys/fs/cgroup/pids/kubepods -name cgroup.procs 2>/dev/null); do
