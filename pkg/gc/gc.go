@@ -364,11 +364,24 @@ func (c *Collector) workerPods(ctx context.Context, w Worker, res *Result) error
 	if err != nil {
 		return err
 	}
-	pods := map[string]*corev1.Pod{}
-	for _, p := range list {
-		pods[p.Name] = p
+	return errors.Join(c.finishedPods(ctx, w, byName(list), res), c.orphanPods(ctx, w, list, res))
+}
+
+// byName indexes pods by name.
+func byName(pods []*corev1.Pod) map[string]*corev1.Pod {
+	m := make(map[string]*corev1.Pod, len(pods))
+	for _, p := range pods {
+		m[p.Name] = p
 	}
-	return errors.Join(c.finishedPods(ctx, w, pods, res), c.orphanPods(ctx, w, list, res))
+	return m
+}
+
+// podName is the name of a container record's pod ("" for none).
+func podName(ct db.Container) string {
+	if ct.PodName == "" && ct.StepID != "" {
+		return podspec.Name(ct.StepID)
+	}
+	return ct.PodName
 }
 
 // finishedPods applies the retention (Retention) to the worker's pods of
@@ -391,10 +404,7 @@ func (c *Collector) finishedPods(ctx context.Context, w Worker, pods map[string]
 		if ct.Namespace != "" && ct.Namespace != w.Namespace {
 			continue // recorded in a namespace this worker no longer has
 		}
-		name := ct.PodName
-		if name == "" && ct.StepID != "" {
-			name = podspec.Name(ct.StepID)
-		}
+		name := podName(ct.Container)
 		// A pod whose containers have all ended has nothing left to
 		// intercept (its keep-alive is over, or it was aborted): keeping it
 		// would only keep an API object.

@@ -97,21 +97,20 @@ func (c *Collector) FreeWorker(ctx context.Context, worker string) (int, error) 
 	if err != nil {
 		return 0, err
 	}
+	list, err := w.pods(ctx)
+	if err != nil {
+		return 0, err
+	}
+	pods := byName(list)
 	n := 0
 	var errs []error
 	for _, ct := range finished {
 		if ct.InterceptSessions > 0 || (ct.Namespace != "" && ct.Namespace != w.Namespace) {
 			continue
 		}
-		name := ct.PodName
-		if name == "" && ct.StepID != "" {
-			name = podspec.Name(ct.StepID)
-		}
-		if name == "" {
-			continue
-		}
-		pod, err := w.Kube.CoreV1().Pods(w.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil || pod.DeletionTimestamp != nil || (pod.Status.Phase != corev1.PodRunning && pod.Status.Phase != corev1.PodPending) {
+		name := podName(ct.Container)
+		pod := pods[name]
+		if pod == nil || pod.DeletionTimestamp != nil || (pod.Status.Phase != corev1.PodRunning && pod.Status.Phase != corev1.PodPending) {
 			continue // gone, going, or ended: it holds no slot
 		}
 		deleted, err := deletePod(ctx, *w, name, pod)
