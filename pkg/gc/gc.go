@@ -364,7 +364,11 @@ func (c *Collector) workerPods(ctx context.Context, w Worker, res *Result) error
 	if err != nil {
 		return err
 	}
-	return errors.Join(c.finishedPods(ctx, w, byName(list), res), c.orphanPods(ctx, w, list, res))
+	// The list was taken before this pass deleted anything: a pod that
+	// finishedPods deletes (and whose record it drops) is still in it,
+	// looking like an orphan, so orphanPods is told which ones went.
+	gone := map[string]bool{}
+	return errors.Join(c.finishedPods(ctx, w, byName(list), gone, res), c.orphanPods(ctx, w, list, gone, res))
 }
 
 // byName indexes pods by name.
@@ -393,7 +397,7 @@ func podEnded(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
-func (c *Collector) finishedPods(ctx context.Context, w Worker, pods map[string]*corev1.Pod, res *Result) error {
+func (c *Collector) finishedPods(ctx context.Context, w Worker, pods map[string]*corev1.Pod, gone map[string]bool, res *Result) error {
 	finished, err := c.db.FinishedContainers(ctx, w.Name)
 	if err != nil {
 		return err
@@ -450,6 +454,7 @@ func (c *Collector) finishedPods(ctx context.Context, w Worker, pods map[string]
 				errs = append(errs, fmt.Errorf("worker %s: container %s: %w", w.Name, ct.Handle, err))
 				continue
 			}
+			gone[name] = true
 			if deleted {
 				res.Pods++
 				if d.why == evictedOverCap {
@@ -485,7 +490,7 @@ func (c *Collector) checkOnCheckPod(ctx context.Context, ct db.FinishedContainer
 // listed by Porter's labels: a pod without them is never looked at. The
 // pods are listed before the records, and a step's record is written
 // before its pod, so a pod in the list has its record in the later read.
-func (c *Collector) orphanPods(ctx context.Context, w Worker, pods []*corev1.Pod, res *Result) error {
+func (c *Collector) orphanPods(ctx context.Context, w Worker, pods []*corev1.Pod, gone map[string]bool, res *Result) error {
 	containers, err := c.db.Containers(ctx, db.ContainerFilter{})
 	if err != nil {
 		return err
@@ -502,8 +507,9 @@ func (c *Collector) orphanPods(ctx context.Context, w Worker, pods []*corev1.Pod
 	var errs []error
 	now := c.Now()
 	for _, pod := range pods {
-		// A terminating pod is already going (often one finishedPods just deleted).
-		if known[pod.Name] || !porterPod(pod, w.Name) || pod.DeletionTimestamp != nil ||
+		// A terminating pod is already going, as is one finishedPods just
+		// deleted (the list does not show that yet).
+		if known[pod.Name] || gone[pod.Name] || !porterPod(pod, w.Name) || pod.DeletionTimestamp != nil ||
 			now.Sub(pod.CreationTimestamp.Time) < c.cfg.OrphanGrace {
 			continue
 		}

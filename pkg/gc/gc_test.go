@@ -50,6 +50,7 @@ func (f *fakeStore) SetKeptReason(_ context.Context, h, r string) error {
 }
 func (f *fakeStore) DeleteContainer(_ context.Context, h string) error {
 	f.deleted = append(f.deleted, h)
+	f.containers = slices.DeleteFunc(f.containers, func(c db.Container) bool { return c.Handle == h })
 	return nil
 }
 func (f *fakeStore) DeleteExpiredResourceCaches(context.Context, time.Time) (int64, error) {

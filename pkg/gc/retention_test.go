@@ -237,3 +237,41 @@ func TestCollectReadsPodsFromTheWatchCache(t *testing.T) {
 		}
 	}
 }
+
+// A finished step's pod older than the orphan grace is deleted once: the
+// pass's pod list still shows it after its record went, and it must not
+// be taken for an orphan and deleted again (with its Secret).
+func TestCollectDeletesAFinishedPodOnce(t *testing.T) {
+	now := time.Now()
+	old := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: podspec.Name("old"), Namespace: "ns", Labels: podspec.StepLabels("old", "1", "main", "w"), CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))},
+		Status:     corev1.PodStatus{Phase: corev1.PodSucceeded},
+	}
+	kube := fake.NewClientset(old)
+	store := &fakeStore{
+		containers: []db.Container{{Handle: "old", WorkerName: "w", StepID: "old"}},
+		finished: []db.FinishedContainer{
+			{Container: db.Container{Handle: "old", WorkerName: "w", StepID: "old", Type: "task", BuildID: 1}, Ended: now.Add(-time.Hour)},
+		},
+	}
+	cached := func() ([]*corev1.Pod, bool) { return []*corev1.Pod{old}, true }
+	c := New(Config{Retention: Retention{Minimum: time.Minute}, OrphanGrace: time.Minute}, store, &fakeBlobs{},
+		func() []Worker { return []Worker{{Name: "w", Namespace: "ns", Kube: kube, Pods: cached}} }, slog.New(slog.DiscardHandler))
+	c.Now = func() time.Time { return now }
+	res, err := c.CollectPods(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pods != 1 || res.OrphanPods != 0 || len(store.deleted) != 1 {
+		t.Errorf("deleted pods %d, orphans %d, records %v: want the finished step's pod, no orphan", res.Pods, res.OrphanPods, store.deleted)
+	}
+	deletes := map[string]int{}
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "delete" {
+			deletes[a.GetResource().Resource]++
+		}
+	}
+	if deletes["pods"] != 1 || deletes["secrets"] != 1 {
+		t.Errorf("delete requests %v: want one for the pod and one for its Secret", deletes)
+	}
+}
