@@ -200,7 +200,7 @@ func (s *Server) resume(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("resume build %d: %w", rec.ID, err)
 		}
-		b.Pipeline, b.Job = jb.PipelineName, jb.JobName
+		b.Pipeline, b.Job, b.InstanceVars = jb.PipelineName, jb.JobName, jb.PipelineInstanceVars
 		if len(rec.State) > 0 {
 			if err := json.Unmarshal(rec.State, &b.State); err != nil {
 				return fmt.Errorf("resume build %d: decode its state: %w", rec.ID, err)

@@ -54,7 +54,7 @@ func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan 
 	}
 	rec.Status, rec.StartTime = concourse.StatusStarted, now
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
-	b.Pipeline, b.Job = rec.PipelineName, rec.JobName
+	b.Pipeline, b.Job, b.InstanceVars = rec.PipelineName, rec.JobName, rec.PipelineInstanceVars
 	b.Log.Append(events.Status{Status: concourse.StatusStarted, Time: now.Unix()})
 	s.startBuild(s.shutdownCtx(), b, plan)
 	s.runs.Add(1) // Run waits for it

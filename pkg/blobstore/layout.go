@@ -1,6 +1,9 @@
 package blobstore
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"path"
 	"strings"
@@ -100,4 +103,25 @@ func CheckedTaskCacheKey(team, pipeline, job, step, cachePath string) (string, e
 		return "", fmt.Errorf("cache path %q is not a directory inside the task's working directory", cachePath)
 	}
 	return TaskCacheKey(team, pipeline, job, step, cachePath), nil
+}
+
+// TaskCachePipeline is the pipeline segment of a task cache's key: the
+// pipeline's name, and for an instance of an instanced pipeline also a
+// digest of its instance vars, so that instances neither share nor clear
+// each other's caches (Concourse keys them by job, which is per instance).
+// A pipeline named like an instance's segment would share that instance's
+// caches; both are the same team's.
+func TaskCachePipeline(name string, instanceVars map[string]any) string {
+	if len(instanceVars) == 0 {
+		return name
+	}
+	// Maps marshal with sorted keys: the same vars give the same segment.
+	b, err := json.Marshal(instanceVars)
+	if err != nil {
+		// Vars read back from the database always marshal; keep the name
+		// apart from the plain pipeline's anyway.
+		b = []byte(fmt.Sprint(instanceVars))
+	}
+	sum := sha256.Sum256(b)
+	return name + "@" + hex.EncodeToString(sum[:8])
 }

@@ -49,3 +49,20 @@ func TestTaskCacheKey(t *testing.T) {
 		}
 	}
 }
+
+// Instances of one pipeline get segments of their own, the same vars the
+// same one whatever their order, and a plain pipeline keeps its name.
+func TestTaskCachePipeline(t *testing.T) {
+	if got := TaskCachePipeline("p", nil); got != "p" {
+		t.Errorf("plain pipeline: %q, want %q", got, "p")
+	}
+	a := TaskCachePipeline("p", map[string]any{"branch": "a", "n": 1.0})
+	again := TaskCachePipeline("p", map[string]any{"n": 1.0, "branch": "a"})
+	b := TaskCachePipeline("p", map[string]any{"branch": "b", "n": 1.0})
+	if a != again || a == b || !strings.HasPrefix(a, "p@") {
+		t.Errorf("instances: a %q, a again %q, b %q: want stable, distinct p@ segments", a, again, b)
+	}
+	if _, err := TaskCachePrefix("main", a); err != nil {
+		t.Errorf("an instance's segment is no key segment: %v", err)
+	}
+}

@@ -415,6 +415,59 @@ var _ = Describe("pipelines", func() {
 		Expect(jobs).To(HaveLen(1))
 	})
 
+	It("keeps the task caches of each instance of an instanced pipeline apart (a build's cache, clear-task-cache, destroy-pipeline)", func(ctx SpecContext) {
+		name := pipelineName("inst-caches")
+		a, b := name+"/branch:a", name+"/branch:b"
+		config := writeFile("caches.yml", `jobs:
+- name: build
+  plan:
+  - task: unit
+    config:
+      platform: linux
+      image_resource: {type: registry-image, source: {repository: busybox}}
+      caches: [{path: cache}]
+      run: {path: sh, args: [-c, "date > cache/stamp"]}
+`)
+		succeed(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", config, "-i", "branch=a")
+		succeed(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", config, "-i", "branch=b")
+		cl := s.env.Cluster
+		store, err := blobstore.Open(ctx, blobstore.Config{Driver: blobstore.DriverMinio,
+			Endpoint: cl["PORTER_CLUSTER_MINIO_ENDPOINT"], Bucket: s.server.Config.Bucket, Region: cl["PORTER_CLUSTER_MINIO_REGION"],
+			AccessKey: cl["PORTER_CLUSTER_MINIO_ACCESS_KEY"], SecretKey: cl["PORTER_CLUSTER_MINIO_SECRET_KEY"]})
+		Expect(err).NotTo(HaveOccurred())
+		exists := func(k string) bool {
+			_, err := store.Stat(ctx, k)
+			return err == nil
+		}
+		segA := blobstore.TaskCachePipeline(name, map[string]any{"branch": "a"})
+		segB := blobstore.TaskCachePipeline(name, map[string]any{"branch": "b"})
+		Expect(segA).NotTo(Equal(segB))
+
+		// A build of instance a stores its cache under a's key only.
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", a)
+		res := succeed(ctx, s.adminFly, "trigger-job", "-j", a+"/build", "-w")
+		cacheA := blobstore.TaskCacheKey("main", segA, "build", "unit", "cache")
+		Expect(exists(cacheA)).To(BeTrue(), res.String())
+		Expect(exists(blobstore.TaskCacheKey("main", name, "build", "unit", "cache"))).To(BeFalse())
+		cacheB := blobstore.TaskCacheKey("main", segB, "build", "unit", "cache")
+		Expect(exists(cacheB)).To(BeFalse())
+		_, err = store.Put(ctx, cacheB, strings.NewReader("cache"), 5, blobstore.PutOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		// Clearing or destroying one instance leaves the other's.
+		res = succeed(ctx, s.adminFly, "clear-task-cache", "-n", "-j", a+"/build", "-s", "unit")
+		Expect(res.Stdout).To(ContainSubstring("1 caches removed"), res.String())
+		Expect(exists(cacheA)).To(BeFalse())
+		Expect(exists(cacheB)).To(BeTrue())
+		_, err = store.Put(ctx, cacheA, strings.NewReader("cache"), 5, blobstore.PutOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		succeed(ctx, s.adminFly, "destroy-pipeline", "-n", "-p", a)
+		Expect(exists(cacheA)).To(BeFalse())
+		Expect(exists(cacheB)).To(BeTrue())
+		succeed(ctx, s.adminFly, "destroy-pipeline", "-n", "-p", b)
+		Expect(exists(cacheB)).To(BeFalse())
+	})
+
 	It("clears a job's task caches and a resource's caches (clear-task-cache, clear-resource-cache)", func(ctx SpecContext) {
 		name := pipelineName("caches")
 		setPipeline(ctx, s.adminFly, name, "x")

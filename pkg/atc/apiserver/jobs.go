@@ -136,7 +136,7 @@ func (s *Server) handleUnpauseJob(w http.ResponseWriter, r *http.Request, jr job
 // many it removed.
 func (s *Server) handleClearTaskCache(w http.ResponseWriter, r *http.Request, jr jobRequest) {
 	step, cachePath := r.PathValue("step_name"), r.URL.Query().Get("cache_path")
-	prefix, err := blobstore.TaskCachePrefix(jr.team.Name, jr.pipeline.Name, jr.job.Name, step)
+	prefix, err := blobstore.TaskCachePrefix(jr.team.Name, blobstore.TaskCachePipeline(jr.pipeline.Name, jr.pipeline.InstanceVars), jr.job.Name, step)
 	if err != nil {
 		s.fail(w, r, badRequest(err))
 		return
@@ -158,7 +158,7 @@ func (s *Server) handleClearTaskCache(w http.ResponseWriter, r *http.Request, jr
 
 // deleteCache deletes one cache of a task step; 0 if there is none.
 func (s *Server) deleteCache(r *http.Request, jr jobRequest, step, cachePath string) (int64, error) {
-	key, err := blobstore.CheckedTaskCacheKey(jr.team.Name, jr.pipeline.Name, jr.job.Name, step, cachePath)
+	key, err := blobstore.CheckedTaskCacheKey(jr.team.Name, blobstore.TaskCachePipeline(jr.pipeline.Name, jr.pipeline.InstanceVars), jr.job.Name, step, cachePath)
 	if err != nil {
 		return 0, badRequest(err)
 	}

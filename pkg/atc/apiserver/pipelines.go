@@ -428,7 +428,7 @@ func (s *Server) handleDeletePipeline(w http.ResponseWriter, r *http.Request, pr
 	s.log.InfoContext(r.Context(), "pipeline deleted", "team", pr.team.Name, "pipeline", pr.pipeline.Name, "id", pr.pipeline.ID)
 	// The pipeline is gone whatever happens to its caches; a new pipeline
 	// of the same name must not find them, so failures are logged loudly.
-	if prefix, err := blobstore.TaskCachePrefix(pr.team.Name, pr.pipeline.Name); err == nil {
+	if prefix, err := blobstore.TaskCachePrefix(pr.team.Name, blobstore.TaskCachePipeline(pr.pipeline.Name, pr.pipeline.InstanceVars)); err == nil {
 		if _, err := s.deleteObjects(r.Context(), prefix); err != nil {
 			s.log.ErrorContext(r.Context(), "deleting the task caches of a deleted pipeline", "prefix", prefix, "err", err)
 		}
@@ -531,8 +531,8 @@ func (s *Server) handleRenamePipeline(w http.ResponseWriter, r *http.Request, pr
 		s.fail(w, r, err)
 		return
 	}
-	from, err1 := blobstore.TaskCachePrefix(pr.team.Name, pr.pipeline.Name)
-	to, err2 := blobstore.TaskCachePrefix(pr.team.Name, in.Name)
+	from, err1 := blobstore.TaskCachePrefix(pr.team.Name, blobstore.TaskCachePipeline(pr.pipeline.Name, pr.pipeline.InstanceVars))
+	to, err2 := blobstore.TaskCachePrefix(pr.team.Name, blobstore.TaskCachePipeline(in.Name, pr.pipeline.InstanceVars))
 	if err1 == nil && err2 == nil {
 		if err := s.moveObjects(r.Context(), from, to); err != nil {
 			s.log.ErrorContext(r.Context(), "moving the task caches of a renamed pipeline", "from", from, "to", to, "err", err)

@@ -32,8 +32,9 @@ type Build struct {
 	Team   string
 	TeamID int
 	// Pipeline and Job name a job build's (empty for one-off builds): task
-	// caches are keyed by them.
+	// caches are keyed by them, and by the pipeline's InstanceVars.
 	Pipeline, Job string
+	InstanceVars  map[string]any
 	Log           *buildlog.Log
 	// Abort cancels the build's run context with ErrAborted.
 	Abort context.CancelCauseFunc

@@ -302,7 +302,7 @@ func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 		a.Outputs = append(a.Outputs, action.Output{Name: out.Name, Path: out.DirPath()})
 	}
 	for _, c := range cfg.Caches {
-		key, err := blobstore.CheckedTaskCacheKey(b.Team, b.Pipeline, b.Job, name, c.Path)
+		key, err := blobstore.CheckedTaskCacheKey(b.Team, taskCachePipeline(b), b.Job, name, c.Path)
 		if err != nil {
 			return nil, events.TaskConfig{}, nil, fmt.Errorf("task %q: %w", name, err)
 		}
@@ -337,4 +337,13 @@ func buildStatus(r eventspb.Result) concourse.BuildStatus {
 		return concourse.StatusAborted
 	}
 	return concourse.StatusErrored
+}
+
+// taskCachePipeline is the pipeline segment of b's task cache keys ("" for
+// a one-off build).
+func taskCachePipeline(b *Build) string {
+	if b.Pipeline == "" {
+		return ""
+	}
+	return blobstore.TaskCachePipeline(b.Pipeline, b.InstanceVars)
 }
