@@ -96,14 +96,21 @@ type ContainerFilter struct {
 	PlanID   string
 	// Where the container's build belongs (fly intercept -j P/J, --check).
 	PipelineName, JobName, BuildName, ResourceName string
+	// InstanceVars name the instance of PipelineName (none: the pipeline
+	// that is no instance), as in Concourse.
+	InstanceVars map[string]any
 }
 
 // Containers lists the containers that match f, oldest first, with
 // where their builds belong.
 func (d *DB) Containers(ctx context.Context, f ContainerFilter) ([]Container, error) {
+	instanceVars, err := instanceVarsJSON(f.InstanceVars)
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
 	rows, err := d.pool.Query(ctx, "SELECT "+containerColumns+`, pipeline_id, pipeline_name, job_id, job_name, resource_name FROM (
 			SELECT containers.*, COALESCE(b.pipeline_id, 0) AS pipeline_id, COALESCE(p.name, '') AS pipeline_name,
-				COALESCE(b.job_id, 0) AS job_id, COALESCE(j.name, '') AS job_name, COALESCE(r.name, '') AS resource_name
+				COALESCE(p.instance_vars, '{}') AS pipeline_instance_vars, COALESCE(b.job_id, 0) AS job_id, COALESCE(j.name, '') AS job_name, COALESCE(r.name, '') AS resource_name
 			FROM containers LEFT JOIN builds b ON b.id = containers.build_id
 				LEFT JOIN pipelines p ON p.id = b.pipeline_id LEFT JOIN jobs j ON j.id = b.job_id
 				LEFT JOIN resources r ON r.id = b.resource_id) c
@@ -112,12 +119,12 @@ func (d *DB) Containers(ctx context.Context, f ContainerFilter) ([]Container, er
 		  AND ($3 = '' OR step_name = $3)
 		  AND ($4 = '' OR type = $4)
 		  AND ($5 = '' OR plan_id = $5)
-		  AND ($6 = '' OR pipeline_name = $6)
+		  AND ($6 = '' OR (pipeline_name = $6 AND pipeline_instance_vars = $10::jsonb))
 		  AND ($7 = '' OR job_name = $7)
 		  AND ($8 = '' OR build_name = $8)
 		  AND ($9 = '' OR resource_name = $9)
 		ORDER BY create_time, handle`,
-		f.TeamID, f.BuildID, f.StepName, f.Type, f.PlanID, f.PipelineName, f.JobName, f.BuildName, f.ResourceName)
+		f.TeamID, f.BuildID, f.StepName, f.Type, f.PlanID, f.PipelineName, f.JobName, f.BuildName, f.ResourceName, instanceVars)
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}

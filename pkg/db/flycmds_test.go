@@ -280,6 +280,10 @@ func TestClearVersionsBuildsByPipelineAndTimeContainersOfJobs(t *testing.T) {
 	if cs, _ := d.Containers(ctx, ContainerFilter{TeamID: f.teamID, PipelineName: "p", JobName: "other"}); len(cs) != 0 {
 		t.Fatalf("containers of p/other: %+v", cs)
 	}
+	// p is no instance: an instance of a p is another pipeline.
+	if cs, err := d.Containers(ctx, ContainerFilter{TeamID: f.teamID, PipelineName: "p", JobName: "unit", InstanceVars: map[string]any{"branch": "a"}}); err != nil || len(cs) != 0 {
+		t.Fatalf("containers of p/branch:a/unit: %+v %v", cs, err)
+	}
 	if cs, _ := d.Containers(ctx, ContainerFilter{TeamID: f.teamID, StepName: "t"}); len(cs) != 2 {
 		t.Fatalf("containers of step t: %+v", cs)
 	}

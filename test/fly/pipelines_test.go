@@ -415,7 +415,7 @@ var _ = Describe("pipelines", func() {
 		Expect(jobs).To(HaveLen(1))
 	})
 
-	It("keeps the task caches of each instance of an instanced pipeline apart (a build's cache, clear-task-cache, destroy-pipeline)", func(ctx SpecContext) {
+	It("keeps the task caches of each instance of an instanced pipeline apart (a build's cache, clear-task-cache, destroy-pipeline) and intercepts one instance's step", func(ctx SpecContext) {
 		name := pipelineName("inst-caches")
 		a, b := name+"/branch:a", name+"/branch:b"
 		config := writeFile("caches.yml", `jobs:
@@ -451,8 +451,15 @@ var _ = Describe("pipelines", func() {
 		Expect(exists(blobstore.TaskCacheKey("main", name, "build", "unit", "cache"))).To(BeFalse())
 		cacheB := blobstore.TaskCacheKey("main", segB, "build", "unit", "cache")
 		Expect(exists(cacheB)).To(BeFalse())
-		_, err = store.Put(ctx, cacheB, strings.NewReader("cache"), 5, blobstore.PutOptions{})
-		Expect(err).NotTo(HaveOccurred())
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", b)
+		res = succeed(ctx, s.adminFly, "trigger-job", "-j", b+"/build", "-w")
+		Expect(exists(cacheB)).To(BeTrue(), res.String())
+
+		// fly intercept -j names one instance's job: its step's pod only
+		// (two would make fly ask which one).
+		res = run(ctx, s.adminFly, "intercept", "-j", a+"/build", "-s", "unit", "--", "cat", "cache/stamp")
+		Expect(res.ExitCode).To(Equal(0), res.String())
+		Expect(res.Stdout).NotTo(BeEmpty(), res.String())
 
 		// Clearing or destroying one instance leaves the other's.
 		res = succeed(ctx, s.adminFly, "clear-task-cache", "-n", "-j", a+"/build", "-s", "unit")

@@ -36,6 +36,12 @@ func (s *Server) handleContainers(w http.ResponseWriter, r *http.Request, _ auth
 	// fly intercept -j P/J [-b N] and --check P/R name where the build belongs.
 	f := db.ContainerFilter{TeamID: team.ID, StepName: q.Get("step_name"), Type: q.Get("type"),
 		PipelineName: q.Get("pipeline_name"), JobName: q.Get("job_name"), BuildName: q.Get("build_name"), ResourceName: q.Get("resource_name")}
+	iv, err := instanceVarsFromQuery(q)
+	if err != nil {
+		s.fail(w, r, badRequest(err))
+		return
+	}
+	f.InstanceVars = iv
 	if v := q.Get("build_id"); v != "" {
 		id, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {

@@ -28,6 +28,8 @@ func TestContainers(t *testing.T) {
 		t.Errorf("containers %+v", cs)
 	}
 	wantError(t, a.do(t, "GET", "/api/v1/teams/main/containers?build_id=one", viewer, ""), 400, `build_id="one": want a number`)
+	// fly intercept -j P/I/J sends the instance's vars as vars=<JSON>.
+	wantError(t, a.do(t, "GET", "/api/v1/teams/main/containers?pipeline_name=p&job_name=j&vars=nope", viewer, ""), 400, `instance vars: vars="nope" is not JSON`)
 	if c := decode[concourse.Container](t, a.do(t, "GET", "/api/v1/teams/main/containers/c2", viewer, ""), 200); c.ID != "c2" || c.BuildID != 2 {
 		t.Errorf("container %+v", c)
 	}
