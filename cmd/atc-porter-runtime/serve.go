@@ -187,6 +187,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.dnsPolicy, "dns-policy", string(corev1.DNSClusterFirst), "step pods' dnsPolicy")
 	fs.StringVar(&o.pullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent), "step images' pull policy: Always, IfNotPresent or Never")
 	fs.DurationVar(&cfg.KeepAlive, "keep-alive", 0, "how long a finished step stays interceptible")
+	fs.IntVar(&cfg.CheckPodMaxChecks, "check-pod-max-checks", 16, "how many checks one check pod runs at once (they share its memory and CPU); more wait for one to end (0: no bound)")
 	fs.DurationVar(&cfg.CheckPodLifetime, "check-pod-lifetime", 10*time.Minute, "how long a check pod lives: it runs the checks of one team, worker and resource type image, each as a session, taking new ones for the first half of its life (0: a pod per check)")
 	fs.DurationVar(&cfg.PodRetention, "pod-retention", 2*time.Minute, "how long every finished build's step pod is kept at least (not a check's: only the latest check of each resource is kept)")
 
@@ -296,6 +297,9 @@ func (o *serveOptions) config() (atc.Config, error) {
 		if f.v < 0 {
 			return cfg, fmt.Errorf("%s %d: must not be negative (0 keeps every log)", f.flag, f.v)
 		}
+	}
+	if cfg.CheckPodMaxChecks < 0 {
+		return cfg, fmt.Errorf("--check-pod-max-checks %d: must not be negative (0: no bound)", cfg.CheckPodMaxChecks)
 	}
 	if cfg.BaseResourceTypes, err = parseBaseResourceTypes(o.baseTypes); err != nil {
 		return cfg, err

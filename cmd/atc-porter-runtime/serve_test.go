@@ -84,6 +84,7 @@ func TestServeRefusesBadValuesNamingTheFlag(t *testing.T) {
 		{[]string{"--workers-config", "/nonexistent/workers.yaml"}, "--workers-config"},
 		{[]string{"--base-resource-type-defaults", "/nonexistent/defaults.yml"}, "--base-resource-type-defaults"},
 		{[]string{"--max-build-logs-to-retain", "-1"}, "--max-build-logs-to-retain -1: must not be negative"},
+		{[]string{"--check-pod-max-checks", "-1"}, "--check-pod-max-checks -1: must not be negative"},
 		{[]string{"stray"}, `"stray"`},
 		{[]string{"--vault-url", "http://vault:8200"}, "--vault-client-token is required"},
 		{[]string{"--vault-url", "vault:8200", "--vault-client-token", "t"}, `--vault-url "vault:8200" must be http:// or https://`},

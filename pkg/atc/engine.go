@@ -21,7 +21,7 @@ import (
 func (s *Server) newExec() *exec.Runner {
 	cfg := exec.Config{KeepAlive: s.cfg.KeepAlive, ExternalURL: s.cfg.ExternalURL, BaseResourceTypes: s.cfg.BaseResourceTypes,
 		BaseResourceTypeDefaults: s.cfg.BaseResourceTypeDefaults, PodOTLPEndpoint: s.cfg.PodOTLPEndpoint,
-		CheckPodLifetime: s.cfg.CheckPodLifetime}
+		CheckPodLifetime: s.cfg.CheckPodLifetime, CheckPodMaxChecks: s.cfg.CheckPodMaxChecks}
 	if s.runtime != nil {
 		cfg.ArtifactWorker = s.artifactWorker()
 	}

@@ -90,7 +90,9 @@ type Config struct {
 	// of its team, worker and resource type image as sessions; 0 gives
 	// each check a pod of its own.
 	CheckPodLifetime time.Duration
-	GC               GCConfig // the garbage collector (gc.go)
+	// CheckPodMaxChecks bounds the checks one check pod runs at once.
+	CheckPodMaxChecks int
+	GC                GCConfig // the garbage collector (gc.go)
 	// Blobstore is the ATC's own access; PodBlobstoreEndpoint, when set, is
 	// the endpoint step pods use instead (a different network view).
 	Blobstore            blobstore.Config

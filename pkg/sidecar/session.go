@@ -1,8 +1,10 @@
 package sidecar
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"sync"
@@ -33,7 +35,9 @@ func (e *Entrypointer) session(id string) *session {
 func (e *Entrypointer) openSession(open *eventspb.SessionOpen) {
 	s, err := e.startSession(open)
 	if err != nil {
-		e.post(sessionMsg(&eventspb.SessionOutput{SessionId: open.GetSessionId(), Exited: true, ExitStatus: -1, Error: err.Error()}))
+		var nf commandNotFound
+		e.post(sessionMsg(&eventspb.SessionOutput{SessionId: open.GetSessionId(), Exited: true, ExitStatus: -1, Error: err.Error(),
+			NotFound: errors.As(err, &nf)}))
 		return
 	}
 	e.mu.Lock()
@@ -65,7 +69,7 @@ func (e *Entrypointer) startSession(open *eventspb.SessionOpen) (*session, error
 	}
 	path, err := lookPath(argv[0], env)
 	if err != nil {
-		return nil, fmt.Errorf("start %q: %w", argv[0], err)
+		return nil, startFailed(argv[0], err)
 	}
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, SysProcAttr: processAttr(cred, false)}
 	s := &session{id: open.GetSessionId(), cmd: cmd, post: e.post}
@@ -97,7 +101,7 @@ func (e *Entrypointer) startSession(open *eventspb.SessionOpen) (*session, error
 			return nil, fmt.Errorf("session stderr: %w", err)
 		}
 		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("start %q: %w", argv[0], err)
+			return nil, startFailed(argv[0], err)
 		}
 		s.stdin = stdin
 		outputs = []io.Reader{stdout, stderr}
@@ -178,4 +182,20 @@ func (e *Entrypointer) closeSessions() {
 	for _, s := range e.sessions {
 		s.close()
 	}
+}
+
+// commandNotFound is a session's command missing from the image, told
+// apart so that a check pod's caller can say so (a resource type's image
+// without its check script) without reading the message.
+type commandNotFound struct{ error }
+
+func (e commandNotFound) Unwrap() error { return e.error }
+
+// startFailed is the error of a session command that did not start.
+func startFailed(argv0 string, err error) error {
+	err = fmt.Errorf("start %q: %w", argv0, err)
+	if errors.Is(err, fs.ErrNotExist) {
+		return commandNotFound{err}
+	}
+	return err
 }

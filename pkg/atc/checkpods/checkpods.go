@@ -26,6 +26,11 @@ type Key struct{ Team, Worker, Image, Tags, Platform string }
 // whose sidecar went away is replaced.
 type Pool struct {
 	Lifetime time.Duration
+	// MaxChecks bounds the checks one pod runs at once (0: no bound): they
+	// share the pod's memory and CPU, so a burst (a pipeline of many
+	// resources set, a server restarted) queues instead of running the pod
+	// out of memory. A check beyond it waits for one to end.
+	MaxChecks int
 	// Connected reports whether a pod's sidecar is connected now.
 	Connected func(stepID string) bool
 	// Now is the clock (time.Now when nil).
@@ -40,6 +45,20 @@ type pod struct {
 	created time.Time
 	ready   chan struct{} // closed once it can take sessions, or err says why not
 	err     error
+	slots   chan struct{} // one per check running (nil: no bound)
+}
+
+// Lease is a check's place in a pod: Release it when the check ends.
+type Lease struct {
+	StepID string
+	slots  chan struct{}
+}
+
+// Release gives the check's place back.
+func (l Lease) Release() {
+	if l.slots != nil {
+		<-l.slots
+	}
 }
 
 func (p *Pool) now() time.Time {
@@ -49,11 +68,12 @@ func (p *Pool) now() time.Time {
 	return time.Now()
 }
 
-// Acquire returns the step ID of a ready pod for key. When there is none
-// in its first half of life, newID names a new one and create starts it
-// (the caller's step waits for it to be ready); checks that come
-// meanwhile wait for that one. A failed creation is every waiter's error.
-func (p *Pool) Acquire(ctx context.Context, key Key, newID func() string, create func(stepID string) error) (string, error) {
+// Acquire returns a place in a ready pod for key, once the pod runs fewer
+// than MaxChecks checks. When there is no pod in its first half of life,
+// newID names a new one and create starts it (the caller's step waits for
+// it to be ready); checks that come meanwhile wait for that one. A failed
+// creation is every waiter's error.
+func (p *Pool) Acquire(ctx context.Context, key Key, newID func() string, create func(stepID string) error) (Lease, error) {
 	p.mu.Lock()
 	if p.pods == nil {
 		p.pods = map[Key]*pod{}
@@ -69,6 +89,9 @@ func (p *Pool) Acquire(ctx context.Context, key Key, newID func() string, create
 	}
 	if !fresh {
 		cur = &pod{stepID: newID(), created: p.now(), ready: make(chan struct{})}
+		if p.MaxChecks > 0 {
+			cur.slots = make(chan struct{}, p.MaxChecks)
+		}
 		p.pods[key] = cur
 	}
 	p.mu.Unlock()
@@ -86,12 +109,19 @@ func (p *Pool) Acquire(ctx context.Context, key Key, newID func() string, create
 	select {
 	case <-cur.ready:
 	case <-ctx.Done():
-		return "", context.Cause(ctx)
+		return Lease{}, context.Cause(ctx)
 	}
 	if cur.err != nil {
-		return "", cur.err
+		return Lease{}, cur.err
 	}
-	return cur.stepID, nil
+	if cur.slots != nil {
+		select {
+		case cur.slots <- struct{}{}:
+		case <-ctx.Done():
+			return Lease{}, context.Cause(ctx)
+		}
+	}
+	return Lease{StepID: cur.stepID, slots: cur.slots}, nil
 }
 
 // Result is how a check's process ended.
@@ -99,6 +129,8 @@ type Result struct {
 	ExitStatus int32
 	// Error: the process could not start or run (the session's error).
 	Error string
+	// NotFound: with Error, the command is not in the pod's image.
+	NotFound bool
 	// Stdout is the response, valid JSON, when the process exited 0;
 	// StdoutErr says what was wrong with it otherwise.
 	Stdout    []byte
@@ -138,7 +170,7 @@ func Run(ctx context.Context, open func(context.Context, *eventspb.SessionOpen) 
 		if !msg.GetExited() {
 			continue
 		}
-		res := Result{ExitStatus: msg.GetExitStatus(), Error: msg.GetError()}
+		res := Result{ExitStatus: msg.GetExitStatus(), Error: msg.GetError(), NotFound: msg.GetNotFound()}
 		if res.Error == "" && res.ExitStatus == 0 {
 			res.Stdout, res.StdoutErr = out.Body()
 		}

@@ -9,6 +9,46 @@ import (
 	"time"
 )
 
+// A pod runs at most MaxChecks checks at once: the next waits until one
+// ends, or gives up with its context.
+func TestPoolBoundsChecksPerPod(t *testing.T) {
+	p := &Pool{Lifetime: time.Hour, MaxChecks: 2, Connected: func(string) bool { return true }}
+	key := Key{Team: "main", Image: "mock"}
+	newID := func() string { return "a" }
+	create := func(string) error { return nil }
+	first, err1 := p.Acquire(t.Context(), key, newID, create)
+	second, err2 := p.Acquire(t.Context(), key, newID, create)
+	if err := errors.Join(err1, err2); err != nil || first.StepID != "a" || second.StepID != "a" {
+		t.Fatalf("two checks: %q %q %v", first.StepID, second.StepID, err)
+	}
+	short, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := p.Acquire(short, key, newID, create); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a third check while two run: %v, want it to wait until its context ends", err)
+	}
+	got := make(chan Lease)
+	go func() {
+		l, err := p.Acquire(t.Context(), key, newID, create)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	select {
+	case <-got:
+		t.Fatal("a third check ran while two did")
+	case <-time.After(50 * time.Millisecond):
+	}
+	first.Release()
+	select {
+	case l := <-got:
+		l.Release()
+	case <-time.After(5 * time.Second):
+		t.Fatal("a check ended, but the waiting one did not run")
+	}
+	second.Release()
+}
+
 // Checks that come while a pod is being created share it; a pod past half
 // its lifetime, or whose sidecar went away, is replaced; a failed creation
 // is every waiter's error and the next check tries again.
@@ -27,11 +67,11 @@ func TestPoolSharesReplacesAndRetries(t *testing.T) {
 	got := make([]string, 5)
 	for i := range got {
 		wg.Go(func() {
-			id, err := p.Acquire(context.Background(), key, newID, create)
+			l, err := p.Acquire(context.Background(), key, newID, create)
 			if err != nil {
 				t.Error(err)
 			}
-			got[i] = id
+			got[i] = l.StepID
 		})
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -47,19 +87,19 @@ func TestPoolSharesReplacesAndRetries(t *testing.T) {
 	}
 
 	now = now.Add(6 * time.Minute) // past half its lifetime
-	if id, _ := p.Acquire(context.Background(), key, newID, create); id != "b" {
-		t.Errorf("after half its lifetime: pod %q, want a new one", id)
+	if l, _ := p.Acquire(context.Background(), key, newID, create); l.StepID != "b" {
+		t.Errorf("after half its lifetime: pod %q, want a new one", l.StepID)
 	}
 	connected = false
-	if id, _ := p.Acquire(context.Background(), key, newID, create); id != "c" {
-		t.Errorf("sidecar gone: pod %q, want a new one", id)
+	if l, _ := p.Acquire(context.Background(), key, newID, create); l.StepID != "c" {
+		t.Errorf("sidecar gone: pod %q, want a new one", l.StepID)
 	}
 	connected = true
 	boom := errors.New("image cannot be pulled")
 	if _, err := p.Acquire(context.Background(), Key{Team: "other"}, newID, func(string) error { return boom }); !errors.Is(err, boom) {
 		t.Errorf("failed creation: %v", err)
 	}
-	if id, err := p.Acquire(context.Background(), Key{Team: "other"}, newID, create); err != nil || id != "e" {
-		t.Errorf("after a failed creation: %q %v, want a new pod", id, err)
+	if l, err := p.Acquire(context.Background(), Key{Team: "other"}, newID, create); err != nil || l.StepID != "e" {
+		t.Errorf("after a failed creation: %q %v, want a new pod", l.StepID, err)
 	}
 }

@@ -46,11 +46,11 @@ type checkPods struct {
 	pool     *checkpods.Pool
 }
 
-func newCheckPods(sessions Sessions, lifetime time.Duration) *checkPods {
+func newCheckPods(sessions Sessions, lifetime time.Duration, maxChecks int) *checkPods {
 	if sessions == nil || lifetime <= 0 {
 		return nil
 	}
-	return &checkPods{sessions: sessions, pool: &checkpods.Pool{Lifetime: lifetime, Connected: sessions.Connected}}
+	return &checkPods{sessions: sessions, pool: &checkpods.Pool{Lifetime: lifetime, MaxChecks: maxChecks, Connected: sessions.Connected}}
 }
 
 // pooled reports whether a check's action can run in a check pod: a linux,
@@ -62,7 +62,7 @@ func (cp *checkPods) pooled(a *action.Action) bool {
 
 // acquireCheckPod returns the step ID of a ready check pod for a's key,
 // creating it (as the caller's step) when there is none to take checks.
-func (x *executor) acquireCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w *kuberuntime.Worker, a *action.Action) (string, error) {
+func (x *executor) acquireCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w *kuberuntime.Worker, a *action.Action) (checkpods.Lease, error) {
 	key := checkpods.Key{Team: x.b.Team, Worker: w.Name(), Image: a.Image, Tags: strings.Join(a.Tags, ","), Platform: a.Platform}
 	return x.r.checkPods.pool.Acquire(ctx, key,
 		func() string { return podspec.CheckPodStepID(x.b.Team, randomSuffix()) },
@@ -118,13 +118,15 @@ func (x *executor) startCheckPod(ctx context.Context, p *concourse.Plan, r *Step
 func (x *executor) runPooledCheck(ctx context.Context, p *concourse.Plan, r *StepRecord, w *kuberuntime.Worker, a *action.Action, stdin []byte, name string) *eventspb.StepFinished {
 	s, b := x.r, x.b
 	origin := events.Origin{ID: string(p.ID)}
-	podStep, err := x.acquireCheckPod(ctx, p, r, w, a)
+	lease, err := x.acquireCheckPod(ctx, p, r, w, a)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			return interruptedFinish(cause)
 		}
 		return Errored(err.Error())
 	}
+	defer lease.Release()
+	podStep := lease.StepID
 	// A task image's check has no record: there is nothing in it to
 	// intercept (its own pod would go as soon as it reported).
 	var c db.Container
@@ -167,7 +169,7 @@ func (x *executor) runPooledCheck(ctx context.Context, p *concourse.Plan, r *Ste
 		return interruptedFinish(context.Cause(runCtx))
 	case err != nil:
 		return Errored(fmt.Sprintf("run check %q in check pod %s: %v", name, podspec.Name(podStep), err))
-	case strings.Contains(res.Error, "no such file or directory"):
+	case res.NotFound:
 		// As the sidecar says it of a check's own pod.
 		return Errored(fmt.Sprintf("the resource type's image has no %s", a.Run.Path))
 	case res.Error != "":

@@ -98,6 +98,9 @@ type Config struct {
 	// CheckPodLifetime is how long a check pod lives (it takes checks for
 	// the first half); 0 runs each check in a pod of its own.
 	CheckPodLifetime time.Duration
+	// CheckPodMaxChecks bounds the checks a check pod runs at once (0: no
+	// bound); more wait for one to end.
+	CheckPodMaxChecks int
 }
 
 // Deps are the parts the steps run with.
@@ -139,7 +142,7 @@ func New(cfg Config, deps Deps) *Runner {
 	}
 	return &Runner{cfg: cfg, engine: deps.Engine, db: deps.Store, store: deps.Blobs, pods: deps.Runtime, creds: deps.Credentials,
 		tracer: deps.Tracer, log: log, images: imagecache.New(imageCacheTTL, imageCacheSize),
-		checkPods: newCheckPods(deps.Sessions, cfg.CheckPodLifetime)}
+		checkPods: newCheckPods(deps.Sessions, cfg.CheckPodLifetime, cfg.CheckPodMaxChecks)}
 }
 
 // Run runs b's plan: ok says whether it succeeded; an error is the build's

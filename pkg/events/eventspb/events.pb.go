@@ -1584,9 +1584,11 @@ type SessionOutput struct {
 	Stream    Stream                 `protobuf:"varint,2,opt,name=stream,proto3,enum=porter.events.v1.Stream" json:"stream,omitempty"`
 	Data      []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
 	// Set on the last message of a session.
-	Exited        bool   `protobuf:"varint,4,opt,name=exited,proto3" json:"exited,omitempty"`
-	ExitStatus    int32  `protobuf:"varint,5,opt,name=exit_status,json=exitStatus,proto3" json:"exit_status,omitempty"`
-	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	Exited     bool   `protobuf:"varint,4,opt,name=exited,proto3" json:"exited,omitempty"`
+	ExitStatus int32  `protobuf:"varint,5,opt,name=exit_status,json=exitStatus,proto3" json:"exit_status,omitempty"`
+	Error      string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// With error: the command given does not exist in the image.
+	NotFound      bool `protobuf:"varint,7,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1661,6 +1663,13 @@ func (x *SessionOutput) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *SessionOutput) GetNotFound() bool {
+	if x != nil {
+		return x.NotFound
+	}
+	return false
 }
 
 var File_pkg_events_eventspb_events_proto protoreflect.FileDescriptor
@@ -1765,7 +1774,7 @@ const file_pkg_events_eventspb_events_proto_rawDesc = "" +
 	"\x04cols\x18\x03 \x01(\rR\x04cols\"-\n" +
 	"\fSessionClose\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\xc3\x01\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xe0\x01\n" +
 	"\rSessionOutput\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x120\n" +
@@ -1774,7 +1783,8 @@ const file_pkg_events_eventspb_events_proto_rawDesc = "" +
 	"\x06exited\x18\x04 \x01(\bR\x06exited\x12\x1f\n" +
 	"\vexit_status\x18\x05 \x01(\x05R\n" +
 	"exitStatus\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error*\xbe\x01\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x12\x1b\n" +
+	"\tnot_found\x18\a \x01(\bR\bnotFound*\xbe\x01\n" +
 	"\n" +
 	"StepStatus\x12\x1b\n" +
 	"\x17STEP_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
