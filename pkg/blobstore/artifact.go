@@ -151,7 +151,7 @@ func DownloadDirLimited(ctx context.Context, store Store, key, wantDigest, dir s
 	}
 	defer rc.Close()
 	body := &countingReader{r: rc}
-	a, err := readArtifact(ctx, body, h, dir, limits)
+	a, err := readArtifact(ctx, body, h, dir, limits, wantDigest != "")
 	if err != nil {
 		return Artifact{}, fmt.Errorf("download %q into %s: %w", key, dir, err)
 	}
@@ -162,12 +162,18 @@ func DownloadDirLimited(ctx context.Context, store Store, key, wantDigest, dir s
 	return a, nil
 }
 
-func readArtifact(ctx context.Context, body *countingReader, h hash.Hash, dir string, limits ExtractLimits) (Artifact, error) {
+// readArtifact extracts the artifact stream body into dir. digestChecked
+// says the caller compares h's digest with a known one: it covers every
+// byte of the stream, frame checksums included, so these are not checked
+// (the concurrent decoder hashes all its output with xxhash for them, even
+// for frames that have none).
+func readArtifact(ctx context.Context, body *countingReader, h hash.Hash, dir string, limits ExtractLimits, digestChecked bool) (Artifact, error) {
 	dec, err := zstd.NewReader(body,
 		zstd.WithDecoderLowmem(true),
 		zstd.WithDecoderConcurrency(2),
 		zstd.WithDecoderMaxWindow(maxDecoderWindow),
 		zstd.WithDecoderMaxMemory(maxDecoderMemory),
+		zstd.IgnoreChecksum(digestChecked),
 	)
 	if err != nil {
 		return Artifact{}, fmt.Errorf("zstd decoder: %w", err)
