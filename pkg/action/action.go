@@ -129,7 +129,8 @@ type Input struct {
 	// Key is the artifact's blobstore key; empty only for an optional input
 	// nobody provided (the directory is then left out).
 	Key string `json:"key,omitempty"`
-	// Digest is "sha256:<hex>" of the stored artifact, checked on download.
+	// Digest is "<algorithm>:<hex>" of the stored artifact ("blake3:", or
+	// "sha256:" for artifacts stored before BLAKE3), checked on download.
 	Digest   string `json:"digest,omitempty"`
 	Optional bool   `json:"optional,omitempty"`
 }

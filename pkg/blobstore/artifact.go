@@ -2,8 +2,6 @@ package blobstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -29,7 +27,7 @@ const (
 type Artifact struct {
 	Key    string
 	Size   int64  // bytes of the stored (compressed) stream
-	Digest string // "sha256:<hex>" of the stored stream
+	Digest string // "<algorithm>:<hex>" of the stored stream (digest.go)
 }
 
 // UploadOptions tune UploadDir.
@@ -47,11 +45,11 @@ type UploadOptions struct {
 }
 
 // UploadDir stores dir as one tar+zstd object at key, computing the stream's
-// digest as it goes: tar → zstd → (sha256, counter) → Put. Put is atomic
-// (a multipart upload is only made visible once complete), so readers of key
-// see the previous object or the complete new one, and a failed upload
-// leaves nothing new. Uploads to a fresh NewBlobKey are then given their
-// content address by Dedup.
+// digest (BLAKE3) as it goes: tar → zstd → (digest, counter) → Put. Put is
+// atomic (a multipart upload is only made visible once complete), so readers
+// of key see the previous object or the complete new one, and a failed
+// upload leaves nothing new. Uploads to a fresh NewBlobKey are then given
+// their content address by Dedup.
 func UploadDir(ctx context.Context, store Store, dir, key string, opts UploadOptions) (Artifact, error) {
 	encConc := opts.EncoderConcurrency
 	if encConc <= 0 {
@@ -69,7 +67,7 @@ func UploadDir(ctx context.Context, store Store, dir, key string, opts UploadOpt
 		done <- err
 	}()
 
-	h := sha256.New()
+	algo, h := newArtifactDigest()
 	body := &countingReader{r: io.TeeReader(pr, h)}
 	start := time.Now()
 	info, putErr := store.Put(ctx, key, body, -1, PutOptions{
@@ -88,7 +86,7 @@ func UploadDir(ctx context.Context, store Store, dir, key string, opts UploadOpt
 	if info.Size > 0 && info.Size != body.n {
 		return Artifact{}, fmt.Errorf("upload %s to %q: stored %d bytes but streamed %d", dir, key, info.Size, body.n)
 	}
-	a := Artifact{Key: key, Size: body.n, Digest: "sha256:" + hex.EncodeToString(h.Sum(nil))}
+	a := Artifact{Key: key, Size: body.n, Digest: formatDigest(algo, h)}
 	slog.DebugContext(ctx, "artifact uploaded", "dir", dir, "key", key, "digest", a.Digest, "bytes", a.Size, "took", time.Since(start))
 	return a, nil
 }
@@ -100,7 +98,7 @@ func writeCompressed(ctx context.Context, w io.Writer, dir string, encConc int, 
 		// PutObject on a 1 GiB file, bench-artifacts) at about the ratio of
 		// gzip on source trees; the default level halved upload speed.
 		zstd.WithEncoderLevel(zstd.SpeedFastest),
-		// Frame checksums are redundant with the sha256 over the stream.
+		// Frame checksums are redundant with the digest of the stream.
 		zstd.WithEncoderCRC(false),
 	}
 	if lowMem {
@@ -133,10 +131,12 @@ func deleteQuietly(ctx context.Context, store Store, key string) {
 }
 
 // DownloadDir streams the artifact at key into dir (which must exist):
-// Get → sha256 → zstd → tar extraction. If wantDigest is not empty and the
+// Get → digest → zstd → tar extraction. If wantDigest is not empty and the
 // stream's digest differs, it returns an error; the files already extracted
 // must then be treated as garbage (the stream is checked as it arrives, to
-// keep memory and disk bounded).
+// keep memory and disk bounded). The stream is digested with wantDigest's
+// algorithm ("blake3:" or "sha256:"; any other is refused before anything
+// is read), or with BLAKE3 when wantDigest is empty.
 func DownloadDir(ctx context.Context, store Store, key, wantDigest, dir string) (Artifact, error) {
 	return DownloadDirLimited(ctx, store, key, wantDigest, dir, ExtractLimits{})
 }
@@ -144,14 +144,17 @@ func DownloadDir(ctx context.Context, store Store, key, wantDigest, dir string) 
 // DownloadDirLimited is DownloadDir with the given extraction caps
 // (ExtractLimited).
 func DownloadDirLimited(ctx context.Context, store Store, key, wantDigest, dir string, limits ExtractLimits) (Artifact, error) {
-	h := sha256.New()
+	algo, h, err := downloadHash(wantDigest)
+	if err != nil {
+		return Artifact{}, fmt.Errorf("download %q into %s: %w", key, dir, err)
+	}
 	rc, err := openObject(ctx, store, key, h)
 	if err != nil {
 		return Artifact{}, err
 	}
 	defer rc.Close()
 	body := &countingReader{r: rc}
-	a, err := readArtifact(ctx, body, h, dir, limits)
+	a, err := readArtifact(ctx, body, algo, h, dir, limits, wantDigest != "")
 	if err != nil {
 		return Artifact{}, fmt.Errorf("download %q into %s: %w", key, dir, err)
 	}
@@ -162,12 +165,18 @@ func DownloadDirLimited(ctx context.Context, store Store, key, wantDigest, dir s
 	return a, nil
 }
 
-func readArtifact(ctx context.Context, body *countingReader, h hash.Hash, dir string, limits ExtractLimits) (Artifact, error) {
+// readArtifact extracts the artifact stream body into dir. digestChecked
+// says the caller compares h's digest with a known one: it covers every
+// byte of the stream, frame checksums included, so these are not checked
+// (the concurrent decoder hashes all its output with xxhash for them, even
+// for frames that have none).
+func readArtifact(ctx context.Context, body *countingReader, algo string, h hash.Hash, dir string, limits ExtractLimits, digestChecked bool) (Artifact, error) {
 	dec, err := zstd.NewReader(body,
 		zstd.WithDecoderLowmem(true),
 		zstd.WithDecoderConcurrency(2),
 		zstd.WithDecoderMaxWindow(maxDecoderWindow),
 		zstd.WithDecoderMaxMemory(maxDecoderMemory),
+		zstd.IgnoreChecksum(digestChecked),
 	)
 	if err != nil {
 		return Artifact{}, fmt.Errorf("zstd decoder: %w", err)
@@ -184,7 +193,7 @@ func readArtifact(ctx context.Context, body *countingReader, h hash.Hash, dir st
 	if _, err := io.Copy(io.Discard, body); err != nil {
 		return Artifact{}, fmt.Errorf("read: %w", err)
 	}
-	return Artifact{Size: body.n, Digest: "sha256:" + hex.EncodeToString(h.Sum(nil))}, nil
+	return Artifact{Size: body.n, Digest: formatDigest(algo, h)}, nil
 }
 
 type countingReader struct {

@@ -40,8 +40,11 @@ const maxManifestBytes = 4 << 10
 // Two byte-identical uploads racing may both keep their blobs: each is
 // referenced by its own build, so nothing is lost, only not shared.
 func Dedup(ctx context.Context, store Store, team string, a Artifact) (Artifact, error) {
-	if !strings.HasPrefix(a.Digest, "sha256:") || a.Key == "" {
-		return a, fmt.Errorf("dedup %q: not an uploaded artifact (digest %q)", a.Key, a.Digest)
+	if a.Key == "" {
+		return a, fmt.Errorf("dedup: not an uploaded artifact (no key; digest %q)", a.Digest)
+	}
+	if _, _, err := parseDigest(a.Digest); err != nil {
+		return a, fmt.Errorf("dedup %q: not an uploaded artifact: %w", a.Key, err)
 	}
 	mkey := ManifestKey(team, a.Digest)
 	m, err := ReadManifest(ctx, store, mkey)

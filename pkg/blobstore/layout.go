@@ -38,10 +38,16 @@ func NewBlobKey(team, owner string) string {
 const ATCBlobOwner = "_atc"
 
 // ManifestKey is the content address of an artifact of team's whose
-// stored (compressed) stream has the given "sha256:<hex>" digest. Manifests
-// are per team: a step can only ever claim a digest within its own team.
+// stored (compressed) stream has the given "<algorithm>:<hex>" digest.
+// Manifests are per team: a step can only ever claim a digest within its
+// own team. SHA-256 manifests are named by the bare hex, as before other
+// algorithms; the others by "<algorithm>-<hex>", which no bare hex equals.
 func ManifestKey(team, digest string) string {
-	return "artifacts/" + team + "/" + strings.TrimPrefix(digest, "sha256:") + ".json"
+	name := strings.Replace(digest, ":", "-", 1)
+	if sum, ok := strings.CutPrefix(digest, DigestSHA256+":"); ok {
+		name = sum
+	}
+	return "artifacts/" + team + "/" + name + ".json"
 }
 
 // TaskCacheKey is the key of a task cache for one job/step/path.

@@ -51,9 +51,9 @@ func openObject(ctx context.Context, store Store, key string, h hash.Hash) (io.R
 //
 // Each range is hashed as soon as it and the one before it are (a chain,
 // so h sees the object in order), while the reader consumes the ranges
-// before it: on a download the digest costs as much CPU as everything
-// else together, and this way it runs beside the decoding instead of in
-// its way. A range's buffer is reused once it is both read and hashed.
+// before it: on a download the digest is a large share of the CPU (a
+// SHA-256 one as much as everything else together), and this way it runs
+// beside the decoding instead of in its way. A range's buffer is reused once it is both read and hashed.
 type rangeReader struct {
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -2,8 +2,6 @@ package blobstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 )
@@ -11,10 +9,10 @@ import (
 // UploadStream stores an already-encoded artifact stream (tar through zstd,
 // as a client produces it) at key, with UploadDir's atomicity.
 func UploadStream(ctx context.Context, store Store, key string, r io.Reader) (Artifact, error) {
-	h := sha256.New()
+	algo, h := newArtifactDigest()
 	body := &countingReader{r: io.TeeReader(r, h)}
 	if _, err := store.Put(ctx, key, body, -1, PutOptions{ContentType: ArtifactContentType}); err != nil {
 		return Artifact{}, fmt.Errorf("upload artifact stream to %q: %w", key, err)
 	}
-	return Artifact{Key: key, Size: body.n, Digest: "sha256:" + hex.EncodeToString(h.Sum(nil))}, nil
+	return Artifact{Key: key, Size: body.n, Digest: formatDigest(algo, h)}, nil
 }

@@ -68,7 +68,7 @@ var _ = Describe("a step run by porter sidecar and porter entrypoint", func() {
 		Expect(fin.GetOutputs()).To(HaveLen(1))
 		out := fin.GetOutputs()[0]
 		Expect(out.GetName()).To(Equal("files"))
-		Expect(out.GetDigest()).To(HavePrefix("sha256:"))
+		Expect(out.GetDigest()).To(MatchRegexp(`^blake3:[0-9a-f]{64}$`))
 		Expect(out.GetKey()).To(HavePrefix(blobstore.BlobPrefix(make.Build.Team, make.StepID)), "the step writes under its own prefix")
 
 		consume := newAction("consume-the-file", "sh", "-c", `cat files/sub/created_file; readlink files/link`)

@@ -174,7 +174,7 @@ run:
 		}
 		Expect(res.Stdout).To(ContainSubstring(fmt.Sprintf("step %s (one-off): SUCCEEDED, exit status 0", sid)))
 		Expect(res.Stdout).To(ContainSubstring("pod:      " + podspec.Name(sid)))
-		Expect(res.Stdout).To(MatchRegexp(`files: ` + key + ` sha256:[0-9a-f]{64}`))
+		Expect(res.Stdout).To(MatchRegexp(`files: ` + key + ` blake3:[0-9a-f]{64}`))
 	})
 
 	It("runs as run.user, from the image's /etc/passwd, in run.dir", func(ctx SpecContext) {

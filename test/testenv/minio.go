@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,9 +29,13 @@ const MinIOImage = "porter/minio:dev"
 
 // MinIO is a running MinIO server in a container.
 type MinIO struct {
-	Endpoint  string // 127.0.0.1:port
-	AccessKey string
-	SecretKey string
+	Endpoint string // 127.0.0.1:port
+	// BridgeEndpoint is the container's own address on Docker's bridge
+	// (ip:9000), reachable from this host without docker-proxy, the
+	// userland proxy that copies every byte of the published port.
+	BridgeEndpoint string
+	AccessKey      string
+	SecretKey      string
 
 	container testcontainers.Container
 }
@@ -83,6 +88,9 @@ func StartMinIO(ctx context.Context) (*MinIO, error) {
 		return nil, fmt.Errorf("minio port: %w", err)
 	}
 	m.Endpoint = "127.0.0.1:" + mapped.Port()
+	if ip, err := c.ContainerIP(ctx); err == nil && ip != "" {
+		m.BridgeEndpoint = net.JoinHostPort(ip, "9000")
+	}
 	return m, nil
 }
 

@@ -813,7 +813,8 @@ type ArtifactUploaded struct {
 	// Blobstore key of the artifact, e.g. artifacts/<sha256>.tar.zst.
 	Key  string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	Size int64  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
-	// "sha256:<hex>" of the stored (compressed) stream.
+	// "blake3:<hex>" ("sha256:<hex>" before BLAKE3) of the stored
+	// (compressed) stream.
 	Digest string `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
 	// True for a task cache, false for an output.
 	Cache         bool `protobuf:"varint,5,opt,name=cache,proto3" json:"cache,omitempty"`
