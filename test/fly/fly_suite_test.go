@@ -21,6 +21,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -148,4 +149,16 @@ func prepareServer(ctx context.Context, cfg testenv.ATCConfig) *testenv.ATC {
 		GinkgoWriter.Printf("log of the server at %s:\n%s\n", srv.URL(), srv.Log())
 	})
 	return srv
+}
+
+// sharedBucket is the shared server's bucket, with the cluster's MinIO
+// credentials.
+func sharedBucket(ctx context.Context) blobstore.Store {
+	GinkgoHelper()
+	cl := s.env.Cluster
+	store, err := blobstore.Open(ctx, blobstore.Config{Driver: blobstore.DriverMinio,
+		Endpoint: cl["PORTER_CLUSTER_MINIO_ENDPOINT"], Bucket: s.server.Config.Bucket, Region: cl["PORTER_CLUSTER_MINIO_REGION"],
+		AccessKey: cl["PORTER_CLUSTER_MINIO_ACCESS_KEY"], SecretKey: cl["PORTER_CLUSTER_MINIO_SECRET_KEY"]})
+	Expect(err).NotTo(HaveOccurred())
+	return store
 }

@@ -430,11 +430,7 @@ var _ = Describe("pipelines", func() {
 `)
 		succeed(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", config, "-i", "branch=a")
 		succeed(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", config, "-i", "branch=b")
-		cl := s.env.Cluster
-		store, err := blobstore.Open(ctx, blobstore.Config{Driver: blobstore.DriverMinio,
-			Endpoint: cl["PORTER_CLUSTER_MINIO_ENDPOINT"], Bucket: s.server.Config.Bucket, Region: cl["PORTER_CLUSTER_MINIO_REGION"],
-			AccessKey: cl["PORTER_CLUSTER_MINIO_ACCESS_KEY"], SecretKey: cl["PORTER_CLUSTER_MINIO_SECRET_KEY"]})
-		Expect(err).NotTo(HaveOccurred())
+		store := sharedBucket(ctx)
 		exists := func(k string) bool {
 			_, err := store.Stat(ctx, k)
 			return err == nil
@@ -466,7 +462,7 @@ var _ = Describe("pipelines", func() {
 		Expect(res.Stdout).To(ContainSubstring("1 caches removed"), res.String())
 		Expect(exists(cacheA)).To(BeFalse())
 		Expect(exists(cacheB)).To(BeTrue())
-		_, err = store.Put(ctx, cacheA, strings.NewReader("cache"), 5, blobstore.PutOptions{})
+		_, err := store.Put(ctx, cacheA, strings.NewReader("cache"), 5, blobstore.PutOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		succeed(ctx, s.adminFly, "destroy-pipeline", "-n", "-p", a)
 		Expect(exists(cacheA)).To(BeFalse())
@@ -478,11 +474,7 @@ var _ = Describe("pipelines", func() {
 	It("clears a job's task caches and a resource's caches (clear-task-cache, clear-resource-cache)", func(ctx SpecContext) {
 		name := pipelineName("caches")
 		setPipeline(ctx, s.adminFly, name, "x")
-		cl := s.env.Cluster
-		store, err := blobstore.Open(ctx, blobstore.Config{Driver: blobstore.DriverMinio,
-			Endpoint: cl["PORTER_CLUSTER_MINIO_ENDPOINT"], Bucket: s.server.Config.Bucket, Region: cl["PORTER_CLUSTER_MINIO_REGION"],
-			AccessKey: cl["PORTER_CLUSTER_MINIO_ACCESS_KEY"], SecretKey: cl["PORTER_CLUSTER_MINIO_SECRET_KEY"]})
-		Expect(err).NotTo(HaveOccurred())
+		store := sharedBucket(ctx)
 		keys := []string{
 			blobstore.TaskCacheKey("main", name, "build", "unit", "cache"),
 			blobstore.TaskCacheKey("main", name, "build", "unit", "other/dir"),

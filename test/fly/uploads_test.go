@@ -24,11 +24,7 @@ import (
 var _ = Describe("fly execute -i uploads", func() {
 	It("refuses a gzip bomb with 413 naming the cap, garbage and unsafe entries with 400, and stores nothing", func(ctx SpecContext) {
 		url := s.server.URL() + "/api/v1/teams/main/artifacts"
-		cl := s.env.Cluster
-		store, err := blobstore.Open(ctx, blobstore.Config{Driver: blobstore.DriverMinio,
-			Endpoint: cl["PORTER_CLUSTER_MINIO_ENDPOINT"], Bucket: s.server.Config.Bucket, Region: cl["PORTER_CLUSTER_MINIO_REGION"],
-			AccessKey: cl["PORTER_CLUSTER_MINIO_ACCESS_KEY"], SecretKey: cl["PORTER_CLUSTER_MINIO_SECRET_KEY"]})
-		Expect(err).NotTo(HaveOccurred())
+		store := sharedBucket(ctx)
 		conn, err := pgx.Connect(ctx, s.server.Config.Database)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { _ = conn.Close(context.WithoutCancel(ctx)) })
