@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"github.com/zeebo/blake3"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/porter-ci/porter/pkg/blobstore"
@@ -394,10 +395,27 @@ func (s singleStream) Get(ctx context.Context, key string) (io.ReadCloser, blobs
 	return rc, info, err
 }
 
-// compareDownloads downloads the one-file data set again, the three ways
+// verifiedGet downloads an object to path as FGetObject does, and then
+// hashes the file (BLAKE3), reading it back from the page cache.
+func verifiedGet(ctx context.Context, s *blobstore.MinioStore, key, path string) error {
+	if err := s.Client.FGetObject(ctx, s.Bucket, key, path, minio.GetObjectOptions{}); err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := blake3.New()
+	_, err = io.CopyBuffer(h, f, make([]byte, 1<<20))
+	return err
+}
+
+// compareDownloads downloads the one-file data set again, the ways
 // taking turns round after round, so that a loaded machine weighs on each
-// alike: raw GetObject of the file, Porter's artifact as one GET stream,
-// and Porter's artifact as parallel ranges (DownloadDir).
+// alike: raw GetObject of the file (also hashing it, as a verifying
+// runtime must), Porter's artifact as one GET stream, and Porter's
+// artifact as parallel ranges (DownloadDir).
 func compareDownloads(ctx context.Context, s *blobstore.MinioStore, tmp, dir string, size int64) error {
 	if downloadRounds <= 0 || bigArtifact.Key == "" {
 		return nil
@@ -413,6 +431,11 @@ func compareDownloads(ctx context.Context, s *blobstore.MinioStore, tmp, dir str
 	}{
 		{"raw minio-go GetObject", func(out string) error {
 			return s.Client.FGetObject(ctx, s.Bucket, rawKey, filepath.Join(out, files[0].Name()), minio.GetObjectOptions{})
+		}},
+		// What a runtime that must trust its inputs pays at least: the raw
+		// download, and a BLAKE3 of its bytes.
+		{"raw GetObject, then BLAKE3 of the file", func(out string) error {
+			return verifiedGet(ctx, s, rawKey, filepath.Join(out, files[0].Name()))
 		}},
 		{"porter DownloadDir, one GET stream, buffered", func(out string) error {
 			_, err := blobstore.DownloadDir(ctx, singleStream{s}, bigArtifact.Key, bigArtifact.Digest, out)
