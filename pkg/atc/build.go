@@ -165,6 +165,10 @@ func (s *Server) writeBuildAudit(ctx context.Context, b *exec.Build, status conc
 	}
 	key := blobstore.BuildPrefix(fmt.Sprint(b.ID)) + "build.json"
 	if _, err := s.auditStore().Stat(ctx, key); err == nil {
+		// Written once: by this build before (a resumed build ends again),
+		// or by an earlier build of the same ID, whose record stays.
+		s.log.Warn("audit build record exists: the first one is kept (if this build is new, an earlier build had its ID: was the database reset or restored?)",
+			"build", b.ID, "key", key)
 		return
 	} else if !errors.Is(err, blobstore.ErrNotFound) {
 		s.log.Warn("audit build record", "key", key, "err", err)
