@@ -110,6 +110,19 @@ type Build struct {
 	Team     string `json:"team"`
 	Pipeline string `json:"pipeline,omitempty"`
 	Job      string `json:"job,omitempty"`
+	// AuditID names the build's audit records (builds/<AuditID>/): its ID
+	// and when it was created, so that a build whose ID an earlier one had
+	// (a database reset or restored from a backup) does not write into
+	// that one's write-once records. Empty: ID, as before.
+	AuditID string `json:"audit_id,omitempty"`
+}
+
+// AuditDir is the build's segment of its audit keys.
+func (b Build) AuditDir() string {
+	if b.AuditID != "" {
+		return b.AuditID
+	}
+	return b.ID
 }
 
 // Run is the process to start.

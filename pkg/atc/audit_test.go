@@ -65,3 +65,36 @@ func TestBuildAuditRedactsCredentials(t *testing.T) {
 		t.Errorf("build.json = %s, want the credential redacted", body)
 	}
 }
+
+// A build given the ID of an earlier one (its database reset or restored)
+// writes its own build.json: the records are write-once, and the key has
+// each build's creation time in it.
+func TestBuildAuditOfAReusedID(t *testing.T) {
+	store := testenv.MinIOStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := &Server{store: store, log: slog.New(slog.DiscardHandler)}
+	first := time.Date(2026, 11, 27, 10, 0, 0, 123456000, time.UTC)
+	builds := []*exec.Build{
+		{ID: 44, Name: "44", Team: "main", Created: first},
+		{ID: 44, Name: "44", Team: "other", Created: first.Add(time.Hour)},
+	}
+	for _, b := range builds {
+		s.writeBuildAudit(ctx, b, concourse.StatusSucceeded, time.Now())
+	}
+	if got := builds[0].AuditID(); got != "44-20261127T100000.123456Z" {
+		t.Errorf("audit id %q", got)
+	}
+	for _, b := range builds {
+		rc, _, err := store.Get(ctx, blobstore.BuildPrefix(b.AuditID())+"build.json")
+		if err != nil {
+			t.Fatalf("build created %s: %v", b.Created, err)
+		}
+		body, _ := io.ReadAll(rc)
+		rc.Close()
+		var rec auditBuild
+		if err := json.Unmarshal(body, &rec); err != nil || rec.Team != b.Team {
+			t.Errorf("%sbuild.json is %s (%v), want team %s's", blobstore.BuildPrefix(b.AuditID()), body, err, b.Team)
+		}
+	}
+}

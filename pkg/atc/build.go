@@ -38,7 +38,8 @@ func (s *Server) createBuild(ctx context.Context, team db.Team, createdBy string
 }
 
 func (s *Server) newBuild(rec db.Build, team db.Team) *exec.Build {
-	return &exec.Build{ID: rec.ID, Name: rec.Name, Team: team.Name, TeamID: team.ID, Log: s.logs.Open(rec.ID), Done: make(chan struct{})}
+	return &exec.Build{ID: rec.ID, Name: rec.Name, Team: team.Name, TeamID: team.ID, Created: rec.CreateTime,
+		Log: s.logs.Open(rec.ID), Done: make(chan struct{})}
 }
 
 // followedBuilds is what the build log's Follower reads of the server.
@@ -163,7 +164,7 @@ func (s *Server) writeBuildAudit(ctx context.Context, b *exec.Build, status conc
 			return
 		}
 	}
-	key := blobstore.BuildPrefix(fmt.Sprint(b.ID)) + "build.json"
+	key := blobstore.BuildPrefix(b.AuditID()) + "build.json"
 	if _, err := s.auditStore().Stat(ctx, key); err == nil {
 		// Written once: by this build before (a resumed build ends again),
 		// or by an earlier build of the same ID, whose record stays.

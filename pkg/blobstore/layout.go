@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -55,7 +57,17 @@ func TaskCacheKey(team, pipeline, job, step, cachePath string) string {
 	return path.Join("task-caches", team, orNone(pipeline), orNone(job), step, strings.Trim(path.Clean(cachePath), "/")) + ".tar.zst"
 }
 
-// BuildPrefix is the audit prefix of a build.
+// AuditID is the segment of a build's audit keys: its ID, and the time it
+// was created (UTC, to the microsecond, as PostgreSQL keeps it). A zero
+// time gives the ID alone, the keys of builds audited before.
+func AuditID(buildID int64, created time.Time) string {
+	if created.IsZero() {
+		return strconv.FormatInt(buildID, 10)
+	}
+	return strconv.FormatInt(buildID, 10) + "-" + created.UTC().Format("20060102T150405.000000Z")
+}
+
+// BuildPrefix is the audit prefix of a build (its AuditID).
 func BuildPrefix(buildID string) string { return fmt.Sprintf("builds/%s/", buildID) }
 
 // StepPrefix is the audit prefix of one step of a build.

@@ -52,7 +52,7 @@ func newAuditTrail(dir string, a *action.Action, pod string, store Artifacts, re
 	if err != nil {
 		return nil, fmt.Errorf("create event journal: %w", err)
 	}
-	return &auditTrail{a: a, pod: pod, store: store, prefix: blobstore.StepPrefix(a.Build.ID, a.StepID),
+	return &auditTrail{a: a, pod: pod, store: store, prefix: blobstore.StepPrefix(a.Build.AuditDir(), a.StepID),
 		startedAt: time.Now().UTC(), red: red, file: f, journal: bufio.NewWriterSize(f, 64<<10)}, nil
 }
 

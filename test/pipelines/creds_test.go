@@ -100,7 +100,9 @@ func expectNowhere(ctx context.Context, buildID int64, values []string, planVars
 	}
 
 	store := auditStore(ctx)
-	objs, err := store.List(ctx, blobstore.BuildPrefix(fmt.Sprint(buildID)))
+	prefix, err := testenv.AuditPrefix(ctx, store, buildID)
+	Expect(err).NotTo(HaveOccurred())
+	objs, err := store.List(ctx, prefix)
 	Expect(err).NotTo(HaveOccurred())
 	var names []string
 	journals := 0

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/test/testenv"
 )
 
 // What step code can do to the blobstore: with its pod's own credentials
@@ -85,7 +85,9 @@ run: {path: sh, args: ["-c", "echo `+content+` > files/f"]}
 		_, err = step.Put(ctx, blobstore.NewBlobKey("main", attackerSid), strings.NewReader("x"), 1, blobstore.PutOptions{})
 		Expect(err).NotTo(HaveOccurred(), "writing under its own prefix")
 		// ...and for nothing of the other build's.
-		victimRecord := blobstore.StepPrefix(fmt.Sprint(victimBuild), victimSid) + blobstore.ResultObject
+		victimPrefix, err := testenv.AuditPrefix(ctx, adminStore(ctx, bucket+"-audit"), victimBuild)
+		Expect(err).NotTo(HaveOccurred())
+		victimRecord := victimPrefix + "steps/" + victimSid + "/" + blobstore.ResultObject
 		_, _, err = step.Get(ctx, victimKey)
 		Expect(err).To(MatchError(ContainSubstring("Access Denied")), "reading the other build's output")
 		_, err = step.Put(ctx, victimKey, strings.NewReader("poisoned"), 8, blobstore.PutOptions{})
@@ -128,7 +130,9 @@ run: {path: sh, args: ["-c", "echo `+content+` > files/f"]}
 		sid := stepID(ctx, id)
 
 		audit := adminStore(ctx, server.Config.Bucket+"-audit")
-		rc, _, err := blobstore.GetOriginal(ctx, audit, blobstore.StepPrefix(fmt.Sprint(id), sid)+blobstore.EventsObject)
+		prefix, err := testenv.AuditPrefix(ctx, audit, id)
+		Expect(err).NotTo(HaveOccurred())
+		rc, _, err := blobstore.GetOriginal(ctx, audit, prefix+"steps/"+sid+"/"+blobstore.EventsObject)
 		Expect(err).NotTo(HaveOccurred())
 		defer rc.Close()
 		dec, err := zstd.NewReader(rc)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -168,7 +169,10 @@ run:
 
 		res = porter(ctx, "audit", "-b", fmt.Sprint(id))
 		Expect(res.Code).To(Equal(0), res.String())
-		prefix := fmt.Sprintf("builds/%d/", id)
+		// builds/<id>-<creation time>/: a build given an earlier one's ID
+		// (its database reset) keeps records of its own.
+		prefix := regexp.MustCompile(fmt.Sprintf(`builds/%d-[0-9]{8}T[0-9]{6}\.[0-9]{6}Z/`, id)).FindString(res.Stdout)
+		Expect(prefix).NotTo(BeEmpty(), res.String())
 		for _, obj := range []string{"build.json", "steps/" + sid + "/action.json", "steps/" + sid + "/pod.yaml", "steps/" + sid + "/events.jsonl.zst", "steps/" + sid + "/result.json"} {
 			Expect(res.Stdout).To(ContainSubstring(prefix+obj), "audit lists %s", obj)
 		}

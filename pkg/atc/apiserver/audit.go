@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,14 +15,13 @@ import (
 )
 
 // handleAudit reads a build's audit trail back from the blobstore: what the
-// sidecars and the ATC wrote under builds/<id>/, so a person can check what
-// ran, where, with which inputs and what came out.
+// sidecars and the ATC wrote under builds/<audit id>/, so a person can check
+// what ran, where, with which inputs and what came out.
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, b db.Build) {
 	ctx := r.Context()
-	prefix := blobstore.BuildPrefix(fmt.Sprint(b.ID))
-	objs, err := s.audit.List(ctx, prefix)
+	prefix, objs, err := s.auditObjects(ctx, b)
 	if err != nil {
-		s.fail(w, r, withStatus(http.StatusBadGateway, fmt.Errorf("list %s: %w", prefix, err)))
+		s.fail(w, r, withStatus(http.StatusBadGateway, err))
 		return
 	}
 	audit := api.Audit{Objects: []api.AuditObject{}, Steps: map[string]json.RawMessage{}}
@@ -59,4 +59,43 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, b db.Build)
 		}
 	}
 	writeJSON(w, http.StatusOK, audit)
+}
+
+// auditObjects lists the build's audit records and says under which prefix.
+// Builds audited before the audit key had the creation time in it have
+// theirs under builds/<id>/; that prefix is taken only when its build.json
+// is this build's (the same end time), not an earlier build's of the same
+// ID (a database reset or restore gives IDs out again).
+func (s *Server) auditObjects(ctx context.Context, b db.Build) (string, []blobstore.ObjectInfo, error) {
+	prefix := blobstore.BuildPrefix(blobstore.AuditID(b.ID, b.CreateTime))
+	objs, err := s.audit.List(ctx, prefix)
+	if err != nil || len(objs) > 0 || b.EndTime.IsZero() {
+		if err != nil {
+			err = fmt.Errorf("list %s: %w", prefix, err)
+		}
+		return prefix, objs, err
+	}
+	legacy := blobstore.BuildPrefix(fmt.Sprint(b.ID))
+	rc, _, err := blobstore.GetOriginal(ctx, s.audit, legacy+"build.json")
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return prefix, objs, nil
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("read %sbuild.json: %w", legacy, err)
+	}
+	defer rc.Close()
+	var rec struct {
+		EndTime int64 `json:"end_time"`
+	}
+	if err := json.NewDecoder(io.LimitReader(rc, 1<<20)).Decode(&rec); err != nil {
+		return "", nil, fmt.Errorf("read %sbuild.json: %w", legacy, err)
+	}
+	if d := rec.EndTime - b.EndTime.Unix(); d < -2 || d > 2 {
+		return prefix, objs, nil // an earlier build's
+	}
+	objs, err = s.audit.List(ctx, legacy)
+	if err != nil {
+		return "", nil, fmt.Errorf("list %s: %w", legacy, err)
+	}
+	return legacy, objs, nil
 }

@@ -3,12 +3,15 @@ package apiserver
 import (
 	"archive/tar"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 )
 
@@ -252,5 +255,33 @@ func TestDownloadArtifact(t *testing.T) {
 	checkNoLeak(t, ans)
 	if ans.code != 502 {
 		t.Errorf("blobstore down: %d %s, want 502", ans.code, ans)
+	}
+}
+
+// A build's audit records are under builds/<id>-<creation time>/. A
+// build's records from before that (builds/<id>/) are read when their
+// build.json ended when the build did; an earlier build's of the same ID
+// (the database reset) are not.
+func TestBuildAuditKeyedByCreation(t *testing.T) {
+	a := newTestAPI(t)
+	viewer := a.roleIn(t, "viewer")
+	b := &a.store.builds[0].Build
+	b.CreateTime = b.EndTime.Add(-time.Minute)
+	// Only the legacy records: an earlier build 1's (no end time of ours).
+	if au := decode[api.Audit](t, a.do(t, "GET", "/api/v1/builds/1/audit", viewer, ""), 200); len(au.Objects) != 0 || au.Build != nil {
+		t.Errorf("an earlier build's records shown: %+v", au)
+	}
+	// This build's own, from before the key had its creation time.
+	legacy := fmt.Sprintf(`{"id":1,"end_time":%d}`, b.EndTime.Unix())
+	a.blobs.put("builds/1/build.json", []byte(legacy))
+	if au := decode[api.Audit](t, a.do(t, "GET", "/api/v1/builds/1/audit", viewer, ""), 200); len(au.Objects) != 3 || string(au.Build) != legacy {
+		t.Errorf("the build's legacy records: %+v", au)
+	}
+	// Its records under its own key win.
+	own := "builds/" + blobstore.AuditID(1, b.CreateTime) + "/"
+	a.blobs.put(own+"build.json", []byte(`{"id":1,"own":true}`))
+	au := decode[api.Audit](t, a.do(t, "GET", "/api/v1/builds/1/audit", viewer, ""), 200)
+	if len(au.Objects) != 1 || au.Objects[0].Key != own+"build.json" || string(au.Build) != `{"id":1,"own":true}` {
+		t.Errorf("the build's records: %+v", au)
 	}
 }

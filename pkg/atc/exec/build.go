@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
+	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/events"
@@ -35,7 +37,10 @@ type Build struct {
 	// caches are keyed by them, and by the pipeline's InstanceVars.
 	Pipeline, Job string
 	InstanceVars  map[string]any
-	Log           *buildlog.Log
+	// Created is when the build was created: with ID, it names the
+	// build's audit records (AuditID).
+	Created time.Time
+	Log     *buildlog.Log
 	// Abort cancels the build's run context with ErrAborted.
 	Abort context.CancelCauseFunc
 	Done  chan struct{}
@@ -135,4 +140,12 @@ func (s *Runner) SaveState(ctx context.Context, b *Build) {
 	if err != nil {
 		s.log.Error("save build state", "build", b.ID, "err", err)
 	}
+}
+
+// AuditID names b's audit records (builds/<AuditID>/): its ID and its
+// creation time, unique even when a database reset or restore gives an
+// ID out again (the records are write-once). A build without a creation
+// time keeps its ID.
+func (b *Build) AuditID() string {
+	return blobstore.AuditID(b.ID, b.Created)
 }

@@ -492,7 +492,7 @@ func (x *executor) resolveResource(ctx context.Context, p *concourse.Plan, step 
 	}
 	a := &action.Action{
 		StepID:   fmt.Sprintf("b%d-%s-%s", b.ID, podspec.LabelValue(strings.ToLower(name)), randomSuffix()),
-		Build:    action.Build{ID: fmt.Sprint(b.ID), Name: b.Name, Team: b.Team},
+		Build:    action.Build{ID: fmt.Sprint(b.ID), Name: b.Name, Team: b.Team, AuditID: b.AuditID()},
 		StepName: name,
 		Type:     step.kind,
 		Tags:     step.tags,

@@ -283,7 +283,7 @@ func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 	stepID := fmt.Sprintf("b%d-%s-%s", b.ID, podspec.LabelValue(strings.ToLower(name)), randomSuffix())
 	a := &action.Action{
 		StepID:   stepID,
-		Build:    action.Build{ID: fmt.Sprint(b.ID), Name: b.Name, Team: b.Team},
+		Build:    action.Build{ID: fmt.Sprint(b.ID), Name: b.Name, Team: b.Team, AuditID: b.AuditID()},
 		StepName: name, Type: "task",
 		Platform: cfg.Platform, Tags: tp.Tags,
 		Run:        action.Run{Path: cfg.Run.Path, Args: cfg.Run.Args, Dir: cfg.Run.Dir, User: cfg.Run.User},

@@ -90,7 +90,7 @@ func (r *Runtime) writePodAudit(ctx context.Context, a *action.Action, pod *core
 	declared.ManagedFields = nil
 	body, err := yaml.Marshal(declared)
 	if err == nil {
-		key := blobstore.StepPrefix(a.Build.ID, a.StepID) + blobstore.PodObject
+		key := blobstore.StepPrefix(a.Build.AuditDir(), a.StepID) + blobstore.PodObject
 		_, err = r.audit.Put(ctx, key, bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{ContentType: "application/yaml"})
 	}
 	if err != nil {
@@ -130,7 +130,7 @@ func (r *Runtime) DeletePod(ctx context.Context, w *Worker, stepID string) {
 
 // stepScope is what the step of a may touch in the bucket.
 func stepScope(a *action.Action, w podspec.Worker) stepcreds.Scope {
-	sc := stepcreds.Scope{Team: a.Build.Team, BuildID: a.Build.ID, StepID: a.StepID}
+	sc := stepcreds.Scope{Team: a.Build.Team, BuildID: a.Build.AuditDir(), StepID: a.StepID}
 	for _, in := range a.Inputs {
 		sc.Inputs = append(sc.Inputs, in.Key)
 	}

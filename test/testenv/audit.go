@@ -1,0 +1,33 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/porter-ci/porter/pkg/blobstore"
+)
+
+// AuditPrefix is where a server's build keeps its audit records,
+// builds/<id>-<creation time>/, found by listing: specs know a build's ID,
+// not the time the database gave it.
+func AuditPrefix(ctx context.Context, store blobstore.Store, buildID int64) (string, error) {
+	start := fmt.Sprintf("builds/%d-", buildID)
+	objs, err := store.List(ctx, start)
+	if err != nil {
+		return "", fmt.Errorf("audit records of build %d: %w", buildID, err)
+	}
+	prefixes := map[string]bool{}
+	for _, o := range objs {
+		dir, _, _ := strings.Cut(strings.TrimPrefix(o.Key, start), "/")
+		prefixes[start+dir+"/"] = true
+	}
+	if len(prefixes) != 1 {
+		return "", fmt.Errorf("audit records of build %d: %d prefixes under %s (%d objects), want 1", buildID, len(prefixes), start, len(objs))
+	}
+	var prefix string
+	for p := range prefixes {
+		prefix = p
+	}
+	return prefix, nil
+}
