@@ -40,10 +40,34 @@ atc_running() {
   kill -0 "$pid" 2>/dev/null && curl -fsS "$ATC_URL/healthz" >/dev/null 2>&1
 }
 
+# atc_fingerprint names what the demo's ATC runs: its binary and the
+# resource type images in the registry.
+atc_fingerprint() {
+  # shellcheck disable=SC1090
+  . "$CLUSTER_STATE/cluster.env"
+  {
+    sha256sum "$ATC"
+    for name in registry-image git time mock; do
+      curl -fsSI --noproxy '*' -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+        -H 'Accept: application/vnd.oci.image.index.v1+json' \
+        "http://$PORTER_CLUSTER_REGISTRY/v2/resource-$name/manifests/dev" 2>/dev/null |
+        tr -d '\r' | awk 'tolower($1) == "docker-content-digest:" {print $2}'
+    done
+  } | sha256sum | cut -d' ' -f1
+}
+
 start_atc() {
+  # A running ATC is kept only if it runs this binary with these resource
+  # type images: after a rebuild (make demo again), it would serve old code.
+  local want
+  want=$(atc_fingerprint)
   if atc_running; then
-    log "ATC runtime already running (pid $(cat "$ATC_RUN/atc.pid"))"
-    return 0
+    if [ "$want" = "$(cat "$ATC_RUN/atc.fingerprint" 2>/dev/null)" ]; then
+      log "ATC runtime already running (pid $(cat "$ATC_RUN/atc.pid"))"
+      return 0
+    fi
+    log "ATC runtime (pid $(cat "$ATC_RUN/atc.pid")) runs an older build: restarting it"
+    stop_atc
   fi
   # The Pod Security labels of deploy/atc's namespace: baseline enforced, so
   # a privileged step is refused here twice over (its worker does not allow
@@ -96,6 +120,7 @@ EOF
       --base-resource-type-defaults "$ATC_STATE/base-resource-type-defaults.yml" "${types[@]}" \
       >>"$ATC_LOG" 2>&1 </dev/null &
   echo $! >"$ATC_RUN/atc.pid"
+  echo "$want" >"$ATC_RUN/atc.fingerprint"
   for _ in $(seq 100); do
     atc_running && { log "ATC runtime up (pid $(cat "$ATC_RUN/atc.pid"), log $ATC_LOG)"; return 0; }
     kill -0 "$(cat "$ATC_RUN/atc.pid")" 2>/dev/null || break
