@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/atc/retry"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
@@ -74,9 +75,9 @@ func (s *Server) credentials() creds.Manager {
 }
 
 // retryDB runs a database write of a running build until it succeeds or
-// there is no point (exec.RetryDB).
+// there is no point (retry.DB).
 func (s *Server) retryDB(ctx context.Context, what string, write func(context.Context) error) error {
-	return exec.RetryDB(ctx, s.shutdownCtx(), s.log, what, write)
+	return retry.DB(ctx, s.shutdownCtx(), s.log, what, write)
 }
 
 // retire forgets a finished step in memory once its keep-alive and pod

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/atc/retry"
 	"github.com/porter-ci/porter/pkg/db"
 )
 
@@ -18,7 +18,7 @@ import (
 // database is an error at once (wait 0).
 func OpenDB(ctx context.Context, dsn string, wait time.Duration, log *slog.Logger) (*db.DB, error) {
 	var d *db.DB
-	err := exec.Retry(ctx, exec.RetryBackoff(500*time.Millisecond, 5*time.Second), time.Now().Add(wait), log, "open the database",
+	err := retry.Do(ctx, retry.Backoff(500*time.Millisecond, 5*time.Second), time.Now().Add(wait), log, "open the database",
 		func() (bool, error) {
 			var err error
 			d, err = db.Open(ctx, dsn, log)

@@ -18,6 +18,7 @@ import (
 	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
+	"github.com/porter-ci/porter/pkg/atc/stepevents"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
@@ -406,9 +407,7 @@ func (x *executor) podEnded(ctx context.Context, r *StepRecord, st *StepState, f
 	if fin == nil {
 		return nil, false, interrupted(ctx)
 	}
-	st.mu.Lock()
 	shown := st.endEvents(fin, time.Now().Unix())
-	st.mu.Unlock()
 	for _, ev := range shown {
 		x.b.Log.Append(ev)
 	}
@@ -650,30 +649,7 @@ func (x *executor) resourceImage(ctx context.Context, step resourceStep) (string
 // registerResourceStep is registerStep for a resource step: its events
 // are translated as the step's kind.
 func (s *Runner) registerResourceStep(b *Build, w *kuberuntime.Worker, id string, planID concourse.PlanID, kind string) *StepState {
-	st := &StepState{id: id, worker: w, planID: planID, b: b, kind: kind, finished: make(chan *eventspb.StepFinished, 1)}
+	st := &StepState{id: id, worker: w, b: b, ev: stepevents.Translator{PlanID: planID, Kind: kind}, finished: make(chan *eventspb.StepFinished, 1)}
 	s.engine.RegisterStep(st)
 	return st
-}
-
-// translateResource turns a resource step's sidecar event into the build
-// event people see: its stderr as logs, start-get/start-put; the finish
-// events carry the version and come from the ATC.
-func (st *StepState) translateResource(ev *eventspb.Event) (events.Event, bool) {
-	origin := events.Origin{ID: string(st.planID)}
-	t := ev.GetTime().AsTime().Unix()
-	switch p := ev.Payload.(type) {
-	case *eventspb.Event_Status:
-		if p.Status.GetStatus() == eventspb.StepStatus_STEP_STATUS_RUNNING {
-			switch st.kind {
-			case "get":
-				return events.StartGet{Time: t, Origin: origin}, true
-			case "put":
-				return events.StartPut{Time: t, Origin: origin}, true
-			}
-		}
-		return nil, true
-	case *eventspb.Event_ProcessExited:
-		return nil, true
-	}
-	return nil, false
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
 	"github.com/porter-ci/porter/pkg/atc/exec/imagecache"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
+	"github.com/porter-ci/porter/pkg/atc/retry"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
@@ -246,4 +247,10 @@ func (s *Runner) podTelemetry(ctx context.Context) *action.Telemetry {
 		return nil
 	}
 	return &action.Telemetry{TraceParent: tp, OTLPEndpoint: s.cfg.PodOTLPEndpoint}
+}
+
+// retryDB runs a database write of a running build through an outage
+// (retry.DB), until the server stops.
+func (s *Runner) retryDB(ctx context.Context, what string, write func(context.Context) error) error {
+	return retry.DB(ctx, s.shutdownCtx(), s.log, what, write)
 }

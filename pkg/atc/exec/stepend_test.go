@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
+	"github.com/porter-ci/porter/pkg/atc/stepevents"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
@@ -42,8 +43,8 @@ func exited(status int32, oom bool) *eventspb.Event {
 }
 
 // TestTaskEndEvents follows a task's end as the build log shows it: the
-// sidecar's events through translate, the result superviseTask settles on
-// through endEvents, then anything the sidecar sends late.
+// sidecar's events through Translate, the result superviseTask settles on
+// through End, then anything the sidecar sends late.
 func TestTaskEndEvents(t *testing.T) {
 	oomFailure := podwatch.Classify(oomKilledPod())
 	if oomFailure == nil || oomFailure.Kind != podwatch.KindOOMKilled {
@@ -93,7 +94,7 @@ func TestTaskEndEvents(t *testing.T) {
 		want:    shown{finishes: []int{1}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := &StepState{planID: "p1"}
+			st := &stepevents.Translator{PlanID: "p1"}
 			var got shown
 			record := func(ev events.Event) {
 				switch e := ev.(type) {
@@ -104,15 +105,15 @@ func TestTaskEndEvents(t *testing.T) {
 				}
 			}
 			for _, ev := range tc.sidecar {
-				if e := st.translate(ev); e != nil {
+				if e := st.Translate(ev); e != nil {
 					record(e)
 				}
 			}
-			for _, e := range st.endEvents(tc.result, 1) {
+			for _, e := range st.End(tc.result, 1) {
 				record(e)
 			}
 			for _, ev := range tc.late {
-				if e := st.translate(ev); e != nil {
+				if e := st.Translate(ev); e != nil {
 					record(e)
 				}
 			}

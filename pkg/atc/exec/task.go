@@ -15,6 +15,7 @@ import (
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskplan"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
+	"github.com/porter-ci/porter/pkg/atc/stepevents"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
@@ -27,20 +28,14 @@ import (
 
 // StepState is what the server tracks of a running step pod.
 type StepState struct {
-	id          string // the pod's step ID
-	worker      *kuberuntime.Worker
-	planID      concourse.PlanID
-	b           *Build
-	eventConfig events.TaskConfig
-	// kind is a resource step's (check, get, put); empty for a task.
-	kind     string
+	id       string // the pod's step ID
+	worker   *kuberuntime.Worker
+	b        *Build
 	finished chan *eventspb.StepFinished
 
-	mu        sync.Mutex
-	lastError string
-	// finishShown: the build log has the task's finish-task (the sidecar's
-	// process exit, or the ATC's for a container killed with its process).
-	finishShown bool
+	mu sync.Mutex
+	// ev turns the step's sidecar events into build events.
+	ev stepevents.Translator
 	// lost is the loss of the step's pod under it (kuberuntime.PodLost),
 	// if that is how it ended.
 	lost *podwatch.Failure
@@ -72,7 +67,7 @@ func (st *StepState) ID() string { return st.id }
 func (st *StepState) Worker() *kuberuntime.Worker { return st.worker }
 
 // PlanID is the step's plan ID in its build.
-func (st *StepState) PlanID() concourse.PlanID { return st.planID }
+func (st *StepState) PlanID() concourse.PlanID { return st.ev.PlanID }
 
 // Build is the step's build.
 func (st *StepState) Build() *Build { return st.b }
@@ -88,7 +83,7 @@ func (s *Runner) registerStep(b *Build, w *kuberuntime.Worker, id string, planID
 
 // NewStepState is the state of a task step (w nil: its worker is unknown).
 func NewStepState(b *Build, w *kuberuntime.Worker, id string, planID concourse.PlanID, cfg events.TaskConfig) *StepState {
-	return &StepState{id: id, worker: w, planID: planID, b: b, eventConfig: cfg, finished: make(chan *eventspb.StepFinished, 1)}
+	return &StepState{id: id, worker: w, b: b, ev: stepevents.Translator{PlanID: planID, EventConfig: cfg}, finished: make(chan *eventspb.StepFinished, 1)}
 }
 
 // replay gives a step recorded as finished its outcome again, with its
@@ -194,9 +189,7 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *StepRecord
 		return false, interrupted(ctx)
 	}
 	status := buildStatus(fin.GetResult())
-	st.mu.Lock()
 	shown := st.endEvents(fin, time.Now().Unix())
-	st.mu.Unlock()
 	for _, ev := range shown {
 		b.Log.Append(ev)
 	}

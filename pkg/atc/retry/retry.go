@@ -1,4 +1,7 @@
-package exec
+// Package retry is the server's retry loops: jittered, capped backoff
+// until an attempt is done, a deadline passes or the context ends, and the
+// retrying of a build's database writes through an outage.
+package retry
 
 import (
 	"context"
@@ -17,18 +20,18 @@ import (
 // (a restart, a failover) before the write is given up.
 const dbRetryFor = 2 * time.Minute
 
-// RetryBackoff is the backoff of the server's retry loops: doubling from
+// Backoff is the backoff of the server's retry loops: doubling from
 // first to most, each wait stretched by up to half of itself at random, so
 // that the many builds (or replicas) that met the same outage do not all
 // retry in the same instant.
-func RetryBackoff(first, most time.Duration) wait.Backoff {
+func Backoff(first, most time.Duration) wait.Backoff {
 	return wait.Backoff{Duration: first, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: most}
 }
 
-// Retry runs attempt until it returns done, ctx ends (the last error is
+// Do runs attempt until it returns done, ctx ends (the last error is
 // returned) or the deadline passes, waiting backoff's steps between tries.
 // what and log name the attempts in the log.
-func Retry(ctx context.Context, backoff wait.Backoff, deadline time.Time, log *slog.Logger, what string, attempt func() (done bool, err error)) error {
+func Do(ctx context.Context, backoff wait.Backoff, deadline time.Time, log *slog.Logger, what string, attempt func() (done bool, err error)) error {
 	for n := 1; ; n++ {
 		done, err := attempt()
 		if done {
@@ -49,19 +52,13 @@ func Retry(ctx context.Context, backoff wait.Backoff, deadline time.Time, log *s
 	}
 }
 
-// retryDB runs a database write of a running build until it succeeds, the
-// error is one no retry changes (not found, conflict), the server stops or
-// dbRetryFor has passed: a database restarted mid-build must not lose the
-// build's record.
-func (s *Runner) retryDB(ctx context.Context, what string, write func(context.Context) error) error {
-	return RetryDB(ctx, s.shutdownCtx(), s.log, what, write)
-}
-
-// RetryDB is retryDB for the server's own writes of a build's record;
-// shutdown is the server's context.
-func RetryDB(ctx, shutdown context.Context, log *slog.Logger, what string, write func(context.Context) error) error {
+// DB runs a database write of a build's record until it succeeds, the
+// error is one no retry changes (not found, conflict), shutdown (the
+// server's context) ends or dbRetryFor has passed: a database restarted
+// mid-build must not lose the build's record.
+func DB(ctx, shutdown context.Context, log *slog.Logger, what string, write func(context.Context) error) error {
 	ctx = context.WithoutCancel(ctx)
-	return Retry(shutdown, RetryBackoff(100*time.Millisecond, 2*time.Second), time.Now().Add(dbRetryFor), log, what,
+	return Do(shutdown, Backoff(100*time.Millisecond, 2*time.Second), time.Now().Add(dbRetryFor), log, what,
 		func() (bool, error) {
 			err := write(ctx)
 			return err == nil || errors.Is(err, db.ErrNotFound) || errors.Is(err, db.ErrConflict), err

@@ -1,4 +1,4 @@
-package exec
+package retry
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-func TestRetryBackoffSpreadsRetries(t *testing.T) {
+func TestBackoffSpreadsRetries(t *testing.T) {
 	// Many builds meeting the same outage: their waits must differ.
 	seen := map[time.Duration]bool{}
 	for range 50 {
-		b := RetryBackoff(100*time.Millisecond, 2*time.Second)
+		b := Backoff(100*time.Millisecond, 2*time.Second)
 		d := b.Step()
 		if d < 100*time.Millisecond || d >= 150*time.Millisecond {
 			t.Fatalf("first wait %s, want in [100ms, 150ms)", d)
@@ -22,7 +22,7 @@ func TestRetryBackoffSpreadsRetries(t *testing.T) {
 	if len(seen) < 40 {
 		t.Fatalf("50 first waits took only %d values: not jittered", len(seen))
 	}
-	b := RetryBackoff(100*time.Millisecond, 2*time.Second)
+	b := Backoff(100*time.Millisecond, 2*time.Second)
 	for range 20 {
 		if d := b.Step(); d > 3*time.Second {
 			t.Fatalf("wait %s beyond the cap plus jitter", d)
@@ -30,13 +30,13 @@ func TestRetryBackoffSpreadsRetries(t *testing.T) {
 	}
 }
 
-func TestRetryStopsOnSuccessDeadlineAndContext(t *testing.T) {
+func TestDoStopsOnSuccessDeadlineAndContext(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	fast := RetryBackoff(time.Millisecond, 2*time.Millisecond)
+	fast := Backoff(time.Millisecond, 2*time.Millisecond)
 	boom := errors.New("boom")
 
 	calls := 0
-	err := Retry(context.Background(), fast, time.Now().Add(time.Minute), log, "write", func() (bool, error) {
+	err := Do(context.Background(), fast, time.Now().Add(time.Minute), log, "write", func() (bool, error) {
 		calls++
 		return calls == 3, nil
 	})
@@ -45,7 +45,7 @@ func TestRetryStopsOnSuccessDeadlineAndContext(t *testing.T) {
 	}
 
 	calls = 0
-	err = Retry(context.Background(), fast, time.Now().Add(50*time.Millisecond), log, "write", func() (bool, error) {
+	err = Do(context.Background(), fast, time.Now().Add(50*time.Millisecond), log, "write", func() (bool, error) {
 		calls++
 		return false, boom
 	})
@@ -55,9 +55,9 @@ func TestRetryStopsOnSuccessDeadlineAndContext(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	slow := RetryBackoff(time.Hour, time.Hour)
+	slow := Backoff(time.Hour, time.Hour)
 	start := time.Now()
-	err = Retry(ctx, slow, time.Now().Add(time.Hour), log, "write", func() (bool, error) { return false, boom })
+	err = Do(ctx, slow, time.Now().Add(time.Hour), log, "write", func() (bool, error) { return false, boom })
 	if !errors.Is(err, boom) || time.Since(start) > time.Second {
 		t.Fatalf("ended context: err %v after %s, want boom at once", err, time.Since(start))
 	}
