@@ -53,7 +53,8 @@ func openObject(ctx context.Context, store Store, key string, h hash.Hash) (io.R
 // so h sees the object in order), while the reader consumes the ranges
 // before it: on a download the digest is a large share of the CPU (a
 // SHA-256 one as much as everything else together), and this way it runs
-// beside the decoding instead of in its way. A range's buffer is reused once it is both read and hashed.
+// beside the decoding instead of in its way. A range's buffer is reused
+// once it is both read and hashed.
 type rangeReader struct {
 	ctx    context.Context
 	cancel context.CancelFunc
