@@ -40,27 +40,24 @@ atc_running() {
   kill -0 "$pid" 2>/dev/null && curl -fsS "$ATC_URL/healthz" >/dev/null 2>&1
 }
 
-# atc_fingerprint names what the demo's ATC runs: its binary and the
-# resource type images in the registry.
-atc_fingerprint() {
+start_atc() {
   # shellcheck disable=SC1090
   . "$CLUSTER_STATE/cluster.env"
-  {
-    sha256sum "$ATC"
-    for name in registry-image git time mock; do
-      curl -fsSI --noproxy '*' -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-        -H 'Accept: application/vnd.oci.image.index.v1+json' \
-        "http://$PORTER_CLUSTER_REGISTRY/v2/resource-$name/manifests/dev" 2>/dev/null |
-        tr -d '\r' | awk 'tolower($1) == "docker-content-digest:" {print $2}'
-    done
-  } | sha256sum | cut -d' ' -f1
-}
-
-start_atc() {
+  # The base resource types run from the cluster's registry by digest, so
+  # every pod gets the images `make images` just pushed.
+  local types=() name digest
+  for name in registry-image git time mock; do
+    digest=$(curl -fsSI --noproxy '*' -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+      -H 'Accept: application/vnd.oci.image.index.v1+json' \
+      "http://$PORTER_CLUSTER_REGISTRY/v2/resource-$name/manifests/dev" |
+      tr -d '\r' | awk 'tolower($1) == "docker-content-digest:" {print $2}') ||
+      die "resource type image resource-$name:dev is not in the registry at $PORTER_CLUSTER_REGISTRY (make images)"
+    types+=(--base-resource-type "$name=$PORTER_CLUSTER_REGISTRY/resource-$name@$digest")
+  done
   # A running ATC is kept only if it runs this binary with these resource
   # type images: after a rebuild (make demo again), it would serve old code.
   local want
-  want=$(atc_fingerprint)
+  want=$({ sha256sum "$ATC"; printf '%s\n' "${types[@]}"; } | sha256sum | cut -d' ' -f1)
   if atc_running; then
     if [ "$want" = "$(cat "$ATC_RUN/atc.fingerprint" 2>/dev/null)" ]; then
       log "ATC runtime already running (pid $(cat "$ATC_RUN/atc.pid"))"
@@ -86,8 +83,6 @@ metadata:
     pod-security.kubernetes.io/audit-version: latest
 EOF
   mkdir -p "$ATC_RUN" "$ATC_STATE"
-  # shellcheck disable=SC1090
-  . "$CLUSTER_STATE/cluster.env"
   # shellcheck disable=SC1090 # PORTER_POSTGRES_DSN, written by hack/postgres.sh (cluster-up)
   . "$POSTGRES_ENV_FILE"
   # registry-image resolves Docker Hub's repositories ("busybox") in the
@@ -95,17 +90,6 @@ EOF
   # mirror (Concourse's --base-resource-type-defaults).
   printf 'registry-image:\n  registry_mirror: {host: "%s"}\n  insecure: true\n' "$PORTER_CLUSTER_REGISTRY" \
     >"$ATC_STATE/base-resource-type-defaults.yml"
-  # The base resource types run from the cluster's registry by digest, so
-  # every pod gets the images `make images` just pushed.
-  local types=() name digest
-  for name in registry-image git time mock; do
-    digest=$(curl -fsSI --noproxy '*' -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-      -H 'Accept: application/vnd.oci.image.index.v1+json' \
-      "http://$PORTER_CLUSTER_REGISTRY/v2/resource-$name/manifests/dev" |
-      tr -d '\r' | awk 'tolower($1) == "docker-content-digest:" {print $2}') ||
-      die "resource type image resource-$name:dev is not in the registry at $PORTER_CLUSTER_REGISTRY (make images)"
-    types+=(--base-resource-type "$name=$PORTER_CLUSTER_REGISTRY/resource-$name@$digest")
-  done
   PORTER_POSTGRES_DSN=$PORTER_POSTGRES_DSN \
   PORTER_BLOBSTORE_ENDPOINT=$PORTER_CLUSTER_MINIO_ENDPOINT \
   PORTER_BLOBSTORE_BUCKET=$PORTER_CLUSTER_MINIO_BUCKET \
