@@ -26,17 +26,21 @@ func (e apiEngine) CreateBuild(ctx context.Context, team db.Team, createdBy stri
 	return e.s.createBuild(ctx, team, createdBy, plan, raw)
 }
 
-// AbortBuild aborts a build here when this server runs it, otherwise
-// through the database for the server that does.
+// AbortBuild records the abort in the database, then aborts the build here
+// when this server runs it; the server that does otherwise acts on the
+// record. Recording first makes an accepted abort outlive this server: one
+// killed before the build ends resumes it aborted, never running on.
 func (e apiEngine) AbortBuild(ctx context.Context, rec db.Build) error {
-	if b, ok := e.s.running(rec.ID); ok {
-		b.Abort(exec.ErrAborted)
-		return nil
-	}
 	if rec.Status.Finished() {
 		return nil
 	}
-	return e.s.db.RequestAbort(ctx, rec.ID)
+	if err := e.s.db.RequestAbort(ctx, rec.ID); err != nil {
+		return err
+	}
+	if b, ok := e.s.running(rec.ID); ok {
+		b.Abort(exec.ErrAborted)
+	}
+	return nil
 }
 
 func (e apiEngine) WakeScheduler() { e.s.wakeScheduler() }

@@ -219,6 +219,8 @@ type build struct {
 	Created time.Time `json:"created"`
 	End     time.Time `json:"end"`
 	Reaped  bool      `json:"reaped,omitempty"`
+	// ServerLog: the server's last log lines about an unexplained build.
+	ServerLog []string `json:"server_log,omitempty"`
 }
 
 func (s *soak) builds(ctx context.Context) ([]build, error) {
@@ -321,6 +323,9 @@ func (r *results) print(w io.Writer) {
 	}
 	for _, b := range r.Builds {
 		fmt.Fprintf(w, "  unexplained: build %d (%s %s) %s\n", b.ID, b.Job, b.Name, b.Status)
+		for _, l := range b.ServerLog {
+			fmt.Fprintf(w, "    | %s\n", l)
+		}
 	}
 	for _, o := range r.Ops {
 		fmt.Fprintf(w, "  failed %s at %s: %s\n", o.Kind, o.Start.Format("15:04:05"), o.Error)
@@ -375,7 +380,15 @@ func (s *soak) check(ctx context.Context, smp *sampler, hung []build, took time.
 		}
 		switch {
 		case b.Job == "slow":
-			if b.Status != "aborted" && !s.explained(b.Created, end) {
+			// An abort the server accepted while the build ran must abort
+			// it, whatever fault came after: nothing excuses losing it.
+			// Builds whose abort was refused, or never sent (trigger-job
+			// lost in a fault), sleep to their end, within the drain.
+			s.rec.mu.Lock()
+			sent, accepted := s.rec.abortsAccepted[b.Name]
+			s.rec.mu.Unlock()
+			lost := accepted && (b.End.IsZero() || b.End.After(sent))
+			if b.Status != "aborted" && (lost || !s.explained(b.Created, end)) {
 				badAbort++
 				r.Builds = append(r.Builds, b)
 			}
@@ -399,6 +412,9 @@ func (s *soak) check(ctx context.Context, smp *sampler, hung []build, took time.
 	// every 30 s, so all but about a pass's worth of the others are gone.
 	r.add("build logs reaped by retention", manual <= 8 || reaped >= manual-8, "%d of %d finished builds of the manual job reaped (it keeps 5)", reaped, manual)
 	r.add("aborts abort", badAbort == 0, "%d builds of the slow job ended other than aborted", badAbort)
+	for i := range r.Builds {
+		r.Builds[i].ServerLog = serverLogAbout(s.srv.LogPath(), r.Builds[i].ID, 8)
+	}
 
 	var opsN, opsBad, opsExplained int
 	s.rec.mu.Lock()
@@ -531,4 +547,25 @@ func (r *results) addGrowth(check string, samples []sample, f func(sample) int64
 	}
 	early, late := per(samples[q:2*q]), per(samples[3*q:])
 	r.add(check, late <= 1.5*early+1, "%.1f per build in the 2nd quarter, %.1f at the end", early, late)
+}
+
+// serverLogAbout returns the last n lines of the server's log at path that
+// name build id or one of its steps, so that a failed soak says what the
+// server did with the build.
+func serverLogAbout(path string, id int64, n int) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return []string{fmt.Sprintf("(server log: %v)", err)}
+	}
+	defer f.Close()
+	build, step := fmt.Sprintf("build=%d ", id), fmt.Sprintf("step=b%d-", id)
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if l := sc.Text(); strings.Contains(l, build) || strings.Contains(l, step) || strings.HasSuffix(l, build[:len(build)-1]) {
+			lines = append(lines, l)
+		}
+	}
+	return lines[max(0, len(lines)-n):]
 }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -54,5 +57,26 @@ func TestParseFaults(t *testing.T) {
 	}
 	if _, err := parseFaults("kubelet,etcd"); err == nil || !strings.Contains(err.Error(), `unknown fault "etcd"`) {
 		t.Fatalf("etcd: %v", err)
+	}
+}
+
+func TestServerLogAbout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "atc.log")
+	log := `msg="resuming build" build=16
+msg="step pod created" step=b163-sleep-5af05b
+msg="build finished" build=163 status=aborted
+msg="server stopping: build left to resume" build=163
+msg="build finished" build=1630 status=succeeded
+`
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := serverLogAbout(path, 163, 2)
+	want := []string{`msg="build finished" build=163 status=aborted`, `msg="server stopping: build left to resume" build=163`}
+	if !slices.Equal(got, want) {
+		t.Errorf("serverLogAbout = %q, want %q", got, want)
+	}
+	if got := serverLogAbout(path, 163, 8); len(got) != 3 {
+		t.Errorf("all lines about build 163: %q", got)
 	}
 }

@@ -83,7 +83,7 @@ jobs:
     config:
       platform: linux
       image_resource: {type: registry-image, source: {repository: busybox}}
-      run: {path: sleep, args: ["600"]}
+      run: {path: sleep, args: ["180"]}
 `)
 	return b.String()
 }
@@ -251,7 +251,9 @@ func (s *soak) recentBuild(ctx context.Context, job string, d time.Duration) (st
 
 var startedBuild = regexp.MustCompile(`started \S+ #(\d+)`)
 
-// abort: trigger the slow job, then abort its build while it runs.
+// abort: trigger the slow job, then abort its build while it runs. A refused
+// abort-build (the server down in a fault) is sent again, as a person would,
+// until the server accepts it.
 func (s *soak) abort(ctx context.Context) (string, error) {
 	res, err := s.fly.Run(ctx, "trigger-job", "-j", pipelineName+"/slow")
 	if detail, err := flyOutcome(res, err); err != nil {
@@ -261,10 +263,26 @@ func (s *soak) abort(ctx context.Context) (string, error) {
 	if m == nil {
 		return "", fmt.Errorf("no build number in fly's output %q", res.Stdout)
 	}
-	s.rec.expectAborted(m[1])
 	time.Sleep(time.Duration(2+s.intn(8)) * time.Second)
-	res, err = s.fly.Run(ctx, "abort-build", "-j", pipelineName+"/slow", "-b", m[1])
-	return flyOutcome(res, err)
+	var refused []string
+	for {
+		sent := time.Now()
+		res, err = s.fly.Run(ctx, "abort-build", "-j", pipelineName+"/slow", "-b", m[1])
+		detail, err := flyOutcome(res, err)
+		if err == nil {
+			s.rec.abortAccepted(m[1], sent)
+			if len(refused) > 0 {
+				detail = fmt.Sprintf("%s (after %d refusals: %s)", detail, len(refused), strings.Join(refused, "; "))
+			}
+			return detail, nil
+		}
+		refused = append(refused, err.Error())
+		select {
+		case <-ctx.Done():
+			return detail, errors.Join(ctx.Err(), err)
+		case <-time.After(3 * time.Second):
+		}
+	}
 }
 
 var numberedLine = regexp.MustCompile(`soak (\S+) line (\d+)`)
@@ -299,12 +317,14 @@ func checkLines(out string, want map[string]bool) string {
 
 // recorder is what happened, for the checks.
 type recorder struct {
-	mu          sync.Mutex
-	ops         []opRecord
-	faults      []faultRecord
-	aborted     map[string]bool
-	logProblems []string
-	artifacts   [2]int // identical, differing
+	mu     sync.Mutex
+	ops    []opRecord
+	faults []faultRecord
+	// abortsAccepted: when an accepted abort-build was sent, by the slow
+	// job's build name.
+	abortsAccepted map[string]time.Time
+	logProblems    []string
+	artifacts      [2]int // identical, differing
 }
 
 type opRecord struct {
@@ -323,7 +343,7 @@ type faultRecord struct {
 }
 
 func newRecorder() *recorder {
-	return &recorder{aborted: map[string]bool{}}
+	return &recorder{abortsAccepted: map[string]time.Time{}}
 }
 
 func (r *recorder) op(kind string, start, end time.Time, detail string, err error) {
@@ -342,10 +362,10 @@ func (r *recorder) fault(f faultRecord) {
 	r.faults = append(r.faults, f)
 }
 
-func (r *recorder) expectAborted(build string) {
+func (r *recorder) abortAccepted(build string, sent time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.aborted[build] = true
+	r.abortsAccepted[build] = sent
 }
 
 func (r *recorder) logProblem(p string) {

@@ -1,0 +1,65 @@
+package atc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/test/testenv"
+)
+
+// TestAbortOfARunningBuildIsRecorded: an abort accepted for a build this
+// server runs is recorded in the database as well as acted on here, so a
+// server killed before the build ends resumes it aborted (real PostgreSQL).
+func TestAbortOfARunningBuildIsRecorded(t *testing.T) {
+	ctx := t.Context()
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	d, err := db.Open(ctx, testenv.Postgres(t), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	team, err := d.EnsureTeam(ctx, "main", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := d.CreateOneOffBuild(ctx, team.ID, []byte(`{"id": "1", "do": []}`), "test", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.StartBuild(ctx, rec.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	s := &Server{db: d, log: log, cfg: Config{ServerID: "s1"}, builds: map[int64]*exec.Build{rec.ID: {Abort: abort}}}
+
+	if rec, err = d.Build(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := (apiEngine{s}).AbortBuild(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(context.Cause(runCtx), exec.ErrAborted) {
+		t.Errorf("the running build was not aborted here: cause %v", context.Cause(runCtx))
+	}
+	got, err := d.Build(ctx, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.AbortRequested {
+		t.Errorf("build %d: the abort is not recorded, so a restarted server would run it on", rec.ID)
+	}
+	ids, err := d.AbortsRequested(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(ids, rec.ID) {
+		t.Errorf("aborts requested of s1 = %v, want build %d among them", ids, rec.ID)
+	}
+}
