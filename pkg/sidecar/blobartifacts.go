@@ -16,6 +16,14 @@ import (
 // 64 MiB resident whatever the artifact's size.
 const SoftMemoryLimit = 40 << 20
 
+// DownloadOptions are the sidecar's download options: limits, and 3
+// ranges of 4 MiB in flight, about 20 MiB with the one being read, well
+// under SoftMemoryLimit (the default 48 MiB of ranges would keep the
+// collector running through a large download).
+func DownloadOptions(limits blobstore.ExtractLimits) blobstore.DownloadOptions {
+	return blobstore.DownloadOptions{Limits: limits, RangeSize: 4 << 20, RangesAhead: 3}
+}
+
 // BlobArtifacts adapts a blobstore.Store to what the sidecar needs: outputs
 // go to fresh keys under the step's blob prefix (the ATC gives them their
 // content address), downloads are extracted within limits.
@@ -26,16 +34,16 @@ func BlobArtifacts(store, audit blobstore.Store, team, stepID string, limits blo
 	// covers the sidecar too. 3 parts of 8 MiB in flight still keep a local
 	// MinIO busy.
 	up := blobstore.UploadOptions{PartSize: 8 << 20, Concurrency: 3, EncoderConcurrency: 2, LowMemory: true}
-	return blobArtifacts{store: store, audit: audit, team: team, owner: stepID, limits: limits, upload: up}
+	return blobArtifacts{store: store, audit: audit, team: team, owner: stepID, download: DownloadOptions(limits), upload: up}
 }
 
 type blobArtifacts struct {
-	store  blobstore.Store
-	audit  blobstore.Store
-	team   string
-	owner  string
-	limits blobstore.ExtractLimits
-	upload blobstore.UploadOptions
+	store    blobstore.Store
+	audit    blobstore.Store
+	team     string
+	owner    string
+	download blobstore.DownloadOptions
+	upload   blobstore.UploadOptions
 }
 
 func fromBlob(a blobstore.Artifact) Artifact {
@@ -43,7 +51,7 @@ func fromBlob(a blobstore.Artifact) Artifact {
 }
 
 func (b blobArtifacts) Download(ctx context.Context, key, digest, dir string) (Artifact, error) {
-	a, err := blobstore.DownloadDirLimited(ctx, b.store, key, digest, dir, b.limits)
+	a, err := blobstore.DownloadDirWith(ctx, b.store, key, digest, dir, b.download)
 	return fromBlob(a), err
 }
 
