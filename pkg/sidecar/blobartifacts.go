@@ -17,9 +17,9 @@ import (
 const SoftMemoryLimit = 40 << 20
 
 // DownloadOptions are the sidecar's download options: limits, and 3
-// ranges of 4 MiB in flight, about 20 MiB with the one being read, well
-// under SoftMemoryLimit (the default 48 MiB of ranges would keep the
-// collector running through a large download).
+// ranges of 4 MiB in flight, about 20 MiB with the one being read, where
+// the default is 48 MiB: the sidecar's memory is the pod's. (The buffers are
+// reused, so either way a 1 GiB download runs about 2 collections.)
 func DownloadOptions(limits blobstore.ExtractLimits) blobstore.DownloadOptions {
 	return blobstore.DownloadOptions{Limits: limits, RangeSize: 4 << 20, RangesAhead: 3}
 }
