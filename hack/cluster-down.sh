@@ -14,8 +14,9 @@ set -uo pipefail # no -e: one failed cleanup step must not skip the others
 T_START=$(date +%s%N)
 elapsed() { awk -v a="$T_START" -v b="$(date +%s%N)" 'BEGIN{printf "%.1f", (b-a)/1e9}'; }
 
-# Chains the kubelet (KUBE-*) and the CNI firewall plugin (CNI-*) create. Nothing
-# else on these machines (dockerd included) uses these prefixes.
+# Chains the kubelet (KUBE-*) and, on clusters made before it was dropped, the
+# CNI firewall plugin (CNI-*) create. Nothing else on these machines (dockerd
+# included) uses these prefixes.
 CHAIN_PREFIXES='KUBE-|CNI-'
 
 # our_shims: PIDs of runc shims serving our containerd, by the socket their
@@ -26,7 +27,7 @@ leftovers() {
   [ -d "$CLUSTER_RUN" ] || [ -d "$CLUSTER_STATE" ] && return 0
   ip -4 addr show dev lo | grep -q " $NODE_IP/32" && return 0
   ip link show "$BRIDGE" >/dev/null 2>&1 && return 0
-  iptables -S FORWARD 2>/dev/null | grep -q porter-cluster-isolation && return 0
+  iptables -S FORWARD 2>/dev/null | grep -qE 'porter-cluster-(isolation|pods)' && return 0
   local h
   for h in /sys/fs/cgroup/*/kubepods; do [ -d "$h" ] && return 0; done
   our_shims >/dev/null && return 0
@@ -118,9 +119,7 @@ remove_network() {
   ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
   ip -4 addr show dev lo | grep -q " $NODE_IP/32" && ip addr del "$NODE_IP/32" dev lo
   local rule ipt table chain
-  while rule=$(iptables -S FORWARD | grep -m1 porter-cluster-isolation); do
-    eval "iptables ${rule/-A/-D}" || break
-  done
+  remove_forward_rules
   for ipt in iptables ip6tables; do
     for table in filter nat mangle; do
       # Jumps into our chains first, then the chains themselves.

@@ -111,3 +111,12 @@ go_tool() {
   (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -o "$TOOLS_BIN/$1" "./hack/tools/$1") || return 1
   echo "$TOOLS_BIN/$1"
 }
+
+# remove_forward_rules: removes the pod subnet's rules from FORWARD, by their
+# comments (cluster-up makes them, cluster-down removes them).
+remove_forward_rules() {
+  local rule
+  while rule=$(iptables -S FORWARD | grep -m1 -E 'porter-cluster-(isolation|pods)'); do
+    eval "iptables ${rule/-A/-D}" || break
+  done
+}

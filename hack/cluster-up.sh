@@ -117,6 +117,7 @@ converge_running() {
   component_pid apiserver-proxy >/dev/null || start_apiserver_proxy
   component_pid kube-proxy >/dev/null || start_kube_proxy
   reconcile_kubelet
+  network_current || configure_cni
   # base: builds the registry image if it is new (cheap when the archives are current).
   timed "import changed images" "$REPO_ROOT/hack/images.sh" --import-cached base ||
     die "importing the images failed"
@@ -140,7 +141,7 @@ preflight() {
   for b in etcd containerd containerd-shim-runc-v2 kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy minio registry coredns; do
     [ -x "$TOOLS_BIN/$b" ] || die "$TOOLS_BIN/$b is missing: run hack/build-tools.sh"
   done
-  for b in /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/firewall /usr/bin/socat /bin/busybox; do
+  for b in /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/bin/socat /bin/busybox; do
     [ -x "$b" ] || die "$b is missing (package containernetworking-plugins)"
   done
   # A distro etcd, another cluster or a leftover MinIO would make a confusing failure later.
@@ -159,7 +160,7 @@ preflight() {
 prepare_host() {
   ip -4 addr show dev lo | grep -q " $NODE_IP/32" || ip addr add "$NODE_IP/32" dev lo
   # Pods reach this host through the bridge; bridged pod<->pod traffic goes through
-  # iptables so the CNI firewall plugin's rules apply. br_netfilter is built in here.
+  # iptables so the FORWARD rules (configure_cni) apply. br_netfilter is built in here.
   sysctl -qw net.ipv4.ip_forward=1
   sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
   mkdir -p /var/run/netns
@@ -414,8 +415,19 @@ start_apiserver() {
 }
 
 # bridge: one veth per pod on $BRIDGE; ipMasq off, since pod traffic has nowhere
-#   to go but this host. firewall: per-pod ACCEPT rules in FORWARD, needed because
-#   dockerd sets the FORWARD policy to DROP and bridged traffic passes FORWARD.
+#   to go but this host. No firewall plugin: it jumps to its per-pod rules from
+#   the top of FORWARD, ahead of the isolation rule, so pods bypassed it (a pod
+#   reached a Docker container on docker0). Two static rules accept the pod
+#   subnet's bridged traffic instead, which dockerd's DROP policy on FORWARD would
+#   refuse, and save the plugin's iptables calls on every sandbox.
+# network_current: the CNI config and the FORWARD rules are configure_cni's: the
+# isolation rule first, then the accepts, and no firewall plugin.
+network_current() {
+  [ "$(iptables -S FORWARD | sed -n '2,4p' | grep -c -E 'porter-cluster-(isolation|pods)')" = 3 ] &&
+    iptables -S FORWARD | sed -n 2p | grep -q porter-cluster-isolation &&
+    ! grep -q '"firewall"' "$CLUSTER_STATE/cni/net.d/10-porter.conflist"
+}
+
 configure_cni() {
   cat >"$CLUSTER_STATE/cni/net.d/10-porter.conflist" <<EOF
 {
@@ -429,15 +441,18 @@ configure_cni() {
         "ranges": [[{"subnet": "$POD_SUBNET", "gateway": "$POD_GATEWAY"}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
-    },
-    {"type": "firewall", "backend": "iptables"}
+    }
   ]
 }
 EOF
   # Pods may reach each other and this host; anything they try to route elsewhere
-  # (eth0, docker0) is rejected. cluster-down removes the rule by its comment.
-  iptables -C FORWARD -s "$POD_SUBNET" ! -o "$BRIDGE" -m comment --comment porter-cluster-isolation -j REJECT 2>/dev/null ||
-    iptables -I FORWARD 1 -s "$POD_SUBNET" ! -o "$BRIDGE" -m comment --comment porter-cluster-isolation -j REJECT
+  # (eth0, docker0) is rejected, first thing in FORWARD. Re-made on every run, so
+  # that nothing inserted since (an older cluster's firewall plugin jump) stays
+  # ahead of it. cluster-down removes the rules by their comments.
+  remove_forward_rules
+  iptables -I FORWARD 1 -s "$POD_SUBNET" ! -o "$BRIDGE" -m comment --comment porter-cluster-isolation -j REJECT
+  iptables -I FORWARD 2 -s "$POD_SUBNET" -m comment --comment porter-cluster-pods -j ACCEPT
+  iptables -I FORWARD 3 -d "$POD_SUBNET" -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment porter-cluster-pods -j ACCEPT
 }
 
 # Builds the base images if they are not cached yet (a no-op otherwise) and imports
@@ -578,8 +593,8 @@ start_apiserver_proxy() {
 }
 
 # Why each setting:
-#  mode iptables           the backend the CNI firewall plugin and the isolation
-#                          rule use too; cluster-down removes its KUBE- chains.
+#  mode iptables           the backend the pod subnet's FORWARD rules use too;
+#                          cluster-down removes its KUBE- chains.
 #  clusterCIDR             traffic from outside the pod subnet to a ClusterIP is
 #                          masqueraded, so replies come back through this host.
 #  nodePortAddresses       NodePorts on the node IP only, never on eth0.
