@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/atc/exec"
-	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -19,15 +18,7 @@ import (
 func TestAbortOfARunningBuildIsRecorded(t *testing.T) {
 	ctx := t.Context()
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	d, err := db.Open(ctx, testenv.Postgres(t), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
-	team, err := d.EnsureTeam(ctx, "main", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, team := openDB(t, testenv.Postgres(t), log)
 	rec, err := d.CreateOneOffBuild(ctx, team.ID, []byte(`{"id": "1", "do": []}`), "test", "s1")
 	if err != nil {
 		t.Fatal(err)

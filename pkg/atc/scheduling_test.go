@@ -47,15 +47,7 @@ func TestCheckBuildsRecordTheirEndOnTheResource(t *testing.T) {
 	}
 	dsn := testenv.Postgres(t)
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	d, err := db.Open(ctx, dsn, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
-	team, err := d.EnsureTeam(ctx, "main", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, team := openDB(t, dsn, log)
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -111,4 +103,20 @@ func TestCheckBuildsRecordTheirEndOnTheResource(t *testing.T) {
 			t.Fatalf("check build %+v", rec)
 		}
 	}
+}
+
+// openDB opens the database at dsn, closed when the test ends, with its
+// main team.
+func openDB(t *testing.T, dsn string, log *slog.Logger) (*db.DB, db.Team) {
+	t.Helper()
+	d, err := db.Open(t.Context(), dsn, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	team, err := d.EnsureTeam(t.Context(), "main", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, team
 }
