@@ -413,10 +413,11 @@ func verifiedGet(ctx context.Context, s *blobstore.MinioStore, key, path string)
 }
 
 // compareDownloads downloads the one-file data set again, the ways
-// taking turns round after round, so that a loaded machine weighs on each
-// alike: raw GetObject of the file (also hashing it, as a verifying
-// runtime must), Porter's artifact as one GET stream, and Porter's
-// artifact as parallel ranges (DownloadDir).
+// taking turns round after round, in an order rotated each round, so that
+// a loaded machine weighs on each alike: raw GetObject of the file (also
+// hashing it, as a verifying runtime must), Porter's artifact as one GET
+// stream, and as parallel ranges (DownloadDir), with the default ranges
+// and the sidecar's.
 func compareDownloads(ctx context.Context, s *blobstore.MinioStore, tmp, dir string, size int64) error {
 	if downloadRounds <= 0 || bigArtifact.Key == "" {
 		return nil
@@ -453,8 +454,13 @@ func compareDownloads(ctx context.Context, s *blobstore.MinioStore, tmp, dir str
 		}},
 	}
 	took := make([][]time.Duration, len(ways))
-	for range downloadRounds {
-		for i, w := range ways {
+	for round := range downloadRounds {
+		// Each round starts one way further on: a way pays for the
+		// writeback of the file before it, so no way always follows the
+		// same one.
+		for k := range ways {
+			i := (round + k) % len(ways)
+			w := ways[i]
 			out := filepath.Join(tmp, "compare")
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
