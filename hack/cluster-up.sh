@@ -414,12 +414,6 @@ start_apiserver() {
     --allow-privileged=true --profiling=false --event-ttl=1h
 }
 
-# bridge: one veth per pod on $BRIDGE; ipMasq off, since pod traffic has nowhere
-#   to go but this host. No firewall plugin: it jumps to its per-pod rules from
-#   the top of FORWARD, ahead of the isolation rule, so pods bypassed it (a pod
-#   reached a Docker container on docker0). Two static rules accept the pod
-#   subnet's bridged traffic instead, which dockerd's DROP policy on FORWARD would
-#   refuse, and save the plugin's iptables calls on every sandbox.
 # network_current: the CNI config and the FORWARD rules are configure_cni's: the
 # isolation rule first, then the accepts, and no firewall plugin.
 network_current() {
@@ -428,6 +422,12 @@ network_current() {
     ! grep -q '"firewall"' "$CLUSTER_STATE/cni/net.d/10-porter.conflist"
 }
 
+# bridge: one veth per pod on $BRIDGE; ipMasq off, since pod traffic has nowhere
+#   to go but this host. No firewall plugin: it jumps to its per-pod rules from
+#   the top of FORWARD, ahead of the isolation rule, so pods bypassed it (a pod
+#   reached a Docker container on docker0). Two static rules accept the pod
+#   subnet's bridged traffic instead, which dockerd's DROP policy on FORWARD would
+#   refuse.
 configure_cni() {
   cat >"$CLUSTER_STATE/cni/net.d/10-porter.conflist" <<EOF
 {
