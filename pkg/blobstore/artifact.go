@@ -1,7 +1,6 @@
 package blobstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -139,34 +138,23 @@ func deleteQuietly(ctx context.Context, store Store, key string) {
 // algorithm ("blake3:" or "sha256:"; any other is refused before anything
 // is read), or with BLAKE3 when wantDigest is empty.
 func DownloadDir(ctx context.Context, store Store, key, wantDigest, dir string) (Artifact, error) {
-	return DownloadDirWith(ctx, store, key, wantDigest, dir, DownloadOptions{})
+	return DownloadDirLimited(ctx, store, key, wantDigest, dir, ExtractLimits{})
 }
 
-// DownloadOptions tune DownloadDirWith.
-type DownloadOptions struct {
-	// Limits cap the extraction (ExtractLimited).
-	Limits ExtractLimits
-	// RangeSize and RangesAhead steer the read of a large artifact:
-	// RangesAhead GETs of RangeSize bytes at once, kept in memory until
-	// read. Memory is about (RangesAhead+2)×RangeSize; zero means 8 MiB
-	// and 4 (48 MiB).
-	RangeSize   int64
-	RangesAhead int
-}
-
-// DownloadDirWith is DownloadDir tuned by opts.
-func DownloadDirWith(ctx context.Context, store Store, key, wantDigest, dir string, opts DownloadOptions) (Artifact, error) {
+// DownloadDirLimited is DownloadDir with the given extraction caps
+// (ExtractLimited).
+func DownloadDirLimited(ctx context.Context, store Store, key, wantDigest, dir string, limits ExtractLimits) (Artifact, error) {
 	algo, h, err := downloadHash(wantDigest)
 	if err != nil {
 		return Artifact{}, fmt.Errorf("download %q into %s: %w", key, dir, err)
 	}
-	rc, err := openObject(ctx, store, key, h, cmp.Or(opts.RangeSize, rangeChunk), max(cmp.Or(opts.RangesAhead, rangeAhead), 1))
+	rc, err := openObject(ctx, store, key, h)
 	if err != nil {
 		return Artifact{}, err
 	}
 	defer rc.Close()
 	body := &countingReader{r: rc}
-	a, err := readArtifact(ctx, body, algo, h, dir, opts.Limits, wantDigest != "")
+	a, err := readArtifact(ctx, body, algo, h, dir, limits, wantDigest != "")
 	if err != nil {
 		return Artifact{}, fmt.Errorf("download %q into %s: %w", key, dir, err)
 	}

@@ -200,33 +200,6 @@ func TestArtifactBLAKE3RoundTrip(t *testing.T) {
 	}
 }
 
-// DownloadOptions' range size and count steer the ranged read: a 3 MiB
-// artifact read as 256 KiB ranges takes one GET and a dozen ranges, and
-// still arrives whole and verified.
-func TestArtifactDownloadRangeOptions(t *testing.T) {
-	store := newBucketStore()
-	src, a := uploadTree(t, store, 3<<20)
-	store.gets.Store(0)
-	dst := t.TempDir()
-	got, err := blobstore.DownloadDirWith(t.Context(), store, a.Key, a.Digest, dst, blobstore.DownloadOptions{RangeSize: 256 << 10, RangesAhead: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != a {
-		t.Errorf("download gave %+v, want %+v", got, a)
-	}
-	if want := (a.Size + 256<<10 - 1) / (256 << 10); store.gets.Load() != want {
-		t.Errorf("%d GETs, want %d (one per 256 KiB of the %d stored bytes)", store.gets.Load(), want, a.Size)
-	}
-	want, err := snapshot(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tree, err := snapshot(dst); err != nil || !equalTrees(tree, want) {
-		t.Errorf("downloaded tree differs (%v):\n got %v\nwant %v", err, tree, want)
-	}
-}
-
 // Artifacts stored with SHA-256 digests (before BLAKE3) still download,
 // checked with SHA-256.
 func TestArtifactSHA256StillVerified(t *testing.T) {

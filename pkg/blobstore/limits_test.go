@@ -72,7 +72,7 @@ func diskUsage(t testing.TB, dir string) (bytes, entries int64) {
 	return bytes, entries
 }
 
-// memStore serves one object; enough for DownloadDirWith's pure path
+// memStore serves one object; enough for DownloadDirLimited's pure path
 // (the real stores are covered by the conformance suite and the cluster
 // spec test/runtime/podhard_test.go).
 type memStore struct {
@@ -97,7 +97,7 @@ func TestZstdBombRefused(t *testing.T) {
 	limits := blobstore.ExtractLimits{MaxBytes: 16 << 20}
 	dir := t.TempDir()
 	store := memStore{key: "artifacts/bomb.tar.zst", data: bomb}
-	_, err := blobstore.DownloadDirWith(context.Background(), store, store.key, "", dir, blobstore.DownloadOptions{Limits: limits})
+	_, err := blobstore.DownloadDirLimited(context.Background(), store, store.key, "", dir, limits)
 	if !errors.Is(err, blobstore.ErrExtractLimit) {
 		t.Fatalf("bomb of %d compressed bytes: err = %v, want ErrExtractLimit", len(bomb), err)
 	}
@@ -112,7 +112,7 @@ func TestZstdBombRefused(t *testing.T) {
 
 	// The same archive under a cap it fits passes.
 	dir = t.TempDir()
-	if _, err := blobstore.DownloadDirWith(context.Background(), store, store.key, "", dir, blobstore.DownloadOptions{Limits: blobstore.ExtractLimits{MaxBytes: expanded}}); err != nil {
+	if _, err := blobstore.DownloadDirLimited(context.Background(), store, store.key, "", dir, blobstore.ExtractLimits{MaxBytes: expanded}); err != nil {
 		t.Fatalf("bomb under a cap of exactly its size: %v", err)
 	}
 	if written, _ := diskUsage(t, dir); written != expanded {

@@ -13,24 +13,23 @@ import (
 // to a goroutine), so an artifact is read as consecutive ranges, a few
 // fetched at once, and served in order from memory.
 const (
-	// rangeChunk is the default size of one ranged GET.
+	// rangeChunk is the size of one ranged GET.
 	rangeChunk = 8 << 20
-	// rangeAhead is the default number of ranges fetched at once; memory
-	// is about (rangeAhead+2)×rangeChunk.
+	// rangeAhead is how many ranges are fetched at once; memory is about
+	// (rangeAhead+2)×rangeChunk.
 	rangeAhead = 4
 )
 
 // openObject opens an object for one sequential read: one GET, whose
 // first part is read while the rest of a large object is fetched as ranges
-// of chunk bytes, ahead of them in parallel. Every byte read goes into h,
-// in order; once the reader has returned io.EOF, h holds the whole
-// object's.
-func openObject(ctx context.Context, store Store, key string, h hash.Hash, chunk int64, ahead int) (io.ReadCloser, error) {
+// in parallel. Every byte read goes into h, in order; once the reader has
+// returned io.EOF, h holds the whole object's.
+func openObject(ctx context.Context, store Store, key string, h hash.Hash) (io.ReadCloser, error) {
 	rc, info, err := store.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("download %q: %w", key, err)
 	}
-	if info.Size < 2*chunk {
+	if info.Size < 2*rangeChunk {
 		// The decoder reads a few bytes at a time (block headers); each
 		// Read of a driver's body may cost a round trip between goroutines.
 		buf := int64(1 << 20)
@@ -42,7 +41,7 @@ func openObject(ctx context.Context, store Store, key string, h hash.Hash, chunk
 			io.Closer
 		}{io.TeeReader(bufio.NewReaderSize(rc, int(buf)), h), rc}, nil
 	}
-	return newRangeReader(ctx, store, key, rc, info.Size, chunk, ahead, h), nil
+	return newRangeReader(ctx, store, key, rc, info.Size, rangeChunk, rangeAhead, h), nil
 }
 
 // rangeReader reads size bytes of an object as ranges of chunk bytes, up

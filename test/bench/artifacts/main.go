@@ -29,7 +29,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/porter-ci/porter/pkg/blobstore"
-	"github.com/porter-ci/porter/pkg/sidecar"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -416,8 +415,7 @@ func verifiedGet(ctx context.Context, s *blobstore.MinioStore, key, path string)
 // taking turns round after round, in an order rotated each round, so that
 // a loaded machine weighs on each alike: raw GetObject of the file (also
 // hashing it, as a verifying runtime must), Porter's artifact as one GET
-// stream, and as parallel ranges (DownloadDir), with the default ranges
-// and the sidecar's.
+// stream, and as parallel ranges (DownloadDir).
 func compareDownloads(ctx context.Context, s *blobstore.MinioStore, tmp, dir string, size int64) error {
 	if downloadRounds <= 0 || bigArtifact.Key == "" {
 		return nil
@@ -445,11 +443,6 @@ func compareDownloads(ctx context.Context, s *blobstore.MinioStore, tmp, dir str
 		}},
 		{"porter DownloadDir, parallel ranges", func(out string) error {
 			_, err := blobstore.DownloadDir(ctx, s, bigArtifact.Key, bigArtifact.Digest, out)
-			return err
-		}},
-		// The sidecar's ranges: 20 MiB in memory instead of 48.
-		{"porter DownloadDir, the sidecar's ranges (4 MiB × 3)", func(out string) error {
-			_, err := blobstore.DownloadDirWith(ctx, s, bigArtifact.Key, bigArtifact.Digest, out, sidecar.DownloadOptions(blobstore.ExtractLimits{}))
 			return err
 		}},
 	}
