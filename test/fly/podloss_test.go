@@ -30,7 +30,10 @@ run:
 		p, err := s.adminFly.Start(testenv.FlyCmd{Args: []string{"execute", "-c", task, "-i", "in=" + in}})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(p.Kill)
-		Eventually(func() string { return p.Stdout.String() }).WithTimeout(time.Minute).Should(ContainSubstring("attempt-on-"))
+		// The process's line, not fly's "running sh -c echo attempt-on-…",
+		// which comes first: deleting the pod before the process printed
+		// puts its line after the restart notice.
+		Eventually(func() string { return p.Stdout.String() }).WithTimeout(time.Minute).Should(ContainSubstring(" hello-from-input\n"))
 		id := buildID(p.Stdout.String())
 		pods := buildPods(ctx, sharedWorker, id)
 		Expect(pods).To(HaveLen(1))
