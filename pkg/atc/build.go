@@ -69,6 +69,21 @@ func (f followedBuilds) Build(ctx context.Context, id int64) (db.Build, error) {
 	return f.s.db.Build(ctx, id)
 }
 
+// register puts b in the running set until finishBuild takes it out:
+// followers of its events then read its live log, which ends with its
+// status event, not the stored one, which gets that event only after the
+// database has the build finished. It wakes followers waiting for a build
+// to start here.
+func (s *Server) register(b *exec.Build) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.builds[b.ID] = b
+	if s.buildStarted != nil {
+		close(s.buildStarted)
+	}
+	s.buildStarted = make(chan struct{})
+}
+
 // startBuild runs the build in the background. The build outlives the
 // request that created it, but not the server: on shutdown it stops where
 // it is and the next server resumes it.
@@ -80,13 +95,7 @@ func (s *Server) startBuild(ctx context.Context, b *exec.Build, plan concourse.P
 	// and ends on its own once the finished build is durable, or when the
 	// server stops.
 	logCtx, stopLog := context.WithCancel(context.WithoutCancel(ctx))
-	s.mu.Lock()
-	s.builds[b.ID] = b
-	if s.buildStarted != nil {
-		close(s.buildStarted)
-	}
-	s.buildStarted = make(chan struct{})
-	s.mu.Unlock()
+	s.register(b)
 	s.runs.Add(1)
 	go func() {
 		defer s.runs.Done()

@@ -74,6 +74,11 @@ func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan 
 func (st schedStarter) FailJobBuild(ctx context.Context, rec db.JobBuild, cause error) error {
 	s := st.s
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
+	// Running, briefly: a follower reading the stored log could see the
+	// build finished before its status event is stored, and end without
+	// it (fly then exited 0 for an errored build).
+	b.Abort = func(error) {} // it ends errored at once whatever comes
+	s.register(b)
 	now := time.Now().Unix()
 	b.Log.Append(events.Status{Status: concourse.StatusStarted, Time: now})
 	b.Log.Append(events.Error{Message: cause.Error(), Time: now})
