@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -424,8 +425,15 @@ func (s *soak) check(ctx context.Context, smp *sampler, hung []build, took time.
 	// every 30 s, so all but about a pass's worth of the others are gone.
 	r.add("build logs reaped by retention", manual <= 8 || reaped >= manual-8, "%d of %d finished builds of the manual job reaped (it keeps 5)", reaped, manual)
 	r.add("aborts abort", badAbort == 0, "%d builds of the slow job ended other than aborted", badAbort)
-	for i := range r.Builds {
-		r.Builds[i].ServerLog = serverLogAbout(s.srv.LogPath(), r.Builds[i].ID, 8)
+	if len(r.Builds) > 0 {
+		ids := make([]int64, len(r.Builds))
+		for i, b := range r.Builds {
+			ids[i] = b.ID
+		}
+		about := serverLogAbout(s.srv.LogPath(), ids, 8)
+		for i := range r.Builds {
+			r.Builds[i].ServerLog = about[r.Builds[i].ID]
+		}
 	}
 
 	var opsN, opsBad, opsExplained int
@@ -568,23 +576,43 @@ func (r *results) addGrowth(check string, samples []sample, f func(sample) int64
 	r.add(check, late <= 1.5*early+1, "%.1f per build in the 2nd quarter, %.1f at the end", early, late)
 }
 
-// serverLogAbout returns the last n lines of the server's log at path that
-// name build id or one of its steps, so that a failed soak says what the
-// server did with the build.
-func serverLogAbout(path string, id int64, n int) []string {
+// serverLogAbout returns, for each of the builds ids, the last n lines of
+// the server's log at path that name the build (build=N) or one of its
+// steps (step=bN-…), read in one pass, so that a failed soak says what the
+// server did with each.
+func serverLogAbout(path string, ids []int64, n int) map[int64][]string {
+	out := map[int64][]string{}
 	f, err := os.Open(path)
 	if err != nil {
-		return []string{fmt.Sprintf("(server log: %v)", err)}
+		for _, id := range ids {
+			out[id] = []string{fmt.Sprintf("(server log: %v)", err)}
+		}
+		return out
 	}
 	defer f.Close()
-	build, step := fmt.Sprintf("build=%d ", id), fmt.Sprintf("step=b%d-", id)
-	var lines []string
+	wanted := map[int64]bool{}
+	for _, id := range ids {
+		wanted[id] = true
+	}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if l := sc.Text(); strings.Contains(l, build) || strings.Contains(l, step) || strings.HasSuffix(l, build[:len(build)-1]) {
-			lines = append(lines, l)
+		l := sc.Text()
+		seen := map[int64]bool{}
+		for _, m := range buildInLog.FindAllStringSubmatch(l, -1) {
+			id, err := strconv.ParseInt(m[1]+m[2], 10, 64)
+			if err == nil && wanted[id] && !seen[id] {
+				seen[id] = true
+				out[id] = append(out[id], l)
+			}
 		}
 	}
-	return lines[max(0, len(lines)-n):]
+	for id, lines := range out {
+		out[id] = lines[max(0, len(lines)-n):]
+	}
+	return out
 }
+
+// buildInLog finds the builds a server log line names: build=N (a whole
+// field) or a step ID, step=bN-….
+var buildInLog = regexp.MustCompile(`\bbuild=(\d+)(?:\s|$)|\bstep=b(\d+)-`)

@@ -71,12 +71,17 @@ msg="build finished" build=1630 status=succeeded
 	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got := serverLogAbout(path, 163, 2)
+	got := serverLogAbout(path, []int64{163}, 2)[163]
 	want := []string{`msg="build finished" build=163 status=aborted`, `msg="server stopping: build left to resume" build=163`}
 	if !slices.Equal(got, want) {
 		t.Errorf("serverLogAbout = %q, want %q", got, want)
 	}
-	if got := serverLogAbout(path, 163, 8); len(got) != 3 {
+	if got := serverLogAbout(path, []int64{163}, 8)[163]; len(got) != 3 {
 		t.Errorf("all lines about build 163: %q", got)
+	}
+	// Several builds, one read: each gets its own lines.
+	both := serverLogAbout(path, []int64{16, 163}, 8)
+	if len(both[16]) != 1 || len(both[163]) != 3 {
+		t.Errorf("lines about builds 16 and 163: %v", both)
 	}
 }
