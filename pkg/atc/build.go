@@ -115,7 +115,9 @@ func (s *Server) startBuild(ctx context.Context, b *exec.Build, plan concourse.P
 	}()
 }
 
-// finishBuild records the build's end, durably, and releases it.
+// finishBuild records the build's end, durably, and releases it. b must be
+// in the running set (register): the database says the build ended before
+// its status event is stored, so followers must read its live log.
 func (s *Server) finishBuild(ctx context.Context, b *exec.Build, status concourse.BuildStatus) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()

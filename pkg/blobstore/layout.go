@@ -68,11 +68,11 @@ func AuditID(buildID int64, created time.Time) string {
 }
 
 // BuildPrefix is the audit prefix of a build (its AuditID).
-func BuildPrefix(buildID string) string { return fmt.Sprintf("builds/%s/", buildID) }
+func BuildPrefix(auditID string) string { return fmt.Sprintf("builds/%s/", auditID) }
 
 // StepPrefix is the audit prefix of one step of a build.
-func StepPrefix(buildID, stepID string) string {
-	return fmt.Sprintf("builds/%s/steps/%s/", buildID, stepID)
+func StepPrefix(auditID, stepID string) string {
+	return BuildPrefix(auditID) + "steps/" + stepID + "/"
 }
 
 // Audit object names under StepPrefix.
