@@ -34,13 +34,17 @@ func (e apiEngine) AbortBuild(ctx context.Context, rec db.Build) error {
 	if rec.Status.Finished() {
 		return nil
 	}
-	if err := e.s.db.RequestAbort(ctx, rec.ID); err != nil {
-		return err
-	}
+	err := e.s.db.RequestAbort(ctx, rec.ID)
 	if b, ok := e.s.running(rec.ID); ok {
+		// Acted on here even when the record failed (the database is
+		// down): the build ends aborted, recorded once the database is back.
+		if err != nil {
+			e.s.log.Warn("abort not recorded; aborting the build here only", "build", rec.ID, "err", err)
+		}
 		b.Abort(exec.ErrAborted)
+		return nil
 	}
-	return nil
+	return err
 }
 
 func (e apiEngine) WakeScheduler() { e.s.wakeScheduler() }
