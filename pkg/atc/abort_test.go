@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -52,5 +53,36 @@ func TestAbortOfARunningBuildIsRecorded(t *testing.T) {
 	}
 	if !slices.Contains(ids, rec.ID) {
 		t.Errorf("aborts requested of s1 = %v, want build %d among them", ids, rec.ID)
+	}
+}
+
+// TestAbortWithoutTheDatabase: a build this server runs is aborted here
+// even when the abort cannot be recorded (the database is down).
+func TestAbortWithoutTheDatabase(t *testing.T) {
+	ctx := t.Context()
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	dsn := testenv.Postgres(t)
+	d, team := openDB(t, dsn, log)
+	rec, err := d.CreateOneOffBuild(ctx, team.ID, []byte(`{"id": "1", "do": []}`), "test", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down, err := db.Open(ctx, dsn, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Close()
+	runCtx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	s := &Server{db: down, log: log, cfg: Config{ServerID: "s1"}, builds: map[int64]*exec.Build{rec.ID: {Abort: abort}}}
+	if err := (apiEngine{s}).AbortBuild(ctx, rec); err != nil {
+		t.Errorf("abort of a build running here, database down: %v", err)
+	}
+	if !errors.Is(context.Cause(runCtx), exec.ErrAborted) {
+		t.Errorf("the running build was not aborted: cause %v", context.Cause(runCtx))
+	}
+	// Nobody runs it here: the failed record is the answer.
+	if err := (apiEngine{&Server{db: down, log: log, builds: map[int64]*exec.Build{}}}).AbortBuild(ctx, rec); err == nil {
+		t.Error("abort of a build running elsewhere, database down: no error")
 	}
 }
