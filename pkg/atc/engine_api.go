@@ -44,6 +44,9 @@ func (e apiEngine) AbortBuild(ctx context.Context, rec db.Build) error {
 		b.Abort(exec.ErrAborted)
 		return nil
 	}
+	if err == nil && rec.Status == concourse.StatusPending {
+		e.s.wakeScheduler() // which ends it at once, as nobody runs it yet
+	}
 	return err
 }
 

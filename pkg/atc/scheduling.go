@@ -72,23 +72,38 @@ func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan 
 // FailJobBuild implements scheduler.Starter: the build ends errored at
 // once, its events saying why.
 func (st schedStarter) FailJobBuild(ctx context.Context, rec db.JobBuild, cause error) error {
-	s := st.s
+	now := time.Now().Unix()
+	st.s.endPendingBuild(ctx, rec, concourse.StatusErrored,
+		events.Status{Status: concourse.StatusStarted, Time: now}, events.Error{Message: cause.Error(), Time: now})
+	return nil
+}
+
+// AbortJobBuild implements scheduler.Starter: the build never started, so
+// its events are its status alone, as Concourse's are; followers (fly watch,
+// trigger-job -w) show it aborted and exit 3.
+func (st schedStarter) AbortJobBuild(ctx context.Context, rec db.JobBuild) error {
+	st.s.endPendingBuild(ctx, rec, concourse.StatusAborted)
+	return nil
+}
+
+// endPendingBuild ends a build nobody runs with status, after evs.
+func (s *Server) endPendingBuild(ctx context.Context, rec db.JobBuild, status concourse.BuildStatus, evs ...events.Event) {
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
+	b.Pipeline, b.Job, b.InstanceVars = rec.PipelineName, rec.JobName, rec.PipelineInstanceVars
 	// Running, briefly: a follower reading the stored log could see the
 	// build finished before its status event is stored, and end without
-	// it (fly then exited 0 for an errored build).
-	b.Abort = func(error) {} // it ends errored at once whatever comes
+	// it (fly then exits 0, a silent success).
+	b.Abort = func(error) {} // it ends with status whatever comes
 	s.register(b)
-	now := time.Now().Unix()
-	b.Log.Append(events.Status{Status: concourse.StatusStarted, Time: now})
-	b.Log.Append(events.Error{Message: cause.Error(), Time: now})
+	for _, ev := range evs {
+		b.Log.Append(ev)
+	}
 	logCtx, stopLog := context.WithCancel(context.WithoutCancel(ctx))
 	logDone := make(chan struct{})
 	go func() { defer close(logDone); b.Log.Run(logCtx) }()
-	s.finishBuild(ctx, b, concourse.StatusErrored)
+	s.finishBuild(ctx, b, status)
 	stopLog()
 	<-logDone
-	return nil
 }
 
 // RunCheck implements scheduler.CheckRunner: the check build runs like any

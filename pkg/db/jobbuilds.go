@@ -330,6 +330,21 @@ func (d *DB) UnfinishedJobBuilds(ctx context.Context, jobIDs []int64) ([]JobBuil
 	return bs, nil
 }
 
+// AbortedPendingJobBuilds lists the job builds aborted before they started,
+// paused jobs' included: the scheduler ends them (aborted) at its next look.
+func (d *DB) AbortedPendingJobBuilds(ctx context.Context) ([]JobBuild, error) {
+	rows, err := d.pool.Query(ctx, "SELECT "+jobBuildColumns+jobBuildFrom+`
+		WHERE b.status = 'pending' AND b.abort_requested AND b.job_id IS NOT NULL ORDER BY b.id`)
+	if err != nil {
+		return nil, fmt.Errorf("aborted pending job builds: %w", err)
+	}
+	bs, err := collectJobBuilds(rows)
+	if err != nil {
+		return nil, fmt.Errorf("aborted pending job builds: %w", err)
+	}
+	return bs, nil
+}
+
 // StartJobBuild gives a pending job build its plan and the server that runs
 // it, and marks it started. ErrConflict when it is no longer pending.
 func (d *DB) StartJobBuild(ctx context.Context, id int64, plan json.RawMessage, server string, at time.Time) error {

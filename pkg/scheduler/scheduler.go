@@ -30,6 +30,9 @@ type Starter interface {
 	// FailJobBuild ends the pending build as errored, showing err in its
 	// events: its plan could not be made.
 	FailJobBuild(ctx context.Context, b db.JobBuild, err error) error
+	// AbortJobBuild ends the pending build as aborted: someone aborted it
+	// before it started. Its events say so, as a started build's do.
+	AbortJobBuild(ctx context.Context, b db.JobBuild) error
 }
 
 // Scheduler creates and starts job builds. Run Tick where only one server
@@ -49,9 +52,11 @@ const maxNewBuilds = 20
 // trigger versions call for, then starts the pending builds that may start.
 // Errors of one job do not keep the others from being scheduled.
 func (s *Scheduler) Tick(ctx context.Context) error {
+	// Paused jobs' too: an abort is acted on whether or not the job runs.
+	abortErr := s.endAborted(ctx)
 	jobs, err := s.DB.SchedulableJobs(ctx)
 	if err != nil {
-		return err
+		return errors.Join(abortErr, err)
 	}
 	byPipeline := map[int64][]db.JobRef{}
 	var pipelines []int64
@@ -61,13 +66,33 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 		}
 		byPipeline[j.PipelineID] = append(byPipeline[j.PipelineID], j)
 	}
-	var errs []error
+	errs := []error{abortErr}
 	for _, p := range pipelines {
 		if err := s.schedulePipeline(ctx, byPipeline[p]); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// endAborted ends the pending job builds someone aborted.
+func (s *Scheduler) endAborted(ctx context.Context) error {
+	builds, err := s.DB.AbortedPendingJobBuilds(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, b := range builds {
+		errs = append(errs, s.abort(ctx, b))
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Scheduler) abort(ctx context.Context, b db.JobBuild) error {
+	if err := s.Starter.AbortJobBuild(ctx, b); err != nil && !errors.Is(err, db.ErrConflict) {
+		return fmt.Errorf("job %s/%s build %s: end it aborted: %w", b.PipelineName, b.JobName, b.Name, err)
+	}
+	return nil
 }
 
 // pipelineState is what scheduling one pipeline's jobs reads once.
@@ -312,8 +337,8 @@ func (s *Scheduler) startPending(ctx context.Context, st *pipelineState, jobs []
 			continue
 		}
 		if b.AbortRequested {
-			// Aborted before it started: nobody runs it, so it ends here.
-			if err := s.DB.FinishBuild(ctx, b.ID, concourse.StatusAborted, time.Now()); err != nil && !errors.Is(err, db.ErrConflict) {
+			// Aborted since endAborted looked: nobody runs it, so it ends here.
+			if err := s.abort(ctx, b); err != nil {
 				errs = append(errs, err)
 			}
 			continue

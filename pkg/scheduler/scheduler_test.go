@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -49,9 +50,10 @@ func (p *fakePlanner) CheckPlan(_ *concourse.Config, res *concourse.ResourceConf
 
 // dbStarter starts builds in the database only: tests finish them.
 type dbStarter struct {
-	d      *db.DB
-	mu     sync.Mutex
-	checks []db.JobBuild
+	d       *db.DB
+	mu      sync.Mutex
+	checks  []db.JobBuild
+	aborted []string // names of the builds ended through AbortJobBuild
 }
 
 func (s *dbStarter) StartJobBuild(ctx context.Context, b db.JobBuild, plan concourse.Plan) error {
@@ -61,6 +63,13 @@ func (s *dbStarter) StartJobBuild(ctx context.Context, b db.JobBuild, plan conco
 
 func (s *dbStarter) FailJobBuild(ctx context.Context, b db.JobBuild, _ error) error {
 	return s.d.FinishBuild(ctx, b.ID, concourse.StatusErrored, time.Now())
+}
+
+func (s *dbStarter) AbortJobBuild(ctx context.Context, b db.JobBuild) error {
+	s.mu.Lock()
+	s.aborted = append(s.aborted, b.Name)
+	s.mu.Unlock()
+	return s.d.FinishBuild(ctx, b.ID, concourse.StatusAborted, time.Now())
 }
 
 func (s *dbStarter) RunCheck(_ context.Context, b db.JobBuild, _ concourse.Plan, _ time.Duration) error {
@@ -367,12 +376,44 @@ func TestAPendingBuildAbortedBeforeItStartsEndsAborted(t *testing.T) {
 	}
 	e.tick()
 	e.want("one", "1:started: 2:aborted: 3:pending:")
+	if !slices.Equal(e.starter.aborted, []string{"2"}) {
+		t.Errorf("builds ended through the starter's AbortJobBuild = %v, want [2]: its events must say aborted", e.starter.aborted)
+	}
 	e.finish("one", "1", concourse.StatusSucceeded)
 	e.tick()
 	e.want("one", "1:succeeded: 2:aborted: 3:started:")
 	next, finished, err := e.d.JobNextAndFinished(ctx, e.job("one").ID)
 	if err != nil || next == nil || next.Name != "3" || finished == nil || finished.Name != "2" {
 		t.Fatalf("next %+v, finished %+v, %v", next, finished, err)
+	}
+}
+
+// A paused job runs nothing, but an abort of its pending build still ends
+// the build: someone following it (fly watch) would otherwise wait for ever.
+func TestAnAbortedPendingBuildOfAPausedJobEndsAborted(t *testing.T) {
+	e := newEnv(t)
+	e.setPipeline(`{"jobs": [{"name": "one", "plan": [{"task": "t"}]}]}`)
+	ctx := t.Context()
+	if err := e.d.PauseJob(ctx, e.job("one").ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.d.CreateJobBuild(ctx, e.job("one").ID, "", true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.tick()
+	e.want("one", "1:pending:")
+	if err := e.d.RequestAbort(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.tick()
+	e.want("one", "1:aborted:")
+	if !slices.Equal(e.starter.aborted, []string{"1"}) {
+		t.Errorf("builds ended through the starter's AbortJobBuild = %v, want [1]", e.starter.aborted)
+	}
+	e.tick()
+	if len(e.starter.aborted) != 1 {
+		t.Errorf("a finished build was ended again: %v", e.starter.aborted)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 var _ = Describe("jobs", func() {
 	// The pipeline is written into the database directly: these specs
 	// prove scheduling and the job build routes, not set-pipeline.
-	It("triggers a one-task job and watches it, lists and replays its builds, and reruns one (trigger-job -w, builds -j, watch -j, rerun-build)", func(ctx SpecContext) {
+	It("triggers a one-task job and watches it, lists and replays its builds, and reruns one, and aborts one still pending (trigger-job -w, builds -j, watch -j, rerun-build, abort-build)", func(ctx SpecContext) {
 		dsn, drop, err := s.env.NewDatabase(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(drop)
@@ -73,6 +73,24 @@ var _ = Describe("jobs", func() {
 		res = run(ctx, fly, "trigger-job", "-j", "p/broken", "-w")
 		Expect(res.ExitCode).To(Equal(2), res.String())
 		expectInOrder(res, "started p/broken #1\n", "run", "errored\n")
+
+		// A pending build aborted before it starts (its job is paused) ends
+		// aborted, and whoever follows it sees that and exits 3, as fly does
+		// against Concourse: no silent success.
+		succeed(ctx, fly, "pause-job", "-j", "p/hello")
+		Expect(succeed(ctx, fly, "trigger-job", "-j", "p/hello").Stdout).To(Equal("started p/hello #3\n"))
+		watching := make(chan testenv.FlyResult, 1)
+		go func() {
+			defer GinkgoRecover()
+			watching <- run(ctx, fly, "watch", "-j", "p/hello", "-b", "3")
+		}()
+		succeed(ctx, fly, "abort-build", "-j", "p/hello", "-b", "3")
+		var watchedAbort testenv.FlyResult
+		Eventually(watching).WithTimeout(30 * time.Second).Should(Receive(&watchedAbort))
+		Expect(watchedAbort.ExitCode).To(Equal(3), watchedAbort.String())
+		Expect(watchedAbort.Stdout).To(ContainSubstring("aborted\n"), watchedAbort.String())
+		Expect(plain(succeed(ctx, fly, "builds", "-j", "p/hello", "--count", "1").Stdout)).To(MatchRegexp(`^\d+\s+p/hello/3\s+aborted\s`))
+		succeed(ctx, fly, "unpause-job", "-j", "p/hello")
 
 		res = run(ctx, fly, "trigger-job", "-j", "p/locked")
 		Expect(res.ExitCode).NotTo(Equal(0), res.String())
