@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/events"
 )
 
 // Builds is what following a build's events needs of the server running
@@ -26,13 +27,14 @@ type Builds interface {
 // server runs, else from the stored log, polled while another server runs
 // the build.
 type Follower struct {
-	logs   *Logs
-	builds Builds
+	logs        *Logs
+	builds      Builds
+	statusGrace time.Duration
 }
 
 // NewFollower follows the logs of builds.
 func NewFollower(logs *Logs, builds Builds) *Follower {
-	return &Follower{logs: logs, builds: builds}
+	return &Follower{logs: logs, builds: builds, statusGrace: statusGrace}
 }
 
 // pollStored is how often the stored log of a build another server runs
@@ -88,6 +90,7 @@ func (f *Follower) live(ctx context.Context, buildID int64, l *Log, done <-chan 
 // server runs or nobody runs yet (a job build the scheduler has not
 // started), polled until it ends, or until this server runs it.
 func (f *Follower) stored(ctx context.Context, build db.Build, from *uint64, yield func([]Record) bool) {
+	ended := false // a final status event was yielded
 	for first := true; ; first = false {
 		// Taken before looking whether the build runs here, so that a
 		// start in between still ends the wait below.
@@ -111,13 +114,77 @@ func (f *Follower) stored(ctx context.Context, build db.Build, from *uint64, yie
 			f.logs.log.Warn("read build events", "build", build.ID, "err", err)
 			return
 		}
-		if !yield(recs) || finished {
+		ended = ended || endsBuild(recs)
+		if !yield(recs) {
+			return
+		}
+		if finished {
+			if !ended {
+				f.endWithoutStatus(ctx, build, from, yield)
+			}
 			return
 		}
 		if !f.waitStored(ctx, build.ID, started) {
 			return
 		}
 	}
+}
+
+// statusGrace is how long a follower of a build recorded finished waits for
+// its stored status event. The server that ran it records the end before it
+// stores that event, so another server's follower can get between the two.
+const statusGrace = 3 * time.Second
+
+// endWithoutStatus ends the events of a finished build whose stored log has
+// no status event (yet): the event once it is stored, else, after
+// statusGrace, one made from the record. That is the case of a server killed
+// between recording the end and storing the event, and of a log reaped by
+// retention. Without a status event fly exits 0 whatever the build's end.
+func (f *Follower) endWithoutStatus(ctx context.Context, build db.Build, from *uint64, yield func([]Record) bool) {
+	deadline := time.Now().Add(f.statusGrace)
+	if time.Since(build.EndTime) > time.Minute {
+		deadline = time.Time{} // long over: the event will not come now
+	}
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(f.statusGrace / 10):
+		}
+		recs, err := f.logs.Stored(ctx, build.ID, *from)
+		if err != nil {
+			f.logs.log.Warn("read build events", "build", build.ID, "err", err)
+			return
+		}
+		if !yield(recs) || endsBuild(recs) {
+			return
+		}
+	}
+	end := build.EndTime
+	if end.IsZero() {
+		end = time.Now()
+	}
+	env, err := events.NewEnvelope(events.Status{Status: build.Status, Time: end.Unix()})
+	if err != nil {
+		f.logs.log.Warn("make the status event of a finished build", "build", build.ID, "err", err)
+		return
+	}
+	f.logs.log.Warn("build finished without a stored status event; sending one from its record",
+		"build", build.ID, "status", build.Status)
+	yield([]Record{{ID: *from + 1, Event: &env}})
+}
+
+// endsBuild reports whether recs hold a final status event.
+func endsBuild(recs []Record) bool {
+	for _, r := range recs {
+		if r.Event == nil || r.Event.Event != events.EventTypeStatus {
+			continue
+		}
+		if ev, err := r.Event.Decode(); err == nil && ev.(events.Status).Status.Finished() {
+			return true
+		}
+	}
+	return false
 }
 
 // waitStored waits for the next poll of a stored log, or less if this

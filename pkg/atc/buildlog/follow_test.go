@@ -244,7 +244,8 @@ func TestFollowStoredBuildThenLive(t *testing.T) {
 	runLog(t, l)
 	done := make(chan struct{})
 	builds.start(l, done)
-	appendN(l, 3)
+	appendN(l, 2)
+	l.Append(events.Status{Status: concourse.StatusSucceeded})
 	if err := l.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -335,5 +336,82 @@ func TestFollowPendingBuildGoesLiveAtItsStart(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("the started build's first event never came")
 		}
+	}
+}
+
+// statusOf returns the final status the records end with ("" if none).
+func statusOf(t *testing.T, recs []Record) concourse.BuildStatus {
+	t.Helper()
+	var got concourse.BuildStatus
+	for _, r := range recs {
+		if r.Event == nil || r.Event.Event != events.EventTypeStatus {
+			continue
+		}
+		ev, err := r.Event.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = ev.(events.Status).Status
+	}
+	return got
+}
+
+// A build recorded finished whose stored log has no status event (its
+// server was killed between the two, or another server is between them)
+// still ends its followers' streams with its status: fly would otherwise
+// exit 0 whatever the build's end. The real event is taken when it comes
+// within the grace; else one is made from the record.
+func TestFollowFinishedBuildWithoutItsStatusEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		storedLater  bool // the status event is stored during the grace
+		endedMinsAgo int
+		wantIDs      []uint64
+		wantWithin   time.Duration
+	}{
+		{name: "stored late", storedLater: true, wantIDs: seq(1, 4), wantWithin: 2 * time.Second},
+		{name: "never stored", wantIDs: seq(1, 4), wantWithin: 2 * time.Second},
+		{name: "ended long ago", endedMinsAgo: 10, wantIDs: seq(1, 4), wantWithin: 300 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			logs, err := New(Config{Store: newMemStore(), Index: NewMemIndex(), Log: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := logs.Open(1)
+			runLog(t, l)
+			appendN(l, 3)
+			if err := l.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			f := NewFollower(logs, &fakeBuilds{status: concourse.StatusFailed})
+			f.statusGrace = time.Second
+			rec := db.Build{ID: 1, Status: concourse.StatusFailed, EndTime: time.Now().Add(-time.Duration(tc.endedMinsAgo) * time.Minute)}
+			start := time.Now()
+			batches := follow(ctx, f, rec, 0)
+			if tc.storedLater {
+				time.Sleep(300 * time.Millisecond)
+				l.Append(events.Status{Status: concourse.StatusFailed})
+				if err := l.Sync(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var all []Record
+			for recs := range batches {
+				all = append(all, recs...)
+			}
+			took := time.Since(start)
+			if got := recIDs(all); !slices.Equal(got, tc.wantIDs) {
+				t.Errorf("followed records %v, want %v", got, tc.wantIDs)
+			}
+			if got := statusOf(t, all); got != concourse.StatusFailed {
+				t.Errorf("the stream ends with status %q, want failed", got)
+			}
+			if took > tc.wantWithin {
+				t.Errorf("the stream took %s to end, want within %s", took, tc.wantWithin)
+			}
+		})
 	}
 }
