@@ -13,8 +13,9 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// ArtifactContentType is the content type of stored artifacts.
-const ArtifactContentType = "application/vnd.porter.artifact.tar+zstd"
+// ArtifactContentType is the content type of stored artifacts: a tar,
+// compressed with zstd or not (see zstdMagic).
+const ArtifactContentType = "application/vnd.porter.artifact.tar"
 
 // Bounds of the decoder, whatever the stream asks for: a hostile or corrupt
 // artifact cannot make a reader allocate more than this.
@@ -23,7 +24,8 @@ const (
 	maxDecoderMemory = 256 << 20
 )
 
-// Artifact is a directory stored as one tar+zstd object.
+// Artifact is a directory stored as one tar object, usually compressed
+// with zstd (see zstdMagic).
 type Artifact struct {
 	Key    string
 	Size   int64  // bytes of the stored (compressed) stream
@@ -44,8 +46,9 @@ type UploadOptions struct {
 	LowMemory bool
 }
 
-// UploadDir stores dir as one tar+zstd object at key, computing the stream's
-// digest (BLAKE3) as it goes: tar → zstd → (digest, counter) → Put. Put is
+// UploadDir stores dir as one tar object at key, through zstd when its
+// content compresses (see zstdMagic), computing the stream's digest (BLAKE3)
+// as it goes: tar → zstd → (digest, counter) → Put. Put is
 // atomic (a multipart upload is only made visible once complete), so readers
 // of key see the previous object or the complete new one, and a failed
 // upload leaves nothing new. Uploads to a fresh NewBlobKey are then given
@@ -62,7 +65,7 @@ func UploadDir(ctx context.Context, store Store, dir, key string, opts UploadOpt
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := writeCompressed(ctx, pw, dir, encConc, opts.LowMemory)
+		err := writeArtifact(ctx, pw, dir, encConc, opts.LowMemory)
 		pw.CloseWithError(err) // nil closes with EOF
 		done <- err
 	}()
@@ -91,7 +94,15 @@ func UploadDir(ctx context.Context, store Store, dir, key string, opts UploadOpt
 	return a, nil
 }
 
-func writeCompressed(ctx context.Context, w io.Writer, dir string, encConc int, lowMem bool) error {
+// writeArtifact writes dir's tar to w, through zstd when it compresses.
+func writeArtifact(ctx context.Context, w io.Writer, dir string, encConc int, lowMem bool) error {
+	compress, err := compressible(ctx, dir)
+	if err != nil {
+		return err
+	}
+	if !compress {
+		return WriteTar(ctx, w, dir)
+	}
 	zopts := []zstd.EOption{
 		zstd.WithEncoderConcurrency(encConc),
 		// The fastest level keeps up with the network on 2 cores (1.2× raw
@@ -131,7 +142,7 @@ func deleteQuietly(ctx context.Context, store Store, key string) {
 }
 
 // DownloadDir streams the artifact at key into dir (which must exist):
-// Get → digest → zstd → tar extraction. If wantDigest is not empty and the
+// Get → digest → zstd (when compressed) → tar extraction. If wantDigest is not empty and the
 // stream's digest differs, it returns an error; the files already extracted
 // must then be treated as garbage (the stream is checked as it arrives, to
 // keep memory and disk bounded). The stream is digested with wantDigest's
@@ -171,7 +182,7 @@ func DownloadDirLimited(ctx context.Context, store Store, key, wantDigest, dir s
 // (the concurrent decoder hashes all its output with xxhash for them, even
 // for frames that have none).
 func readArtifact(ctx context.Context, body *countingReader, algo string, h hash.Hash, dir string, limits ExtractLimits, digestChecked bool) (Artifact, error) {
-	dec, err := zstd.NewReader(body,
+	tr, closeTar, err := openTar(body,
 		zstd.WithDecoderLowmem(true),
 		zstd.WithDecoderConcurrency(2),
 		zstd.WithDecoderMaxWindow(maxDecoderWindow),
@@ -179,16 +190,16 @@ func readArtifact(ctx context.Context, body *countingReader, algo string, h hash
 		zstd.IgnoreChecksum(digestChecked),
 	)
 	if err != nil {
-		return Artifact{}, fmt.Errorf("zstd decoder: %w", err)
+		return Artifact{}, err
 	}
-	defer dec.Close()
-	if err := ExtractLimited(ctx, dec, dir, limits); err != nil {
+	defer closeTar()
+	if err := ExtractLimited(ctx, tr, dir, limits); err != nil {
 		return Artifact{}, err
 	}
 	// The digest covers the whole stored stream: read what the tar reader
 	// left (its end-of-archive padding, the end of the zstd frame).
-	if _, err := io.Copy(io.Discard, dec); err != nil {
-		return Artifact{}, fmt.Errorf("zstd: %w", err)
+	if _, err := io.Copy(io.Discard, tr); err != nil {
+		return Artifact{}, fmt.Errorf("read the artifact's end: %w", err)
 	}
 	if _, err := io.Copy(io.Discard, body); err != nil {
 		return Artifact{}, fmt.Errorf("read: %w", err)

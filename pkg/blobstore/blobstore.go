@@ -1,6 +1,6 @@
 // Package blobstore is Porter's S3-compatible storage: one Store interface
 // with drivers on minio-go and aws-sdk-go-v2, the artifact format (a directory
-// as a tar stream through zstd) and the object layout.
+// as a tar stream, through zstd when it compresses) and the object layout.
 package blobstore
 
 import (

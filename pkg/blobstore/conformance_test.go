@@ -1,6 +1,7 @@
 package blobstore_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -441,6 +442,74 @@ var _ = Describe("Store conformance", func() {
 					Expect(have).To(Equal(want))
 					Expect(inode(filepath.Join(dst, "hard/a"))).To(Equal(inode(filepath.Join(dst, "hard/b"))), "hard links stay linked")
 				}, SpecTimeout(5*time.Minute))
+
+				It("stores what does not compress as a plain tar and the rest through zstd, and reads both (DownloadDir, ReadFile, ArtifactTar)", func(ctx SpecContext) {
+					for _, tc := range []struct {
+						name string
+						big  []byte
+						zstd bool
+					}{
+						{"incompressible", randomBytes(7, 12<<20), false},
+						{"compressible", bytes.Repeat([]byte("log line 42: all is well\n"), (12<<20)/25), true},
+						{"small and incompressible", randomBytes(8, 1<<20), true}, // too small to be worth sampling
+					} {
+						By(tc.name)
+						src := filepath.Join(tmp, tc.name)
+						Expect(os.MkdirAll(filepath.Join(src, "ci"), 0o755)).To(Succeed())
+						Expect(os.WriteFile(filepath.Join(src, "big.bin"), tc.big, 0o644)).To(Succeed())
+						Expect(os.WriteFile(filepath.Join(src, "ci", "task.yml"), []byte("platform: linux\n"), 0o644)).To(Succeed())
+						a, err := blobstore.UploadDir(ctx, store, src, blobstore.NewBlobKey("main", "step-1"), blobstore.UploadOptions{})
+						Expect(err).NotTo(HaveOccurred())
+
+						rc, _, err := store.Get(ctx, a.Key)
+						Expect(err).NotTo(HaveOccurred())
+						stored, err := io.ReadAll(rc)
+						rc.Close()
+						Expect(err).NotTo(HaveOccurred())
+						Expect(bytes.HasPrefix(stored, []byte{0x28, 0xb5, 0x2f, 0xfd})).To(Equal(tc.zstd), "stored as zstd")
+						if !tc.zstd {
+							Expect(len(stored)).To(BeNumerically("<", len(tc.big)+64<<10), "a plain tar is the content and its headers")
+						}
+
+						dst := filepath.Join(tmp, tc.name+"-dst")
+						Expect(os.Mkdir(dst, 0o755)).To(Succeed())
+						got, err := blobstore.DownloadDir(ctx, store, a.Key, a.Digest, dst)
+						Expect(err).NotTo(HaveOccurred())
+						Expect(got).To(Equal(a))
+						data, err := os.ReadFile(filepath.Join(dst, "big.bin"))
+						Expect(err).NotTo(HaveOccurred())
+						Expect(bytes.Equal(data, tc.big)).To(BeTrue(), "big.bin differs after the round trip")
+
+						cfg, err := blobstore.ReadFile(ctx, store, a.Key, "ci/task.yml", 1024)
+						Expect(err).NotTo(HaveOccurred())
+						Expect(string(cfg)).To(Equal("platform: linux\n"))
+
+						tr, err := blobstore.ArtifactTar(bytes.NewReader(stored))
+						Expect(err).NotTo(HaveOccurred())
+						var names []string
+						r := tar.NewReader(tr)
+						for {
+							hdr, err := r.Next()
+							if err == io.EOF {
+								break
+							}
+							Expect(err).NotTo(HaveOccurred())
+							names = append(names, hdr.Name)
+						}
+						Expect(tr.Close()).To(Succeed())
+						Expect(names).To(ContainElements("big.bin", "ci/task.yml"))
+
+						// A flipped byte is caught whatever the encoding.
+						stored[len(stored)/2] ^= 1
+						bad := blobstore.NewBlobKey("main", "step-bad")
+						_, err = store.Put(ctx, bad, bytes.NewReader(stored), int64(len(stored)), blobstore.PutOptions{})
+						Expect(err).NotTo(HaveOccurred())
+						dst2 := filepath.Join(tmp, tc.name+"-dst2")
+						Expect(os.Mkdir(dst2, 0o755)).To(Succeed())
+						_, err = blobstore.DownloadDir(ctx, store, bad, a.Digest, dst2)
+						Expect(err).To(HaveOccurred())
+					}
+				})
 
 				It("fails a download whose digest does not match", func(ctx SpecContext) {
 					src := filepath.Join(tmp, "src")

@@ -31,17 +31,17 @@ func ReadFile(ctx context.Context, store Store, key, name string, limit int64) (
 		return nil, fmt.Errorf("read %s from %q: %w", name, key, err)
 	}
 	defer rc.Close()
-	dec, err := zstd.NewReader(ctxReader{ctx: ctx, r: rc},
+	stream, closeTar, err := openTar(ctxReader{ctx: ctx, r: rc},
 		zstd.WithDecoderLowmem(true),
 		zstd.WithDecoderConcurrency(1),
 		zstd.WithDecoderMaxWindow(maxDecoderWindow),
 		zstd.WithDecoderMaxMemory(maxDecoderMemory),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("read %s from %q: zstd decoder: %w", name, key, err)
+		return nil, fmt.Errorf("read %s from %q: %w", name, key, err)
 	}
-	defer dec.Close()
-	tr := tar.NewReader(dec)
+	defer closeTar()
+	tr := tar.NewReader(stream)
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/porter-ci/porter/pkg/atc/apiserver/bodylimit"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
@@ -71,7 +69,7 @@ func (s *Server) handleGetArtifact(w http.ResponseWriter, r *http.Request, _ aut
 		return
 	}
 	defer rc.Close()
-	dec, err := zstd.NewReader(rc, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(32<<20))
+	dec, err := blobstore.ArtifactTar(rc)
 	if err != nil {
 		s.fail(w, r, withStatus(http.StatusBadGateway, err))
 		return
