@@ -670,6 +670,9 @@ func (a *ATC) Launch() error {
 	cmd := exec.Command(a.env.Bin, a.Args()...)
 	cmd.Env = a.environ()
 	cmd.Stdout, cmd.Stderr = f, f
+	// Killed with the test process too, when a panic skips the cleanups:
+	// a server left running holds its ports and keeps making pods.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return fmt.Errorf("start serve: %w", err)

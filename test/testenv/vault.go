@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -128,6 +129,7 @@ func startVault(ctx context.Context, bin, host string) (*VaultServer, error) {
 	// HOME and the address of any outer Vault stay out of the dev server.
 	v.cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "VAULT_LOG_LEVEL=warn"}
 	v.cmd.Stdout, v.cmd.Stderr = v.out, v.out
+	v.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the tests, even on a panic
 	if err := v.cmd.Start(); err != nil {
 		return nil, errors.Join(fmt.Errorf("vault: start %s: %w", bin, err), os.RemoveAll(home))
 	}
