@@ -128,7 +128,7 @@ func openTar(r io.Reader, opts ...zstd.DOption) (tr io.Reader, close func(), err
 		return nil, nil, fmt.Errorf("read the artifact's first bytes: %w", err)
 	}
 	if !bytes.Equal(head, zstdMagic) {
-		return br, func() {}, nil
+		return fillReader{br}, func() {}, nil
 	}
 	dec, err := zstd.NewReader(br, opts...)
 	if err != nil {
@@ -157,3 +157,22 @@ type tarReadCloser struct {
 }
 
 func (t tarReadCloser) Close() error { t.close(); return nil }
+
+// fillReader fills each read of a plain tar up to fillBytes before the
+// stream's end. Unfilled, a read returns what one socket read (or bufio's
+// leftover after a tar header) gave, and each becomes a write of an
+// extracted file (a syscall) and a hash update.
+type fillReader struct{ r io.Reader }
+
+// fillBytes: chunks of 64–256 KiB stay in the CPU's cache from the socket
+// through the hash to the page cache. Unfilled reads cost a 1 GiB download
+// 2.5 s of CPU, 1 MiB chunks 3.8 s, 128 KiB ones 1.1 s (bench-artifacts).
+const fillBytes = 128 << 10
+
+func (f fillReader) Read(p []byte) (int, error) {
+	n, err := io.ReadFull(f.r, p[:min(len(p), fillBytes)])
+	if errors.Is(err, io.ErrUnexpectedEOF) || (n > 0 && errors.Is(err, io.EOF)) {
+		err = nil // the next read says io.EOF
+	}
+	return n, err
+}

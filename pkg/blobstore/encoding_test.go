@@ -3,10 +3,13 @@ package blobstore
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"testing/iotest"
 )
 
 // compressible decides by the content that holds most of the bytes.
@@ -63,5 +66,33 @@ func TestCompressibleSamplesTheLargestFiles(t *testing.T) {
 				t.Errorf("compressible = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A plain tar's reads are filled to fillBytes from a stream that gives a
+// byte at a time, and keep io.Reader's contract.
+func TestFillReaderFillsEachRead(t *testing.T) {
+	content := bytes.Repeat([]byte("0123456789abcdef"), (3*fillBytes+100)/16)
+	if err := iotest.TestReader(fillReader{iotest.OneByteReader(bytes.NewReader(content))}, content); err != nil {
+		t.Fatal(err)
+	}
+	r := fillReader{iotest.OneByteReader(bytes.NewReader(content))}
+	buf := make([]byte, 1<<20)
+	var sizes []int
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			sizes = append(sizes, n)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []int{fillBytes, fillBytes, fillBytes, len(content) - 3*fillBytes}
+	if !slices.Equal(sizes, want) {
+		t.Errorf("read sizes %v, want %v", sizes, want)
 	}
 }

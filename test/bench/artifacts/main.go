@@ -10,6 +10,8 @@ package main
 import (
 	"compress/gzip"
 	"context"
+	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,6 +26,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/minio/minio-go/v7"
 	"github.com/zeebo/blake3"
 	"golang.org/x/sync/errgroup"
@@ -116,7 +119,7 @@ func measure(ctx context.Context, tmp string, m *testenv.MinIO, cfg blobstore.Co
 			name string
 			fn   func(context.Context, *blobstore.MinioStore, string, string, []string, int64) ([]result, error)
 		}{
-			{"porter UploadDir/DownloadDir (tar+zstd)", benchPorter},
+			{"porter UploadDir/DownloadDir", benchPorter},
 			{"raw minio-go PutObject/GetObject", benchRaw},
 			{"tar+gzip, single stream (stdlib)", benchTarGzip},
 		} {
@@ -374,7 +377,7 @@ func printRatios(results []result, dataset string) {
 			mbps[r.method+"/"+r.direction] = float64(r.bytes) / 1e6 / r.took.Seconds()
 		}
 	}
-	const porter, raw = "porter UploadDir/DownloadDir (tar+zstd)", "raw minio-go PutObject/GetObject"
+	const porter, raw = "porter UploadDir/DownloadDir", "raw minio-go PutObject/GetObject"
 	fmt.Printf("\n%s, porter ÷ raw in this run:\n", dataset)
 	for _, d := range []struct{ dir, goal string }{{"upload", "goal ≥ 0.80"}, {"download", "goal ≥ 0.80"}} {
 		p, r := mbps[porter+"/"+d.dir], mbps[raw+"/"+d.dir]
@@ -411,11 +414,36 @@ func verifiedGet(ctx context.Context, s *blobstore.MinioStore, key, path string)
 	return err
 }
 
+// storeAsZstd stores dir as tar through zstd whatever its content, as
+// UploadDir did before it stored incompressible content plain, and returns
+// its key and digest.
+func storeAsZstd(ctx context.Context, s *blobstore.MinioStore, dir string) (key, digest string, err error) {
+	pr, pw := io.Pipe()
+	go func() {
+		enc, err := zstd.NewWriter(pw, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false))
+		if err != nil {
+			pw.CloseWithError(err)
+			return
+		}
+		err = blobstore.WriteTar(ctx, enc, dir)
+		pw.CloseWithError(errors.Join(err, enc.Close()))
+	}()
+	h := blake3.New()
+	key = "baseline/zstd.tar.zst"
+	if _, err := s.Client.PutObject(ctx, s.Bucket, key, io.TeeReader(pr, h), -1, minio.PutObjectOptions{PartSize: 16 << 20}); err != nil {
+		pr.CloseWithError(err)
+		return "", "", fmt.Errorf("store the tar+zstd baseline: %w", err)
+	}
+	return key, blobstore.DigestBLAKE3 + ":" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
 // compareDownloads downloads the one-file data set again, the ways
 // taking turns round after round, in an order rotated each round, so that
 // a loaded machine weighs on each alike: raw GetObject of the file (also
 // hashing it, as a verifying runtime must), Porter's artifact as one GET
-// stream, and as parallel ranges (DownloadDir).
+// stream, and as parallel ranges (DownloadDir), and the same as tar+zstd,
+// the baseline. It prints each way's median MB/s and this process's CPU
+// time per download (MinIO's is not in it).
 func compareDownloads(ctx context.Context, s *blobstore.MinioStore, tmp, dir string, size int64) error {
 	if downloadRounds <= 0 || bigArtifact.Key == "" {
 		return nil
@@ -425,6 +453,12 @@ func compareDownloads(ctx context.Context, s *blobstore.MinioStore, tmp, dir str
 		return fmt.Errorf("the one-file data set: %v (%d files)", err, len(files))
 	}
 	rawKey := "raw/" + files[0].Name()
+	// The baseline: the same directory as tar+zstd, as every artifact was
+	// stored before incompressible ones were stored plain.
+	zstdKey, zstdDigest, err := storeAsZstd(ctx, s, dir)
+	if err != nil {
+		return err
+	}
 	ways := []struct {
 		name string
 		fn   func(out string) error
@@ -445,8 +479,17 @@ func compareDownloads(ctx context.Context, s *blobstore.MinioStore, tmp, dir str
 			_, err := blobstore.DownloadDir(ctx, s, bigArtifact.Key, bigArtifact.Digest, out)
 			return err
 		}},
+		{"before: stored as tar+zstd, one GET stream", func(out string) error {
+			_, err := blobstore.DownloadDir(ctx, singleStream{s}, zstdKey, zstdDigest, out)
+			return err
+		}},
+		{"before: stored as tar+zstd, parallel ranges", func(out string) error {
+			_, err := blobstore.DownloadDir(ctx, s, zstdKey, zstdDigest, out)
+			return err
+		}},
 	}
 	took := make([][]time.Duration, len(ways))
+	cpu := make([][]time.Duration, len(ways))
 	for round := range downloadRounds {
 		// Each round starts one way further on: a way pays for the
 		// writeback of the file before it, so no way always follows the
@@ -458,21 +501,32 @@ func compareDownloads(ctx context.Context, s *blobstore.MinioStore, tmp, dir str
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
+			cpu0 := processCPU()
 			start := time.Now()
 			if err := w.fn(out); err != nil {
 				return fmt.Errorf("%s: %w", w.name, err)
 			}
 			took[i] = append(took[i], time.Since(start))
+			cpu[i] = append(cpu[i], processCPU()-cpu0)
 			if err := os.RemoveAll(out); err != nil {
 				return err
 			}
 		}
 	}
-	fmt.Printf("\n1-file download, %d interleaved rounds (median MB/s; ÷ raw):\n", downloadRounds)
+	fmt.Printf("\n1-file download, %d interleaved rounds (median MB/s; ÷ raw; this process's CPU per download):\n", downloadRounds)
 	rawMBps := float64(size) / 1e6 / testenv.Median(took[0]).Seconds()
 	for i, w := range ways {
 		mbps := float64(size) / 1e6 / testenv.Median(took[i]).Seconds()
-		fmt.Printf("  %-46s %7.1f MB/s  %.2f×\n", w.name, mbps, mbps/rawMBps)
+		fmt.Printf("  %-46s %7.1f MB/s  %.2f×  CPU %.2f s\n", w.name, mbps, mbps/rawMBps, testenv.Median(cpu[i]).Seconds())
 	}
 	return nil
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
 }
