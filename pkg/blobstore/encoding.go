@@ -93,7 +93,9 @@ func compressible(ctx context.Context, dir string) (bool, error) {
 	if covered < total/2 || len(sample) == 0 {
 		return true, nil
 	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false))
+	// As small as the sidecar's encoder: a sample is at most 2 MiB.
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderCRC(false), zstd.WithLowerEncoderMem(true), zstd.WithWindowSize(1<<20))
 	if err != nil {
 		return false, fmt.Errorf("zstd encoder: %w", err)
 	}
