@@ -112,6 +112,16 @@ func (f *fakeBuilds) Build(_ context.Context, id int64) (db.Build, error) {
 	return db.Build{ID: id, Status: f.status}, nil
 }
 
+// newMemLogs returns build logs kept in memory.
+func newMemLogs(t *testing.T) *Logs {
+	t.Helper()
+	logs, err := New(Config{Store: newMemStore(), Index: NewMemIndex(), Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return logs
+}
+
 // runLog commits l until the test ends.
 func runLog(t *testing.T, l *Log) {
 	ctx, stop := context.WithCancel(context.Background())
@@ -172,10 +182,7 @@ func appendN(l *Log, n int) {
 func TestFollowLiveBuildUntilItEnds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	logs, err := New(Config{Store: newMemStore(), Index: NewMemIndex(), Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	logs := newMemLogs(t)
 	l := logs.Open(1)
 	runLog(t, l)
 	builds := &fakeBuilds{log: l, done: make(chan struct{}), status: concourse.StatusStarted}
@@ -267,10 +274,7 @@ func TestFollowStoredBuildThenLive(t *testing.T) {
 // A caller that stops ranging, or whose context ends, ends the follow of
 // a build that goes on.
 func TestFollowEndsWithItsCaller(t *testing.T) {
-	logs, err := New(Config{Store: newMemStore(), Index: NewMemIndex(), Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	logs := newMemLogs(t)
 	l := logs.Open(1)
 	runLog(t, l)
 	appendN(l, 2)
@@ -298,10 +302,7 @@ func TestFollowEndsWithItsCaller(t *testing.T) {
 func TestFollowPendingBuildGoesLiveAtItsStart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	logs, err := New(Config{Store: newMemStore(), Index: NewMemIndex(), Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	logs := newMemLogs(t)
 	builds := &fakeBuilds{status: concourse.StatusPending}
 	batches := follow(ctx, NewFollower(logs, builds), db.Build{ID: 1, Status: concourse.StatusPending}, 0)
 	if first := <-batches; len(first) != 0 {
@@ -376,10 +377,7 @@ func TestFollowFinishedBuildWithoutItsStatusEvent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
-			logs, err := New(Config{Store: newMemStore(), Index: NewMemIndex(), Log: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			logs := newMemLogs(t)
 			l := logs.Open(1)
 			runLog(t, l)
 			appendN(l, 3)
