@@ -121,9 +121,9 @@ func readMiddle(root *os.Root, name string, size int64) ([]byte, error) {
 }
 
 // openTar returns the tar inside an artifact's stored stream r: zstd
-// frames decoded with opts, or a plain tar as it is. close releases the
-// decoder.
-func openTar(r io.Reader, opts ...zstd.DOption) (tr io.Reader, close func(), err error) {
+// frames decoded with opts, or a plain tar as it is. The func returned
+// releases the decoder.
+func openTar(r io.Reader, opts ...zstd.DOption) (io.Reader, func(), error) {
 	br := bufio.NewReader(r)
 	head, err := br.Peek(len(zstdMagic))
 	if err != nil && !errors.Is(err, io.EOF) {

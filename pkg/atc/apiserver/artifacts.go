@@ -69,16 +69,16 @@ func (s *Server) handleGetArtifact(w http.ResponseWriter, r *http.Request, _ aut
 		return
 	}
 	defer rc.Close()
-	dec, err := blobstore.ArtifactTar(rc)
+	tarStream, err := blobstore.ArtifactTar(rc)
 	if err != nil {
 		s.fail(w, r, withStatus(http.StatusBadGateway, err))
 		return
 	}
-	defer dec.Close()
+	defer tarStream.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.WriteHeader(http.StatusOK)
 	gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
-	if _, err := io.Copy(gz, dec); err != nil {
+	if _, err := io.Copy(gz, tarStream); err != nil {
 		s.log.Warn("send artifact", "artifact", id, "err", err)
 		return
 	}

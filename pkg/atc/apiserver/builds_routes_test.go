@@ -246,6 +246,22 @@ func TestDownloadArtifact(t *testing.T) {
 	if body, _ := io.ReadAll(tr); h.Name != "hello.txt" || string(body) != "hello" {
 		t.Errorf("artifact holds %s %q", h.Name, body)
 	}
+	// An artifact whose content did not compress is stored as a plain tar.
+	a.blobs.put("artifacts/main/x.tar.zst", tarOf(t, "plain.bin", "stored without zstd"))
+	ans = a.do(t, "GET", "/api/v1/teams/main/artifacts/1", member, "")
+	if ans.code != 200 {
+		t.Fatalf("plain artifact: %d %s", ans.code, ans)
+	}
+	if zr, err = gzip.NewReader(strings.NewReader(ans.body)); err != nil {
+		t.Fatal(err)
+	}
+	tr = tar.NewReader(zr)
+	if h, err = tr.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := io.ReadAll(tr); h.Name != "plain.bin" || string(body) != "stored without zstd" {
+		t.Errorf("plain artifact holds %s %q", h.Name, body)
+	}
 	wantError(t, a.do(t, "GET", "/api/v1/teams/main/artifacts/abc", member, ""), 400, "artifact id must be a number")
 	want404(t, a.do(t, "GET", "/api/v1/teams/main/artifacts/99", member, ""), "Not Found", "artifact 99: not found")
 	// Another team's artifact is not there for this team.
