@@ -35,13 +35,23 @@ const (
 	// from the middle of each.
 	maxSampledFiles = 16
 	sampleBytes     = 128 << 10
+	// Directories with more regular files than this are compressed without
+	// walking them to the end: the walk is a second one (the archiver's is
+	// the first), 0.2 s for 100,000 files against 1.2 s for the tar, and
+	// that many files are mostly small ones, so the largest few hold half
+	// of the bytes only rarely.
+	maxWalkedFiles = 10_000
 )
+
+// errManyFiles stops compressible's walk at maxWalkedFiles.
+var errManyFiles = errors.New("more files than are worth sampling")
 
 // compressible estimates whether dir's tar is worth compressing: samples
 // from the middle of its largest regular files must shrink by a twentieth
 // or more. Unless those files hold most of the bytes (many small files
-// dominate), it says yes: compression is the safe default, since a stream
-// stored plain costs its full size in transfer and storage.
+// dominate, or there are more than maxWalkedFiles), it says yes:
+// compression is the safe default, since a stream stored plain costs its
+// full size in transfer and storage.
 func compressible(ctx context.Context, dir string) (bool, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -70,8 +80,14 @@ func compressible(ctx context.Context, dir string) (bool, error) {
 		}
 		files = append(files, file{name, info.Size()})
 		total += info.Size()
+		if len(files) > maxWalkedFiles {
+			return errManyFiles
+		}
 		return nil
 	})
+	if errors.Is(err, errManyFiles) {
+		return true, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("sample %s: %w", dir, err)
 	}

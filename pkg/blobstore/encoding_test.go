@@ -46,6 +46,15 @@ func TestCompressibleSamplesTheLargestFiles(t *testing.T) {
 			}
 			return m
 		}(), true},
+		// One archive holds most of the bytes, but there are too many
+		// files to walk to the end.
+		{"an archive among more files than are walked", func() map[string][]byte {
+			m := map[string][]byte{"app.tar.gz": noise(12 << 20)}
+			for i := range maxWalkedFiles {
+				m[fmt.Sprintf("src/%02d/%05d.go", i%100, i)] = nil
+			}
+			return m
+		}(), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
