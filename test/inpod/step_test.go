@@ -79,6 +79,30 @@ var _ = Describe("a step run by porter sidecar and porter entrypoint", func() {
 		Expect(stdoutOf(evs)).To(Equal("created by step one\nsub/created_file\n"))
 	})
 
+	It("passes an output that does not compress on as a plain tar, byte for byte", func(ctx SpecContext) {
+		// 9 MiB: above the size under which artifacts are always compressed.
+		noise := newAction("make-noise", "sh", "-c", `mkdir -p blob && cd blob && head -c 9437184 /dev/urandom > data && sha256sum data > data.sha256`)
+		noise.Outputs = []action.Output{{Name: "blob", Path: "blob"}}
+		runStep(atc, noise, stepOptions{blob: blobCfg}).wait(time.Minute)
+		evs, fin := atc.waitFinished(noise.StepID, time.Minute)
+		Expect(fin.GetResult()).To(Equal(eventspb.Result_RESULT_SUCCEEDED), describe(evs))
+		out := fin.GetOutputs()[0]
+		rc, _, err := store.Get(ctx, out.GetKey())
+		Expect(err).NotTo(HaveOccurred())
+		head := make([]byte, 4)
+		_, err = io.ReadFull(rc, head)
+		rc.Close()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(head).NotTo(Equal([]byte{0x28, 0xb5, 0x2f, 0xfd}), "random bytes are stored as a plain tar, not zstd")
+
+		check := newAction("check-noise", "sh", "-c", `cd blob && sha256sum -c data.sha256`)
+		check.Inputs = []action.Input{{Name: "blob", Path: "blob", Key: out.GetKey(), Digest: out.GetDigest()}}
+		Expect(runStep(atc, check, stepOptions{blob: blobCfg}).wait(time.Minute)).To(Equal(0))
+		evs, fin = atc.waitFinished(check.StepID, time.Minute)
+		Expect(fin.GetResult()).To(Equal(eventspb.Result_RESULT_SUCCEEDED), describe(evs))
+		Expect(stdoutOf(evs)).To(Equal("data: OK\n"))
+	})
+
 	It("reports a non-zero exit status as a failure", func() {
 		a := newAction("fails", "sh", "-c", `echo about to fail; exit 3`)
 		r := runStep(atc, a, stepOptions{blob: blobCfg})
