@@ -216,7 +216,7 @@ func (s *Server) resume(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("resume build %d: %w", rec.ID, err)
 		}
-		b.Pipeline, b.Job, b.InstanceVars = jb.PipelineName, jb.JobName, jb.PipelineInstanceVars
+		b.Pipeline, b.Job, b.InstanceVars, b.PipelineID = jb.PipelineName, jb.JobName, jb.PipelineInstanceVars, jb.PipelineID
 		if len(rec.State) > 0 {
 			if err := json.Unmarshal(rec.State, &b.State); err != nil {
 				return fmt.Errorf("resume build %d: decode its state: %w", rec.ID, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/hijack"
+	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/scheduler"
 )
 
@@ -65,6 +66,11 @@ func (e apiEngine) NextInputs(ctx context.Context, job db.JobRef) (map[string]db
 func (e apiEngine) StepConnected(stepID string) bool { return e.s.streams.Connected(stepID) }
 
 func (e apiEngine) OpenSession(ctx context.Context, stepID string, open *eventspb.SessionOpen) (hijack.Session, error) {
+	if podspec.IsCheckPod(stepID) {
+		// Before the session opens: what the person changes in the pod
+		// must not see another check's request.
+		e.s.exec.RetireCheckPod(stepID)
+	}
 	sess, err := e.s.streams.OpenSession(ctx, stepID, open)
 	if err != nil {
 		return nil, err

@@ -54,7 +54,7 @@ func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan 
 	}
 	rec.Status, rec.StartTime = concourse.StatusStarted, now
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
-	b.Pipeline, b.Job, b.InstanceVars = rec.PipelineName, rec.JobName, rec.PipelineInstanceVars
+	b.Pipeline, b.Job, b.InstanceVars, b.PipelineID = rec.PipelineName, rec.JobName, rec.PipelineInstanceVars, rec.PipelineID
 	b.Log.Append(events.Status{Status: concourse.StatusStarted, Time: now.Unix()})
 	s.startBuild(s.shutdownCtx(), b, plan)
 	s.runs.Add(1) // Run waits for it
@@ -89,7 +89,7 @@ func (st schedStarter) AbortJobBuild(ctx context.Context, rec db.JobBuild) error
 // endPendingBuild ends a build nobody runs with status, after evs.
 func (s *Server) endPendingBuild(ctx context.Context, rec db.JobBuild, status concourse.BuildStatus, evs ...events.Event) {
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
-	b.Pipeline, b.Job, b.InstanceVars = rec.PipelineName, rec.JobName, rec.PipelineInstanceVars
+	b.Pipeline, b.Job, b.InstanceVars, b.PipelineID = rec.PipelineName, rec.JobName, rec.PipelineInstanceVars, rec.PipelineID
 	// Running, briefly: a follower reading the stored log could see the
 	// build finished before its status event is stored, and end without
 	// it (fly then exits 0, a silent success).
@@ -111,7 +111,7 @@ func (s *Server) endPendingBuild(ctx context.Context, rec db.JobBuild, status co
 func (st schedStarter) RunCheck(ctx context.Context, rec db.JobBuild, plan concourse.Plan, timeout time.Duration) error {
 	s := st.s
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
-	b.Pipeline = rec.PipelineName
+	b.Pipeline, b.InstanceVars, b.PipelineID = rec.PipelineName, rec.PipelineInstanceVars, rec.PipelineID
 	b.Log.Append(events.Status{Status: concourse.StatusStarted, Time: rec.StartTime.Unix()})
 	s.startBuild(s.shutdownCtx(), b, plan)
 	s.runs.Add(1) // Run waits for it

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -18,38 +19,59 @@ type ThrottleLimit struct {
 	Every time.Duration
 }
 
-// ThrottleConfig limits failed logins per user name and per client address.
+// ThrottleConfig limits failed logins. A guesser is slowed per user name
+// and address; the user's owner, logging in from elsewhere, is not: a
+// user name's own allowance across all addresses, once spent, shuts out
+// only addresses the user has never logged in from.
 type ThrottleConfig struct {
-	PerUser, PerAddress ThrottleLimit
-	// MaxKeys bounds how many user names, and how many addresses, are
-	// remembered; the least recently seen are forgotten first.
+	// PerUserAddress limits the failures of one user name from one address
+	// (an IPv6 address's /64, which one host is usually given whole).
+	PerUserAddress ThrottleLimit
+	// PerAddress limits the failures from one address, whatever the names.
+	PerAddress ThrottleLimit
+	// PerUser limits one user name's failures from all addresses together:
+	// guessing spread over many addresses. Once spent, only addresses the
+	// user logged in from within KnownFor may try.
+	PerUser ThrottleLimit
+	// KnownFor is how long an address the user logged in from is known.
+	KnownFor time.Duration
+	// MaxKeys bounds how many keys of each kind are remembered; the least
+	// recently seen are forgotten first.
 	MaxKeys int
 }
 
 // DefaultThrottleConfig lets a person mistype a few times without noticing,
 // while a guesser gets a few bcrypt comparisons a minute rather than hundreds
-// a second: 10 failures per user name, then one every 6 s; 40 per address,
-// then one every 1.5 s. fly tries each login twice (golang.org/x/oauth2
-// probes the client authentication style, Basic then form, on any error), so
-// a person's failed `fly login` counts two.
+// a second: 10 failures per user name and address, then one every 6 s; 40
+// per address, then one every 1.5 s; 60 per user name from anywhere, then
+// one every 10 s (8,640 a day however many addresses guess), past which the
+// addresses the user logged in from in the last 30 days still get their
+// own allowance. fly tries each login twice (golang.org/x/oauth2 probes the
+// client authentication style, Basic then form, on any error), so a
+// person's failed `fly login` counts two.
 func DefaultThrottleConfig() ThrottleConfig {
 	return ThrottleConfig{
-		PerUser:    ThrottleLimit{Burst: 10, Every: 6 * time.Second},
-		PerAddress: ThrottleLimit{Burst: 40, Every: 1500 * time.Millisecond},
-		MaxKeys:    10000,
+		PerUserAddress: ThrottleLimit{Burst: 10, Every: 6 * time.Second},
+		PerAddress:     ThrottleLimit{Burst: 40, Every: 1500 * time.Millisecond},
+		PerUser:        ThrottleLimit{Burst: 60, Every: 10 * time.Second},
+		KnownFor:       30 * 24 * time.Hour,
+		MaxKeys:        10000,
 	}
 }
 
-// Throttle counts failed logins per user and per client address, in bounded
-// memory and without a goroutine: buckets refill lazily, and an LRU forgets
-// the keys seen least recently (a forgotten key is a full bucket, which is
-// what it would have refilled to anyway, unless under a flood of keys).
+// Throttle counts failed logins, in bounded memory and without a
+// goroutine: buckets refill lazily, and LRUs forget the keys seen least
+// recently (a forgotten key is a full bucket, which is what it would have
+// refilled to anyway, unless under a flood of keys).
 type Throttle struct {
 	cfg ThrottleConfig
 	now func() time.Time
 
-	mu           sync.Mutex
-	users, addrs *lru
+	mu sync.Mutex
+	// userAddrs, addrs and users hold the buckets of each limit; known
+	// holds, per user name and address, the last successful login (its
+	// bucket's at).
+	userAddrs, addrs, users, known *lru
 }
 
 // NewThrottle makes a Throttle reading the time from now (time.Now if nil).
@@ -60,37 +82,77 @@ func NewThrottle(cfg ThrottleConfig, now func() time.Time) *Throttle {
 	if cfg.MaxKeys < 1 {
 		cfg.MaxKeys = 1
 	}
-	return &Throttle{cfg: cfg, now: now, users: newLRU(cfg.MaxKeys), addrs: newLRU(cfg.MaxKeys)}
+	return &Throttle{cfg: cfg, now: now, userAddrs: newLRU(cfg.MaxKeys), addrs: newLRU(cfg.MaxKeys),
+		users: newLRU(cfg.MaxKeys), known: newLRU(cfg.MaxKeys)}
 }
 
-// Begin reserves one failure of user's and of addr's allowance before a
-// password is checked, so concurrent guesses cannot all pass before the
-// first failure is counted. If either allowance is spent it reserves nothing
-// and says how long to wait. A login that then succeeds calls Succeeded.
+// Begin reserves one failure of each allowance before a password is
+// checked, so concurrent guesses cannot all pass before the first failure
+// is counted. If one is spent it reserves nothing and says how long to
+// wait. A login that then succeeds calls Succeeded.
 func (t *Throttle) Begin(user, addr string) (wait time.Duration, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	ub := t.users.get(throttleKey(user), t.cfg.PerUser, now)
-	ab := t.addrs.get(throttleKey(addr), t.cfg.PerAddress, now)
-	uw, aw := ub.wait(t.cfg.PerUser, now), ab.wait(t.cfg.PerAddress, now)
-	if uw > 0 || aw > 0 {
-		return max(uw, aw), false
+	addr = addressKey(addr)
+	uk, ak, uak := throttleKey(user), throttleKey(addr), throttleKey(user+"\x00"+addr)
+	uab := t.userAddrs.get(uak, t.cfg.PerUserAddress, now)
+	ab := t.addrs.get(ak, t.cfg.PerAddress, now)
+	ub := t.users.get(uk, t.cfg.PerUser, now)
+	uw := ub.wait(t.cfg.PerUser, now)
+	if uw > 0 && t.knownAddress(uak, now) {
+		// The user's own address: its allowance per address is enough.
+		uw = 0
 	}
-	ub.take(t.cfg.PerUser, now)
+	uaw, aw := uab.wait(t.cfg.PerUserAddress, now), ab.wait(t.cfg.PerAddress, now)
+	if uaw > 0 || aw > 0 || uw > 0 {
+		return max(uaw, aw, uw), false
+	}
+	uab.take(t.cfg.PerUserAddress, now)
 	ab.take(t.cfg.PerAddress, now)
+	if ub.level(t.cfg.PerUser, now) >= 1 {
+		ub.take(t.cfg.PerUser, now)
+	}
 	return 0, true
 }
 
-// Succeeded gives back what Begin reserved for a login that succeeded, and
-// forgets the user's earlier failures: the person got in.
+// Succeeded gives back what Begin reserved for a login that succeeded,
+// forgets the user's earlier failures from that address (the person got
+// in) and remembers the address as the user's.
 func (t *Throttle) Succeeded(user, addr string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.users.remove(throttleKey(user))
+	now := t.now()
+	addr = addressKey(addr)
+	uak := throttleKey(user + "\x00" + addr)
+	t.userAddrs.remove(uak)
 	if b := t.addrs.peek(throttleKey(addr)); b != nil {
-		b.give(t.cfg.PerAddress, t.now())
+		b.give(t.cfg.PerAddress, now)
 	}
+	if b := t.users.peek(throttleKey(user)); b != nil {
+		b.give(t.cfg.PerUser, now)
+	}
+	t.known.get(uak, ThrottleLimit{}, now).at = now
+}
+
+func (t *Throttle) knownAddress(key string, now time.Time) bool {
+	b := t.known.peek(key)
+	return b != nil && now.Sub(b.at) < t.cfg.KnownFor
+}
+
+// addressKey is what an address is throttled as: an IPv4 address itself,
+// an IPv6 address's /64 (a host gets a /64, and could spread its guesses
+// over it).
+func addressKey(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil || !ip.Is6() || ip.Is4In6() {
+		return addr
+	}
+	prefix, err := ip.Prefix(64)
+	if err != nil {
+		return addr
+	}
+	return prefix.String()
 }
 
 // throttleKey bounds the memory a key takes: a form may send a long name.

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -11,13 +12,17 @@ import (
 
 func testThrottle(clk *clock) *Throttle {
 	return NewThrottle(ThrottleConfig{
-		PerUser:    ThrottleLimit{Burst: 3, Every: 10 * time.Second},
-		PerAddress: ThrottleLimit{Burst: 5, Every: 2 * time.Second},
-		MaxKeys:    100,
+		PerUserAddress: ThrottleLimit{Burst: 3, Every: 10 * time.Second},
+		PerAddress:     ThrottleLimit{Burst: 5, Every: 2 * time.Second},
+		PerUser:        ThrottleLimit{Burst: 8, Every: 10 * time.Second},
+		KnownFor:       time.Hour,
+		MaxKeys:        100,
 	}, clk.now)
 }
 
-func TestThrottlePerUser(t *testing.T) {
+// A guesser at one address is slowed for the name it guesses; the name's
+// owner, at another address, is not locked out by it.
+func TestThrottleUserPerAddress(t *testing.T) {
 	clk := &clock{time.Unix(1_000_000, 0)}
 	th := testThrottle(clk)
 	for i := range 3 {
@@ -25,25 +30,83 @@ func TestThrottlePerUser(t *testing.T) {
 			t.Fatalf("failure %d refused within the burst", i+1)
 		}
 	}
-	// The same user from another address: still refused, 10 s to wait.
-	wait, ok := th.Begin("alice", "10.0.0.2")
+	wait, ok := th.Begin("alice", "10.0.0.1")
 	if ok || wait != 10*time.Second {
-		t.Fatalf("4th failure: ok=%v wait=%v, want refused for 10s", ok, wait)
+		t.Fatalf("4th failure from the same address: ok=%v wait=%v, want refused for 10s", ok, wait)
 	}
+	// The owner, elsewhere, tries as usual.
+	if _, ok := th.Begin("alice", "10.0.0.2"); !ok {
+		t.Fatal("alice refused at 10.0.0.2 for a guesser's failures at 10.0.0.1")
+	}
+	th.Succeeded("alice", "10.0.0.2")
 	// Another user from the first address is not the user's business.
 	if _, ok := th.Begin("bob", "10.0.0.1"); !ok {
 		t.Fatal("bob refused for alice's failures")
 	}
 	clk.t = clk.t.Add(4 * time.Second)
-	if wait, ok := th.Begin("alice", "10.0.0.2"); ok || wait != 6*time.Second {
+	if wait, ok := th.Begin("alice", "10.0.0.1"); ok || wait != 6*time.Second {
 		t.Fatalf("after 4s: ok=%v wait=%v, want refused for 6s", ok, wait)
 	}
 	clk.t = clk.t.Add(6 * time.Second)
-	if _, ok := th.Begin("alice", "10.0.0.2"); !ok {
+	if _, ok := th.Begin("alice", "10.0.0.1"); !ok {
 		t.Fatal("refused once a failure refilled")
 	}
-	if _, ok := th.Begin("alice", "10.0.0.2"); ok {
+	if _, ok := th.Begin("alice", "10.0.0.1"); ok {
 		t.Fatal("a second attempt passed on one refilled failure")
+	}
+}
+
+// Guessing one name from many addresses spends the name's own allowance:
+// then new addresses wait, and the addresses the user logged in from
+// still try within their own allowance.
+func TestThrottleUserAcrossAddresses(t *testing.T) {
+	clk := &clock{time.Unix(1_000_000, 0)}
+	th := testThrottle(clk)
+	if _, ok := th.Begin("alice", "192.0.2.1"); !ok {
+		t.Fatal("alice's first login refused")
+	}
+	th.Succeeded("alice", "192.0.2.1")
+	for i := range 8 {
+		if _, ok := th.Begin("alice", fmt.Sprintf("10.1.0.%d", i)); !ok {
+			t.Fatalf("failure %d refused within the user's burst", i+1)
+		}
+	}
+	if wait, ok := th.Begin("alice", "10.1.0.100"); ok || wait != 10*time.Second {
+		t.Fatalf("a 9th address: ok=%v wait=%v, want refused for 10s", ok, wait)
+	}
+	for i := range 3 {
+		if _, ok := th.Begin("alice", "192.0.2.1"); !ok {
+			t.Fatalf("alice's known address refused at try %d, within its own allowance", i+1)
+		}
+	}
+	if _, ok := th.Begin("alice", "192.0.2.1"); ok {
+		t.Fatal("alice's known address passed beyond its own allowance")
+	}
+	// Known for KnownFor only.
+	clk.t = clk.t.Add(2 * time.Hour)
+	for i := range 8 {
+		th.Begin("alice", fmt.Sprintf("10.2.0.%d", i))
+	}
+	if _, ok := th.Begin("alice", "192.0.2.1"); ok {
+		t.Fatal("an address known two hours ago, past KnownFor of an hour, bypassed the user's allowance")
+	}
+}
+
+// An IPv6 host's /64 is one address: rotating within it does not reset
+// the allowance.
+func TestThrottleIPv6Slash64(t *testing.T) {
+	clk := &clock{time.Unix(1_000_000, 0)}
+	th := testThrottle(clk)
+	for i := range 3 {
+		if _, ok := th.Begin("alice", fmt.Sprintf("2001:db8:1:2::%x", i+1)); !ok {
+			t.Fatalf("failure %d refused within the burst", i+1)
+		}
+	}
+	if _, ok := th.Begin("alice", "2001:db8:1:2:ffff::9"); ok {
+		t.Fatal("another address of the same /64 got a fresh allowance")
+	}
+	if _, ok := th.Begin("alice", "2001:db8:1:3::1"); !ok {
+		t.Fatal("another /64 refused")
 	}
 }
 
@@ -88,7 +151,8 @@ func TestThrottleSuccessGivesBack(t *testing.T) {
 
 func TestThrottleMemoryIsBounded(t *testing.T) {
 	clk := &clock{time.Unix(1_000_000, 0)}
-	th := NewThrottle(ThrottleConfig{PerUser: ThrottleLimit{Burst: 1, Every: time.Hour}, PerAddress: ThrottleLimit{Burst: 1 << 30, Every: time.Second}, MaxKeys: 50}, clk.now)
+	th := NewThrottle(ThrottleConfig{PerUserAddress: ThrottleLimit{Burst: 1, Every: time.Hour}, PerUser: ThrottleLimit{Burst: 1, Every: time.Hour},
+		PerAddress: ThrottleLimit{Burst: 1 << 30, Every: time.Second}, MaxKeys: 50}, clk.now)
 	long := strings.Repeat("x", 60<<10)
 	for i := range 1000 {
 		th.Begin(long+string(rune(i)), "10.0.0.1")

@@ -17,9 +17,16 @@ import (
 	"github.com/porter-ci/porter/pkg/resource"
 )
 
-// Key says which checks may share a pod. Teams never share one: a check's
-// request holds its team's credentials.
-type Key struct{ Team, Worker, Image, Tags, Platform string }
+// Key says which checks may share a pod. Neither teams nor pipelines share
+// one: a check's request holds its resource's source, credentials
+// included, and a pod shared with another pipeline would show that
+// pipeline's requests to whoever intercepts it (Pipeline 0: one-off
+// builds' image checks, which have no record to intercept them by).
+type Key struct {
+	Team                          string
+	Pipeline                      int64
+	Worker, Image, Tags, Platform string
+}
 
 // Pool keeps one pod per key. A pod takes new checks for the first half
 // of its lifetime, so that the checks it runs end before it does; a pod
@@ -122,6 +129,23 @@ func (p *Pool) Acquire(ctx context.Context, key Key, newID func() string, create
 		}
 	}
 	return Lease{StepID: cur.stepID, slots: cur.slots}, nil
+}
+
+// Retire takes the pod of stepID out of the pool: it runs the checks it
+// has, and no new one. An intercepted check pod is retired before the
+// person's session opens, so that what they change in it (the resource
+// type's check script, say) never sees another check's request. It
+// reports whether the pod was in the pool.
+func (p *Pool) Retire(stepID string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, cur := range p.pods {
+		if cur.stepID == stepID {
+			delete(p.pods, k)
+			return true
+		}
+	}
+	return false
 }
 
 // Result is how a check's process ended.

@@ -3,6 +3,7 @@ package checkpods
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,5 +102,43 @@ func TestPoolSharesReplacesAndRetries(t *testing.T) {
 	}
 	if l, err := p.Acquire(context.Background(), Key{Team: "other"}, newID, create); err != nil || l.StepID != "e" {
 		t.Errorf("after a failed creation: %q %v, want a new pod", l.StepID, err)
+	}
+}
+
+// Two pipelines of one team never share a check pod, and a retired pod
+// (one a person intercepted) takes no new check: the next one makes a new
+// pod, while the lease already given keeps its pod.
+func TestPoolSeparatesPipelinesAndRetires(t *testing.T) {
+	p := &Pool{Lifetime: time.Hour, Connected: func(string) bool { return true }}
+	n := 0
+	newID := func() string { n++; return fmt.Sprintf("pod-%d", n) }
+	create := func(string) error { return nil }
+	acquire := func(key Key) Lease {
+		t.Helper()
+		l, err := p.Acquire(t.Context(), key, newID, create)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a, b := Key{Team: "main", Pipeline: 1, Image: "mock"}, Key{Team: "main", Pipeline: 2, Image: "mock"}
+	la, lb := acquire(a), acquire(b)
+	if la.StepID == lb.StepID {
+		t.Fatalf("pipelines 1 and 2 share check pod %s", la.StepID)
+	}
+	if again := acquire(a); again.StepID != la.StepID {
+		t.Fatalf("pipeline 1's second check: pod %s, want its pod %s", again.StepID, la.StepID)
+	}
+	if !p.Retire(la.StepID) {
+		t.Fatalf("Retire(%s): the pod was not in the pool", la.StepID)
+	}
+	if p.Retire(la.StepID) {
+		t.Fatal("Retire of a retired pod reported it in the pool")
+	}
+	if next := acquire(a); next.StepID == la.StepID || next.StepID == lb.StepID {
+		t.Fatalf("after its pod was retired, pipeline 1's check got pod %s", next.StepID)
+	}
+	if other := acquire(b); other.StepID != lb.StepID {
+		t.Fatalf("retiring pipeline 1's pod moved pipeline 2's checks to %s", other.StepID)
 	}
 }

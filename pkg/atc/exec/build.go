@@ -37,6 +37,9 @@ type Build struct {
 	// caches are keyed by them, and by the pipeline's InstanceVars.
 	Pipeline, Job string
 	InstanceVars  map[string]any
+	// PipelineID is the build's pipeline's (0 for one-off builds): check
+	// pods are never shared across pipelines.
+	PipelineID int64
 	// Created is when the build was created: with ID, it names the
 	// build's audit records (AuditID).
 	Created time.Time

@@ -28,13 +28,14 @@ type Sessions interface {
 	OpenSession(ctx context.Context, stepID string, open *eventspb.SessionOpen) (hijack.Session, error)
 }
 
-// checkPods keeps, per team, worker, image and tags, one check pod: a pod
+// checkPods keeps, per team, pipeline, worker, image and tags, one check pod: a pod
 // declared up front like any step's (its image the resource type's, its
 // action idle) that lives for lifetime and runs every check of that key as
 // a session, instead of one pod per check. A pod takes new checks for the
 // first half of its life; the second half lets the checks it runs end
-// before its keep-alive does. Teams never share a pod: a check's request
-// holds its team's credentials.
+// before its keep-alive does. Teams and pipelines never share a pod: a
+// check's request holds its resource's credentials; and a pod that a
+// person intercepts is retired from the pool (RetireCheckPod).
 //
 // The pod is created by the first check that needs it, as that build's
 // step (its log says why a pod waits for room, or fails), and then serves
@@ -53,6 +54,15 @@ func newCheckPods(sessions Sessions, lifetime time.Duration, maxChecks int) *che
 	return &checkPods{sessions: sessions, pool: &checkpods.Pool{Lifetime: lifetime, MaxChecks: maxChecks, Connected: sessions.Connected}}
 }
 
+// RetireCheckPod takes the check pod of stepID out of the pool before a
+// person's intercept session opens in it: from then on it runs no new
+// check, so nothing they change in it sees another check's request.
+func (r *Runner) RetireCheckPod(stepID string) {
+	if r.checkPods != nil && r.checkPods.pool.Retire(stepID) {
+		r.log.Info("check pod retired: intercepted", "pod", podspec.Name(stepID))
+	}
+}
+
 // pooled reports whether a check's action can run in a check pod: a linux,
 // unprivileged check (a privileged type keeps its own pod: the pod's
 // privilege would extend to every check of the key).
@@ -63,7 +73,7 @@ func (cp *checkPods) pooled(a *action.Action) bool {
 // acquireCheckPod returns the step ID of a ready check pod for a's key,
 // creating it (as the caller's step) when there is none to take checks.
 func (x *executor) acquireCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w *kuberuntime.Worker, a *action.Action) (checkpods.Lease, error) {
-	key := checkpods.Key{Team: x.b.Team, Worker: w.Name(), Image: a.Image, Tags: strings.Join(a.Tags, ","), Platform: a.Platform}
+	key := checkpods.Key{Team: x.b.Team, Pipeline: x.b.PipelineID, Worker: w.Name(), Image: a.Image, Tags: strings.Join(a.Tags, ","), Platform: a.Platform}
 	return x.r.checkPods.pool.Acquire(ctx, key,
 		func() string { return podspec.CheckPodStepID(x.b.Team, randomSuffix()) },
 		func(stepID string) error { return x.startCheckPod(ctx, p, r, w, a, stepID) })
