@@ -148,7 +148,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.oidc.ClientSecret, "oidc-client-secret", os.Getenv("PORTER_OIDC_CLIENT_SECRET"), "OIDC: the client secret (env PORTER_OIDC_CLIENT_SECRET)")
 	fs.StringArrayVar(&o.oidc.Scopes, "oidc-scope", nil, "OIDC: a scope to ask for beside openid; repeatable (default: profile and email; Dex sends groups only for the groups scope)")
 	fs.StringVar(&o.oidc.GroupsKey, "oidc-groups-key", "groups", "OIDC: the ID token claim holding the user's groups")
-	fs.StringVar(&o.oidc.UserNameKey, "oidc-user-name-key", "username", "OIDC: the ID token claim holding the user's name (missing: preferred_username, name, then email)")
+	fs.StringVar(&o.oidc.UserNameKey, "oidc-user-name-key", "username", "OIDC: the ID token claim holding the user's name, which oidc:<user> roles match; only that claim, and a login without it is refused. Choose one users cannot edit (the provider's login name, or sub); email only counts when email_verified. Dex sends no username: use preferred_username or name, which its static users cannot change")
 	fs.StringArrayVar(&o.oidcCACerts, "oidc-ca-cert", nil, "OIDC: a PEM file of CA certificates the provider's may chain to, besides the system's; repeatable")
 	fs.StringArrayVar(&o.mainTeamOIDCUsers, "main-team-oidc-user", nil, "an OIDC user (name or ID) who owns team main (an admin); repeatable")
 	fs.StringArrayVar(&o.mainTeamOIDCGroups, "main-team-oidc-group", nil, "an OIDC group whose members own team main (admins); repeatable")
@@ -188,7 +188,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.pullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent), "step images' pull policy: Always, IfNotPresent or Never")
 	fs.DurationVar(&cfg.KeepAlive, "keep-alive", 0, "how long a finished step stays interceptible")
 	fs.IntVar(&cfg.CheckPodMaxChecks, "check-pod-max-checks", 16, "how many checks one check pod runs at once (they share its memory and CPU); more wait for one to end (0: no bound)")
-	fs.DurationVar(&cfg.CheckPodLifetime, "check-pod-lifetime", 10*time.Minute, "how long a check pod lives: it runs the checks of one team, worker and resource type image, each as a session, taking new ones for the first half of its life (0: a pod per check)")
+	fs.DurationVar(&cfg.CheckPodLifetime, "check-pod-lifetime", 10*time.Minute, "how long a check pod lives: it runs the checks of one pipeline, worker and resource type image, each as a session, taking new ones for the first half of its life (0: a pod per check)")
 	fs.DurationVar(&cfg.PodRetention, "pod-retention", 2*time.Minute, "how long every finished build's step pod is kept at least (not a check's: only the latest check of each resource is kept)")
 
 	// Garbage collection.
