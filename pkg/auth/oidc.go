@@ -51,8 +51,8 @@ type OIDCConfig struct {
 	Scopes []string
 	// GroupsKey is the ID token claim holding the user's groups ("groups").
 	GroupsKey string
-	// UserNameKey is the claim holding the user's name ("username"); see
-	// IdentityFromClaims for what is used when it is missing.
+	// UserNameKey is the claim holding the user's name ("username"), and
+	// the only one: see IdentityFromClaims.
 	UserNameKey string
 	// CACertsPEM are the CAs the identity provider's certificate may chain
 	// to, besides the system's.
@@ -91,29 +91,42 @@ type Identity struct {
 }
 
 // IdentityFromClaims maps an ID token's claims to an Identity. The user name
-// is the userNameKey claim, else preferred_username, name or email (in that
-// order: Dex, for one, sends no "username"); groups are the groupsKey claim,
-// a list of strings or a single string.
+// is the userNameKey claim ("username" if empty) and nothing else: roles name
+// users by it, so falling back to another claim would let whoever can edit
+// that one (a display name, an email) take someone else's roles. The "email"
+// claim is used only when the provider says it is verified. A missing user
+// name refuses the login rather than leaving only "oidc:<sub>" roles: that
+// is what Concourse (Dex's OIDC connector) does, and it makes a wrong
+// --oidc-user-name-key plain at the first login instead of silently granting
+// nothing. Groups are the groupsKey claim, a list of strings or one string.
 func IdentityFromClaims(claims map[string]any, userNameKey, groupsKey string) (Identity, error) {
 	str := func(k string) string {
 		s, _ := claims[k].(string)
 		return strings.TrimSpace(s)
 	}
-	id := Identity{UserID: str("sub"), Email: str("email"), Name: str("name")}
-	if id.UserID == "" {
+	// sub and the user name are kept byte for byte: roles compare them
+	// exactly, and trimming would make " alice" into "alice".
+	sub, _ := claims["sub"].(string)
+	id := Identity{UserID: sub, Email: str("email"), Name: str("name")}
+	if strings.TrimSpace(id.UserID) == "" {
 		return Identity{}, errors.New(`the ID token has no "sub" claim`)
 	}
-	for _, k := range []string{userNameKey, "preferred_username", "name", "email"} {
-		if k == "" {
-			continue
-		}
-		if v := str(k); v != "" {
-			id.UserName = v
-			break
-		}
+	if userNameKey == "" {
+		userNameKey = "username"
 	}
-	if id.UserName == "" {
-		return Identity{}, fmt.Errorf("the ID token names no user: none of the claims %q, preferred_username, name or email is set", userNameKey)
+	switch v := claims[userNameKey].(type) {
+	case nil:
+		return Identity{}, fmt.Errorf("the ID token has no %q claim, which names the user (--oidc-user-name-key)", userNameKey)
+	case string:
+		if strings.TrimSpace(v) == "" {
+			return Identity{}, fmt.Errorf("the ID token's %q claim, which names the user (--oidc-user-name-key), is empty", userNameKey)
+		}
+		id.UserName = v
+	default:
+		return Identity{}, fmt.Errorf("the ID token's %q claim, which names the user (--oidc-user-name-key), is a %T, not a string", userNameKey, v)
+	}
+	if userNameKey == "email" && !emailVerified(claims["email_verified"]) {
+		return Identity{}, errors.New(`the ID token's "email" claim names the user (--oidc-user-name-key) but the provider does not say it is verified (email_verified)`)
 	}
 	if id.Name == "" {
 		id.Name = id.UserName
@@ -141,6 +154,18 @@ func IdentityFromClaims(claims map[string]any, userNameKey, groupsKey string) (I
 		return Identity{}, fmt.Errorf("the ID token's %q claim is a %T, not a list of groups", groupsKey, g)
 	}
 	return id, nil
+}
+
+// emailVerified reads an email_verified claim: a boolean, or the string
+// "true" as some providers (AWS Cognito) send it.
+func emailVerified(v any) bool {
+	switch v := v.(type) {
+	case bool:
+		return v
+	case string:
+		return v == "true"
+	}
+	return false
 }
 
 // SSOUsers is what the OIDC callback needs to know of users.

@@ -34,20 +34,36 @@ func TestIdentityFromClaims(t *testing.T) {
 		want      Identity
 		err       string
 	}{
-		{name: "the user name key wins", claims: `{"sub":"s1","username":"alice","preferred_username":"al","name":"Alice A","email":"a@x","groups":["devs","ops"]}`,
+		{name: "the user name key, and only it", claims: `{"sub":"s1","username":"alice","preferred_username":"al","name":"Alice A","email":"a@x","groups":["devs","ops"]}`,
 			userKey: "username", want: Identity{UserID: "s1", UserName: "alice", Name: "Alice A", Email: "a@x", Groups: []string{"devs", "ops"}}},
-		{name: "dex: no username, preferred_username then", claims: `{"sub":"s1","preferred_username":"al","name":"Alice A"}`,
-			userKey: "username", want: Identity{UserID: "s1", UserName: "al", Name: "Alice A"}},
-		{name: "name, then email", claims: `{"sub":"s1","email":"a@x"}`,
-			userKey: "username", want: Identity{UserID: "s1", UserName: "a@x", Name: "a@x", Email: "a@x"}},
+		{name: "no key: username", claims: `{"sub":"s1","username":"alice"}`,
+			want: Identity{UserID: "s1", UserName: "alice", Name: "alice"}},
+		// Dex sends no "username": no falling back to the editable claims.
+		{name: "no username: no preferred_username instead", claims: `{"sub":"s1","preferred_username":"al","name":"Alice A"}`,
+			userKey: "username", err: `no "username" claim, which names the user (--oidc-user-name-key)`},
+		{name: "no name: no email instead", claims: `{"sub":"s1","email":"a@x","email_verified":true}`,
+			userKey: "name", err: `no "name" claim`},
+		{name: "dex: preferred_username as the key", claims: `{"sub":"s1","preferred_username":"al","name":"Alice A"}`,
+			userKey: "preferred_username", want: Identity{UserID: "s1", UserName: "al", Name: "Alice A"}},
 		{name: "another groups key; a single group", claims: `{"sub":"s1","name":"A","roles":"admins","groups":["ignored"]}`,
-			userKey: "username", groupsKey: "roles", want: Identity{UserID: "s1", UserName: "A", Name: "A", Groups: []string{"admins"}}},
+			userKey: "name", groupsKey: "roles", want: Identity{UserID: "s1", UserName: "A", Name: "A", Groups: []string{"admins"}}},
 		{name: "a custom user name key", claims: `{"sub":"s1","login":"alice","name":"A"}`,
 			userKey: "login", want: Identity{UserID: "s1", UserName: "alice", Name: "A"}},
-		{name: "no sub", claims: `{"name":"A"}`, userKey: "username", err: `no "sub" claim`},
-		{name: "no name at all", claims: `{"sub":"s1"}`, userKey: "username", err: "names no user"},
-		{name: "groups not a list", claims: `{"sub":"s1","name":"A","groups":{"a":1}}`, userKey: "username", err: `"groups" claim is a map`},
-		{name: "groups with a number", claims: `{"sub":"s1","name":"A","groups":["a",1]}`, userKey: "username", err: "not only strings"},
+		{name: "sub and the user name kept byte for byte", claims: `{"sub":" S1","username":" Alice "}`,
+			userKey: "username", want: Identity{UserID: " S1", UserName: " Alice ", Name: " Alice "}},
+		{name: "a verified email", claims: `{"sub":"s1","email":"a@x","email_verified":true}`,
+			userKey: "email", want: Identity{UserID: "s1", UserName: "a@x", Name: "a@x", Email: "a@x"}},
+		{name: "a verified email, as a string", claims: `{"sub":"s1","email":"a@x","email_verified":"true"}`,
+			userKey: "email", want: Identity{UserID: "s1", UserName: "a@x", Name: "a@x", Email: "a@x"}},
+		{name: "an unverified email", claims: `{"sub":"s1","email":"a@x","email_verified":false}`, userKey: "email", err: "not say it is verified"},
+		{name: "an email without email_verified", claims: `{"sub":"s1","email":"a@x"}`, userKey: "email", err: "not say it is verified"},
+		{name: "no sub", claims: `{"username":"A"}`, userKey: "username", err: `no "sub" claim`},
+		{name: "a blank sub", claims: `{"sub":" ","username":"A"}`, userKey: "username", err: `no "sub" claim`},
+		{name: "no name at all", claims: `{"sub":"s1"}`, userKey: "username", err: `no "username" claim`},
+		{name: "an empty user name", claims: `{"sub":"s1","username":" "}`, userKey: "username", err: `"username" claim, which names the user (--oidc-user-name-key), is empty`},
+		{name: "a user name that is not a string", claims: `{"sub":"s1","uid":42}`, userKey: "uid", err: `"uid" claim, which names the user (--oidc-user-name-key), is a float64`},
+		{name: "groups not a list", claims: `{"sub":"s1","username":"A","groups":{"a":1}}`, userKey: "username", err: `"groups" claim is a map`},
+		{name: "groups with a number", claims: `{"sub":"s1","username":"A","groups":["a",1]}`, userKey: "username", err: "not only strings"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var claims map[string]any
@@ -240,7 +256,7 @@ func newOIDCRig(t *testing.T) *oidcRig {
 		"devs-team": {"member": {"oidc:devs"}}, "alice-team": {"viewer": {"oidc:alice"}}, "main": {"owner": {"local:admin"}},
 	}}
 	conn, err := NewOIDC(OIDCConfig{DisplayName: "Fake", Issuer: idp.URL, ClientID: "porter", ClientSecret: "s3cret",
-		Scopes: []string{"groups", "profile"}, ExternalURL: "http://porter.test/"}, iss, users, slog.New(slog.DiscardHandler))
+		Scopes: []string{"groups", "profile"}, UserNameKey: "preferred_username", ExternalURL: "http://porter.test/"}, iss, users, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,13 +405,11 @@ func TestOIDCCallbackRefuses(t *testing.T) {
 				rig.idp.tweak = func(c map[string]any) { c["iss"] = "https://evil.test" }
 				return r
 			}},
-		{name: "no user name", status: 403, says: "names no user",
+		// The name and email are there, but only the configured claim names
+		// the user.
+		{name: "no user name", status: 403, says: `no "preferred_username" claim, which names the user`,
 			adjust: func(rig *oidcRig, r *http.Request) *http.Request {
-				rig.idp.tweak = func(c map[string]any) {
-					for _, k := range []string{"preferred_username", "name", "email"} {
-						delete(c, k)
-					}
-				}
+				rig.idp.tweak = func(c map[string]any) { delete(c, "preferred_username") }
 				return r
 			}},
 		{name: "the provider refused", status: 403, says: "access_denied: user said no",
