@@ -154,7 +154,7 @@ var _ = Describe("authentication that holds", Ordered, func() {
 		login(ctx, newFly("still-here"), srv, lou, password, "-n", team)
 	})
 
-	It("throttles failed logins per user, then per address: 429 with Retry-After, even for the right password", func(ctx SpecContext) {
+	It("throttles failed logins per user name at an address, then per address: 429 with Retry-After, even for the right password", func(ctx SpecContext) {
 		// Each failed fly login is two attempts (fly retries with the
 		// client credentials in the form): 10 failures are 5 logins.
 		f := newFly("guess")
