@@ -48,6 +48,11 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	skipIfUnavailable(err)
 	env, err = testenv.NewATCEnv(ctx, GinkgoT().TempDir())
 	skipIfUnavailable(err)
+	// Another build of the server (an older main's, say) replays the
+	// attacks against it: they should get through there.
+	if bin := os.Getenv("PORTER_REDTEAM_ATC_BIN"); bin != "" {
+		env.Bin = bin
+	}
 	ns, removeNS, err := env.NewWorkerNamespace(ctx, "porter-redteam-")
 	DeferCleanup(removeNS)
 	Expect(err).NotTo(HaveOccurred())
