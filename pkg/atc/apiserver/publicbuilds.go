@@ -43,7 +43,7 @@ func (s *Server) publicBuildRead(publicJob bool, h func(http.ResponseWriter, *ht
 		case !authed:
 			s.fail(w, r, unauthenticated(r))
 		default:
-			s.fail(w, r, forbidden(fmt.Sprintf("build %d belongs to team %q: you are not allowed to %s there", id, b.TeamName, auth.ActionRead)))
+			s.fail(w, r, forbidden(fmt.Sprintf("build %d belongs to a team you are not allowed to %s in", id, auth.ActionRead)))
 		}
 	}
 }

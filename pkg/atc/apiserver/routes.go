@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -175,7 +176,8 @@ func (s *Server) buildAction(action auth.Action, h func(http.ResponseWriter, *ht
 			return
 		}
 		if !claims.Can(b.TeamName, action) {
-			s.fail(w, r, forbidden(fmt.Sprintf("build %d belongs to team %q: you are not allowed to %s there", id, b.TeamName, action)))
+			// Not its team's name: an id alone must not say whose it is.
+			s.fail(w, r, forbidden(fmt.Sprintf("build %d belongs to a team you are not allowed to %s in", id, action)))
 			return
 		}
 		h(w, r, claims, b)
@@ -476,7 +478,9 @@ func parsePage(q url.Values, f *db.BuildFilter) error {
 			if err != nil || n <= 0 {
 				return fmt.Errorf("%s=%q: want a build id", p.name, v)
 			}
-			*p.dst = n + p.shift
+			// No build has the largest id: to=MaxInt64 is every build,
+			// not an overflow.
+			*p.dst = min(n, math.MaxInt64-max(p.shift, 0)) + p.shift
 		}
 	}
 	return nil
