@@ -40,11 +40,20 @@ func notFound(title, detail string) error {
 // forbidden is a 403; fly prints its body after "forbidden: ".
 func forbidden(msg string) error { return withStatus(http.StatusForbidden, errors.New(msg)) }
 
-// unauthenticated is a 401 saying why a token that was sent was refused.
+// unauthenticated is a 401 saying why a token that was sent was refused,
+// in the server's own words only (expired, revoked, ...): a library's
+// reason would tell a forger what to change next. The whole reason is in
+// the server's log (auth.Authenticate).
 func unauthenticated(r *http.Request) error {
 	msg := "not authorized: log in first"
 	if err := auth.TokenError(r.Context()); err != nil {
-		msg = "not authorized: " + err.Error() + "; log in again"
+		why := "the token is not valid"
+		for _, known := range []error{auth.ErrExpired, auth.ErrRevoked, auth.ErrUserRemoved, auth.ErrUnsupportedScheme} {
+			if errors.Is(err, known) {
+				why = known.Error()
+			}
+		}
+		msg = "not authorized: " + why + "; log in again"
 	}
 	return withStatus(http.StatusUnauthorized, errors.New(msg))
 }

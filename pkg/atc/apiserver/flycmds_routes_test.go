@@ -226,7 +226,16 @@ func TestOpaqueAccessToken(t *testing.T) {
 	if ans := a.do(t, "GET", "/api/v1/user", tok, ""); ans.code != 200 || !strings.Contains(ans.body, "u-viewer") {
 		t.Errorf("user with the opaque token: %s", ans)
 	}
-	wantText(t, a.do(t, "GET", "/api/v1/user", opaque(), ""), 401, "unknown access token")
+	wantText(t, a.do(t, "GET", "/api/v1/user", opaque(), ""), 401, "the token is not valid")
+	// A refused token's answer says nothing of which library refused
+	// what (a forger's next hint), only the server's own reasons.
+	for _, bad := range []string{"not-a-token", "a.b.c", "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0."} {
+		ans := a.do(t, "GET", "/api/v1/user", bad, "")
+		wantText(t, ans, 401, "not authorized: the token is not valid; log in again")
+		if l := strings.ToLower(ans.body); strings.Contains(l, "malformed") || strings.Contains(l, "segment") || strings.Contains(l, "jws") || strings.Contains(l, "signature") {
+			t.Errorf("token %q: the 401 carries a library's reason: %s", bad, ans.body)
+		}
+	}
 	a.store.fail = leakyDown
 	if ans := a.do(t, "GET", "/api/v1/user", tok, ""); ans.code != 503 {
 		t.Errorf("database down: %s, want 503", ans)
