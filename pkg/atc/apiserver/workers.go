@@ -49,6 +49,11 @@ func (s *Server) workerAction(act func(context.Context, string) error) func(http
 	return func(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 		name := r.PathValue("worker_name")
 		wk, err := s.store.Worker(r.Context(), name)
+		if err == nil && !claims.IsAdmin && wk.Team != "" && !claims.Can(wk.Team, auth.ActionRead) {
+			// Another team's worker is not there for this caller: the
+			// same 404 as a name nobody has, or names could be probed.
+			err = db.ErrNotFound
+		}
 		switch {
 		case errors.Is(err, db.ErrNotFound):
 			// Concourse's JSON-API 404, whose detail fly prints.
