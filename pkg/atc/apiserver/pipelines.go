@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/bodylimit"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -362,7 +363,12 @@ func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigSize))
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{fmt.Sprintf("read the config: %v", err)}})
+		status := http.StatusBadRequest
+		if bodylimit.TooLarge(err) {
+			// Also when it came chunked, with no length to refuse first.
+			status = http.StatusRequestEntityTooLarge
+		}
+		writeJSON(w, status, saveConfigResponse{Errors: []string{fmt.Sprintf("read the config: %v", err)}})
 		return
 	}
 

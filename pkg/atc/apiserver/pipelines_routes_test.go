@@ -1,7 +1,9 @@
 package apiserver
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -287,5 +289,30 @@ func TestAnonymousCannotProbeTeams(t *testing.T) {
 		if normalized(existing) != normalized(missing) {
 			t.Errorf("GET .../teams/{team}%s\nexisting team: %s\nmissing team:  %s\nwant the same answer", path, existing, missing)
 		}
+	}
+}
+
+// A config over the limit is 413 also when it comes chunked, with no
+// length to refuse it by first (it answered 400), and nothing is saved.
+func TestSaveConfigOversizeChunked(t *testing.T) {
+	a := newTestAPI(t)
+	for _, chunked := range []bool{false, true} {
+		body := strings.Repeat("#", maxConfigSize+1)
+		req := httptest.NewRequest("PUT", "http://porter.test"+pPath+"/config", io.MultiReader(strings.NewReader(body)))
+		if chunked {
+			req.ContentLength = -1
+		} else {
+			req.ContentLength = int64(len(body))
+		}
+		req.Header.Set("Authorization", "Bearer "+a.roleIn(t, "member"))
+		req.Header.Set("Content-Type", "application/x-yaml")
+		rec := httptest.NewRecorder()
+		a.Handler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "too large") {
+			t.Errorf("chunked=%v: %d %s, want 413 saying too large", chunked, rec.Code, rec.Body)
+		}
+	}
+	if len(a.store.calls) != 0 {
+		t.Errorf("an oversize config changed %v", a.store.calls)
 	}
 }
