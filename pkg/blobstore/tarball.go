@@ -339,6 +339,55 @@ func CheckEntry(hdr *tar.Header) error {
 	}
 }
 
+// EntryChecker is CheckEntry for a whole archive, entry after entry: it
+// also refuses an entry (or a hard link's target) that lies under a
+// symlink an earlier entry made, which Extract would refuse only when it
+// got there (the root does not follow a link out of the target). A tar
+// made from a real directory never has one: tar does not descend links.
+type EntryChecker struct {
+	symlinks map[string]bool // cleaned names that are symlinks now
+}
+
+// Check applies CheckEntry and the symlink rule to the next entry.
+func (c *EntryChecker) Check(hdr *tar.Header) error {
+	if err := CheckEntry(hdr); err != nil {
+		return err
+	}
+	name, _ := cleanName(hdr.Name) // checked
+	if name == "" {
+		return nil
+	}
+	if link := c.under(name); link != "" {
+		return fmt.Errorf("%w: %q lies under %q, a symlink of the archive", ErrUnsafePath, hdr.Name, link)
+	}
+	if hdr.Typeflag == tar.TypeLink {
+		target, _ := cleanName(hdr.Linkname) // checked
+		if link := c.under(target); link != "" || c.symlinks[target] {
+			return fmt.Errorf("%w: hard link %q to %q goes through a symlink of the archive", ErrUnsafePath, hdr.Name, hdr.Linkname)
+		}
+	}
+	if hdr.Typeflag == tar.TypeSymlink {
+		if c.symlinks == nil {
+			c.symlinks = map[string]bool{}
+		}
+		c.symlinks[name] = true
+	} else {
+		// Extract replaces what was there.
+		delete(c.symlinks, name)
+	}
+	return nil
+}
+
+// under returns the symlink that name lies under ("" if none).
+func (c *EntryChecker) under(name string) string {
+	for dir := path.Dir(name); dir != "." && len(c.symlinks) > 0; dir = path.Dir(dir) {
+		if c.symlinks[dir] {
+			return dir
+		}
+	}
+	return ""
+}
+
 func (x *extractor) entry(ctx context.Context, hdr *tar.Header, r io.Reader) error {
 	if err := CheckEntry(hdr); err != nil {
 		return err

@@ -89,7 +89,8 @@ type Stats struct {
 
 // Inflate reads a gzip'd tar from r and writes the tar (inflated, byte for
 // byte) to w, checking it as it goes: every entry with
-// blobstore.CheckEntry, the entries and inflated bytes against limits, and
+// blobstore.EntryChecker (CheckEntry, and nothing under a symlink of the
+// archive), the entries and inflated bytes against limits, and
 // whatever follows the end-of-archive marker to be zero padding. It
 // returns a *LimitError or *FormatError when the body is at fault; an
 // error reading r comes back as it is, one writing w wrapped. A file whose
@@ -110,6 +111,7 @@ func Inflate(w io.Writer, r io.Reader, limits Limits) (Stats, error) {
 	tr := tar.NewReader(io.TeeReader(in, out))
 	buf := make([]byte, 256<<10)
 	var entries int64
+	var check blobstore.EntryChecker
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -122,7 +124,7 @@ func Inflate(w io.Writer, r io.Reader, limits Limits) (Stats, error) {
 		if entries > limits.MaxEntries {
 			return Stats{}, &LimitError{Limit: limits.MaxEntries}
 		}
-		if err := blobstore.CheckEntry(hdr); err != nil {
+		if err := check.Check(hdr); err != nil {
 			return Stats{}, &FormatError{Problem: "tar entry refused", Err: err}
 		}
 		if (hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA) && hdr.Size > limits.MaxInflated-in.n {

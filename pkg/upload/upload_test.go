@@ -141,6 +141,17 @@ func TestInflate(t *testing.T) {
 		{name: "device", body: unsafe(entry{name: "dev", typ: tar.TypeChar}), want: badFormat, says: "device file or FIFO"},
 		{name: "fifo", body: unsafe(entry{name: "fifo", typ: tar.TypeFifo}), want: badFormat, says: "device file or FIFO"},
 		{name: "sparse", body: gz(t, sparseTar(t, "s", 1<<40)), want: badFormat, says: "sparse"},
+		// A symlink pointing out is kept as it is; an entry through it is
+		// what the sidecar's extraction refuses, so the upload does too.
+		{name: "a symlink pointing out", body: unsafe(entry{name: "etc", typ: tar.TypeSymlink, link: "/etc"}), want: ok},
+		{name: "a file through a symlink pointing out", body: gz(t, tarOf(t, entry{name: "etc", typ: tar.TypeSymlink, link: "/etc"},
+			entry{name: "etc/cron.d/x", typ: tar.TypeReg, body: "x"})), want: badFormat, says: `"etc/cron.d/x" lies under "etc", a symlink of the archive`},
+		{name: "a directory through a symlink", body: gz(t, tarOf(t, entry{name: "d", typ: tar.TypeDir}, entry{name: "d/up", typ: tar.TypeSymlink, link: "../.."},
+			entry{name: "d/up/x", typ: tar.TypeDir})), want: badFormat, says: "a symlink of the archive"},
+		{name: "a hard link through a symlink", body: gz(t, tarOf(t, entry{name: "s", typ: tar.TypeSymlink, link: "/"},
+			entry{name: "h", typ: tar.TypeLink, link: "s/etc/shadow"})), want: badFormat, says: "goes through a symlink"},
+		{name: "a symlink replaced by a directory", body: gz(t, tarOf(t, entry{name: "s", typ: tar.TypeSymlink, link: "/"},
+			entry{name: "s", typ: tar.TypeDir}, entry{name: "s/x", typ: tar.TypeReg, body: "x"})), want: ok},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
