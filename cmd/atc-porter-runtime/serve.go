@@ -27,6 +27,7 @@ import (
 	"github.com/porter-ci/porter/pkg/gc"
 	"github.com/porter-ci/porter/pkg/metrics"
 	"github.com/porter-ci/porter/pkg/names"
+	"github.com/porter-ci/porter/pkg/netguard"
 	"github.com/porter-ci/porter/pkg/stepserver"
 	"github.com/porter-ci/porter/pkg/telemetry"
 	"github.com/porter-ci/porter/pkg/upload"
@@ -213,6 +214,14 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&cfg.CredentialNamespacePrefix, "kubernetes-credential-namespace-prefix", creds.DefaultNamespacePrefix,
 		"((vars)) of team T are read from Secrets in namespace PREFIX+T (the ATC needs get on secrets there); not with --vault-url")
 	o.vault.add(fs)
+	fs.Func("var-source-allowed-networks", "a network (CIDR, or an address) a pipeline's var_source may reach although it is loopback, link-local, unspecified or multicast, which are refused by default (the server, not the pipeline's author, makes the connection, with its token); comma-separated or repeatable, e.g. 127.0.0.1/32 for a Vault beside the server", func(v string) error {
+		nets, err := netguard.ParseNetworks([]string{v})
+		if err != nil {
+			return err
+		}
+		cfg.VarSourceAllowedNetworks = append(cfg.VarSourceAllowedNetworks, nets...)
+		return nil
+	})
 
 	// Running in the cluster (deploy/atc, several replicas).
 	ic := &cfg.InClusterConfig

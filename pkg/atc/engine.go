@@ -15,6 +15,7 @@ import (
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/hijack"
+	"github.com/porter-ci/porter/pkg/netguard"
 )
 
 // newExec prepares the runner of the builds' plans (pkg/atc/exec), the
@@ -22,7 +23,8 @@ import (
 func (s *Server) newExec() *exec.Runner {
 	cfg := exec.Config{KeepAlive: s.cfg.KeepAlive, ExternalURL: s.cfg.ExternalURL, BaseResourceTypes: s.cfg.BaseResourceTypes,
 		BaseResourceTypeDefaults: s.cfg.BaseResourceTypeDefaults, PodOTLPEndpoint: s.cfg.PodOTLPEndpoint,
-		CheckPodLifetime: s.cfg.CheckPodLifetime, CheckPodMaxChecks: s.cfg.CheckPodMaxChecks}
+		CheckPodLifetime: s.cfg.CheckPodLifetime, CheckPodMaxChecks: s.cfg.CheckPodMaxChecks,
+		VarSourceGuard: netguard.Guard{Allowed: s.cfg.VarSourceAllowedNetworks, Flag: "var-source-allowed-networks"}}
 	if s.runtime != nil {
 		cfg.ArtifactWorker = s.artifactWorker()
 	}

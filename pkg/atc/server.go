@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -92,7 +93,10 @@ type Config struct {
 	CheckPodLifetime time.Duration
 	// CheckPodMaxChecks bounds the checks one check pod runs at once.
 	CheckPodMaxChecks int
-	GC                GCConfig // the garbage collector (gc.go)
+	// VarSourceAllowedNetworks may be reached by pipelines' var_sources
+	// although their kind of address is refused (netguard).
+	VarSourceAllowedNetworks []netip.Prefix
+	GC                       GCConfig // the garbage collector (gc.go)
 	// Blobstore is the ATC's own access; PodBlobstoreEndpoint, when set, is
 	// the endpoint step pods use instead (a different network view).
 	Blobstore            blobstore.Config

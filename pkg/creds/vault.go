@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/porter-ci/porter/pkg/creds/vaultconfig"
@@ -59,8 +61,28 @@ type kvMount struct {
 
 const mountTTL = time.Minute
 
+// VaultOption changes how NewVault's client connects.
+type VaultOption func(*vaultOptions)
+
+type vaultOptions struct {
+	control func(network, address string, c syscall.RawConn) error
+}
+
+// WithDialControl checks every connection the client makes before it is
+// made (a net.Dialer Control, e.g. netguard.Guard.Control), and makes the
+// client ignore proxy settings, which would hide the real address. A
+// pipeline's var_source takes it: its URL is a user's, the connection the
+// server's.
+func WithDialControl(control func(network, address string, c syscall.RawConn) error) VaultOption {
+	return func(o *vaultOptions) { o.control = control }
+}
+
 // NewVault checks c and prepares its client; it asks Vault nothing.
-func NewVault(c VaultConfig) (*Vault, error) {
+func NewVault(c VaultConfig, opts ...VaultOption) (*Vault, error) {
+	var o vaultOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if problems := c.Validate(func(f string) string { return f }); len(problems) > 0 {
 		return nil, fmt.Errorf("vault: %s", strings.Join(problems, "; "))
 	}
@@ -79,6 +101,10 @@ func NewVault(c VaultConfig) (*Vault, error) {
 		v.templates = append(v.templates, lt)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if o.control != nil {
+		tr.Proxy = nil
+		tr.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: o.control}).DialContext
+	}
 	tr.TLSClientConfig = &tls.Config{ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify} //nolint:gosec // the operator's choice, as in Concourse
 	if c.CACert != "" {
 		pool := x509.NewCertPool()

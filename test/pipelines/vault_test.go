@@ -49,7 +49,10 @@ var _ = Describe("secrets from Vault", Ordered, func() {
 			LocalUsers: []string{adminUser + ":" + password}, MainTeamUsers: []string{adminUser},
 			PodRetention: time.Minute,
 			Args: []string{"--porter-image", s.porterImage,
-				"--vault-url", vault.Addr, "--vault-client-token", vault.Token, "--vault-shared-path", "shared"},
+				"--vault-url", vault.Addr, "--vault-client-token", vault.Token, "--vault-shared-path", "shared",
+				// The test's Vault is on loopback, which var_sources may not
+				// reach unless allowed.
+				"--var-source-allowed-networks", "127.0.0.0/8"},
 		})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(own.Start(ctx)).To(Succeed())

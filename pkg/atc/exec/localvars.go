@@ -97,7 +97,7 @@ func (x *executor) vaultSource(ctx context.Context, config any) (vars.Resolver, 
 	if len(problems) > 0 {
 		return nil, errors.New(strings.Join(problems, "; "))
 	}
-	v, err := creds.NewVault(cfg)
+	v, err := creds.NewVault(cfg, creds.WithDialControl(x.r.cfg.VarSourceGuard.Control))
 	if err != nil {
 		return nil, err
 	}

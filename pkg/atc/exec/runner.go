@@ -22,6 +22,7 @@ import (
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/netguard"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/telemetry"
 	"github.com/porter-ci/porter/pkg/worker"
@@ -102,6 +103,9 @@ type Config struct {
 	// CheckPodMaxChecks bounds the checks a check pod runs at once (0: no
 	// bound); more wait for one to end.
 	CheckPodMaxChecks int
+	// VarSourceGuard checks the connections to pipelines' var_sources:
+	// their URLs are users', the connections the server's.
+	VarSourceGuard netguard.Guard
 }
 
 // Deps are the parts the steps run with.
