@@ -376,7 +376,7 @@ func (s *Server) Run(parent context.Context) error {
 	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer endRequests()
 	// The web UI answers its pages and assets; everything else is the API.
-	hs := s.apiServer(reqCtx, webui.Wrap(s.api.Handler()))
+	hs := s.apiServer(reqCtx, webui.Wrap(s.api.Handler(), s.cfg.ExternalURL))
 
 	s.base = ctx
 	workersCtx, stopWorkers := context.WithCancel(ctx)

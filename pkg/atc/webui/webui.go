@@ -11,6 +11,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/porter-ci/porter/pkg/auth"
 )
 
 //go:embed dist
@@ -23,16 +25,19 @@ var pagePrefixes = []string{"/teams/", "/builds/"}
 var pages = map[string]bool{"/": true, "/login": true, "/fly_success": true, "/dashboard": true}
 
 // Wrap answers the UI's paths and hands every other request, /api/ and
-// /sky/ included, to api.
-func Wrap(api http.Handler) http.Handler {
+// /sky/ included, to api. The UI's pages answer only a Host that is
+// externalURL's (or an address), as the API does: a page served under an
+// attacker's name (DNS rebinding) would run with this server's origin.
+func Wrap(api http.Handler, externalURL string) http.Handler {
 	ui, err := newUI()
 	if err != nil {
 		// The bundle is compiled in: a broken one is a build bug.
 		panic(err)
 	}
+	pages := auth.RefuseForeignHost(externalURL)(ui)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && ui.owns(r.URL.Path) {
-			ui.ServeHTTP(w, r)
+			pages.ServeHTTP(w, r)
 			return
 		}
 		api.ServeHTTP(w, r)

@@ -24,7 +24,7 @@ func serve(t *testing.T, method, target string) *http.Response {
 		_, _ = io.WriteString(w, `{"errors":["api"]}`)
 	})
 	rec := httptest.NewRecorder()
-	Wrap(api).ServeHTTP(rec, httptest.NewRequest(method, target, nil))
+	Wrap(api, "http://porter.test").ServeHTTP(rec, httptest.NewRequest(method, "http://porter.test"+target, nil))
 	return rec.Result()
 }
 
@@ -116,5 +116,32 @@ func TestBundleIsFresh(t *testing.T) {
 			hint += " (on a machine with node)"
 		}
 		t.Fatalf("the embedded UI was built from other sources than web/ holds (%s != %s): %s", got, strings.TrimSpace(string(want)), hint)
+	}
+}
+
+// The pages answer only this server's own names, as the API does: under a
+// name of an attacker's (DNS rebinding) they would run with its origin.
+func TestPagesRefuseAForeignHost(t *testing.T) {
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	h := Wrap(api, "https://ci.example.com")
+	for _, c := range []struct {
+		host string
+		want int
+	}{
+		{"ci.example.com", http.StatusOK}, {"CI.Example.com.", http.StatusOK}, {"127.0.0.1:8080", http.StatusOK}, {"localhost", http.StatusOK},
+		{"evil.example.net", http.StatusBadRequest}, {"ci.example.com.evil.net", http.StatusBadRequest},
+	} {
+		for _, p := range []string{"/", "/teams/main/pipelines/p", "/builds/1", "/login"} {
+			req := httptest.NewRequest(http.MethodGet, p, nil)
+			req.Host = c.host
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != c.want {
+				t.Errorf("GET %s with Host %q: %d %.80q, want %d", p, c.host, rec.Code, rec.Body, c.want)
+			}
+			if c.want != http.StatusOK && !strings.Contains(rec.Body.String(), "is not this server") {
+				t.Errorf("GET %s with Host %q: %q does not say why", p, c.host, rec.Body)
+			}
+		}
 	}
 }
