@@ -112,8 +112,8 @@ func (d *DB) Builds(ctx context.Context, f BuildFilter) ([]JobBuild, error) {
 	rows, err := d.pool.Query(ctx, "SELECT "+jobBuildColumns+jobBuildFrom+`
 		WHERE ($1::int[] IS NULL OR b.team_id = ANY($1))
 		  AND b.resource_id IS NULL
-		  AND ($2 = 0 OR b.id < $2)
-		  AND ($3 = 0 OR b.id > $3)
+		  AND ($2::bigint = 0 OR b.id < $2::bigint)
+		  AND ($3::bigint = 0 OR b.id > $3::bigint)
 		  AND (NOT $4 OR b.status IN ('pending', 'started'))
 		  AND ($6 = 0 OR b.pipeline_id = $6)
 		  AND ($7::timestamptz IS NULL OR b.start_time >= $7)

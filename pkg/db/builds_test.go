@@ -3,6 +3,7 @@ package db
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -162,6 +163,15 @@ func TestBuildLifecycle(t *testing.T) {
 	after, _ := d.Builds(ctx, BuildFilter{TeamIDs: []int{main.ID}, After: mainIDs[0], Limit: 2})
 	if ids := buildIDs(after); len(ids) != 2 || ids[0] != mainIDs[2] || ids[1] != mainIDs[1] {
 		t.Fatalf("after %d: %v", mainIDs[0], ids)
+	}
+	// Bounds beyond the id column's range page to the end, not an error
+	// (the API answered 500 for to=MaxInt64).
+	beyond, err := d.Builds(ctx, BuildFilter{TeamIDs: []int{main.ID}, Before: math.MaxInt64, Limit: 2})
+	if ids := buildIDs(beyond); err != nil || len(ids) != 2 || ids[0] != mainIDs[4] {
+		t.Fatalf("before MaxInt64: %v %v", ids, err)
+	}
+	if none, err := d.Builds(ctx, BuildFilter{After: math.MaxInt64 - 1}); err != nil || len(none) != 0 {
+		t.Fatalf("after MaxInt64-1: %v %v", buildIDs(none), err)
 	}
 	running, _ := d.Builds(ctx, BuildFilter{Running: true})
 	if len(running) != 6 {

@@ -273,7 +273,7 @@ func (d *DB) JobBuilds(ctx context.Context, jobID int64, f BuildFilter) ([]JobBu
 		order = "ASC"
 	}
 	rows, err := d.pool.Query(ctx, "SELECT "+jobBuildColumns+jobBuildFrom+`
-		WHERE b.job_id = $1 AND ($2 = 0 OR b.id < $2) AND ($3 = 0 OR b.id > $3)
+		WHERE b.job_id = $1 AND ($2::bigint = 0 OR b.id < $2::bigint) AND ($3::bigint = 0 OR b.id > $3::bigint)
 		  AND (NOT $4 OR b.status IN ('pending', 'started'))
 		  AND ($6::timestamptz IS NULL OR b.start_time >= $6)
 		  AND ($7::timestamptz IS NULL OR b.start_time <= $7)

@@ -352,8 +352,8 @@ func (d *DB) Versions(ctx context.Context, resourceID int64, p VersionPage) (vs 
 	}
 	rows, err := d.pool.Query(ctx, "SELECT "+versionColumns+` FROM resource_versions v JOIN resources r ON r.id = v.resource_id
 		WHERE v.resource_id = $1 AND v.config_hash = r.config_hash
-		  AND ($2 = 0 OR v.check_order >= (SELECT check_order FROM resource_versions WHERE id = $2))
-		  AND ($3 = 0 OR v.check_order <= (SELECT check_order FROM resource_versions WHERE id = $3))
+		  AND ($2::bigint = 0 OR v.check_order >= (SELECT check_order FROM resource_versions WHERE id = $2::bigint))
+		  AND ($3::bigint = 0 OR v.check_order <= (SELECT check_order FROM resource_versions WHERE id = $3::bigint))
 		  AND ($4::jsonb IS NULL OR v.version @> $4::jsonb)
 		ORDER BY v.check_order `+order+" LIMIT $5",
 		resourceID, p.From, p.To, versionArg(p.Filter), limit+1)
