@@ -22,10 +22,12 @@ import (
 // ErrNoDex: Dex could not be found or built (hack/build-tools.sh dex).
 var ErrNoDex = errors.New("no dex binary")
 
-// DexUser is a static password user of Dex.
+// DexUser is a static password user of Dex. Its ID token says UserName as
+// preferred_username (none if empty) and Name, else UserName, as name; sub
+// stands for UserID.
 type DexUser struct {
-	Email, Password, UserName, UserID string
-	Groups                            []string
+	Email, Password, UserName, Name, UserID string
+	Groups                                  []string
 }
 
 // DexConfig is what a test's Dex knows.
@@ -40,9 +42,10 @@ type DexConfig struct {
 // DEX_VERSION) run on the host as a test's OpenID provider: in-memory
 // storage, one static client, static password users (with groups).
 type Dex struct {
-	addr string
-	cmd  *exec.Cmd
-	done chan struct{}
+	addr, bin, dir string
+	cfg            DexConfig
+	cmd            *exec.Cmd
+	done           chan struct{}
 
 	mu  sync.Mutex
 	log bytes.Buffer
@@ -97,56 +100,80 @@ func StartDex(ctx context.Context, bin, dir string, cfg DexConfig) (*Dex, error)
 	if err != nil {
 		return nil, err
 	}
-	d := &Dex{addr: addr, done: make(chan struct{})}
+	d := &Dex{addr: addr, bin: bin, dir: dir, cfg: cfg}
+	if err := d.start(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Restart stops Dex and starts it again at the same issuer URL with users
+// instead of its static password users: how a spec changes what a user's
+// ID tokens say (a user renaming itself). Dex's storage is in memory, so its
+// signing keys and sessions are new; a user's sub stays as long as its
+// UserID does.
+func (d *Dex) Restart(ctx context.Context, users []DexUser) error {
+	if err := d.Stop(); err != nil {
+		return err
+	}
+	d.cfg.Users = users
+	return d.start(ctx)
+}
+
+func (d *Dex) start(ctx context.Context) error {
+	// Until the new process runs, Stop has nothing to stop.
+	d.cmd, d.done = nil, make(chan struct{})
 	type password struct {
 		Email             string   `json:"email"`
 		Hash              string   `json:"hash"`
-		Username          string   `json:"username"`
-		PreferredUsername string   `json:"preferredUsername"`
+		Username          string   `json:"username,omitempty"`
+		Name              string   `json:"name,omitempty"`
+		PreferredUsername string   `json:"preferredUsername,omitempty"`
 		UserID            string   `json:"userID"`
 		Groups            []string `json:"groups"`
 	}
 	var users []password
-	for _, u := range cfg.Users {
+	for _, u := range d.cfg.Users {
 		// The lowest cost Dex accepts: the specs log in, they do not guard.
 		hash, err := bcrypt.GenerateFromPassword([]byte(u.Password), 10)
 		if err != nil {
-			return nil, fmt.Errorf("hash Dex user %s's password: %w", u.UserName, err)
+			return fmt.Errorf("hash Dex user %s's password: %w", u.Email, err)
 		}
-		users = append(users, password{Email: u.Email, Hash: string(hash), Username: u.UserName,
+		users = append(users, password{Email: u.Email, Hash: string(hash), Username: u.UserName, Name: u.Name,
 			PreferredUsername: u.UserName, UserID: u.UserID, Groups: u.Groups})
 	}
 	// Dex reads YAML, of which JSON is a part.
 	conf := map[string]any{
 		"issuer":           d.Issuer(),
 		"storage":          map[string]any{"type": "memory"},
-		"web":              map[string]any{"http": addr},
+		"web":              map[string]any{"http": d.addr},
 		"logger":           map[string]any{"level": "info"},
 		"enablePasswordDB": true,
 		"oauth2":           map[string]any{"skipApprovalScreen": true},
 		"staticClients": []any{map[string]any{
-			"id": cfg.ClientID, "secret": cfg.ClientSecret, "name": "Porter", "redirectURIs": []string{cfg.RedirectURI},
+			"id": d.cfg.ClientID, "secret": d.cfg.ClientSecret, "name": "Porter", "redirectURIs": []string{d.cfg.RedirectURI},
 		}},
 		"staticPasswords": users,
 	}
 	raw, err := json.MarshalIndent(conf, "", "  ")
 	if err != nil {
-		return nil, fmt.Errorf("encode Dex's config: %w", err)
+		return fmt.Errorf("encode Dex's config: %w", err)
 	}
-	path := filepath.Join(dir, "dex.yaml")
+	path := filepath.Join(d.dir, "dex.yaml")
 	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		return nil, fmt.Errorf("write Dex's config: %w", err)
+		return fmt.Errorf("write Dex's config: %w", err)
 	}
-	d.cmd = exec.Command(bin, "serve", path)
+	d.cmd = exec.Command(d.bin, "serve", path)
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d.cmd.Stdout = d.cmd.Stderr
 	if err := d.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start Dex: %w", err)
+		return fmt.Errorf("start Dex: %w", err)
 	}
+	cmd, done := d.cmd, d.done
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -154,8 +181,8 @@ func StartDex(ctx context.Context, bin, dir string, cfg DexConfig) (*Dex, error)
 			d.log.WriteString(sc.Text() + "\n")
 			d.mu.Unlock()
 		}
-		_ = d.cmd.Wait()
-		close(d.done)
+		_ = cmd.Wait()
+		close(done)
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -164,20 +191,20 @@ func StartDex(ctx context.Context, bin, dir string, cfg DexConfig) (*Dex, error)
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				return d, nil
+				return nil
 			}
 		}
 		select {
-		case <-d.done:
-			return nil, fmt.Errorf("Dex exited at start:\n%s", d.Log())
+		case <-done:
+			return fmt.Errorf("Dex exited at start:\n%s", d.Log())
 		case <-ctx.Done():
 			_ = d.Stop()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			_ = d.Stop()
-			return nil, fmt.Errorf("Dex did not answer in 30s:\n%s", d.Log())
+			return fmt.Errorf("Dex did not answer in 30s:\n%s", d.Log())
 		}
 	}
 }
@@ -194,7 +221,7 @@ func (d *Dex) Log() string {
 
 // Stop ends Dex and waits for it.
 func (d *Dex) Stop() error {
-	if d.cmd.Process == nil {
+	if d.cmd == nil || d.cmd.Process == nil {
 		return nil
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)

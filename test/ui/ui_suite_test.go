@@ -52,9 +52,13 @@ type suite struct {
 	bobPassword   string
 	adminFly      *testenv.Fly
 	adminToken    string
-	// dex is the OpenID provider of single sign-on; ssoUser logs in there.
-	dex     *testenv.Dex
-	ssoUser testenv.DexUser
+	// dex is the OpenID provider of single sign-on; ssoUser logs in there
+	// through the browser, alice and mallory by plain HTTP; dexUsers are
+	// all of them, as Dex starts.
+	dex            *testenv.Dex
+	ssoUser        testenv.DexUser
+	alice, mallory testenv.DexUser
+	dexUsers       []testenv.DexUser
 	// browser is the one Chromium; specs open contexts of their own in it.
 	browser     context.Context
 	screenshots string
@@ -144,10 +148,13 @@ func startDex(ctx context.Context, srv *testenv.ATC) {
 	skipIfUnavailable(err)
 	s.ssoUser = testenv.DexUser{Email: "carol@example.com", Password: rand.Text(), UserName: "carol",
 		UserID: "carol-0001", Groups: []string{ssoGroup}}
+	s.alice = testenv.DexUser{Email: "alice@example.com", Password: rand.Text(), UserName: "alice", UserID: "alice-0001"}
+	s.mallory = testenv.DexUser{Email: "mallory@example.com", Password: rand.Text(), UserName: "mallory", UserID: "mallory-0001"}
+	s.dexUsers = []testenv.DexUser{s.ssoUser, s.alice, s.mallory}
 	secret := rand.Text()
 	d, err := testenv.StartDex(ctx, bin, GinkgoT().TempDir(), testenv.DexConfig{
 		ClientID: "porter", ClientSecret: secret, RedirectURI: srv.URL() + "/sky/issuer/callback",
-		Users: []testenv.DexUser{s.ssoUser},
+		Users: s.dexUsers,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
@@ -157,8 +164,11 @@ func startDex(ctx context.Context, srv *testenv.ATC) {
 		}
 	})
 	s.dex = d
+	// Dex sends no "username" (Concourse's default key); its static users'
+	// preferred_username is set by the operator only.
 	srv.Config.Args = append(srv.Config.Args, "--oidc-display-name", "Dex", "--oidc-issuer", d.Issuer(),
-		"--oidc-client-id", "porter", "--oidc-scope", "groups", "--oidc-scope", "profile", "--oidc-scope", "email")
+		"--oidc-client-id", "porter", "--oidc-scope", "groups", "--oidc-scope", "profile", "--oidc-scope", "email",
+		"--oidc-user-name-key", "preferred_username")
 	srv.Config.Env = append(srv.Config.Env, "PORTER_OIDC_CLIENT_SECRET="+secret)
 }
 

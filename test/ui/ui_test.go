@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -477,6 +481,120 @@ var _ = Describe("single sign-on", func() {
 		Expect(succeedOrNot(ctx, f, "pipelines", "--team", "sso-others")).NotTo(Equal(0))
 	}, SpecTimeout(specTimeout))
 })
+
+var _ = Describe("single sign-on roles", func() {
+	// Roles name OIDC users by --oidc-user-name-key (preferred_username
+	// here, which Dex's static users cannot set themselves) and nothing
+	// else: a user who makes another claim say someone else's name gets
+	// none of that one's roles.
+	It("keeps oidc:<name> roles from a Dex user who renames itself to another's name", func(ctx SpecContext) {
+		succeed(ctx, s.adminFly, "set-team", "-n", "sso-alice", "--oidc-user", s.alice.UserName, "--non-interactive")
+		DeferCleanup(func(ctx SpecContext) {
+			// Dex as the suite started it, whatever happened here.
+			Expect(s.dex.Restart(ctx, s.dexUsers)).To(Succeed())
+		})
+
+		token, refused := ssoLogin(ctx, s.alice)
+		Expect(refused).To(BeEmpty())
+		Expect(userInfo(ctx, token).Teams).To(HaveKeyWithValue("sso-alice", []string{"owner"}))
+		token, refused = ssoLogin(ctx, s.mallory)
+		Expect(refused).To(BeEmpty())
+		Expect(userInfo(ctx, token).Teams).NotTo(HaveKey("sso-alice"))
+
+		// Mallory's display name becomes "alice" and its preferred_username
+		// goes: the name is not a fallback for it, so the login is refused
+		// (before, the name named the user and mallory got alice's team).
+		renamed := s.mallory
+		renamed.UserName, renamed.Name = "", s.alice.UserName
+		Expect(s.dex.Restart(ctx, []testenv.DexUser{s.ssoUser, s.alice, renamed})).To(Succeed())
+		_, refused = ssoLogin(ctx, renamed)
+		Expect(refused).To(ContainSubstring(`no "preferred_username" claim`))
+
+		// With its own preferred_username beside the name "alice", mallory
+		// is mallory, with its own subject's session and no alice's team.
+		renamed.UserName = s.mallory.UserName
+		Expect(s.dex.Restart(ctx, []testenv.DexUser{s.ssoUser, s.alice, renamed})).To(Succeed())
+		token, refused = ssoLogin(ctx, renamed)
+		Expect(refused).To(BeEmpty())
+		info := userInfo(ctx, token)
+		Expect(info.UserName).To(Equal(s.mallory.UserName))
+		Expect(info.Teams).NotTo(HaveKey("sso-alice"))
+
+		// Alice still gets in, with her team.
+		token, refused = ssoLogin(ctx, s.alice)
+		Expect(refused).To(BeEmpty())
+		Expect(userInfo(ctx, token).Teams).To(HaveKeyWithValue("sso-alice", []string{"owner"}))
+	}, SpecTimeout(specTimeout))
+})
+
+// ssoLogin logs u in through Porter's OIDC connector and Dex's password
+// form with a plain HTTP client (no browser: a few requests) and returns the
+// token Porter hands to its login page, or what Porter said refusing.
+func ssoLogin(ctx context.Context, u testenv.DexUser) (token, refused string) {
+	GinkgoHelper()
+	jar, err := cookiejar.New(nil)
+	Expect(err).NotTo(HaveOccurred())
+	porter, err := url.Parse(s.server.URL())
+	Expect(err).NotTo(HaveOccurred())
+	client := &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		// Stop at Porter's login page: the token is in the fragment of
+		// the address the callback sends the browser to.
+		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+			if req.URL.Host == porter.Host && req.URL.Path == "/login" {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		}}
+	do := func(req *http.Request) (*http.Response, string) {
+		GinkgoHelper()
+		res, err := client.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		Expect(err).NotTo(HaveOccurred())
+		return res, string(body)
+	}
+	// Porter sends the browser to Dex, which shows its password form.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.server.URL()+"/sky/issuer/auth/oidc", nil)
+	Expect(err).NotTo(HaveOccurred())
+	res, body := do(req)
+	Expect(res.StatusCode).To(Equal(http.StatusOK), body)
+	Expect(res.Request.URL.String()).To(HavePrefix(s.dex.Issuer()), body)
+	// The form posts back to where it is.
+	form := url.Values{"login": {u.Email}, "password": {u.Password}}
+	req, err = http.NewRequestWithContext(ctx, http.MethodPost, res.Request.URL.String(), strings.NewReader(form.Encode()))
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, body = do(req)
+	if res.StatusCode == http.StatusForbidden && res.Request.URL.Host == porter.Host {
+		return "", body
+	}
+	Expect(res.StatusCode).To(Equal(http.StatusFound), body)
+	loc, err := url.Parse(res.Header.Get("Location"))
+	Expect(err).NotTo(HaveOccurred())
+	frag, err := url.ParseQuery(loc.EscapedFragment())
+	Expect(err).NotTo(HaveOccurred())
+	Expect(frag.Get("token")).NotTo(BeEmpty(), loc.String())
+	return frag.Get("token"), ""
+}
+
+// userInfo is GET /api/v1/user with token.
+func userInfo(ctx context.Context, token string) concourse.UserInfo {
+	GinkgoHelper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.server.URL()+"/api/v1/user", nil)
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(res.Body)
+		Fail(fmt.Sprintf("GET /api/v1/user with the login's token %q: %s %s", token, res.Status, body))
+	}
+	var info concourse.UserInfo
+	Expect(json.NewDecoder(res.Body).Decode(&info)).To(Succeed())
+	return info
+}
 
 func succeedOrNot(ctx context.Context, f *testenv.Fly, args ...string) int {
 	GinkgoHelper()

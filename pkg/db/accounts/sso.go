@@ -25,10 +25,20 @@ func (s *Store) SaveSSOUser(ctx context.Context, connector, userID, userName str
 	return nil
 }
 
-// SSOUserSession is a single sign-on user's token generation and roles now,
-// by Concourse's rule: a role's users may name the user by ID or by name
-// ("oidc:alice"), its groups any of the user's groups ("oidc:devs"), all
-// without regard to case. db.ErrNotFound: the user never logged in.
+// SSOUserSession is a single sign-on user's token generation and roles now:
+// a role's users may name the user by ID or by name ("oidc:alice"), its
+// groups any of the user's groups ("oidc:devs"). db.ErrNotFound: the user
+// never logged in.
+//
+// An entry names a value when it is exactly "<connector>:<value>", or
+// "<connector>:" and the value in lower case: fly lowercases every user and
+// group it sends (as Concourse's own flags do), so a lowercase entry is the
+// only way fly can name "Alice" or Dex's mixed-case subjects. Nothing else is
+// folded, unlike Concourse's case-insensitive match: an entry with capitals
+// (--main-team-oidc-user) names that spelling only, and the connector prefix
+// is not folded either. Roles are read through the row of this subject only;
+// another subject with the same name has a row, generation and tokens of its
+// own and gets only what names it.
 func (s *Store) SSOUserSession(ctx context.Context, connector, userID string) (UserSession, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT u.generation, m.team, m.role
@@ -37,11 +47,13 @@ func (s *Store) SSOUserSession(ctx context.Context, connector, userID string) (U
 			SELECT t.name AS team, r.key AS role
 			FROM teams t, jsonb_each(t.auth) r
 			WHERE EXISTS (
-				SELECT 1 FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(r.value->'users') = 'array' THEN r.value->'users' ELSE '[]' END) x
-				WHERE lower(x) IN (lower(u.connector || ':' || u.user_id), lower(u.connector || ':' || u.user_name)))
+				SELECT 1 FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(r.value->'users') = 'array' THEN r.value->'users' ELSE '[]' END) x,
+					unnest(ARRAY[u.user_id, u.user_name]) v
+				WHERE v <> '' AND x IN (u.connector || ':' || v, u.connector || ':' || lower(v)))
 			OR EXISTS (
-				SELECT 1 FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(r.value->'groups') = 'array' THEN r.value->'groups' ELSE '[]' END) x, unnest(u.groups) g
-				WHERE lower(x) = lower(u.connector || ':' || g))
+				SELECT 1 FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(r.value->'groups') = 'array' THEN r.value->'groups' ELSE '[]' END) x,
+					unnest(u.groups) g
+				WHERE g <> '' AND x IN (u.connector || ':' || g, u.connector || ':' || lower(g)))
 		) m ON true
 		WHERE u.connector = $1 AND u.user_id = $2`, connector, userID)
 	if err != nil {
