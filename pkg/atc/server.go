@@ -285,7 +285,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	s.podWorker = podspec.Worker{
 		PorterImage: cfg.PorterImage, WindowsPorterImage: cfg.WindowsPorterImage,
 		ATCAddress: cfg.GRPCAdvertise, BlobstoreEndpoint: podEndpoint, BlobstoreBucket: cfg.Blobstore.Bucket,
-		BlobstoreRegion: cfg.Blobstore.Region, BlobstoreSecure: cfg.Blobstore.Secure, AuditBucket: cfg.AuditBucket,
+		BlobstoreRegion: cfg.Blobstore.Region, BlobstoreSecure: cfg.Blobstore.Secure,
 		ImagePullPolicy: cfg.ImagePullPolicy, NativeSidecars: cfg.NativeSidecars, DNSPolicy: cfg.DNSPolicy,
 		Bounds: cfg.StepBounds,
 	}

@@ -14,6 +14,10 @@ import (
 // ErrNotFound is returned (wrapped) when an object does not exist.
 var ErrNotFound = errors.New("object not found")
 
+// ErrExists is returned (wrapped) by a Put with IfAbsent when the key
+// already holds an object.
+var ErrExists = errors.New("object already exists")
+
 // ObjectInfo describes a stored object.
 type ObjectInfo struct {
 	Key          string
@@ -33,6 +37,10 @@ type PutOptions struct {
 	// large or unknown-size bodies; zero picks the driver's defaults.
 	PartSize    int64
 	Concurrency int
+	// IfAbsent makes the store refuse the write (ErrExists) when the key
+	// already holds an object (If-None-Match: *), so that two writers of
+	// a write-once key cannot both succeed.
+	IfAbsent bool
 }
 
 // checkRange refuses a range GetRange cannot serve.

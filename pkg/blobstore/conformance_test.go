@@ -410,6 +410,91 @@ var _ = Describe("Store conformance", func() {
 				Expect(err).To(MatchError(blobstore.ErrNotFound))
 			})
 
+			It("writes an IfAbsent put only where no object is, in one request or in parts", func(ctx SpecContext) {
+				small, large := []byte("first"), make([]byte, testPartSize+1<<20)
+				_, _ = rand.Read(large)
+				for _, body := range [][]byte{small, large} {
+					key := fmt.Sprintf("once-%d", len(body))
+					_, err := store.Put(ctx, key, bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{IfAbsent: true})
+					Expect(err).NotTo(HaveOccurred(), "the first write")
+					_, err = store.Put(ctx, key, strings.NewReader("second"), 6, blobstore.PutOptions{IfAbsent: true})
+					Expect(err).To(MatchError(blobstore.ErrExists), "a second write, in one request")
+					_, err = store.Put(ctx, key, onlyReader{bytes.NewReader(large)}, -1, blobstore.PutOptions{IfAbsent: true})
+					Expect(err).To(MatchError(blobstore.ErrExists), "a second write, in parts")
+					Expect(getAll(ctx, store, key)).To(Equal(body))
+				}
+				Expect(incompleteUploads(ctx, bucket, "once-")).To(BeEmpty(), "a refused multipart upload is aborted")
+			})
+
+			It("seals a step's staged audit record into the audit bucket once, and nothing else", func(ctx SpecContext) {
+				auditBucket := "audit-" + strings.ToLower(driver) + "-" + strings.ToLower(rand.Text()[:8])
+				audit := openStore(ctx, driver, minioServer.Config(auditBucket))
+				Expect(blobstore.EnsureLockedBucket(ctx, audit, 24*time.Hour)).To(Succeed())
+				sealer := blobstore.AuditSealer{Staging: store, Audit: audit}
+				stage := func(key, body string) {
+					GinkgoHelper()
+					_, err := store.Put(ctx, key, strings.NewReader(body), int64(len(body)), blobstore.PutOptions{ContentType: "application/json"})
+					Expect(err).NotTo(HaveOccurred())
+				}
+				events := make([]byte, testPartSize+1<<20) // sealed in parts
+				_, _ = rand.Read(events)
+				stage(blobstore.StagedAuditKey("7", "s1", blobstore.ActionObject), "the action")
+				stage(blobstore.StagedAuditKey("7", "s1", blobstore.EventsObject), string(events))
+				stage(blobstore.StagedAuditKey("7", "s1", blobstore.ResultObject), "the result")
+				stage(blobstore.StagedAuditKey("7", "s1", "forged.json"), "not an audit object")
+				stage(blobstore.AuditStagingPrefix("s1")+blobstore.StepPrefix("7", "s2")+blobstore.ResultObject, "another step's")
+				stage(blobstore.StagedAuditKey("7", "s2", blobstore.ResultObject), "s2's own")
+
+				final := blobstore.StepPrefix("7", "s1")
+				res, err := sealer.Seal(ctx, "s1")
+				Expect(err).NotTo(HaveOccurred())
+				Expect(res.Keys).To(Equal([]string{final + blobstore.ActionObject, final + blobstore.EventsObject, final + blobstore.ResultObject}),
+					"result.json, which marks the record complete, last")
+				Expect(res.Ignored).To(ConsistOf(blobstore.StagedAuditKey("7", "s1", "forged.json"),
+					blobstore.AuditStagingPrefix("s1")+blobstore.StepPrefix("7", "s2")+blobstore.ResultObject))
+				Expect(getAll(ctx, audit, final+blobstore.ActionObject)).To(Equal([]byte("the action")))
+				Expect(getAll(ctx, audit, final+blobstore.EventsObject)).To(Equal(events))
+				Expect(getAll(ctx, audit, final+blobstore.ResultObject)).To(Equal([]byte("the result")))
+				info, err := audit.Stat(ctx, final+blobstore.ResultObject)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(info.ContentType).To(Equal("application/json"))
+				sealed, err := audit.List(ctx, blobstore.BuildPrefix("7"))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(sealed).To(HaveLen(3), "only the step's own audit objects")
+				left, err := store.List(ctx, blobstore.AuditStagingPrefix("s1"))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(left).To(BeEmpty(), "the staged copies go once sealed")
+				_, err = store.Stat(ctx, blobstore.StagedAuditKey("7", "s2", blobstore.ResultObject))
+				Expect(err).NotTo(HaveOccurred(), "another step's staging is not touched")
+
+				// Whatever is staged after the seal changes nothing sealed,
+				// however often it is sealed again.
+				stage(blobstore.StagedAuditKey("7", "s1", blobstore.ResultObject), "a forgery")
+				for range 2 {
+					res, err = sealer.Seal(ctx, "s1")
+					Expect(err).NotTo(HaveOccurred())
+					Expect(res.Keys).To(BeEmpty())
+				}
+				Expect(getAll(ctx, audit, final+blobstore.ResultObject)).To(Equal([]byte("the result")), "a plain read")
+				rc, _, err := blobstore.GetOriginal(ctx, audit, final+blobstore.ResultObject)
+				Expect(err).NotTo(HaveOccurred())
+				body, err := io.ReadAll(rc)
+				rc.Close()
+				Expect(err).NotTo(HaveOccurred())
+				Expect(string(body)).To(Equal("the result"), "the first version")
+				var versions int
+				for o := range rawClient().ListObjects(ctx, auditBucket, minio.ListObjectsOptions{Prefix: final, WithVersions: true}) {
+					Expect(o.Err).NotTo(HaveOccurred())
+					versions++
+				}
+				Expect(versions).To(Equal(3), "one version each")
+
+				// A step with nothing staged has nothing to seal.
+				res, err = sealer.Seal(ctx, "s3")
+				Expect(err).NotTo(HaveOccurred())
+				Expect(res).To(Equal(blobstore.Sealed{}))
+			})
+
 			Describe("artifacts", func() {
 				var tmp string
 				BeforeEach(func() { tmp = GinkgoT().TempDir() })

@@ -67,8 +67,11 @@ func AuditID(buildID int64, created time.Time) string {
 	return strconv.FormatInt(buildID, 10) + "-" + created.UTC().Format("20060102T150405.000000Z")
 }
 
+// AuditTrailPrefix holds every build's audit records, in the audit bucket.
+const AuditTrailPrefix = "builds/"
+
 // BuildPrefix is the audit prefix of a build (its AuditID).
-func BuildPrefix(auditID string) string { return fmt.Sprintf("builds/%s/", auditID) }
+func BuildPrefix(auditID string) string { return AuditTrailPrefix + auditID + "/" }
 
 // StepPrefix is the audit prefix of one step of a build.
 func StepPrefix(auditID, stepID string) string {
@@ -82,6 +85,20 @@ const (
 	EventsObject = "events.jsonl.zst"
 	ResultObject = "result.json"
 )
+
+// AuditStagingPrefix is where step stepID stages its audit objects, in the
+// artifacts' bucket, until the server seals them into the audit trail
+// (AuditSealer): the step's credentials write nothing in the audit bucket.
+func AuditStagingPrefix(stepID string) string { return "audit-staging/" + stepID + "/" }
+
+// StagedAuditKey is where step stepID stages the audit object name of its
+// StepPrefix(auditID, stepID): under its staging prefix, by its final key,
+// so that sealing needs only the step's ID. A step's credentials reach
+// only StagedAuditKey(its audit ID, its ID, *): a staged key cannot name
+// another step's record.
+func StagedAuditKey(auditID, stepID, name string) string {
+	return AuditStagingPrefix(stepID) + StepPrefix(auditID, stepID) + name
+}
 
 func orNone(s string) string {
 	if s == "" {

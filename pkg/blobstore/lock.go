@@ -11,7 +11,9 @@ import (
 // The audit trail lives in a bucket of its own under Object Lock in
 // compliance mode: nobody, not even the bucket's owner, can delete or
 // rewrite a version before its retention ends. An overwrite only adds a
-// version, so readers take each object's first version (GetOriginal).
+// version, so readers take each object's first version (GetOriginal). Only
+// the server writes there: steps stage their audit objects, which the
+// server seals (AuditSealer), so no step's credentials can add a version.
 
 // Locker is implemented by the drivers.
 type Locker interface {

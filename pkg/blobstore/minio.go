@@ -95,6 +95,11 @@ func (s *MinioStore) Put(ctx context.Context, key string, body io.Reader, size i
 		// an extra MD5/CRC pass per part would only cost CPU.
 		DisableContentSha256: true,
 	}
+	if opts.IfAbsent {
+		// minio-go sends it with a single PUT and with a multipart
+		// upload's completion.
+		mopts.SetMatchETagExcept("*")
+	}
 	// Known-size bodies larger than a part also take the parallel streaming
 	// path (minio-go would otherwise upload them one part at a time); the
 	// guard still enforces the announced size.
@@ -104,6 +109,9 @@ func (s *MinioStore) Put(ctx context.Context, key string, body io.Reader, size i
 	}
 	ui, err := s.Client.PutObject(ctx, s.Bucket, key, newGuardReader(body, size), n, mopts)
 	if err != nil {
+		if opts.IfAbsent && minio.ToErrorResponse(err).StatusCode == http.StatusPreconditionFailed {
+			return ObjectInfo{}, fmt.Errorf("put %q: %w: %w", key, ErrExists, err)
+		}
 		return ObjectInfo{}, fmt.Errorf("put %q: %w", key, mapMinioErr(err))
 	}
 	return ObjectInfo{

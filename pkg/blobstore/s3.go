@@ -153,9 +153,10 @@ func (s *S3Store) putSingle(ctx context.Context, key string, data []byte, opts P
 		ContentLength: aws.Int64(int64(len(data))),
 		ContentType:   optString(opts.ContentType),
 		Metadata:      opts.Metadata,
+		IfNoneMatch:   ifAbsent(opts),
 	})
 	if err != nil {
-		return ObjectInfo{}, fmt.Errorf("put %q: %w", key, mapS3Err(err))
+		return ObjectInfo{}, fmt.Errorf("put %q: %w", key, mapPutErr(err))
 	}
 	return ObjectInfo{
 		Key:          key,
@@ -263,9 +264,10 @@ func (s *S3Store) putMultipart(ctx context.Context, key string, first []byte, bo
 		Key:             &key,
 		UploadId:        uploadID,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+		IfNoneMatch:     ifAbsent(opts),
 	})
 	if err != nil {
-		return ObjectInfo{}, fmt.Errorf("complete multipart upload: %w", mapS3Err(err))
+		return ObjectInfo{}, fmt.Errorf("complete multipart upload: %w", mapPutErr(err))
 	}
 	return ObjectInfo{
 		Key:          key,
@@ -478,6 +480,24 @@ func mapS3Err(err error) error {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	return err
+}
+
+// ifAbsent is the If-None-Match of a Put: "*" with IfAbsent.
+func ifAbsent(opts PutOptions) *string {
+	if opts.IfAbsent {
+		return aws.String("*")
+	}
+	return nil
+}
+
+// mapPutErr is mapS3Err for writes: a failed If-None-Match (412) is
+// ErrExists.
+func mapPutErr(err error) error {
+	var resp *smithyhttp.ResponseError
+	if errors.As(err, &resp) && resp.HTTPStatusCode() == http.StatusPreconditionFailed {
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	}
+	return mapS3Err(err)
 }
 
 func optString(s string) *string {

@@ -5,7 +5,6 @@
 package podspec
 
 import (
-	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -90,7 +89,6 @@ const (
 	EnvStepToken          = "PORTER_STEP_TOKEN"
 	EnvBlobstoreEndpoint  = "PORTER_BLOBSTORE_ENDPOINT"
 	EnvBlobstoreBucket    = "PORTER_BLOBSTORE_BUCKET"
-	EnvAuditBucket        = "PORTER_AUDIT_BUCKET"
 	EnvBlobstoreRegion    = "PORTER_BLOBSTORE_REGION"
 	EnvBlobstoreSecure    = "PORTER_BLOBSTORE_SECURE"
 	EnvBlobstoreAccessKey = "PORTER_BLOBSTORE_ACCESS_KEY"
@@ -141,9 +139,6 @@ type Worker struct {
 	BlobstoreBucket   string
 	BlobstoreRegion   string
 	BlobstoreSecure   bool
-	// AuditBucket holds the audit trail, under Object Lock (empty:
-	// BlobstoreBucket).
-	AuditBucket string
 
 	// ImagePullPolicy applies to every container; empty leaves Kubernetes'
 	// default (Always for :latest, IfNotPresent otherwise).
@@ -805,7 +800,6 @@ func sidecarEnv(secretName, actionJSON string, a *action.Action, w Worker, s Sec
 		}},
 		corev1.EnvVar{Name: EnvBlobstoreEndpoint, Value: w.BlobstoreEndpoint},
 		corev1.EnvVar{Name: EnvBlobstoreBucket, Value: w.BlobstoreBucket},
-		corev1.EnvVar{Name: EnvAuditBucket, Value: cmp.Or(w.AuditBucket, w.BlobstoreBucket)},
 		corev1.EnvVar{Name: EnvBlobstoreRegion, Value: w.BlobstoreRegion},
 		corev1.EnvVar{Name: EnvBlobstoreSecure, Value: strconv.FormatBool(w.BlobstoreSecure)},
 		secretEnv(EnvStepToken, secretName, SecretKeyStepToken),

@@ -28,13 +28,14 @@ import (
 )
 
 // auditTrail writes the step's audit record: action.json when the step
-// starts, events.jsonl.zst and result.json when it ends. Each object is
-// written once and never overwritten, so the bucket can be under Object Lock.
+// starts, events.jsonl.zst and result.json when it ends. It stages them
+// (blobstore.StagedAuditKey), each written once; the ATC seals them into
+// the audit trail, which the step's credentials cannot write, once it has
+// the step's end.
 type auditTrail struct {
 	a         *action.Action
 	pod       string
 	store     Artifacts
-	prefix    string
 	startedAt time.Time
 	red       *redact.Redactor
 
@@ -52,7 +53,7 @@ func newAuditTrail(dir string, a *action.Action, pod string, store Artifacts, re
 	if err != nil {
 		return nil, fmt.Errorf("create event journal: %w", err)
 	}
-	return &auditTrail{a: a, pod: pod, store: store, prefix: blobstore.StepPrefix(a.Build.AuditDir(), a.StepID),
+	return &auditTrail{a: a, pod: pod, store: store,
 		startedAt: time.Now().UTC(), red: red, file: f, journal: bufio.NewWriterSize(f, 64<<10)}, nil
 }
 
@@ -82,20 +83,23 @@ func (t *auditTrail) close() {
 	os.Remove(t.file.Name())
 }
 
-// putOnce stores an audit object unless it is already there.
+// putOnce stages an audit object unless it is already there (a restarted
+// sidecar). It returns the object's key in the audit trail, where the ATC
+// seals it.
 func (t *auditTrail) putOnce(ctx context.Context, name string, body []byte, contentType string) (string, error) {
-	key := t.prefix + name
-	ok, err := t.store.AuditExists(ctx, key)
+	auditID := t.a.Build.AuditDir()
+	final, staged := blobstore.StepPrefix(auditID, t.a.StepID)+name, blobstore.StagedAuditKey(auditID, t.a.StepID, name)
+	ok, err := t.store.Exists(ctx, staged)
 	if err != nil {
-		return key, fmt.Errorf("look up %s: %w", key, err)
+		return final, fmt.Errorf("look up %s: %w", staged, err)
 	}
 	if ok {
-		return key, nil
+		return final, nil
 	}
-	if err := t.store.PutAudit(ctx, key, body, contentType); err != nil {
-		return key, fmt.Errorf("write %s: %w", key, err)
+	if err := t.store.PutAudit(ctx, staged, body, contentType); err != nil {
+		return final, fmt.Errorf("write %s: %w", staged, err)
 	}
-	return key, nil
+	return final, nil
 }
 
 func (t *auditTrail) writeAction(ctx context.Context) error {

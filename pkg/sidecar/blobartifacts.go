@@ -22,20 +22,19 @@ const SoftMemoryLimit = 40 << 20
 
 // BlobArtifacts adapts a blobstore.Store to what the sidecar needs: outputs
 // go to fresh keys under the step's blob prefix (the ATC gives them their
-// content address), downloads are extracted within limits.
-//
-// Audit objects (Exists, PutObject) go to audit, the audit bucket.
-func BlobArtifacts(store, audit blobstore.Store, team, stepID string, limits blobstore.ExtractLimits) Artifacts {
+// content address), downloads are extracted within limits. Audit objects
+// are staged in the same bucket: the step's credentials cannot write the
+// audit trail.
+func BlobArtifacts(store blobstore.Store, team, stepID string, limits blobstore.ExtractLimits) Artifacts {
 	// Small buffers whatever the artifact's size: the step's memory limit
 	// covers the sidecar too. 3 parts of 8 MiB in flight still keep a local
 	// MinIO busy.
 	up := blobstore.UploadOptions{PartSize: 8 << 20, Concurrency: 3, EncoderConcurrency: 2, LowMemory: true}
-	return blobArtifacts{store: store, audit: audit, team: team, owner: stepID, limits: limits, upload: up}
+	return blobArtifacts{store: store, team: team, owner: stepID, limits: limits, upload: up}
 }
 
 type blobArtifacts struct {
 	store  blobstore.Store
-	audit  blobstore.Store
 	team   string
 	owner  string
 	limits blobstore.ExtractLimits
@@ -65,10 +64,6 @@ func (b blobArtifacts) Exists(ctx context.Context, key string) (bool, error) {
 	return exists(ctx, b.store, key)
 }
 
-func (b blobArtifacts) AuditExists(ctx context.Context, key string) (bool, error) {
-	return exists(ctx, b.audit, key)
-}
-
 func exists(ctx context.Context, store blobstore.Store, key string) (bool, error) {
 	_, err := store.Stat(ctx, key)
 	switch {
@@ -82,6 +77,6 @@ func exists(ctx context.Context, store blobstore.Store, key string) (bool, error
 }
 
 func (b blobArtifacts) PutAudit(ctx context.Context, key string, body []byte, contentType string) error {
-	_, err := b.audit.Put(ctx, key, bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{ContentType: contentType})
+	_, err := b.store.Put(ctx, key, bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{ContentType: contentType})
 	return err
 }

@@ -58,13 +58,6 @@ func LoadConfig(ctx context.Context, getenv func(string) string, log *slog.Logge
 	if err != nil {
 		return Config{}, err
 	}
-	// The audit trail goes to its own bucket, under Object Lock.
-	auditCfg := bcfg
-	auditCfg.Bucket = or(getenv("PORTER_AUDIT_BUCKET"), bcfg.Bucket)
-	audit, err := blobstore.Open(ctx, auditCfg)
-	if err != nil {
-		return Config{}, err
-	}
 	extractLimits, err := blobstore.ExtractLimitsFromEnv(getenv)
 	if err != nil {
 		return Config{}, err
@@ -76,7 +69,7 @@ func LoadConfig(ctx context.Context, getenv func(string) string, log *slog.Logge
 		SocketPath: or(getenv("PORTER_SOCKET"), DefaultSocket),
 		StdinFile:  getenv(action.StdinFileEnvVar),
 		Redact:     redactValues(getenv("PORTER_REDACT"), log),
-		Artifacts:  BlobArtifacts(store, audit, a.Build.Team, a.StepID, extractLimits),
+		Artifacts:  BlobArtifacts(store, a.Build.Team, a.StepID, extractLimits),
 		// The step container does not mount the journal's directory.
 		JournalDir: or(getenv("PORTER_JOURNAL_DIR"), filepath.Join(os.TempDir(), "porter-journal")),
 		Log:        log,

@@ -46,9 +46,8 @@ type Artifacts interface {
 	UploadTo(ctx context.Context, dir, key string) (Artifact, error)
 	// Exists reports whether key is stored.
 	Exists(ctx context.Context, key string) (bool, error)
-	// AuditExists reports whether the audit object key is stored.
-	AuditExists(ctx context.Context, key string) (bool, error)
-	// PutAudit stores a small audit object.
+	// PutAudit stores a small audit object, staged for the ATC to seal
+	// (blobstore.StagedAuditKey).
 	PutAudit(ctx context.Context, key string, body []byte, contentType string) error
 }
 

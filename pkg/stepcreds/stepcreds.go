@@ -1,7 +1,9 @@
 // Package stepcreds issues each step pod its own blobstore credentials,
 // limited to what that step may touch: its inputs and task caches to read,
-// its own blob prefix, audit prefix and caches to write. The server's key
-// never enters a pod.
+// its own blob prefix, audit staging prefix and caches to write. Nothing in
+// the audit trail: the server seals a step's staged audit objects there
+// once the step has ended (blobstore.AuditSealer). The server's key never
+// enters a pod.
 package stepcreds
 
 import (
@@ -66,8 +68,8 @@ type STS struct {
 	RoleARN string
 	// Region is AWS STS's location.
 	Region string
-	// Bucket holds artifacts and caches, AuditBucket the audit trail
-	// (empty: Bucket).
+	// Bucket holds artifacts, caches and staged audit objects,
+	// AuditBucket the audit trail, which steps are denied (empty: Bucket).
 	Bucket, AuditBucket string
 	// MinLifetime and MaxLifetime (default 12 h) bound the credentials'
 	// duration, whatever the step's: STS refuses less than 15 minutes, and
@@ -151,7 +153,7 @@ func build(bucket, auditBucket string, sc Scope, widen func(team, key string) st
 	arn := func(key string) string { return "arn:aws:s3:::" + bucket + "/" + key }
 	own := []string{
 		arn(blobstore.BlobPrefix(sc.Team, sc.StepID) + "*"),
-		"arn:aws:s3:::" + auditBucket + "/" + blobstore.StepPrefix(sc.BuildID, sc.StepID) + "*",
+		arn(blobstore.StagedAuditKey(sc.BuildID, sc.StepID, "*")),
 	}
 	var reads, caches []string
 	for _, k := range sc.Inputs {
@@ -162,14 +164,14 @@ func build(bucket, auditBucket string, sc Scope, widen func(team, key string) st
 	}
 	doc := document{Version: "2012-10-17", Statement: []statement{
 		// minio-go asks for the bucket's location when no region is set.
-		{Effect: "Allow", Action: []string{"s3:GetBucketLocation"}, Resource: appendNew([]string{"arn:aws:s3:::" + bucket}, "arn:aws:s3:::"+auditBucket)},
-		// The audit objects are written once: the sidecar checks first.
+		{Effect: "Allow", Action: []string{"s3:GetBucketLocation"}, Resource: []string{"arn:aws:s3:::" + bucket}},
+		// The staged audit objects are written once: the sidecar checks first.
 		{Effect: "Allow", Action: []string{"s3:GetObject"}, Resource: slices.Concat(reads, caches, own[1:])},
 		{Effect: "Allow", Action: []string{"s3:PutObject", "s3:AbortMultipartUpload"}, Resource: slices.Concat(own, caches)},
+		// Nothing above reaches the audit trail; the deny keeps it so
+		// whatever a later grant says (the bucket may be the artifacts' too).
+		{Effect: "Deny", Action: []string{"s3:*"}, Resource: []string{"arn:aws:s3:::" + auditBucket + "/" + blobstore.AuditTrailPrefix + "*"}},
 	}}
-	if len(doc.Statement[1].Resource) == 0 {
-		doc.Statement = slices.Delete(doc.Statement, 1, 2)
-	}
 	return doc
 }
 

@@ -21,6 +21,7 @@ func resources(t *testing.T, policy []byte) map[string][]string {
 	t.Helper()
 	var doc struct {
 		Statement []struct {
+			Effect   string
 			Action   []string
 			Resource []string
 		}
@@ -31,6 +32,9 @@ func resources(t *testing.T, policy []byte) map[string][]string {
 	out := map[string][]string{}
 	for _, s := range doc.Statement {
 		for _, a := range s.Action {
+			if s.Effect != "Allow" {
+				a = s.Effect + " " + a
+			}
 			out[a] = append(out[a], s.Resource...)
 		}
 	}
@@ -40,17 +44,20 @@ func resources(t *testing.T, policy []byte) map[string][]string {
 func TestPolicyGrantsOnlyTheStepsKeys(t *testing.T) {
 	in := blobstore.NewBlobKey("main", "producer")
 	cache := blobstore.TaskCacheKey("main", "p", "j", "s", "cache")
-	p, err := stepcreds.Policy("bkt", "", stepcreds.Scope{Team: "main", BuildID: "7", StepID: "s1", Inputs: []string{in}, Caches: []string{cache}})
+	p, err := stepcreds.Policy("bkt", "audit", stepcreds.Scope{Team: "main", BuildID: "7", StepID: "s1", Inputs: []string{in}, Caches: []string{cache}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := resources(t, p)
 	arn := func(k string) string { return "arn:aws:s3:::bkt/" + k }
+	// The audit record is staged, never written to the audit trail.
+	staged := arn("audit-staging/s1/builds/7/steps/s1/*")
 	want := map[string][]string{
 		"s3:GetBucketLocation":    {"arn:aws:s3:::bkt"},
-		"s3:GetObject":            {arn(in), arn(cache), arn("builds/7/steps/s1/*")},
-		"s3:PutObject":            {arn("blobs/main/s1/*"), arn("builds/7/steps/s1/*"), arn(cache)},
-		"s3:AbortMultipartUpload": {arn("blobs/main/s1/*"), arn("builds/7/steps/s1/*"), arn(cache)},
+		"s3:GetObject":            {arn(in), arn(cache), staged},
+		"s3:PutObject":            {arn("blobs/main/s1/*"), staged, arn(cache)},
+		"s3:AbortMultipartUpload": {arn("blobs/main/s1/*"), staged, arn(cache)},
+		"Deny s3:*":               {"arn:aws:s3:::audit/builds/*"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("policy grants\n%v\nwant\n%v", got, want)
@@ -179,29 +186,53 @@ func TestSTSCredentialsOnRealMinIO(t *testing.T) {
 		if _, err := blobstore.UploadDir(ctx, step, dir, cache, blobstore.UploadOptions{}); err != nil {
 			t.Errorf("save the cache: %v", err)
 		}
+		// Its audit record: staged in the artifacts' bucket (the sidecar
+		// checks first), never written to the audit trail, before the
+		// step's end or after.
+		staged := blobstore.StagedAuditKey("7", "s1", blobstore.ResultObject)
+		const accepted = `{"result":"SUCCEEDED"}`
+		if _, err := step.Put(ctx, staged, strings.NewReader(accepted), int64(len(accepted)), blobstore.PutOptions{}); err != nil {
+			t.Errorf("stage its audit record: %v", err)
+		}
+		if _, err := step.Stat(ctx, staged); err != nil {
+			t.Errorf("look its staged record up: %v", err)
+		}
 		record := blobstore.StepPrefix("7", "s1") + blobstore.ResultObject
-		if _, err := stepAudit.Put(ctx, record, bytes.NewReader([]byte("{}")), 2, blobstore.PutOptions{}); err != nil {
-			t.Errorf("write its audit record: %v", err)
-		}
-		// A second write only adds a version; it cannot delete either.
-		if _, err := stepAudit.Put(ctx, record, strings.NewReader("forged"), 6, blobstore.PutOptions{}); err != nil {
-			t.Errorf("second write of its audit record: %v", err)
-		}
-		if err := stepAudit.Delete(ctx, record); err == nil {
-			t.Errorf("delete its audit record: allowed")
-		}
-		if rc, _, err := blobstore.GetOriginal(ctx, audit, record); err != nil {
-			t.Errorf("read the record back: %v", err)
-		} else {
-			var b bytes.Buffer
-			_, _ = b.ReadFrom(rc)
-			rc.Close()
-			if b.String() != "{}" {
-				t.Errorf("the record reads %q", b.String())
+		forged := blobstore.StepPrefix("7", "s1") + "forged.json"
+		refused := func(when string) {
+			t.Helper()
+			for _, k := range []string{record, forged} {
+				if _, err := stepAudit.Put(ctx, k, strings.NewReader("forged"), 6, blobstore.PutOptions{}); !accessDenied(err) {
+					t.Errorf("%s: write %s in the audit bucket: %v, want Access Denied", when, k, err)
+				}
+				if _, err := step.Put(ctx, k, strings.NewReader("forged"), 6, blobstore.PutOptions{}); !accessDenied(err) {
+					t.Errorf("%s: write %s in the artifacts' bucket: %v, want Access Denied", when, k, err)
+				}
 			}
 		}
-		if _, err := step.Put(ctx, record, strings.NewReader("{}"), 2, blobstore.PutOptions{}); err == nil {
-			t.Errorf("audit record written to the artifacts bucket: allowed")
+		refused("before the seal")
+		// The server seals the record once the step has ended.
+		sealer := blobstore.AuditSealer{Staging: admin, Audit: audit}
+		if res, err := sealer.Seal(ctx, "s1"); err != nil || len(res.Keys) != 1 || res.Keys[0] != record {
+			t.Errorf("seal: %+v, %v; want %s sealed", res, err, record)
+		}
+		refused("after the seal")
+		if err := stepAudit.Delete(ctx, record); !accessDenied(err) {
+			t.Errorf("delete its audit record: %v, want Access Denied", err)
+		}
+		// Staged again and sealed again: the sealed record stands.
+		if _, err := step.Put(ctx, staged, strings.NewReader("forged"), 6, blobstore.PutOptions{}); err != nil {
+			t.Errorf("stage again: %v", err)
+		}
+		if res, err := sealer.Seal(ctx, "s1"); err != nil || len(res.Keys) != 0 {
+			t.Errorf("seal again: %+v, %v; want nothing written", res, err)
+		}
+		// A plain read of the audit trail, as any S3 client does it.
+		if b := readAll(t, audit, record); b != accepted {
+			t.Errorf("the record reads %q, want %q", b, accepted)
+		}
+		if objs, err := audit.List(ctx, blobstore.StepPrefix("7", "s1")); err != nil || len(objs) != 1 {
+			t.Errorf("the step's audit prefix holds %+v (%v), want its record alone", objs, err)
 		}
 
 		// What it must not do.
@@ -223,15 +254,8 @@ func TestSTSCredentialsOnRealMinIO(t *testing.T) {
 			t.Errorf("list the bucket: allowed")
 		}
 		for _, k := range []string{victim, otherTeam, otherAudit, in} {
-			rc, _, err := admin.Get(ctx, k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var b bytes.Buffer
-			_, _ = b.ReadFrom(rc)
-			rc.Close()
-			if b.String() != "original "+k {
-				t.Errorf("%s now holds %q", k, b.String())
+			if b := readAll(t, admin, k); b != "original "+k {
+				t.Errorf("%s now holds %q", k, b)
 			}
 		}
 		return nil
@@ -239,4 +263,20 @@ func TestSTSCredentialsOnRealMinIO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+func accessDenied(err error) bool { return err != nil && strings.Contains(err.Error(), "Access Denied") }
+
+func readAll(t *testing.T, s blobstore.Store, key string) string {
+	t.Helper()
+	rc, _, err := s.Get(t.Context(), key)
+	if err != nil {
+		t.Fatalf("read %s: %v", key, err)
+	}
+	defer rc.Close()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(rc); err != nil {
+		t.Fatalf("read %s: %v", key, err)
+	}
+	return b.String()
 }

@@ -213,8 +213,11 @@ func (r *stepRun) wait(within time.Duration) int {
 	return r.Entrypoint.ProcessState.ExitCode()
 }
 
-// stepRecord reads a step's result.json from the blobstore.
+// stepRecord seals a step's audit record, as the ATC does once the step
+// has ended, and reads its result.json back.
 func stepRecord(ctx context.Context, store blobstore.Store, a *action.Action) map[string]any {
+	_, err := blobstore.AuditSealer{Staging: store, Audit: store}.Seal(ctx, a.StepID)
+	Expect(err).NotTo(HaveOccurred())
 	rc, _, err := store.Get(ctx, blobstore.StepPrefix(a.Build.ID, a.StepID)+blobstore.ResultObject)
 	Expect(err).NotTo(HaveOccurred())
 	defer rc.Close()

@@ -109,6 +109,69 @@ run: {path: sh, args: ["-c", "echo `+content+` > files/f"]}
 		Expect(os.ReadFile(filepath.Join(dir, "f"))).To(HavePrefix("victim-"))
 	})
 
+	It("keeps a step's audit record from being rewritten or added to with the step's own credentials", func(ctx SpecContext) {
+		res := porter(ctx, "execute", "-c", taskFile(busyboxTask+`run: {path: echo, args: [the-real-output]}
+`))
+		Expect(res.Code).To(Equal(0), res.String())
+		id := buildID(res.Stdout)
+		sid := stepID(ctx, id)
+
+		// The step's credentials, from its Secret, as one who read it has them.
+		sec, err := admin.CoreV1().Secrets(namespace).Get(ctx, podspec.Name(sid), metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the step's Secret lives as long as its pod")
+		access, secret, token := string(sec.Data[podspec.SecretKeyBlobstoreAccessKey]), string(sec.Data[podspec.SecretKeyBlobstoreSecretKey]), string(sec.Data[podspec.SecretKeyBlobstoreToken])
+		Expect(token).NotTo(BeEmpty(), "temporary credentials")
+		bucket := server.Config.Bucket
+		step, err := blobstore.Open(ctx, minioCfg(bucket, access, secret, token))
+		Expect(err).NotTo(HaveOccurred())
+		stepAudit, err := blobstore.Open(ctx, minioCfg(bucket+"-audit", access, secret, token))
+		Expect(err).NotTo(HaveOccurred())
+
+		audit := adminStore(ctx, bucket+"-audit")
+		prefix, err := testenv.AuditPrefix(ctx, audit, id)
+		Expect(err).NotTo(HaveOccurred())
+		stepPrefix := prefix + "steps/" + sid + "/"
+		readPlain := func(key string) string {
+			GinkgoHelper()
+			rc, _, err := audit.Get(ctx, key) // the newest version, as any S3 client reads
+			Expect(err).NotTo(HaveOccurred())
+			defer rc.Close()
+			b, err := io.ReadAll(rc)
+			Expect(err).NotTo(HaveOccurred())
+			return string(b)
+		}
+		record := readPlain(stepPrefix + blobstore.ResultObject)
+		Expect(record).To(ContainSubstring(`"result": "SUCCEEDED"`))
+
+		// The attack of issue 28: overwrite result.json, add forged.json.
+		forgery := `{"step_id": "` + sid + `", "result": "FAILED"}`
+		for _, key := range []string{stepPrefix + blobstore.ResultObject, stepPrefix + "forged.json"} {
+			_, err = stepAudit.Put(ctx, key, strings.NewReader(forgery), int64(len(forgery)), blobstore.PutOptions{})
+			Expect(err).To(MatchError(ContainSubstring("Access Denied")), "writing %s in the audit bucket", key)
+			_, err = step.Put(ctx, key, strings.NewReader(forgery), int64(len(forgery)), blobstore.PutOptions{})
+			Expect(err).To(MatchError(ContainSubstring("Access Denied")), "writing %s in the artifacts' bucket", key)
+		}
+		Expect(stepAudit.Delete(ctx, stepPrefix+blobstore.ResultObject)).To(MatchError(ContainSubstring("Access Denied")))
+		// What the step may still write, its staging, the server sealed
+		// already: a forgery staged now stays there.
+		auditID := strings.TrimSuffix(strings.TrimPrefix(prefix, "builds/"), "/")
+		_, err = step.Put(ctx, blobstore.StagedAuditKey(auditID, sid, blobstore.ResultObject), strings.NewReader(forgery), int64(len(forgery)), blobstore.PutOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the step's own staging")
+
+		// A plain read and the API agree, on the record the server sealed.
+		Expect(readPlain(stepPrefix + blobstore.ResultObject)).To(Equal(record))
+		objs, err := audit.List(ctx, stepPrefix)
+		Expect(err).NotTo(HaveOccurred())
+		var names []string
+		for _, o := range objs {
+			names = append(names, strings.TrimPrefix(o.Key, stepPrefix))
+		}
+		Expect(names).To(ConsistOf(blobstore.ActionObject, blobstore.PodObject, blobstore.EventsObject, blobstore.ResultObject))
+		shown, err := api().Audit(ctx, id)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(shown.Steps[sid])).To(MatchJSON(record))
+	})
+
 	It("keeps a step's audit record out of reach of the step, even as root", func(ctx SpecContext) {
 		// The step looks for the journal everywhere it can see and rewrites
 		// whatever it finds, and tries the sidecar's environment.

@@ -99,7 +99,8 @@ func (r *Runtime) writePodAudit(ctx context.Context, a *action.Action, pod *core
 }
 
 // PodGone reports whether a step's pod no longer exists (its Secret, if
-// left behind, is removed with it).
+// left behind, is removed with it, and what it staged for its audit
+// record is sealed: the step has ended).
 func (r *Runtime) PodGone(ctx context.Context, w *Worker, stepID string) (bool, error) {
 	name := podspec.Name(stepID)
 	_, err := w.kube.CoreV1().Pods(w.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
@@ -112,6 +113,7 @@ func (r *Runtime) PodGone(ctx context.Context, w *Worker, stepID string) (bool, 
 				r.log.Warn("delete a gone step's secret", "step", stepID, "secret", secret, "err", err)
 			}
 		}
+		r.sealAudit(ctx, stepID)
 		return true, nil
 	default:
 		return false, fmt.Errorf("look up pod %s of a resumed build: %w", name, err)

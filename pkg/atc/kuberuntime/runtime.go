@@ -74,6 +74,12 @@ type AuditStore interface {
 	Put(ctx context.Context, key string, body io.Reader, size int64, opts blobstore.PutOptions) (blobstore.ObjectInfo, error)
 }
 
+// AuditSealer seals what a step staged for its audit record into the
+// audit trail (blobstore.AuditSealer).
+type AuditSealer interface {
+	Seal(ctx context.Context, stepID string) (blobstore.Sealed, error)
+}
+
 // Deps are what the runtime is given.
 type Deps struct {
 	Store   Store
@@ -86,6 +92,9 @@ type Deps struct {
 	Credentials stepcreds.Issuer
 	// Audit is the audit trail's store (the pod as declared).
 	Audit AuditStore
+	// Sealer seals a step's staged audit record once the step has ended
+	// (nil: nothing is sealed).
+	Sealer AuditSealer
 	// CA is the ATC's gRPC CA as step pods trust it (nil before the
 	// server serves, or without TLS).
 	CA func() []byte
@@ -100,6 +109,7 @@ type Runtime struct {
 	tokens  Tokens
 	creds   stepcreds.Issuer
 	audit   AuditStore
+	sealer  AuditSealer
 	ca      func() []byte
 
 	workers []*Worker
@@ -118,7 +128,7 @@ func New(cfg Config, deps Deps) (*Runtime, error) {
 		deps.CA = func() []byte { return nil }
 	}
 	r := &Runtime{cfg: cfg, store: deps.Store, metrics: deps.Metrics, log: deps.Log, tokens: deps.Tokens,
-		creds: deps.Credentials, audit: deps.Audit, ca: deps.CA, byName: map[string]*Worker{}}
+		creds: deps.Credentials, audit: deps.Audit, sealer: deps.Sealer, ca: deps.CA, byName: map[string]*Worker{}}
 	for _, c := range cfg.Workers {
 		kube, err := deps.Client(c)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/podwatch"
@@ -39,7 +40,53 @@ type Step struct {
 // Supervise waits for the step to end: its sidecar reports, Kubernetes
 // says it cannot succeed, or ctx ends (an abort, a timeout). It returns nil
 // when ctx ended with Config.Shutdown: the next server follows the step.
+// An ended step's audit record is sealed before Supervise returns, so
+// before the step's end is recorded: a server that stops in between
+// leaves the step to the next one, which seals it when it follows the
+// step again (or finds its pod gone, PodGone).
 func (r *Runtime) Supervise(ctx context.Context, st Step) *eventspb.StepFinished {
+	fin := r.supervise(ctx, st)
+	if fin != nil {
+		r.sealAudit(ctx, st.ID)
+	}
+	return fin
+}
+
+// sealPatience bounds how long a step's end waits for a blobstore outage
+// to pass before its audit record is left staged.
+const sealPatience = 30 * time.Second
+
+// sealAudit seals what the step staged for its audit record into the
+// audit trail (Deps.Sealer), retrying through a short blobstore outage.
+// A record that could not be sealed stays staged, whole; sealing again
+// later finishes it.
+func (r *Runtime) sealAudit(ctx context.Context, stepID string) {
+	if r.sealer == nil {
+		return
+	}
+	// An abort or a timeout ends the step, not the writing of its record.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sealPatience)
+	defer cancel()
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		res, err := r.sealer.Seal(ctx, stepID)
+		if len(res.Ignored) > 0 {
+			// Only the step's credentials write there: someone used them.
+			r.log.Warn("staged objects that are none of the step's audit objects were deleted, not sealed", "step", stepID, "keys", res.Ignored)
+		}
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			r.log.Error("seal the step's audit record: it stays staged", "step", stepID,
+				"staged", blobstore.AuditStagingPrefix(stepID), "err", err)
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (r *Runtime) supervise(ctx context.Context, st Step) *eventspb.StepFinished {
 	tracker := st.Worker.pods.Track(st.ID)
 	defer tracker.Stop()
 	var podEnded, abortGiveUp <-chan time.Time

@@ -1,0 +1,131 @@
+package blobstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// AuditSealer writes what a step staged (StagedAuditKey) into the audit
+// trail once the step has ended. A step's credentials grant nothing in the
+// audit bucket: only the server, with the store's own key, writes there,
+// each object once. Whatever a step's credentials write after the seal
+// stays in staging, and nothing but the objects a step stages is sealed.
+type AuditSealer struct {
+	// Staging is where steps stage their audit objects: the artifacts'
+	// bucket.
+	Staging Store
+	// Audit is the audit trail's bucket.
+	Audit Store
+}
+
+// Sealed is what one Seal did.
+type Sealed struct {
+	// Keys are the audit keys written now (not those sealed before).
+	Keys []string
+	// Ignored are staged keys that are none of the step's audit objects;
+	// they are deleted, not sealed.
+	Ignored []string
+}
+
+// Seal moves step stepID's staged audit objects into the audit trail
+// under their final keys: action.json, events.jsonl.zst, then result.json,
+// whose presence marks a record complete. Each is written only where the
+// audit trail has no object yet (If-None-Match), and its staged copy is
+// deleted once it is sealed, so Seal may run again, concurrently too, and
+// after an interrupted run it finishes the job. It stops at the first
+// failed write and returns the error: a later Seal takes it up.
+func (s AuditSealer) Seal(ctx context.Context, stepID string) (Sealed, error) {
+	var res Sealed
+	prefix := AuditStagingPrefix(stepID)
+	staged, err := s.Staging.List(ctx, prefix)
+	if err != nil {
+		return res, fmt.Errorf("list the staged audit of step %s: %w", stepID, err)
+	}
+	type object struct {
+		staged, final string
+		rank          int
+	}
+	var objs []object
+	var done []string // staged keys to delete
+	for _, o := range staged {
+		final := strings.TrimPrefix(o.Key, prefix)
+		rank := stagedRank(final, stepID)
+		if rank < 0 {
+			res.Ignored = append(res.Ignored, o.Key)
+			done = append(done, o.Key)
+			continue
+		}
+		objs = append(objs, object{staged: o.Key, final: final, rank: rank})
+	}
+	slices.SortFunc(objs, func(a, b object) int { return a.rank - b.rank })
+	for _, o := range objs {
+		written, err := s.sealOne(ctx, o.staged, o.final)
+		if err != nil {
+			return res, err
+		}
+		if written {
+			res.Keys = append(res.Keys, o.final)
+		}
+		done = append(done, o.staged)
+	}
+	var errs []error
+	for _, key := range done {
+		if err := s.Staging.Delete(ctx, key); err != nil {
+			errs = append(errs, fmt.Errorf("delete staged audit object %s: %w", key, err))
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// sealOne copies one staged object to its final key unless that is taken;
+// written says whether this call wrote it.
+func (s AuditSealer) sealOne(ctx context.Context, staged, final string) (bool, error) {
+	rc, info, err := s.Staging.Get(ctx, staged)
+	if errors.Is(err, ErrNotFound) {
+		// Another seal of the same step took it.
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read staged audit object %s: %w", staged, err)
+	}
+	defer rc.Close()
+	_, err = s.Audit.Put(ctx, final, rc, info.Size, PutOptions{ContentType: info.ContentType, IfAbsent: true})
+	switch {
+	case errors.Is(err, ErrExists):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("seal audit object %s: %w", final, err)
+	}
+	return true, nil
+}
+
+// stagedRank is the sealing order of the staged object whose final key is
+// final, or -1 if it is none of the objects a step stages: one of
+// builds/<audit id>/steps/<stepID>/{action.json,events.jsonl.zst,result.json}.
+// pod.yaml and build.json are the server's own.
+func stagedRank(final, stepID string) int {
+	rest, ok := strings.CutPrefix(final, AuditTrailPrefix)
+	if !ok {
+		return -1
+	}
+	auditID, rest, ok := strings.Cut(rest, "/")
+	if !ok || auditID == "" {
+		return -1
+	}
+	name, ok := strings.CutPrefix(rest, "steps/"+stepID+"/")
+	if !ok {
+		return -1
+	}
+	switch name {
+	case ActionObject:
+		return 0
+	case EventsObject:
+		return 1
+	case ResultObject:
+		return 2
+	}
+	return -1
+}
