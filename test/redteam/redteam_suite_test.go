@@ -36,8 +36,10 @@ const (
 )
 
 var (
-	env       *testenv.ATCEnv
-	server    *testenv.ATC
+	env    *testenv.ATCEnv
+	server *testenv.ATC
+	// workerNS is the worker's namespace, where the step pods run.
+	workerNS  string
 	passwords = map[string]string{}
 	// flyAs is a fly logged in as each user, each with its own home.
 	flyAs = map[string]*testenv.Fly{}
@@ -56,6 +58,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	ns, removeNS, err := env.NewWorkerNamespace(ctx, "porter-redteam-")
 	DeferCleanup(removeNS)
 	Expect(err).NotTo(HaveOccurred())
+	workerNS = ns.Name
 	dsn, drop, err := env.NewDatabase(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(drop)

@@ -12,7 +12,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-
 )
 
 // call sends method path with token (none if empty) and body, and returns
@@ -40,7 +39,6 @@ func token(ctx context.Context, user string) string {
 	Expect(err).NotTo(HaveOccurred())
 	return t
 }
-
 
 var _ = Describe("teams", func() {
 	// The attacks of "Speak Concourse" and the hardening issue, replayed:
@@ -187,4 +185,3 @@ func signedToken(ctx context.Context, user string) string {
 	Expect(out.IDToken).NotTo(BeEmpty())
 	return out.IDToken
 }
-
