@@ -170,18 +170,12 @@ var _ = Describe("teams", func() {
 // token.
 func signedToken(ctx context.Context, user string) string {
 	GinkgoHelper()
-	form := "grant_type=password&scope=openid+profile+email+federated%3Aid+groups&username=" + user + "&password=" + passwords[user]
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, server.URL()+"/sky/issuer/token", strings.NewReader(form))
-	Expect(err).NotTo(HaveOccurred())
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth("fly", "Zmx5")
-	resp, err := http.DefaultClient.Do(req)
-	Expect(err).NotTo(HaveOccurred())
-	defer resp.Body.Close()
+	status, body := tokenFrom(ctx, "127.0.0.1", user, passwords[user])
+	Expect(status).To(Equal(http.StatusOK), body)
 	var out struct {
 		IDToken string `json:"id_token"`
 	}
-	Expect(json.NewDecoder(resp.Body).Decode(&out)).To(Succeed())
+	Expect(json.Unmarshal([]byte(body), &out)).To(Succeed())
 	Expect(out.IDToken).NotTo(BeEmpty())
 	return out.IDToken
 }
