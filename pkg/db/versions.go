@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -346,6 +347,9 @@ func (d *DB) Versions(ctx context.Context, resourceID int64, p VersionPage) (vs 
 	if limit <= 0 {
 		limit = 100
 	}
+	// One more row says whether an older page exists: that one must not
+	// overflow into a negative LIMIT (limit=MaxInt answered 500).
+	limit = min(limit, math.MaxInt32)
 	order := "DESC"
 	if p.From != 0 && p.To == 0 {
 		order = "ASC" // the page right after From, towards the newest

@@ -3,6 +3,7 @@ package db
 import (
 	"errors"
 	"maps"
+	"math"
 	"testing"
 	"time"
 
@@ -171,6 +172,12 @@ func TestVersionPagesAndFilter(t *testing.T) {
 	page, _, _, _ = d.Versions(ctx, r, VersionPage{Filter: map[string]string{"ref": "2"}})
 	if !equal(refs(t, page), []string{"2"}) {
 		t.Fatalf("filtered: %v", refs(t, page))
+	}
+	// The largest limit is every version, not a negative LIMIT (the API
+	// answered 500 for limit=MaxInt64).
+	page, older, _, err = d.Versions(ctx, r, VersionPage{Limit: math.MaxInt})
+	if err != nil || len(page) != 5 || older {
+		t.Fatalf("limit MaxInt: %v older=%v err=%v", refs(t, page), older, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
 )
 
 // Builds, their plans, events, artifacts and audit trails, abort, and
@@ -83,6 +85,57 @@ func TestListBuilds(t *testing.T) {
 		wantError(t, a.do(t, "GET", "/api/v1/teams/main/builds?"+c.query, viewer, ""), 400, c.says)
 	}
 	want404(t, a.do(t, "GET", "/api/v1/teams/nope/builds", a.roleIn(t, "admin"), ""), "Not Found", `team "nope": not found`)
+}
+
+// Every paged list takes the largest numbers a client can send without
+// overflowing into a wrong page or a 500 (limit+1 wrapped negative: a
+// resource's versions answered 500, a job's builds their default 50; a
+// start time past year 9999 wrapped to 1969: no builds), and refuses a
+// number it cannot parse with 400 naming the parameter.
+func TestPagingBounds(t *testing.T) {
+	a := newTestAPI(t)
+	viewer := a.roleIn(t, "viewer")
+	const maxInt64 = "9223372036854775807"
+	lists := []string{"/api/v1/builds", "/api/v1/teams/main/builds", pPath + "/builds", jPath + "/builds", rPath + "/versions"}
+	for _, list := range lists {
+		for _, q := range []string{"limit", "to", "from", "since", "until"} {
+			if strings.HasSuffix(list, "/versions") && (q == "since" || q == "until") {
+				continue // versions page by from and to only
+			}
+			a.store.lastFilter, a.store.lastPage = db.BuildFilter{}, db.VersionPage{}
+			path := list + "?" + q + "=" + maxInt64
+			if ans := a.do(t, "GET", path, viewer, ""); ans.code != 200 {
+				t.Errorf("GET %s: %s, want 200", path, ans)
+				continue
+			}
+			f, p := a.store.lastFilter, a.store.lastPage
+			if f.Limit < 0 || f.Limit > maxPageLimit+1 || p.Limit < 0 || p.Limit > maxPageLimit {
+				t.Errorf("GET %s: the store was asked for limit %d / %d", path, f.Limit, p.Limit)
+			}
+			if q == "to" && !strings.HasSuffix(list, "/versions") && f.Before != math.MaxInt64 {
+				t.Errorf("GET %s: before %d, want every build", path, f.Before)
+			}
+		}
+		// The parameter that cannot be read is named.
+		for _, q := range []string{"limit", "to", "from"} {
+			wantError(t, a.do(t, "GET", list+"?"+q+"=99999999999999999999", viewer, ""), 400, q+`="99999999999999999999"`)
+		}
+	}
+	// fly builds --since/--until: the latest start time PostgreSQL keeps.
+	for _, list := range lists[:4] {
+		a.store.lastFilter = db.BuildFilter{}
+		if ans := a.do(t, "GET", list+"?timestamps=true&from=1&to="+maxInt64, viewer, ""); ans.code != 200 {
+			t.Errorf("GET %s with to=MaxInt64: %s", list, ans)
+		}
+		if got := a.store.lastFilter.StartedTo; got.Year() != 9999 {
+			t.Errorf("GET %s with to=MaxInt64: started before %v, want the end of year 9999", list, got)
+		}
+	}
+	// A job's builds ask one more than the page to know of an older page.
+	a.do(t, "GET", jPath+"/builds?limit="+maxInt64, viewer, "")
+	if got := a.store.lastFilter.Limit; got != maxPageLimit+1 {
+		t.Errorf("job builds with limit=MaxInt64: the store was asked for %d", got)
+	}
 }
 
 func TestCreateBuild(t *testing.T) {

@@ -55,8 +55,10 @@ type fakeStore struct {
 	// wall and tokens (opaque token hash -> signed) are FlyStore's.
 	wall   db.Wall
 	tokens map[string]string
-	// lastFilter is the last build filter Builds or JobBuilds was asked.
+	// lastFilter is the last build filter Builds or JobBuilds was asked,
+	// lastPage the last page of versions.
 	lastFilter db.BuildFilter
+	lastPage   db.VersionPage
 }
 
 func newFakeStore() *fakeStore {
@@ -425,7 +427,10 @@ func (s *fakeStore) LookupPipelineResource(_ context.Context, pipeline int64, na
 func (s *fakeStore) DeleteResourceCaches(_ context.Context, id int64) (int64, error) {
 	return 1, s.change(fmtRef("DeleteResourceCaches", id))
 }
-func (s *fakeStore) Versions(_ context.Context, res int64, _ db.VersionPage) ([]db.Version, bool, bool, error) {
+func (s *fakeStore) Versions(_ context.Context, res int64, p db.VersionPage) ([]db.Version, bool, bool, error) {
+	s.mu.Lock()
+	s.lastPage = p
+	s.mu.Unlock()
 	vs, err := all(s, s.versions, func(v db.Version) bool { return v.ResourceID == res })
 	return vs, false, false, err
 }

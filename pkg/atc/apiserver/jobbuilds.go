@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -146,6 +147,10 @@ func addLink(w http.ResponseWriter, base, param string, id int64, limit int, rel
 	w.Header().Add("Link", fmt.Sprintf(`<%s?%s=%d&limit=%d>; rel="%s"`, base, param, id, limit, rel))
 }
 
+// maxPageLimit is more rows than any page holds; a larger limit is this
+// one, so that limit+1 (whether an older page exists) cannot overflow.
+const maxPageLimit = math.MaxInt32
+
 // pageLimit reads limit=, def when absent.
 func pageLimit(q url.Values, def int) (int, error) {
 	v := q.Get("limit")
@@ -156,5 +161,5 @@ func pageLimit(q url.Values, def int) (int, error) {
 	if err != nil || n < 1 {
 		return 0, errors.New("limit=" + strconv.Quote(v) + ": want a positive number")
 	}
-	return n, nil
+	return min(n, maxPageLimit), nil
 }

@@ -334,14 +334,12 @@ func (s *Server) listBuildsOf(w http.ResponseWriter, r *http.Request, f db.Build
 		s.fail(w, r, badRequest(err))
 		return
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			s.fail(w, r, badRequest(fmt.Errorf("limit=%q: want a positive number", v)))
-			return
-		}
-		f.Limit = n
+	limit, err := pageLimit(q, 0) // 0: the store's default
+	if err != nil {
+		s.fail(w, r, badRequest(err))
+		return
 	}
+	f.Limit = limit
 	builds, err := s.store.Builds(r.Context(), f)
 	if err != nil {
 		s.fail(w, r, err)
@@ -448,6 +446,10 @@ func (s *Server) handleBuildArtifacts(w http.ResponseWriter, r *http.Request, b 
 	writeJSON(w, http.StatusOK, out)
 }
 
+// maxUnixTime is the last second of year 9999: later start times bound
+// nothing more, and PostgreSQL cannot store them.
+const maxUnixTime = 253402300799
+
 // parsePage reads Concourse's build pages into f: to=N is N and older,
 // from=N is N and newer (the older since/until are exclusive). With
 // timestamps=true (fly builds --since/--until), from and to are Unix times
@@ -463,7 +465,9 @@ func parsePage(q url.Values, f *db.BuildFilter) error {
 				if err != nil || n <= 0 {
 					return fmt.Errorf("%s=%q: want a Unix time (timestamps=true)", p.name, v)
 				}
-				*p.dst = time.Unix(n, 0)
+				// Past PostgreSQL's range the driver's encoding wraps
+				// around (to=MaxInt64 became 1969: no builds).
+				*p.dst = time.Unix(min(n, maxUnixTime), 0)
 			}
 		}
 		return nil
