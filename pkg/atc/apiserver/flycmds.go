@@ -130,8 +130,8 @@ func (s *Server) handleRenameTeam(w http.ResponseWriter, r *http.Request, claims
 	var in struct {
 		Name string `json:"name"`
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil {
-		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{fmt.Sprintf("decode the new name: %v", err)}})
+	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&in); err != nil {
+		writeJSON(w, bodyStatus(err), saveConfigResponse{Errors: []string{fmt.Sprintf("decode the new name: %v", err)}})
 		return
 	}
 	if err := names.CheckTeam(in.Name); err != nil {
@@ -270,7 +270,7 @@ func (s *Server) handleCheckResourceType(w http.ResponseWriter, r *http.Request,
 	var in struct {
 		From map[string]string `json:"from"`
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil && !errors.Is(err, io.EOF) {
+	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&in); err != nil && !errors.Is(err, io.EOF) {
 		s.fail(w, r, badRequest(fmt.Errorf("decode the check request: %w", err)))
 		return
 	}
@@ -318,7 +318,7 @@ func (s *Server) handleGetWall(w http.ResponseWriter, r *http.Request) {
 // handleSetWall is `fly set-wall [--ttl]`.
 func (s *Server) handleSetWall(w http.ResponseWriter, r *http.Request) {
 	var in wall
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil {
+	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&in); err != nil {
 		s.fail(w, r, badRequest(fmt.Errorf("decode the wall: %w", err)))
 		return
 	}

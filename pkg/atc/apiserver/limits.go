@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"io"
 	"net/http"
 	"regexp"
 	"time"
@@ -64,4 +65,26 @@ func (s *Server) limitBodies(next http.Handler) http.Handler {
 		r.Body = bodylimit.Wrap(w, r, limit, flagName, stall)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// maxJSONBody bounds the small JSON documents routes take (a team, a new
+// name, a pin comment); --max-request-body bounds every body before that.
+const maxJSONBody = 1 << 20
+
+// boundedBody is r's body bounded to limit bytes. Reading past the limit
+// fails with a bodylimit.Error, which fail answers with 413 naming the
+// limit, also for a body sent chunked: a body cut short instead would be
+// answered 400 as broken JSON.
+func boundedBody(w http.ResponseWriter, r *http.Request, limit int64) io.Reader {
+	return bodylimit.Wrap(w, r, limit, "", 0)
+}
+
+// bodyStatus is the status for a request body that could not be read or
+// decoded, for the handlers that answer fly's saveConfigResponse rather
+// than through fail: 413 when it was over a limit, else 400.
+func bodyStatus(err error) int {
+	if bodylimit.TooLarge(err) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
 }

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/porter-ci/porter/pkg/atc/apiserver/bodylimit"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -361,14 +360,9 @@ func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth
 		s.fail(w, r, withStatus(http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: send application/x-yaml or application/json", ct)))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigSize))
+	body, err := io.ReadAll(boundedBody(w, r, maxConfigSize))
 	if err != nil {
-		status := http.StatusBadRequest
-		if bodylimit.TooLarge(err) {
-			// Also when it came chunked, with no length to refuse first.
-			status = http.StatusRequestEntityTooLarge
-		}
-		writeJSON(w, status, saveConfigResponse{Errors: []string{fmt.Sprintf("read the config: %v", err)}})
+		writeJSON(w, bodyStatus(err), saveConfigResponse{Errors: []string{fmt.Sprintf("read the config: %v", err)}})
 		return
 	}
 
@@ -519,8 +513,8 @@ func (s *Server) handleRenamePipeline(w http.ResponseWriter, r *http.Request, pr
 	var in struct {
 		Name string `json:"name"`
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil {
-		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{fmt.Sprintf("decode the new name: %v", err)}})
+	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&in); err != nil {
+		writeJSON(w, bodyStatus(err), saveConfigResponse{Errors: []string{fmt.Sprintf("decode the new name: %v", err)}})
 		return
 	}
 	warning, err := validPipelineName(in.Name)
@@ -555,7 +549,7 @@ func (s *Server) handleRenamePipeline(w http.ResponseWriter, r *http.Request, pr
 // in that order.
 func (s *Server) handleOrderPipelines(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
 	var names []string
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&names); err != nil {
+	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&names); err != nil {
 		s.fail(w, r, badRequest(fmt.Errorf("decode the pipeline names: %w", err)))
 		return
 	}
@@ -566,7 +560,7 @@ func (s *Server) handleOrderPipelines(w http.ResponseWriter, r *http.Request, _ 
 // instances of one instanced pipeline in the order of their instance vars.
 func (s *Server) handleOrderPipelineInstances(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
 	var instances []map[string]any
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&instances); err != nil {
+	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&instances); err != nil {
 		s.fail(w, r, badRequest(fmt.Errorf("decode the instance vars: %w", err)))
 		return
 	}

@@ -110,7 +110,7 @@ func (s *Server) handleClearResourceCache(w http.ResponseWriter, r *http.Request
 	var in struct {
 		Version map[string]string `json:"version"`
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil && !errors.Is(err, io.EOF) {
+	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&in); err != nil && !errors.Is(err, io.EOF) {
 		s.fail(w, r, badRequest(fmt.Errorf("decode the version: %w", err)))
 		return
 	}

@@ -267,7 +267,7 @@ func (s *Server) handleSetTeam(w http.ResponseWriter, r *http.Request, claims au
 		return
 	}
 	var in concourse.Team
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil {
+	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&in); err != nil {
 		s.fail(w, r, badRequest(fmt.Errorf("decode team: %w", err)))
 		return
 	}
@@ -392,7 +392,7 @@ func (s *Server) handleCreateBuild(w http.ResponseWriter, r *http.Request, claim
 // createBuildFromRequest creates a one-off build of team from the plan in
 // the request's body (fly execute's). what names it in errors (empty: none).
 func (s *Server) createBuildFromRequest(w http.ResponseWriter, r *http.Request, team db.Team, userID, what string) {
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))
+	raw, err := io.ReadAll(boundedBody(w, r, 4<<20))
 	if err != nil {
 		s.fail(w, r, badRequest(fmt.Errorf("read the plan: %w", err)))
 		return

@@ -127,7 +127,7 @@ type checkRequest struct {
 // build, which fly then watches.
 func (s *Server) handleCheckResource(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
 	var req checkRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	body, err := io.ReadAll(boundedBody(w, r, maxJSONBody))
 	if err != nil {
 		s.fail(w, r, badRequest(fmt.Errorf("read the check request: %w", err)))
 		return
@@ -197,7 +197,7 @@ func (s *Server) handlePinComment(w http.ResponseWriter, r *http.Request, rr res
 	var req struct {
 		Comment string `json:"pin_comment"`
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&req); err != nil {
 		s.fail(w, r, badRequest(fmt.Errorf("decode the pin comment: %w", err)))
 		return
 	}

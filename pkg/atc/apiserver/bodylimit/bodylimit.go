@@ -12,15 +12,19 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Error is a request body over the server's limit (HTTP 413).
+// Error is a request body over the server's limit (HTTP 413). Flag is
+// the server flag that sets the limit; "" for a route's own fixed one.
 type Error struct {
 	Limit int64
 	Flag  string
 }
 
 func (e Error) Error() string {
-	return fmt.Sprintf("request body too large: this server accepts at most %s (%d bytes; serve --%s)",
-		resource.NewQuantity(e.Limit, resource.BinarySI), e.Limit, e.Flag)
+	size := resource.NewQuantity(e.Limit, resource.BinarySI)
+	if e.Flag == "" {
+		return fmt.Sprintf("request body too large: this request may have at most %s (%d bytes)", size, e.Limit)
+	}
+	return fmt.Sprintf("request body too large: this server accepts at most %s (%d bytes; serve --%s)", size, e.Limit, e.Flag)
 }
 
 // TooLarge reports whether err is a body over its limit.
