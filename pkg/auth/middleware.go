@@ -61,7 +61,14 @@ func Authenticate(iss *Issuer, sessions Sessions, log *slog.Logger, unavailable 
 			}
 			ctx := r.Context()
 			refuse := func(err error) {
-				log.DebugContext(ctx, "refused token", "path", r.URL.Path, "err", err)
+				// The answer gives only the server's own reason (a library's
+				// would coach a forger): the whole of it is here. An expired
+				// token is routine, anything else worth an operator's look.
+				level := slog.LevelInfo
+				if errors.Is(err, ErrExpired) {
+					level = slog.LevelDebug
+				}
+				log.Log(ctx, level, "refused token", "path", r.URL.Path, "err", err)
 				next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tokenErrorKey, err)))
 			}
 			// fly sends "Bearer", but its hijack sends "bearer".

@@ -2,10 +2,12 @@ package auth
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRefuseCrossOrigin(t *testing.T) {
@@ -54,5 +56,35 @@ func TestRefuseCrossOrigin(t *testing.T) {
 				t.Errorf("unclear refusal: %q", body)
 			}
 		})
+	}
+}
+
+// A refused token's reason, which the 401 leaves out when it is a token
+// library's, is in the server's log at a level operators keep; an expired
+// token, which is routine, only at debug.
+func TestAuthenticateLogsWhyATokenWasRefused(t *testing.T) {
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	clk := &clock{time.Now()}
+	iss := NewIssuer(newTestKey(t), testIssuerURL, time.Hour, WithClock(clk.now))
+	h := Authenticate(iss, &memUsers{}, log, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	send := func(token string) {
+		req := httptest.NewRequest(http.MethodGet, "/api/v1/user", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	send("a.b.c")
+	if got := logged.String(); !strings.Contains(got, "level=INFO") || !strings.Contains(got, "refused token") || !strings.Contains(got, "malformed") {
+		t.Errorf("a malformed token: the log says %q, want the library's reason at info", got)
+	}
+	logged.Reset()
+	token, err := iss.Issue(testClaims())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.t = clk.t.Add(2 * time.Hour)
+	send(token)
+	if got := logged.String(); got != "" {
+		t.Errorf("an expired token logged at info: %q", got)
 	}
 }
