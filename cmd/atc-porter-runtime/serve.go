@@ -214,7 +214,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&cfg.CredentialNamespacePrefix, "kubernetes-credential-namespace-prefix", creds.DefaultNamespacePrefix,
 		"((vars)) of team T are read from Secrets in namespace PREFIX+T (the ATC needs get on secrets there); not with --vault-url")
 	o.vault.add(fs)
-	fs.Func("var-source-allowed-networks", "a network (CIDR, or an address) a pipeline's var_source may reach although it is loopback, link-local, unspecified or multicast, which are refused by default (the server, not the pipeline's author, makes the connection, with its token); comma-separated or repeatable, e.g. 127.0.0.1/32 for a Vault beside the server", func(v string) error {
+	fs.Func("var-source-allowed-networks", "a network (CIDR, or an address) a pipeline's var_source may reach although it is loopback, link-local, a cloud's metadata service, unspecified or multicast, which are refused by default, checked at each connection after name resolution (the server, not the pipeline's author, connects, with the source's token); private networks are not refused; comma-separated or repeatable, e.g. 127.0.0.1/32 for a Vault beside the server", func(v string) error {
 		nets, err := netguard.ParseNetworks([]string{v})
 		if err != nil {
 			return err

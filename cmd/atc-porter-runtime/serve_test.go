@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -85,6 +86,7 @@ func TestServeRefusesBadValuesNamingTheFlag(t *testing.T) {
 		{[]string{"--base-resource-type-defaults", "/nonexistent/defaults.yml"}, "--base-resource-type-defaults"},
 		{[]string{"--max-build-logs-to-retain", "-1"}, "--max-build-logs-to-retain -1: must not be negative"},
 		{[]string{"--check-pod-max-checks", "-1"}, "--check-pod-max-checks -1: must not be negative"},
+		{[]string{"--var-source-allowed-networks", "127.0.0.1/32,loopback"}, `--var-source-allowed-networks`},
 		{[]string{"stray"}, `"stray"`},
 		{[]string{"--vault-url", "http://vault:8200"}, "--vault-client-token is required"},
 		{[]string{"--vault-url", "vault:8200", "--vault-client-token", "t"}, `--vault-url "vault:8200" must be http:// or https://`},
@@ -187,6 +189,18 @@ func TestRepeatableFlags(t *testing.T) {
 	}
 	if cfg.BaseResourceTypes["git"] != "g:1" || cfg.BaseResourceTypes["time"] != "t:1" {
 		t.Errorf("base resource types %v", cfg.BaseResourceTypes)
+	}
+	// Networks a var_source may reach: CIDRs or addresses, comma-separated
+	// or repeated.
+	o, err = serveFlags(t, "--var-source-allowed-networks", "127.0.0.1, 10.96.0.0/12", "--var-source-allowed-networks=::1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = o.config(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(cfg.VarSourceAllowedNetworks); got != "[127.0.0.1/32 10.96.0.0/12 ::1/128]" {
+		t.Errorf("var source networks %s", got)
 	}
 }
 

@@ -3,11 +3,17 @@ package creds_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/porter-ci/porter/pkg/creds"
+	"github.com/porter-ci/porter/pkg/netguard"
 	"github.com/porter-ci/porter/pkg/vars"
 	"github.com/porter-ci/porter/test/testenv"
 )
@@ -147,5 +153,45 @@ func TestVaultConfigRefused(t *testing.T) {
 		if _, err := creds.NewVault(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: err %v, want one with %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// A var_source's Vault client checks each connection's address before it
+// is made: a Vault URL on loopback is refused with an error naming the URL
+// and the flag that would allow it, and no request reaches the listener;
+// with the network allowed the same Vault is asked.
+func TestVaultDialControl(t *testing.T) {
+	var asked atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	cfg := creds.VaultConfig{URL: srv.URL, ClientToken: "the-token", PathPrefix: "/concourse"}
+
+	refusing, err := creds.NewVault(cfg, creds.WithDialControl(netguard.Guard{Flag: "var-source-allowed-networks"}.Control))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = refusing.Lookup(context.Background(), "main", "p", "x")
+	var refused *netguard.RefusedError
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), srv.URL) || !strings.Contains(err.Error(), "--var-source-allowed-networks") {
+		t.Fatalf("lookup through %s: %v; want refused, naming the URL and the flag", srv.URL, err)
+	}
+	t.Logf("refused: %v", err)
+	if n := asked.Load(); n != 0 {
+		t.Fatalf("a refused Vault was asked %d times", n)
+	}
+
+	allowed := netguard.Guard{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+	allowing, err := creds.NewVault(cfg, creds.WithDialControl(allowed.Control))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := allowing.Lookup(context.Background(), "main", "p", "x"); err != nil || found {
+		t.Fatalf("lookup with loopback allowed: found=%v %v; want not found", found, err)
+	}
+	if asked.Load() == 0 {
+		t.Fatal("the allowed Vault was never asked")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -56,8 +57,20 @@ func (g Guard) Check(ip netip.Addr) error {
 	return &RefusedError{Addr: ip, Kind: kind, Flag: g.Flag}
 }
 
+// metadataAddrs are clouds' instance metadata services outside the
+// link-local range (Alibaba Cloud's, AWS's over IPv6): they hand out the
+// node's credentials to whoever asks from it.
+var metadataAddrs = []netip.Addr{netip.MustParseAddr("100.100.100.200"), netip.MustParseAddr("fd00:ec2::254")}
+
+// refusedKind names the kind of a refused address; "" for the rest. Private
+// networks (10/8, 172.16/12, 192.168/16, fc00::/7) are not refused: a Vault
+// in the cluster is on a cluster IP there, and allowing the whole service
+// range to reach it would allow everything in it anyway (the ATC's
+// NetworkPolicy is what narrows its egress).
 func refusedKind(ip netip.Addr) string {
 	switch {
+	case slices.Contains(metadataAddrs, ip):
+		return "cloud metadata"
 	case !ip.IsValid():
 		return "invalid"
 	case ip.IsLoopback():

@@ -23,6 +23,8 @@ func TestCheck(t *testing.T) {
 		{"127.0.0.1", "loopback"}, {"127.0.0.2", ""}, {"::1", ""}, {"::ffff:127.0.0.1", "loopback"},
 		{"169.254.169.254", "link-local"}, {"fe80::1", "link-local"}, {"0.0.0.0", "unspecified"}, {"::", "unspecified"},
 		{"239.1.2.3", "multicast"}, {"10.0.0.1", ""}, {"192.168.1.1", ""}, {"203.0.113.9", ""},
+		{"100.100.100.200", "cloud metadata"}, {"fd00:ec2::254", "cloud metadata"}, {"::ffff:100.100.100.200", "cloud metadata"},
+		{"100.100.100.201", ""}, {"fd00::1", ""},
 	} {
 		err := g.Check(netip.MustParseAddr(c.ip))
 		var re *RefusedError
