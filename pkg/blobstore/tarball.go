@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -344,8 +345,14 @@ func CheckEntry(hdr *tar.Header) error {
 // symlink an earlier entry made, which Extract would refuse only when it
 // got there (the root does not follow a link out of the target). A tar
 // made from a real directory never has one: tar does not descend links.
+//
+// It keeps a 64-bit hash of each symlink's name, not the name, and hashes
+// an entry's parent directories in one pass over its name: an upload of
+// long names (a tar's may be 1 MiB) costs neither memory nor quadratic
+// time on the server.
 type EntryChecker struct {
-	symlinks map[string]bool // cleaned names that are symlinks now
+	seed     maphash.Seed
+	symlinks map[uint64]bool // hashes of cleaned names that are symlinks now
 }
 
 // Check applies CheckEntry and the symlink rule to the next entry.
@@ -362,30 +369,47 @@ func (c *EntryChecker) Check(hdr *tar.Header) error {
 	}
 	if hdr.Typeflag == tar.TypeLink {
 		target, _ := cleanName(hdr.Linkname) // checked
-		if link := c.under(target); link != "" || c.symlinks[target] {
+		if link := c.under(target); link != "" || c.symlinks[c.hash(target)] {
 			return fmt.Errorf("%w: hard link %q to %q goes through a symlink of the archive", ErrUnsafePath, hdr.Name, hdr.Linkname)
 		}
 	}
 	if hdr.Typeflag == tar.TypeSymlink {
 		if c.symlinks == nil {
-			c.symlinks = map[string]bool{}
+			c.seed, c.symlinks = maphash.MakeSeed(), map[uint64]bool{}
 		}
-		c.symlinks[name] = true
-	} else {
+		c.symlinks[c.hash(name)] = true
+	} else if c.symlinks != nil {
 		// Extract replaces what was there.
-		delete(c.symlinks, name)
+		delete(c.symlinks, c.hash(name))
 	}
 	return nil
 }
 
-// under returns the symlink that name lies under ("" if none).
+func (c *EntryChecker) hash(name string) uint64 {
+	return maphash.String(c.seed, name)
+}
+
+// under returns the symlink that name lies under ("" if none). Each parent
+// is hashed by extending the previous one's hash (maphash's sum does not
+// depend on how the writes were split).
 func (c *EntryChecker) under(name string) string {
-	for dir := path.Dir(name); dir != "." && len(c.symlinks) > 0; dir = path.Dir(dir) {
-		if c.symlinks[dir] {
-			return dir
-		}
+	if len(c.symlinks) == 0 {
+		return ""
 	}
-	return ""
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	for end := 0; ; end++ {
+		i := strings.IndexByte(name[end:], '/')
+		if i < 0 {
+			return ""
+		}
+		_, _ = h.WriteString(name[end : end+i])
+		end += i
+		if c.symlinks[h.Sum64()] {
+			return name[:end]
+		}
+		_ = h.WriteByte('/')
+	}
 }
 
 func (x *extractor) entry(ctx context.Context, hdr *tar.Header, r io.Reader) error {

@@ -4,8 +4,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/porter-ci/porter/pkg/blobstore"
@@ -21,6 +23,7 @@ func FuzzInflate(f *testing.F) {
 	f.Add(gz(f, tarOf(f, tree...)))
 	f.Add(gz(f, tarOf(f, entry{name: "../x", typ: tar.TypeReg, body: "x"})))
 	f.Add(gz(f, sparseTar(f, "s", 1<<40)))
+	f.Add(gz(f, tarOf(f, entry{name: "etc", typ: tar.TypeSymlink, link: "/etc"}, entry{name: "etc/cron.d/x", typ: tar.TypeReg, body: "x"})))
 	f.Add(bomb(f, 1<<20))
 	f.Add(gz(f, []byte("hello")))
 	f.Add([]byte("garbage"))
@@ -66,6 +69,13 @@ func FuzzInflate(f *testing.F) {
 		}
 		if n != stats.Entries || n > limits.MaxEntries {
 			t.Fatalf("%d entries, stats %d, cap %d", n, stats.Entries, limits.MaxEntries)
+		}
+		// What passed is what the sidecar extracts: it may still fail there
+		// (a hard link to a file it lacks), but never as unsafe, which the
+		// upload would have refused.
+		err = blobstore.Extract(context.Background(), bytes.NewReader(plain), t.TempDir())
+		if errors.Is(err, blobstore.ErrUnsafePath) || (err != nil && strings.Contains(err.Error(), "escapes from parent")) {
+			t.Fatalf("passed a tar the extraction refuses as unsafe: %v", err)
 		}
 	})
 }

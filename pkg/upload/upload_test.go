@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -152,6 +153,10 @@ func TestInflate(t *testing.T) {
 			entry{name: "h", typ: tar.TypeLink, link: "s/etc/shadow"})), want: badFormat, says: "goes through a symlink"},
 		{name: "a symlink replaced by a directory", body: gz(t, tarOf(t, entry{name: "s", typ: tar.TypeSymlink, link: "/"},
 			entry{name: "s", typ: tar.TypeDir}, entry{name: "s/x", typ: tar.TypeReg, body: "x"})), want: ok},
+		{name: "a file under a nested symlink", body: gz(t, tarOf(t, entry{name: "a/b", typ: tar.TypeSymlink, link: "/etc"},
+			entry{name: "a/b/c/d", typ: tar.TypeReg, body: "x"})), want: badFormat, says: `"a/b/c/d" lies under "a/b"`},
+		{name: "a name that only starts like a symlink", body: gz(t, tarOf(t, entry{name: "a/b", typ: tar.TypeSymlink, link: "/etc"},
+			entry{name: "a/bc/d", typ: tar.TypeReg, body: "x"}, entry{name: "a/b.d", typ: tar.TypeReg, body: "x"})), want: ok},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -189,6 +194,24 @@ func TestInflate(t *testing.T) {
 				t.Fatalf("wrote %d bytes (of %d read) before refusing the header", out.Len(), src.n)
 			}
 		})
+	}
+}
+
+// Long names after a symlink cost the upload's check linear time: each
+// entry's parents were looked up one path.Dir at a time, so one 320 KB name
+// took the server 54 s (a tar's name may be 1 MiB).
+func TestInflateLongNamesAfterASymlink(t *testing.T) {
+	deep := strings.Repeat("a/", 250_000) // 500 KB, 250,000 parents
+	body := gz(t, tarOf(t, entry{name: "s", typ: tar.TypeSymlink, link: "/etc"},
+		entry{name: deep + "f", typ: tar.TypeReg, body: "x"}, entry{name: deep + "g", typ: tar.TypeReg, body: "x"},
+		entry{name: "s/" + deep + "f", typ: tar.TypeReg, body: "x"}))
+	start := time.Now()
+	_, err := upload.Inflate(io.Discard, bytes.NewReader(body), upload.Limits{})
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("checking took %s", took)
+	}
+	if err == nil || !strings.Contains(err.Error(), `lies under "s"`) {
+		t.Errorf("err = %.200v, want the entry under s refused", err)
 	}
 }
 
