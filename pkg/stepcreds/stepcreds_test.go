@@ -265,7 +265,9 @@ func TestSTSCredentialsOnRealMinIO(t *testing.T) {
 	}
 }
 
-func accessDenied(err error) bool { return err != nil && strings.Contains(err.Error(), "Access Denied") }
+func accessDenied(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "Access Denied")
+}
 
 func readAll(t *testing.T, s blobstore.Store, key string) string {
 	t.Helper()
