@@ -9,7 +9,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
-	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/auditseal"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/stepcreds"
@@ -65,6 +65,6 @@ func (s *Server) newRuntime(client func(worker.Config) (kubernetes.Interface, er
 	return kuberuntime.New(kuberuntime.Config{Workers: s.cfg.Workers, Pod: s.podWorker, Heartbeat: s.cfg.WorkerHeartbeat,
 		Placement: s.cfg.Placement, Insecure: s.cfg.Insecure, Started: s.started, Shutdown: exec.ErrShutdown},
 		kuberuntime.Deps{Store: s.db, Metrics: s.obs.metrics, Log: s.log, Client: client, Tokens: s.keys,
-			Credentials: creds, Audit: s.auditStore(), Sealer: blobstore.AuditSealer{Staging: s.store, Audit: s.auditStore()},
+			Credentials: creds, Audit: s.auditStore(), Sealer: auditseal.Sealer{Staging: s.store, Audit: s.auditStore()},
 			CA: func() []byte { return s.caPEM }})
 }

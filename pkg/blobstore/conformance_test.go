@@ -20,6 +20,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/porter-ci/porter/pkg/auditseal"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/test/testenv"
 )
@@ -430,7 +431,7 @@ var _ = Describe("Store conformance", func() {
 				auditBucket := "audit-" + strings.ToLower(driver) + "-" + strings.ToLower(rand.Text()[:8])
 				audit := openStore(ctx, driver, minioServer.Config(auditBucket))
 				Expect(blobstore.EnsureLockedBucket(ctx, audit, 24*time.Hour)).To(Succeed())
-				sealer := blobstore.AuditSealer{Staging: store, Audit: audit}
+				sealer := auditseal.Sealer{Staging: store, Audit: audit}
 				stage := func(key, body string) {
 					GinkgoHelper()
 					_, err := store.Put(ctx, key, strings.NewReader(body), int64(len(body)), blobstore.PutOptions{ContentType: "application/json"})
@@ -438,20 +439,20 @@ var _ = Describe("Store conformance", func() {
 				}
 				events := make([]byte, testPartSize+1<<20) // sealed in parts
 				_, _ = rand.Read(events)
-				stage(blobstore.StagedAuditKey("7", "s1", blobstore.ActionObject), "the action")
-				stage(blobstore.StagedAuditKey("7", "s1", blobstore.EventsObject), string(events))
-				stage(blobstore.StagedAuditKey("7", "s1", blobstore.ResultObject), "the result")
-				stage(blobstore.StagedAuditKey("7", "s1", "forged.json"), "not an audit object")
-				stage(blobstore.AuditStagingPrefix("s1")+blobstore.StepPrefix("7", "s2")+blobstore.ResultObject, "another step's")
-				stage(blobstore.StagedAuditKey("7", "s2", blobstore.ResultObject), "s2's own")
+				stage(auditseal.StagedKey("7", "s1", blobstore.ActionObject), "the action")
+				stage(auditseal.StagedKey("7", "s1", blobstore.EventsObject), string(events))
+				stage(auditseal.StagedKey("7", "s1", blobstore.ResultObject), "the result")
+				stage(auditseal.StagedKey("7", "s1", "forged.json"), "not an audit object")
+				stage(auditseal.StagingPrefix("s1")+blobstore.StepPrefix("7", "s2")+blobstore.ResultObject, "another step's")
+				stage(auditseal.StagedKey("7", "s2", blobstore.ResultObject), "s2's own")
 
 				final := blobstore.StepPrefix("7", "s1")
 				res, err := sealer.Seal(ctx, "s1")
 				Expect(err).NotTo(HaveOccurred())
 				Expect(res.Keys).To(Equal([]string{final + blobstore.ActionObject, final + blobstore.EventsObject, final + blobstore.ResultObject}),
 					"result.json, which marks the record complete, last")
-				Expect(res.Ignored).To(ConsistOf(blobstore.StagedAuditKey("7", "s1", "forged.json"),
-					blobstore.AuditStagingPrefix("s1")+blobstore.StepPrefix("7", "s2")+blobstore.ResultObject))
+				Expect(res.Ignored).To(ConsistOf(auditseal.StagedKey("7", "s1", "forged.json"),
+					auditseal.StagingPrefix("s1")+blobstore.StepPrefix("7", "s2")+blobstore.ResultObject))
 				Expect(getAll(ctx, audit, final+blobstore.ActionObject)).To(Equal([]byte("the action")))
 				Expect(getAll(ctx, audit, final+blobstore.EventsObject)).To(Equal(events))
 				Expect(getAll(ctx, audit, final+blobstore.ResultObject)).To(Equal([]byte("the result")))
@@ -461,15 +462,15 @@ var _ = Describe("Store conformance", func() {
 				sealed, err := audit.List(ctx, blobstore.BuildPrefix("7"))
 				Expect(err).NotTo(HaveOccurred())
 				Expect(sealed).To(HaveLen(3), "only the step's own audit objects")
-				left, err := store.List(ctx, blobstore.AuditStagingPrefix("s1"))
+				left, err := store.List(ctx, auditseal.StagingPrefix("s1"))
 				Expect(err).NotTo(HaveOccurred())
 				Expect(left).To(BeEmpty(), "the staged copies go once sealed")
-				_, err = store.Stat(ctx, blobstore.StagedAuditKey("7", "s2", blobstore.ResultObject))
+				_, err = store.Stat(ctx, auditseal.StagedKey("7", "s2", blobstore.ResultObject))
 				Expect(err).NotTo(HaveOccurred(), "another step's staging is not touched")
 
 				// Whatever is staged after the seal changes nothing sealed,
 				// however often it is sealed again.
-				stage(blobstore.StagedAuditKey("7", "s1", blobstore.ResultObject), "a forgery")
+				stage(auditseal.StagedKey("7", "s1", blobstore.ResultObject), "a forgery")
 				for range 2 {
 					res, err = sealer.Seal(ctx, "s1")
 					Expect(err).NotTo(HaveOccurred())
@@ -492,7 +493,7 @@ var _ = Describe("Store conformance", func() {
 				// A step with nothing staged has nothing to seal.
 				res, err = sealer.Seal(ctx, "s3")
 				Expect(err).NotTo(HaveOccurred())
-				Expect(res).To(Equal(blobstore.Sealed{}))
+				Expect(res).To(Equal(auditseal.Sealed{}))
 			})
 
 			Describe("artifacts", func() {

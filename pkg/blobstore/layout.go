@@ -86,20 +86,6 @@ const (
 	ResultObject = "result.json"
 )
 
-// AuditStagingPrefix is where step stepID stages its audit objects, in the
-// artifacts' bucket, until the server seals them into the audit trail
-// (AuditSealer): the step's credentials write nothing in the audit bucket.
-func AuditStagingPrefix(stepID string) string { return "audit-staging/" + stepID + "/" }
-
-// StagedAuditKey is where step stepID stages the audit object name of its
-// StepPrefix(auditID, stepID): under its staging prefix, by its final key,
-// so that sealing needs only the step's ID. A step's credentials reach
-// only StagedAuditKey(its audit ID, its ID, *): a staged key cannot name
-// another step's record.
-func StagedAuditKey(auditID, stepID, name string) string {
-	return AuditStagingPrefix(stepID) + StepPrefix(auditID, stepID) + name
-}
-
 func orNone(s string) string {
 	if s == "" {
 		return "_"

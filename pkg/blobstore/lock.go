@@ -13,7 +13,7 @@ import (
 // rewrite a version before its retention ends. An overwrite only adds a
 // version, so readers take each object's first version (GetOriginal). Only
 // the server writes there: steps stage their audit objects, which the
-// server seals (AuditSealer), so no step's credentials can add a version.
+// server seals (pkg/auditseal), so no step's credentials can add a version.
 
 // Locker is implemented by the drivers.
 type Locker interface {

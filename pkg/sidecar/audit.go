@@ -22,6 +22,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/auditseal"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/redact"
@@ -29,7 +30,7 @@ import (
 
 // auditTrail writes the step's audit record: action.json when the step
 // starts, events.jsonl.zst and result.json when it ends. It stages them
-// (blobstore.StagedAuditKey), each written once; the ATC seals them into
+// (auditseal.StagedKey), each written once; the ATC seals them into
 // the audit trail, which the step's credentials cannot write, once it has
 // the step's end.
 type auditTrail struct {
@@ -88,7 +89,7 @@ func (t *auditTrail) close() {
 // seals it.
 func (t *auditTrail) putOnce(ctx context.Context, name string, body []byte, contentType string) (string, error) {
 	auditID := t.a.Build.AuditDir()
-	final, staged := blobstore.StepPrefix(auditID, t.a.StepID)+name, blobstore.StagedAuditKey(auditID, t.a.StepID, name)
+	final, staged := blobstore.StepPrefix(auditID, t.a.StepID)+name, auditseal.StagedKey(auditID, t.a.StepID, name)
 	ok, err := t.store.Exists(ctx, staged)
 	if err != nil {
 		return final, fmt.Errorf("look up %s: %w", staged, err)

@@ -47,7 +47,7 @@ type Artifacts interface {
 	// Exists reports whether key is stored.
 	Exists(ctx context.Context, key string) (bool, error)
 	// PutAudit stores a small audit object, staged for the ATC to seal
-	// (blobstore.StagedAuditKey).
+	// (auditseal.StagedKey).
 	PutAudit(ctx context.Context, key string, body []byte, contentType string) error
 }
 

@@ -2,7 +2,7 @@
 // limited to what that step may touch: its inputs and task caches to read,
 // its own blob prefix, audit staging prefix and caches to write. Nothing in
 // the audit trail: the server seals a step's staged audit objects there
-// once the step has ended (blobstore.AuditSealer). The server's key never
+// once the step has ended (auditseal.Sealer). The server's key never
 // enters a pod.
 package stepcreds
 
@@ -19,6 +19,7 @@ import (
 
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/porter-ci/porter/pkg/auditseal"
 	"github.com/porter-ci/porter/pkg/blobstore"
 )
 
@@ -153,7 +154,7 @@ func build(bucket, auditBucket string, sc Scope, widen func(team, key string) st
 	arn := func(key string) string { return "arn:aws:s3:::" + bucket + "/" + key }
 	own := []string{
 		arn(blobstore.BlobPrefix(sc.Team, sc.StepID) + "*"),
-		arn(blobstore.StagedAuditKey(sc.BuildID, sc.StepID, "*")),
+		arn(auditseal.StagedKey(sc.BuildID, sc.StepID, "*")),
 	}
 	var reads, caches []string
 	for _, k := range sc.Inputs {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/auditseal"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/stepcreds"
 	"github.com/porter-ci/porter/test/testenv"
@@ -189,7 +190,7 @@ func TestSTSCredentialsOnRealMinIO(t *testing.T) {
 		// Its audit record: staged in the artifacts' bucket (the sidecar
 		// checks first), never written to the audit trail, before the
 		// step's end or after.
-		staged := blobstore.StagedAuditKey("7", "s1", blobstore.ResultObject)
+		staged := auditseal.StagedKey("7", "s1", blobstore.ResultObject)
 		const accepted = `{"result":"SUCCEEDED"}`
 		if _, err := step.Put(ctx, staged, strings.NewReader(accepted), int64(len(accepted)), blobstore.PutOptions{}); err != nil {
 			t.Errorf("stage its audit record: %v", err)
@@ -212,7 +213,7 @@ func TestSTSCredentialsOnRealMinIO(t *testing.T) {
 		}
 		refused("before the seal")
 		// The server seals the record once the step has ended.
-		sealer := blobstore.AuditSealer{Staging: admin, Audit: audit}
+		sealer := auditseal.Sealer{Staging: admin, Audit: audit}
 		if res, err := sealer.Seal(ctx, "s1"); err != nil || len(res.Keys) != 1 || res.Keys[0] != record {
 			t.Errorf("seal: %+v, %v; want %s sealed", res, err, record)
 		}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/auditseal"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/stepserver"
@@ -216,7 +217,7 @@ func (r *stepRun) wait(within time.Duration) int {
 // stepRecord seals a step's audit record, as the ATC does once the step
 // has ended, and reads its result.json back.
 func stepRecord(ctx context.Context, store blobstore.Store, a *action.Action) map[string]any {
-	_, err := blobstore.AuditSealer{Staging: store, Audit: store}.Seal(ctx, a.StepID)
+	_, err := auditseal.Sealer{Staging: store, Audit: store}.Seal(ctx, a.StepID)
 	Expect(err).NotTo(HaveOccurred())
 	rc, _, err := store.Get(ctx, blobstore.StepPrefix(a.Build.ID, a.StepID)+blobstore.ResultObject)
 	Expect(err).NotTo(HaveOccurred())

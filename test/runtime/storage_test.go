@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/porter-ci/porter/pkg/auditseal"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/podspec"
@@ -155,7 +156,7 @@ run: {path: sh, args: ["-c", "echo `+content+` > files/f"]}
 		// What the step may still write, its staging, the server sealed
 		// already: a forgery staged now stays there.
 		auditID := strings.TrimSuffix(strings.TrimPrefix(prefix, "builds/"), "/")
-		_, err = step.Put(ctx, blobstore.StagedAuditKey(auditID, sid, blobstore.ResultObject), strings.NewReader(forgery), int64(len(forgery)), blobstore.PutOptions{})
+		_, err = step.Put(ctx, auditseal.StagedKey(auditID, sid, blobstore.ResultObject), strings.NewReader(forgery), int64(len(forgery)), blobstore.PutOptions{})
 		Expect(err).NotTo(HaveOccurred(), "the step's own staging")
 
 		// A plain read and the API agree, on the record the server sealed.

@@ -28,6 +28,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/porter-ci/porter/test/testenv"
+	"github.com/porter-ci/porter/test/testenv/dex"
 )
 
 func TestUI(t *testing.T) {
@@ -55,10 +56,10 @@ type suite struct {
 	// dex is the OpenID provider of single sign-on; ssoUser logs in there
 	// through the browser, alice and mallory by plain HTTP; dexUsers are
 	// all of them, as Dex starts.
-	dex            *testenv.Dex
-	ssoUser        testenv.DexUser
-	alice, mallory testenv.DexUser
-	dexUsers       []testenv.DexUser
+	dex            *dex.Dex
+	ssoUser        dex.User
+	alice, mallory dex.User
+	dexUsers       []dex.User
 	// browser is the one Chromium; specs open contexts of their own in it.
 	browser     context.Context
 	screenshots string
@@ -144,15 +145,15 @@ const ssoGroup = "porter-devs"
 // user in group ssoGroup, and points srv's --oidc-* flags at it.
 func startDex(ctx context.Context, srv *testenv.ATC) {
 	GinkgoHelper()
-	bin, err := testenv.FindDex(ctx)
+	bin, err := dex.Find(ctx)
 	skipIfUnavailable(err)
-	s.ssoUser = testenv.DexUser{Email: "carol@example.com", Password: rand.Text(), UserName: "carol",
+	s.ssoUser = dex.User{Email: "carol@example.com", Password: rand.Text(), UserName: "carol",
 		UserID: "carol-0001", Groups: []string{ssoGroup}}
-	s.alice = testenv.DexUser{Email: "alice@example.com", Password: rand.Text(), UserName: "alice", UserID: "alice-0001"}
-	s.mallory = testenv.DexUser{Email: "mallory@example.com", Password: rand.Text(), UserName: "mallory", UserID: "mallory-0001"}
-	s.dexUsers = []testenv.DexUser{s.ssoUser, s.alice, s.mallory}
+	s.alice = dex.User{Email: "alice@example.com", Password: rand.Text(), UserName: "alice", UserID: "alice-0001"}
+	s.mallory = dex.User{Email: "mallory@example.com", Password: rand.Text(), UserName: "mallory", UserID: "mallory-0001"}
+	s.dexUsers = []dex.User{s.ssoUser, s.alice, s.mallory}
 	secret := rand.Text()
-	d, err := testenv.StartDex(ctx, bin, GinkgoT().TempDir(), testenv.DexConfig{
+	d, err := dex.Start(ctx, bin, GinkgoT().TempDir(), dex.Config{
 		ClientID: "porter", ClientSecret: secret, RedirectURI: srv.URL() + "/sky/issuer/callback",
 		Users: s.dexUsers,
 	})
@@ -176,7 +177,7 @@ func startDex(ctx context.Context, srv *testenv.ATC) {
 // chromium is missing, unless CI is set: then it fails.
 func skipIfUnavailable(err error) {
 	GinkgoHelper()
-	if testenv.Unavailable(err) || errors.Is(err, ErrNoChromium) || errors.Is(err, testenv.ErrNoDex) {
+	if testenv.Unavailable(err) || errors.Is(err, ErrNoChromium) || errors.Is(err, dex.ErrNoBinary) {
 		if os.Getenv("CI") == "" {
 			Skip(fmt.Sprintf("%v (run `make cluster-up`; apt-get install chromium)", err))
 		}

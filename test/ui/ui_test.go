@@ -18,6 +18,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/test/testenv"
+	"github.com/porter-ci/porter/test/testenv/dex"
 )
 
 const task = `
@@ -506,14 +507,14 @@ var _ = Describe("single sign-on roles", func() {
 		// (before, the name named the user and mallory got alice's team).
 		renamed := s.mallory
 		renamed.UserName, renamed.Name = "", s.alice.UserName
-		Expect(s.dex.Restart(ctx, []testenv.DexUser{s.ssoUser, s.alice, renamed})).To(Succeed())
+		Expect(s.dex.Restart(ctx, []dex.User{s.ssoUser, s.alice, renamed})).To(Succeed())
 		_, refused = ssoLogin(ctx, renamed)
 		Expect(refused).To(ContainSubstring(`no "preferred_username" claim`))
 
 		// With its own preferred_username beside the name "alice", mallory
 		// is mallory, with its own subject's session and no alice's team.
 		renamed.UserName = s.mallory.UserName
-		Expect(s.dex.Restart(ctx, []testenv.DexUser{s.ssoUser, s.alice, renamed})).To(Succeed())
+		Expect(s.dex.Restart(ctx, []dex.User{s.ssoUser, s.alice, renamed})).To(Succeed())
 		token, refused = ssoLogin(ctx, renamed)
 		Expect(refused).To(BeEmpty())
 		info := userInfo(ctx, token)
@@ -530,7 +531,7 @@ var _ = Describe("single sign-on roles", func() {
 // ssoLogin logs u in through Porter's OIDC connector and Dex's password
 // form with a plain HTTP client (no browser: a few requests) and returns the
 // token Porter hands to its login page, or what Porter said refusing.
-func ssoLogin(ctx context.Context, u testenv.DexUser) (token, refused string) {
+func ssoLogin(ctx context.Context, u dex.User) (token, refused string) {
 	GinkgoHelper()
 	jar, err := cookiejar.New(nil)
 	Expect(err).NotTo(HaveOccurred())

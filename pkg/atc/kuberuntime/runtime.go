@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/porter-ci/porter/pkg/auditseal"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/podspec"
@@ -75,9 +76,9 @@ type AuditStore interface {
 }
 
 // AuditSealer seals what a step staged for its audit record into the
-// audit trail (blobstore.AuditSealer).
+// audit trail (auditseal.Sealer).
 type AuditSealer interface {
-	Seal(ctx context.Context, stepID string) (blobstore.Sealed, error)
+	Seal(ctx context.Context, stepID string) (auditseal.Sealed, error)
 }
 
 // Deps are what the runtime is given.

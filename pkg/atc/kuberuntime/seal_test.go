@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/auditseal"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/worker"
 )
@@ -21,15 +21,15 @@ type sealer struct {
 	sealed   []string
 }
 
-func (s *sealer) Seal(_ context.Context, stepID string) (blobstore.Sealed, error) {
+func (s *sealer) Seal(_ context.Context, stepID string) (auditseal.Sealed, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failures > 0 {
 		s.failures--
-		return blobstore.Sealed{}, errors.New("blobstore away")
+		return auditseal.Sealed{}, errors.New("blobstore away")
 	}
 	s.sealed = append(s.sealed, stepID)
-	return blobstore.Sealed{}, nil
+	return auditseal.Sealed{}, nil
 }
 
 func (s *sealer) calls() []string {

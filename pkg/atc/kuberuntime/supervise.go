@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/auditseal"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/podwatch"
@@ -79,7 +79,7 @@ func (r *Runtime) sealAudit(ctx context.Context, stepID string) {
 		select {
 		case <-ctx.Done():
 			r.log.Error("seal the step's audit record: it stays staged", "step", stepID,
-				"staged", blobstore.AuditStagingPrefix(stepID), "err", err)
+				"staged", auditseal.StagingPrefix(stepID), "err", err)
 			return
 		case <-time.After(wait):
 		}

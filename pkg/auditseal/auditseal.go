@@ -1,4 +1,9 @@
-package blobstore
+// Package auditseal moves a step's audit record from where the step may
+// write it (its staging prefix in the artifacts' bucket) into the audit
+// trail, which only the server writes, each object once. A step's
+// credentials thus never reach the audit bucket, and a plain S3 read of
+// the trail returns what the server accepted.
+package auditseal
 
 import (
 	"context"
@@ -6,19 +11,35 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/porter-ci/porter/pkg/blobstore"
 )
 
-// AuditSealer writes what a step staged (StagedAuditKey) into the audit
+// StagingPrefix is where step stepID stages its audit objects, in the
+// artifacts' bucket, until the server seals them into the audit trail:
+// the step's credentials write nothing in the audit bucket.
+func StagingPrefix(stepID string) string { return "audit-staging/" + stepID + "/" }
+
+// StagedKey is where step stepID stages the audit object name of its
+// blobstore.StepPrefix(auditID, stepID): under its staging prefix, by its
+// final key, so that sealing needs only the step's ID. A step's
+// credentials reach only StagedKey(its audit ID, its ID, *): a staged key
+// cannot name another step's record.
+func StagedKey(auditID, stepID, name string) string {
+	return StagingPrefix(stepID) + blobstore.StepPrefix(auditID, stepID) + name
+}
+
+// Sealer writes what a step staged (StagedKey) into the audit
 // trail once the step has ended. A step's credentials grant nothing in the
 // audit bucket: only the server, with the store's own key, writes there,
 // each object once. Whatever a step's credentials write after the seal
 // stays in staging, and nothing but the objects a step stages is sealed.
-type AuditSealer struct {
+type Sealer struct {
 	// Staging is where steps stage their audit objects: the artifacts'
 	// bucket.
-	Staging Store
+	Staging blobstore.Store
 	// Audit is the audit trail's bucket.
-	Audit Store
+	Audit blobstore.Store
 }
 
 // Sealed is what one Seal did.
@@ -37,9 +58,9 @@ type Sealed struct {
 // deleted once it is sealed, so Seal may run again, concurrently too, and
 // after an interrupted run it finishes the job. It stops at the first
 // failed write and returns the error: a later Seal takes it up.
-func (s AuditSealer) Seal(ctx context.Context, stepID string) (Sealed, error) {
+func (s Sealer) Seal(ctx context.Context, stepID string) (Sealed, error) {
 	var res Sealed
-	prefix := AuditStagingPrefix(stepID)
+	prefix := StagingPrefix(stepID)
 	staged, err := s.Staging.List(ctx, prefix)
 	if err != nil {
 		return res, fmt.Errorf("list the staged audit of step %s: %w", stepID, err)
@@ -82,9 +103,9 @@ func (s AuditSealer) Seal(ctx context.Context, stepID string) (Sealed, error) {
 
 // sealOne copies one staged object to its final key unless that is taken;
 // written says whether this call wrote it.
-func (s AuditSealer) sealOne(ctx context.Context, staged, final string) (bool, error) {
+func (s Sealer) sealOne(ctx context.Context, staged, final string) (bool, error) {
 	rc, info, err := s.Staging.Get(ctx, staged)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, blobstore.ErrNotFound) {
 		// Another seal of the same step took it.
 		return false, nil
 	}
@@ -92,9 +113,9 @@ func (s AuditSealer) sealOne(ctx context.Context, staged, final string) (bool, e
 		return false, fmt.Errorf("read staged audit object %s: %w", staged, err)
 	}
 	defer rc.Close()
-	_, err = s.Audit.Put(ctx, final, rc, info.Size, PutOptions{ContentType: info.ContentType, IfAbsent: true})
+	_, err = s.Audit.Put(ctx, final, rc, info.Size, blobstore.PutOptions{ContentType: info.ContentType, IfAbsent: true})
 	switch {
-	case errors.Is(err, ErrExists):
+	case errors.Is(err, blobstore.ErrExists):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("seal audit object %s: %w", final, err)
@@ -107,7 +128,7 @@ func (s AuditSealer) sealOne(ctx context.Context, staged, final string) (bool, e
 // builds/<audit id>/steps/<stepID>/{action.json,events.jsonl.zst,result.json}.
 // pod.yaml and build.json are the server's own.
 func stagedRank(final, stepID string) int {
-	rest, ok := strings.CutPrefix(final, AuditTrailPrefix)
+	rest, ok := strings.CutPrefix(final, blobstore.AuditTrailPrefix)
 	if !ok {
 		return -1
 	}
@@ -120,11 +141,11 @@ func stagedRank(final, stepID string) int {
 		return -1
 	}
 	switch name {
-	case ActionObject:
+	case blobstore.ActionObject:
 		return 0
-	case EventsObject:
+	case blobstore.EventsObject:
 		return 1
-	case ResultObject:
+	case blobstore.ResultObject:
 		return 2
 	}
 	return -1

@@ -1,4 +1,7 @@
-package testenv
+// Package dex runs Dex, the OpenID provider, on the host as a test's
+// single sign-on provider: static password users (with groups) that a spec
+// can change by restarting it.
+package dex
 
 import (
 	"bufio"
@@ -7,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/porter-ci/porter/test/testenv"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,23 +23,23 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-// ErrNoDex: Dex could not be found or built (hack/build-tools.sh dex).
-var ErrNoDex = errors.New("no dex binary")
+// ErrNoBinary: Dex could not be found or built (hack/build-tools.sh dex).
+var ErrNoBinary = errors.New("no dex binary")
 
-// DexUser is a static password user of Dex. Its ID token says UserName as
+// User is a static password user of Dex. Its ID token says UserName as
 // preferred_username (none if empty) and Name, else UserName, as name; sub
 // stands for UserID.
-type DexUser struct {
+type User struct {
 	Email, Password, UserName, Name, UserID string
 	Groups                                  []string
 }
 
-// DexConfig is what a test's Dex knows.
-type DexConfig struct {
+// Config is what a test's Dex knows.
+type Config struct {
 	// ClientID and ClientSecret are Porter's static client; RedirectURI its
 	// callback (<external URL>/sky/issuer/callback).
 	ClientID, ClientSecret, RedirectURI string
-	Users                               []DexUser
+	Users                               []User
 }
 
 // Dex is a real Dex (github.com/dexidp/dex, built from the module proxy at
@@ -43,7 +47,7 @@ type DexConfig struct {
 // storage, one static client, static password users (with groups).
 type Dex struct {
 	addr, bin, dir string
-	cfg            DexConfig
+	cfg            Config
 	cmd            *exec.Cmd
 	done           chan struct{}
 
@@ -51,19 +55,19 @@ type Dex struct {
 	log bytes.Buffer
 }
 
-// FindDex is the Dex binary, built by `hack/build-tools.sh dex` if it is not
+// Find is the Dex binary, built by `hack/build-tools.sh dex` if it is not
 // in the tool cache yet (minutes, once; under a second afterwards).
-func FindDex(ctx context.Context) (string, error) {
+func Find(ctx context.Context) (string, error) {
 	if p := os.Getenv("PORTER_DEX"); p != "" {
 		return p, nil
 	}
-	root, err := RepoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrNoDex, err)
+		return "", fmt.Errorf("%w: %w", ErrNoBinary, err)
 	}
 	env, err := os.ReadFile(filepath.Join(root, "hack", "versions.env"))
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrNoDex, err)
+		return "", fmt.Errorf("%w: %w", ErrNoBinary, err)
 	}
 	version := ""
 	for line := range strings.SplitSeq(string(env), "\n") {
@@ -72,13 +76,13 @@ func FindDex(ctx context.Context) (string, error) {
 		}
 	}
 	if version == "" {
-		return "", fmt.Errorf("%w: no DEX_VERSION in hack/versions.env", ErrNoDex)
+		return "", fmt.Errorf("%w: no DEX_VERSION in hack/versions.env", ErrNoBinary)
 	}
 	bin := os.Getenv("TOOLS_BIN")
 	if bin == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			return "", fmt.Errorf("%w: %w", ErrNoDex, err)
+			return "", fmt.Errorf("%w: %w", ErrNoBinary, err)
 		}
 		bin = filepath.Join(home, ".cache", "porter", "bin")
 	}
@@ -88,15 +92,15 @@ func FindDex(ctx context.Context) (string, error) {
 	}
 	out, err := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-tools.sh"), "dex").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("%w: hack/build-tools.sh dex: %w\n%s", ErrNoDex, err, out)
+		return "", fmt.Errorf("%w: hack/build-tools.sh dex: %w\n%s", ErrNoBinary, err, out)
 	}
 	return path, nil
 }
 
-// StartDex runs Dex from bin on a free port of 127.0.0.1 with its
+// Start runs Dex from bin on a free port of 127.0.0.1 with its
 // configuration in dir, and waits until it answers its discovery document.
-func StartDex(ctx context.Context, bin, dir string, cfg DexConfig) (*Dex, error) {
-	addr, err := FreeAddr("127.0.0.1")
+func Start(ctx context.Context, bin, dir string, cfg Config) (*Dex, error) {
+	addr, err := testenv.FreeAddr("127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +116,7 @@ func StartDex(ctx context.Context, bin, dir string, cfg DexConfig) (*Dex, error)
 // ID tokens say (a user renaming itself). Dex's storage is in memory, so its
 // signing keys and sessions are new; a user's sub stays as long as its
 // UserID does.
-func (d *Dex) Restart(ctx context.Context, users []DexUser) error {
+func (d *Dex) Restart(ctx context.Context, users []User) error {
 	if err := d.Stop(); err != nil {
 		return err
 	}
