@@ -29,7 +29,7 @@ func (s *Server) newExec() *exec.Runner {
 		cfg.ArtifactWorker = s.artifactWorker()
 	}
 	return exec.New(cfg, exec.Deps{Engine: execEngine{s}, Store: s.db, Blobs: s.store, Runtime: s.pods,
-		Credentials: s.credentials(), Tracer: s.obs.tracer, Log: s.log, Sessions: checkSessions{s}})
+		Credentials: s.credentials(), Tracer: s.obs.tracer, Log: s.log, Sessions: checkSessions{s}, Delegates: logDelegates{}})
 }
 
 // checkSessions run checks in check pods, over the steps' streams (as

@@ -95,8 +95,10 @@ func (k *LogSink) StartBuild(ctx context.Context, buildID int64, stepIDs ...stri
 	logCtx, stop := context.WithCancel(ctx)
 	go func() { defer stop(); b.Log.Run(logCtx) }()
 	k.builds[buildID] = b
+	delegates := logDelegates{}.BuildDelegate(b)
 	for i, id := range stepIDs {
-		k.steps[id] = exec.NewStepState(b, nil, id, concourse.PlanID(fmt.Sprintf("task-%d", i)), events.TaskConfig{})
+		planID := concourse.PlanID(fmt.Sprintf("task-%d", i))
+		k.steps[id] = exec.NewStepState(b, delegates.StepDelegate(planID), nil, id, planID, events.TaskConfig{})
 	}
 	return nil
 }

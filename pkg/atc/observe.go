@@ -228,7 +228,7 @@ func laterOf(a, b time.Time) time.Time {
 // (made with the step's worker's client, in its namespace) so that kubectl
 // shows why Porter gave up on it.
 func (s *Server) podFailed(ctx context.Context, st *exec.StepState, err error) {
-	w := st.Worker()
+	w := kubeWorker(st.Worker())
 	s.obs.metrics.ForgetStep(st.ID())
 	f, ok := podwatch.AsFailure(err)
 	if !ok {

@@ -305,7 +305,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if s.runtime, err = s.newRuntime(client, stepCreds); err != nil {
 		return nil, err
 	}
-	s.pods = s.runtime
+	s.pods = execRuntime{s.runtime}
 	s.exec = s.newExec()
 	if cfg.GC.Interval > 0 {
 		s.collector = s.newCollector()

@@ -12,6 +12,7 @@ import (
 	"github.com/porter-ci/porter/pkg/auditseal"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/podwatch"
 	"github.com/porter-ci/porter/pkg/stepcreds"
 	"github.com/porter-ci/porter/pkg/worker"
 )
@@ -30,10 +31,16 @@ const DefaultWorkerHeartbeat = kuberuntime.DefaultHeartbeat
 // It returns nil when the server is stopping: the next server follows the
 // step.
 func (s *Server) superviseTask(ctx context.Context, st *exec.StepState) *eventspb.StepFinished {
-	defer s.observePod(ctx, st.Worker(), st.ID())
-	return s.pods.Supervise(ctx, kuberuntime.Step{ID: st.ID(), Worker: st.Worker(), Finished: st.Finished(),
-		Abort:     func(reason string) error { return s.streams.Abort(st.ID(), reason) },
-		PodFailed: func(ctx context.Context, err error) { st.PodFailed(err); s.podFailed(ctx, st, err) },
+	w := kubeWorker(st.Worker())
+	defer s.observePod(ctx, w, st.ID())
+	return s.pods.Supervise(ctx, kuberuntime.Step{ID: st.ID(), Worker: w, Finished: st.Finished(),
+		Abort: func(reason string) error { return s.streams.Abort(st.ID(), reason) },
+		PodFailed: func(ctx context.Context, err error) {
+			if f, ok := podwatch.AsFailure(err); ok && kuberuntime.PodLost(f) {
+				st.PodLost(f)
+			}
+			s.podFailed(ctx, st, err)
+		},
 		Settle: func(ctx context.Context, fin *eventspb.StepFinished) *eventspb.StepFinished {
 			return s.dedupOutputs(ctx, st, fin)
 		},

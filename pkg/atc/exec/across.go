@@ -10,7 +10,6 @@ import (
 
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/concourse"
-	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/pipeline"
 )
 
@@ -21,44 +20,46 @@ import (
 // vars (a task file read later may use them). The runs of each var's
 // values go max_in_flight at a time, the first var outermost; with
 // fail_fast a failure stops the runs still going.
-func (x *executor) across(ctx context.Context, p *concourse.Plan) (bool, error) {
+type AcrossStep struct{ Plan *concourse.Plan }
+
+func (s AcrossStep) Run(ctx context.Context, x *RunState) (bool, error) {
+	p := s.Plan
 	ap := p.Across
-	origin := events.Origin{ID: string(p.ID)}
-	r := x.b.record(p.ID, "across", "across")
+	d := x.delegate(p.ID)
+	r := x.b.record(p.ID, "across", concourse.KindAcross)
 	values := make([][]any, len(ap.Vars))
 	announce := !r.finished() && r.Status == ""
 	for i, v := range ap.Vars {
 		if _, shadowed := x.scope(ctx).Get(v.Var); shadowed && announce {
-			x.b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID), Source: events.OriginSourceStderr},
-				Payload: fmt.Sprintf("\x1b[1;33mWARNING: across step shadows local var '%s'\x1b[0m\n", v.Var)})
+			d.Stderr(fmt.Sprintf("\x1b[1;33mWARNING: across step shadows local var '%s'\x1b[0m\n", v.Var))
 		}
 		list, err := x.acrossValues(ctx, v)
 		if err != nil {
-			return x.failStep(ctx, origin, r, err)
+			return x.failStep(ctx, d, r, err)
 		}
 		values[i] = list
 	}
 	combos := pipeline.AcrossCombinations(values)
 	if len(combos) > pipeline.MaxAcrossCombinations {
-		return x.failStep(ctx, origin, r, fmt.Errorf("across: %d combinations of values (the limit is %d)", len(combos), pipeline.MaxAcrossCombinations))
+		return x.failStep(ctx, d, r, fmt.Errorf("across: %d combinations of values (the limit is %d)", len(combos), pipeline.MaxAcrossCombinations))
 	}
 	substeps := make([]concourse.Plan, len(combos))
 	public := make([]json.RawMessage, len(combos))
 	for i, combo := range combos {
 		sub, err := pipeline.AcrossSubstep(ctx, p.ID, i, ap, combo)
 		if err != nil {
-			return x.failStep(ctx, origin, r, err)
+			return x.failStep(ctx, d, r, err)
 		}
 		substeps[i] = sub
 		// Concourse's shape: the run's public plan with its values.
 		body, err := json.Marshal(map[string]any{"step": concourse.PublicPlan(&sub), "values": combo})
 		if err != nil {
-			return x.failStep(ctx, origin, r, fmt.Errorf("across: %w", err))
+			return x.failStep(ctx, d, r, fmt.Errorf("across: %w", err))
 		}
 		public[i] = body
 	}
 	if announce {
-		x.b.Log.Append(events.AcrossSubsteps{Time: time.Now().Unix(), Origin: origin, Substeps: public})
+		d.AcrossSubsteps(public)
 		x.b.Update(func() { r.Status = concourse.StatusStarted })
 		x.r.SaveState(ctx, x.b)
 	}
@@ -69,7 +70,7 @@ func (x *executor) across(ctx context.Context, p *concourse.Plan) (bool, error) 
 			// not redacted.
 			scope.Set(v.Var, combos[i][j])
 		}
-		return x.run(stepvars.WithScope(ctx, scope), &substeps[i])
+		return x.Run(stepvars.WithScope(ctx, scope), &substeps[i])
 	}
 	ok, err := x.acrossLevel(ctx, ap, values, 0, 0, len(combos), run)
 	x.b.Update(func() { r.Status, r.EndTime = BuildResult(ok, err), time.Now().Unix() })
@@ -80,7 +81,7 @@ func (x *executor) across(ctx context.Context, p *concourse.Plan) (bool, error) 
 // acrossLevel runs the combinations [lo, hi) that share the values of the
 // vars before level: the values of var level go max_in_flight at a time,
 // each over the combinations of the vars after it.
-func (x *executor) acrossLevel(ctx context.Context, ap *concourse.AcrossPlan, values [][]any, level, lo, hi int, run func(context.Context, int) (bool, error)) (bool, error) {
+func (x *RunState) acrossLevel(ctx context.Context, ap *concourse.AcrossPlan, values [][]any, level, lo, hi int, run func(context.Context, int) (bool, error)) (bool, error) {
 	n := len(values[level])
 	per := (hi - lo) / n
 	last := level == len(ap.Vars)-1
@@ -95,7 +96,7 @@ func (x *executor) acrossLevel(ctx context.Context, ap *concourse.AcrossPlan, va
 // parallel runs f(0..n-1), at most limit at a time (0: all at once); with
 // failFast the first failure or error stops the others. in_parallel and
 // across's max_in_flight both run through it.
-func (x *executor) parallel(ctx context.Context, n, limit int, failFast bool, f func(context.Context, int) (bool, error)) (bool, error) {
+func (x *RunState) parallel(ctx context.Context, n, limit int, failFast bool, f func(context.Context, int) (bool, error)) (bool, error) {
 	if limit <= 0 || limit > n {
 		limit = n
 	}
@@ -145,7 +146,7 @@ func (x *executor) parallel(ctx context.Context, n, limit int, failFast bool, f 
 
 // acrossValues are a var's values: the list as written, or the list a
 // ((var)) holds (a load_var's, say).
-func (x *executor) acrossValues(ctx context.Context, v concourse.AcrossVar) ([]any, error) {
+func (x *RunState) acrossValues(ctx context.Context, v concourse.AcrossVar) ([]any, error) {
 	val := v.Values
 	if s, ok := val.(string); ok {
 		filled, err := x.stepVars(nil).Interpolate(ctx, s)

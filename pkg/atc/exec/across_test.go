@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/porter-ci/porter/pkg/atc/buildlog/buildlogtest"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/pipeline"
 )
@@ -19,11 +18,11 @@ type stateStore struct{ Store }
 
 func (stateStore) SaveBuildState(context.Context, int64, json.RawMessage) error { return nil }
 
-func acrossExecutor(t *testing.T, f *fakeLeaves) *executor {
+func acrossExecutor(t *testing.T, f *fakeLeaves) *RunState {
 	t.Helper()
-	r := &Runner{db: stateStore{}, log: slog.New(slog.DiscardHandler)}
-	b := &Build{ID: 1, Name: "1", Team: "main", TeamID: 1, Log: buildlogtest.Logs(t, nil).Open(1)}
-	x := newExecutor(r, b)
+	r := &Runner{db: stateStore{}, log: slog.New(slog.DiscardHandler), delegates: &reports{}}
+	b := &Build{ID: 1, Name: "1", Team: "main", TeamID: 1}
+	x := newRunState(r, b)
 	x.leaf = f.run
 	return x
 }
@@ -46,7 +45,7 @@ func TestAcrossRunsEveryCombinationInOrder(t *testing.T) {
 	f := &fakeLeaves{}
 	x := acrossExecutor(t, f)
 	p := acrossPlan(t, `{task: "((.:x))-((.:z))", config: {}, across: [{var: x, values: [a, b]}, {var: z, values: [1, 2]}]}`)
-	ok, err := x.run(t.Context(), p)
+	ok, err := x.Run(t.Context(), p)
 	if !ok || err != nil {
 		t.Fatalf("ok %v err %v", ok, err)
 	}
@@ -71,7 +70,7 @@ func TestAcrossValuesFromALocalVarAllInFlight(t *testing.T) {
 	defer cancel()
 	// All at once: the hanging run does not keep the others from
 	// starting.
-	_, _ = x.run(ctx, p)
+	_, _ = x.Run(ctx, p)
 	got := f.names()
 	slices.Sort(got)
 	if want := []string{"hang", "ok", "ok2"}; !slices.Equal(got, want) {
@@ -83,7 +82,7 @@ func TestAcrossFailFastStopsTheRest(t *testing.T) {
 	f := &fakeLeaves{}
 	x := acrossExecutor(t, f)
 	p := acrossPlan(t, `{task: "((.:item))", config: {}, fail_fast: true, across: [{var: item, values: [ok, fail, never]}]}`)
-	ok, err := x.run(t.Context(), p)
+	ok, err := x.Run(t.Context(), p)
 	if BuildResult(ok, err) != concourse.StatusFailed {
 		t.Errorf("ok %v err %v, want failed", ok, err)
 	}
@@ -94,7 +93,7 @@ func TestAcrossFailFastStopsTheRest(t *testing.T) {
 	f = &fakeLeaves{}
 	x = acrossExecutor(t, f)
 	p = acrossPlan(t, `{task: "((.:item))", config: {}, across: [{var: item, values: [ok, fail, last]}]}`)
-	ok, err = x.run(t.Context(), p)
+	ok, err = x.Run(t.Context(), p)
 	if BuildResult(ok, err) != concourse.StatusFailed || len(f.names()) != 3 {
 		t.Errorf("ok %v err %v ran %v", ok, err, f.names())
 	}
@@ -104,8 +103,36 @@ func TestAcrossValuesMustBeAList(t *testing.T) {
 	x := acrossExecutor(t, &fakeLeaves{})
 	x.locals.Set("one", "just-a-string")
 	p := acrossPlan(t, `{task: t, config: {}, across: [{var: item, values: "((.:one))"}]}`)
-	ok, err := x.run(t.Context(), p)
+	ok, err := x.Run(t.Context(), p)
 	if ok || err == nil || err.Error() != "across var 'item': values must be a list, not a string" {
 		t.Errorf("ok %v err %v", ok, err)
+	}
+}
+
+// The across step reports through its delegate: the shadowed local var,
+// the runs, and an error for values that are not a list.
+func TestAcrossReportsThroughItsDelegate(t *testing.T) {
+	x := acrossExecutor(t, &fakeLeaves{})
+	x.locals.Set("item", "shadowed")
+	p := acrossPlan(t, `{task: "((.:item))", config: {}, across: [{var: item, values: [a, b]}]}`)
+	if ok, err := x.Run(t.Context(), p); !ok || err != nil {
+		t.Fatalf("ok %v err %v", ok, err)
+	}
+	got := x.d.(*reports).all()
+	want := []string{
+		// "2": the across step's plan id in the job's plan.
+		"2" + ` stderr "\x1b[1;33mWARNING: across step shadows local var 'item'\x1b[0m\n"`,
+		"2 across-substeps 2",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("reports:\n%q\nwant\n%q", got, want)
+	}
+
+	x = acrossExecutor(t, &fakeLeaves{})
+	x.locals.Set("one", "just-a-string")
+	p = acrossPlan(t, `{task: t, config: {}, across: [{var: item, values: "((.:one))"}]}`)
+	_, _ = x.Run(t.Context(), p)
+	if got := x.d.(*reports).all(); !slices.Equal(got, []string{"2 errored across var 'item': values must be a list, not a string"}) {
+		t.Errorf("reports %q", got)
 	}
 }

@@ -62,9 +62,9 @@ type BuildState struct {
 
 // StepRecord is what is known of one step of a build.
 type StepRecord struct {
-	Name   string `json:"name"`
-	Type   string `json:"type"`
-	StepID string `json:"step_id,omitempty"` // the pod's step ID
+	Name   string             `json:"name"`
+	Type   concourse.StepKind `json:"type"`
+	StepID string             `json:"step_id,omitempty"` // the pod's step ID
 	// Worker runs the step's pod ("": the server's first, as before there
 	// were several).
 	Worker string `json:"worker,omitempty"`
@@ -93,7 +93,7 @@ type StepRecord struct {
 func (r *StepRecord) finished() bool { return r.Status.Finished() }
 
 // record returns the step's record, creating it.
-func (b *Build) record(id concourse.PlanID, name, typ string) *StepRecord {
+func (b *Build) record(id concourse.PlanID, name string, typ concourse.StepKind) *StepRecord {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.State.Steps == nil {

@@ -9,10 +9,8 @@ import (
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/atc/checkpods"
-	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
-	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/hijack"
 	"github.com/porter-ci/porter/pkg/podspec"
@@ -67,12 +65,12 @@ func (r *Runner) RetireCheckPod(stepID string) {
 // unprivileged check (a privileged type keeps its own pod: the pod's
 // privilege would extend to every check of the key).
 func (cp *checkPods) pooled(a *action.Action) bool {
-	return cp != nil && a.Type == "check" && !a.Privileged && (a.Platform == "" || a.Platform == action.PlatformLinux)
+	return cp != nil && a.Type == string(concourse.KindCheck) && !a.Privileged && (a.Platform == "" || a.Platform == action.PlatformLinux)
 }
 
 // acquireCheckPod returns the step ID of a ready check pod for a's key,
 // creating it (as the caller's step) when there is none to take checks.
-func (x *executor) acquireCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w *kuberuntime.Worker, a *action.Action) (checkpods.Lease, error) {
+func (x *RunState) acquireCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w Worker, a *action.Action) (checkpods.Lease, error) {
 	key := checkpods.Key{Team: x.b.Team, Pipeline: x.b.PipelineID, Worker: w.Name(), Image: a.Image, Tags: strings.Join(a.Tags, ","), Platform: a.Platform}
 	return x.r.checkPods.pool.Acquire(ctx, key,
 		func() string { return podspec.CheckPodStepID(x.b.Team, randomSuffix()) },
@@ -82,7 +80,7 @@ func (x *executor) acquireCheckPod(ctx context.Context, p *concourse.Plan, r *St
 // startCheckPod declares the check pod as the caller's step and waits
 // until its sidecar reports the (idle) step done: from then on it serves
 // sessions.
-func (x *executor) startCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w *kuberuntime.Worker, a *action.Action, stepID string) error {
+func (x *RunState) startCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w Worker, a *action.Action, stepID string) error {
 	s, b := x.r, x.b
 	act := *a
 	act.StepID, act.StepName, act.Idle = stepID, "checks", true
@@ -93,14 +91,14 @@ func (x *executor) startCheckPod(ctx context.Context, p *concourse.Plan, r *Step
 	act.Timeout, act.StdinSecret, act.Stdin = action.Duration{}, false, nil
 	// The pod's record is the team's, not the first check's build's: it
 	// serves every build's checks (fly containers lists it without one).
-	c := db.Container{TeamID: b.TeamID, PlanID: podspec.CheckPodPlanID, StepName: "checks", Type: "check",
+	c := db.Container{TeamID: b.TeamID, PlanID: podspec.CheckPodPlanID, StepName: "checks", Type: string(concourse.KindCheck),
 		WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(act.StepID), StepID: act.StepID,
 		State: concourse.ContainerCreating, WorkingDirectory: act.WorkDir}
 	c, err := s.recordContainer(ctx, c)
 	if err != nil {
 		return err
 	}
-	st := s.registerResourceStep(b, w, act.StepID, p.ID, "check")
+	st := x.registerResourceStep(w, act.StepID, p.ID, concourse.KindCheck)
 	if err := s.createStepPod(ctx, w, &act, podspec.Secrets{}); err != nil {
 		return fmt.Errorf("create check pod %s: %w", podspec.Name(act.StepID), err)
 	}
@@ -125,9 +123,9 @@ func (x *executor) startCheckPod(ctx context.Context, p *concourse.Plan, r *Step
 // request on stdin, stderr as the check's log, stdout its response. The
 // check has a container record of its own, on the pod, so that `fly
 // intercept --check` reaches the pod while it is the resource's latest.
-func (x *executor) runPooledCheck(ctx context.Context, p *concourse.Plan, r *StepRecord, w *kuberuntime.Worker, a *action.Action, stdin []byte, name string) *eventspb.StepFinished {
+func (x *RunState) runPooledCheck(ctx context.Context, p *concourse.Plan, r *StepRecord, w Worker, a *action.Action, stdin []byte, name string) *eventspb.StepFinished {
 	s, b := x.r, x.b
-	origin := events.Origin{ID: string(p.ID)}
+	d := x.delegate(p.ID)
 	lease, err := x.acquireCheckPod(ctx, p, r, w, a)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
@@ -141,7 +139,7 @@ func (x *executor) runPooledCheck(ctx context.Context, p *concourse.Plan, r *Ste
 	// intercept (its own pod would go as soon as it reported).
 	var c db.Container
 	if !strings.HasSuffix(string(p.ID), imageCheckSuffix) {
-		c = db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID), StepName: name, Type: "check",
+		c = db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID), StepName: name, Type: string(concourse.KindCheck),
 			WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(podStep), StepID: podStep,
 			State: concourse.ContainerCreated, WorkingDirectory: a.WorkDir}
 		if c, err = s.recordContainer(ctx, c); err != nil {
@@ -168,7 +166,7 @@ func (x *executor) runPooledCheck(ctx context.Context, p *concourse.Plan, r *Ste
 	res, err := checkpods.Run(runCtx, func(ctx context.Context, open *eventspb.SessionOpen) (hijack.Session, error) {
 		return s.checkPods.sessions.OpenSession(ctx, podStep, open)
 	}, a.Run.Path, stdin, func(data []byte) {
-		b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: origin.ID, Source: events.OriginSourceStderr}, Payload: string(data)})
+		d.Stderr(string(data))
 	})
 	switch {
 	case errors.Is(err, ErrTimeout) && ctx.Err() == nil:
@@ -207,9 +205,9 @@ func interruptedFinish(cause error) *eventspb.StepFinished {
 
 // pooledCheckEnded shows the end of a pooled check as podEnded does a
 // pod's.
-func (x *executor) pooledCheckEnded(p *concourse.Plan, r *StepRecord, fin *eventspb.StepFinished) {
+func (x *RunState) pooledCheckEnded(p *concourse.Plan, r *StepRecord, fin *eventspb.StepFinished) {
 	if msg := fin.GetError(); msg != "" && fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED && fin.GetResult() != eventspb.Result_RESULT_ABORTED {
-		x.b.Log.Append(events.Error{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, Message: msg})
+		x.delegate(p.ID).Errored(msg)
 	}
 	x.b.Update(func() {
 		if fin.GetExitStatus() >= 0 {

@@ -11,7 +11,6 @@ import (
 	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
-	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/pipeline"
 	"github.com/porter-ci/porter/pkg/podspec"
@@ -50,7 +49,7 @@ type taskImage struct {
 // imageCheckSuffix ends the plan ID of a task image's check.
 const imageCheckSuffix = "/image-check"
 
-func (x *executor) taskImage(ctx context.Context, p *concourse.Plan, cfg *taskconfig.Config) (taskImage, error) {
+func (x *RunState) taskImage(ctx context.Context, p *concourse.Plan, cfg *taskconfig.Config) (taskImage, error) {
 	tp := p.Task
 	if tp.ImageArtifactName != "" {
 		// As in Concourse, the step's image: wins over the config's.
@@ -77,7 +76,7 @@ type fetchedVersion struct {
 
 // noteFetched records what a get fetched into its artifact; call it after
 // setArtifact, which forgets what an artifact's previous producer fetched.
-func (x *executor) noteFetched(gp *concourse.GetPlan, version map[string]string) {
+func (x *RunState) noteFetched(gp *concourse.GetPlan, version map[string]string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.fetched == nil {
@@ -89,7 +88,7 @@ func (x *executor) noteFetched(gp *concourse.GetPlan, version map[string]string)
 // artifactImage is the image a registry-image-like get of the build
 // fetched: its source's repository at its version's digest. The source is
 // kept as the plan wrote it, so its ((vars)) are filled in here.
-func (x *executor) artifactImage(ctx context.Context, tp *concourse.TaskPlan) (taskImage, error) {
+func (x *RunState) artifactImage(ctx context.Context, tp *concourse.TaskPlan) (taskImage, error) {
 	name := tp.ImageArtifactName
 	x.mu.Lock()
 	f, fetched := x.fetched[name]
@@ -119,7 +118,7 @@ func (x *executor) artifactImage(ctx context.Context, tp *concourse.TaskPlan) (t
 
 // imageResourceImage resolves an image_resource: its version's digest, a
 // digest checked within imageCacheTTL, or its type's check now.
-func (x *executor) imageResourceImage(ctx context.Context, p *concourse.Plan, ir *taskconfig.ImageResource) (taskImage, error) {
+func (x *RunState) imageResourceImage(ctx context.Context, p *concourse.Plan, ir *taskconfig.ImageResource) (taskImage, error) {
 	tp := p.Task
 	var types []concourse.ResourceType
 	if len(tp.ResourceTypes) > 0 && string(tp.ResourceTypes) != "null" {
@@ -147,8 +146,7 @@ func (x *executor) imageResourceImage(ctx context.Context, p *concourse.Plan, ir
 		return taskImage{}, fmt.Errorf("%s: %w", repository, err)
 	}
 	if len(ir.Params) > 0 {
-		x.b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID), Source: events.OriginSourceStderr},
-			Payload: "[WARNING] image_resource params are ignored: the image is not fetched by a get, the kubelet pulls it by digest\n"})
+		x.delegate(p.ID).Stderr("[WARNING] image_resource params are ignored: the image is not fetched by a get, the kubelet pulls it by digest\n")
 	}
 	if ir.Version != nil {
 		ref, err := taskconfig.PinnedImage(source, ir.Version)
@@ -198,15 +196,15 @@ func (x *executor) imageResourceImage(ctx context.Context, p *concourse.Plan, ir
 // plan id, announced by an image-check event as Concourse does; it shows
 // no worker line, so a task's output reads the same whether its image was
 // checked or cached. Its versions are no resource's.
-func (x *executor) imageCheck(ctx context.Context, task, p *concourse.Plan) (map[string]string, error) {
+func (x *RunState) imageCheck(ctx context.Context, task, p *concourse.Plan) (map[string]string, error) {
 	ctx, span := x.stepSpan(ctx, p)
 	defer span.End()
 	cp := p.Check
-	step := resourceStep{kind: "check", name: cp.Name, typ: cp.Type, source: cp.Source, image: cp.TypeImage, tags: cp.Tags, timeout: cp.Timeout, restartable: true}
-	r := x.b.record(p.ID, cp.Name, "check")
+	step := resourceStep{kind: concourse.KindCheck, name: cp.Name, typ: cp.Type, source: cp.Source, image: cp.TypeImage, tags: cp.Tags, timeout: cp.Timeout, restartable: true}
+	r := x.b.record(p.ID, cp.Name, concourse.KindCheck)
 	announce := func() {
 		public, _ := json.Marshal(map[string]any{"id": p.ID, "check": map[string]any{"name": cp.Name, "type": cp.Type}})
-		x.b.Log.Append(events.ImageCheck{Time: time.Now().Unix(), Origin: events.Origin{ID: string(task.ID)}, Plan: public})
+		x.delegate(task.ID).ImageCheck(public)
 	}
 	fin, done, err := x.runResource(ctx, p, r, step, announce, func() (map[string]any, error) {
 		return map[string]any{"source": stepplan.NonNilMap(cp.Source), "version": nil}, nil
@@ -251,7 +249,7 @@ func (x *executor) imageCheck(ctx context.Context, task, p *concourse.Plan) (map
 // removeImageCheck removes an image check's pod and container once it
 // ended: its outcome and log are in the build's events, and the task's
 // container is then the build's one to intercept, as before the check.
-func (x *executor) removeImageCheck(ctx context.Context, r *StepRecord) {
+func (x *RunState) removeImageCheck(ctx context.Context, r *StepRecord) {
 	var stepID, workerName, container string
 	x.b.Update(func() { stepID, workerName, container = r.StepID, r.Worker, r.Container })
 	if stepID == "" {

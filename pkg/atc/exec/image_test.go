@@ -19,7 +19,7 @@ import (
 const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 func TestArtifactImage(t *testing.T) {
-	x := &executor{artifacts: map[string]api.ArtifactRef{}}
+	x := &RunState{artifacts: map[string]api.ArtifactRef{}}
 	task := func(image string) *concourse.TaskPlan {
 		return &concourse.TaskPlan{Name: "unit", ImageArtifactName: image}
 	}
@@ -57,7 +57,7 @@ func TestArtifactImage(t *testing.T) {
 
 func TestTaskImageBeforeAnyCheck(t *testing.T) {
 	s := &Runner{cfg: Config{}}
-	x := &executor{r: s, b: &Build{TeamID: 1}, artifacts: map[string]api.ArtifactRef{}}
+	x := &RunState{r: s, b: &Build{TeamID: 1}, artifacts: map[string]api.ArtifactRef{}}
 	taskPlan := func(cfg string, types []concourse.ResourceType) *concourse.Plan {
 		raw, _ := json.Marshal(types)
 		return &concourse.Plan{ID: "7", Task: &concourse.TaskPlan{Name: "unit", Config: json.RawMessage(cfg), ResourceTypes: raw}}
@@ -104,7 +104,7 @@ func TestTaskImageBeforeAnyCheck(t *testing.T) {
 func TestTaskImageFromTheCache(t *testing.T) {
 	s := &Runner{cfg: Config{BaseResourceTypeDefaults: map[string]map[string]any{"registry-image": {"insecure": true}}},
 		images: imagecache.New(time.Minute, 10), log: slog.New(slog.DiscardHandler)}
-	x := &executor{r: s, b: &Build{TeamID: 3}, artifacts: map[string]api.ArtifactRef{}}
+	x := &RunState{r: s, b: &Build{TeamID: 3}, artifacts: map[string]api.ArtifactRef{}}
 	ir := &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "busybox"}}
 	// The key is of the source with the defaults: what the check would see.
 	key, err := imagecache.Key(3, "registry-image", concourse.TypeImage{BaseType: "registry-image"}, nil, map[string]any{"repository": "busybox", "insecure": true})

@@ -10,10 +10,10 @@ import (
 // `vars:`) first, then the build's local vars, the pipeline's var_sources
 // and the team's credentials; what these gave is redacted from the build's
 // events.
-func (x *executor) stepVars(static map[string]any) *stepvars.Step {
+func (x *RunState) stepVars(static map[string]any) *stepvars.Step {
 	return &stepvars.Step{Static: static, Locals: x.locals, Sources: x.varSources,
 		Credentials: func() vars.Resolver {
 			return creds.Resolver{K: x.r.credentials(), Team: x.b.Team, Pipeline: x.b.Pipeline}
 		},
-		Redact: func(secrets []string) { x.b.Log.Redact(secrets) }}
+		Redact: func(secrets []string) { x.d.Redact(secrets) }}
 }

@@ -16,23 +16,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/porter-ci/porter/pkg/api"
-	"github.com/porter-ci/porter/pkg/atc/buildlog/buildlogtest"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskplan"
-	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/db"
-	"github.com/porter-ci/porter/pkg/events"
-	"github.com/porter-ci/porter/pkg/metrics"
-	"github.com/porter-ci/porter/pkg/podspec"
-	"github.com/porter-ci/porter/pkg/steptoken"
-	"github.com/porter-ci/porter/pkg/worker"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -47,22 +39,14 @@ func credSecret(ns, name string, data map[string]string) *corev1.Secret {
 // credsExecutor is an executor of a job build of pipeline "pipe" in team
 // main, whose credentials are the given Secrets and whose artifacts live in
 // store.
-func credsExecutor(t *testing.T, store blobstore.Store, objs ...runtime.Object) (*executor, *fake.Clientset) {
+func credsExecutor(t *testing.T, store blobstore.Store, objs ...runtime.Object) (*RunState, *fake.Clientset) {
 	t.Helper()
 	kube := fake.NewSimpleClientset(objs...)
-	log := slog.New(slog.DiscardHandler)
-	rt, err := kuberuntime.New(kuberuntime.Config{Workers: []worker.Config{{Name: "w", Namespace: "steps", Platform: worker.PlatformLinux}},
-		Pod: podspec.Worker{PorterImage: "porter", ATCAddress: "atc:7777"}, Shutdown: ErrShutdown},
-		kuberuntime.Deps{Store: (*db.DB)(nil), Metrics: (*metrics.Metrics)(nil), Log: log, Tokens: (*steptoken.Keyring)(nil), Audit: store,
-			Client: func(worker.Config) (kubernetes.Interface, error) { return kube, nil }, CA: func() []byte { return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(Config{}, Deps{Store: (*db.DB)(nil), Blobs: store, Runtime: rt, Log: log,
+	s := New(Config{}, Deps{Store: (*db.DB)(nil), Blobs: store, Runtime: fakeRuntime{worker: fakeWorker{name: "w", namespace: "steps"}},
+		Log: slog.New(slog.DiscardHandler), Delegates: &reports{},
 		Credentials: &creds.Kubernetes{Client: kube, NamespacePrefix: creds.DefaultNamespacePrefix}})
-	b := &Build{ID: 7, Name: "7", Team: "main", TeamID: 1, Pipeline: "pipe", Job: "j",
-		Log: buildlogtest.Logs(t, store).Open(7)}
-	return newExecutor(s, b), kube
+	b := &Build{ID: 7, Name: "7", Team: "main", TeamID: 1, Pipeline: "pipe", Job: "j"}
+	return newRunState(s, b), kube
 }
 
 const taskFile = `
@@ -133,11 +117,9 @@ func TestPrepareTaskFromFileWithVarsAndCredentials(t *testing.T) {
 		t.Errorf("event config = %+v", eventConfig)
 	}
 	// Every key of a Secret with fields is redacted, not only the one used.
-	x.b.Log.Append(events.Log{Payload: "the-user:pa55word t0ken-value \"step-secret\"\n"})
-	recs := buildlogtest.DurableRecords(t, x.b.Log)
-	got := string(recs[len(recs)-1].Event.Data)
+	got := x.d.Redactor().Redact("the-user:pa55word t0ken-value \"step-secret\"\n")
 	if strings.Contains(got, "pa55word") || strings.Contains(got, "t0ken-value") || strings.Contains(got, "step-secret") ||
-		!strings.Contains(got, `((redacted)):((redacted)) ((redacted)) \"((redacted))\"`) {
+		!strings.Contains(got, `((redacted)):((redacted)) ((redacted)) "((redacted))"`) {
 		t.Errorf("log event = %s", got)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
-	"github.com/porter-ci/porter/pkg/events"
 )
 
 // maxVarFile bounds a file load_var or set_pipeline reads: the ATC holds
@@ -20,7 +19,7 @@ const maxVarFile = 4 << 20
 
 // readArtifactFile reads "<artifact>/<path>" from the build's artifacts,
 // without a pod. what names the step for errors ("load_var v").
-func (x *executor) readArtifactFile(ctx context.Context, what, file string) ([]byte, error) {
+func (x *RunState) readArtifactFile(ctx context.Context, what, file string) ([]byte, error) {
 	name, rel, ok := strings.Cut(file, "/")
 	if !ok || name == "" || strings.Trim(rel, "/") == "" {
 		return nil, fmt.Errorf("%s: file %q: want <artifact>/<path of the file in it>", what, file)
@@ -43,38 +42,37 @@ func (x *executor) readArtifactFile(ctx context.Context, what, file string) ([]b
 // the across run it is in), redacted from the build's log unless reveal.
 // A step finished before a restart is read again, silently: local vars
 // are not kept in the database, since they may be secrets.
-func (x *executor) loadVar(ctx context.Context, p *concourse.Plan) (bool, error) {
+type LoadVarStep struct{ Plan *concourse.Plan }
+
+func (s LoadVarStep) Run(ctx context.Context, x *RunState) (bool, error) {
+	p := s.Plan
 	lv := p.LoadVar
-	origin := events.Origin{ID: string(p.ID)}
-	r := x.b.record(p.ID, lv.Name, "load_var")
+	d := x.delegate(p.ID)
+	r := x.b.record(p.ID, lv.Name, concourse.KindLoadVar)
 	quiet := r.finished()
-	emit := func(e events.Event) {
-		if !quiet {
-			x.b.Log.Append(e)
-		}
+	if !quiet {
+		d.Initializing()
 	}
-	emit(events.Initialize{Origin: origin, Time: time.Now().Unix()})
 	value, err := x.readLoadVar(ctx, lv)
 	if err != nil {
-		return x.failStep(ctx, origin, r, err)
+		return x.failStep(ctx, d, r, err)
 	}
 	if !lv.Reveal {
-		x.b.Log.Redact(stepvars.Secrets(value))
+		x.d.Redact(stepvars.Secrets(value))
 	}
-	emit(events.Start{Origin: origin, Time: time.Now().Unix()})
 	x.scope(ctx).Set(lv.Name, value)
-	out := events.Origin{ID: string(p.ID), Source: events.OriginSourceStdout}
-	emit(events.Log{Time: time.Now().Unix(), Origin: out, Payload: fmt.Sprintf("var %s fetched.\n", lv.Name)})
-	emit(events.Log{Time: time.Now().Unix(), Origin: out, Payload: fmt.Sprintf("added var %s to build.\n", lv.Name)})
-	emit(events.Finish{Origin: origin, Time: time.Now().Unix(), Succeeded: true})
 	if !quiet {
+		d.Starting()
+		d.Stdout(fmt.Sprintf("var %s fetched.\n", lv.Name))
+		d.Stdout(fmt.Sprintf("added var %s to build.\n", lv.Name))
+		d.Finished(true)
 		x.b.Update(func() { r.Status, r.EndTime = concourse.StatusSucceeded, time.Now().Unix() })
 		x.r.SaveState(ctx, x.b)
 	}
 	return true, nil
 }
 
-func (x *executor) readLoadVar(ctx context.Context, lv *concourse.LoadVarPlan) (any, error) {
+func (x *RunState) readLoadVar(ctx context.Context, lv *concourse.LoadVarPlan) (any, error) {
 	format, err := stepplan.LoadVarFormat(lv)
 	if err != nil {
 		return nil, err
@@ -92,11 +90,11 @@ func (x *executor) readLoadVar(ctx context.Context, lv *concourse.LoadVarPlan) (
 }
 
 // failStep ends a step that runs no pod as errored, with err in the build.
-func (x *executor) failStep(ctx context.Context, origin events.Origin, r *StepRecord, err error) (bool, error) {
+func (x *RunState) failStep(ctx context.Context, d StepDelegate, r *StepRecord, err error) (bool, error) {
 	if errors.Is(err, ErrAborted) || errors.Is(err, ErrShutdown) || errors.Is(err, ErrTimeout) {
 		return false, err
 	}
-	x.b.Log.Append(events.Error{Time: time.Now().Unix(), Origin: origin, Message: err.Error()})
+	d.Errored(err.Error())
 	x.b.Update(func() { r.Status, r.Error, r.EndTime = concourse.StatusErrored, err.Error(), time.Now().Unix() })
 	x.r.SaveState(ctx, x.b)
 	return false, err

@@ -16,21 +16,21 @@ import (
 )
 
 // scope is the local vars the step running under ctx sees.
-func (x *executor) scope(ctx context.Context) *stepvars.Scope {
+func (x *RunState) scope(ctx context.Context) *stepvars.Scope {
 	return stepvars.ScopeOf(ctx, x.locals)
 }
 
 // varSources are the resolvers of the build's pipeline's var_sources,
 // read once per build (none for a one-off build). Each resolver's values
 // are recorded by rec, so they are redacted like credentials.
-func (x *executor) varSources(ctx context.Context) (map[string]vars.Resolver, error) {
+func (x *RunState) varSources(ctx context.Context) (map[string]vars.Resolver, error) {
 	x.sourcesOnce.Do(func() {
 		x.sources, x.sourcesErr = x.loadVarSources(ctx)
 	})
 	return x.sources, x.sourcesErr
 }
 
-func (x *executor) loadVarSources(ctx context.Context) (map[string]vars.Resolver, error) {
+func (x *RunState) loadVarSources(ctx context.Context) (map[string]vars.Resolver, error) {
 	if x.b.Pipeline == "" || x.r == nil || x.r.db == nil {
 		return nil, nil
 	}
@@ -71,7 +71,7 @@ func (x *executor) loadVarSources(ctx context.Context) (map[string]vars.Resolver
 
 // buildPipeline is the pipeline of the build's job or check (by id: an
 // instance of an instanced pipeline shares its name with the others).
-func (x *executor) buildPipeline(ctx context.Context) (db.Pipeline, error) {
+func (x *RunState) buildPipeline(ctx context.Context) (db.Pipeline, error) {
 	jb, err := x.r.db.JobBuildByID(ctx, x.b.ID)
 	if err != nil {
 		return db.Pipeline{}, err
@@ -82,11 +82,11 @@ func (x *executor) buildPipeline(ctx context.Context) (db.Pipeline, error) {
 // vaultSource is a var_source of type vault. Its config may name ((vars))
 // (its client_token above all): they come from the team's credential
 // manager, as in Concourse, and are redacted like any credential.
-func (x *executor) vaultSource(ctx context.Context, config any) (vars.Resolver, error) {
+func (x *RunState) vaultSource(ctx context.Context, config any) (vars.Resolver, error) {
 	if m, ok := config.(map[string]any); ok && stepvars.ContainsVars(m) {
 		filled, used, err := vars.Interpolate(ctx, m, creds.Resolver{K: x.r.credentials(), Team: x.b.Team, Pipeline: x.b.Pipeline})
 		if used != nil {
-			x.b.Log.Redact(used.Redactions())
+			x.d.Redact(used.Redactions())
 		}
 		if err != nil {
 			return nil, fmt.Errorf("fill in the ((vars)) of its config: %w", err)

@@ -11,12 +11,12 @@ import (
 	"github.com/porter-ci/porter/pkg/concourse"
 )
 
-// observed wraps the executor's leaf steps in a span each.
-func (x *executor) observed(leaf func(context.Context, *concourse.Plan) (bool, error)) func(context.Context, *concourse.Plan) (bool, error) {
-	return func(ctx context.Context, p *concourse.Plan) (bool, error) {
+// observed wraps the build's leaf steps in a span each.
+func (x *RunState) observed(leaf func(context.Context, *concourse.Plan, Step) (bool, error)) func(context.Context, *concourse.Plan, Step) (bool, error) {
+	return func(ctx context.Context, p *concourse.Plan, step Step) (bool, error) {
 		ctx, span := x.stepSpan(ctx, p)
 		defer span.End()
-		ok, err := leaf(ctx, p)
+		ok, err := leaf(ctx, p, step)
 		span.SetAttributes(attribute.Bool("porter.step.ok", ok))
 		switch {
 		case err != nil:
@@ -30,27 +30,27 @@ func (x *executor) observed(leaf func(context.Context, *concourse.Plan) (bool, e
 
 // stepSpan opens the span of a step that runs a pod (a task, get, put or
 // check, a task image's check included); other steps get a no-op span.
-func (x *executor) stepSpan(ctx context.Context, p *concourse.Plan) (context.Context, trace.Span) {
-	kind, name := stepKind(p)
-	if kind == "" || x.r == nil || x.r.tracer == nil {
+func (x *RunState) stepSpan(ctx context.Context, p *concourse.Plan) (context.Context, trace.Span) {
+	kind, name := p.Kind(), stepName(p)
+	if !kind.RunsPod() || x.r == nil || x.r.tracer == nil {
 		return ctx, noop.Span{}
 	}
-	return x.r.tracer.Start(ctx, kind+" "+name, trace.WithAttributes(
-		attribute.String("porter.step.type", kind), attribute.String("porter.step.name", name),
+	return x.r.tracer.Start(ctx, string(kind)+" "+name, trace.WithAttributes(
+		attribute.String("porter.step.type", string(kind)), attribute.String("porter.step.name", name),
 		attribute.String("porter.plan.id", string(p.ID)), attribute.Int64("porter.build.id", x.b.ID)))
 }
 
-// stepKind names the steps that run pods ("" for the others).
-func stepKind(p *concourse.Plan) (kind, name string) {
+// stepName is the name of a step that runs a pod.
+func stepName(p *concourse.Plan) string {
 	switch {
 	case p.Task != nil:
-		return "task", p.Task.Name
+		return p.Task.Name
 	case p.Get != nil:
-		return "get", p.Get.Name
+		return p.Get.Name
 	case p.Put != nil:
-		return "put", p.Put.Name
+		return p.Put.Name
 	case p.Check != nil:
-		return "check", p.Check.Name
+		return p.Check.Name
 	}
-	return "", ""
+	return ""
 }

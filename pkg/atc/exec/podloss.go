@@ -5,19 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/porter-ci/porter/pkg/action"
-	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
-	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
 )
 
 // MaxPodAttempts is how many pods a step is given in all when its pods are
-// lost under it (kuberuntime.PodLost): a node drained twice in a row is
+// lost under it (StepState.PodLost): a node drained twice in a row is
 // bad luck, a third time is a problem someone must look at.
 const MaxPodAttempts = 3
 
@@ -25,7 +22,7 @@ const MaxPodAttempts = 3
 // lost.
 type stepPod struct {
 	record *StepRecord
-	worker *kuberuntime.Worker
+	worker Worker
 	// action is the step's; each attempt gets its own StepID (its pod,
 	// Secret, blob prefix and event sequence are the attempt's own).
 	action *action.Action
@@ -50,9 +47,9 @@ type stepPod struct {
 // build's log; the new pod takes its inputs from the blobstore again. What
 // the lost pod streamed stays shown once: the new attempt's events are
 // numbered in its own step ID.
-func (x *executor) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod) (*StepState, *eventspb.StepFinished, error) {
+func (x *RunState) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod) (*StepState, *eventspb.StepFinished, error) {
 	s, b, r, w, a := x.r, x.b, sp.record, sp.worker, sp.action
-	origin := events.Origin{ID: string(p.ID)}
+	d := x.delegate(p.ID)
 	for attempt := max(sp.attempt, 1); ; attempt++ {
 		c := sp.container
 		c.PodName, c.StepID, c.State = podspec.Name(a.StepID), a.StepID, concourse.ContainerCreating
@@ -69,7 +66,7 @@ func (x *executor) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod
 		s.SaveState(ctx, b)
 		st := sp.register(a.StepID)
 		secrets := sp.secrets
-		secrets.Redact = b.Log.SecretValues()
+		secrets.Redact = x.d.SecretValues()
 		var fin *eventspb.StepFinished
 		if err := s.createStepPod(ctx, w, a, secrets); err != nil {
 			fin = Errored(err.Error())
@@ -99,11 +96,11 @@ func (x *executor) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod
 			msg = fmt.Sprintf("the step lost %d pods: not starting it again", attempt)
 		}
 		if msg != "" {
-			b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: origin, Payload: msg + "\n"})
+			d.Say(msg + "\n")
 			return st, fin, nil
 		}
-		b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: origin, Payload: fmt.Sprintf(
-			"%s; starting the step again in a new pod (attempt %d of %d)\n", lost.Error(), attempt+1, MaxPodAttempts)})
+		d.Say(fmt.Sprintf(
+			"%s; starting the step again in a new pod (attempt %d of %d)\n", lost.Error(), attempt+1, MaxPodAttempts))
 		s.log.Info("step pod lost: starting the step again", "build", b.ID, "step", a.StepID, "kind", lost.Kind, "attempt", attempt+1)
 		s.retire(st.id)
 		next := *a
@@ -132,7 +129,7 @@ func (s *Runner) recordContainer(ctx context.Context, c db.Container) (db.Contai
 // the step is gone (deleted, or never created, while no server followed it)
 // and the step may start again in a new pod (restartable, attempts left);
 // the build's log then says so.
-func (x *executor) restartGone(ctx context.Context, p *concourse.Plan, w *kuberuntime.Worker, rec StepRecord, restartable bool) bool {
+func (x *RunState) restartGone(ctx context.Context, p *concourse.Plan, w Worker, rec StepRecord, restartable bool) bool {
 	attempt := max(rec.Attempt, 1)
 	if !restartable || attempt >= MaxPodAttempts {
 		return false
@@ -141,9 +138,9 @@ func (x *executor) restartGone(ctx context.Context, p *concourse.Plan, w *kuberu
 	if err != nil || !gone {
 		return false // resumeStep says why
 	}
-	x.b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: events.Origin{ID: string(p.ID)}, Payload: fmt.Sprintf(
+	x.delegate(p.ID).Say(fmt.Sprintf(
 		"pod %s is gone: it was deleted, or never created, while the ATC was down; starting the step again in a new pod (attempt %d of %d)\n",
-		podspec.Name(rec.StepID), attempt+1, MaxPodAttempts)})
+		podspec.Name(rec.StepID), attempt+1, MaxPodAttempts))
 	x.r.log.Info("step pod gone at resume: starting the step again", "build", x.b.ID, "step", rec.StepID, "attempt", attempt+1)
 	return true
 }

@@ -49,7 +49,7 @@ func TestValidateResourceStep(t *testing.T) {
 }
 
 func TestResourceImage(t *testing.T) {
-	x := &executor{r: &Runner{cfg: Config{BaseResourceTypes: map[string]string{"git": "example.com/git:1"}}}}
+	x := &RunState{r: &Runner{cfg: Config{BaseResourceTypes: map[string]string{"git": "example.com/git:1"}}}}
 	pinned := func(typ string, source map[string]any, version map[string]string) concourse.TypeImage {
 		return concourse.TypeImage{GetPlan: &concourse.Plan{ID: "i", Get: &concourse.GetPlan{Name: "image", Type: typ, Source: source, Version: version}}}
 	}

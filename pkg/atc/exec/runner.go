@@ -14,13 +14,11 @@ import (
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
 	"github.com/porter-ci/porter/pkg/atc/exec/imagecache"
-	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/atc/retry"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/db"
-	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/netguard"
 	"github.com/porter-ci/porter/pkg/podspec"
@@ -48,15 +46,24 @@ type Engine interface {
 	WakeScheduler()
 }
 
-// Runtime is how the steps place and run their pods: the workers and step
-// pods of pkg/atc/kuberuntime.
+// Runtime is how the steps place and run their pods: in the server, the
+// workers and step pods of pkg/atc/kuberuntime.
 type Runtime interface {
-	Worker(name string) (*kuberuntime.Worker, error)
+	Worker(name string) (Worker, error)
 	CheckPlacement(req worker.Requirements) error
-	Place(ctx context.Context, req worker.Requirements, waiting func(msg string)) (*kuberuntime.Worker, error)
-	CreatePod(ctx context.Context, w *kuberuntime.Worker, a *action.Action, given podspec.Secrets) error
-	PodGone(ctx context.Context, w *kuberuntime.Worker, stepID string) (bool, error)
-	DeletePod(ctx context.Context, w *kuberuntime.Worker, stepID string)
+	Place(ctx context.Context, req worker.Requirements, waiting func(msg string)) (Worker, error)
+	CreatePod(ctx context.Context, w Worker, a *action.Action, given podspec.Secrets) error
+	PodGone(ctx context.Context, w Worker, stepID string) (bool, error)
+	DeletePod(ctx context.Context, w Worker, stepID string)
+}
+
+// Worker is a place step pods run: a namespace of a cluster.
+type Worker interface {
+	Name() string
+	Namespace() string
+	// BaseResourceType is the worker's own image of a base resource type
+	// (ok false: the server's is used).
+	BaseResourceType(name string) (image string, ok bool)
 }
 
 // Store is what the steps record in the database (*db.DB).
@@ -121,6 +128,8 @@ type Deps struct {
 	Log    *slog.Logger
 	// Sessions run the checks in check pods (nil: a pod per check).
 	Sessions Sessions
+	// Delegates report what the steps do (the engine's).
+	Delegates DelegateFactory
 }
 
 // Runner runs builds' plans; what it holds is shared by all of them.
@@ -137,6 +146,7 @@ type Runner struct {
 	images *imagecache.Cache
 	// checkPods run the checks, when the server pools them (nil: not).
 	checkPods *checkPods
+	delegates DelegateFactory
 }
 
 // New prepares a runner.
@@ -147,13 +157,13 @@ func New(cfg Config, deps Deps) *Runner {
 	}
 	return &Runner{cfg: cfg, engine: deps.Engine, db: deps.Store, store: deps.Blobs, pods: deps.Runtime, creds: deps.Credentials,
 		tracer: deps.Tracer, log: log, images: imagecache.New(imageCacheTTL, imageCacheSize),
-		checkPods: newCheckPods(deps.Sessions, cfg.CheckPodLifetime, cfg.CheckPodMaxChecks)}
+		checkPods: newCheckPods(deps.Sessions, cfg.CheckPodLifetime, cfg.CheckPodMaxChecks), delegates: deps.Delegates}
 }
 
 // Run runs b's plan: ok says whether it succeeded; an error is the build's
 // error (ErrAborted for an abort, the context's cause when it ended).
 func (s *Runner) Run(ctx context.Context, b *Build, plan *concourse.Plan) (bool, error) {
-	return newExecutor(s, b).run(ctx, plan)
+	return newRunState(s, b).Run(ctx, plan)
 }
 
 func (s *Runner) shutdownCtx() context.Context {
@@ -165,7 +175,7 @@ func (s *Runner) shutdownCtx() context.Context {
 
 // resumeStep follows a step whose pod a previous server created to its
 // end: a pod that is gone means the step is lost.
-func (s *Runner) resumeStep(ctx context.Context, w *kuberuntime.Worker, st *StepState, stepID string) *eventspb.StepFinished {
+func (s *Runner) resumeStep(ctx context.Context, w Worker, st *StepState, stepID string) *eventspb.StepFinished {
 	gone, err := s.pods.PodGone(ctx, w, stepID)
 	switch {
 	case err != nil:
@@ -195,7 +205,7 @@ func (s *Runner) baseTypeNames() []string { return basetypes.Names(s.cfg.BaseRes
 // placeStep chooses the worker a step runs on, waiting while the workers
 // that could run it cannot take it now (stalled, landing, at their task
 // limit); the build's log says once what it waits for.
-func (s *Runner) placeStep(ctx context.Context, b *Build, origin events.Origin, req worker.Requirements) (*kuberuntime.Worker, error) {
+func (s *Runner) placeStep(ctx context.Context, b *Build, d StepDelegate, req worker.Requirements) (Worker, error) {
 	b.Update(func() {
 		for _, r := range b.State.Steps {
 			if r.Worker != "" && !slices.Contains(req.Started, r.Worker) {
@@ -203,15 +213,13 @@ func (s *Runner) placeStep(ctx context.Context, b *Build, origin events.Origin, 
 			}
 		}
 	})
-	return s.pods.Place(ctx, req, func(msg string) {
-		b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: origin, Payload: msg + "\n"})
-	})
+	return s.pods.Place(ctx, req, func(msg string) { d.Say(msg + "\n") })
 }
 
 // stoppedWaiting ends a step that was waiting for a worker when its build
 // was aborted (or timed out); a server stopping leaves it to the next one,
 // which places it again.
-func (x *executor) stoppedWaiting(ctx context.Context, r *StepRecord) (bool, error) {
+func (x *RunState) stoppedWaiting(ctx context.Context, r *StepRecord) (bool, error) {
 	err := interrupted(ctx)
 	if !errors.Is(err, ErrShutdown) {
 		x.b.Update(func() { r.Status, r.EndTime = concourse.StatusAborted, time.Now().Unix() })
@@ -235,7 +243,7 @@ func privilegedRequirements(req worker.Requirements, privileged bool) worker.Req
 
 // createStepPod creates the step's pod and Secrets (kuberuntime), the pod
 // joining the step's trace.
-func (s *Runner) createStepPod(ctx context.Context, w *kuberuntime.Worker, a *action.Action, given podspec.Secrets) error {
+func (s *Runner) createStepPod(ctx context.Context, w Worker, a *action.Action, given podspec.Secrets) error {
 	a.Telemetry = s.podTelemetry(ctx)
 	return s.pods.CreatePod(ctx, w, a, given)
 }

@@ -14,21 +14,16 @@ import (
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
-	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/names"
 	"github.com/porter-ci/porter/pkg/pipeline"
 	"github.com/porter-ci/porter/pkg/vars"
 )
 
-// stepOutput writes a step's stdout or stderr lines into the build's log.
-type stepOutput struct {
-	x      *executor
-	origin events.Origin
-}
+// stepOutput writes a step's stdout or stderr lines (its delegate's
+// Stdout or Stderr).
+type stepOutput func(msg string)
 
-func (o stepOutput) printf(format string, args ...any) {
-	o.x.b.Log.Append(events.Log{Time: time.Now().Unix(), Origin: o.origin, Payload: fmt.Sprintf(format, args...)})
-}
+func (o stepOutput) printf(format string, args ...any) { o(fmt.Sprintf(format, args...)) }
 
 // setPipeline saves a pipeline's config from a file of an artifact, as
 // Concourse's set_pipeline step: the config's ((vars)) that the step's
@@ -36,22 +31,24 @@ func (o stepOutput) printf(format string, args ...any) {
 // precedence), the rest are left for the pipeline's builds; the diff
 // against the saved config goes to the build's log; a config that is not
 // valid fails the step. The pipeline remembers this job and build.
-func (x *executor) setPipeline(ctx context.Context, p *concourse.Plan) (bool, error) {
-	origin := events.Origin{ID: string(p.ID)}
-	r := x.b.record(p.ID, p.SetPipeline.Name, "set_pipeline")
+type SetPipelineStep struct{ Plan *concourse.Plan }
+
+func (s SetPipelineStep) Run(ctx context.Context, x *RunState) (bool, error) {
+	p := s.Plan
+	d := x.delegate(p.ID)
+	r := x.b.record(p.ID, p.SetPipeline.Name, concourse.KindSetPipeline)
 	if r.finished() {
 		// Saved before a restart; saving again would only repeat it.
 		return stepOutcome(r.Status, r.Error)
 	}
-	x.b.Log.Append(events.Initialize{Origin: origin, Time: time.Now().Unix()})
+	d.Initializing()
 	sp, err := x.interpolateSetPipeline(ctx, p.SetPipeline)
 	if err != nil {
-		return x.failStep(ctx, origin, r, err)
+		return x.failStep(ctx, d, r, err)
 	}
-	stdout := stepOutput{x, events.Origin{ID: string(p.ID), Source: events.OriginSourceStdout}}
-	stderr := stepOutput{x, events.Origin{ID: string(p.ID), Source: events.OriginSourceStderr}}
+	stdout, stderr := stepOutput(d.Stdout), stepOutput(d.Stderr)
 	fail := func() (bool, error) {
-		x.b.Log.Append(events.Finish{Origin: origin, Time: time.Now().Unix(), Succeeded: false})
+		d.Finished(false)
 		x.b.Update(func() { r.Status, r.EndTime = concourse.StatusFailed, time.Now().Unix() })
 		x.r.SaveState(ctx, x.b)
 		return false, nil
@@ -59,11 +56,11 @@ func (x *executor) setPipeline(ctx context.Context, p *concourse.Plan) (bool, er
 
 	if sp.Name == "self" {
 		if x.b.Pipeline == "" {
-			return x.failStep(ctx, origin, r, errors.New("set_pipeline: self: only a job's build has a pipeline of its own"))
+			return x.failStep(ctx, d, r, errors.New("set_pipeline: self: only a job's build has a pipeline of its own"))
 		}
 		self, err := x.buildPipeline(ctx)
 		if err != nil {
-			return x.failStep(ctx, origin, r, fmt.Errorf("set_pipeline: self: %w", err))
+			return x.failStep(ctx, d, r, fmt.Errorf("set_pipeline: self: %w", err))
 		}
 		// A pipeline sets itself, instance vars and all, in its own team.
 		sp.Name, sp.InstanceVars, sp.Team = self.Name, self.InstanceVars, ""
@@ -81,9 +78,9 @@ func (x *executor) setPipeline(ctx context.Context, p *concourse.Plan) (bool, er
 	ref := db.PipelineRef{Name: sp.Name, InstanceVars: sp.InstanceVars}
 	body, err := x.readArtifactFile(ctx, "set_pipeline "+sp.Name, sp.File)
 	if err != nil {
-		return x.failStep(ctx, origin, r, err)
+		return x.failStep(ctx, d, r, err)
 	}
-	x.b.Log.Append(events.Start{Origin: origin, Time: time.Now().Unix()})
+	d.Starting()
 
 	cfg, err := x.pipelineConfig(ctx, sp, body)
 	if err != nil {
@@ -104,7 +101,7 @@ func (x *executor) setPipeline(ctx context.Context, p *concourse.Plan) (bool, er
 
 	team, err := x.targetTeam(ctx, sp.Team)
 	if err != nil {
-		return x.failStep(ctx, origin, r, err)
+		return x.failStep(ctx, d, r, err)
 	}
 	var from int64
 	existing := &concourse.Config{}
@@ -113,16 +110,16 @@ func (x *executor) setPipeline(ctx context.Context, p *concourse.Plan) (bool, er
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 	case err != nil:
-		return x.failStep(ctx, origin, r, fmt.Errorf("set_pipeline %s: read the current config: %w", sp.Name, err))
+		return x.failStep(ctx, d, r, fmt.Errorf("set_pipeline %s: read the current config: %w", sp.Name, err))
 	default:
 		from = current.ConfigVersion
 		if err := json.Unmarshal(current.Config, existing); err != nil {
-			return x.failStep(ctx, origin, r, fmt.Errorf("set_pipeline %s: read the current config: %w", sp.Name, err))
+			return x.failStep(ctx, d, r, fmt.Errorf("set_pipeline %s: read the current config: %w", sp.Name, err))
 		}
 	}
 	parent, err := x.pipelineParent(ctx)
 	if err != nil {
-		return x.failStep(ctx, origin, r, err)
+		return x.failStep(ctx, d, r, err)
 	}
 
 	var diff strings.Builder
@@ -130,22 +127,22 @@ func (x *executor) setPipeline(ctx context.Context, p *concourse.Plan) (bool, er
 		stdout.printf("no changes to apply.\n")
 		if found {
 			if err := x.r.db.SetPipelineParent(ctx, current.ID, parent); err != nil {
-				return x.failStep(ctx, origin, r, fmt.Errorf("set_pipeline %s: %w", sp.Name, err))
+				return x.failStep(ctx, d, r, fmt.Errorf("set_pipeline %s: %w", sp.Name, err))
 			}
 		}
-		x.b.Log.Append(events.SetPipelineChanged{Origin: origin, Changed: false})
-		return x.endSetPipeline(ctx, origin, r)
+		d.SetPipelineChanged(false)
+		return x.endSetPipeline(ctx, d, r)
 	}
 	stdout.printf("%s", diff.String())
 	stdout.printf("setting pipeline: %s\n", ref)
-	x.b.Log.Append(events.SetPipelineChanged{Origin: origin, Changed: true})
+	d.SetPipelineChanged(true)
 	saved, _, err := x.r.db.SavePipelineFromBuild(ctx, team.ID, ref, *cfg, from, parent)
 	switch {
 	case errors.Is(err, db.ErrSetByNewerBuild):
 		stderr.printf("\x1b[1;33mWARNING: the pipeline was not saved because it was already saved by a newer build\x1b[0m\n")
-		return x.endSetPipeline(ctx, origin, r)
+		return x.endSetPipeline(ctx, d, r)
 	case err != nil:
-		return x.failStep(ctx, origin, r, fmt.Errorf("set_pipeline %s: %w", sp.Name, err))
+		return x.failStep(ctx, d, r, fmt.Errorf("set_pipeline %s: %w", sp.Name, err))
 	}
 	stdout.printf("done\n")
 	x.r.log.InfoContext(ctx, "pipeline set by a build", "team", team.Name, "pipeline", ref.String(), "id", saved.ID,
@@ -155,18 +152,18 @@ func (x *executor) setPipeline(ctx context.Context, p *concourse.Plan) (bool, er
 		// scheduling.
 		x.r.engine.WakeScheduler()
 	}
-	return x.endSetPipeline(ctx, origin, r)
+	return x.endSetPipeline(ctx, d, r)
 }
 
-func (x *executor) endSetPipeline(ctx context.Context, origin events.Origin, r *StepRecord) (bool, error) {
-	x.b.Log.Append(events.Finish{Origin: origin, Time: time.Now().Unix(), Succeeded: true})
+func (x *RunState) endSetPipeline(ctx context.Context, d StepDelegate, r *StepRecord) (bool, error) {
+	d.Finished(true)
 	x.b.Update(func() { r.Status, r.EndTime = concourse.StatusSucceeded, time.Now().Unix() })
 	x.r.SaveState(ctx, x.b)
 	return true, nil
 }
 
 // interpolateSetPipeline fills in the ((vars)) of the step's own fields.
-func (x *executor) interpolateSetPipeline(ctx context.Context, sp *concourse.SetPipelinePlan) (*concourse.SetPipelinePlan, error) {
+func (x *RunState) interpolateSetPipeline(ctx context.Context, sp *concourse.SetPipelinePlan) (*concourse.SetPipelinePlan, error) {
 	body, err := json.Marshal(sp)
 	if err != nil {
 		return nil, fmt.Errorf("set_pipeline %s: %w", sp.Name, err)
@@ -183,7 +180,7 @@ func (x *executor) interpolateSetPipeline(ctx context.Context, sp *concourse.Set
 }
 
 // pipelineConfig reads the config a set_pipeline step sets.
-func (x *executor) pipelineConfig(ctx context.Context, sp *concourse.SetPipelinePlan, body []byte) (*concourse.Config, error) {
+func (x *RunState) pipelineConfig(ctx context.Context, sp *concourse.SetPipelinePlan, body []byte) (*concourse.Config, error) {
 	var static vars.Multi
 	if len(sp.InstanceVars) > 0 {
 		static = append(static, vars.Static(maps.Clone(sp.InstanceVars)))
@@ -213,7 +210,7 @@ func (x *executor) pipelineConfig(ctx context.Context, sp *concourse.SetPipeline
 
 // targetTeam is the team a set_pipeline step sets a pipeline in: the
 // build's, or another one when the build's team is the main team.
-func (x *executor) targetTeam(ctx context.Context, name string) (db.Team, error) {
+func (x *RunState) targetTeam(ctx context.Context, name string) (db.Team, error) {
 	if name == "" || name == x.b.Team {
 		return db.Team{ID: x.b.TeamID, Name: x.b.Team}, nil
 	}
@@ -232,7 +229,7 @@ func (x *executor) targetTeam(ctx context.Context, name string) (db.Team, error)
 
 // pipelineParent is the job and build a set_pipeline step of this build
 // sets pipelines for.
-func (x *executor) pipelineParent(ctx context.Context) (db.PipelineParent, error) {
+func (x *RunState) pipelineParent(ctx context.Context) (db.PipelineParent, error) {
 	jb, err := x.r.db.JobBuildByID(ctx, x.b.ID)
 	if err != nil {
 		return db.PipelineParent{}, fmt.Errorf("set_pipeline: the build's job: %w", err)

@@ -14,7 +14,6 @@ import (
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskplan"
-	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/atc/stepevents"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -29,25 +28,22 @@ import (
 // StepState is what the server tracks of a running step pod.
 type StepState struct {
 	id       string // the pod's step ID
-	worker   *kuberuntime.Worker
+	worker   Worker
 	b        *Build
+	d        StepDelegate
 	finished chan *eventspb.StepFinished
 
 	mu sync.Mutex
 	// ev turns the step's sidecar events into build events.
 	ev stepevents.Translator
-	// lost is the loss of the step's pod under it (kuberuntime.PodLost),
+	// lost is the loss of the step's pod under it (PodLost),
 	// if that is how it ended.
 	lost *podwatch.Failure
 }
 
-// PodFailed notes why the step's pod failed: a pod lost under the step
-// lets the step start again in a new pod.
-func (st *StepState) PodFailed(err error) {
-	f, ok := podwatch.AsFailure(err)
-	if !ok || !kuberuntime.PodLost(f) {
-		return
-	}
+// PodLost notes that the step's pod was lost under it (the runtime
+// decides what counts as lost): the step may start again in a new pod.
+func (st *StepState) PodLost(f *podwatch.Failure) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.lost = f
@@ -64,7 +60,7 @@ func (st *StepState) podLost() *podwatch.Failure {
 func (st *StepState) ID() string { return st.id }
 
 // Worker runs the step's pod (nil: its worker is unknown).
-func (st *StepState) Worker() *kuberuntime.Worker { return st.worker }
+func (st *StepState) Worker() Worker { return st.worker }
 
 // PlanID is the step's plan ID in its build.
 func (st *StepState) PlanID() concourse.PlanID { return st.ev.PlanID }
@@ -75,21 +71,22 @@ func (st *StepState) Build() *Build { return st.b }
 // Finished receives the step's end as its sidecar reports it.
 func (st *StepState) Finished() <-chan *eventspb.StepFinished { return st.finished }
 
-func (s *Runner) registerStep(b *Build, w *kuberuntime.Worker, id string, planID concourse.PlanID, cfg events.TaskConfig) *StepState {
-	st := NewStepState(b, w, id, planID, cfg)
-	s.engine.RegisterStep(st)
+func (x *RunState) registerStep(w Worker, id string, planID concourse.PlanID, cfg events.TaskConfig) *StepState {
+	st := NewStepState(x.b, x.delegate(planID), w, id, planID, cfg)
+	x.r.engine.RegisterStep(st)
 	return st
 }
 
-// NewStepState is the state of a task step (w nil: its worker is unknown).
-func NewStepState(b *Build, w *kuberuntime.Worker, id string, planID concourse.PlanID, cfg events.TaskConfig) *StepState {
-	return &StepState{id: id, worker: w, b: b, ev: stepevents.Translator{PlanID: planID, EventConfig: cfg}, finished: make(chan *eventspb.StepFinished, 1)}
+// NewStepState is the state of a task step (w nil: its worker is unknown),
+// reporting through d.
+func NewStepState(b *Build, d StepDelegate, w Worker, id string, planID concourse.PlanID, cfg events.TaskConfig) *StepState {
+	return &StepState{id: id, worker: w, b: b, d: d, ev: stepevents.Translator{PlanID: planID, EventConfig: cfg}, finished: make(chan *eventspb.StepFinished, 1)}
 }
 
 // replay gives a step recorded as finished its outcome again, with its
 // outputs. Only a resumed build replays a step, so its pod is retired here:
 // the timer that would have removed it died with the server that ran it.
-func (x *executor) replay(rec StepRecord) (bool, error) {
+func (x *RunState) replay(rec StepRecord) (bool, error) {
 	if rec.StepID != "" {
 		x.r.retire(rec.StepID)
 	}
@@ -99,11 +96,15 @@ func (x *executor) replay(rec StepRecord) (bool, error) {
 	return stepOutcome(rec.Status, rec.Error)
 }
 
-// task runs a task step as one pod, or follows its pod again after a
+// TaskStep runs a task as one pod, or follows its pod again after a
 // restart, or replays its recorded result.
-func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
+type TaskStep struct{ Plan *concourse.Plan }
+
+func (step TaskStep) Run(ctx context.Context, x *RunState) (bool, error) {
+	p := step.Plan
 	s, b, tp := x.r, x.b, p.Task
-	r := x.b.record(p.ID, tp.Name, "task")
+	d := x.delegate(p.ID)
+	r := x.b.record(p.ID, tp.Name, concourse.KindTask)
 	var (
 		rec  StepRecord
 		done bool
@@ -120,10 +121,10 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 		_, _ = x.prepareTask(ctx, tp)
 		w, err := s.pods.Worker(rec.Worker)
 		if err != nil {
-			return x.endTask(ctx, p, r, s.registerStep(b, nil, rec.StepID, p.ID, rec.EventConfig), Errored(err.Error()))
+			return x.endTask(ctx, p, r, x.registerStep(nil, rec.StepID, p.ID, rec.EventConfig), Errored(err.Error()))
 		}
 		if !x.restartGone(ctx, p, w, rec, true) {
-			st := s.registerStep(b, w, rec.StepID, p.ID, rec.EventConfig)
+			st := x.registerStep(w, rec.StepID, p.ID, rec.EventConfig)
 			fin = s.resumeStep(ctx, w, st, rec.StepID)
 			return x.endTask(ctx, p, r, st, fin)
 		}
@@ -131,29 +132,27 @@ func (x *executor) task(ctx context.Context, p *concourse.Plan) (bool, error) {
 	}
 
 	a, eventConfig, pull, secretParams, err := x.resolvePreparedTask(ctx, p)
-	origin := events.Origin{ID: string(p.ID)}
-	var w *kuberuntime.Worker
+	var w Worker
 	if err == nil {
-		w, err = s.placeStep(ctx, b, origin, privilegedRequirements(requirements(b.Team, tp.Tags, eventConfig.Platform, true), tp.Privileged))
+		w, err = s.placeStep(ctx, b, d, privilegedRequirements(requirements(b.Team, tp.Tags, eventConfig.Platform, true), tp.Privileged))
 		if ctx.Err() != nil {
 			return x.stoppedWaiting(ctx, r)
 		}
 	}
 	if err != nil {
-		b.Log.Append(events.Error{Time: time.Now().Unix(), Origin: origin, Message: err.Error()})
+		d.Errored(err.Error())
 		b.Update(func() { r.Status, r.Error = concourse.StatusErrored, err.Error() })
 		s.SaveState(ctx, b)
 		return false, err
 	}
-	now := time.Now().Unix()
-	b.Log.Append(events.InitializeTask{Time: now, Origin: origin, Config: eventConfig})
-	b.Log.Append(events.SelectedWorker{Time: now, Origin: origin, WorkerName: w.Name()})
+	d.InitializeTask(eventConfig)
+	d.SelectedWorker(w.Name())
 	b.Update(func() { r.EventConfig = eventConfig })
 	st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: w, action: a, restartable: true, attempt: attempt,
 		container: db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
-			StepName: tp.Name, Type: "task", WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir, User: a.Run.User},
+			StepName: tp.Name, Type: string(concourse.KindTask), WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir, User: a.Run.User},
 		secrets:  podspec.Secrets{ImagePull: pull, Params: secretParams},
-		register: func(id string) *StepState { return s.registerStep(b, w, id, p.ID, eventConfig) }})
+		register: func(id string) *StepState { return x.registerStep(w, id, p.ID, eventConfig) }})
 	if err != nil {
 		return false, err
 	}
@@ -183,16 +182,13 @@ func stepOutcome(status concourse.BuildStatus, msg string) (bool, error) {
 
 // endTask records how a task ended (fin nil: the server is stopping and
 // the step is left to the next one).
-func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *StepRecord, st *StepState, fin *eventspb.StepFinished) (bool, error) {
+func (x *RunState) endTask(ctx context.Context, p *concourse.Plan, r *StepRecord, st *StepState, fin *eventspb.StepFinished) (bool, error) {
 	s, b := x.r, x.b
 	if fin == nil {
 		return false, interrupted(ctx)
 	}
 	status := buildStatus(fin.GetResult())
-	shown := st.endEvents(fin, time.Now().Unix())
-	for _, ev := range shown {
-		b.Log.Append(ev)
-	}
+	x.delegate(p.ID).PodEnded(st.endEvents(fin, time.Now().Unix()))
 	outputs := map[string]api.ArtifactRef{}
 	for _, o := range fin.GetOutputs() {
 		outputs[o.GetName()] = api.ArtifactRef{Key: o.GetKey(), Digest: o.GetDigest(), Size: o.GetSize()}
@@ -222,7 +218,7 @@ func (x *executor) endTask(ctx context.Context, p *concourse.Plan, r *StepRecord
 // resolvePreparedTask resolves the task as it runs (prepareTask): params
 // that show credentials leave the action for the step's Secret, and the
 // event config shows them redacted.
-func (x *executor) resolvePreparedTask(ctx context.Context, p *concourse.Plan) (*action.Action, events.TaskConfig, *podspec.RegistryAuth, map[string]string, error) {
+func (x *RunState) resolvePreparedTask(ctx context.Context, p *concourse.Plan) (*action.Action, events.TaskConfig, *podspec.RegistryAuth, map[string]string, error) {
 	tp, err := x.prepareTask(ctx, p.Task)
 	if err != nil {
 		return nil, events.TaskConfig{}, nil, nil, err
@@ -233,7 +229,7 @@ func (x *executor) resolvePreparedTask(ctx context.Context, p *concourse.Plan) (
 	if err != nil {
 		return nil, events.TaskConfig{}, nil, nil, err
 	}
-	red := x.b.Log.Redactor()
+	red := x.d.Redactor()
 	return a, redactEventConfig(red, eventConfig), pull, stepvars.SplitSecretParams(a, red), nil
 }
 
@@ -241,7 +237,7 @@ func (x *executor) resolvePreparedTask(ctx context.Context, p *concourse.Plan) (
 // task before anything runs: a bad config or a missing input fails here,
 // before any pod exists (but for its image's check). pull is the login the
 // kubelet pulls the task's image with (nil: none).
-func (x *executor) resolveTask(ctx context.Context, p *concourse.Plan) (*action.Action, events.TaskConfig, *podspec.RegistryAuth, error) {
+func (x *RunState) resolveTask(ctx context.Context, p *concourse.Plan) (*action.Action, events.TaskConfig, *podspec.RegistryAuth, error) {
 	tp := p.Task
 	cfg, params, err := taskplan.Config(tp)
 	if err != nil {

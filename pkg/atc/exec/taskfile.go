@@ -22,7 +22,7 @@ const maxTaskFile = 1 << 20
 
 // readTaskFile reads a task's `file:` from the build's artifact, without a
 // pod: the config is needed before the pod can be declared.
-func (x *executor) readTaskFile(ctx context.Context, tp *concourse.TaskPlan) ([]byte, error) {
+func (x *RunState) readTaskFile(ctx context.Context, tp *concourse.TaskPlan) ([]byte, error) {
 	name, file, err := taskplan.SplitConfigPath(tp.ConfigPath)
 	if err != nil {
 		return nil, fmt.Errorf("task %q: %w", tp.Name, err)
@@ -45,7 +45,7 @@ func (x *executor) readTaskFile(ctx context.Context, tp *concourse.TaskPlan) ([]
 // when it has one, and the ((vars)) of the config and the step's params
 // filled in (the task's `vars:` first, then the team's credentials). The
 // plan itself is left as written.
-func (x *executor) prepareTask(ctx context.Context, tp *concourse.TaskPlan) (*concourse.TaskPlan, error) {
+func (x *RunState) prepareTask(ctx context.Context, tp *concourse.TaskPlan) (*concourse.TaskPlan, error) {
 	out := *tp
 	sv := x.stepVars(tp.Vars)
 	if tp.ConfigPath != "" {

@@ -12,7 +12,7 @@ func (st *StepState) LogEvents(evs []*eventspb.Event) {
 		st.mu.Lock()
 		shown := st.ev.Translate(ev)
 		st.mu.Unlock()
-		st.b.Log.AppendStep(st.id, ev.GetSeq(), shown)
+		st.d.PodEvent(st.id, ev.GetSeq(), shown)
 		if fin := ev.GetStepFinished(); fin != nil {
 			select {
 			case st.finished <- fin:

@@ -183,6 +183,12 @@ func (w *Worker) Namespace() string { return w.cfg.Namespace }
 // Config is the worker's configuration.
 func (w *Worker) Config() worker.Config { return w.cfg }
 
+// BaseResourceType is the worker's own image of a base resource type.
+func (w *Worker) BaseResourceType(name string) (string, bool) {
+	image, ok := w.cfg.BaseResourceTypes[name]
+	return image, ok
+}
+
 // Kube is the worker's API client.
 func (w *Worker) Kube() kubernetes.Interface { return w.kube }
 

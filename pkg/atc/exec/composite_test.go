@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/porter-ci/porter/internal/eventually"
 	"github.com/porter-ci/porter/pkg/concourse"
 )
 
@@ -18,7 +19,7 @@ type fakeLeaves struct {
 	ran []string
 }
 
-func (f *fakeLeaves) run(ctx context.Context, p *concourse.Plan) (bool, error) {
+func (f *fakeLeaves) run(ctx context.Context, p *concourse.Plan, _ Step) (bool, error) {
 	name := p.Task.Name
 	f.mu.Lock()
 	f.ran = append(f.ran, name)
@@ -52,7 +53,7 @@ func plan(t *testing.T, js string) *concourse.Plan {
 	return &p
 }
 
-func TestExecutorControlFlow(t *testing.T) {
+func TestCompositeStepsControlFlow(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		plan   string
@@ -89,10 +90,10 @@ func TestExecutorControlFlow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeLeaves{}
-			x := &executor{leaf: f.run}
+			x := &RunState{leaf: f.run}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			ok, err := x.run(ctx, plan(t, tc.plan))
+			ok, err := x.Run(ctx, plan(t, tc.plan))
 			if got := BuildResult(ok, err); got != tc.status {
 				t.Errorf("status %s (err %v), want %s", got, err, tc.status)
 			}
@@ -110,18 +111,21 @@ func TestExecutorControlFlow(t *testing.T) {
 	}
 }
 
-func TestExecutorAbortStopsTheRest(t *testing.T) {
+func TestAbortStopsTheRestAndRunsEnsure(t *testing.T) {
 	f := &fakeLeaves{}
-	x := &executor{leaf: f.run}
+	x := &RunState{leaf: f.run}
 	ctx, abort := context.WithCancelCause(context.Background())
 	done := make(chan concourse.BuildStatus)
 	go func() {
-		ok, err := x.run(ctx, plan(t, `{"ensure":{"step":{"do":[{"task":{"name":"hang"}},{"task":{"name":"never"}}]},"ensure":{"task":{"name":"cleanup"}}}}`))
+		ok, err := x.Run(ctx, plan(t, `{"ensure":{"step":{"do":[{"task":{"name":"hang"}},{"task":{"name":"never"}}]},"ensure":{"task":{"name":"cleanup"}}}}`))
 		done <- BuildResult(ok, err)
 	}()
-	for len(f.names()) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	eventually.Within(t, 5*time.Second, func() error {
+		if len(f.names()) == 0 {
+			return errors.New("no step started")
+		}
+		return nil
+	})
 	abort(ErrAborted)
 	select {
 	case got := <-done:
