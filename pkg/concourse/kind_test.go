@@ -10,9 +10,9 @@ func TestPlanKind(t *testing.T) {
 		`{"task":{"name":"t"}}`: KindTask,
 		`{"get":{"name":"g"}}`:  KindGet,
 		`{"on_failure":{"step":{"task":{"name":"t"}},"on_failure":{"task":{"name":"h"}}}}`: KindOnFailure,
-		`{"across":{"vars":[]},"do":null}`: KindAcross,
-		`{"run":{"message":"m"}}`:          KindRun,
-		`{"id":"1"}`:                       "",
+		`{"across":{"vars":[]},"do":null}`:                                                 KindAcross,
+		`{"run":{"message":"m"}}`:                                                          KindRun,
+		`{"id":"1"}`:                                                                       "",
 	} {
 		var p Plan
 		if err := json.Unmarshal([]byte(js), &p); err != nil {
