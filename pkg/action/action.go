@@ -28,8 +28,8 @@ type Action struct {
 	Build  Build  `json:"build"`
 	// StepName is the step's name in the plan (e.g. the task's name).
 	StepName string `json:"step_name"`
-	// Type is the kind of step: "task" (later "get", "put", "check").
-	Type  string `json:"type"`
+	// Type is the kind of step.
+	Type  Kind   `json:"type"`
 	Image string `json:"image"`
 	// ImagePullPolicy, when set, overrides the worker's for the step's
 	// image (resource types' images are pulled IfNotPresent).
@@ -296,4 +296,30 @@ func (a *Action) Dir(p string) string {
 		return path.Clean(p)
 	}
 	return path.Join(a.WorkDir, p)
+}
+
+// Kind is the kind of step an action runs: a task's process, or one of a
+// resource type's scripts.
+type Kind string
+
+// The kinds of actions (the names of the plan steps that run them).
+const (
+	KindTask  Kind = "task"
+	KindGet   Kind = "get"
+	KindPut   Kind = "put"
+	KindCheck Kind = "check"
+)
+
+// Script is the resource script an action of kind k runs ("check", "in",
+// "out"), or "" for a task.
+func (k Kind) Script() string {
+	switch k {
+	case KindCheck:
+		return "check"
+	case KindGet:
+		return "in"
+	case KindPut:
+		return "out"
+	}
+	return ""
 }

@@ -138,7 +138,7 @@ func GoldenCases() []Case {
 			Name: "get",
 			Action: func() *action.Action {
 				a := exampleAction("get")
-				a.Type, a.StepName = "get", "repo"
+				a.Type, a.StepName = action.KindGet, "repo"
 				a.Image, a.ImagePullPolicy = "porter.local/resource-git:dev", string(corev1.PullIfNotPresent)
 				a.WorkDir = "/tmp/build"
 				a.Run = action.Run{Path: "/opt/resource/in", Args: []string{"/tmp/build/get"}}
@@ -261,7 +261,7 @@ func GoldenCases() []Case {
 			Name: "windows-get",
 			Action: func() *action.Action {
 				a := exampleAction("windows-get")
-				a.Type, a.StepName, a.Platform = "get", "repo", action.PlatformWindows
+				a.Type, a.StepName, a.Platform = action.KindGet, "repo", action.PlatformWindows
 				a.Image, a.ImagePullPolicy = "registry.example.com/resource-git:windows", string(corev1.PullIfNotPresent)
 				a.WorkDir = "/tmp/build"
 				a.Run = action.Run{Path: "C:\\opt\\resource\\in.exe", Args: []string{"/tmp/build/get"}}
@@ -301,7 +301,7 @@ func exampleAction(stepID string) *action.Action {
 			Job:      "hello-world-job",
 		},
 		StepName: "hello-world-task",
-		Type:     "task",
+		Type:     action.KindTask,
 		Image:    "busybox:1.36",
 		Run:      action.Run{Path: "echo", Args: []string{"Hello, world!"}},
 		WorkDir:  "/tmp/build/" + stepID,

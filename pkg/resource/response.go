@@ -9,20 +9,6 @@ import (
 // response is one JSON document held in memory and sent in one event.
 const MaxResponse = 4 << 20
 
-// Script is the name of the resource script a step of this type
-// runs ("check", "in", "out"), or "" for steps that are not resource steps.
-func Script(stepType string) string {
-	switch stepType {
-	case "check":
-		return "check"
-	case "get":
-		return "in"
-	case "put":
-		return "out"
-	}
-	return ""
-}
-
 // Stdout collects a resource script's stdout, which is its answer to
 // the ATC rather than a log: the sidecar's for a step's own process, the
 // ATC's for a check run in a pooled check pod.

@@ -53,11 +53,3 @@ func TestResponseTooLong(t *testing.T) {
 		t.Fatal("an overlong response is still held in memory")
 	}
 }
-
-func TestScript(t *testing.T) {
-	for typ, want := range map[string]string{"check": "check", "get": "in", "put": "out", "task": ""} {
-		if got := Script(typ); got != want {
-			t.Errorf("Script(%q) = %q, want %q", typ, got, want)
-		}
-	}
-}

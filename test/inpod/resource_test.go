@@ -15,8 +15,8 @@ import (
 
 // resourceAction is a resource step (check, get or put) running a shell
 // script as its resource script, with request on stdin.
-func resourceAction(typ, script, request string) *action.Action {
-	a := newAction(typ, "sh", "-c", script)
+func resourceAction(typ action.Kind, script, request string) *action.Action {
+	a := newAction(string(typ), "sh", "-c", script)
 	a.Type = typ
 	a.Stdin = &request
 	return a

@@ -65,7 +65,7 @@ func (r *Runner) RetireCheckPod(stepID string) {
 // unprivileged check (a privileged type keeps its own pod: the pod's
 // privilege would extend to every check of the key).
 func (cp *checkPods) pooled(a *action.Action) bool {
-	return cp != nil && a.Type == string(concourse.KindCheck) && !a.Privileged && (a.Platform == "" || a.Platform == action.PlatformLinux)
+	return cp != nil && a.Type == action.KindCheck && !a.Privileged && (a.Platform == "" || a.Platform == action.PlatformLinux)
 }
 
 // acquireCheckPod returns the step ID of a ready check pod for a's key,

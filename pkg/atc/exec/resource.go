@@ -247,7 +247,7 @@ func (x *RunState) resolveResource(ctx context.Context, p *concourse.Plan, step 
 		StepID:   fmt.Sprintf("b%d-%s-%s", b.ID, podspec.LabelValue(strings.ToLower(name)), randomSuffix()),
 		Build:    action.Build{ID: fmt.Sprint(b.ID), Name: b.Name, Team: b.Team, AuditID: b.AuditID()},
 		StepName: name,
-		Type:     string(step.kind),
+		Type:     action.Kind(step.kind),
 		Tags:     step.tags,
 		Image:    image,
 		// Resource type images are pinned or built locally: pulled once.
@@ -403,7 +403,7 @@ func (x *RunState) resourceImage(ctx context.Context, step resourceStep) (string
 // registerResourceStep is registerStep for a resource step: its events
 // are translated as the step's kind.
 func (x *RunState) registerResourceStep(w Worker, id string, planID concourse.PlanID, kind concourse.StepKind) *StepState {
-	st := &StepState{id: id, worker: w, b: x.b, d: x.delegate(planID), ev: stepevents.Translator{PlanID: planID, Kind: string(kind)},
+	st := &StepState{id: id, worker: w, b: x.b, d: x.delegate(planID), ev: stepevents.Translator{PlanID: planID, Kind: kind},
 		finished: make(chan *eventspb.StepFinished, 1)}
 	x.r.engine.RegisterStep(st)
 	return st

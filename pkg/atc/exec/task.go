@@ -273,7 +273,7 @@ func (x *RunState) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 	a := &action.Action{
 		StepID:   stepID,
 		Build:    action.Build{ID: fmt.Sprint(b.ID), Name: b.Name, Team: b.Team, AuditID: b.AuditID()},
-		StepName: name, Type: "task",
+		StepName: name, Type: action.KindTask,
 		Platform: cfg.Platform, Tags: tp.Tags,
 		Run:        action.Run{Path: cfg.Run.Path, Args: cfg.Run.Args, Dir: cfg.Run.Dir, User: cfg.Run.User},
 		Params:     taskconfig.MergeParams(cfg.Params, params),

@@ -15,7 +15,7 @@ type Translator struct {
 	PlanID      concourse.PlanID
 	EventConfig events.TaskConfig
 	// Kind is a resource step's (check, get, put); empty for a task.
-	Kind string
+	Kind concourse.StepKind
 
 	lastError string
 	// finishShown: the build log has the task's finish-task (the sidecar's
@@ -81,9 +81,9 @@ func (t *Translator) translateResource(ev *eventspb.Event) (events.Event, bool) 
 	case *eventspb.Event_Status:
 		if p.Status.GetStatus() == eventspb.StepStatus_STEP_STATUS_RUNNING {
 			switch t.Kind {
-			case "get":
+			case concourse.KindGet:
 				return events.StartGet{Time: at, Origin: origin}, true
-			case "put":
+			case concourse.KindPut:
 				return events.StartPut{Time: at, Origin: origin}, true
 			}
 		}
