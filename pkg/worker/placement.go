@@ -72,6 +72,14 @@ type Requirements struct {
 	Started []string
 }
 
+// StepRequirements are what a step of team asks of its worker: its tags
+// (empty ones dropped, as Concourse ignores them), its platform, and
+// whether it is a task.
+func StepRequirements(team string, tags []string, platform string, task bool) Requirements {
+	return Requirements{Tags: slices.DeleteFunc(slices.Clone(tags), func(t string) bool { return t == "" }),
+		Team: team, Platform: platform, Task: task}
+}
+
 func (r Requirements) String() string {
 	platform := r.Platform
 	if platform == "" {

@@ -3,11 +3,10 @@ package exec
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/parallel"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/pipeline"
@@ -85,63 +84,12 @@ func (x *RunState) acrossLevel(ctx context.Context, ap *concourse.AcrossPlan, va
 	n := len(values[level])
 	per := (hi - lo) / n
 	last := level == len(ap.Vars)-1
-	return x.parallel(ctx, n, ap.Vars[level].MaxInFlight, ap.FailFast, func(ctx context.Context, i int) (bool, error) {
+	return parallel.Run(ctx, n, ap.Vars[level].MaxInFlight, ap.FailFast, func(ctx context.Context, i int) (bool, error) {
 		if last {
 			return run(ctx, lo+i)
 		}
 		return x.acrossLevel(ctx, ap, values, level+1, lo+i*per, lo+(i+1)*per, run)
 	})
-}
-
-// parallel runs f(0..n-1), at most limit at a time (0: all at once); with
-// failFast the first failure or error stops the others. in_parallel and
-// across's max_in_flight both run through it.
-func (x *RunState) parallel(ctx context.Context, n, limit int, failFast bool, f func(context.Context, int) (bool, error)) (bool, error) {
-	if limit <= 0 || limit > n {
-		limit = n
-	}
-	pctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	sem := make(chan struct{}, max(limit, 1))
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		ok   = true
-		errs []error
-	)
-	for i := 0; i < n; i++ {
-		select {
-		case sem <- struct{}{}:
-		case <-pctx.Done():
-		}
-		if pctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			stepOK, err := f(pctx, i)
-			mu.Lock()
-			defer mu.Unlock()
-			ok = ok && stepOK
-			if err != nil && !errors.Is(err, errFailFast) {
-				errs = append(errs, err)
-			}
-			if failFast && (!stepOK || err != nil) {
-				stop(errFailFast)
-			}
-		}(i)
-	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		return false, interrupted(ctx)
-	}
-	if pctx.Err() != nil {
-		// Runs that fail_fast kept from starting did not succeed.
-		ok = false
-	}
-	return ok, errors.Join(errs...)
 }
 
 // acrossValues are a var's values: the list as written, or the list a

@@ -23,8 +23,6 @@ var (
 	// ErrShutdown is the cause of a build context ended by the server
 	// stopping.
 	ErrShutdown = errors.New("the server is stopping")
-	// errFailFast stops the other steps of an in_parallel with fail_fast.
-	errFailFast = errors.New("another step of the in_parallel failed")
 )
 
 // Build is a build being run: who it is, its log and its steps' state.

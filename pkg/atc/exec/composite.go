@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/parallel"
 	"github.com/porter-ci/porter/pkg/concourse"
 )
 
@@ -32,7 +33,7 @@ type InParallelStep struct{ Plan *concourse.InParallelPlan }
 
 func (s InParallelStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	p := s.Plan
-	return x.parallel(ctx, len(p.Steps), p.Limit, p.FailFast, func(ctx context.Context, i int) (bool, error) {
+	return parallel.Run(ctx, len(p.Steps), p.Limit, p.FailFast, func(ctx context.Context, i int) (bool, error) {
 		return x.Run(ctx, &p.Steps[i])
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/pkg/worker"
 )
 
 // Resource steps run Concourse's resource protocol unchanged: the type's
@@ -123,7 +124,7 @@ func (x *RunState) runResource(ctx context.Context, p *concourse.Plan, r *StepRe
 	d := x.delegate(p.ID)
 	var w Worker
 	if err == nil {
-		w, err = s.placeStep(ctx, b, d, privilegedRequirements(requirements(b.Team, step.tags, "", false), step.image.Privileged))
+		w, err = s.placeStep(ctx, b, d, privilegedRequirements(worker.StepRequirements(b.Team, step.tags, "", false), step.image.Privileged))
 		if ctx.Err() != nil {
 			_, err := x.stoppedWaiting(ctx, r)
 			return nil, true, err
@@ -212,7 +213,7 @@ func (x *RunState) failResource(ctx context.Context, p *concourse.Plan, r *StepR
 // The request is returned apart: it travels in the step's Secret, as the
 // source may hold credentials.
 func (x *RunState) resolveResource(ctx context.Context, p *concourse.Plan, step resourceStep, request func() (map[string]any, error)) (*action.Action, []byte, error) {
-	if err := x.r.pods.CheckPlacement(privilegedRequirements(requirements(x.b.Team, step.tags, "", false), step.image.Privileged)); err != nil {
+	if err := x.r.pods.CheckPlacement(privilegedRequirements(worker.StepRequirements(x.b.Team, step.tags, "", false), step.image.Privileged)); err != nil {
 		return nil, nil, err
 	}
 	var timeout time.Duration

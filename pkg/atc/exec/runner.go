@@ -228,12 +228,6 @@ func (x *RunState) stoppedWaiting(ctx context.Context, r *StepRecord) (bool, err
 	return false, err
 }
 
-// requirements are what a step asks of its worker.
-func requirements(team string, tags []string, platform string, task bool) worker.Requirements {
-	return worker.Requirements{Tags: slices.DeleteFunc(slices.Clone(tags), func(t string) bool { return t == "" }),
-		Team: team, Platform: platform, Task: task}
-}
-
 // privilegedRequirements are requirements of a step that may be
 // privileged: such a step runs only on a worker that allows it.
 func privilegedRequirements(req worker.Requirements, privileged bool) worker.Requirements {

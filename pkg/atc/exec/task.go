@@ -23,6 +23,7 @@ import (
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/podwatch"
 	"github.com/porter-ci/porter/pkg/taskconfig"
+	"github.com/porter-ci/porter/pkg/worker"
 )
 
 // StepState is what the server tracks of a running step pod.
@@ -134,7 +135,7 @@ func (step TaskStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	a, eventConfig, pull, secretParams, err := x.resolvePreparedTask(ctx, p)
 	var w Worker
 	if err == nil {
-		w, err = s.placeStep(ctx, b, d, privilegedRequirements(requirements(b.Team, tp.Tags, eventConfig.Platform, true), tp.Privileged))
+		w, err = s.placeStep(ctx, b, d, privilegedRequirements(worker.StepRequirements(b.Team, tp.Tags, eventConfig.Platform, true), tp.Privileged))
 		if ctx.Err() != nil {
 			return x.stoppedWaiting(ctx, r)
 		}
@@ -243,7 +244,7 @@ func (x *RunState) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 	if err != nil {
 		return nil, events.TaskConfig{}, nil, err
 	}
-	if err := x.r.pods.CheckPlacement(privilegedRequirements(requirements(x.b.Team, tp.Tags, cfg.Platform, true), tp.Privileged)); err != nil {
+	if err := x.r.pods.CheckPlacement(privilegedRequirements(worker.StepRequirements(x.b.Team, tp.Tags, cfg.Platform, true), tp.Privileged)); err != nil {
 		return nil, events.TaskConfig{}, nil, err
 	}
 	var missing []string
