@@ -25,9 +25,9 @@ func (s AcrossStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	p := s.Plan
 	ap := p.Across
 	d := x.delegate(p.ID)
-	r := x.b.record(p.ID, "across", concourse.KindAcross)
+	r := x.b.Record(p.ID, "across", concourse.KindAcross)
 	values := make([][]any, len(ap.Vars))
-	announce := !r.finished() && r.Status == ""
+	announce := !r.Finished() && r.Status == ""
 	for i, v := range ap.Vars {
 		if _, shadowed := x.scope(ctx).Get(v.Var); shadowed && announce {
 			d.Stderr(fmt.Sprintf("\x1b[1;33mWARNING: across step shadows local var '%s'\x1b[0m\n", v.Var))

@@ -37,8 +37,8 @@ func (s ArtifactOutputStep) Run(ctx context.Context, x *RunState) (bool, error) 
 	if !ok {
 		return false, fmt.Errorf("output %q: no step of the build produced it", name)
 	}
-	r := x.b.record(p.ID, name, concourse.KindArtifactOutput)
-	if r.finished() {
+	r := x.b.Record(p.ID, name, concourse.KindArtifactOutput)
+	if r.Finished() {
 		return true, nil
 	}
 	if err := x.r.retryDB(ctx, "keep an output", func(ctx context.Context) error {

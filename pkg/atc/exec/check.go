@@ -18,7 +18,7 @@ func (s CheckStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	cp := p.Check
 	d := x.delegate(p.ID)
 	step := resourceStep{kind: concourse.KindCheck, name: cp.Name, typ: cp.Type, source: cp.Source, image: cp.TypeImage, tags: cp.Tags, timeout: cp.Timeout, restartable: true}
-	r := x.b.record(p.ID, cp.Name, concourse.KindCheck)
+	r := x.b.Record(p.ID, cp.Name, concourse.KindCheck)
 	fin, done, err := x.runResource(ctx, p, r, step, func() { d.InitializeCheck(cp.Name) }, func() (map[string]any, error) {
 		source, err := x.stepVars(nil).InterpolateMap(ctx, cp.Source)
 		if err != nil {

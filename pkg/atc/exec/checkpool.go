@@ -9,6 +9,8 @@ import (
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/atc/checkpods"
+	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
+	"github.com/porter-ci/porter/pkg/atc/exec/taskimage"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
@@ -73,7 +75,7 @@ func (cp *checkPods) pooled(a *action.Action) bool {
 func (x *RunState) acquireCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w Worker, a *action.Action) (checkpods.Lease, error) {
 	key := checkpods.Key{Team: x.b.Team, Pipeline: x.b.PipelineID, Worker: w.Name(), Image: a.Image, Tags: strings.Join(a.Tags, ","), Platform: a.Platform}
 	return x.r.checkPods.pool.Acquire(ctx, key,
-		func() string { return podspec.CheckPodStepID(x.b.Team, randomSuffix()) },
+		func() string { return podspec.CheckPodStepID(x.b.Team, stepplan.RandomSuffix()) },
 		func(stepID string) error { return x.startCheckPod(ctx, p, r, w, a, stepID) })
 }
 
@@ -138,7 +140,7 @@ func (x *RunState) runPooledCheck(ctx context.Context, p *concourse.Plan, r *Ste
 	// A task image's check has no record: there is nothing in it to
 	// intercept (its own pod would go as soon as it reported).
 	var c db.Container
-	if !strings.HasSuffix(string(p.ID), imageCheckSuffix) {
+	if !strings.HasSuffix(string(p.ID), taskimage.CheckSuffix) {
 		c = db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID), StepName: name, Type: string(concourse.KindCheck),
 			WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(podStep), StepID: podStep,
 			State: concourse.ContainerCreated, WorkingDirectory: a.WorkDir}

@@ -22,7 +22,7 @@ func (s GetStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	gp := p.Get
 	d := x.delegate(p.ID)
 	step := resourceStep{kind: concourse.KindGet, name: gp.Name, typ: gp.Type, source: gp.Source, params: gp.Params, image: gp.TypeImage, tags: gp.Tags, timeout: gp.Timeout, restartable: true}
-	r := x.b.record(p.ID, gp.Name, concourse.KindGet)
+	r := x.b.Record(p.ID, gp.Name, concourse.KindGet)
 	var (
 		version        map[string]string
 		cached         *db.ResourceCache

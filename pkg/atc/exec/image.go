@@ -5,73 +5,36 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/porter-ci/porter/pkg/atc/exec/imagecache"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
+	"github.com/porter-ci/porter/pkg/atc/exec/taskimage"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
-	"github.com/porter-ci/porter/pkg/pipeline"
-	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/taskconfig"
 )
 
-// A task's image is a registry image pinned by digest: the pod runs
-// repository@sha256:digest and the kubelet pulls it, so no image content
-// passes through Porter. image_resource resolves to a digest with its
-// type's check (unless its version names one); image: takes the digest a
-// get of the build fetched.
-
-const (
-	// imageCacheTTL is how long a checked image digest is reused: repeated
-	// `fly execute`s do not pay a check pod each, and a pushed tag is seen
-	// within a minute.
-	imageCacheTTL = time.Minute
-	// imageCacheSize bounds the cache: the number of (team, type, source)
-	// resolutions kept.
-	imageCacheSize = 1024
-	// imageCheckTimeout bounds an image check, which holds up its task.
-	imageCheckTimeout = "5m"
-	// imageCheckName is the name of an image check step, as Concourse's.
-	imageCheckName = "image"
-)
-
-// taskImage is what a task's image resolved to.
-type taskImage struct {
-	ref string // repository@sha256:digest
-	// pull is the login the kubelet pulls with (nil: none).
-	pull *podspec.RegistryAuth
-}
-
-// taskImage resolves the image of a task: the step's image: artifact, else
-// its config's image_resource.
-// imageCheckSuffix ends the plan ID of a task image's check.
-const imageCheckSuffix = "/image-check"
-
-func (x *RunState) taskImage(ctx context.Context, p *concourse.Plan, cfg *taskconfig.Config) (taskImage, error) {
+// taskImage resolves the image of a task (taskimage): the step's image:
+// artifact, else its config's image_resource, whose check runs as a step
+// of the build.
+func (x *RunState) taskImage(ctx context.Context, p *concourse.Plan, cfg *taskconfig.Config) (taskimage.Image, error) {
 	tp := p.Task
 	if tp.ImageArtifactName != "" {
 		// As in Concourse, the step's image: wins over the config's.
 		return x.artifactImage(ctx, tp)
 	}
 	if cfg.ImageResource == nil {
-		return taskImage{}, fmt.Errorf("task %q has no image: give its config an image_resource, or the step an image: naming a registry-image get", tp.Name)
+		return taskimage.Image{}, fmt.Errorf("task %q has no image: give its config an image_resource, or the step an image: naming a registry-image get", tp.Name)
 	}
-	img, err := x.imageResourceImage(ctx, p, cfg.ImageResource)
+	img, err := x.r.images.ImageResource(ctx, taskimage.Request{Task: p, TeamID: x.b.TeamID, Image: cfg.ImageResource,
+		Warn: x.delegate(p.ID).Stderr,
+		Check: func(ctx context.Context, check *concourse.Plan) (map[string]string, error) {
+			return x.imageCheck(ctx, p, check)
+		}})
 	if err != nil {
-		return taskImage{}, fmt.Errorf("task %q: image_resource: %w", tp.Name, err)
+		return taskimage.Image{}, fmt.Errorf("task %q: image_resource: %w", tp.Name, err)
 	}
 	return img, nil
-}
-
-// fetchedVersion is what a get of the build fetched, for a task whose
-// image: names its artifact. It is kept in memory only: the source may hold
-// credentials, which must not reach the build's stored state.
-type fetchedVersion struct {
-	typ     string
-	source  map[string]any
-	version map[string]string
 }
 
 // noteFetched records what a get fetched into its artifact; call it after
@@ -80,15 +43,15 @@ func (x *RunState) noteFetched(gp *concourse.GetPlan, version map[string]string)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.fetched == nil {
-		x.fetched = map[string]fetchedVersion{}
+		x.fetched = map[string]taskimage.Fetched{}
 	}
-	x.fetched[gp.Name] = fetchedVersion{typ: gp.Type, source: gp.Source, version: version}
+	x.fetched[gp.Name] = taskimage.Fetched{Type: gp.Type, Source: gp.Source, Version: version}
 }
 
 // artifactImage is the image a registry-image-like get of the build
-// fetched: its source's repository at its version's digest. The source is
-// kept as the plan wrote it, so its ((vars)) are filled in here.
-func (x *RunState) artifactImage(ctx context.Context, tp *concourse.TaskPlan) (taskImage, error) {
+// fetched. The source is kept as the plan wrote it, so its ((vars)) are
+// filled in here.
+func (x *RunState) artifactImage(ctx context.Context, tp *concourse.TaskPlan) (taskimage.Image, error) {
 	name := tp.ImageArtifactName
 	x.mu.Lock()
 	f, fetched := x.fetched[name]
@@ -96,98 +59,19 @@ func (x *RunState) artifactImage(ctx context.Context, tp *concourse.TaskPlan) (t
 	x.mu.Unlock()
 	switch {
 	case !exists:
-		return taskImage{}, fmt.Errorf("task %q: image artifact %q does not exist: no get step of the build fetched it before the task", tp.Name, name)
+		return taskimage.Image{}, fmt.Errorf("task %q: image artifact %q does not exist: no get step of the build fetched it before the task", tp.Name, name)
 	case !fetched:
-		return taskImage{}, fmt.Errorf("task %q: image artifact %q was not fetched by a get step (a task's output or an uploaded input cannot be an image); image: names the artifact of a registry-image get", tp.Name, name)
+		return taskimage.Image{}, fmt.Errorf("task %q: image artifact %q was not fetched by a get step (a task's output or an uploaded input cannot be an image); image: names the artifact of a registry-image get", tp.Name, name)
 	}
-	source, err := x.stepVars(nil).InterpolateMap(ctx, f.source)
+	source, err := x.stepVars(nil).InterpolateMap(ctx, f.Source)
 	if err != nil {
-		return taskImage{}, fmt.Errorf("task %q: image artifact %q: %w", tp.Name, name, err)
+		return taskimage.Image{}, fmt.Errorf("task %q: image artifact %q: %w", tp.Name, name, err)
 	}
-	ref, err := taskconfig.PinnedImage(source, f.version)
+	img, err := taskimage.FromGet(f, source)
 	if err != nil {
-		return taskImage{}, fmt.Errorf("task %q: image artifact %q comes from a get of type %q, which gives no image (a registry-image-like resource has source.repository and versions with a sha256 digest): %w",
-			tp.Name, name, f.typ, err)
+		return taskimage.Image{}, fmt.Errorf("task %q: image artifact %q %w", tp.Name, name, err)
 	}
-	pull, err := pullAuth(source)
-	if err != nil {
-		return taskImage{}, fmt.Errorf("task %q: image artifact %q: %w", tp.Name, name, err)
-	}
-	return taskImage{ref: ref, pull: pull}, nil
-}
-
-// imageResourceImage resolves an image_resource: its version's digest, a
-// digest checked within imageCacheTTL, or its type's check now.
-func (x *RunState) imageResourceImage(ctx context.Context, p *concourse.Plan, ir *taskconfig.ImageResource) (taskImage, error) {
-	tp := p.Task
-	var types []concourse.ResourceType
-	if len(tp.ResourceTypes) > 0 && string(tp.ResourceTypes) != "null" {
-		if err := json.Unmarshal(tp.ResourceTypes, &types); err != nil {
-			return taskImage{}, fmt.Errorf("the pipeline's resource types: %w", err)
-		}
-	}
-	if ir.Type == "" {
-		return taskImage{}, errors.New("missing type")
-	}
-	checkID := p.ID + imageCheckSuffix
-	ti, err := pipeline.TypeImage(checkID, ir.Type, tp.Tags, types, pipeline.PlanOptions{BaseTypes: x.r.baseTypeNames()})
-	if err != nil {
-		return taskImage{}, err
-	}
-	source := x.r.cfg.BaseResourceTypeDefaults.Source(ir.Type, types, ir.Source)
-	// Checked before any pod runs: without a repository no check can give
-	// an image.
-	repository, err := taskconfig.ImageRepository(source)
-	if err != nil {
-		return taskImage{}, fmt.Errorf("type %q: %w", ir.Type, err)
-	}
-	pull, err := pullAuth(source)
-	if err != nil {
-		return taskImage{}, fmt.Errorf("%s: %w", repository, err)
-	}
-	if len(ir.Params) > 0 {
-		x.delegate(p.ID).Stderr("[WARNING] image_resource params are ignored: the image is not fetched by a get, the kubelet pulls it by digest\n")
-	}
-	if ir.Version != nil {
-		ref, err := taskconfig.PinnedImage(source, ir.Version)
-		if err != nil {
-			return taskImage{}, fmt.Errorf("%s: %w", repository, err)
-		}
-		return taskImage{ref: ref, pull: pull}, nil
-	}
-
-	key, err := imagecache.Key(x.b.TeamID, ir.Type, ti, types, source)
-	if err != nil {
-		return taskImage{}, err
-	}
-	if digest, ok := x.r.images.Get(key); ok {
-		ref, err := taskconfig.PinnedImage(source, map[string]string{"digest": digest})
-		if err == nil {
-			x.r.log.Info("task image from the image cache", "build", x.b.ID, "task", tp.Name, "image", ref)
-			return taskImage{ref: ref, pull: pull}, nil
-		}
-	}
-	tag, err := taskconfig.ImageTag(source)
-	if err != nil {
-		return taskImage{}, fmt.Errorf("%s: %w", repository, err)
-	}
-	check := &concourse.Plan{ID: checkID, Check: &concourse.CheckPlan{
-		Name: imageCheckName, Type: ir.Type, Source: source, TypeImage: ti, Tags: tp.Tags, Timeout: imageCheckTimeout,
-	}}
-	version, err := x.imageCheck(ctx, p, check)
-	if err != nil {
-		return taskImage{}, fmt.Errorf("check %s:%s: %w", repository, tag, err)
-	}
-	if version == nil {
-		return taskImage{}, fmt.Errorf("check %s:%s found no version: the repository or the tag does not exist", repository, tag)
-	}
-	ref, err := taskconfig.PinnedImage(source, version)
-	if err != nil {
-		return taskImage{}, fmt.Errorf("check %s:%s of type %q gives no image: %w", repository, tag, ir.Type, err)
-	}
-	x.r.images.Put(key, version["digest"])
-	x.r.log.Info("task image checked", "build", x.b.ID, "task", tp.Name, "image", ref)
-	return taskImage{ref: ref, pull: pull}, nil
+	return img, nil
 }
 
 // imageCheck runs the check of a task's image as a step of the build (its
@@ -201,7 +85,7 @@ func (x *RunState) imageCheck(ctx context.Context, task, p *concourse.Plan) (map
 	defer span.End()
 	cp := p.Check
 	step := resourceStep{kind: concourse.KindCheck, name: cp.Name, typ: cp.Type, source: cp.Source, image: cp.TypeImage, tags: cp.Tags, timeout: cp.Timeout, restartable: true}
-	r := x.b.record(p.ID, cp.Name, concourse.KindCheck)
+	r := x.b.Record(p.ID, cp.Name, concourse.KindCheck)
 	announce := func() {
 		public, _ := json.Marshal(map[string]any{"id": p.ID, "check": map[string]any{"name": cp.Name, "type": cp.Type}})
 		x.delegate(task.ID).ImageCheck(public)
@@ -264,13 +148,4 @@ func (x *RunState) removeImageCheck(ctx context.Context, r *StepRecord) {
 			x.r.log.Warn("remove an image check's container record", "container", container, "err", err)
 		}
 	}
-}
-
-// pullAuth is the registry login of a source (nil: none).
-func pullAuth(source map[string]any) (*podspec.RegistryAuth, error) {
-	username, password, err := taskconfig.RegistryCredentials(source)
-	if err != nil || username == "" {
-		return nil, err
-	}
-	return &podspec.RegistryAuth{Username: username, Password: password}, nil
 }

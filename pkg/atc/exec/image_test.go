@@ -11,6 +11,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/atc/exec/imagecache"
+	"github.com/porter-ci/porter/pkg/atc/exec/taskimage"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/taskconfig"
@@ -31,7 +32,7 @@ func TestArtifactImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (taskImage{ref: "10.245.0.1:5000/app@" + testDigest, pull: &podspec.RegistryAuth{Username: "robot", Password: "pw"}}); !reflect.DeepEqual(got, want) {
+	if want := (taskimage.Image{Ref: "10.245.0.1:5000/app@" + testDigest, Pull: &podspec.RegistryAuth{Username: "robot", Password: "pw"}}); !reflect.DeepEqual(got, want) {
 		t.Errorf("image = %+v, want %+v", got, want)
 	}
 
@@ -56,8 +57,8 @@ func TestArtifactImage(t *testing.T) {
 }
 
 func TestTaskImageBeforeAnyCheck(t *testing.T) {
-	s := &Runner{cfg: Config{}}
-	x := &RunState{r: s, b: &Build{TeamID: 1}, artifacts: map[string]api.ArtifactRef{}}
+	s := &Runner{images: taskimage.Resolver{Cache: imagecache.New(time.Minute, 10), Log: slog.New(slog.DiscardHandler)}, delegates: &reports{}}
+	x := newRunState(s, &Build{TeamID: 1})
 	taskPlan := func(cfg string, types []concourse.ResourceType) *concourse.Plan {
 		raw, _ := json.Marshal(types)
 		return &concourse.Plan{ID: "7", Task: &concourse.TaskPlan{Name: "unit", Config: json.RawMessage(cfg), ResourceTypes: raw}}
@@ -94,7 +95,7 @@ func TestTaskImageBeforeAnyCheck(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got.ref != tc.want {
+			if err != nil || got.Ref != tc.want {
 				t.Errorf("image = %+v, %v; want %s", got, err, tc.want)
 			}
 		})
@@ -102,19 +103,19 @@ func TestTaskImageBeforeAnyCheck(t *testing.T) {
 }
 
 func TestTaskImageFromTheCache(t *testing.T) {
-	s := &Runner{cfg: Config{BaseResourceTypeDefaults: map[string]map[string]any{"registry-image": {"insecure": true}}},
-		images: imagecache.New(time.Minute, 10), log: slog.New(slog.DiscardHandler)}
-	x := &RunState{r: s, b: &Build{TeamID: 3}, artifacts: map[string]api.ArtifactRef{}}
+	s := &Runner{images: taskimage.Resolver{Cache: imagecache.New(time.Minute, 10), Log: slog.New(slog.DiscardHandler),
+		Defaults: map[string]map[string]any{"registry-image": {"insecure": true}}}, delegates: &reports{}}
+	x := newRunState(s, &Build{TeamID: 3})
 	ir := &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "busybox"}}
 	// The key is of the source with the defaults: what the check would see.
 	key, err := imagecache.Key(3, "registry-image", concourse.TypeImage{BaseType: "registry-image"}, nil, map[string]any{"repository": "busybox", "insecure": true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.images.Put(key, testDigest)
+	s.images.Cache.Put(key, testDigest)
 	// No check runs (this executor could not run one).
 	got, err := x.taskImage(context.Background(), &concourse.Plan{ID: "1", Task: &concourse.TaskPlan{Name: "unit"}}, &taskconfig.Config{ImageResource: ir})
-	if err != nil || got.ref != "busybox@"+testDigest {
+	if err != nil || got.Ref != "busybox@"+testDigest {
 		t.Errorf("image = %+v, %v", got, err)
 	}
 }
@@ -131,7 +132,7 @@ func TestArtifactImageFillsInTheGetsVars(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (taskImage{ref: "10.245.0.1:5000/app@" + testDigest, pull: &podspec.RegistryAuth{Username: "robot", Password: "pw"}}); !reflect.DeepEqual(got, want) {
+	if want := (taskimage.Image{Ref: "10.245.0.1:5000/app@" + testDigest, Pull: &podspec.RegistryAuth{Username: "robot", Password: "pw"}}); !reflect.DeepEqual(got, want) {
 		t.Errorf("image = %+v, want %+v", got, want)
 	}
 }

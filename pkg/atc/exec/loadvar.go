@@ -48,8 +48,8 @@ func (s LoadVarStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	p := s.Plan
 	lv := p.LoadVar
 	d := x.delegate(p.ID)
-	r := x.b.record(p.ID, lv.Name, concourse.KindLoadVar)
-	quiet := r.finished()
+	r := x.b.Record(p.ID, lv.Name, concourse.KindLoadVar)
+	quiet := r.Finished()
 	if !quiet {
 		d.Initializing()
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
@@ -149,5 +150,5 @@ func (x *RunState) restartGone(ctx context.Context, p *concourse.Plan, w Worker,
 // step name, a new random suffix.
 func nextAttemptID(stepID string) string {
 	i := strings.LastIndexByte(stepID, '-')
-	return stepID[:i+1] + randomSuffix()
+	return stepID[:i+1] + stepplan.RandomSuffix()
 }

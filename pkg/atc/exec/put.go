@@ -20,7 +20,7 @@ func (s PutStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	pp := p.Put
 	d := x.delegate(p.ID)
 	step := resourceStep{kind: concourse.KindPut, name: pp.Name, typ: pp.Type, source: pp.Source, params: pp.Params, image: pp.TypeImage, tags: pp.Tags, timeout: pp.Timeout, restartable: pp.RestartOnPodLoss}
-	r := x.b.record(p.ID, pp.Name, concourse.KindPut)
+	r := x.b.Record(p.ID, pp.Name, concourse.KindPut)
 	fin, done, err := x.runResource(ctx, p, r, step, d.InitializePut, func() (map[string]any, error) {
 		sv := x.stepVars(nil)
 		source, err := sv.InterpolateMap(ctx, pp.Source)

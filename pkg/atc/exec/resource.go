@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
@@ -27,13 +24,6 @@ import (
 // Resource steps run Concourse's resource protocol unchanged: the type's
 // image's /opt/resource/check, in or out, with the request on stdin and the
 // response on stdout (the sidecar returns it in StepFinished).
-
-const (
-	resourceDir = "/tmp/build"
-	getDir      = "get" // under resourceDir: what in fetches into
-	putDir      = "/tmp/build/put"
-	checkDir    = "/tmp/build/check"
-)
 
 // resourceStep is what check, get and put share.
 type resourceStep struct {
@@ -90,7 +80,7 @@ func (x *RunState) runResource(ctx context.Context, p *concourse.Plan, r *StepRe
 		rec      StepRecord
 		finished bool
 	)
-	b.Update(func() { rec, finished = *r, r.finished() })
+	b.Update(func() { rec, finished = *r, r.Finished() })
 	if finished {
 		_, err := x.replay(rec)
 		return nil, true, err
@@ -239,100 +229,32 @@ func (x *RunState) resolveResource(ctx context.Context, p *concourse.Plan, step 
 		return nil, nil, fmt.Errorf("%s %q: the request (source, version and params) is %d bytes; at most %d fit in the step's Secret",
 			step.kind, step.name, len(body), podspec.MaxSecretStdin)
 	}
-	b := x.b
-	name := step.name
-	if name == "" {
-		name = string(step.kind)
-	}
-	a := &action.Action{
-		StepID:   fmt.Sprintf("b%d-%s-%s", b.ID, podspec.LabelValue(strings.ToLower(name)), randomSuffix()),
-		Build:    action.Build{ID: fmt.Sprint(b.ID), Name: b.Name, Team: b.Team, AuditID: b.AuditID()},
-		StepName: name,
-		Type:     action.Kind(step.kind),
-		Tags:     step.tags,
-		Image:    image,
-		// Resource type images are pinned or built locally: pulled once.
-		ImagePullPolicy: string(corev1.PullIfNotPresent),
-		Privileged:      step.image.Privileged,
-		Timeout:         action.Duration{Duration: timeout},
-		KeepAlive:       action.Duration{Duration: x.r.cfg.KeepAlive},
-		StdinSecret:     true,
-	}
+	r := stepplan.Resource{Kind: step.kind, Name: step.name, Image: image, Tags: step.tags, Privileged: step.image.Privileged, Timeout: timeout}
+	id := x.identity()
 	switch step.kind {
-	case concourse.KindCheck:
-		a.WorkDir = checkDir
-		a.Run = action.Run{Path: "/opt/resource/check"}
 	case concourse.KindGet:
-		a.WorkDir = resourceDir
-		a.Run = action.Run{Path: "/opt/resource/in", Args: []string{resourceDir + "/" + getDir}}
-		a.Outputs = []action.Output{{Name: name, Path: getDir}}
-		a.Params = x.resourceEnv()
+		r.Env = stepplan.ResourceEnv(id.Build, x.r.cfg.ExternalURL)
 	case concourse.KindPut:
-		a.WorkDir = putDir
-		a.Run = action.Run{Path: "/opt/resource/out", Args: []string{putDir}}
-		a.Params = x.resourceEnv()
-		inputs, err := x.putInputs(p.Put)
-		if err != nil {
+		r.Env = stepplan.ResourceEnv(id.Build, x.r.cfg.ExternalURL)
+		x.mu.Lock()
+		all := maps.Clone(x.artifacts)
+		x.mu.Unlock()
+		if r.Inputs, err = stepplan.PutInputs(p.Put, all); err != nil {
 			return nil, nil, err
 		}
-		a.Inputs = inputs
 	}
-	if err := a.Validate(); err != nil {
+	a, err := stepplan.ResourceAction(id, r)
+	if err != nil {
 		return nil, nil, err
 	}
 	return a, body, nil
 }
 
-// resourceEnv is the environment Concourse gives in and out.
-func (x *RunState) resourceEnv() map[string]string {
-	return map[string]string{
-		"BUILD_ID":         fmt.Sprint(x.b.ID),
-		"BUILD_NAME":       x.b.Name,
-		"BUILD_TEAM_NAME":  x.b.Team,
-		"ATC_EXTERNAL_URL": x.r.cfg.ExternalURL,
-	}
-}
-
-// putInputs are the artifacts a put gets: all of the build's, the ones its
-// params name ("detect", the default) or a list.
-func (x *RunState) putInputs(pp *concourse.PutPlan) ([]action.Input, error) {
-	x.mu.Lock()
-	all := maps.Clone(x.artifacts)
-	x.mu.Unlock()
-	var names []string
-	raw := strings.TrimSpace(string(pp.Inputs))
-	switch raw {
-	case "", "null", `"detect"`:
-		seen := map[string]bool{}
-		stepplan.DetectInputs(pp.Params, func(name string) {
-			if _, ok := all[name]; ok && !seen[name] {
-				seen[name] = true
-				names = append(names, name)
-			}
-		})
-	case `"all"`:
-		names = slices.Collect(maps.Keys(all))
-	default:
-		if err := json.Unmarshal(pp.Inputs, &names); err != nil {
-			return nil, fmt.Errorf("put %q: inputs must be \"all\", \"detect\" or a list of names: %s", pp.Name, raw)
-		}
-		var missing []string
-		for _, n := range names {
-			if _, ok := all[n]; !ok {
-				missing = append(missing, n)
-			}
-		}
-		if len(missing) > 0 {
-			return nil, fmt.Errorf("put %q: missing inputs: %s", pp.Name, strings.Join(missing, ", "))
-		}
-	}
-	sort.Strings(names)
-	var inputs []action.Input
-	for _, n := range names {
-		a := all[n]
-		inputs = append(inputs, action.Input{Name: n, Path: n, Key: a.Key, Digest: a.Digest})
-	}
-	return inputs, nil
+// identity is what names the actions of the build's steps.
+func (x *RunState) identity() stepplan.Identity {
+	b := x.b
+	return stepplan.Identity{Build: action.Build{ID: fmt.Sprint(b.ID), Name: b.Name, Team: b.Team, AuditID: b.AuditID()},
+		BuildID: b.ID, KeepAlive: x.r.cfg.KeepAlive}
 }
 
 // resourceImage is the image a resource step runs: a base type's from the

@@ -9,12 +9,6 @@ import (
 	"github.com/porter-ci/porter/pkg/db"
 )
 
-// resourceVersion is a version as a check, get or put step reports it.
-type resourceVersion struct {
-	Version  map[string]string         `json:"version"`
-	Metadata []concourse.MetadataField `json:"metadata,omitempty"`
-}
-
 // recordCheck saves the versions (oldest first) a check step of b found,
 // when b is a resource's check build and the step checks that resource,
 // and wakes the scheduler if any is new. Other checks (of a resource

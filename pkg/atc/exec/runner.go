@@ -14,6 +14,7 @@ import (
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
 	"github.com/porter-ci/porter/pkg/atc/exec/imagecache"
+	"github.com/porter-ci/porter/pkg/atc/exec/taskimage"
 	"github.com/porter-ci/porter/pkg/atc/retry"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -142,8 +143,8 @@ type Runner struct {
 	creds  creds.Manager
 	tracer trace.Tracer
 	log    *slog.Logger
-	// images caches the digests of checked task images.
-	images *imagecache.Cache
+	// images resolves task images, caching the digests it checked.
+	images taskimage.Resolver
 	// checkPods run the checks, when the server pools them (nil: not).
 	checkPods *checkPods
 	delegates DelegateFactory
@@ -156,7 +157,8 @@ func New(cfg Config, deps Deps) *Runner {
 		log = slog.Default()
 	}
 	return &Runner{cfg: cfg, engine: deps.Engine, db: deps.Store, store: deps.Blobs, pods: deps.Runtime, creds: deps.Credentials,
-		tracer: deps.Tracer, log: log, images: imagecache.New(imageCacheTTL, imageCacheSize),
+		tracer: deps.Tracer, log: log, images: taskimage.Resolver{Cache: imagecache.New(taskimage.CacheTTL, taskimage.CacheSize),
+			BaseTypes: basetypes.Names(cfg.BaseResourceTypes), Defaults: cfg.BaseResourceTypeDefaults, Log: log},
 		checkPods: newCheckPods(deps.Sessions, cfg.CheckPodLifetime, cfg.CheckPodMaxChecks), delegates: deps.Delegates}
 }
 

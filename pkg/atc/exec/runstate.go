@@ -8,6 +8,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
+	"github.com/porter-ci/porter/pkg/atc/exec/taskimage"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/vars"
 )
@@ -37,7 +38,7 @@ type RunState struct {
 	artifacts map[string]api.ArtifactRef
 	// fetched is what the get that made an artifact fetched (see
 	// noteFetched), for tasks whose image: names it.
-	fetched map[string]fetchedVersion
+	fetched map[string]taskimage.Fetched
 
 	// locals are the build's local vars (load_var's); an across run
 	// carries its own child scope in its context.

@@ -36,8 +36,8 @@ type SetPipelineStep struct{ Plan *concourse.Plan }
 func (s SetPipelineStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	p := s.Plan
 	d := x.delegate(p.ID)
-	r := x.b.record(p.ID, p.SetPipeline.Name, concourse.KindSetPipeline)
-	if r.finished() {
+	r := x.b.Record(p.ID, p.SetPipeline.Name, concourse.KindSetPipeline)
+	if r.Finished() {
 		// Saved before a restart; saving again would only repeat it.
 		return stepOutcome(r.Status, r.Error)
 	}

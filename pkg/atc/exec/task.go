@@ -2,11 +2,7 @@ package exec
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,7 +18,6 @@ import (
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/podwatch"
-	"github.com/porter-ci/porter/pkg/taskconfig"
 	"github.com/porter-ci/porter/pkg/worker"
 )
 
@@ -105,12 +100,12 @@ func (step TaskStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	p := step.Plan
 	s, b, tp := x.r, x.b, p.Task
 	d := x.delegate(p.ID)
-	r := x.b.record(p.ID, tp.Name, concourse.KindTask)
+	r := x.b.Record(p.ID, tp.Name, concourse.KindTask)
 	var (
 		rec  StepRecord
 		done bool
 	)
-	b.Update(func() { rec, done = *r, r.finished() })
+	b.Update(func() { rec, done = *r, r.Finished() })
 	if done {
 		return x.replay(rec)
 	}
@@ -247,58 +242,9 @@ func (x *RunState) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 	if err := x.r.pods.CheckPlacement(privilegedRequirements(worker.StepRequirements(x.b.Team, tp.Tags, cfg.Platform, true), tp.Privileged)); err != nil {
 		return nil, events.TaskConfig{}, nil, err
 	}
-	var missing []string
-	inputs := map[string]api.ArtifactRef{}
-	for _, in := range cfg.Inputs {
-		if a, ok := x.artifact(in.Name); ok {
-			inputs[in.Name] = a
-		} else if !in.Optional {
-			missing = append(missing, in.Name)
-		}
-	}
-	if len(missing) > 0 {
-		return nil, events.TaskConfig{}, nil, fmt.Errorf("missing inputs: %s", strings.Join(missing, ", "))
-	}
-	var timeout time.Duration
-	if tp.Timeout != "" {
-		if timeout, err = time.ParseDuration(tp.Timeout); err != nil || timeout <= 0 {
-			return nil, events.TaskConfig{}, nil, fmt.Errorf("timeout %q is not a positive duration like \"30m\"", tp.Timeout)
-		}
-	}
-	name := tp.Name
-	if name == "" {
-		name = "task"
-	}
 	b := x.b
-	stepID := fmt.Sprintf("b%d-%s-%s", b.ID, podspec.LabelValue(strings.ToLower(name)), randomSuffix())
-	a := &action.Action{
-		StepID:   stepID,
-		Build:    action.Build{ID: fmt.Sprint(b.ID), Name: b.Name, Team: b.Team, AuditID: b.AuditID()},
-		StepName: name, Type: action.KindTask,
-		Platform: cfg.Platform, Tags: tp.Tags,
-		Run:        action.Run{Path: cfg.Run.Path, Args: cfg.Run.Args, Dir: cfg.Run.Dir, User: cfg.Run.User},
-		Params:     taskconfig.MergeParams(cfg.Params, params),
-		WorkDir:    "/tmp/build/" + randomSuffix(),
-		Limits:     cfg.ActionLimits(),
-		Privileged: tp.Privileged,
-		Timeout:    action.Duration{Duration: timeout},
-		KeepAlive:  action.Duration{Duration: x.r.cfg.KeepAlive},
-	}
-	for _, in := range cfg.Inputs {
-		ref, ok := inputs[in.Name]
-		a.Inputs = append(a.Inputs, action.Input{Name: in.Name, Path: in.DirPath(), Key: ref.Key, Digest: ref.Digest, Optional: in.Optional && !ok})
-	}
-	for _, out := range cfg.Outputs {
-		a.Outputs = append(a.Outputs, action.Output{Name: out.Name, Path: out.DirPath()})
-	}
-	for _, c := range cfg.Caches {
-		key, err := blobstore.CheckedTaskCacheKey(b.Team, taskCachePipeline(b), b.Job, name, c.Path)
-		if err != nil {
-			return nil, events.TaskConfig{}, nil, fmt.Errorf("task %q: %w", name, err)
-		}
-		a.Caches = append(a.Caches, action.Cache{Path: c.Path, Key: key})
-	}
-	if err := a.Validate(); err != nil {
+	a, err := taskplan.Action(tp, cfg, params, x.artifact, x.identity(), taskplan.CacheScope{Team: b.Team, Pipeline: taskCachePipeline(b), Job: b.Job})
+	if err != nil {
 		return nil, events.TaskConfig{}, nil, err
 	}
 	// Last: only a task that can run pays its image's check.
@@ -306,14 +252,8 @@ func (x *RunState) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 	if err != nil {
 		return nil, events.TaskConfig{}, nil, err
 	}
-	a.Image = image.ref
-	return a, taskplan.EventConfig(cfg, image.ref), image.pull, nil
-}
-
-func randomSuffix() string {
-	b := make([]byte, 3)
-	rand.Read(b)
-	return hex.EncodeToString(b)
+	a.Image = image.Ref
+	return a, taskplan.EventConfig(cfg, image.Ref), image.Pull, nil
 }
 
 // buildStatus is the status a step result gives.

@@ -8,8 +8,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
+	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/taskconfig"
@@ -103,4 +108,71 @@ func EventConfig(cfg *taskconfig.Config, image string) events.TaskConfig {
 		tc.Inputs = append(tc.Inputs, events.TaskInputInfo{Name: in.Name, Path: in.DirPath()})
 	}
 	return tc
+}
+
+// CacheScope is what a task's caches are keyed by besides the task's name:
+// its team, and its job and pipeline (empty for a one-off build).
+type CacheScope struct{ Team, Pipeline, Job string }
+
+// Action is the action of a task step whose config and params Config
+// read: its process, params, inputs from the build's artifacts (artifact
+// finds one; an input that is missing and not optional is an error),
+// outputs and caches. Its image is set later, once resolved.
+func Action(tp *concourse.TaskPlan, cfg *taskconfig.Config, params map[string]string, artifact func(name string) (api.ArtifactRef, bool),
+	id stepplan.Identity, caches CacheScope,
+) (*action.Action, error) {
+	var missing []string
+	inputs := map[string]api.ArtifactRef{}
+	for _, in := range cfg.Inputs {
+		if a, ok := artifact(in.Name); ok {
+			inputs[in.Name] = a
+		} else if !in.Optional {
+			missing = append(missing, in.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("missing inputs: %s", strings.Join(missing, ", "))
+	}
+	var timeout time.Duration
+	if tp.Timeout != "" {
+		var err error
+		if timeout, err = time.ParseDuration(tp.Timeout); err != nil || timeout <= 0 {
+			return nil, fmt.Errorf("timeout %q is not a positive duration like \"30m\"", tp.Timeout)
+		}
+	}
+	name := tp.Name
+	if name == "" {
+		name = string(concourse.KindTask)
+	}
+	a := &action.Action{
+		StepID:   id.StepID(name),
+		Build:    id.Build,
+		StepName: name, Type: action.KindTask,
+		Platform: cfg.Platform, Tags: tp.Tags,
+		Run:        action.Run{Path: cfg.Run.Path, Args: cfg.Run.Args, Dir: cfg.Run.Dir, User: cfg.Run.User},
+		Params:     taskconfig.MergeParams(cfg.Params, params),
+		WorkDir:    "/tmp/build/" + stepplan.RandomSuffix(),
+		Limits:     cfg.ActionLimits(),
+		Privileged: tp.Privileged,
+		Timeout:    action.Duration{Duration: timeout},
+		KeepAlive:  action.Duration{Duration: id.KeepAlive},
+	}
+	for _, in := range cfg.Inputs {
+		ref, ok := inputs[in.Name]
+		a.Inputs = append(a.Inputs, action.Input{Name: in.Name, Path: in.DirPath(), Key: ref.Key, Digest: ref.Digest, Optional: in.Optional && !ok})
+	}
+	for _, out := range cfg.Outputs {
+		a.Outputs = append(a.Outputs, action.Output{Name: out.Name, Path: out.DirPath()})
+	}
+	for _, c := range cfg.Caches {
+		key, err := blobstore.CheckedTaskCacheKey(caches.Team, caches.Pipeline, caches.Job, name, c.Path)
+		if err != nil {
+			return nil, fmt.Errorf("task %q: %w", name, err)
+		}
+		a.Caches = append(a.Caches, action.Cache{Path: c.Path, Key: key})
+	}
+	if err := a.Validate(); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
