@@ -9,9 +9,11 @@ package checkpods
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/hijack"
 	"github.com/porter-ci/porter/pkg/resource"
@@ -32,6 +34,8 @@ type Key struct {
 // of its lifetime, so that the checks it runs end before it does; a pod
 // whose sidecar went away is replaced.
 type Pool struct {
+	// Sessions run the checks' processes in the pods.
+	Sessions Sessions
 	Lifetime time.Duration
 	// MaxChecks bounds the checks one pod runs at once (0: no bound): they
 	// share the pod's memory and CPU, so a burst (a pipeline of many
@@ -53,6 +57,30 @@ type pod struct {
 	ready   chan struct{} // closed once it can take sessions, or err says why not
 	err     error
 	slots   chan struct{} // one per check running (nil: no bound)
+}
+
+// Sessions run processes in a connected step's pod, over its sidecar's
+// stream: intercept's machinery, which check pods reuse.
+type Sessions interface {
+	// Connected reports whether the step's sidecar is connected now.
+	Connected(stepID string) bool
+	OpenSession(ctx context.Context, stepID string, open *eventspb.SessionOpen) (hijack.Session, error)
+}
+
+// NewPool is a pool of check pods that live for lifetime and run checks
+// over sessions; nil (no pooling: a pod per check) when either is unset.
+func NewPool(sessions Sessions, lifetime time.Duration, maxChecks int) *Pool {
+	if sessions == nil || lifetime <= 0 {
+		return nil
+	}
+	return &Pool{Sessions: sessions, Lifetime: lifetime, MaxChecks: maxChecks, Connected: sessions.Connected}
+}
+
+// Pooled reports whether a check's action can run in a check pod of p (nil:
+// never): a linux, unprivileged check (a privileged type keeps its own pod:
+// the pod's privilege would extend to every check of the key).
+func (p *Pool) Pooled(a *action.Action) bool {
+	return p != nil && a.Type == action.KindCheck && !a.Privileged && (a.Platform == "" || a.Platform == action.PlatformLinux)
 }
 
 // Lease is a check's place in a pod: Release it when the check ends.
@@ -177,7 +205,7 @@ func Run(ctx context.Context, open func(context.Context, *eventspb.SessionOpen) 
 	if err := sess.Input(stdin, true); err != nil {
 		return Result{}, err
 	}
-	out := resource.NewStdout("check", resource.MaxResponse)
+	out := resource.NewStdout(action.KindCheck.Script(), resource.MaxResponse)
 	for {
 		msg, ok, err := sess.Next(ctx)
 		if err != nil || !ok {
@@ -200,4 +228,20 @@ func Run(ctx context.Context, open func(context.Context, *eventspb.SessionOpen) 
 		}
 		return res, nil
 	}
+}
+
+// Finished is how a check that ran to its end (its process exited, or
+// could not start) ended, as its own pod's sidecar would say it.
+func (r Result) Finished(name, path string) *eventspb.StepFinished {
+	switch {
+	case r.NotFound:
+		return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ERRORED, ExitStatus: -1, Error: fmt.Sprintf("the resource type's image has no %s", path)}
+	case r.Error != "":
+		return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ERRORED, ExitStatus: -1, Error: fmt.Sprintf("check %q: %s", name, r.Error)}
+	case r.ExitStatus != 0:
+		return &eventspb.StepFinished{Result: eventspb.Result_RESULT_FAILED, ExitStatus: r.ExitStatus}
+	case r.StdoutErr != nil:
+		return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ERRORED, Error: r.StdoutErr.Error()}
+	}
+	return &eventspb.StepFinished{Result: eventspb.Result_RESULT_SUCCEEDED, Response: r.Stdout}
 }

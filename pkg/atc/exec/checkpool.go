@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/atc/checkpods"
@@ -20,61 +19,28 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Sessions run processes in a connected step's pod, over its sidecar's
-// stream: intercept's machinery, which check pods reuse.
-type Sessions interface {
-	// Connected reports whether the step's sidecar is connected now.
-	Connected(stepID string) bool
-	OpenSession(ctx context.Context, stepID string, open *eventspb.SessionOpen) (hijack.Session, error)
-}
-
-// checkPods keeps, per team, pipeline, worker, image and tags, one check pod: a pod
-// declared up front like any step's (its image the resource type's, its
-// action idle) that lives for lifetime and runs every check of that key as
-// a session, instead of one pod per check. A pod takes new checks for the
-// first half of its life; the second half lets the checks it runs end
-// before its keep-alive does. Teams and pipelines never share a pod: a
-// check's request holds its resource's credentials; and a pod that a
-// person intercepts is retired from the pool (RetireCheckPod).
-//
-// The pod is created by the first check that needs it, as that build's
-// step (its log says why a pod waits for room, or fails), and then serves
-// the others. Nothing runs in the background: a pod past its use is
-// replaced on the next check and ends at its keep-alive; garbage
-// collection keeps it until then (gc.KeptCheckPod).
-type checkPods struct {
-	sessions Sessions
-	pool     *checkpods.Pool
-}
-
-func newCheckPods(sessions Sessions, lifetime time.Duration, maxChecks int) *checkPods {
-	if sessions == nil || lifetime <= 0 {
-		return nil
-	}
-	return &checkPods{sessions: sessions, pool: &checkpods.Pool{Lifetime: lifetime, MaxChecks: maxChecks, Connected: sessions.Connected}}
-}
-
 // RetireCheckPod takes the check pod of stepID out of the pool before a
 // person's intercept session opens in it: from then on it runs no new
 // check, so nothing they change in it sees another check's request.
 func (r *Runner) RetireCheckPod(stepID string) {
-	if r.checkPods != nil && r.checkPods.pool.Retire(stepID) {
+	if r.checkPods != nil && r.checkPods.Retire(stepID) {
 		r.log.Info("check pod retired: intercepted", "pod", podspec.Name(stepID))
 	}
 }
 
-// pooled reports whether a check's action can run in a check pod: a linux,
-// unprivileged check (a privileged type keeps its own pod: the pod's
-// privilege would extend to every check of the key).
-func (cp *checkPods) pooled(a *action.Action) bool {
-	return cp != nil && a.Type == action.KindCheck && !a.Privileged && (a.Platform == "" || a.Platform == action.PlatformLinux)
-}
+// Check pods (checkpods.Pool): a pod declared up front like any step's,
+// its image the resource type's and its action idle, that runs every check
+// of its key as a session instead of one pod per check. The first check
+// that needs one creates it, as that build's step (its log says why a pod
+// waits for room, or fails); nothing runs in the background: a pod past
+// its use is replaced on the next check and ends at its keep-alive, and
+// garbage collection keeps it until then (gc.KeptCheckPod).
 
 // acquireCheckPod returns the step ID of a ready check pod for a's key,
 // creating it (as the caller's step) when there is none to take checks.
 func (x *RunState) acquireCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w Worker, a *action.Action) (checkpods.Lease, error) {
 	key := checkpods.Key{Team: x.b.Team, Pipeline: x.b.PipelineID, Worker: w.Name(), Image: a.Image, Tags: strings.Join(a.Tags, ","), Platform: a.Platform}
-	return x.r.checkPods.pool.Acquire(ctx, key,
+	return x.r.checkPods.Acquire(ctx, key,
 		func() string { return podspec.CheckPodStepID(x.b.Team, stepplan.RandomSuffix()) },
 		func(stepID string) error { return x.startCheckPod(ctx, p, r, w, a, stepID) })
 }
@@ -89,7 +55,7 @@ func (x *RunState) startCheckPod(ctx context.Context, p *concourse.Plan, r *Step
 	// The pod serves the team's checks, not the first one's build: its
 	// labels, audit trail and blobstore scope say so.
 	act.Build = action.Build{ID: "checks", Name: "checks", Team: b.Team}
-	act.KeepAlive = action.Duration{Duration: s.checkPods.pool.Lifetime}
+	act.KeepAlive = action.Duration{Duration: s.checkPods.Lifetime}
 	act.Timeout, act.StdinSecret, act.Stdin = action.Duration{}, false, nil
 	// The pod's record is the team's, not the first check's build's: it
 	// serves every build's checks (fly containers lists it without one).
@@ -166,7 +132,7 @@ func (x *RunState) runPooledCheck(ctx context.Context, p *concourse.Plan, r *Ste
 		defer cancel()
 	}
 	res, err := checkpods.Run(runCtx, func(ctx context.Context, open *eventspb.SessionOpen) (hijack.Session, error) {
-		return s.checkPods.sessions.OpenSession(ctx, podStep, open)
+		return s.checkPods.Sessions.OpenSession(ctx, podStep, open)
 	}, a.Run.Path, stdin, func(data []byte) {
 		d.Stderr(string(data))
 	})
@@ -179,17 +145,8 @@ func (x *RunState) runPooledCheck(ctx context.Context, p *concourse.Plan, r *Ste
 		return interruptedFinish(context.Cause(runCtx))
 	case err != nil:
 		return Errored(fmt.Sprintf("run check %q in check pod %s: %v", name, podspec.Name(podStep), err))
-	case res.NotFound:
-		// As the sidecar says it of a check's own pod.
-		return Errored(fmt.Sprintf("the resource type's image has no %s", a.Run.Path))
-	case res.Error != "":
-		return Errored(fmt.Sprintf("check %q: %s", name, res.Error))
-	case res.ExitStatus != 0:
-		return &eventspb.StepFinished{Result: eventspb.Result_RESULT_FAILED, ExitStatus: res.ExitStatus}
-	case res.StdoutErr != nil:
-		return &eventspb.StepFinished{Result: eventspb.Result_RESULT_ERRORED, Error: res.StdoutErr.Error()}
 	}
-	return &eventspb.StepFinished{Result: eventspb.Result_RESULT_SUCCEEDED, Response: res.Stdout}
+	return res.Finished(name, a.Run.Path)
 }
 
 // interruptedFinish is how a step stopped by cause ends; nil when the

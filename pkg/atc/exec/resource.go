@@ -130,7 +130,7 @@ func (x *RunState) runResource(ctx context.Context, p *concourse.Plan, r *StepRe
 	if !o.noWorkerEvent {
 		d.SelectedWorker(w.Name())
 	}
-	if s.checkPods.pooled(a) {
+	if s.checkPods.Pooled(a) {
 		fin := x.runPooledCheck(ctx, p, r, w, a, stdin, step.name)
 		if fin == nil {
 			return nil, false, interrupted(ctx)

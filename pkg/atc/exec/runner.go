@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/atc/checkpods"
 	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
 	"github.com/porter-ci/porter/pkg/atc/exec/imagecache"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskimage"
@@ -128,7 +129,7 @@ type Deps struct {
 	Tracer trace.Tracer
 	Log    *slog.Logger
 	// Sessions run the checks in check pods (nil: a pod per check).
-	Sessions Sessions
+	Sessions checkpods.Sessions
 	// Delegates report what the steps do (the engine's).
 	Delegates DelegateFactory
 }
@@ -146,7 +147,7 @@ type Runner struct {
 	// images resolves task images, caching the digests it checked.
 	images taskimage.Resolver
 	// checkPods run the checks, when the server pools them (nil: not).
-	checkPods *checkPods
+	checkPods *checkpods.Pool
 	delegates DelegateFactory
 }
 
@@ -159,7 +160,7 @@ func New(cfg Config, deps Deps) *Runner {
 	return &Runner{cfg: cfg, engine: deps.Engine, db: deps.Store, store: deps.Blobs, pods: deps.Runtime, creds: deps.Credentials,
 		tracer: deps.Tracer, log: log, images: taskimage.Resolver{Cache: imagecache.New(taskimage.CacheTTL, taskimage.CacheSize),
 			BaseTypes: basetypes.Names(cfg.BaseResourceTypes), Defaults: cfg.BaseResourceTypeDefaults, Log: log},
-		checkPods: newCheckPods(deps.Sessions, cfg.CheckPodLifetime, cfg.CheckPodMaxChecks), delegates: deps.Delegates}
+		checkPods: checkpods.NewPool(deps.Sessions, cfg.CheckPodLifetime, cfg.CheckPodMaxChecks), delegates: deps.Delegates}
 }
 
 // Run runs b's plan: ok says whether it succeeded; an error is the build's
