@@ -27,7 +27,7 @@ func (x *RunState) taskImage(ctx context.Context, p *concourse.Plan, cfg *taskco
 		return taskimage.Image{}, fmt.Errorf("task %q has no image: give its config an image_resource, or the step an image: naming a registry-image get", tp.Name)
 	}
 	img, err := x.r.images.ImageResource(ctx, taskimage.Request{Task: p, TeamID: x.b.TeamID, Image: cfg.ImageResource,
-		Warn: x.delegate(p.ID).Stderr,
+		Warn: x.delegate(p.ID).Stderr, Log: x.r.log.With("build", x.b.ID),
 		Check: func(ctx context.Context, check *concourse.Plan) (map[string]string, error) {
 			return x.imageCheck(ctx, p, check)
 		}})

@@ -57,7 +57,7 @@ func TestArtifactImage(t *testing.T) {
 }
 
 func TestTaskImageBeforeAnyCheck(t *testing.T) {
-	s := &Runner{images: taskimage.Resolver{Cache: imagecache.New(time.Minute, 10), Log: slog.New(slog.DiscardHandler)}, delegates: &reports{}}
+	s := &Runner{images: taskimage.Resolver{Cache: imagecache.New(time.Minute, 10)}, log: slog.New(slog.DiscardHandler), delegates: &reports{}}
 	x := newRunState(s, &Build{TeamID: 1})
 	taskPlan := func(cfg string, types []concourse.ResourceType) *concourse.Plan {
 		raw, _ := json.Marshal(types)
@@ -103,8 +103,8 @@ func TestTaskImageBeforeAnyCheck(t *testing.T) {
 }
 
 func TestTaskImageFromTheCache(t *testing.T) {
-	s := &Runner{images: taskimage.Resolver{Cache: imagecache.New(time.Minute, 10), Log: slog.New(slog.DiscardHandler),
-		Defaults: map[string]map[string]any{"registry-image": {"insecure": true}}}, delegates: &reports{}}
+	s := &Runner{images: taskimage.Resolver{Cache: imagecache.New(time.Minute, 10),
+		Defaults: map[string]map[string]any{"registry-image": {"insecure": true}}}, log: slog.New(slog.DiscardHandler), delegates: &reports{}}
 	x := newRunState(s, &Build{TeamID: 3})
 	ir := &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "busybox"}}
 	// The key is of the source with the defaults: what the check would see.

@@ -74,7 +74,6 @@ type Resolver struct {
 	Cache     *imagecache.Cache
 	BaseTypes []string
 	Defaults  basetypes.Defaults
-	Log       *slog.Logger
 }
 
 // Request is one task's image_resource to resolve.
@@ -84,6 +83,8 @@ type Request struct {
 	Image  *taskconfig.ImageResource
 	// Warn shows a warning in the task's log.
 	Warn func(msg string)
+	// Log is the build's logger.
+	Log *slog.Logger
 	// Check runs the check of the image (its plan) and returns the latest
 	// version it found (nil: none).
 	Check func(ctx context.Context, check *concourse.Plan) (map[string]string, error)
@@ -137,7 +138,7 @@ func (r Resolver) ImageResource(ctx context.Context, req Request) (Image, error)
 	if digest, ok := r.Cache.Get(key); ok {
 		ref, err := taskconfig.PinnedImage(source, map[string]string{"digest": digest})
 		if err == nil {
-			r.Log.Info("task image from the image cache", "task", tp.Name, "image", ref)
+			req.Log.Info("task image from the image cache", "task", tp.Name, "image", ref)
 			return Image{Ref: ref, Pull: pull}, nil
 		}
 	}
@@ -160,7 +161,7 @@ func (r Resolver) ImageResource(ctx context.Context, req Request) (Image, error)
 		return Image{}, fmt.Errorf("check %s:%s of type %q gives no image: %w", repository, tag, ir.Type, err)
 	}
 	r.Cache.Put(key, version["digest"])
-	r.Log.Info("task image checked", "task", tp.Name, "image", ref)
+	req.Log.Info("task image checked", "task", tp.Name, "image", ref)
 	return Image{Ref: ref, Pull: pull}, nil
 }
 
