@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/porter-ci/porter/pkg/httpreply"
 )
 
 // RefuseForeignHost answers 400 to a request whose Host header names neither
@@ -33,7 +35,7 @@ func RefuseForeignHost(externalURL string, exempt ...string) func(http.Handler) 
 			if want != "" {
 				msg += fmt.Sprintf(": reach it at %s (its --external-url)", externalURL)
 			}
-			http.Error(w, msg, http.StatusBadRequest)
+			httpreply.Text(w, http.StatusBadRequest, msg)
 		})
 	}
 }

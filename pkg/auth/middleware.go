@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/porter-ci/porter/pkg/httpreply"
 )
 
 type contextKey int
@@ -34,7 +36,7 @@ type Unavailable func(w http.ResponseWriter, r *http.Request, err error)
 
 // plainUnavailable answers 503 without the store's error.
 func plainUnavailable(w http.ResponseWriter, _ *http.Request, _ error) {
-	http.Error(w, "the user store is unavailable; try again", http.StatusServiceUnavailable)
+	httpreply.Text(w, http.StatusServiceUnavailable, "the user store is unavailable; try again")
 }
 
 // Authenticate puts the Claims of a valid "Authorization: Bearer <token>" into
@@ -188,7 +190,7 @@ func RefuseCrossOrigin(externalURL string) func(http.Handler) http.Handler {
 				if origin != "" {
 					msg += " (" + origin + ")"
 				}
-				http.Error(w, msg, http.StatusForbidden)
+				httpreply.Text(w, http.StatusForbidden, msg)
 				return
 			}
 			next.ServeHTTP(w, r)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/porter-ci/porter/pkg/httpreply"
 	"golang.org/x/oauth2"
 )
 
@@ -287,19 +288,19 @@ func (o *OIDC) Login(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	l := oidcLogin{FlyPort: q.Get("fly_port"), Redirect: safeRedirect(q.Get("redirect"))}
 	if l.FlyPort != "" && !flyPortRE.MatchString(l.FlyPort) {
-		http.Error(w, fmt.Sprintf("fly_port %q is not a port number", l.FlyPort), http.StatusBadRequest)
+		httpreply.Text(w, http.StatusBadRequest, fmt.Sprintf("fly_port %q is not a port number", l.FlyPort))
 		return
 	}
 	p, err := o.discover(ctx)
 	if err != nil {
 		o.log.ErrorContext(ctx, "OIDC login failed", "err", err)
-		http.Error(w, "the identity provider cannot be reached; try again later", http.StatusBadGateway)
+		httpreply.Text(w, http.StatusBadGateway, "the identity provider cannot be reached; try again later")
 		return
 	}
 	l.State, l.Nonce, l.Verifier = rand.Text(), rand.Text(), oauth2.GenerateVerifier()
 	raw, err := json.Marshal(l)
 	if err != nil {
-		http.Error(w, "encoding the login state: "+err.Error(), http.StatusInternalServerError)
+		httpreply.Internal(w, r, o.log, http.StatusInternalServerError, "OIDC login: encoding the login state", err)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
@@ -324,7 +325,7 @@ func (o *OIDC) Callback(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	fail := func(status int, msg string, err error) {
 		o.log.InfoContext(ctx, "OIDC login refused", "reason", msg, "err", err)
-		http.Error(w, "single sign-on failed: "+msg, status)
+		httpreply.Text(w, status, "single sign-on failed: "+msg)
 	}
 	c, err := r.Cookie(oidcCookie)
 	if err != nil {
@@ -393,7 +394,7 @@ func (o *OIDC) Callback(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := o.users.SaveSSOUser(ctx, OIDCConnector, id); err != nil {
 		o.log.ErrorContext(ctx, "OIDC login failed: recording the user", "user", id.UserName, "err", err)
-		http.Error(w, "the user store is unavailable; try again", http.StatusServiceUnavailable)
+		httpreply.Text(w, http.StatusServiceUnavailable, "the user store is unavailable; try again")
 		return
 	}
 	access, _, claimsOut, err := mint(ctx, o.iss, o.users, o.log, Claims{
@@ -401,7 +402,7 @@ func (o *OIDC) Callback(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		o.log.ErrorContext(ctx, "OIDC login failed", "user", id.UserName, "err", err)
-		http.Error(w, "issuing the token failed; try again", http.StatusInternalServerError)
+		httpreply.Text(w, http.StatusInternalServerError, "issuing the token failed; try again")
 		return
 	}
 	o.log.InfoContext(ctx, "logged in", "connector", OIDCConnector, "user", id.UserName, "groups", id.Groups, "expires", claimsOut.Expiry)

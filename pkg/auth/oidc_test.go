@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/porter-ci/porter/pkg/httpreply"
 )
 
 func TestIdentityFromClaims(t *testing.T) {
@@ -126,14 +127,14 @@ func newFakeIDP(t *testing.T) *fakeIDP {
 	p := &fakeIDP{key: key, codes: map[string]url.Values{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, 200, map[string]any{
+		httpreply.JSON(w, 200, map[string]any{
 			"issuer": p.URL, "authorization_endpoint": p.URL + "/auth", "token_endpoint": p.URL + "/token",
 			"jwks_uri": p.URL + "/keys", "id_token_signing_alg_values_supported": []string{"RS256"},
 		})
 	})
 	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, _ *http.Request) {
 		b64 := base64.RawURLEncoding.EncodeToString
-		writeJSON(w, 200, map[string]any{"keys": []any{map[string]any{
+		httpreply.JSON(w, 200, map[string]any{"keys": []any{map[string]any{
 			"kty": "RSA", "kid": "k1", "alg": "RS256", "use": "sig",
 			"n": b64(key.N.Bytes()), "e": b64(big.NewInt(int64(key.E)).Bytes()),
 		}}})
@@ -185,7 +186,7 @@ func newFakeIDP(t *testing.T) *fakeIDP {
 			writeOAuthError(w, 500, "server_error", err.Error())
 			return
 		}
-		writeJSON(w, 200, map[string]any{"access_token": "at", "token_type": "Bearer", "expires_in": 3600, "id_token": signed})
+		httpreply.JSON(w, 200, map[string]any{"access_token": "at", "token_type": "Bearer", "expires_in": 3600, "id_token": signed})
 	})
 	p.Server = httptest.NewServer(mux)
 	t.Cleanup(p.Close)

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/httpreply"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -163,7 +163,7 @@ func TokenHandler(iss *Issuer, users Users, log *slog.Logger, opts ...TokenOptio
 		// (opaque, with AccessTokens); the JWT serves as the OIDC id_token.
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Pragma", "no-cache")
-		writeJSON(w, http.StatusOK, tokenResponse{
+		httpreply.JSON(w, http.StatusOK, tokenResponse{
 			AccessToken: access,
 			TokenType:   "bearer",
 			ExpiresIn:   int(claims.Expiry.Sub(iss.now()).Seconds()),
@@ -191,16 +191,5 @@ func flyClient(r *http.Request) bool {
 }
 
 func writeOAuthError(w http.ResponseWriter, status int, code, description string) {
-	writeJSON(w, status, oauthError{Error: code, Description: description})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, "encoding response: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	httpreply.JSON(w, status, oauthError{Error: code, Description: description})
 }

@@ -2,18 +2,15 @@ package apiserver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"runtime/debug"
 
-	"github.com/porter-ci/porter/pkg/atc/apiserver/bodylimit"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/httpreply"
+	"github.com/porter-ci/porter/pkg/httpreply/bodylimit"
 )
 
 // statusError is an error that answers with its own status. title names
@@ -95,13 +92,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status >= 500 {
 		s.log.ErrorContext(ctx, "request failed", "request_id", requestID(ctx), "method", r.Method, "path", r.URL.Path,
 			"status", status, "err", err)
-		msg = fmt.Sprintf("internal server error (request %s): the server's log has the details", requestID(ctx))
+		msg = httpreply.InternalMessage(ctx)
 	}
 	switch status {
 	case http.StatusUnauthorized, http.StatusForbidden:
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, msg+"\n")
+		httpreply.Text(w, status, msg)
 	case http.StatusNotFound:
 		title := "Not Found"
 		if se := (*statusError)(nil); errors.As(err, &se) && se.title != "" {
@@ -118,30 +113,27 @@ func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error) 
 	s.fail(w, r, withStatus(http.StatusServiceUnavailable, err))
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-type requestIDKey struct{}
+func writeJSON(w http.ResponseWriter, code int, v any) { httpreply.JSON(w, code, v) }
 
 // requestID is the ID the request's log lines and error answers carry.
-func requestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
+func requestID(ctx context.Context) string { return httpreply.RequestID(ctx) }
+
+// decodeBody reads the request's JSON body (at most limit bytes) into v: a
+// body that is not v's JSON is 400 naming what, one over the limit 413.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, what string) error {
+	if err := httpreply.Decode(w, r, limit, v, false); err != nil {
+		return fmt.Errorf("decode %s: %w", what, err)
+	}
+	return nil
 }
 
-// withRequestID gives every request an ID, in its context and in the
-// X-Request-Id header of its answer.
-func withRequestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		id := hex.EncodeToString(b[:])
-		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
-	})
+// decodeOptionalBody is decodeBody for a body that may be empty (v is left as it
+// is).
+func decodeOptionalBody(w http.ResponseWriter, r *http.Request, limit int64, v any, what string) error {
+	if err := httpreply.Decode(w, r, limit, v, true); err != nil {
+		return fmt.Errorf("decode %s: %w", what, err)
+	}
+	return nil
 }
 
 // recoverPanics is the last line of defence: a handler's panic ends its

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -130,8 +129,8 @@ func (s *Server) handleRenameTeam(w http.ResponseWriter, r *http.Request, claims
 	var in struct {
 		Name string `json:"name"`
 	}
-	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&in); err != nil {
-		writeJSON(w, bodyStatus(err), saveConfigResponse{Errors: []string{fmt.Sprintf("decode the new name: %v", err)}})
+	if err := decodeBody(w, r, maxJSONBody, &in, "the new name"); err != nil {
+		writeJSON(w, errorStatus(err), saveConfigResponse{Errors: []string{err.Error()}})
 		return
 	}
 	if err := names.CheckTeam(in.Name); err != nil {
@@ -270,8 +269,8 @@ func (s *Server) handleCheckResourceType(w http.ResponseWriter, r *http.Request,
 	var in struct {
 		From map[string]string `json:"from"`
 	}
-	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&in); err != nil && !errors.Is(err, io.EOF) {
-		s.fail(w, r, badRequest(fmt.Errorf("decode the check request: %w", err)))
+	if err := decodeOptionalBody(w, r, maxJSONBody, &in, "the check request"); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	if !slices.Contains(s.cfg.BaseTypes, tr.typ.Type) {
@@ -318,8 +317,8 @@ func (s *Server) handleGetWall(w http.ResponseWriter, r *http.Request) {
 // handleSetWall is `fly set-wall [--ttl]`.
 func (s *Server) handleSetWall(w http.ResponseWriter, r *http.Request) {
 	var in wall
-	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&in); err != nil {
-		s.fail(w, r, badRequest(fmt.Errorf("decode the wall: %w", err)))
+	if err := decodeBody(w, r, maxJSONBody, &in, "the wall"); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	if in.Message == "" {

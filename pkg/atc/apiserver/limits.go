@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/porter-ci/porter/pkg/atc/apiserver/bodylimit"
+	"github.com/porter-ci/porter/pkg/httpreply/bodylimit"
 	"github.com/porter-ci/porter/pkg/upload"
 )
 
@@ -77,14 +77,4 @@ const maxJSONBody = 1 << 20
 // answered 400 as broken JSON.
 func boundedBody(w http.ResponseWriter, r *http.Request, limit int64) io.Reader {
 	return bodylimit.Wrap(w, r, limit, "", 0)
-}
-
-// bodyStatus is the status for a request body that could not be read or
-// decoded, for the handlers that answer fly's saveConfigResponse rather
-// than through fail: 413 when it was over a limit, else 400.
-func bodyStatus(err error) int {
-	if bodylimit.TooLarge(err) {
-		return http.StatusRequestEntityTooLarge
-	}
-	return http.StatusBadRequest
 }

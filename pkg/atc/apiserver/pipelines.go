@@ -19,6 +19,7 @@ import (
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/httpreply"
 	"github.com/porter-ci/porter/pkg/names"
 )
 
@@ -362,7 +363,7 @@ func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth
 	}
 	body, err := io.ReadAll(boundedBody(w, r, maxConfigSize))
 	if err != nil {
-		writeJSON(w, bodyStatus(err), saveConfigResponse{Errors: []string{fmt.Sprintf("read the config: %v", err)}})
+		writeJSON(w, errorStatus(httpreply.BodyError{Err: err}), saveConfigResponse{Errors: []string{fmt.Sprintf("read the config: %v", err)}})
 		return
 	}
 
@@ -513,8 +514,8 @@ func (s *Server) handleRenamePipeline(w http.ResponseWriter, r *http.Request, pr
 	var in struct {
 		Name string `json:"name"`
 	}
-	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&in); err != nil {
-		writeJSON(w, bodyStatus(err), saveConfigResponse{Errors: []string{fmt.Sprintf("decode the new name: %v", err)}})
+	if err := decodeBody(w, r, maxJSONBody, &in, "the new name"); err != nil {
+		writeJSON(w, errorStatus(err), saveConfigResponse{Errors: []string{err.Error()}})
 		return
 	}
 	warning, err := validPipelineName(in.Name)
@@ -549,8 +550,8 @@ func (s *Server) handleRenamePipeline(w http.ResponseWriter, r *http.Request, pr
 // in that order.
 func (s *Server) handleOrderPipelines(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
 	var names []string
-	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&names); err != nil {
-		s.fail(w, r, badRequest(fmt.Errorf("decode the pipeline names: %w", err)))
+	if err := decodeBody(w, r, maxJSONBody, &names, "the pipeline names"); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	s.ordered(w, r, s.store.OrderPipelines(r.Context(), team.ID, names))
@@ -560,8 +561,8 @@ func (s *Server) handleOrderPipelines(w http.ResponseWriter, r *http.Request, _ 
 // instances of one instanced pipeline in the order of their instance vars.
 func (s *Server) handleOrderPipelineInstances(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
 	var instances []map[string]any
-	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&instances); err != nil {
-		s.fail(w, r, badRequest(fmt.Errorf("decode the instance vars: %w", err)))
+	if err := decodeBody(w, r, maxJSONBody, &instances, "the instance vars"); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	s.ordered(w, r, s.store.OrderPipelineInstances(r.Context(), team.ID, r.PathValue("pipeline_name"), instances))

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -110,8 +109,8 @@ func (s *Server) handleClearResourceCache(w http.ResponseWriter, r *http.Request
 	var in struct {
 		Version map[string]string `json:"version"`
 	}
-	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&in); err != nil && !errors.Is(err, io.EOF) {
-		s.fail(w, r, badRequest(fmt.Errorf("decode the version: %w", err)))
+	if err := decodeOptionalBody(w, r, maxJSONBody, &in, "the version"); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	var n int64

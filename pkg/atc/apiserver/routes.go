@@ -14,6 +14,7 @@ import (
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/httpreply"
 	"github.com/porter-ci/porter/pkg/names"
 )
 
@@ -26,7 +27,7 @@ func (s *Server) Handler() http.Handler {
 	h = auth.RefuseForeignHost(s.cfg.ExternalURL, "/healthz")(h)
 	h = s.limitBodies(h)
 	h = s.recoverPanics(h)
-	h = withRequestID(h)
+	h = httpreply.WithRequestID(h)
 	return concourseHeaders(h)
 }
 
@@ -267,8 +268,8 @@ func (s *Server) handleSetTeam(w http.ResponseWriter, r *http.Request, claims au
 		return
 	}
 	var in concourse.Team
-	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&in); err != nil {
-		s.fail(w, r, badRequest(fmt.Errorf("decode team: %w", err)))
+	if err := decodeBody(w, r, maxJSONBody, &in, "team"); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	name := r.PathValue("team_name")

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -127,16 +126,9 @@ type checkRequest struct {
 // build, which fly then watches.
 func (s *Server) handleCheckResource(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
 	var req checkRequest
-	body, err := io.ReadAll(boundedBody(w, r, maxJSONBody))
-	if err != nil {
-		s.fail(w, r, badRequest(fmt.Errorf("read the check request: %w", err)))
+	if err := decodeOptionalBody(w, r, maxJSONBody, &req, "the check request"); err != nil {
+		s.fail(w, r, err)
 		return
-	}
-	if len(strings.TrimSpace(string(body))) > 0 {
-		if err := json.Unmarshal(body, &req); err != nil {
-			s.fail(w, r, badRequest(fmt.Errorf("decode the check request: %w", err)))
-			return
-		}
 	}
 	ref, err := s.store.LookupPipelineResource(r.Context(), rr.pipeline.ID, rr.resource.Name)
 	if err != nil {
@@ -197,8 +189,8 @@ func (s *Server) handlePinComment(w http.ResponseWriter, r *http.Request, rr res
 	var req struct {
 		Comment string `json:"pin_comment"`
 	}
-	if err := json.NewDecoder(boundedBody(w, r, maxJSONBody)).Decode(&req); err != nil {
-		s.fail(w, r, badRequest(fmt.Errorf("decode the pin comment: %w", err)))
+	if err := decodeBody(w, r, maxJSONBody, &req, "the pin comment"); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	if err := s.store.SetPinComment(r.Context(), rr.resource.ID, req.Comment); err != nil {
