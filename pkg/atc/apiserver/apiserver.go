@@ -10,6 +10,7 @@ import (
 	"iter"
 	"log/slog"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/adminserver"
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
@@ -28,6 +29,7 @@ type Store interface {
 	WorkerStore
 	ContainerStore
 	FlyStore
+	adminserver.Store
 }
 
 // TeamStore holds teams and the local users' logins.

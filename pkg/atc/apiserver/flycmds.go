@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/adminserver"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -25,12 +26,6 @@ type FlyStore interface {
 	TeamUnfinishedBuilds(ctx context.Context, teamID int) ([]int64, error)
 	ArchivePipeline(ctx context.Context, id int64, by string) error
 	RequestSchedule(ctx context.Context, jobID int64) error
-	Wall(ctx context.Context) (db.Wall, error)
-	SetWall(ctx context.Context, w db.Wall) error
-	ClearWall(ctx context.Context) error
-	Components(ctx context.Context) ([]db.Component, error)
-	SetComponentPaused(ctx context.Context, name string, paused bool) error
-	ActiveUsers(ctx context.Context, since time.Time) ([]db.User, error)
 	ClearResourceVersions(ctx context.Context, resourceID int64) (int64, error)
 	DeleteResourceVersionCaches(ctx context.Context, resourceID int64, version map[string]string) (int64, error)
 	RecordLogin(ctx context.Context, connector, name string, at time.Time) error
@@ -55,15 +50,16 @@ func (s *Server) flyRoutes(mux *router) {
 	mux.handle("DELETE "+pipelinePath+"/resource-types/{resource_type_name}/versions", s.admin(s.pipeline(auth.ActionRead, s.pipelineResourceType(s.handleClearTypeVersions))))
 	mux.handle("POST "+pipelinePath+"/resource-types/{resource_type_name}/check", s.pipeline(auth.ActionCheckResource, s.pipelineResourceType(s.handleCheckResourceType)))
 
-	mux.handle("GET /api/v1/wall", s.handleGetWall)
-	mux.handle("PUT /api/v1/wall", s.admin(s.handleSetWall))
-	mux.handle("DELETE /api/v1/wall", s.admin(s.handleClearWall))
-	mux.handle("GET /api/v1/components", s.admin(s.handleComponents))
-	mux.handle("PUT /api/v1/components/pause", s.admin(s.componentSwitch(true)))
-	mux.handle("PUT /api/v1/components/unpause", s.admin(s.componentSwitch(false)))
-	mux.handle("PUT /api/v1/components/{component_name}/pause", s.admin(s.componentSwitch(true)))
-	mux.handle("PUT /api/v1/components/{component_name}/unpause", s.admin(s.componentSwitch(false)))
-	mux.handle("GET /api/v1/users", s.admin(s.handleActiveUsers))
+	admin := &adminserver.Server{Store: s.store, Log: s.log, WakeScheduler: s.engine.WakeScheduler}
+	mux.handle("GET /api/v1/wall", admin.GetWall)
+	mux.handle("PUT /api/v1/wall", s.admin(admin.SetWall))
+	mux.handle("DELETE /api/v1/wall", s.admin(admin.ClearWall))
+	mux.handle("GET /api/v1/components", s.admin(admin.Components))
+	mux.handle("PUT /api/v1/components/pause", s.admin(admin.ComponentSwitch(true)))
+	mux.handle("PUT /api/v1/components/unpause", s.admin(admin.ComponentSwitch(false)))
+	mux.handle("PUT /api/v1/components/{component_name}/pause", s.admin(admin.ComponentSwitch(true)))
+	mux.handle("PUT /api/v1/components/{component_name}/unpause", s.admin(admin.ComponentSwitch(false)))
+	mux.handle("GET /api/v1/users", s.admin(admin.ActiveUsers))
 }
 
 // admin needs an admin's token (an owner of team main), as Concourse's
@@ -292,151 +288,4 @@ func (s *Server) handleCheckResourceType(w http.ResponseWriter, r *http.Request,
 		return
 	}
 	writeJSON(w, http.StatusCreated, apiBuild(b))
-}
-
-// wall is Concourse's Wall: TTL is the time left, in nanoseconds.
-type wall struct {
-	Message string        `json:"message,omitempty"`
-	TTL     time.Duration `json:"TTL,omitempty"`
-}
-
-// handleGetWall is `fly get-wall`, and what every fly command shows: public.
-func (s *Server) handleGetWall(w http.ResponseWriter, r *http.Request) {
-	cur, err := s.store.Wall(r.Context())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	out := wall{Message: cur.Message}
-	if !cur.Expires.IsZero() {
-		out.TTL = max(time.Until(cur.Expires), time.Second).Truncate(time.Second)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// handleSetWall is `fly set-wall [--ttl]`.
-func (s *Server) handleSetWall(w http.ResponseWriter, r *http.Request) {
-	var in wall
-	if err := decodeBody(w, r, maxJSONBody, &in, "the wall"); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if in.Message == "" {
-		s.fail(w, r, badRequest(errors.New("wall message cannot be empty")))
-		return
-	}
-	if in.TTL < 0 {
-		s.fail(w, r, badRequest(fmt.Errorf("wall TTL %s: want a positive duration", in.TTL)))
-		return
-	}
-	set := db.Wall{Message: in.Message}
-	if in.TTL > 0 {
-		set.Expires = time.Now().Add(in.TTL)
-	}
-	if err := s.store.SetWall(r.Context(), set); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
-}
-
-func (s *Server) handleClearWall(w http.ResponseWriter, r *http.Request) {
-	if err := s.store.ClearWall(r.Context()); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
-}
-
-// component is Concourse's Component.
-type component struct {
-	Name     string        `json:"name"`
-	Interval time.Duration `json:"interval"`
-	LastRan  time.Time     `json:"last_ran"`
-	Paused   bool          `json:"paused"`
-}
-
-// handleComponents is `fly get-components`: the servers' periodic loops
-// (scheduler, scanner: the checks, collector: GC).
-func (s *Server) handleComponents(w http.ResponseWriter, r *http.Request) {
-	cs, err := s.store.Components(r.Context())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	out := []component{}
-	for _, c := range cs {
-		out = append(out, component{Name: c.Name, Interval: c.Interval, LastRan: c.LastRan, Paused: c.Paused})
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// componentSwitch is `fly pause-component`/`unpause-component` (-a: every
-// one): every server's loop of that name stops or starts at its next pass.
-func (s *Server) componentSwitch(paused bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("component_name")
-		err := s.store.SetComponentPaused(r.Context(), componentOf(name), paused)
-		if errors.Is(err, db.ErrNotFound) {
-			// fly prints its own "component 'x' not found" for a 404.
-			s.fail(w, r, notFound("Component Not Found Error", fmt.Sprintf("component '%s' not found", name)))
-			return
-		}
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		if !paused {
-			s.engine.WakeScheduler()
-		}
-		w.WriteHeader(http.StatusOK)
-	}
-}
-
-// componentOf is the Porter component that does the work of a Concourse
-// component, so that fly's --runtime-components and --gc-components (which
-// name Concourse's) pause and unpause Porter's: the build tracker's and the
-// scheduler's work is the scheduler's, every collector's, the reaper's and
-// the pipeline pauser's is the collector's. Other names stay as they are.
-func componentOf(name string) string {
-	switch {
-	case name == "tracker":
-		return "scheduler"
-	case name == "reaper", name == "pipeline_pauser", strings.HasPrefix(name, "collector_"):
-		return "collector"
-	}
-	return name
-}
-
-// activeUser is Concourse's User.
-type activeUser struct {
-	ID        int    `json:"id,omitempty"`
-	Username  string `json:"username,omitempty"`
-	Connector string `json:"connector,omitempty"`
-	LastLogin int64  `json:"last_login,omitempty"`
-	Sub       string `json:"sub,omitempty"`
-}
-
-// handleActiveUsers is `fly active-users [--since yyyy-mm-dd]`.
-func (s *Server) handleActiveUsers(w http.ResponseWriter, r *http.Request) {
-	var since time.Time
-	if v := r.URL.Query().Get("since"); v != "" {
-		t, err := time.Parse(time.DateOnly, v)
-		if err != nil {
-			s.fail(w, r, badRequest(fmt.Errorf("since=%q: wrong date format (yyyy-mm-dd)", v)))
-			return
-		}
-		since = t
-	}
-	us, err := s.store.ActiveUsers(r.Context(), since)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	out := []activeUser{}
-	for _, u := range us {
-		out = append(out, activeUser{Username: u.Name, Connector: u.Connector, LastLogin: u.LastLogin.Unix(),
-			Sub: auth.SubjectFor(u.Connector, u.Name)})
-	}
-	writeJSON(w, http.StatusOK, out)
 }

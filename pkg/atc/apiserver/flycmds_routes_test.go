@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/adminserver"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 )
@@ -154,13 +155,13 @@ func TestClearVersions(t *testing.T) {
 func TestWall(t *testing.T) {
 	a := newTestAPI(t)
 	admin := a.roleIn(t, "admin")
-	if w := decode[wall](t, a.do(t, "GET", "/api/v1/wall", "", ""), 200); w != (wall{}) {
+	if w := decode[adminserver.Wall](t, a.do(t, "GET", "/api/v1/wall", "", ""), 200); w != (adminserver.Wall{}) {
 		t.Errorf("no wall: %+v", w)
 	}
 	if ans := a.do(t, "PUT", "/api/v1/wall", admin, `{"message":"maintenance at noon","TTL":3600000000000}`); ans.code != 200 {
 		t.Fatalf("set wall: %s", ans)
 	}
-	w := decode[wall](t, a.do(t, "GET", "/api/v1/wall", "", ""), 200)
+	w := decode[adminserver.Wall](t, a.do(t, "GET", "/api/v1/wall", "", ""), 200)
 	if w.Message != "maintenance at noon" || w.TTL <= 59*time.Minute || w.TTL > time.Hour {
 		t.Errorf("wall %+v, want the message and about an hour left", w)
 	}
@@ -169,7 +170,7 @@ func TestWall(t *testing.T) {
 	if ans := a.do(t, "DELETE", "/api/v1/wall", admin, ""); ans.code != 200 {
 		t.Fatalf("clear wall: %s", ans)
 	}
-	if w := decode[wall](t, a.do(t, "GET", "/api/v1/wall", "", ""), 200); w != (wall{}) {
+	if w := decode[adminserver.Wall](t, a.do(t, "GET", "/api/v1/wall", "", ""), 200); w != (adminserver.Wall{}) {
 		t.Errorf("cleared wall: %+v", w)
 	}
 }
@@ -177,7 +178,7 @@ func TestWall(t *testing.T) {
 func TestComponents(t *testing.T) {
 	a := newTestAPI(t)
 	admin := a.roleIn(t, "admin")
-	cs := decode[[]component](t, a.do(t, "GET", "/api/v1/components", admin, ""), 200)
+	cs := decode[[]adminserver.Component](t, a.do(t, "GET", "/api/v1/components", admin, ""), 200)
 	if len(cs) != 2 || cs[0].Name != "collector" || cs[0].Interval != time.Minute {
 		t.Errorf("components %+v", cs)
 	}
@@ -199,11 +200,11 @@ func TestComponents(t *testing.T) {
 func TestActiveUsers(t *testing.T) {
 	a := newTestAPI(t)
 	admin := a.roleIn(t, "admin")
-	us := decode[[]activeUser](t, a.do(t, "GET", "/api/v1/users?since=2023-01-01", admin, ""), 200)
-	if len(us) != 1 || us[0] != (activeUser{Username: "admin", Connector: "local", LastLogin: 1_700_000_000, Sub: us[0].Sub}) || us[0].Sub == "" {
+	us := decode[[]adminserver.ActiveUser](t, a.do(t, "GET", "/api/v1/users?since=2023-01-01", admin, ""), 200)
+	if len(us) != 1 || us[0] != (adminserver.ActiveUser{Username: "admin", Connector: "local", LastLogin: 1_700_000_000, Sub: us[0].Sub}) || us[0].Sub == "" {
 		t.Errorf("users %+v", us)
 	}
-	if us := decode[[]activeUser](t, a.do(t, "GET", "/api/v1/users?since=2024-01-01", admin, ""), 200); len(us) != 0 {
+	if us := decode[[]adminserver.ActiveUser](t, a.do(t, "GET", "/api/v1/users?since=2024-01-01", admin, ""), 200); len(us) != 0 {
 		t.Errorf("users since 2024 %+v, want none", us)
 	}
 	wantError(t, a.do(t, "GET", "/api/v1/users?since=01/01/2024", admin, ""), 400, "wrong date format (yyyy-mm-dd)")
