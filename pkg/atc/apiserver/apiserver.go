@@ -138,6 +138,22 @@ type Engine interface {
 	OpenSession(ctx context.Context, stepID string, open *eventspb.SessionOpen) (hijack.Session, error)
 	// WorkerResourceTypes are the base resource types a worker provides.
 	WorkerResourceTypes(worker string) []concourse.WorkerResourceType
+	// DestroyTeam removes a team, its pipelines, builds and task caches,
+	// aborting its running builds first.
+	DestroyTeam(ctx context.Context, team db.Team) error
+	// RenameTeam renames a team (db.ErrConflict: taken) and moves its
+	// task caches.
+	RenameTeam(ctx context.Context, team db.Team, name string) error
+	// DestroyPipeline removes a pipeline of team with what it holds and its
+	// task caches, aborting its running builds first.
+	DestroyPipeline(ctx context.Context, team string, p db.Pipeline) error
+	// RenamePipeline renames a pipeline of team (db.ErrConflict: taken)
+	// and moves its task caches.
+	RenamePipeline(ctx context.Context, team string, p db.Pipeline, name string) error
+	// CheckResourceType starts a build that runs a resource type's check.
+	CheckResourceType(ctx context.Context, team db.Team, createdBy, name string, typ concourse.ResourceType, from map[string]string) (db.Build, error)
+	// ClearTaskCaches deletes the task caches under prefix, saying how many.
+	ClearTaskCaches(ctx context.Context, prefix string) (int64, error)
 }
 
 // BuildEvents follows builds' logs: it yields a build's records after

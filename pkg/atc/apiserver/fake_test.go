@@ -22,6 +22,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
+	"github.com/porter-ci/porter/pkg/atc/lifecycle"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -517,6 +518,8 @@ func fmtRef(what string, id int64) string { return what + " " + strconv.FormatIn
 // fakeEngine records what the handlers asked of it.
 type fakeEngine struct {
 	store *fakeStore
+	// blobs hold the task caches the lifecycle workflows move and delete.
+	blobs *fakeBlobs
 	fail  error
 	// waiting is why a job's next build would wait (NextInputs).
 	waiting string
@@ -532,6 +535,31 @@ func (e *fakeEngine) AbortBuild(_ context.Context, b db.Build) error {
 	return e.store.change(fmtRef("AbortBuild", b.ID))
 }
 func (e *fakeEngine) WakeScheduler() {}
+
+// lifecycle is the engine's own workflows (pkg/atc/lifecycle) over the
+// fakes: the handlers' tests see what renaming or destroying does.
+func (e *fakeEngine) lifecycle() lifecycle.Workflows {
+	return lifecycle.Workflows{Store: e.store, Blobs: e.blobs, Log: discardLog(),
+		Abort: func(ctx context.Context, id int64) error { return e.AbortBuild(ctx, db.Build{ID: id}) }}
+}
+func (e *fakeEngine) DestroyTeam(ctx context.Context, team db.Team) error {
+	return e.lifecycle().DestroyTeam(ctx, team)
+}
+func (e *fakeEngine) RenameTeam(ctx context.Context, team db.Team, name string) error {
+	return e.lifecycle().RenameTeam(ctx, team, name)
+}
+func (e *fakeEngine) DestroyPipeline(ctx context.Context, team string, p db.Pipeline) error {
+	return e.lifecycle().DestroyPipeline(ctx, team, p)
+}
+func (e *fakeEngine) RenamePipeline(ctx context.Context, team string, p db.Pipeline, name string) error {
+	return e.lifecycle().RenamePipeline(ctx, team, p, name)
+}
+func (e *fakeEngine) ClearTaskCaches(ctx context.Context, prefix string) (int64, error) {
+	return e.lifecycle().ClearTaskCaches(ctx, prefix)
+}
+func (e *fakeEngine) CheckResourceType(ctx context.Context, team db.Team, by, _ string, _ concourse.ResourceType, _ map[string]string) (db.Build, error) {
+	return e.CreateBuild(ctx, team, by, concourse.Plan{}, nil)
+}
 func (e *fakeEngine) StartCheck(_ context.Context, res db.ResourceRef, _ map[string]string) (db.JobBuild, error) {
 	if e.fail != nil {
 		return db.JobBuild{}, e.fail
@@ -578,8 +606,8 @@ func newTestAPI(t testing.TB) *testAPI {
 	const external = "http://porter.test"
 	iss := auth.NewIssuer(key, external+"/sky/issuer", time.Hour)
 	store := newFakeStore()
-	engine := &fakeEngine{store: store}
 	blobs := newFakeBlobs()
+	engine := &fakeEngine{store: store, blobs: blobs}
 	blobs.put("artifacts/main/x.tar.zst", zstdTar(t, "hello.txt", "hello"))
 	blobs.put("builds/1/build.json", []byte(`{"id":1}`))
 	blobs.put("builds/1/steps/s1/result.json", []byte(`{"exit_status":0}`))

@@ -12,7 +12,6 @@ import (
 
 	"github.com/porter-ci/porter/pkg/atc/apiserver/adminserver"
 	"github.com/porter-ci/porter/pkg/auth"
-	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/names"
@@ -91,27 +90,11 @@ func (s *Server) handleDestroyTeam(w http.ResponseWriter, r *http.Request, claim
 		s.fail(w, r, fmt.Errorf("team %q: %w", name, err))
 		return
 	}
-	running, err := s.store.TeamUnfinishedBuilds(r.Context(), team.ID)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	for _, id := range running {
-		if err := s.engine.AbortBuild(r.Context(), db.Build{ID: id}); err != nil {
-			s.log.WarnContext(r.Context(), "abort a build of a destroyed team", "build", id, "err", err)
-		}
-	}
-	if err := s.store.DeleteTeam(r.Context(), team.ID); err != nil {
+	if err := s.engine.DestroyTeam(r.Context(), team); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	s.log.InfoContext(r.Context(), "team destroyed", "team", name, "id", team.ID, "by", claims.UserID)
-	// The team's task caches go too: a new team of that name starts empty.
-	if prefix, err := blobstore.TaskCachePrefix(name); err == nil {
-		if _, err := s.deleteObjects(r.Context(), prefix); err != nil {
-			s.log.ErrorContext(r.Context(), "deleting the task caches of a destroyed team", "prefix", prefix, "err", err)
-		}
-	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -148,7 +131,7 @@ func (s *Server) handleRenameTeam(w http.ResponseWriter, r *http.Request, claims
 		s.fail(w, r, fmt.Errorf("team %q: %w", name, err))
 		return
 	}
-	err = s.store.RenameTeam(r.Context(), team.ID, in.Name)
+	err = s.engine.RenameTeam(r.Context(), team, in.Name)
 	switch {
 	case errors.Is(err, db.ErrConflict):
 		s.fail(w, r, withStatus(http.StatusConflict, fmt.Errorf("a team %q already exists", in.Name)))
@@ -156,13 +139,6 @@ func (s *Server) handleRenameTeam(w http.ResponseWriter, r *http.Request, claims
 	case err != nil:
 		s.fail(w, r, err)
 		return
-	}
-	from, err1 := blobstore.TaskCachePrefix(name)
-	to, err2 := blobstore.TaskCachePrefix(in.Name)
-	if err1 == nil && err2 == nil {
-		if err := s.moveObjects(r.Context(), from, to); err != nil {
-			s.log.ErrorContext(r.Context(), "moving the task caches of a renamed team", "from", from, "to", to, "err", err)
-		}
 	}
 	s.log.InfoContext(r.Context(), "team renamed", "from", name, "to", in.Name, "by", claims.UserID)
 	writeJSON(w, http.StatusOK, saveConfigResponse{})
@@ -274,15 +250,7 @@ func (s *Server) handleCheckResourceType(w http.ResponseWriter, r *http.Request,
 			tr.name, tr.typ.Type, strings.Join(s.cfg.BaseTypes, ", "))))
 		return
 	}
-	plan := concourse.Plan{ID: concourse.PlanID("check-type-" + tr.name), Check: &concourse.CheckPlan{
-		Name: tr.name, Type: tr.typ.Type, Source: tr.typ.Source, FromVersion: in.From, Tags: tr.typ.Tags,
-		TypeImage: concourse.TypeImage{BaseType: tr.typ.Type, Privileged: tr.typ.Privileged}}}
-	raw, err := json.Marshal(plan)
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("check plan of resource type %s: %w", tr.name, err))
-		return
-	}
-	b, err := s.engine.CreateBuild(r.Context(), tr.team, tr.claims.UserID, plan, raw)
+	b, err := s.engine.CheckResourceType(r.Context(), tr.team, tr.claims.UserID, tr.name, tr.typ, in.From)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("check resource type %s: %w", tr.name, err))
 		return

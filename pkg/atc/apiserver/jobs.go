@@ -143,7 +143,7 @@ func (s *Server) handleClearTaskCache(w http.ResponseWriter, r *http.Request, jr
 	}
 	var n int64
 	if cachePath == "" {
-		n, err = s.deleteObjects(r.Context(), prefix)
+		n, err = s.engine.ClearTaskCaches(r.Context(), prefix)
 	} else {
 		n, err = s.deleteCache(r, jr, step, cachePath)
 	}

@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"unicode"
 
 	"github.com/porter-ci/porter/pkg/auth"
-	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/httpreply"
@@ -410,69 +408,12 @@ func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth
 // handleDeletePipeline is `fly destroy-pipeline`: the pipeline with its
 // jobs, builds, resources and versions, and its task caches.
 func (s *Server) handleDeletePipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
-	// Builds this server runs stop (their pods go); their records go with
-	// the pipeline.
-	running, err := s.store.PipelineUnfinishedBuilds(r.Context(), pr.pipeline.ID)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	for _, id := range running {
-		if err := s.engine.AbortBuild(r.Context(), db.Build{ID: id}); err != nil {
-			s.log.WarnContext(r.Context(), "abort a build of a deleted pipeline", "build", id, "err", err)
-		}
-	}
-	if err := s.store.DeletePipeline(r.Context(), pr.pipeline.ID); err != nil {
+	if err := s.engine.DestroyPipeline(r.Context(), pr.team.Name, pr.pipeline); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	s.log.InfoContext(r.Context(), "pipeline deleted", "team", pr.team.Name, "pipeline", pr.pipeline.Name, "id", pr.pipeline.ID)
-	// The pipeline is gone whatever happens to its caches; a new pipeline
-	// of the same name must not find them, so failures are logged loudly.
-	if prefix, err := blobstore.TaskCachePrefix(pr.team.Name, blobstore.TaskCachePipeline(pr.pipeline.Name, pr.pipeline.InstanceVars)); err == nil {
-		if _, err := s.deleteObjects(r.Context(), prefix); err != nil {
-			s.log.ErrorContext(r.Context(), "deleting the task caches of a deleted pipeline", "prefix", prefix, "err", err)
-		}
-	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// deleteObjects deletes every object under prefix and says how many.
-func (s *Server) deleteObjects(ctx context.Context, prefix string) (int64, error) {
-	objs, err := s.blobs.List(ctx, prefix)
-	if err != nil {
-		return 0, fmt.Errorf("list %s: %w", prefix, err)
-	}
-	var n int64
-	var errs []error
-	for _, o := range objs {
-		if err := s.blobs.Delete(ctx, o.Key); err != nil {
-			errs = append(errs, fmt.Errorf("delete %s: %w", o.Key, err))
-			continue
-		}
-		n++
-	}
-	return n, errors.Join(errs...)
-}
-
-// moveObjects moves every object under from to the same key under to.
-func (s *Server) moveObjects(ctx context.Context, from, to string) error {
-	objs, err := s.blobs.List(ctx, from)
-	if err != nil {
-		return fmt.Errorf("list %s: %w", from, err)
-	}
-	var errs []error
-	for _, o := range objs {
-		dst := to + strings.TrimPrefix(o.Key, from)
-		if _, err := s.blobs.Copy(ctx, o.Key, dst); err != nil {
-			errs = append(errs, fmt.Errorf("copy %s to %s: %w", o.Key, dst, err))
-			continue
-		}
-		if err := s.blobs.Delete(ctx, o.Key); err != nil {
-			errs = append(errs, fmt.Errorf("delete %s: %w", o.Key, err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // handlePausePipeline is `fly pause-pipeline`.
@@ -523,7 +464,7 @@ func (s *Server) handleRenamePipeline(w http.ResponseWriter, r *http.Request, pr
 		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
 		return
 	}
-	err = s.store.RenamePipeline(r.Context(), pr.pipeline.ID, in.Name)
+	err = s.engine.RenamePipeline(r.Context(), pr.team.Name, pr.pipeline, in.Name)
 	switch {
 	case errors.Is(err, db.ErrConflict):
 		s.fail(w, r, withStatus(http.StatusConflict, fmt.Errorf("team %q already has a pipeline %q", pr.team.Name, in.Name)))
@@ -531,13 +472,6 @@ func (s *Server) handleRenamePipeline(w http.ResponseWriter, r *http.Request, pr
 	case err != nil:
 		s.fail(w, r, err)
 		return
-	}
-	from, err1 := blobstore.TaskCachePrefix(pr.team.Name, blobstore.TaskCachePipeline(pr.pipeline.Name, pr.pipeline.InstanceVars))
-	to, err2 := blobstore.TaskCachePrefix(pr.team.Name, blobstore.TaskCachePipeline(in.Name, pr.pipeline.InstanceVars))
-	if err1 == nil && err2 == nil {
-		if err := s.moveObjects(r.Context(), from, to); err != nil {
-			s.log.ErrorContext(r.Context(), "moving the task caches of a renamed pipeline", "from", from, "to", to, "err", err)
-		}
 	}
 	var resp saveConfigResponse
 	if warning != nil {
