@@ -1,7 +1,10 @@
 // Package apiserver is the ATC's HTTP API: Concourse's routes as fly uses
 // them, plus Porter's audit trail. It holds handlers only; it reaches the
 // database through Store and builds, checks and running steps through
-// Engine, each holding just the methods the handlers call.
+// Engine, each holding just the methods the handlers call. It routes,
+// authenticates and authorizes; as Concourse's atc/api/<x>server, route
+// families of their own live in subpackages (adminserver, artifactserver,
+// auditserver, workerserver), and every error is answered by apierr.
 package apiserver
 
 import (
@@ -11,6 +14,7 @@ import (
 	"log/slog"
 
 	"github.com/porter-ci/porter/pkg/atc/apiserver/adminserver"
+	"github.com/porter-ci/porter/pkg/atc/apiserver/workerserver"
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
@@ -26,7 +30,7 @@ type Store interface {
 	BuildStore
 	PipelineStore
 	ResourceStore
-	WorkerStore
+	workerserver.Store
 	ContainerStore
 	FlyStore
 	adminserver.Store
@@ -96,16 +100,6 @@ type ResourceStore interface {
 	UnpinResource(ctx context.Context, resourceID int64) error
 	SetPinComment(ctx context.Context, resourceID int64, comment string) error
 	SetVersionEnabled(ctx context.Context, resourceID, versionID int64, enabled bool) error
-}
-
-// WorkerStore holds the workers.
-type WorkerStore interface {
-	Worker(ctx context.Context, name string) (db.Worker, error)
-	Workers(ctx context.Context) ([]db.Worker, error)
-	WorkerLoads(ctx context.Context) (map[string]db.WorkerLoad, error)
-	LandWorker(ctx context.Context, name string) error
-	RetireWorker(ctx context.Context, name string) error
-	PruneWorker(ctx context.Context, name string) error
 }
 
 // ContainerStore holds the step pods as fly sees them.

@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/artifactserver"
+	"github.com/porter-ci/porter/pkg/atc/apiserver/auditserver"
+	"github.com/porter-ci/porter/pkg/atc/apiserver/workerserver"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
@@ -29,6 +32,11 @@ func (s *Server) Handler() http.Handler {
 	h = s.recoverPanics(h)
 	h = httpreply.WithRequestID(h)
 	return concourseHeaders(h)
+}
+
+// teamOnly adapts a handler of a team's route that needs no claims.
+func teamOnly(h func(http.ResponseWriter, *http.Request, db.Team)) func(http.ResponseWriter, *http.Request, auth.Claims, db.Team) {
+	return func(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) { h(w, r, team) }
 }
 
 // router is a mux that remembers its patterns, so tests and the fuzzer
@@ -56,10 +64,11 @@ func (s *Server) routes() *router {
 	mux.handle("GET /api/v1/teams", s.handleTeams)
 	mux.handle("GET /api/v1/teams/{team_name}", s.authed(s.handleGetTeam))
 	mux.handle("PUT /api/v1/teams/{team_name}", s.authed(s.handleSetTeam))
-	mux.handle("GET /api/v1/workers", s.authed(s.handleWorkers))
-	mux.handle("PUT /api/v1/workers/{worker_name}/land", s.authed(s.workerAction(s.store.LandWorker)))
-	mux.handle("PUT /api/v1/workers/{worker_name}/retire", s.authed(s.workerAction(s.store.RetireWorker)))
-	mux.handle("PUT /api/v1/workers/{worker_name}/prune", s.authed(s.workerAction(s.store.PruneWorker)))
+	workers := &workerserver.Server{Store: s.store, Bucket: s.cfg.BlobstoreBucket, ResourceTypes: s.engine.WorkerResourceTypes, Log: s.log}
+	mux.handle("GET /api/v1/workers", s.authed(workers.List))
+	mux.handle("PUT /api/v1/workers/{worker_name}/land", s.authed(workers.Action(s.store.LandWorker)))
+	mux.handle("PUT /api/v1/workers/{worker_name}/retire", s.authed(workers.Action(s.store.RetireWorker)))
+	mux.handle("PUT /api/v1/workers/{worker_name}/prune", s.authed(workers.Action(s.store.PruneWorker)))
 
 	mux.handle("GET /api/v1/builds", s.handleListBuilds)
 	mux.handle("GET /api/v1/teams/{team_name}/builds", s.team(auth.ActionRead, s.handleTeamBuilds))
@@ -68,11 +77,13 @@ func (s *Server) routes() *router {
 	mux.handle("GET /api/v1/builds/{build_id}/plan", s.publicBuildRead(true, s.handleBuildPlan))
 	mux.handle("GET /api/v1/builds/{build_id}/events", s.publicBuildRead(true, s.handleBuildEvents))
 	mux.handle("GET /api/v1/builds/{build_id}/artifacts", s.publicBuildRead(true, s.handleBuildArtifacts))
-	mux.handle("GET /api/v1/builds/{build_id}/audit", s.buildRead(s.handleAudit))
+	audits := &auditserver.Server{Bucket: s.audit, Log: s.log}
+	mux.handle("GET /api/v1/builds/{build_id}/audit", s.buildRead(audits.Audit))
 	mux.handle("PUT /api/v1/builds/{build_id}/abort", s.buildAction(auth.ActionAbortBuild, s.handleAbortBuild))
 
-	mux.handle("POST /api/v1/teams/{team_name}/artifacts", s.team(auth.ActionCreateBuild, s.handleCreateArtifact))
-	mux.handle("GET /api/v1/teams/{team_name}/artifacts/{artifact_id}", s.team(auth.ActionCreateBuild, s.handleGetArtifact))
+	artifacts := &artifactserver.Server{Store: s.store, Blobs: s.blobs, Limits: s.cfg.Limits.Upload, Worker: s.cfg.ArtifactWorker, Log: s.log}
+	mux.handle("POST /api/v1/teams/{team_name}/artifacts", s.team(auth.ActionCreateBuild, teamOnly(artifacts.Create)))
+	mux.handle("GET /api/v1/teams/{team_name}/artifacts/{artifact_id}", s.team(auth.ActionCreateBuild, teamOnly(artifacts.Get)))
 	mux.handle("GET /api/v1/teams/{team_name}/containers", s.team(auth.ActionRead, s.handleContainers))
 	mux.handle("GET /api/v1/teams/{team_name}/containers/{id}", s.team(auth.ActionRead, s.handleContainer))
 	mux.handle("GET /api/v1/teams/{team_name}/containers/{id}/hijack", s.team(auth.ActionHijack, s.handleHijack))

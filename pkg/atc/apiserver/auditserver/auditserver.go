@@ -1,4 +1,6 @@
-package apiserver
+// Package auditserver answers Porter's audit trail route: a build's
+// audit records read back from the audit bucket.
+package auditserver
 
 import (
 	"context"
@@ -6,28 +8,38 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/httpreply"
 )
 
-// handleAudit reads a build's audit trail back from the blobstore: what the
+// Server reads the audit bucket; the API checks who may read the build.
+type Server struct {
+	// Bucket is the audit bucket.
+	Bucket blobstore.Store
+	Log    *slog.Logger
+}
+
+// Audit reads a build's audit trail back from the blobstore: what the
 // sidecars and the ATC wrote under builds/<audit id>/, so a person can check
 // what ran, where, with which inputs and what came out.
-func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, b db.Build) {
+func (s *Server) Audit(w http.ResponseWriter, r *http.Request, b db.Build) {
 	ctx := r.Context()
 	prefix, objs, err := s.auditObjects(ctx, b)
 	if err != nil {
-		s.fail(w, r, withStatus(http.StatusBadGateway, err))
+		apierr.Fail(w, r, s.Log, apierr.WithStatus(http.StatusBadGateway, err))
 		return
 	}
 	audit := api.Audit{Objects: []api.AuditObject{}, Steps: map[string]json.RawMessage{}}
 	read := func(key string) (json.RawMessage, error) {
 		// A version written after the first one is not the record.
-		rc, _, err := blobstore.GetOriginal(ctx, s.audit, key)
+		rc, _, err := blobstore.GetOriginal(ctx, s.Bucket, key)
 		if err != nil {
 			return nil, err
 		}
@@ -54,11 +66,11 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, b db.Build)
 			audit.Steps[strings.TrimSuffix(strings.TrimPrefix(rest, "steps/"), "/"+blobstore.ResultObject)] = body
 		}
 		if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
-			s.fail(w, r, withStatus(http.StatusBadGateway, err))
+			apierr.Fail(w, r, s.Log, apierr.WithStatus(http.StatusBadGateway, err))
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, audit)
+	httpreply.JSON(w, http.StatusOK, audit)
 }
 
 // auditObjects lists the build's audit records and says under which prefix.
@@ -68,7 +80,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, b db.Build)
 // ID (a database reset or restore gives IDs out again).
 func (s *Server) auditObjects(ctx context.Context, b db.Build) (string, []blobstore.ObjectInfo, error) {
 	prefix := blobstore.BuildPrefix(blobstore.AuditID(b.ID, b.CreateTime))
-	objs, err := s.audit.List(ctx, prefix)
+	objs, err := s.Bucket.List(ctx, prefix)
 	if err != nil || len(objs) > 0 || b.EndTime.IsZero() {
 		if err != nil {
 			err = fmt.Errorf("list %s: %w", prefix, err)
@@ -76,7 +88,7 @@ func (s *Server) auditObjects(ctx context.Context, b db.Build) (string, []blobst
 		return prefix, objs, err
 	}
 	legacy := blobstore.BuildPrefix(fmt.Sprint(b.ID))
-	rc, _, err := blobstore.GetOriginal(ctx, s.audit, legacy+"build.json")
+	rc, _, err := blobstore.GetOriginal(ctx, s.Bucket, legacy+"build.json")
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return prefix, objs, nil
 	}
@@ -93,7 +105,7 @@ func (s *Server) auditObjects(ctx context.Context, b db.Build) (string, []blobst
 	if d := rec.EndTime - b.EndTime.Unix(); d < -2 || d > 2 {
 		return prefix, objs, nil // an earlier build's
 	}
-	objs, err = s.audit.List(ctx, legacy)
+	objs, err = s.Bucket.List(ctx, legacy)
 	if err != nil {
 		return "", nil, fmt.Errorf("list %s: %w", legacy, err)
 	}
