@@ -82,35 +82,50 @@ type Team struct {
 
 // Container is a step's container; in Porter, a step pod.
 type Container struct {
-	ID               string `json:"id"`
-	WorkerName       string `json:"worker_name"`
-	State            string `json:"state,omitempty"`
-	Type             string `json:"type,omitempty"`
-	StepName         string `json:"step_name,omitempty"`
-	Attempt          string `json:"attempt,omitempty"`
-	PipelineID       int    `json:"pipeline_id,omitempty"`
-	JobID            int    `json:"job_id,omitempty"`
-	BuildID          int64  `json:"build_id,omitempty"`
-	ResourceID       int    `json:"resource_id,omitempty"`
-	PipelineName     string `json:"pipeline_name,omitempty"`
-	JobName          string `json:"job_name,omitempty"`
-	BuildName        string `json:"build_name,omitempty"`
-	ResourceName     string `json:"resource_name,omitempty"`
-	User             string `json:"user,omitempty"`
-	WorkingDirectory string `json:"working_directory,omitempty"`
-	ExpiresIn        string `json:"expires_in,omitempty"`
+	ID               string         `json:"id"`
+	WorkerName       string         `json:"worker_name"`
+	State            ContainerState `json:"state,omitempty"`
+	Type             string         `json:"type,omitempty"`
+	StepName         string         `json:"step_name,omitempty"`
+	Attempt          string         `json:"attempt,omitempty"`
+	PipelineID       int            `json:"pipeline_id,omitempty"`
+	JobID            int            `json:"job_id,omitempty"`
+	BuildID          int64          `json:"build_id,omitempty"`
+	ResourceID       int            `json:"resource_id,omitempty"`
+	PipelineName     string         `json:"pipeline_name,omitempty"`
+	JobName          string         `json:"job_name,omitempty"`
+	BuildName        string         `json:"build_name,omitempty"`
+	ResourceName     string         `json:"resource_name,omitempty"`
+	User             string         `json:"user,omitempty"`
+	WorkingDirectory string         `json:"working_directory,omitempty"`
+	ExpiresIn        string         `json:"expires_in,omitempty"`
 	// KeptReason (Porter's): why garbage collection keeps the finished
 	// step's pod (latest-check, latest-failed-build, one-off, intercepted,
 	// retention).
 	KeptReason string `json:"kept_reason,omitempty"`
 }
 
+// ContainerState is a container's state, as fly shows it.
+type ContainerState string
+
 // Container states.
 const (
-	ContainerCreating   = "creating"
-	ContainerCreated    = "created"
-	ContainerDestroying = "destroying"
-	ContainerFailed     = "failed"
+	ContainerCreating   ContainerState = "creating"
+	ContainerCreated    ContainerState = "created"
+	ContainerDestroying ContainerState = "destroying"
+	ContainerFailed     ContainerState = "failed"
+)
+
+// WorkerState is a worker's state, as fly shows it.
+type WorkerState string
+
+// Worker states.
+const (
+	WorkerRunning  WorkerState = "running"
+	WorkerStalled  WorkerState = "stalled"
+	WorkerLanding  WorkerState = "landing"
+	WorkerLanded   WorkerState = "landed"
+	WorkerRetiring WorkerState = "retiring"
 )
 
 // VolumeBaseResourceType names a base resource type of a volume.
@@ -166,7 +181,7 @@ type Worker struct {
 	Version          string               `json:"version"`
 	StartTime        int64                `json:"start_time"`
 	Ephemeral        bool                 `json:"ephemeral"`
-	State            string               `json:"state"`
+	State            WorkerState          `json:"state"`
 }
 
 // WorkerArtifact is an artifact uploaded by `fly execute -i` or produced by

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db/internal/pg"
 )
 
@@ -17,12 +18,12 @@ type Container struct {
 	BuildName        string
 	PlanID           string
 	StepName         string
-	Type             string // task, get, put, check
+	Type             concourse.StepKind // task, get, put, check
 	WorkerName       string
 	Namespace        string
 	PodName          string
 	StepID           string
-	State            string // creating, created, destroying
+	State            concourse.ContainerState
 	WorkingDirectory string
 	User             string
 	CreateTime       time.Time
@@ -67,7 +68,7 @@ func (d *DB) CreateContainer(ctx context.Context, c Container) (Container, error
 }
 
 // SetContainerState moves a container to state (creating, created, destroying).
-func (d *DB) SetContainerState(ctx context.Context, handle, state string) error {
+func (d *DB) SetContainerState(ctx context.Context, handle string, state concourse.ContainerState) error {
 	tag, err := d.pool.Exec(ctx, "UPDATE containers SET state = $2 WHERE handle = $1", handle, state)
 	if err != nil {
 		return fmt.Errorf("set container %s %s: %w", handle, state, err)

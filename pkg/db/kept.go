@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/porter-ci/porter/pkg/concourse"
 )
 
 // FinishedContainer is the container of a finished step (or of no build)
@@ -13,7 +14,7 @@ import (
 type FinishedContainer struct {
 	Container
 	// BuildStatus is "" when the container has no build.
-	BuildStatus string
+	BuildStatus concourse.BuildStatus
 	// Ended is the build's end, or the container's creation without a build.
 	Ended time.Time
 	// JobBuild, Check: a job's build, a resource's check build (neither:

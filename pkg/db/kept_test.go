@@ -28,9 +28,9 @@ func TestFinishedContainersKnowTheLatestCheckAndJobBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	container := func(buildID int64, typ string) string {
+	container := func(buildID int64, typ concourse.StepKind) string {
 		t.Helper()
-		c, err := d.CreateContainer(ctx, Container{TeamID: team.ID, BuildID: buildID, Type: typ, WorkerName: "w", StepID: typ + "-" + time.Now().String()})
+		c, err := d.CreateContainer(ctx, Container{TeamID: team.ID, BuildID: buildID, Type: typ, WorkerName: "w", StepID: string(typ) + "-" + time.Now().String()})
 		if err != nil {
 			t.Fatal(err)
 		}

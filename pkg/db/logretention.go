@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/porter-ci/porter/pkg/concourse"
 )
 
 // JobLogConfig is a job's name and config, as build log retention reads it.
@@ -37,7 +38,7 @@ func (d *DB) JobLogConfigs(ctx context.Context) ([]JobLogConfig, error) {
 // LoggedBuild is a job's build whose log has not been reaped.
 type LoggedBuild struct {
 	ID      int64
-	Status  string
+	Status  concourse.BuildStatus
 	EndTime time.Time // zero while it runs
 }
 

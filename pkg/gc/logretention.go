@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 )
 
@@ -86,7 +87,7 @@ func (r LogRetention) Reap(builds []db.LoggedBuild, now time.Time) []int64 {
 			continue
 		}
 		if r.Builds > 0 {
-			if b.Status == "succeeded" && succeeded < r.MinimumSucceeded {
+			if b.Status == concourse.StatusSucceeded && succeeded < r.MinimumSucceeded {
 				retained++
 				succeeded++
 				continue

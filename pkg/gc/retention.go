@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/podspec"
 )
@@ -83,7 +84,7 @@ func (r Retention) reason(c db.FinishedContainer, now time.Time) string {
 			return KeptCheckPod
 		}
 		return ""
-	case c.Type == "check" && strings.HasSuffix(c.PlanID, imageCheckPlanSuffix):
+	case c.Type == concourse.KindCheck && strings.HasSuffix(c.PlanID, imageCheckPlanSuffix):
 		// An image's check reports its digest and is done: the task's
 		// pod is the build's to intercept.
 		return ""
@@ -92,7 +93,7 @@ func (r Retention) reason(c db.FinishedContainer, now time.Time) string {
 			return KeptLatestCheck
 		}
 		return ""
-	case c.JobBuild && c.LatestOfJob && c.BuildStatus != "succeeded" && (r.FailedGrace <= 0 || age < r.FailedGrace):
+	case c.JobBuild && c.LatestOfJob && c.BuildStatus != concourse.StatusSucceeded && (r.FailedGrace <= 0 || age < r.FailedGrace):
 		return KeptFailedBuild
 	case c.BuildID != 0 && !c.JobBuild && age < r.OneOffGrace:
 		return KeptOneOff

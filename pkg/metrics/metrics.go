@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 )
 
@@ -58,7 +59,7 @@ type Metrics struct {
 	steps map[string]*stepClock
 	// workerStates remembers each worker's current state so that the gauge
 	// shows one state at 1 and the others at 0.
-	workerStates map[string]string
+	workerStates map[string]concourse.WorkerState
 }
 
 // New returns metrics registered in a registry of their own, with the Go
@@ -66,7 +67,7 @@ type Metrics struct {
 func New() *Metrics {
 	reg := prometheus.NewRegistry()
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
-	m := &Metrics{reg: reg, steps: map[string]*stepClock{}, workerStates: map[string]string{}}
+	m := &Metrics{reg: reg, steps: map[string]*stepClock{}, workerStates: map[string]concourse.WorkerState{}}
 	m.buildsStarted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "porter_builds_started_total", Help: "Builds started by this server (a build resumed after a restart counts again).",
 	})
@@ -235,21 +236,21 @@ func (m *Metrics) CapacityWait() {
 
 // WorkerState sets a worker's current state; its previous state drops to 0.
 // An empty state forgets the worker (pruned).
-func (m *Metrics) WorkerState(worker, state string) {
+func (m *Metrics) WorkerState(worker string, state concourse.WorkerState) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if prev, ok := m.workerStates[worker]; ok && prev != state {
-		m.workerState.DeleteLabelValues(worker, prev)
+		m.workerState.DeleteLabelValues(worker, string(prev))
 	}
 	if state == "" {
 		delete(m.workerStates, worker)
 		return
 	}
 	m.workerStates[worker] = state
-	m.workerState.WithLabelValues(worker, state).Set(1)
+	m.workerState.WithLabelValues(worker, string(state)).Set(1)
 }
 
 // stepClock follows one step's sidecar status changes.

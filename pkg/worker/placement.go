@@ -5,15 +5,17 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+
+	"github.com/porter-ci/porter/pkg/concourse"
 )
 
-// Worker states, as fly shows them.
+// Worker states, as fly shows them (concourse.WorkerState).
 const (
-	StateRunning  = "running"
-	StateStalled  = "stalled"
-	StateLanding  = "landing"
-	StateLanded   = "landed"
-	StateRetiring = "retiring"
+	StateRunning  = concourse.WorkerRunning
+	StateStalled  = concourse.WorkerStalled
+	StateLanding  = concourse.WorkerLanding
+	StateLanded   = concourse.WorkerLanded
+	StateRetiring = concourse.WorkerRetiring
 )
 
 // Strategy is how a step's worker is chosen among those that can run it.
@@ -44,7 +46,7 @@ type Candidate struct {
 	Name     string
 	Platform string
 	Team     string
-	State    string
+	State    concourse.WorkerState
 	Tags     []string
 	// Privileged: the worker allows privileged steps (Config.AllowsPrivileged).
 	Privileged bool

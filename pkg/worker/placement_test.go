@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/porter-ci/porter/pkg/concourse"
 )
 
 func TestChoose(t *testing.T) {
@@ -16,7 +18,7 @@ func TestChoose(t *testing.T) {
 	}
 	tags := func(ts ...string) func(*Candidate) { return func(c *Candidate) { c.Tags = ts } }
 	team := func(t string) func(*Candidate) { return func(c *Candidate) { c.Team = t } }
-	state := func(s string) func(*Candidate) { return func(c *Candidate) { c.State = s } }
+	state := func(s concourse.WorkerState) func(*Candidate) { return func(c *Candidate) { c.State = s } }
 	load := func(containers, tasks int) func(*Candidate) {
 		return func(c *Candidate) { c.ActiveContainers, c.ActiveTasks = containers, tasks }
 	}

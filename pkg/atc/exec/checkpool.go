@@ -59,7 +59,7 @@ func (x *RunState) startCheckPod(ctx context.Context, p *concourse.Plan, r *Step
 	act.Timeout, act.StdinSecret, act.Stdin = action.Duration{}, false, nil
 	// The pod's record is the team's, not the first check's build's: it
 	// serves every build's checks (fly containers lists it without one).
-	c := db.Container{TeamID: b.TeamID, PlanID: podspec.CheckPodPlanID, StepName: "checks", Type: string(concourse.KindCheck),
+	c := db.Container{TeamID: b.TeamID, PlanID: podspec.CheckPodPlanID, StepName: "checks", Type: concourse.KindCheck,
 		WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(act.StepID), StepID: act.StepID,
 		State: concourse.ContainerCreating, WorkingDirectory: act.WorkDir}
 	c, err := s.recordContainer(ctx, c)
@@ -107,7 +107,7 @@ func (x *RunState) runPooledCheck(ctx context.Context, p *concourse.Plan, r *Ste
 	// intercept (its own pod would go as soon as it reported).
 	var c db.Container
 	if !strings.HasSuffix(string(p.ID), taskimage.CheckSuffix) {
-		c = db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID), StepName: name, Type: string(concourse.KindCheck),
+		c = db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID), StepName: name, Type: concourse.KindCheck,
 			WorkerName: w.Name(), Namespace: w.Namespace(), PodName: podspec.Name(podStep), StepID: podStep,
 			State: concourse.ContainerCreated, WorkingDirectory: a.WorkDir}
 		if c, err = s.recordContainer(ctx, c); err != nil {

@@ -140,7 +140,7 @@ func (x *RunState) runResource(ctx context.Context, p *concourse.Plan, r *StepRe
 	}
 	st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: w, action: a, restartable: step.restartable, attempt: attempt,
 		container: db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
-			StepName: step.name, Type: string(step.kind), WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir},
+			StepName: step.name, Type: step.kind, WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir},
 		secrets:  podspec.Secrets{Stdin: stdin},
 		register: func(id string) *StepState { return x.registerResourceStep(w, id, p.ID, step.kind) }})
 	if err != nil {

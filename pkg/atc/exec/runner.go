@@ -74,7 +74,7 @@ type Store interface {
 	Artifact(ctx context.Context, id int64) (db.Artifact, error)
 	CreateArtifact(ctx context.Context, a db.Artifact) (db.Artifact, error)
 	CreateContainer(ctx context.Context, c db.Container) (db.Container, error)
-	SetContainerState(ctx context.Context, handle, state string) error
+	SetContainerState(ctx context.Context, handle string, state concourse.ContainerState) error
 	DeleteContainer(ctx context.Context, handle string) error
 	ResourceCache(ctx context.Context, key string) (db.ResourceCache, error)
 	SaveResourceCache(ctx context.Context, c db.ResourceCache) error

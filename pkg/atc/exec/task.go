@@ -146,7 +146,7 @@ func (step TaskStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	b.Update(func() { r.EventConfig = eventConfig })
 	st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: w, action: a, restartable: true, attempt: attempt,
 		container: db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
-			StepName: tp.Name, Type: string(concourse.KindTask), WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir, User: a.Run.User},
+			StepName: tp.Name, Type: concourse.KindTask, WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir, User: a.Run.User},
 		secrets:  podspec.Secrets{ImagePull: pull, Params: secretParams},
 		register: func(id string) *StepState { return x.registerStep(w, id, p.ID, eventConfig) }})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/auditseal"
 	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/podwatch"
@@ -54,15 +55,15 @@ type Config struct {
 type Store interface {
 	Workers(ctx context.Context) ([]db.Worker, error)
 	WorkerLoads(ctx context.Context) (map[string]db.WorkerLoad, error)
-	HeartbeatWorker(ctx context.Context, w db.Worker) (string, error)
-	SetWorkerState(ctx context.Context, name, from, to string) (bool, error)
+	HeartbeatWorker(ctx context.Context, w db.Worker) (concourse.WorkerState, error)
+	SetWorkerState(ctx context.Context, name string, from, to concourse.WorkerState) (bool, error)
 	BuildsOnWorker(ctx context.Context, name string) (int, error)
 	DeleteWorker(ctx context.Context, name string) error
 }
 
 // Metrics are told each worker's state (nil-safe *metrics.Metrics).
 type Metrics interface {
-	WorkerState(worker, state string)
+	WorkerState(worker string, state concourse.WorkerState)
 }
 
 // Tokens mint a step's token (*steptoken.Keyring).

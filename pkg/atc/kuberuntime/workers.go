@@ -80,7 +80,7 @@ func (r *Runtime) probeTimeout() time.Duration {
 	return min(r.cfg.Heartbeat, 10*time.Second)
 }
 
-func (r *Runtime) record(w *Worker, state string) db.Worker {
+func (r *Runtime) record(w *Worker, state concourse.WorkerState) db.Worker {
 	return db.Worker{Name: w.cfg.Name, Platform: w.cfg.Platform, Tags: w.cfg.Tags, Team: w.cfg.Team, State: state,
 		Namespace: w.cfg.Namespace, Version: concourse.WorkerVersion, StartTime: r.cfg.Started}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db/internal/pg"
 )
 
@@ -20,7 +21,7 @@ type Worker struct {
 	Platform         string
 	Tags             []string
 	Team             string // "": every team
-	State            string // running, stalled, landing, landed, retiring
+	State            concourse.WorkerState
 	Namespace        string
 	Version          string
 	StartTime        time.Time
@@ -92,11 +93,11 @@ const operatorStates = "('landing', 'landed', 'retiring')"
 // HeartbeatWorker records that the server reached the worker's API server
 // (w.State running) or did not (stalled), and returns the worker's state:
 // landing, landed and retiring stay as they are.
-func (s *Registry) HeartbeatWorker(ctx context.Context, w Worker) (string, error) {
+func (s *Registry) HeartbeatWorker(ctx context.Context, w Worker) (concourse.WorkerState, error) {
 	if w.Tags == nil {
 		w.Tags = []string{}
 	}
-	var state string
+	var state concourse.WorkerState
 	err := s.pool.QueryRow(ctx, `
 		INSERT INTO workers (name, platform, tags, team, state, namespace, version, start_time, heartbeat)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
@@ -128,7 +129,7 @@ func (s *Registry) RetireWorker(ctx context.Context, name string) error {
 
 // SetWorkerState moves a worker from one state to another; it reports
 // whether the worker was in from.
-func (s *Registry) SetWorkerState(ctx context.Context, name, from, to string) (bool, error) {
+func (s *Registry) SetWorkerState(ctx context.Context, name string, from, to concourse.WorkerState) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE workers SET state = $3 WHERE name = $1 AND state = $2`, name, from, to)
 	if err != nil {
 		return false, fmt.Errorf("set worker %s %s: %w", name, to, err)
