@@ -116,6 +116,28 @@ k8s_ldflags() {
   echo "$ld"
 }
 
+# coredns_module: a main package that links CoreDNS with the plugins of
+# deploy/coredns/Corefile only, in CoreDNS's own order (plugin.cfg).
+coredns_src=$PORTER_CACHE/src/coredns-$COREDNS_VERSION
+COREDNS_PLUGINS=(ready health errors loadbalance cache template kubernetes)
+coredns_module() {
+  local want p
+  want="$COREDNS_VERSION ${COREDNS_PLUGINS[*]}"
+  [ "$(cat "$coredns_src/.plugins" 2>/dev/null)" = "$want" ] && [ -f "$coredns_src/go.sum" ] && return 0
+  rm -rf "$coredns_src" && mkdir -p "$coredns_src"
+  {
+    printf 'package main\n\nimport (\n\t"github.com/coredns/coredns/core/dnsserver"\n\t"github.com/coredns/coredns/coremain"\n\n'
+    for p in "${COREDNS_PLUGINS[@]}"; do printf '\t_ "github.com/coredns/coredns/plugin/%s"\n' "$p"; done
+    printf ')\n\nfunc init() {\n\tdnsserver.Directives = []string{'
+    for p in "${COREDNS_PLUGINS[@]}"; do printf '"%s", ' "$p"; done
+    printf '}\n}\n\nfunc main() { coremain.Run() }\n'
+  } >"$coredns_src/main.go"
+  gofmt -w "$coredns_src/main.go"
+  printf 'module porter.local/coredns\n\ngo 1.25\n\nrequire github.com/coredns/coredns %s\n' "$COREDNS_VERSION" >"$coredns_src/go.mod"
+  (cd "$coredns_src" && go mod tidy)
+  echo "$want" >"$coredns_src/.plugins"
+}
+
 # Dex's go.mod replaces its api/v2 module with ./api/v2, which the module zip
 # lacks: build in a writable copy, with api/v2 generated from the commit's
 # api.proto (hack/dex/api.proto) by the pinned protoc plugins.
@@ -153,7 +175,9 @@ build_one() {
     containerd) version=$CONTAINERD_VERSION ;;
     minio) version=$MINIO_VERSION ;;
     registry) version=$DISTRIBUTION_VERSION ;;
-    coredns) version=$COREDNS_VERSION ;;
+    # The plugin set is part of the version: a binary built with other plugins is
+    # built again.
+    coredns) version="$COREDNS_VERSION ${COREDNS_PLUGINS[*]}" ;;
     vault) version=$VAULT_VERSION ;;
     *) version=$K8S_VERSION ;;
   esac
@@ -189,13 +213,12 @@ build_one() {
         "github.com/distribution/distribution/v3/cmd/registry@$DISTRIBUTION_VERSION")
       mv "$TOOLS_BIN/.registry-gobin/registry" "$TOOLS_BIN/registry.tmp" ;;
     coredns)
-      # The default plugin set (kubernetes, forward, cache, ...); its go.mod has
-      # no replaces, so `go install mod@version` works. The version variable
-      # feeds `coredns -version`.
-      (cd / && GOBIN="$TOOLS_BIN/.coredns-gobin" go install "${GOFLAGS_BUILD[@]}" \
-        -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" \
-        "github.com/coredns/coredns@$COREDNS_VERSION")
-      mv "$TOOLS_BIN/.coredns-gobin/coredns" "$TOOLS_BIN/coredns.tmp" ;;
+      # Only the plugins deploy/coredns/Corefile uses: the default set pulls in
+      # the cloud providers' SDKs (route53, azure, clouddns), most of its build
+      # time. The version variable feeds `coredns -version`.
+      timed "coredns wrapper module" coredns_module
+      (cd "$coredns_src" && go build "${GOFLAGS_BUILD[@]}" \
+        -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" -o "$TOOLS_BIN/coredns.tmp" .) ;;
     vault)
       # Only the dev server (`vault server -dev`) is used, by the tests of the Vault
       # credential manager. Vault embeds its version; the web UI is left out (no `ui` tag).
@@ -235,14 +258,24 @@ k8s_want=() other=()
 for c in "${want[@]}"; do
   if [[ " ${K8S_CMDS[*]} " == *" $c "* ]]; then k8s_want+=("$c"); else other+=("$c"); fi
 done
+# Kubernetes builds beside the other tools: on a fresh machine one build's
+# module downloads and single-threaded link overlap the other's compiling.
+k8s_pid=
 if [ ${#k8s_want[@]} -gt 0 ]; then
   mapfile -t stale < <(k8s_stale "${k8s_want[@]}")
   if [ ${#stale[@]} -gt 0 ]; then
-    timed "build ${stale[*]}" build_k8s "${stale[@]}"
+    timed "build ${stale[*]}" build_k8s "${stale[@]}" &
+    k8s_pid=$!
   else
     log "kubernetes $K8S_VERSION (${k8s_want[*]}): up to date"
   fi
 fi
+# A failed build ends the script (set -e); the other one is not left running.
+trap 'if [ -n "$k8s_pid" ]; then kill "$k8s_pid" 2>/dev/null || true; fi' EXIT
 for c in "${other[@]}"; do
   timed "build $c" build_one "$c"
 done
+if [ -n "$k8s_pid" ]; then
+  wait "$k8s_pid"
+  k8s_pid=
+fi
