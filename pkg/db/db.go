@@ -1,8 +1,9 @@
 // Package db is Porter's store of record in PostgreSQL: pipelines, builds,
 // versions, containers and artifacts, and the advisory locks that let several
-// servers share one database. Two parts live in packages of their own and are
-// embedded in DB: accounts (teams, users, logins, access tokens) and workers
-// (the worker registry). The schema is migrated at Open from the SQL files
+// servers share one database. Four parts live in packages of their own and
+// are embedded in DB: accounts (teams, users, logins, access tokens), workers
+// (the worker registry), containers (the step pods as fly sees them) and
+// serverstate (the wall and the periodic components). The schema is migrated at Open from the SQL files
 // embedded in migrations/. Nothing above this package writes SQL.
 package db
 
@@ -15,7 +16,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/porter-ci/porter/pkg/db/accounts"
+	"github.com/porter-ci/porter/pkg/db/containers"
 	"github.com/porter-ci/porter/pkg/db/internal/pg"
+	"github.com/porter-ci/porter/pkg/db/serverstate"
 	"github.com/porter-ci/porter/pkg/db/workers"
 )
 
@@ -42,6 +45,8 @@ type DB struct {
 	// methods are the DB's.
 	*accounts.Store
 	*workers.Registry
+	*containers.Records
+	*serverstate.State
 }
 
 // Open connects to dsn, waiting at most connectTimeout, and brings the schema
@@ -92,7 +97,8 @@ func connect(ctx context.Context, dsn string, log *slog.Logger) (*DB, error) {
 			where, cfg.ConnConfig.Database, cfg.ConnConfig.User, err)
 	}
 	log.Debug("connected to PostgreSQL", "addr", where, "database", cfg.ConnConfig.Database)
-	return &DB{pool: pool, log: log, Store: accounts.New(pool), Registry: workers.New(pool)}, nil
+	return &DB{pool: pool, log: log, Store: accounts.New(pool), Registry: workers.New(pool),
+		Records: containers.New(pool), State: serverstate.New(pool)}, nil
 }
 
 // Close closes every connection. It waits for held TryLock connections, so

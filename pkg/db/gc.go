@@ -14,23 +14,6 @@ import (
 // unfinished is the SQL condition of a build that is still running.
 const unfinished = "status IN ('pending', 'started')"
 
-// ExpiredContainers lists the container records of worker whose build
-// finished before endedBefore: their pods may go.
-func (d *DB) ExpiredContainers(ctx context.Context, worker string, endedBefore time.Time) ([]Container, error) {
-	rows, err := d.pool.Query(ctx, "SELECT "+containerColumns+` FROM containers WHERE handle IN (
-		SELECT c.handle FROM containers c LEFT JOIN builds b ON b.id = c.build_id
-		WHERE c.worker_name = $1 AND ((b.id IS NULL AND c.create_time < $2) OR (NOT b.`+unfinished+` AND b.end_time < $2)))
-		ORDER BY create_time, handle`, worker, endedBefore)
-	if err != nil {
-		return nil, fmt.Errorf("list the expired containers of worker %s: %w", worker, err)
-	}
-	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Container, error) { return scanContainer(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list the expired containers of worker %s: %w", worker, err)
-	}
-	return cs, nil
-}
-
 // ExpiredArtifacts lists the artifact records created before cutoff whose
 // build is gone, is none (an upload) or finished before cutoff.
 func (d *DB) ExpiredArtifacts(ctx context.Context, cutoff time.Time) ([]Artifact, error) {

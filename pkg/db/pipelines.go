@@ -115,16 +115,7 @@ func (r PipelineRef) String() string {
 }
 
 // instanceVarsJSON is the stored form of instance vars ('{}' for none).
-func instanceVarsJSON(v map[string]any) (string, error) {
-	if len(v) == 0 {
-		return "{}", nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", fmt.Errorf("instance vars: %w", err)
-	}
-	return string(b), nil
-}
+func instanceVarsJSON(v map[string]any) (string, error) { return pg.InstanceVarsJSON(v) }
 
 // SavePipelineInstance is SavePipeline for a pipeline named by ref: an
 // instance of an instanced pipeline when ref has instance vars.
@@ -474,14 +465,7 @@ func (d *DB) Pipelines(ctx context.Context, f PipelineFilter) ([]Pipeline, error
 // execOne runs a statement that must touch exactly one row; none is
 // ErrNotFound.
 func (d *DB) execOne(ctx context.Context, what string, sql string, args ...any) error {
-	tag, err := d.pool.Exec(ctx, sql, args...)
-	if err != nil {
-		return pg.Classify(err, "%s", what)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%s: %w", what, ErrNotFound)
-	}
-	return nil
+	return pg.ExecOne(ctx, d.pool, what, sql, args...)
 }
 
 // DeletePipeline deletes a pipeline with its jobs, resources, builds and

@@ -3,6 +3,8 @@
 package pg
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -79,4 +81,32 @@ func ZeroNull[T int | int64](v T) any {
 		return nil
 	}
 	return v
+}
+
+// ExecOne runs sql, which must change a row: none changed is ErrNotFound,
+// named by what.
+func ExecOne(ctx context.Context, db interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}, what string, sql string, args ...any) error {
+	tag, err := db.Exec(ctx, sql, args...)
+	if err != nil {
+		return Classify(err, "%s", what)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	return nil
+}
+
+// InstanceVarsJSON is the stored form of a pipeline's instance vars ('{}'
+// for none).
+func InstanceVarsJSON(v map[string]any) (string, error) {
+	if len(v) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("instance vars: %w", err)
+	}
+	return string(b), nil
 }
