@@ -178,7 +178,14 @@ func (l *atcLink) serve(ctx context.Context, client eventspb.StepStreamClient) e
 	l.log.Info("connected to the ATC", "resume_after", cursor)
 
 	recvErr := make(chan error, 1)
+	recvDone := make(chan struct{})
+	// The stream's context ending ends Recv: the receiver is waited for.
+	defer func() {
+		cancel()
+		<-recvDone
+	}()
 	go func() {
+		defer close(recvDone)
 		for {
 			msg, err := stream.Recv()
 			if err != nil {

@@ -103,6 +103,9 @@ type Entrypointer struct {
 	waiter Waiter
 	runner Runner
 	send   chan *controlpb.EntrypointMessage
+	// stopped is closed when Run returns: the sender then flushes what is
+	// queued and ends, and posts are dropped.
+	stopped chan struct{}
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -122,7 +125,7 @@ func NewEntrypointer(cfg EntrypointConfig, w Waiter, r Runner) *Entrypointer {
 		cfg.Log = slog.New(slog.NewTextHandler(cfg.Stderr, nil))
 	}
 	return &Entrypointer{cfg: cfg, waiter: w, runner: r,
-		send: make(chan *controlpb.EntrypointMessage, 64), sessions: map[string]*session{}}
+		send: make(chan *controlpb.EntrypointMessage, 64), stopped: make(chan struct{}), sessions: map[string]*session{}}
 }
 
 // epState is where the entrypoint is in a step's life.
@@ -146,28 +149,93 @@ func (e *Entrypointer) Run(ctx context.Context) int {
 		fmt.Fprintf(e.cfg.Stderr, "porter entrypoint: %v\n", err)
 		return ExitSetupFailed
 	}
-	defer link.Close()
-	go e.sender(link)
+	senderDone := make(chan struct{})
+	go func() {
+		defer close(senderDone)
+		e.sender(link)
+	}()
+	recv := receive(link)
+	defer func() {
+		// The sender flushes what is queued and ends; then closing the link
+		// ends the receiver's Recv.
+		close(e.stopped)
+		<-senderDone
+		close(recv.stop)
+		_ = link.Close()
+		<-recv.done
+	}()
 	e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Waiting{Waiting: &controlpb.Waiting{Argv: e.cfg.Argv, Pid: int32(os.Getpid())}}})
-	return e.loop(ctx, link)
+	return e.loop(ctx, recv)
+}
+
+// receiver reads the sidecar's commands off the link, in a goroutine of
+// its own (Recv blocks) that ends when the link closes.
+type receiver struct {
+	cmds chan *controlpb.SidecarCommand
+	err  chan error
+	stop chan struct{}
+	done chan struct{}
+}
+
+func receive(link Link) *receiver {
+	r := &receiver{cmds: make(chan *controlpb.SidecarCommand), err: make(chan error, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for {
+			cmd, err := link.Recv()
+			if err != nil {
+				r.err <- err
+				return
+			}
+			select {
+			case r.cmds <- cmd:
+			case <-r.stop:
+				return
+			}
+		}
+	}()
+	return r
 }
 
 // sender is the link's only writer. Once the link breaks it keeps
 // draining so the process's output is never blocked on a gone sidecar.
+// When Run returns it sends what is still queued and ends.
 func (e *Entrypointer) sender(link Link) {
 	broken := false
-	for msg := range e.send {
+	send := func(msg *controlpb.EntrypointMessage) {
 		if broken {
-			continue
+			return
 		}
 		if err := link.Send(msg); err != nil {
 			e.cfg.Log.Warn("lost the sidecar; output now goes only to the container log", "err", err)
 			broken = true
 		}
 	}
+	for {
+		select {
+		case msg := <-e.send:
+			send(msg)
+		case <-e.stopped:
+			for {
+				select {
+				case msg := <-e.send:
+					send(msg)
+				default:
+					return
+				}
+			}
+		}
+	}
 }
 
-func (e *Entrypointer) post(msg *controlpb.EntrypointMessage) { e.send <- msg }
+// post queues msg for the sidecar; once Run has returned, it is dropped.
+func (e *Entrypointer) post(msg *controlpb.EntrypointMessage) {
+	select {
+	case e.send <- msg:
+	case <-e.stopped:
+	}
+}
 
 // output sends a chunk of the process's output to the container's own
 // stream and to the sidecar.
@@ -181,25 +249,7 @@ func (e *Entrypointer) output(stream eventspb.Stream, data []byte) {
 	e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Output{Output: &controlpb.Output{Stream: stream, Data: data, Time: now}}})
 }
 
-func (e *Entrypointer) loop(ctx context.Context, link Link) int {
-	cmds := make(chan *controlpb.SidecarCommand)
-	recvErr := make(chan error, 1)
-	stopRecv := make(chan struct{})
-	defer close(stopRecv)
-	go func() {
-		for {
-			cmd, err := link.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case cmds <- cmd:
-			case <-stopRecv:
-				return
-			}
-		}
-	}()
+func (e *Entrypointer) loop(ctx context.Context, recv *receiver) int {
 
 	state := waitingForStart
 	var proc Process
@@ -218,7 +268,7 @@ func (e *Entrypointer) loop(ctx context.Context, link Link) int {
 			procDone = proc.Done()
 		}
 		select {
-		case cmd := <-cmds:
+		case cmd := <-recv.cmds:
 			switch m := cmd.Msg.(type) {
 			case *controlpb.SidecarCommand_Start:
 				if state != waitingForStart {
@@ -270,7 +320,7 @@ func (e *Entrypointer) loop(ctx context.Context, link Link) int {
 			timeout = nil
 			fmt.Fprintf(e.cfg.Stderr, "porter: timeout %s exceeded; stopping the process\n", e.startTimeout())
 			proc.Stop(e.killGrace(), StopTimedOut)
-		case err := <-recvErr:
+		case err := <-recv.err:
 			// Without the sidecar nobody can release us: finish the process
 			// (its output still reaches the container log) and exit with its code.
 			e.cfg.Log.Warn("sidecar connection closed", "err", err)

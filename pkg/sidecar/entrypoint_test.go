@@ -27,18 +27,29 @@ import (
 type fakeLink struct {
 	cmds chan *controlpb.SidecarCommand
 	sent chan *controlpb.EntrypointMessage
+	// closed ends a blocked Recv, as closing a real link does.
+	closeOnce sync.Once
+	closed    chan struct{}
 }
 
 func (l *fakeLink) Recv() (*controlpb.SidecarCommand, error) {
-	cmd, ok := <-l.cmds
-	if !ok {
-		return nil, io.EOF
+	select {
+	case cmd, ok := <-l.cmds:
+		if !ok {
+			return nil, io.EOF
+		}
+		return cmd, nil
+	case <-l.closed:
+		return nil, io.ErrClosedPipe
 	}
-	return cmd, nil
 }
 
 func (l *fakeLink) Send(m *controlpb.EntrypointMessage) error { l.sent <- m; return nil }
-func (l *fakeLink) Close() error                              { return nil }
+
+func (l *fakeLink) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return nil
+}
 
 type fakeWaiter struct {
 	link Link
@@ -120,7 +131,7 @@ const waitLimit = 5 * time.Second
 
 func startEntrypointer(t *testing.T, waitErr error, startErr error, queued ...*controlpb.SidecarCommand) *harness {
 	h := &harness{t: t,
-		link:   &fakeLink{cmds: make(chan *controlpb.SidecarCommand, 16), sent: make(chan *controlpb.EntrypointMessage, 256)},
+		link:   &fakeLink{cmds: make(chan *controlpb.SidecarCommand, 16), sent: make(chan *controlpb.EntrypointMessage, 256), closed: make(chan struct{})},
 		runner: &fakeRunner{err: startErr, started: make(chan *fakeProcess, 4)},
 		stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, log: &lockedBuffer{},
 		result: make(chan int, 1)}

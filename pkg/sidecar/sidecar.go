@@ -146,6 +146,20 @@ type run struct {
 	// responseBody is it once checked.
 	response     *resource.Stdout
 	responseBody []byte
+
+	// bg is the context of the goroutines the run starts (spawn): it ends
+	// when Run returns, which then waits for them (wg).
+	bg context.Context
+	wg sync.WaitGroup
+}
+
+// spawn runs f in a goroutine that Run waits for before it returns.
+func (r *run) spawn(f func(ctx context.Context)) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		f(r.bg)
+	}()
 }
 
 // Run coordinates the step until it is released (or its keep-alive window
@@ -204,18 +218,22 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer stopControl()
 
 	linkCtx, stopLink := context.WithCancel(context.WithoutCancel(ctx))
+	r.bg = linkCtx
+	// Deferred in this order, so that the goroutines are stopped first, then
+	// waited for, before the control socket and the audit journal close.
+	defer r.wg.Wait()
 	defer stopLink()
 	link := &atcLink{cfg: cfg.ATC, stepID: a.StepID, podName: cfg.PodName, outbox: r.outbox, log: log,
 		commands: r.commands, sessionOutput: r.sessionOutput}
-	go link.run(linkCtx)
-	go r.dispatch(linkCtx)
-	go func() {
+	r.spawn(link.run)
+	r.spawn(r.dispatch)
+	r.spawn(func(ctx context.Context) {
 		select {
 		case <-r.ctl.ready:
 			log.Info("entrypoint attached")
-		case <-linkCtx.Done():
+		case <-ctx.Done():
 		}
-	}()
+	})
 
 	res := r.execute(ctx)
 	if res.Error != "" {
@@ -365,7 +383,7 @@ func (r *run) execute(ctx context.Context) *Result {
 		// Nothing of its own to run: the step is its sessions, for as long
 		// as it is kept.
 		r.log.Info("idle step: serving sessions")
-		go r.forwardSessions(ctx)
+		r.spawn(r.forwardSessions)
 		res.Result = Succeeded
 		return res
 	}
@@ -543,7 +561,7 @@ func (r *run) forwardUntilExit(ctx context.Context) (*controlpb.Exited, error) {
 				r.emit(ctx, &eventspb.Event{Time: timestamppb.Now(), Payload: &eventspb.Event_ProcessExited{ProcessExited: &eventspb.ProcessExited{
 					ExitStatus: e.GetExitStatus(), Signal: e.GetSignal(), TimedOut: e.GetTimedOut(), Aborted: e.GetAborted(),
 					OomKilled: e.GetOomKilled(), MemoryLimit: e.GetMemoryLimit()}}})
-				go r.forwardSessions(ctx)
+				r.spawn(r.forwardSessions)
 				return e, nil
 			}
 		case <-abort:
@@ -559,7 +577,8 @@ func (r *run) forwardUntilExit(ctx context.Context) (*controlpb.Exited, error) {
 	}
 }
 
-// forwardSessions keeps relaying intercept output after the process exited.
+// forwardSessions keeps relaying intercept output after the process exited,
+// until Run returns.
 func (r *run) forwardSessions(ctx context.Context) {
 	for {
 		select {
