@@ -29,6 +29,8 @@ type LogSink struct {
 	mu     sync.Mutex
 	builds map[int64]*exec.Build
 	steps  map[string]*exec.StepState // by step ID
+	// writers are closed when a build's log writer (Log.Run) returns.
+	writers map[int64]chan struct{}
 }
 
 // NewLogSink returns a sink writing build logs to store, each build's
@@ -38,7 +40,7 @@ func NewLogSink(store blobstore.Store, maxBuildLogBytes int64, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
-	return &LogSink{logs: logs, builds: map[int64]*exec.Build{}, steps: map[string]*exec.StepState{}}, nil
+	return &LogSink{logs: logs, builds: map[int64]*exec.Build{}, steps: map[string]*exec.StepState{}, writers: map[int64]chan struct{}{}}, nil
 }
 
 func (k *LogSink) step(id string) (*exec.StepState, error) {
@@ -93,8 +95,14 @@ func (k *LogSink) StartBuild(ctx context.Context, buildID int64, stepIDs ...stri
 	b.Log.Append(events.Status{Status: concourse.StatusStarted, Time: time.Now().Unix()})
 	// The log ends on its own once the build is finished and durable.
 	logCtx, stop := context.WithCancel(ctx)
-	go func() { defer stop(); b.Log.Run(logCtx) }()
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		defer stop()
+		b.Log.Run(logCtx)
+	}()
 	k.builds[buildID] = b
+	k.writers[buildID] = written
 	delegates := logDelegates{}.BuildDelegate(b)
 	for i, id := range stepIDs {
 		planID := concourse.PlanID(fmt.Sprintf("task-%d", i))
@@ -117,6 +125,16 @@ func (k *LogSink) FinishBuild(ctx context.Context, buildID int64, status concour
 		return fmt.Errorf("make build %d's log durable: %w", buildID, err)
 	}
 	b.Log.Finish()
+	k.mu.Lock()
+	written := k.writers[buildID]
+	delete(k.writers, buildID)
+	k.mu.Unlock()
+	// The writer ends once the finished log is durable.
+	select {
+	case <-written:
+	case <-ctx.Done():
+		return fmt.Errorf("build %d's log writer: %w", buildID, context.Cause(ctx))
+	}
 	k.mu.Lock()
 	delete(k.builds, buildID)
 	for id, st := range k.steps {
