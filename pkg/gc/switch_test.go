@@ -2,21 +2,28 @@ package gc
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/porter-ci/porter/internal/eventually"
 )
 
 // fakeSwitch is the components' table: paused or not, and the runs heard.
 type fakeSwitch struct {
 	paused atomic.Bool
-	mu     sync.Mutex
-	ran    []time.Duration
+	// asked counts the times the collector asked whether it is paused.
+	asked atomic.Int32
+	mu    sync.Mutex
+	ran   []time.Duration
 }
 
 func (f *fakeSwitch) ComponentPaused(_ context.Context, name string) (bool, error) {
+	f.asked.Add(1)
 	return name == Component && f.paused.Load(), nil
 }
 
@@ -43,18 +50,23 @@ func TestPausedCollectorSkipsItsPasses(t *testing.T) {
 	go func() { defer close(done); c.Run(ctx, 10*time.Millisecond) }()
 	defer func() { cancel(); <-done }()
 
-	time.Sleep(100 * time.Millisecond)
+	// Not a sleep: three ticks have come and asked, and none made a pass.
+	eventually.Within(t, 5*time.Second, func() error {
+		if n := sw.asked.Load(); n < 3 {
+			return fmt.Errorf("the collector asked %d times whether it is paused", n)
+		}
+		return nil
+	})
 	if n := passes.Load(); n != 0 {
 		t.Fatalf("%d passes while paused", n)
 	}
 	sw.paused.Store(false)
-	deadline := time.Now().Add(5 * time.Second)
-	for passes.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no pass after unpausing")
+	eventually.Within(t, 5*time.Second, func() error {
+		if passes.Load() == 0 {
+			return errors.New("no pass after unpausing")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	if len(sw.ran) == 0 || sw.ran[0] != 10*time.Millisecond {

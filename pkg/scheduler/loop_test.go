@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/porter-ci/porter/internal/eventually"
 	"github.com/porter-ci/porter/pkg/db"
 )
 
@@ -30,12 +32,12 @@ func TestAWokenLoopStartsABuildWithinASecondOfANewVersion(t *testing.T) {
 		e.save("src", ref)
 		loop.Wake()
 		want := fmt.Sprintf("%d:started:src=%s", i+1, ref)
-		for !strings.HasSuffix(e.builds("unit"), want) {
-			if time.Since(start) > time.Second {
-				t.Fatalf("no build %s a second after the version was saved: %s", want, e.builds("unit"))
+		eventually.Within(t, time.Second, func() error {
+			if got := e.builds("unit"); !strings.HasSuffix(got, want) {
+				return fmt.Errorf("no build %s after the version was saved: %s", want, got)
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 		t.Logf("version %s saved → build started in %s", ref, time.Since(start))
 	}
 }
@@ -67,13 +69,12 @@ func TestTwoServersLoopingTogetherCreateEachBuildOnce(t *testing.T) {
 	var want []string
 	wait := func() {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for e.builds("each") != strings.Join(want, " ") {
-			if time.Now().After(deadline) {
-				t.Fatalf("builds:\n got %s\nwant %s", e.builds("each"), strings.Join(want, " "))
+		eventually.Within(t, 10*time.Second, func() error {
+			if got := e.builds("each"); got != strings.Join(want, " ") {
+				return fmt.Errorf("builds:\n got %s\nwant %s", got, strings.Join(want, " "))
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	for i := range 10 {
 		ref := fmt.Sprintf("v%d", i)
@@ -111,21 +112,34 @@ func TestAPausedSchedulerStartsNothingUntilUnpaused(t *testing.T) {
 	defer cancel()
 
 	e.save("src", "a")
+	woken := time.Now()
 	loop.Wake()
-	time.Sleep(300 * time.Millisecond)
+	// Not a sleep: the loop has made passes since the wake (the scanner,
+	// not paused, records each), and none of them scheduled.
+	eventually.Within(t, 5*time.Second, func() error {
+		cs, err := e.d.Components(t.Context())
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			if c.Name == ComponentScanner && c.LastRan.After(woken.Add(50*time.Millisecond)) {
+				return nil
+			}
+		}
+		return errors.New("the loop has not run a pass since it was woken")
+	})
 	if got := e.builds("unit"); got != "" {
 		t.Fatalf("a paused scheduler started %s", got)
 	}
 	if err := e.d.SetComponentPaused(t.Context(), ComponentScheduler, false); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.HasSuffix(e.builds("unit"), "1:started:src=a") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no build after unpausing: %s", e.builds("unit"))
+	eventually.Within(t, 5*time.Second, func() error {
+		if got := e.builds("unit"); !strings.HasSuffix(got, "1:started:src=a") {
+			return fmt.Errorf("no build after unpausing: %s", got)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	cs, err := e.d.Components(t.Context())
 	if err != nil {
 		t.Fatal(err)

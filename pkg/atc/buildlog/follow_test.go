@@ -3,6 +3,7 @@ package buildlog
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/porter-ci/porter/internal/eventually"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
@@ -78,11 +80,14 @@ type fakeBuilds struct {
 	done    chan struct{}
 	status  concourse.BuildStatus
 	started chan struct{}
+	// waits counts the times a follower asked to hear of a start.
+	waits int
 }
 
 func (f *fakeBuilds) Started() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.waits++
 	if f.started == nil {
 		f.started = make(chan struct{})
 	}
@@ -312,8 +317,17 @@ func TestFollowPendingBuildGoesLiveAtItsStart(t *testing.T) {
 	builds.mu.Lock()
 	close(builds.started)
 	builds.started = make(chan struct{})
+	waits := builds.waits
 	builds.mu.Unlock()
-	time.Sleep(50 * time.Millisecond)
+	// Not a sleep: the follower has asked again, so it waits on.
+	eventually.Within(t, 5*time.Second, func() error {
+		builds.mu.Lock()
+		defer builds.mu.Unlock()
+		if builds.waits == waits {
+			return errors.New("the follower has not gone back to waiting")
+		}
+		return nil
+	})
 
 	l := logs.Open(1)
 	runLog(t, l)

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/porter-ci/porter/internal/eventually"
 )
 
 // A pod runs at most MaxChecks checks at once: the next waits until one
@@ -75,7 +77,14 @@ func TestPoolSharesReplacesAndRetries(t *testing.T) {
 			got[i] = l.StepID
 		})
 	}
-	time.Sleep(50 * time.Millisecond)
+	// The first check is creating the pod; the others share it, whether
+	// they came before or after it was ready.
+	eventually.Within(t, 5*time.Second, func() error {
+		if created.Load() != 1 {
+			return errors.New("no check is creating the pod")
+		}
+		return nil
+	})
 	close(release)
 	wg.Wait()
 	for _, id := range got {
