@@ -29,8 +29,8 @@ web: ## rebuild the web UI's committed bundle (pkg/atc/webui/dist) from web/ wit
 	hack/web.sh
 
 .PHONY: tools
-tools: ## build the pinned third-party binaries (Kubernetes incl. kube-proxy, etcd, containerd, MinIO, registry, CoreDNS, Vault) from the module proxy
-	hack/build-tools.sh
+tools: ## build the pinned third-party binaries from the module proxy: the cluster's (Kubernetes incl. kube-proxy, etcd, containerd, MinIO, registry, CoreDNS) and the tests' (Vault, Dex)
+	hack/build-tools.sh test
 
 .PHONY: cluster-up
 cluster-up: ## start the local Kubernetes cluster (kube-proxy, CoreDNS) + MinIO + registry (no-op health check when it is up)

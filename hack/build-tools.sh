@@ -4,13 +4,24 @@
 # A binary whose stamp matches its pinned version is not rebuilt: a warm run takes
 # well under a second. Prints how long each build took.
 #
-# usage: hack/build-tools.sh [kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy etcd containerd minio registry coredns vault dex]
-# (dex, for the single sign-on specs, is built only when named: $TOOLS_BIN/dex-$DEX_VERSION)
+# usage: hack/build-tools.sh [cluster | test | NAME...]
+#   cluster (the default, what `make demo` builds): what the local cluster runs, i.e.
+#     kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy
+#     etcd containerd minio registry coredns
+#   test (what `make test` builds): those, and what only the tests run: vault (the
+#     Vault credential manager's specs) and dex ($TOOLS_BIN/dex-$DEX_VERSION, the
+#     single sign-on specs)
+#   NAME...: just those
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy)
-want=("$@"); [ ${#want[@]} -gt 0 ] || want=("${K8S_CMDS[@]}" etcd containerd minio registry coredns vault)
+CLUSTER_TOOLS=("${K8S_CMDS[@]}" etcd containerd minio registry coredns)
+case "${1:-cluster}" in
+  cluster) want=("${CLUSTER_TOOLS[@]}") ;;
+  test) want=("${CLUSTER_TOOLS[@]}" vault dex) ;;
+  *) want=("$@") ;;
+esac
 mkdir -p "$TOOLS_BIN" "$PORTER_CACHE/src"
 
 # Every build uses the same flags so Go's build cache stays valid between runs:
@@ -198,6 +209,40 @@ build_one() {
   echo "$version" >"$stamp"
 }
 
+# The Kubernetes commands that are out of date are built by one `go build`: their
+# shared packages compile once, and one command links while the next compiles.
+k8s_stale() {
+  local c
+  for c in "$@"; do
+    [ -x "$TOOLS_BIN/$c" ] && [ "$(cat "$TOOLS_BIN/.$c.version" 2>/dev/null)" = "$K8S_VERSION" ] || echo "$c"
+  done
+}
+
+build_k8s() {
+  local out="$TOOLS_BIN/.k8s-out" c pkgs=()
+  for c in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  timed "kubernetes wrapper module" k8s_module
+  rm -rf "$out" && mkdir -p "$out"
+  (cd "$k8s_src" && go build "${GOFLAGS_BUILD[@]}" -ldflags "$(k8s_ldflags)" -o "$out/" "${pkgs[@]}")
+  for c in "$@"; do
+    mv "$out/$c" "$TOOLS_BIN/$c"
+    echo "$K8S_VERSION" >"$TOOLS_BIN/.$c.version"
+  done
+  rmdir "$out"
+}
+
+k8s_want=() other=()
 for c in "${want[@]}"; do
+  if [[ " ${K8S_CMDS[*]} " == *" $c "* ]]; then k8s_want+=("$c"); else other+=("$c"); fi
+done
+if [ ${#k8s_want[@]} -gt 0 ]; then
+  mapfile -t stale < <(k8s_stale "${k8s_want[@]}")
+  if [ ${#stale[@]} -gt 0 ]; then
+    timed "build ${stale[*]}" build_k8s "${stale[@]}"
+  else
+    log "kubernetes $K8S_VERSION (${k8s_want[*]}): up to date"
+  fi
+fi
+for c in "${other[@]}"; do
   timed "build $c" build_one "$c"
 done

@@ -144,7 +144,7 @@ spec_times() {
 }
 
 phase "apt" ensure_apt
-phase "tool builds" "$REPO_ROOT/hack/build-tools.sh"
+phase "tool builds" "$REPO_ROOT/hack/build-tools.sh" test
 phase "docker up" docker_up
 phase "images" "$REPO_ROOT/hack/images.sh" --no-import all
 phase "cluster-up" cluster_up
