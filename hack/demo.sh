@@ -143,11 +143,16 @@ case ${1:-up} in
     # on the CPU.
     APT_PACKAGES=$CLUSTER_APT_PACKAGES timed "apt (in the background)" ensure_apt &
     apt_pid=$!
+    # So do the modules of the project's commands and hack/tools (a failure
+    # here is not one: go build fetches again and says why).
+    (cd "$REPO_ROOT" && timed "project modules (in the background)" go list -deps ./cmd/... ./hack/tools/... >/dev/null) &
+    mods_pid=$!
     # Only the cluster's tools: Vault and Dex are for `make test`.
     timed "tools (Kubernetes, etcd, MinIO, ...)" "$HACK_DIR/build-tools.sh" cluster
     # The UI's bundle is committed; with node at hand, build it from web/ afresh
     # when web/ changed since.
     if command -v node >/dev/null && ! web_current; then timed "web UI" "$HACK_DIR/web.sh"; fi
+    wait "$mods_pid" || true
     timed "porter binaries" make -C "$REPO_ROOT" --no-print-directory build
     wait "$apt_pid" || die "installing the cluster's Debian packages failed"
     timed "cluster up" "$HACK_DIR/cluster-up.sh"
