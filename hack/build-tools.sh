@@ -34,8 +34,6 @@ patch=${K8S_VERSION##*.}
 k8s_src=$PORTER_CACHE/src/k8s-$K8S_VERSION
 etcd_src=$PORTER_CACHE/src/etcd-$ETCD_VERSION
 vault_src=$PORTER_CACHE/src/vault-$VAULT_VERSION
-coredns_src=$PORTER_CACHE/src/coredns-$COREDNS_VERSION
-registry_src=$PORTER_CACHE/src/registry-$DISTRIBUTION_VERSION
 
 # k8s.io/kubernetes cannot be built with `go install mod@version`: its go.mod replaces the
 # k8s.io/<staging> modules with ./staging paths. A wrapper module requires it and points
@@ -75,68 +73,6 @@ etcd_module() {
   printf 'module porter.local/etcd\n\ngo 1.25\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" >"$etcd_src/go.mod"
   printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' >"$etcd_src/tools.go"
   (cd "$etcd_src" && go mod tidy)
-}
-
-# main_module DIR NAME MODULE@VERSION: a module whose one file is main.go (stdin),
-# requiring MODULE@VERSION, tidied. Written again only when main.go changes.
-main_module() {
-  local dir=$1 name=$2 req=$3 main
-  main=$(cat)
-  [ -f "$dir/go.sum" ] && [ "$main" = "$(cat "$dir/main.go" 2>/dev/null)" ] && return 0
-  rm -rf "$dir" && mkdir -p "$dir"
-  printf 'module porter.local/%s\n\ngo 1.25\n\nrequire %s %s\n' "$name" "${req%@*}" "${req#*@}" >"$dir/go.mod"
-  printf '%s\n' "$main" >"$dir/main.go"
-  (cd "$dir" && go mod tidy)
-}
-
-# CoreDNS with the plugins deploy/coredns/Corefile uses, and log for debugging:
-# its default set also compiles the cloud DNS plugins (route53, azure, clouddns:
-# their SDKs), etcd, dnstap, grpc, ... (a third of the cold tool build). A plugin
-# the Corefile comes to use must be added here (CoreDNS says "unknown directive").
-coredns_module() {
-  main_module "$coredns_src" coredns "github.com/coredns/coredns@$COREDNS_VERSION" <<'EOF'
-// The local cluster's CoreDNS: coremain and the plugins deploy/coredns/Corefile uses.
-package main
-
-import (
-	"github.com/coredns/coredns/coremain"
-
-	_ "github.com/coredns/coredns/plugin/cache"
-	_ "github.com/coredns/coredns/plugin/errors"
-	_ "github.com/coredns/coredns/plugin/health"
-	_ "github.com/coredns/coredns/plugin/kubernetes"
-	_ "github.com/coredns/coredns/plugin/loadbalance"
-	_ "github.com/coredns/coredns/plugin/log"
-	_ "github.com/coredns/coredns/plugin/ready"
-	_ "github.com/coredns/coredns/plugin/template"
-)
-
-func main() { coremain.Run() }
-EOF
-}
-
-# The registry with the storage drivers the cluster and ocipush's tests use
-# (filesystem; inmemory is small): cmd/registry also compiles the S3, Azure and
-# GCS drivers and their SDKs, and auth and middleware the configs do not name.
-registry_module() {
-  main_module "$registry_src" registry "github.com/distribution/distribution/v3@$DISTRIBUTION_VERSION" <<'EOF'
-// The local cluster's registry: cmd/registry with the filesystem driver only.
-package main
-
-import (
-	"os"
-
-	"github.com/distribution/distribution/v3/registry"
-	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
-	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
-)
-
-func main() {
-	if err := registry.RootCmd.Execute(); err != nil {
-		os.Exit(1)
-	}
-}
-EOF
 }
 
 # Vault's go.mod replaces its api and sdk modules with ./api and ./sdk, which the
@@ -180,6 +116,28 @@ k8s_ldflags() {
   echo "$ld"
 }
 
+# coredns_module: a main package that links CoreDNS with the plugins of
+# deploy/coredns/Corefile only, in CoreDNS's own order (plugin.cfg).
+coredns_src=$PORTER_CACHE/src/coredns-$COREDNS_VERSION
+COREDNS_PLUGINS=(ready health errors loadbalance cache template kubernetes)
+coredns_module() {
+  local want p
+  want="$COREDNS_VERSION ${COREDNS_PLUGINS[*]}"
+  [ "$(cat "$coredns_src/.plugins" 2>/dev/null)" = "$want" ] && [ -f "$coredns_src/go.sum" ] && return 0
+  rm -rf "$coredns_src" && mkdir -p "$coredns_src"
+  {
+    printf 'package main\n\nimport (\n\t"github.com/coredns/coredns/core/dnsserver"\n\t"github.com/coredns/coredns/coremain"\n\n'
+    for p in "${COREDNS_PLUGINS[@]}"; do printf '\t_ "github.com/coredns/coredns/plugin/%s"\n' "$p"; done
+    printf ')\n\nfunc init() {\n\tdnsserver.Directives = []string{'
+    for p in "${COREDNS_PLUGINS[@]}"; do printf '"%s", ' "$p"; done
+    printf '}\n}\n\nfunc main() { coremain.Run() }\n'
+  } >"$coredns_src/main.go"
+  gofmt -w "$coredns_src/main.go"
+  printf 'module porter.local/coredns\n\ngo 1.25\n\nrequire github.com/coredns/coredns %s\n' "$COREDNS_VERSION" >"$coredns_src/go.mod"
+  (cd "$coredns_src" && go mod tidy)
+  echo "$want" >"$coredns_src/.plugins"
+}
+
 # Dex's go.mod replaces its api/v2 module with ./api/v2, which the module zip
 # lacks: build in a writable copy, with api/v2 generated from the commit's
 # api.proto (hack/dex/api.proto) by the pinned protoc plugins.
@@ -217,7 +175,9 @@ build_one() {
     containerd) version=$CONTAINERD_VERSION ;;
     minio) version=$MINIO_VERSION ;;
     registry) version=$DISTRIBUTION_VERSION ;;
-    coredns) version=$COREDNS_VERSION ;;
+    # The plugin set is part of the version: a binary built with other plugins is
+    # built again.
+    coredns) version="$COREDNS_VERSION ${COREDNS_PLUGINS[*]}" ;;
     vault) version=$VAULT_VERSION ;;
     *) version=$K8S_VERSION ;;
   esac
@@ -248,16 +208,17 @@ build_one() {
       mv "$TOOLS_BIN/.minio-gobin/minio" "$TOOLS_BIN/minio.tmp" ;;
     registry)
       # The registry reports its version from this variable ("+unknown" otherwise).
-      timed "registry module" registry_module
-      (cd "$registry_src" && go build "${GOFLAGS_BUILD[@]}" \
+      (cd / && GOBIN="$TOOLS_BIN/.registry-gobin" go install "${GOFLAGS_BUILD[@]}" \
         -ldflags "-s -w -X github.com/distribution/distribution/v3/version.version=$DISTRIBUTION_VERSION" \
-        -o "$TOOLS_BIN/registry.tmp" .) ;;
+        "github.com/distribution/distribution/v3/cmd/registry@$DISTRIBUTION_VERSION")
+      mv "$TOOLS_BIN/.registry-gobin/registry" "$TOOLS_BIN/registry.tmp" ;;
     coredns)
-      # The version variable feeds `coredns -version`.
-      timed "coredns module" coredns_module
+      # Only the plugins deploy/coredns/Corefile uses: the default set pulls in
+      # the cloud providers' SDKs (route53, azure, clouddns), most of its build
+      # time. The version variable feeds `coredns -version`.
+      timed "coredns wrapper module" coredns_module
       (cd "$coredns_src" && go build "${GOFLAGS_BUILD[@]}" \
-        -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" \
-        -o "$TOOLS_BIN/coredns.tmp" .) ;;
+        -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" -o "$TOOLS_BIN/coredns.tmp" .) ;;
     vault)
       # Only the dev server (`vault server -dev`) is used, by the tests of the Vault
       # credential manager. Vault embeds its version; the web UI is left out (no `ui` tag).
@@ -293,71 +254,28 @@ build_k8s() {
   rmdir "$out"
 }
 
-# tool_current NAME: its binary is there and stamped with the pinned version.
-tool_current() {
-  local name=$1 version out=$1
-  case $name in
-    etcd) version=$ETCD_VERSION ;;
-    containerd) version=$CONTAINERD_VERSION ;;
-    minio) version=$MINIO_VERSION ;;
-    registry) version=$DISTRIBUTION_VERSION ;;
-    coredns) version=$COREDNS_VERSION ;;
-    vault) version=$VAULT_VERSION; out=vault-$version ;;
-    dex) [ -x "$TOOLS_BIN/dex-$DEX_VERSION" ]; return ;;
-    *) version=$K8S_VERSION ;;
-  esac
-  [ -x "$TOOLS_BIN/$out" ] && [ "$(cat "$TOOLS_BIN/.$name.version" 2>/dev/null)" = "$version" ]
-}
-
-# fetch NAME...: downloads what building each NAME needs (writing its wrapper
-# module), compiling nothing. It runs while Kubernetes compiles: downloading
-# waits on the network, compiling on the CPU. A failure here is not fatal: the
-# build then fetches again and reports it.
-fetch() {
-  local name
-  for name in "$@"; do
-    # Its own job, so that set -e stops it at a failure (an || list would not).
-    fetch_one "$name" >/dev/null 2>&1 &
-    wait $! || log "fetching for $name failed; its build fetches again"
-  done
-}
-
-fetch_one() {
-  case $1 in
-    etcd) etcd_module ;;
-    coredns) coredns_module ;;
-    registry) registry_module ;;
-    vault) vault_module ;;
-    # -n: load (and so download) every package the build needs, build nothing.
-    containerd) (cd / && go install -n -tags "no_btrfs no_zfs no_devmapper" \
-      "github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
-      "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION") ;;
-    minio) (cd / && go install -n "github.com/minio/minio@$MINIO_VERSION") ;;
-  esac
-}
-
 k8s_want=() other=()
 for c in "${want[@]}"; do
   if [[ " ${K8S_CMDS[*]} " == *" $c "* ]]; then k8s_want+=("$c"); else other+=("$c"); fi
 done
-stale_other=()
-for c in "${other[@]}"; do tool_current "$c" || stale_other+=("$c"); done
-fetch_pid=
-trap '[ -z "$fetch_pid" ] || kill "$fetch_pid" 2>/dev/null || true' EXIT
+# Kubernetes builds beside the other tools: on a fresh machine one build's
+# module downloads and single-threaded link overlap the other's compiling.
+k8s_pid=
 if [ ${#k8s_want[@]} -gt 0 ]; then
   mapfile -t stale < <(k8s_stale "${k8s_want[@]}")
   if [ ${#stale[@]} -gt 0 ]; then
-    if [ ${#stale_other[@]} -gt 0 ]; then
-      log "fetching for ${stale_other[*]} while Kubernetes compiles"
-      fetch "${stale_other[@]}" &
-      fetch_pid=$!
-    fi
-    timed "build ${stale[*]}" build_k8s "${stale[@]}"
+    timed "build ${stale[*]}" build_k8s "${stale[@]}" &
+    k8s_pid=$!
   else
     log "kubernetes $K8S_VERSION (${k8s_want[*]}): up to date"
   fi
 fi
-[ -z "$fetch_pid" ] || timed "fetch (after Kubernetes)" wait "$fetch_pid"
+# A failed build ends the script (set -e); the other one is not left running.
+trap 'if [ -n "$k8s_pid" ]; then kill "$k8s_pid" 2>/dev/null || true; fi' EXIT
 for c in "${other[@]}"; do
   timed "build $c" build_one "$c"
 done
+if [ -n "$k8s_pid" ]; then
+  wait "$k8s_pid"
+  k8s_pid=
+fi
