@@ -138,6 +138,28 @@ coredns_module() {
   echo "$want" >"$coredns_src/.plugins"
 }
 
+# registry_module: a main package of cmd/registry's with the storage driver
+# deploy/registry and ocipush's tests use (filesystem) and inmemory (small):
+# cmd/registry also links the S3, Azure and GCS drivers and their SDKs, and
+# auth and middleware that no config here names.
+registry_src=$PORTER_CACHE/src/registry-$DISTRIBUTION_VERSION
+REGISTRY_DRIVERS=(filesystem inmemory)
+registry_module() {
+  local want d
+  want="$DISTRIBUTION_VERSION ${REGISTRY_DRIVERS[*]}"
+  [ "$(cat "$registry_src/.drivers" 2>/dev/null)" = "$want" ] && [ -f "$registry_src/go.sum" ] && return 0
+  rm -rf "$registry_src" && mkdir -p "$registry_src"
+  {
+    printf 'package main\n\nimport (\n\t"os"\n\n\t"github.com/distribution/distribution/v3/registry"\n'
+    for d in "${REGISTRY_DRIVERS[@]}"; do printf '\t_ "github.com/distribution/distribution/v3/registry/storage/driver/%s"\n' "$d"; done
+    printf ')\n\nfunc main() {\n\tif err := registry.RootCmd.Execute(); err != nil {\n\t\tos.Exit(1)\n\t}\n}\n'
+  } >"$registry_src/main.go"
+  gofmt -w "$registry_src/main.go"
+  printf 'module porter.local/registry\n\ngo 1.25\n\nrequire github.com/distribution/distribution/v3 %s\n' "$DISTRIBUTION_VERSION" >"$registry_src/go.mod"
+  (cd "$registry_src" && go mod tidy)
+  echo "$want" >"$registry_src/.drivers"
+}
+
 # Dex's go.mod replaces its api/v2 module with ./api/v2, which the module zip
 # lacks: build in a writable copy, with api/v2 generated from the commit's
 # api.proto (hack/dex/api.proto) by the pinned protoc plugins.
@@ -174,7 +196,8 @@ build_one() {
     etcd) version=$ETCD_VERSION ;;
     containerd) version=$CONTAINERD_VERSION ;;
     minio) version=$MINIO_VERSION ;;
-    registry) version=$DISTRIBUTION_VERSION ;;
+    # The driver set is part of the version, as CoreDNS's plugins are.
+    registry) version="$DISTRIBUTION_VERSION ${REGISTRY_DRIVERS[*]}" ;;
     # The plugin set is part of the version: a binary built with other plugins is
     # built again.
     coredns) version="$COREDNS_VERSION ${COREDNS_PLUGINS[*]}" ;;
@@ -208,10 +231,9 @@ build_one() {
       mv "$TOOLS_BIN/.minio-gobin/minio" "$TOOLS_BIN/minio.tmp" ;;
     registry)
       # The registry reports its version from this variable ("+unknown" otherwise).
-      (cd / && GOBIN="$TOOLS_BIN/.registry-gobin" go install "${GOFLAGS_BUILD[@]}" \
-        -ldflags "-s -w -X github.com/distribution/distribution/v3/version.version=$DISTRIBUTION_VERSION" \
-        "github.com/distribution/distribution/v3/cmd/registry@$DISTRIBUTION_VERSION")
-      mv "$TOOLS_BIN/.registry-gobin/registry" "$TOOLS_BIN/registry.tmp" ;;
+      timed "registry wrapper module" registry_module
+      (cd "$registry_src" && go build "${GOFLAGS_BUILD[@]}" \
+        -ldflags "-s -w -X github.com/distribution/distribution/v3/version.version=$DISTRIBUTION_VERSION" -o "$TOOLS_BIN/registry.tmp" .) ;;
     coredns)
       # Only the plugins deploy/coredns/Corefile uses: the default set pulls in
       # the cloud providers' SDKs (route53, azure, clouddns), most of its build

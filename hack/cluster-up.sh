@@ -136,7 +136,7 @@ converge_running() {
 # ---------------------------------------------------------------- phases of a fresh start
 preflight() {
   [ "$(id -u)" = 0 ] || die "must run as root"
-  ensure_apt
+  APT_PACKAGES=$CLUSTER_APT_PACKAGES ensure_apt
   local b
   for b in etcd containerd containerd-shim-runc-v2 kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy minio registry coredns; do
     [ -x "$TOOLS_BIN/$b" ] || die "$TOOLS_BIN/$b is missing: run hack/build-tools.sh"

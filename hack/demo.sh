@@ -126,14 +126,39 @@ stop_atc() {
   log "ATC runtime stopped"
 }
 
+# web_current: the committed UI bundle was built from web/ as it is (the hash
+# web/build.mjs writes, and webui's test checks, of the same files).
+web_current() {
+  local want
+  want=$(cd "$REPO_ROOT/web" && { printf '%s\n' package.json package-lock.json build.mjs; find src -type f; } |
+    LC_ALL=C sort | while read -r f; do printf '%s\n%s\n' "$f" "$(sha256sum <"$f" | cut -d' ' -f1)"; done |
+    sha256sum | cut -d' ' -f1)
+  [ "$want" = "$(cat "$REPO_ROOT/pkg/atc/webui/dist/sources.sha256" 2>/dev/null)" ]
+}
+
 case ${1:-up} in
   up)
-    timed "tools (Kubernetes, etcd, MinIO)" "$HACK_DIR/build-tools.sh"
-    # The UI's bundle is committed; with node at hand, build it from web/ afresh.
-    if command -v node >/dev/null; then timed "web UI" "$HACK_DIR/web.sh"; fi
+    # The cluster's Debian packages (cluster-up checks them again) download and
+    # install while the tools compile: the one waits on the network, the other
+    # on the CPU.
+    APT_PACKAGES=$CLUSTER_APT_PACKAGES timed "apt (in the background)" ensure_apt &
+    apt_pid=$!
+    # So do the modules of the project's commands and hack/tools (a failure
+    # here is not one: go build fetches again and says why).
+    (cd "$REPO_ROOT" && timed "project modules (in the background)" go list -deps ./cmd/... ./hack/tools/... >/dev/null) &
+    mods_pid=$!
+    # Only the cluster's tools: Vault and Dex are for `make test`.
+    timed "tools (Kubernetes, etcd, MinIO, ...)" "$HACK_DIR/build-tools.sh" cluster
+    # The UI's bundle is committed; with node at hand, build it from web/ afresh
+    # when web/ changed since.
+    if command -v node >/dev/null && ! web_current; then timed "web UI" "$HACK_DIR/web.sh"; fi
+    wait "$mods_pid" || true
     timed "porter binaries" make -C "$REPO_ROOT" --no-print-directory build
+    wait "$apt_pid" || die "installing the cluster's Debian packages failed"
     timed "cluster up" "$HACK_DIR/cluster-up.sh"
-    timed "images" "$HACK_DIR/images.sh" project resources
+    # The step image (porter) and the resource types; the ATC runs on this host,
+    # so its image (deploy/atc's) is not built.
+    timed "images" "$HACK_DIR/images.sh" porter resources
     timed "ATC runtime" start_atc
     cd "$REPO_ROOT"
     out=$(mktemp -d)
