@@ -537,12 +537,17 @@ func medianOf(samples []sample, f func(sample) int64) int64 {
 
 // addBounded: the last quarter's median is at most factor times the
 // second quarter's (after warm-up) plus slack.
+// minSamples is the fewest samples a growth check judges: two per quarter,
+// so that each quarter's median is of more than one moment. Fewer fail the
+// check: a soak too short to show growth has not shown its absence.
+const minSamples = 8
+
 func (r *results) addBounded(check string, samples []sample, f func(sample) int64, factor float64, slack int64, format func(int64) string) {
-	q := len(samples) / 4
-	if q == 0 {
-		r.add(check, true, "too few samples to judge (%d)", len(samples))
+	if len(samples) < minSamples {
+		r.add(check, false, "too few samples to judge: %d, at least %d needed (a run of %s at one every 5s)", len(samples), minSamples, minSamples*5*time.Second)
 		return
 	}
+	q := len(samples) / 4
 	early, late := medianOf(samples[q:2*q], f), medianOf(samples[3*q:], f)
 	peak := int64(0)
 	for _, s := range samples {
@@ -567,11 +572,11 @@ func (r *results) addGrowth(check string, samples []sample, f func(sample) int64
 		}
 		return float64(v) / float64(b)
 	}
-	q := len(samples) / 4
-	if q == 0 {
-		r.add(check, true, "too few samples to judge (%d)", len(samples))
+	if len(samples) < minSamples {
+		r.add(check, false, "too few samples to judge: %d, at least %d needed", len(samples), minSamples)
 		return
 	}
+	q := len(samples) / 4
 	early, late := per(samples[q:2*q]), per(samples[3*q:])
 	r.add(check, late <= 1.5*early+1, "%.1f per build in the 2nd quarter, %.1f at the end", early, late)
 }
