@@ -137,11 +137,16 @@ var _ = Describe("the web UI", func() {
 		Expect(eval[string](c, fmt.Sprintf(`document.querySelector('[data-pipeline="main/%s"] .markers').textContent`, name))).To(ContainSubstring("paused"))
 		screenshot(c, "dashboard")
 		// Concourse's filter: team:, status: and text.
+		card := fmt.Sprintf(`!!document.querySelector('[data-pipeline="main/%s"]')`, name)
 		filter := func(q string) bool {
+			// Cleared, the dashboard shows the card again: the filter is
+			// live, so what follows is the query's doing.
+			Expect(eval[bool](c, `(() => { const i = document.querySelector('[data-testid=filter]'); i.value = ''; i.dispatchEvent(new Event('input', {bubbles: true})); return i.value === '' })()`)).To(BeTrue())
+			Eventually(evalEventually[bool](c, card)).Should(BeTrue(), "the card with the filter cleared")
 			// Typed as a person types: each key an input event.
-			Expect(eval[bool](c, `(() => { const i = document.querySelector('[data-testid=filter]'); i.value = ''; i.dispatchEvent(new Event('input', {bubbles: true})); return true })()`)).To(BeTrue())
 			Expect(chromedp.Do(c, chromedp.SendKeys(chromedp.CSS(`[data-testid=filter]`), q))).To(Succeed())
-			return eval[bool](c, fmt.Sprintf(`!!document.querySelector('[data-pipeline="main/%s"]')`, name))
+			Expect(eval[string](c, `document.querySelector('[data-testid=filter]').value`)).To(Equal(q))
+			return eval[bool](c, card)
 		}
 		Expect(filter("team:main status:paused " + name[:5])).To(BeTrue())
 		Expect(filter("team:nope")).To(BeFalse())
