@@ -103,6 +103,12 @@ type Entrypointer struct {
 	waiter Waiter
 	runner Runner
 	send   chan *controlpb.EntrypointMessage
+	// senderGone is closed when the sender has ended: a post after that
+	// is dropped instead of blocking (the output still reached the
+	// container's log).
+	senderGone chan struct{}
+	// sessionsWG counts the intercept sessions' goroutines.
+	sessionsWG sync.WaitGroup
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -122,7 +128,7 @@ func NewEntrypointer(cfg EntrypointConfig, w Waiter, r Runner) *Entrypointer {
 		cfg.Log = slog.New(slog.NewTextHandler(cfg.Stderr, nil))
 	}
 	return &Entrypointer{cfg: cfg, waiter: w, runner: r,
-		send: make(chan *controlpb.EntrypointMessage, 64), sessions: map[string]*session{}}
+		send: make(chan *controlpb.EntrypointMessage, 64), senderGone: make(chan struct{}), sessions: map[string]*session{}}
 }
 
 // epState is where the entrypoint is in a step's life.
@@ -146,28 +152,110 @@ func (e *Entrypointer) Run(ctx context.Context) int {
 		fmt.Fprintf(e.cfg.Stderr, "porter entrypoint: %v\n", err)
 		return ExitSetupFailed
 	}
-	defer link.Close()
-	go e.sender(link)
+	// Run owns the link's sender and receiver and returns only once both
+	// have ended.
+	stopSend := make(chan struct{})
+	go e.sender(link, stopSend)
+	cmds := make(chan *controlpb.SidecarCommand)
+	recvErr := make(chan error, 1)
+	stopRecv := make(chan struct{})
+	recvDone := make(chan struct{})
+	go func() {
+		defer close(recvDone)
+		e.receive(link, cmds, recvErr, stopRecv)
+	}()
+	defer func() {
+		close(stopRecv)
+		close(stopSend)
+		// What was posted is sent, unless the sidecar does not take it
+		// within drainLimit; closing the link then ends a blocked Send
+		// and the Recv in progress.
+		select {
+		case <-e.senderGone:
+		case <-time.After(drainLimit):
+		}
+		link.Close()
+		<-e.senderGone
+		<-recvDone
+	}()
 	e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Waiting{Waiting: &controlpb.Waiting{Argv: e.cfg.Argv, Pid: int32(os.Getpid())}}})
-	return e.loop(ctx, link)
+	code := e.loop(ctx, cmds, recvErr)
+	e.waitSessions()
+	return code
 }
 
-// sender is the link's only writer. Once the link breaks it keeps
-// draining so the process's output is never blocked on a gone sidecar.
-func (e *Entrypointer) sender(link Link) {
+// drainLimit bounds how long Run waits for its last messages to leave, and
+// for closed intercept sessions to end.
+const drainLimit = 5 * time.Second
+
+// receive hands the sidecar's commands to the loop until the link breaks or
+// stop is closed.
+func (e *Entrypointer) receive(link Link, cmds chan<- *controlpb.SidecarCommand, recvErr chan<- error, stop <-chan struct{}) {
+	for {
+		cmd, err := link.Recv()
+		if err != nil {
+			recvErr <- err
+			return
+		}
+		select {
+		case cmds <- cmd:
+		case <-stop:
+			return
+		}
+	}
+}
+
+// sender is the link's only writer, until stop is closed; it then sends
+// what is already posted and ends. Once the link breaks it keeps draining
+// so the process's output is never blocked on a gone sidecar.
+func (e *Entrypointer) sender(link Link, stop <-chan struct{}) {
+	defer close(e.senderGone)
 	broken := false
-	for msg := range e.send {
+	send := func(msg *controlpb.EntrypointMessage) {
 		if broken {
-			continue
+			return
 		}
 		if err := link.Send(msg); err != nil {
 			e.cfg.Log.Warn("lost the sidecar; output now goes only to the container log", "err", err)
 			broken = true
 		}
 	}
+	for {
+		select {
+		case msg := <-e.send:
+			send(msg)
+		case <-stop:
+			for {
+				select {
+				case msg := <-e.send:
+					send(msg)
+				default:
+					return
+				}
+			}
+		}
+	}
 }
 
-func (e *Entrypointer) post(msg *controlpb.EntrypointMessage) { e.send <- msg }
+func (e *Entrypointer) post(msg *controlpb.EntrypointMessage) {
+	select {
+	case e.send <- msg:
+	case <-e.senderGone:
+	}
+}
+
+// waitSessions waits, for at most drainLimit, for the goroutines of the
+// intercept sessions closeSessions ended: a session's descendant that left
+// its process group could hold its output open for ever.
+func (e *Entrypointer) waitSessions() {
+	done := make(chan struct{})
+	go func() { defer close(done); e.sessionsWG.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(drainLimit):
+		e.cfg.Log.Warn("intercept sessions still running after they were closed")
+	}
+}
 
 // output sends a chunk of the process's output to the container's own
 // stream and to the sidecar.
@@ -181,26 +269,7 @@ func (e *Entrypointer) output(stream eventspb.Stream, data []byte) {
 	e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Output{Output: &controlpb.Output{Stream: stream, Data: data, Time: now}}})
 }
 
-func (e *Entrypointer) loop(ctx context.Context, link Link) int {
-	cmds := make(chan *controlpb.SidecarCommand)
-	recvErr := make(chan error, 1)
-	stopRecv := make(chan struct{})
-	defer close(stopRecv)
-	go func() {
-		for {
-			cmd, err := link.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case cmds <- cmd:
-			case <-stopRecv:
-				return
-			}
-		}
-	}()
-
+func (e *Entrypointer) loop(ctx context.Context, cmds <-chan *controlpb.SidecarCommand, recvErr <-chan error) int {
 	state := waitingForStart
 	var proc Process
 	var timer *time.Timer
