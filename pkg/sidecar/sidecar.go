@@ -146,6 +146,20 @@ type run struct {
 	// responseBody is it once checked.
 	response     *resource.Stdout
 	responseBody []byte
+
+	// bg ends when Run returns; goroutines counts the goroutines Run
+	// waits for before it does.
+	bg         context.Context
+	goroutines sync.WaitGroup
+}
+
+// goroutine runs f in a goroutine Run waits for.
+func (r *run) goroutine(f func()) {
+	r.goroutines.Add(1)
+	go func() {
+		defer r.goroutines.Done()
+		f()
+	}()
 }
 
 // Run coordinates the step until it is released (or its keep-alive window
@@ -203,19 +217,23 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer stopControl()
 
-	linkCtx, stopLink := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopLink()
+	// Every goroutine of the run lives until bg ends, at the latest, and
+	// Run returns only once they all have.
+	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	r.bg = bg
+	defer r.goroutines.Wait()
+	defer stopBackground()
 	link := &atcLink{cfg: cfg.ATC, stepID: a.StepID, podName: cfg.PodName, outbox: r.outbox, log: log,
 		commands: r.commands, sessionOutput: r.sessionOutput}
-	go link.run(linkCtx)
-	go r.dispatch(linkCtx)
-	go func() {
+	r.goroutine(func() { link.run(bg) })
+	r.goroutine(func() { r.dispatch(bg) })
+	r.goroutine(func() {
 		select {
 		case <-r.ctl.ready:
 			log.Info("entrypoint attached")
-		case <-linkCtx.Done():
+		case <-bg.Done():
 		}
-	}()
+	})
 
 	res := r.execute(ctx)
 	if res.Error != "" {
@@ -326,24 +344,24 @@ func (r *run) execute(ctx context.Context) *Result {
 	// action.json is stored while the inputs come down and the main
 	// container starts, not before: a round trip to the store off the
 	// step's start. finish waits for it, so the record is still complete.
-	go func() {
+	r.goroutine(func() {
 		defer close(r.actionWritten)
 		if err := r.audit.writeAction(ctx); err != nil {
 			r.log.Warn("write action.json", "err", err)
 		}
-	}()
+	})
 
 	// Inputs are fetched while the main container starts; a cancelled fetch
 	// (abort) stops every transfer.
 	fetchCtx, cancelFetch := context.WithCancel(ctx)
 	defer cancelFetch()
-	go func() {
+	r.goroutine(func() {
 		select {
 		case <-r.abortCh:
 			cancelFetch()
 		case <-fetchCtx.Done():
 		}
-	}()
+	})
 	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_FETCHING_INPUTS, fmt.Sprintf("%d inputs, %d caches", len(a.Inputs), len(a.Caches)))
 	spanCtx, span := r.cfg.Tracer.Start(fetchCtx, "inputs")
 	inputs, caches, err := r.fetchInputs(spanCtx)
@@ -365,7 +383,7 @@ func (r *run) execute(ctx context.Context) *Result {
 		// Nothing of its own to run: the step is its sessions, for as long
 		// as it is kept.
 		r.log.Info("idle step: serving sessions")
-		go r.forwardSessions(ctx)
+		r.goroutine(func() { r.forwardSessions(r.bg) })
 		res.Result = Succeeded
 		return res
 	}
@@ -440,13 +458,13 @@ func (r *run) execute(ctx context.Context) *Result {
 	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_UPLOADING_OUTPUTS, fmt.Sprintf("%d outputs, %d caches", len(a.Outputs), len(a.Caches)))
 	// An abort stops the upload; what was stored is left unreferenced.
 	uploadCtx, cancelUpload := context.WithCancel(ctx)
-	go func() {
+	r.goroutine(func() {
 		select {
 		case <-r.abortCh:
 			cancelUpload()
 		case <-uploadCtx.Done():
 		}
-	}()
+	})
 	spanCtx, span = r.cfg.Tracer.Start(uploadCtx, "outputs")
 	outputs, savedCaches, err := r.storeOutputs(spanCtx)
 	endSpan(span, err)
@@ -543,7 +561,7 @@ func (r *run) forwardUntilExit(ctx context.Context) (*controlpb.Exited, error) {
 				r.emit(ctx, &eventspb.Event{Time: timestamppb.Now(), Payload: &eventspb.Event_ProcessExited{ProcessExited: &eventspb.ProcessExited{
 					ExitStatus: e.GetExitStatus(), Signal: e.GetSignal(), TimedOut: e.GetTimedOut(), Aborted: e.GetAborted(),
 					OomKilled: e.GetOomKilled(), MemoryLimit: e.GetMemoryLimit()}}})
-				go r.forwardSessions(ctx)
+				r.goroutine(func() { r.forwardSessions(r.bg) })
 				return e, nil
 			}
 		case <-abort:
@@ -559,7 +577,8 @@ func (r *run) forwardUntilExit(ctx context.Context) (*controlpb.Exited, error) {
 	}
 }
 
-// forwardSessions keeps relaying intercept output after the process exited.
+// forwardSessions keeps relaying intercept output after the process
+// exited, until Run returns (ctx is the run's background context).
 func (r *run) forwardSessions(ctx context.Context) {
 	for {
 		select {
