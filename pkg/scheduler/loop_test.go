@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/porter-ci/porter/internal/eventually"
 	"github.com/porter-ci/porter/pkg/db"
 )
 
@@ -24,18 +25,19 @@ func TestAWokenLoopStartsABuildWithinASecondOfANewVersion(t *testing.T) {
 	defer wg.Wait()
 	defer cancel()
 
+	// A Wake during a pass is kept (the wake channel holds one), so the
+	// loop need not be idle when the version is saved.
 	for i, ref := range []string{"a", "b", "c"} {
-		time.Sleep(50 * time.Millisecond) // the loop is idle, waiting
 		start := time.Now()
 		e.save("src", ref)
 		loop.Wake()
 		want := fmt.Sprintf("%d:started:src=%s", i+1, ref)
-		for !strings.HasSuffix(e.builds("unit"), want) {
-			if time.Since(start) > time.Second {
-				t.Fatalf("no build %s a second after the version was saved: %s", want, e.builds("unit"))
+		eventually.Within(t, time.Second, func() error {
+			if got := e.builds("unit"); !strings.HasSuffix(got, want) {
+				return fmt.Errorf("no build %s after the version was saved: %s", want, got)
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 		t.Logf("version %s saved → build started in %s", ref, time.Since(start))
 	}
 }
@@ -67,13 +69,12 @@ func TestTwoServersLoopingTogetherCreateEachBuildOnce(t *testing.T) {
 	var want []string
 	wait := func() {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for e.builds("each") != strings.Join(want, " ") {
-			if time.Now().After(deadline) {
-				t.Fatalf("builds:\n got %s\nwant %s", e.builds("each"), strings.Join(want, " "))
+		eventually.Within(t, 10*time.Second, func() error {
+			if got := e.builds("each"); got != strings.Join(want, " ") {
+				return fmt.Errorf("builds:\n got %s\nwant %s", got, strings.Join(want, " "))
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	for i := range 10 {
 		ref := fmt.Sprintf("v%d", i)
@@ -87,7 +88,6 @@ func TestTwoServersLoopingTogetherCreateEachBuildOnce(t *testing.T) {
 			// every version gets one, however the loops interleave.
 			wait()
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	wait()
 }
@@ -111,21 +111,34 @@ func TestAPausedSchedulerStartsNothingUntilUnpaused(t *testing.T) {
 	defer cancel()
 
 	e.save("src", "a")
+	saved := time.Now()
 	loop.Wake()
-	time.Sleep(300 * time.Millisecond)
+	// Two passes recorded after the save (the scanner still runs and
+	// says so): the second began after the save, and would have started
+	// the build had the scheduler not been paused.
+	var passes []time.Time
+	eventually.Within(t, 5*time.Second, func() error {
+		ran := scannerRan(t, e.d)
+		if ran.After(saved) && (len(passes) == 0 || ran.After(passes[len(passes)-1])) {
+			passes = append(passes, ran)
+		}
+		if len(passes) < 2 {
+			return fmt.Errorf("%d passes since the version was saved, want 2", len(passes))
+		}
+		return nil
+	})
 	if got := e.builds("unit"); got != "" {
 		t.Fatalf("a paused scheduler started %s", got)
 	}
 	if err := e.d.SetComponentPaused(t.Context(), ComponentScheduler, false); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.HasSuffix(e.builds("unit"), "1:started:src=a") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no build after unpausing: %s", e.builds("unit"))
+	eventually.Within(t, 5*time.Second, func() error {
+		if got := e.builds("unit"); !strings.HasSuffix(got, "1:started:src=a") {
+			return fmt.Errorf("no build after unpausing: %s", got)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	cs, err := e.d.Components(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -135,4 +148,19 @@ func TestAPausedSchedulerStartsNothingUntilUnpaused(t *testing.T) {
 			t.Errorf("component %+v: want a recorded run every 5ms", c)
 		}
 	}
+}
+
+// scannerRan is when the scanner component last recorded a pass.
+func scannerRan(t *testing.T, d *db.DB) time.Time {
+	t.Helper()
+	cs, err := d.Components(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.Name == ComponentScanner {
+			return c.LastRan
+		}
+	}
+	return time.Time{}
 }
