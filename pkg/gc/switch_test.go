@@ -2,22 +2,32 @@ package gc
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/porter-ci/porter/internal/eventually"
 )
 
 // fakeSwitch is the components' table: paused or not, and the runs heard.
 type fakeSwitch struct {
 	paused atomic.Bool
-	mu     sync.Mutex
-	ran    []time.Duration
+	// skipped counts the times a loop found the collector paused.
+	skipped atomic.Int32
+	mu      sync.Mutex
+	ran     []time.Duration
 }
 
 func (f *fakeSwitch) ComponentPaused(_ context.Context, name string) (bool, error) {
-	return name == Component && f.paused.Load(), nil
+	p := name == Component && f.paused.Load()
+	if p {
+		f.skipped.Add(1)
+	}
+	return p, nil
 }
 
 func (f *fakeSwitch) ComponentRan(_ context.Context, name string, interval time.Duration, _ time.Time) error {
@@ -43,18 +53,24 @@ func TestPausedCollectorSkipsItsPasses(t *testing.T) {
 	go func() { defer close(done); c.Run(ctx, 10*time.Millisecond) }()
 	defer func() { cancel(); <-done }()
 
-	time.Sleep(100 * time.Millisecond)
+	// Both loops (store and pods) at two ticks each found it paused:
+	// each of those ticks would have been a pass.
+	eventually.Within(t, 5*time.Second, func() error {
+		if n := sw.skipped.Load(); n < 4 {
+			return fmt.Errorf("the loops looked at the switch %d times, want 4", n)
+		}
+		return nil
+	})
 	if n := passes.Load(); n != 0 {
 		t.Fatalf("%d passes while paused", n)
 	}
 	sw.paused.Store(false)
-	deadline := time.Now().Add(5 * time.Second)
-	for passes.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no pass after unpausing")
+	eventually.Within(t, 5*time.Second, func() error {
+		if passes.Load() == 0 {
+			return errors.New("no pass after unpausing")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	if len(sw.ran) == 0 || sw.ran[0] != 10*time.Millisecond {
