@@ -3,6 +3,7 @@ package buildlog
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/porter-ci/porter/internal/eventually"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
@@ -78,11 +80,15 @@ type fakeBuilds struct {
 	done    chan struct{}
 	status  concourse.BuildStatus
 	started chan struct{}
+	// waits counts the calls of Started: a follower about to wait for a
+	// build to start.
+	waits int
 }
 
 func (f *fakeBuilds) Started() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.waits++
 	if f.started == nil {
 		f.started = make(chan struct{})
 	}
@@ -312,8 +318,16 @@ func TestFollowPendingBuildGoesLiveAtItsStart(t *testing.T) {
 	builds.mu.Lock()
 	close(builds.started)
 	builds.started = make(chan struct{})
+	waits := builds.waits
 	builds.mu.Unlock()
-	time.Sleep(50 * time.Millisecond)
+	eventually.Within(t, 5*time.Second, func() error {
+		builds.mu.Lock()
+		defer builds.mu.Unlock()
+		if builds.waits == waits {
+			return errors.New("the woken follower did not wait again")
+		}
+		return nil
+	})
 
 	l := logs.Open(1)
 	runLog(t, l)
@@ -389,16 +403,19 @@ func TestFollowFinishedBuildWithoutItsStatusEvent(t *testing.T) {
 			rec := db.Build{ID: 1, Status: concourse.StatusFailed, EndTime: time.Now().Add(-time.Duration(tc.endedMinsAgo) * time.Minute)}
 			start := time.Now()
 			batches := follow(ctx, f, rec, 0)
-			if tc.storedLater {
-				time.Sleep(300 * time.Millisecond)
-				l.Append(events.Status{Status: concourse.StatusFailed})
-				if err := l.Sync(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
 			var all []Record
+			stored := !tc.storedLater
 			for recs := range batches {
 				all = append(all, recs...)
+				// Stored once the follower has delivered what was stored
+				// and is looking for the status.
+				if !stored && len(all) >= 3 {
+					stored = true
+					l.Append(events.Status{Status: concourse.StatusFailed})
+					if err := l.Sync(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			took := time.Since(start)
 			if got := recIDs(all); !slices.Equal(got, tc.wantIDs) {
