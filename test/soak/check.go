@@ -505,9 +505,13 @@ func (s *soak) check(ctx context.Context, smp *sampler, hung []build, took time.
 	for _, sm := range r.Samples {
 		maxKept, maxDone, maxNode = max(maxKept, sm.KeptPods), max(maxDone, sm.DonePods), max(maxNode, sm.NodePods)
 	}
-	r.add("kept pods within the cap", maxKept <= s.cfg.KeptCap, "at most %d kept %s after their build ended (cap %d) and %d ended pods left, %d samples",
-		maxKept, gcSettle, s.cfg.KeptCap, maxDone, len(r.Samples))
-	r.add("node never out of pod slots", int64(maxNode) < smp.nodeCap, "at most %d of %d pod slots in use", maxNode, smp.nodeCap)
+	if r.enoughSamples("kept pods within the cap", r.Samples) {
+		r.add("kept pods within the cap", maxKept <= s.cfg.KeptCap, "at most %d kept %s after their build ended (cap %d) and %d ended pods left, %d samples",
+			maxKept, gcSettle, s.cfg.KeptCap, maxDone, len(r.Samples))
+	}
+	if r.enoughSamples("node never out of pod slots", r.Samples) {
+		r.add("node never out of pod slots", int64(maxNode) < smp.nodeCap, "at most %d of %d pod slots in use", maxNode, smp.nodeCap)
+	}
 	r.addBounded("server RSS bounded", r.Samples, func(sm sample) int64 { return sm.RSSBytes }, 1.5, 64<<20, mib)
 	r.addBounded("goroutines bounded", r.Samples, func(sm sample) int64 { return int64(sm.Goroutines) }, 1.5, 200, plain)
 	r.addGrowth("database rows per build", r.Samples, func(sm sample) int64 { return sm.DBRows })
@@ -535,14 +539,28 @@ func medianOf(samples []sample, f func(sample) int64) int64 {
 	return vs[len(vs)/2]
 }
 
+// minSamples is the fewest samples a check over them judges: two in each
+// quarter (the sampler takes one every 5s, so 40s of soak).
+const minSamples = 8
+
+// enoughSamples says whether check can judge samples; if not, the check
+// fails saying so: a soak that sampled too little has not shown what the
+// check asks.
+func (r *results) enoughSamples(check string, samples []sample) bool {
+	if len(samples) < minSamples {
+		r.add(check, false, "too few samples to judge: %d, need at least %d", len(samples), minSamples)
+		return false
+	}
+	return true
+}
+
 // addBounded: the last quarter's median is at most factor times the
 // second quarter's (after warm-up) plus slack.
 func (r *results) addBounded(check string, samples []sample, f func(sample) int64, factor float64, slack int64, format func(int64) string) {
-	q := len(samples) / 4
-	if q == 0 {
-		r.add(check, true, "too few samples to judge (%d)", len(samples))
+	if !r.enoughSamples(check, samples) {
 		return
 	}
+	q := len(samples) / 4
 	early, late := medianOf(samples[q:2*q], f), medianOf(samples[3*q:], f)
 	peak := int64(0)
 	for _, s := range samples {
@@ -567,11 +585,10 @@ func (r *results) addGrowth(check string, samples []sample, f func(sample) int64
 		}
 		return float64(v) / float64(b)
 	}
-	q := len(samples) / 4
-	if q == 0 {
-		r.add(check, true, "too few samples to judge (%d)", len(samples))
+	if !r.enoughSamples(check, samples) {
 		return
 	}
+	q := len(samples) / 4
 	early, late := per(samples[q:2*q]), per(samples[3*q:])
 	r.add(check, late <= 1.5*early+1, "%.1f per build in the 2nd quarter, %.1f at the end", early, late)
 }
