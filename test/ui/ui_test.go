@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,7 +70,8 @@ func apiGet(ctx context.Context, path string, out any) {
 	res, err := http.DefaultClient.Do(req)
 	Expect(err).NotTo(HaveOccurred())
 	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
+	body, err := io.ReadAll(res.Body)
+	Expect(err).NotTo(HaveOccurred(), path)
 	Expect(res.StatusCode).To(Equal(http.StatusOK), string(body))
 	Expect(json.Unmarshal(body, out)).To(Succeed())
 }
@@ -89,8 +91,9 @@ var _ = Describe("the web UI", func() {
 		for _, path := range []string{"/", "/builds/1", "/teams/main/pipelines/x", "/login?fly_port=1"} {
 			res, err := http.Get(s.server.URL() + path)
 			Expect(err).NotTo(HaveOccurred())
-			body, _ := io.ReadAll(res.Body)
+			body, err := io.ReadAll(res.Body)
 			res.Body.Close()
+			Expect(err).NotTo(HaveOccurred(), path)
 			Expect(res.StatusCode).To(Equal(http.StatusOK), path)
 			Expect(string(body)).To(ContainSubstring(`<div id="app">`), path)
 		}
@@ -137,11 +140,15 @@ var _ = Describe("the web UI", func() {
 		Expect(eval[string](c, fmt.Sprintf(`document.querySelector('[data-pipeline="main/%s"] .markers').textContent`, name))).To(ContainSubstring("paused"))
 		screenshot(c, "dashboard")
 		// Concourse's filter: team:, status: and text.
+		shown := fmt.Sprintf(`!!document.querySelector('[data-pipeline="main/%s"]')`, name)
 		filter := func(q string) bool {
+			// Cleared, the filter shows the pipeline again: what a query
+			// then hides, the query hid.
+			eval[bool](c, `(() => { const i = document.querySelector('[data-testid=filter]'); i.value = ''; return i.dispatchEvent(new Event('input', {bubbles: true})) })()`)
+			Eventually(evalEventually[bool](c, shown)).Should(BeTrue(), "the pipeline with the filter cleared")
 			// Typed as a person types: each key an input event.
-			Expect(eval[bool](c, `(() => { const i = document.querySelector('[data-testid=filter]'); i.value = ''; i.dispatchEvent(new Event('input', {bubbles: true})); return true })()`)).To(BeTrue())
 			Expect(chromedp.Do(c, chromedp.SendKeys(chromedp.CSS(`[data-testid=filter]`), q))).To(Succeed())
-			return eval[bool](c, fmt.Sprintf(`!!document.querySelector('[data-pipeline="main/%s"]')`, name))
+			return eval[bool](c, shown)
 		}
 		Expect(filter("team:main status:paused " + name[:5])).To(BeTrue())
 		Expect(filter("team:nope")).To(BeFalse())
@@ -234,8 +241,8 @@ run: {path: sh, args: [-c, `+fmt.Sprintf("%q", script)+`]}
 `))
 		m := regexp.MustCompile(`executing build (\d+)`).FindStringSubmatch(res.Stdout)
 		Expect(m).NotTo(BeNil(), res.Stdout)
-		var id int
-		fmt.Sscan(m[1], &id)
+		id, err := strconv.Atoi(m[1])
+		Expect(err).NotTo(HaveOccurred(), m[1])
 		c := loggedIn()
 		open(c, fmt.Sprintf("/builds/%d", id), `[data-testid=build-head]`)
 		logText := `[...document.querySelectorAll('[data-testid=log] .txt')].map(e => e.textContent).join('\n')`
@@ -412,7 +419,7 @@ jobs:
 		Eventually(evalEventually[bool](c, `!!document.querySelector('[data-testid=login-link]')`)).Should(BeTrue())
 		Expect(eval[string](c, `localStorage.getItem("porter.token") || ""`)).To(BeEmpty())
 		// The logout ended bob's sessions: fly's token is refused now too.
-		Expect(succeedOrNot(ctx, f, "userinfo")).NotTo(Equal(0))
+		refused(ctx, f, "userinfo")
 		// A wrong password says so on the page.
 		open(c, "/login", `[data-testid=login-form]`)
 		Expect(chromedp.Do(c,
@@ -479,7 +486,7 @@ var _ = Describe("single sign-on", func() {
 		Expect(teams).To(ContainSubstring("sso-devs"))
 		Expect(teams).NotTo(ContainSubstring("sso-others"))
 		succeed(ctx, f, "pipelines")
-		Expect(succeedOrNot(ctx, f, "pipelines", "--team", "sso-others")).NotTo(Equal(0))
+		refused(ctx, f, "pipelines", "--team", "sso-others")
 	}, SpecTimeout(specTimeout))
 })
 
@@ -597,9 +604,12 @@ func userInfo(ctx context.Context, token string) concourse.UserInfo {
 	return info
 }
 
-func succeedOrNot(ctx context.Context, f *testenv.Fly, args ...string) int {
+// refused runs fly, which must fail because the server refused it (401 or
+// 403), not for any other reason (a wrong flag, a server down).
+func refused(ctx context.Context, f *testenv.Fly, args ...string) {
 	GinkgoHelper()
 	res, err := f.Run(ctx, args...)
 	Expect(err).NotTo(HaveOccurred(), res.String())
-	return res.ExitCode
+	Expect(res.ExitCode).NotTo(Equal(0), res.String())
+	Expect(res.Stderr).To(MatchRegexp(`not authorized|forbidden`), res.String())
 }
