@@ -419,7 +419,7 @@ jobs:
 		Eventually(evalEventually[bool](c, `!!document.querySelector('[data-testid=login-link]')`)).Should(BeTrue())
 		Expect(eval[string](c, `localStorage.getItem("porter.token") || ""`)).To(BeEmpty())
 		// The logout ended bob's sessions: fly's token is refused now too.
-		refused(ctx, f, "userinfo")
+		refused(ctx, f, "not authorized", "userinfo")
 		// A wrong password says so on the page.
 		open(c, "/login", `[data-testid=login-form]`)
 		Expect(chromedp.Do(c,
@@ -486,7 +486,7 @@ var _ = Describe("single sign-on", func() {
 		Expect(teams).To(ContainSubstring("sso-devs"))
 		Expect(teams).NotTo(ContainSubstring("sso-others"))
 		succeed(ctx, f, "pipelines")
-		refused(ctx, f, "pipelines", "--team", "sso-others")
+		refused(ctx, f, "you do not have a role on team 'sso-others'", "pipelines", "--team", "sso-others")
 	}, SpecTimeout(specTimeout))
 })
 
@@ -604,12 +604,12 @@ func userInfo(ctx context.Context, token string) concourse.UserInfo {
 	return info
 }
 
-// refused runs fly, which must fail because the server refused it (401 or
-// 403), not for any other reason (a wrong flag, a server down).
-func refused(ctx context.Context, f *testenv.Fly, args ...string) {
+// refused runs fly, which must fail saying why (want), not for any other
+// reason (a wrong flag, a server down).
+func refused(ctx context.Context, f *testenv.Fly, want string, args ...string) {
 	GinkgoHelper()
 	res, err := f.Run(ctx, args...)
 	Expect(err).NotTo(HaveOccurred(), res.String())
 	Expect(res.ExitCode).NotTo(Equal(0), res.String())
-	Expect(res.Stderr).To(MatchRegexp(`not authorized|forbidden`), res.String())
+	Expect(res.Stderr).To(ContainSubstring(want), res.String())
 }
