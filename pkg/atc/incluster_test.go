@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -13,7 +14,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/porter-ci/porter/test/testenv"
 )
@@ -29,7 +32,15 @@ func realKube(t *testing.T) (kubernetes.Interface, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	// A transport of the test's own (client-go shares one per config
+	// otherwise, whose connections outlive the test), closed when it ends.
+	cfg.Dial = (&net.Dialer{}).DialContext
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
+	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		t.Fatal(err)
 	}

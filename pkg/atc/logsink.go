@@ -27,10 +27,22 @@ type LogSink struct {
 	logs *buildlog.Logs
 
 	mu     sync.Mutex
-	builds map[int64]*exec.Build
+	builds map[int64]*sinkBuild
 	steps  map[string]*exec.StepState // by step ID
-	// writers are closed when a build's log writer (Log.Run) returns.
-	writers map[int64]chan struct{}
+}
+
+// sinkBuild is a running build and the writer of its log, which the sink
+// owns: FinishBuild and Close return only once it has ended.
+type sinkBuild struct {
+	*exec.Build
+	stopLog context.CancelFunc
+	logDone chan struct{}
+}
+
+// endLog stops the build's log writer (after its last flush) and waits for it.
+func (b *sinkBuild) endLog() {
+	b.stopLog()
+	<-b.logDone
 }
 
 // NewLogSink returns a sink writing build logs to store, each build's
@@ -40,7 +52,7 @@ func NewLogSink(store blobstore.Store, maxBuildLogBytes int64, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
-	return &LogSink{logs: logs, builds: map[int64]*exec.Build{}, steps: map[string]*exec.StepState{}, writers: map[int64]chan struct{}{}}, nil
+	return &LogSink{logs: logs, builds: map[int64]*sinkBuild{}, steps: map[string]*exec.StepState{}}, nil
 }
 
 func (k *LogSink) step(id string) (*exec.StepState, error) {
@@ -84,7 +96,8 @@ func (k *LogSink) Sync(ctx context.Context, stepID string, _ uint64) error {
 }
 
 // StartBuild registers a running build with one task step per step ID and
-// commits its log to the blobstore until FinishBuild, or until ctx ends.
+// commits its log to the blobstore until FinishBuild or Close, or until ctx
+// ends.
 func (k *LogSink) StartBuild(ctx context.Context, buildID int64, stepIDs ...string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -95,18 +108,11 @@ func (k *LogSink) StartBuild(ctx context.Context, buildID int64, stepIDs ...stri
 	b.Log.Append(events.Status{Status: concourse.StatusStarted, Time: time.Now().Unix()})
 	// The log ends on its own once the build is finished and durable.
 	logCtx, stop := context.WithCancel(ctx)
-	written := make(chan struct{})
-	go func() {
-		defer close(written)
-		defer stop()
-		b.Log.Run(logCtx)
-	}()
-	k.builds[buildID] = b
-	k.writers[buildID] = written
-	delegates := logDelegates{}.BuildDelegate(b)
+	sb := &sinkBuild{Build: b, stopLog: stop, logDone: make(chan struct{})}
+	go func() { defer close(sb.logDone); b.Log.Run(logCtx) }()
+	k.builds[buildID] = sb
 	for i, id := range stepIDs {
-		planID := concourse.PlanID(fmt.Sprintf("task-%d", i))
-		k.steps[id] = exec.NewStepState(b, delegates.StepDelegate(planID), nil, id, planID, events.TaskConfig{})
+		k.steps[id] = exec.NewStepState(b, nil, id, concourse.PlanID(fmt.Sprintf("task-%d", i)), events.TaskConfig{})
 	}
 	return nil
 }
@@ -125,24 +131,30 @@ func (k *LogSink) FinishBuild(ctx context.Context, buildID int64, status concour
 		return fmt.Errorf("make build %d's log durable: %w", buildID, err)
 	}
 	b.Log.Finish()
-	k.mu.Lock()
-	written := k.writers[buildID]
-	delete(k.writers, buildID)
-	k.mu.Unlock()
-	// The writer ends once the finished log is durable.
-	select {
-	case <-written:
-	case <-ctx.Done():
-		return fmt.Errorf("build %d's log writer: %w", buildID, context.Cause(ctx))
-	}
+	b.endLog()
 	k.mu.Lock()
 	delete(k.builds, buildID)
 	for id, st := range k.steps {
-		if st.Build() == b {
+		if st.Build() == b.Build {
 			delete(k.steps, id)
 		}
 	}
 	k.mu.Unlock()
 	close(b.Done)
 	return nil
+}
+
+// Close stops the log writers of the builds still running, each after a
+// last flush, and returns once they have ended. The builds stay registered:
+// a sink is not used after Close.
+func (k *LogSink) Close() {
+	k.mu.Lock()
+	builds := make([]*sinkBuild, 0, len(k.builds))
+	for _, b := range k.builds {
+		builds = append(builds, b)
+	}
+	k.mu.Unlock()
+	for _, b := range builds {
+		b.endLog()
+	}
 }

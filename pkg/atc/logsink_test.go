@@ -1,50 +1,86 @@
 package atc
 
 import (
-	"errors"
+	"bytes"
+	"context"
+	"io"
 	"log/slog"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/porter-ci/porter/internal/eventually"
+	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
-	"github.com/porter-ci/porter/test/testenv"
 )
 
-// TestLogSinkJoinsItsWriter: FinishBuild returns only once the build's log
-// writer (buildlog's Log.Run) has ended, so a sink leaves no goroutine
-// behind (real MinIO).
-func TestLogSinkJoinsItsWriter(t *testing.T) {
-	store := testenv.MinIOStore(t)
-	sink, err := NewLogSink(store, 0, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sink.StartBuild(t.Context(), 42, "s1"); err != nil {
-		t.Fatal(err)
-	}
-	eventually.Within(t, 5*time.Second, func() error {
-		if !writerRunning() {
-			return errors.New("no log writer runs for the started build")
-		}
-		return nil
-	})
-	if err := sink.FinishBuild(t.Context(), 42, concourse.StatusSucceeded); err != nil {
-		t.Fatal(err)
-	}
-	// At once, not eventually: FinishBuild has returned.
-	if writerRunning() {
-		t.Error("the finished build's log writer still runs after FinishBuild returned")
-	}
-	if _, err := sink.LastSeq(t.Context(), "s1"); err == nil {
-		t.Error("the finished build's step is still known")
-	}
+// memStore keeps the sink's chunks in memory.
+type memStore struct {
+	blobstore.Store // the methods a log does not use
+	mu              sync.Mutex
+	objs            map[string][]byte
 }
 
-// writerRunning reports whether some goroutine runs a build log's writer.
-func writerRunning() bool {
+func (m *memStore) Put(_ context.Context, key string, body io.Reader, _ int64, _ blobstore.PutOptions) (blobstore.ObjectInfo, error) {
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return blobstore.ObjectInfo{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.objs[key] = data
+	return blobstore.ObjectInfo{Key: key, Size: int64(len(data))}, nil
+}
+
+func (m *memStore) Get(_ context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	data, ok := m.objs[key]
+	if !ok {
+		return nil, blobstore.ObjectInfo{}, blobstore.ErrNotFound
+	}
+	return io.NopCloser(bytes.NewReader(data)), blobstore.ObjectInfo{Key: key, Size: int64(len(data))}, nil
+}
+
+// logWriters counts the goroutines in a build log's writer, looked at
+// once: an owner that joined its writers leaves none, with no waiting.
+func logWriters() int {
 	buf := make([]byte, 1<<20)
-	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "buildlog.(*Log).Run")
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "buildlog.(*Log).Run(")
+}
+
+// The sink owns its builds' log writers: FinishBuild and Close return only
+// once the writer has ended, though the context they were started with is
+// still live.
+func TestLogSinkJoinsItsLogWriters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		name string
+		end  func(*LogSink) error
+	}{
+		{"FinishBuild", func(k *LogSink) error { return k.FinishBuild(ctx, 1, concourse.StatusSucceeded) }},
+		{"Close", func(k *LogSink) error { k.Close(); return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if n := logWriters(); n != 0 {
+				t.Fatalf("%d log writers before the test", n)
+			}
+			k, err := NewLogSink(&memStore{objs: map[string][]byte{}}, 0, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := k.StartBuild(ctx, 1, "step-1"); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.end(k); err != nil {
+				t.Fatal(err)
+			}
+			if n := logWriters(); n != 0 {
+				t.Fatalf("%d log writers still running after %s returned", n, tc.name)
+			}
+		})
+	}
 }

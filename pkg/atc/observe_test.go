@@ -37,7 +37,9 @@ func TestStartOpsServesUntilStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + addr + "/livez")
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("http://" + addr + "/livez")
 	if err != nil {
 		stop()
 		t.Fatal(err)

@@ -45,6 +45,9 @@ func TestCheckBuildsRecordTheirEndOnTheResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c, ok := store.(interface{ CloseIdleConnections() }); ok {
+		t.Cleanup(c.CloseIdleConnections)
+	}
 	dsn := testenv.Postgres(t)
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	d, team := openDB(t, dsn, log)

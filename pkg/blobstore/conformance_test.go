@@ -357,24 +357,33 @@ var _ = Describe("Store conformance", func() {
 
 				data := randomBytes(10, 30<<20)
 				var upAt atomic.Int64
-				// The outage's end runs off the test's goroutine: it reports
-				// to it (upErr) and is waited for, never asserting itself.
+				// The outage's goroutine reports how bringing the proxy back
+				// went to the spec's goroutine (no Expect off it), and the
+				// spec waits for it whatever the outcome.
 				upErr := make(chan error, 1)
+				var outageStarted atomic.Bool
 				outage := func() {
+					outageStarted.Store(true)
 					proxy.Down()
 					go func() {
-						// The outage lasts 4 s by design: the store must retry
-						// through it.
-						time.Sleep(4 * time.Second)
+						time.Sleep(4 * time.Second) // the outage's length, not a wait for another goroutine
 						upAt.Store(time.Now().UnixNano())
 						upErr <- proxy.Up()
 					}()
 				}
+				DeferCleanup(func() {
+					if outageStarted.Load() {
+						Eventually(upErr).WithTimeout(10*time.Second).Should(Receive(), "the outage's goroutine ended")
+					}
+				})
 				start := time.Now()
 				_, err = flaky.Put(ctx, "through-outage", &hookReader{r: onlyReader{bytes.NewReader(data)}, at: 10 << 20, hook: outage}, -1, blobstore.PutOptions{})
 				Expect(err).NotTo(HaveOccurred())
-				Eventually(upErr).Should(Receive(BeNil()), "the proxy came back up")
 				Expect(upAt.Load()).NotTo(BeZero(), "the upload finished before the proxy came back: the outage did not happen")
+				var up error
+				Eventually(upErr).WithTimeout(10 * time.Second).Should(Receive(&up))
+				Expect(up).To(Succeed(), "bring the proxy back up")
+				outageStarted.Store(false) // received: nothing left for the cleanup
 				Expect(time.Since(start)).To(BeNumerically(">", 4*time.Second))
 				Expect(getAll(ctx, store, "through-outage")).To(Equal(data))
 			}, SpecTimeout(2*time.Minute))

@@ -26,10 +26,19 @@ type MinioStore struct {
 	MultipartCopyThreshold int64
 	CopyPartSize           int64
 
-	region string
+	region    string
+	transport *http.Transport
 }
 
 var _ Store = (*MinioStore)(nil)
+
+// CloseIdleConnections closes the store's kept-alive connections, and with
+// them their goroutines: for an owner done with the store.
+func (s *MinioStore) CloseIdleConnections() {
+	if s.transport != nil {
+		s.transport.CloseIdleConnections()
+	}
+}
 
 // NewMinio returns a minio-go driver for cfg (path-style addressing).
 func NewMinio(cfg Config) (*MinioStore, error) {
@@ -58,6 +67,7 @@ func NewMinio(cfg Config) (*MinioStore, error) {
 		MultipartCopyThreshold: DefaultMultipartCopyThreshold,
 		CopyPartSize:           DefaultCopyPartSize,
 		region:                 cfg.region(),
+		transport:              t,
 	}, nil
 }
 

@@ -48,6 +48,9 @@ type Watcher struct {
 	factory   informers.SharedInformerFactory
 	informer  cache.SharedIndexInformer
 	lister    corelisters.PodLister
+	// shutdown counts the goroutine that shuts the informer down once
+	// Run's ctx ends; Wait waits for it.
+	shutdown sync.WaitGroup
 
 	mu sync.Mutex
 	// trackers by pod name; a step may be tracked more than once.
@@ -103,7 +106,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 		return fmt.Errorf("watch step pods in %s: set watch error handler: %w", w.namespace, err)
 	}
 	w.factory.StartWithContext(ctx)
+	w.shutdown.Add(1)
 	go func() {
+		defer w.shutdown.Done()
 		<-ctx.Done()
 		w.factory.Shutdown()
 	}()
@@ -113,6 +118,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 	w.log.Debug("step pod cache synced")
 	return nil
 }
+
+// Wait returns once the informer Run started has shut down, after Run's
+// ctx ended (at once if Run never started it).
+func (w *Watcher) Wait() { w.shutdown.Wait() }
 
 // Pods are the worker's step pods in the cache, false until it has synced.
 // They are the cache's own objects: read only.

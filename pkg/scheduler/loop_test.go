@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -26,8 +25,9 @@ func TestAWokenLoopStartsABuildWithinASecondOfANewVersion(t *testing.T) {
 	defer wg.Wait()
 	defer cancel()
 
+	// A Wake during a pass is kept (the wake channel holds one), so the
+	// loop need not be idle when the version is saved.
 	for i, ref := range []string{"a", "b", "c"} {
-		time.Sleep(50 * time.Millisecond) // the loop is idle, waiting
 		start := time.Now()
 		e.save("src", ref)
 		loop.Wake()
@@ -88,7 +88,6 @@ func TestTwoServersLoopingTogetherCreateEachBuildOnce(t *testing.T) {
 			// every version gets one, however the loops interleave.
 			wait()
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	wait()
 }
@@ -112,21 +111,21 @@ func TestAPausedSchedulerStartsNothingUntilUnpaused(t *testing.T) {
 	defer cancel()
 
 	e.save("src", "a")
-	woken := time.Now()
+	saved := time.Now()
 	loop.Wake()
-	// Not a sleep: the loop has made passes since the wake (the scanner,
-	// not paused, records each), and none of them scheduled.
+	// Two passes recorded after the save (the scanner still runs and
+	// says so): the second began after the save, and would have started
+	// the build had the scheduler not been paused.
+	var passes []time.Time
 	eventually.Within(t, 5*time.Second, func() error {
-		cs, err := e.d.Components(t.Context())
-		if err != nil {
-			return err
+		ran := scannerRan(t, e.d)
+		if ran.After(saved) && (len(passes) == 0 || ran.After(passes[len(passes)-1])) {
+			passes = append(passes, ran)
 		}
-		for _, c := range cs {
-			if c.Name == ComponentScanner && c.LastRan.After(woken.Add(50*time.Millisecond)) {
-				return nil
-			}
+		if len(passes) < 2 {
+			return fmt.Errorf("%d passes since the version was saved, want 2", len(passes))
 		}
-		return errors.New("the loop has not run a pass since it was woken")
+		return nil
 	})
 	if got := e.builds("unit"); got != "" {
 		t.Fatalf("a paused scheduler started %s", got)
@@ -149,4 +148,19 @@ func TestAPausedSchedulerStartsNothingUntilUnpaused(t *testing.T) {
 			t.Errorf("component %+v: want a recorded run every 5ms", c)
 		}
 	}
+}
+
+// scannerRan is when the scanner component last recorded a pass.
+func scannerRan(t *testing.T, d *db.DB) time.Time {
+	t.Helper()
+	cs, err := d.Components(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.Name == ComponentScanner {
+			return c.LastRan
+		}
+	}
+	return time.Time{}
 }

@@ -177,15 +177,13 @@ func (l *atcLink) serve(ctx context.Context, client eventspb.StepStreamClient) e
 	l.outbox.Ack(cursor)
 	l.log.Info("connected to the ATC", "resume_after", cursor)
 
+	// The receiver ends with the stream, which cancel ends; serve waits
+	// for it.
 	recvErr := make(chan error, 1)
-	recvDone := make(chan struct{})
-	// The stream's context ending ends Recv: the receiver is waited for.
-	defer func() {
-		cancel()
-		<-recvDone
-	}()
+	received := make(chan struct{})
+	defer func() { cancel(); <-received }()
 	go func() {
-		defer close(recvDone)
+		defer close(received)
 		for {
 			msg, err := stream.Recv()
 			if err != nil {

@@ -67,9 +67,11 @@ func (c *controlServer) listen(ctx context.Context, path string) (func(), error)
 	}
 	srv := grpc.NewServer()
 	controlpb.RegisterControlServer(srv, c)
-	go func() { _ = srv.Serve(ln) }()
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(ln) }()
 	return func() {
 		srv.Stop()
+		<-served
 		_ = os.Remove(path)
 	}, nil
 }
@@ -93,9 +95,14 @@ func (c *controlServer) Attach(stream controlpb.Control_AttachServer) error {
 		close(gone)
 	}()
 
-	ctx := stream.Context()
+	// The sender ends with the stream, or when Attach returns, which
+	// waits for it.
+	ctx, cancel := context.WithCancel(stream.Context())
+	sent := make(chan struct{})
+	defer func() { cancel(); <-sent }()
 	errc := make(chan error, 1)
 	go func() {
+		defer close(sent)
 		for {
 			select {
 			case cmd := <-out:

@@ -103,9 +103,12 @@ type Entrypointer struct {
 	waiter Waiter
 	runner Runner
 	send   chan *controlpb.EntrypointMessage
-	// stopped is closed when Run returns: the sender then flushes what is
-	// queued and ends, and posts are dropped.
-	stopped chan struct{}
+	// senderGone is closed when the sender has ended: a post after that
+	// is dropped instead of blocking (the output still reached the
+	// container's log).
+	senderGone chan struct{}
+	// sessionsWG counts the intercept sessions' goroutines.
+	sessionsWG sync.WaitGroup
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -125,7 +128,7 @@ func NewEntrypointer(cfg EntrypointConfig, w Waiter, r Runner) *Entrypointer {
 		cfg.Log = slog.New(slog.NewTextHandler(cfg.Stderr, nil))
 	}
 	return &Entrypointer{cfg: cfg, waiter: w, runner: r,
-		send: make(chan *controlpb.EntrypointMessage, 64), stopped: make(chan struct{}), sessions: map[string]*session{}}
+		send: make(chan *controlpb.EntrypointMessage, 64), senderGone: make(chan struct{}), sessions: map[string]*session{}}
 }
 
 // epState is where the entrypoint is in a step's life.
@@ -149,59 +152,64 @@ func (e *Entrypointer) Run(ctx context.Context) int {
 		fmt.Fprintf(e.cfg.Stderr, "porter entrypoint: %v\n", err)
 		return ExitSetupFailed
 	}
-	senderDone := make(chan struct{})
+	// Run owns the link's sender and receiver and returns only once both
+	// have ended.
+	stopSend := make(chan struct{})
+	go e.sender(link, stopSend)
+	cmds := make(chan *controlpb.SidecarCommand)
+	recvErr := make(chan error, 1)
+	stopRecv := make(chan struct{})
+	recvDone := make(chan struct{})
 	go func() {
-		defer close(senderDone)
-		e.sender(link)
+		defer close(recvDone)
+		e.receive(link, cmds, recvErr, stopRecv)
 	}()
-	recv := receive(link)
 	defer func() {
-		// The sender flushes what is queued and ends; then closing the link
-		// ends the receiver's Recv.
-		close(e.stopped)
-		<-senderDone
-		close(recv.stop)
-		_ = link.Close()
-		<-recv.done
+		close(stopRecv)
+		close(stopSend)
+		// What was posted is sent, unless the sidecar does not take it
+		// within drainLimit; closing the link then ends a blocked Send
+		// and the Recv in progress.
+		select {
+		case <-e.senderGone:
+		case <-time.After(drainLimit):
+		}
+		link.Close()
+		<-e.senderGone
+		<-recvDone
 	}()
 	e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Waiting{Waiting: &controlpb.Waiting{Argv: e.cfg.Argv, Pid: int32(os.Getpid())}}})
-	return e.loop(ctx, recv)
+	code := e.loop(ctx, cmds, recvErr)
+	e.waitSessions()
+	return code
 }
 
-// receiver reads the sidecar's commands off the link, in a goroutine of
-// its own (Recv blocks) that ends when the link closes.
-type receiver struct {
-	cmds chan *controlpb.SidecarCommand
-	err  chan error
-	stop chan struct{}
-	done chan struct{}
-}
+// drainLimit bounds how long Run waits for its last messages to leave, and
+// for closed intercept sessions to end.
+const drainLimit = 5 * time.Second
 
-func receive(link Link) *receiver {
-	r := &receiver{cmds: make(chan *controlpb.SidecarCommand), err: make(chan error, 1),
-		stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		for {
-			cmd, err := link.Recv()
-			if err != nil {
-				r.err <- err
-				return
-			}
-			select {
-			case r.cmds <- cmd:
-			case <-r.stop:
-				return
-			}
+// receive hands the sidecar's commands to the loop until the link breaks or
+// stop is closed.
+func (e *Entrypointer) receive(link Link, cmds chan<- *controlpb.SidecarCommand, recvErr chan<- error, stop <-chan struct{}) {
+	for {
+		cmd, err := link.Recv()
+		if err != nil {
+			recvErr <- err
+			return
 		}
-	}()
-	return r
+		select {
+		case cmds <- cmd:
+		case <-stop:
+			return
+		}
+	}
 }
 
-// sender is the link's only writer. Once the link breaks it keeps
-// draining so the process's output is never blocked on a gone sidecar.
-// When Run returns it sends what is still queued and ends.
-func (e *Entrypointer) sender(link Link) {
+// sender is the link's only writer, until stop is closed; it then sends
+// what is already posted and ends. Once the link breaks it keeps draining
+// so the process's output is never blocked on a gone sidecar.
+func (e *Entrypointer) sender(link Link, stop <-chan struct{}) {
+	defer close(e.senderGone)
 	broken := false
 	send := func(msg *controlpb.EntrypointMessage) {
 		if broken {
@@ -216,7 +224,7 @@ func (e *Entrypointer) sender(link Link) {
 		select {
 		case msg := <-e.send:
 			send(msg)
-		case <-e.stopped:
+		case <-stop:
 			for {
 				select {
 				case msg := <-e.send:
@@ -229,11 +237,23 @@ func (e *Entrypointer) sender(link Link) {
 	}
 }
 
-// post queues msg for the sidecar; once Run has returned, it is dropped.
 func (e *Entrypointer) post(msg *controlpb.EntrypointMessage) {
 	select {
 	case e.send <- msg:
-	case <-e.stopped:
+	case <-e.senderGone:
+	}
+}
+
+// waitSessions waits, for at most drainLimit, for the goroutines of the
+// intercept sessions closeSessions ended: a session's descendant that left
+// its process group could hold its output open for ever.
+func (e *Entrypointer) waitSessions() {
+	done := make(chan struct{})
+	go func() { defer close(done); e.sessionsWG.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(drainLimit):
+		e.cfg.Log.Warn("intercept sessions still running after they were closed")
 	}
 }
 
@@ -249,8 +269,7 @@ func (e *Entrypointer) output(stream eventspb.Stream, data []byte) {
 	e.post(&controlpb.EntrypointMessage{Msg: &controlpb.EntrypointMessage_Output{Output: &controlpb.Output{Stream: stream, Data: data, Time: now}}})
 }
 
-func (e *Entrypointer) loop(ctx context.Context, recv *receiver) int {
-
+func (e *Entrypointer) loop(ctx context.Context, cmds <-chan *controlpb.SidecarCommand, recvErr <-chan error) int {
 	state := waitingForStart
 	var proc Process
 	var timer *time.Timer
@@ -268,7 +287,7 @@ func (e *Entrypointer) loop(ctx context.Context, recv *receiver) int {
 			procDone = proc.Done()
 		}
 		select {
-		case cmd := <-recv.cmds:
+		case cmd := <-cmds:
 			switch m := cmd.Msg.(type) {
 			case *controlpb.SidecarCommand_Start:
 				if state != waitingForStart {
@@ -320,7 +339,7 @@ func (e *Entrypointer) loop(ctx context.Context, recv *receiver) int {
 			timeout = nil
 			fmt.Fprintf(e.cfg.Stderr, "porter: timeout %s exceeded; stopping the process\n", e.startTimeout())
 			proc.Stop(e.killGrace(), StopTimedOut)
-		case err := <-recv.err:
+		case err := <-recvErr:
 			// Without the sidecar nobody can release us: finish the process
 			// (its output still reaches the container log) and exit with its code.
 			e.cfg.Log.Warn("sidecar connection closed", "err", err)

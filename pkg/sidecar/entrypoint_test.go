@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/porter-ci/porter/internal/eventually"
 
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/sidecar/controlpb"
@@ -23,13 +26,13 @@ import (
 // process the test ends (fakeProcess). No processes, sockets or gRPC.
 
 // fakeLink is the sidecar's end: the test queues commands; closing cmds is
-// the sidecar going away.
+// the sidecar going away. Close ends a Recv in progress, as closing the
+// gRPC stream does.
 type fakeLink struct {
-	cmds chan *controlpb.SidecarCommand
-	sent chan *controlpb.EntrypointMessage
-	// closed ends a blocked Recv, as closing a real link does.
-	closeOnce sync.Once
+	cmds      chan *controlpb.SidecarCommand
+	sent      chan *controlpb.EntrypointMessage
 	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 func (l *fakeLink) Recv() (*controlpb.SidecarCommand, error) {
@@ -40,12 +43,11 @@ func (l *fakeLink) Recv() (*controlpb.SidecarCommand, error) {
 		}
 		return cmd, nil
 	case <-l.closed:
-		return nil, io.ErrClosedPipe
+		return nil, errors.New("link closed")
 	}
 }
 
 func (l *fakeLink) Send(m *controlpb.EntrypointMessage) error { l.sent <- m; return nil }
-
 func (l *fakeLink) Close() error {
 	l.closeOnce.Do(func() { close(l.closed) })
 	return nil
@@ -131,7 +133,8 @@ const waitLimit = 5 * time.Second
 
 func startEntrypointer(t *testing.T, waitErr error, startErr error, queued ...*controlpb.SidecarCommand) *harness {
 	h := &harness{t: t,
-		link:   &fakeLink{cmds: make(chan *controlpb.SidecarCommand, 16), sent: make(chan *controlpb.EntrypointMessage, 256), closed: make(chan struct{})},
+		link: &fakeLink{cmds: make(chan *controlpb.SidecarCommand, 16), sent: make(chan *controlpb.EntrypointMessage, 256),
+			closed: make(chan struct{})},
 		runner: &fakeRunner{err: startErr, started: make(chan *fakeProcess, 4)},
 		stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, log: &lockedBuffer{},
 		result: make(chan int, 1)}
@@ -197,11 +200,12 @@ func (h *harness) exited() *controlpb.Exited {
 // test needs it to have reached.
 func (h *harness) waitLog(s string) {
 	h.t.Helper()
-	for deadline := time.Now().Add(waitLimit); !strings.Contains(h.log.String(), s); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("the entrypoint did not log %q; log:\n%s", s, h.log.String())
+	eventually.Within(h.t, waitLimit, func() error {
+		if log := h.log.String(); !strings.Contains(log, s) {
+			return fmt.Errorf("the entrypoint did not log %q; log:\n%s", s, log)
 		}
-	}
+		return nil
+	})
 }
 
 func (h *harness) exitCode() int {
@@ -431,6 +435,8 @@ func TestEntrypointer(t *testing.T) {
 			if !strings.Contains(h.stderr.String(), tc.stderr) {
 				t.Errorf("stderr %q does not contain %q", h.stderr.String(), tc.stderr)
 			}
+			// Run returned: the link's sender and receiver have ended.
+			goleak.VerifyNone(t)
 		})
 	}
 }

@@ -6,5 +6,6 @@ import (
 	"go.uber.org/goleak"
 )
 
-// The sidecar's and the entrypoint's goroutines end before Run returns.
+// Every goroutine the package starts is owned and joined: none outlives
+// the tests.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -109,9 +109,11 @@ func (e *Entrypointer) startSession(open *eventspb.SessionOpen) (*session, error
 	}
 
 	var wg sync.WaitGroup
+	e.sessionsWG.Add(len(outputs) + 1)
 	for i, r := range outputs {
 		wg.Add(1)
 		go func() {
+			defer e.sessionsWG.Done()
 			defer wg.Done()
 			buf := make([]byte, 16<<10)
 			for {
@@ -126,6 +128,7 @@ func (e *Entrypointer) startSession(open *eventspb.SessionOpen) (*session, error
 		}()
 	}
 	go func() {
+		defer e.sessionsWG.Done()
 		wg.Wait()
 		err := cmd.Wait()
 		if s.tty != nil {

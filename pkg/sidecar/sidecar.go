@@ -147,18 +147,18 @@ type run struct {
 	response     *resource.Stdout
 	responseBody []byte
 
-	// bg is the context of the goroutines the run starts (spawn): it ends
-	// when Run returns, which then waits for them (wg).
-	bg context.Context
-	wg sync.WaitGroup
+	// bg ends when Run returns; goroutines counts the goroutines Run
+	// waits for before it does.
+	bg         context.Context
+	goroutines sync.WaitGroup
 }
 
-// spawn runs f in a goroutine that Run waits for before it returns.
-func (r *run) spawn(f func(ctx context.Context)) {
-	r.wg.Add(1)
+// goroutine runs f in a goroutine Run waits for.
+func (r *run) goroutine(f func()) {
+	r.goroutines.Add(1)
 	go func() {
-		defer r.wg.Done()
-		f(r.bg)
+		defer r.goroutines.Done()
+		f()
 	}()
 }
 
@@ -208,7 +208,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		relCh:         make(chan struct{}),
 		actionWritten: make(chan struct{}),
 	}
-	if script := a.Type.Script(); script != "" {
+	if script := resource.Script(a.Type); script != "" {
 		r.response = resource.NewStdout(script, resource.MaxResponse)
 	}
 	stopControl, err := r.ctl.listen(ctx, cfg.SocketPath)
@@ -217,21 +217,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer stopControl()
 
-	linkCtx, stopLink := context.WithCancel(context.WithoutCancel(ctx))
-	r.bg = linkCtx
-	// Deferred in this order, so that the goroutines are stopped first, then
-	// waited for, before the control socket and the audit journal close.
-	defer r.wg.Wait()
-	defer stopLink()
+	// Every goroutine of the run lives until bg ends, at the latest, and
+	// Run returns only once they all have.
+	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	r.bg = bg
+	defer r.goroutines.Wait()
+	defer stopBackground()
 	link := &atcLink{cfg: cfg.ATC, stepID: a.StepID, podName: cfg.PodName, outbox: r.outbox, log: log,
 		commands: r.commands, sessionOutput: r.sessionOutput}
-	r.spawn(link.run)
-	r.spawn(r.dispatch)
-	r.spawn(func(ctx context.Context) {
+	r.goroutine(func() { link.run(bg) })
+	r.goroutine(func() { r.dispatch(bg) })
+	r.goroutine(func() {
 		select {
 		case <-r.ctl.ready:
 			log.Info("entrypoint attached")
-		case <-ctx.Done():
+		case <-bg.Done():
 		}
 	})
 
@@ -344,24 +344,24 @@ func (r *run) execute(ctx context.Context) *Result {
 	// action.json is stored while the inputs come down and the main
 	// container starts, not before: a round trip to the store off the
 	// step's start. finish waits for it, so the record is still complete.
-	go func() {
+	r.goroutine(func() {
 		defer close(r.actionWritten)
 		if err := r.audit.writeAction(ctx); err != nil {
 			r.log.Warn("write action.json", "err", err)
 		}
-	}()
+	})
 
 	// Inputs are fetched while the main container starts; a cancelled fetch
 	// (abort) stops every transfer.
 	fetchCtx, cancelFetch := context.WithCancel(ctx)
 	defer cancelFetch()
-	go func() {
+	r.goroutine(func() {
 		select {
 		case <-r.abortCh:
 			cancelFetch()
 		case <-fetchCtx.Done():
 		}
-	}()
+	})
 	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_FETCHING_INPUTS, fmt.Sprintf("%d inputs, %d caches", len(a.Inputs), len(a.Caches)))
 	spanCtx, span := r.cfg.Tracer.Start(fetchCtx, "inputs")
 	inputs, caches, err := r.fetchInputs(spanCtx)
@@ -383,7 +383,7 @@ func (r *run) execute(ctx context.Context) *Result {
 		// Nothing of its own to run: the step is its sessions, for as long
 		// as it is kept.
 		r.log.Info("idle step: serving sessions")
-		r.spawn(r.forwardSessions)
+		r.goroutine(func() { r.forwardSessions(r.bg) })
 		res.Result = Succeeded
 		return res
 	}
@@ -458,13 +458,13 @@ func (r *run) execute(ctx context.Context) *Result {
 	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_UPLOADING_OUTPUTS, fmt.Sprintf("%d outputs, %d caches", len(a.Outputs), len(a.Caches)))
 	// An abort stops the upload; what was stored is left unreferenced.
 	uploadCtx, cancelUpload := context.WithCancel(ctx)
-	go func() {
+	r.goroutine(func() {
 		select {
 		case <-r.abortCh:
 			cancelUpload()
 		case <-uploadCtx.Done():
 		}
-	}()
+	})
 	spanCtx, span = r.cfg.Tracer.Start(uploadCtx, "outputs")
 	outputs, savedCaches, err := r.storeOutputs(spanCtx)
 	endSpan(span, err)
@@ -561,7 +561,7 @@ func (r *run) forwardUntilExit(ctx context.Context) (*controlpb.Exited, error) {
 				r.emit(ctx, &eventspb.Event{Time: timestamppb.Now(), Payload: &eventspb.Event_ProcessExited{ProcessExited: &eventspb.ProcessExited{
 					ExitStatus: e.GetExitStatus(), Signal: e.GetSignal(), TimedOut: e.GetTimedOut(), Aborted: e.GetAborted(),
 					OomKilled: e.GetOomKilled(), MemoryLimit: e.GetMemoryLimit()}}})
-				r.spawn(r.forwardSessions)
+				r.goroutine(func() { r.forwardSessions(r.bg) })
 				return e, nil
 			}
 		case <-abort:
@@ -577,8 +577,8 @@ func (r *run) forwardUntilExit(ctx context.Context) (*controlpb.Exited, error) {
 	}
 }
 
-// forwardSessions keeps relaying intercept output after the process exited,
-// until Run returns.
+// forwardSessions keeps relaying intercept output after the process
+// exited, until Run returns (ctx is the run's background context).
 func (r *run) forwardSessions(ctx context.Context) {
 	for {
 		select {

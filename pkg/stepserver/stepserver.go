@@ -384,11 +384,15 @@ func (s *Server) receive(ctx context.Context, stream eventspb.StepStream_Connect
 	appended := make(chan uint64, 1)
 	ackErr := make(chan error, 1)
 	held := heldBytes{freed: make(chan struct{})}
-	// A failing acker also ends a wait for the stream's share.
+	// A failing acker also ends a wait for the stream's share. The acker
+	// ends with receive, which waits for it.
 	actx, stopWaiting := context.WithCancel(ctx)
-	defer stopWaiting()
+	ackerCtx, stopAcker := context.WithCancel(ctx)
+	ackerDone := make(chan struct{})
+	defer func() { stopAcker(); <-ackerDone; stopWaiting() }()
 	go func() {
-		ackErr <- s.acker(ctx, stepID, appended, out, &held)
+		defer close(ackerDone)
+		ackErr <- s.acker(ackerCtx, stepID, appended, out, &held)
 		stopWaiting()
 	}()
 	for {

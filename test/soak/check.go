@@ -505,9 +505,13 @@ func (s *soak) check(ctx context.Context, smp *sampler, hung []build, took time.
 	for _, sm := range r.Samples {
 		maxKept, maxDone, maxNode = max(maxKept, sm.KeptPods), max(maxDone, sm.DonePods), max(maxNode, sm.NodePods)
 	}
-	r.add("kept pods within the cap", maxKept <= s.cfg.KeptCap, "at most %d kept %s after their build ended (cap %d) and %d ended pods left, %d samples",
-		maxKept, gcSettle, s.cfg.KeptCap, maxDone, len(r.Samples))
-	r.add("node never out of pod slots", int64(maxNode) < smp.nodeCap, "at most %d of %d pod slots in use", maxNode, smp.nodeCap)
+	if r.enoughSamples("kept pods within the cap", r.Samples) {
+		r.add("kept pods within the cap", maxKept <= s.cfg.KeptCap, "at most %d kept %s after their build ended (cap %d) and %d ended pods left, %d samples",
+			maxKept, gcSettle, s.cfg.KeptCap, maxDone, len(r.Samples))
+	}
+	if r.enoughSamples("node never out of pod slots", r.Samples) {
+		r.add("node never out of pod slots", int64(maxNode) < smp.nodeCap, "at most %d of %d pod slots in use", maxNode, smp.nodeCap)
+	}
 	r.addBounded("server RSS bounded", r.Samples, func(sm sample) int64 { return sm.RSSBytes }, 1.5, 64<<20, mib)
 	r.addBounded("goroutines bounded", r.Samples, func(sm sample) int64 { return int64(sm.Goroutines) }, 1.5, 200, plain)
 	r.addGrowth("database rows per build", r.Samples, func(sm sample) int64 { return sm.DBRows })
@@ -535,16 +539,25 @@ func medianOf(samples []sample, f func(sample) int64) int64 {
 	return vs[len(vs)/2]
 }
 
-// addBounded: the last quarter's median is at most factor times the
-// second quarter's (after warm-up) plus slack.
-// minSamples is the fewest samples a growth check judges: two per quarter,
-// so that each quarter's median is of more than one moment. Fewer fail the
-// check: a soak too short to show growth has not shown its absence.
+// minSamples is the fewest samples a check over them judges: two in each
+// quarter (the sampler takes one every 5s, so 40s of soak).
 const minSamples = 8
 
-func (r *results) addBounded(check string, samples []sample, f func(sample) int64, factor float64, slack int64, format func(int64) string) {
+// enoughSamples says whether check can judge samples; if not, the check
+// fails saying so: a soak that sampled too little has not shown what the
+// check asks.
+func (r *results) enoughSamples(check string, samples []sample) bool {
 	if len(samples) < minSamples {
-		r.add(check, false, "too few samples to judge: %d, at least %d needed (a run of %s at one every 5s)", len(samples), minSamples, minSamples*5*time.Second)
+		r.add(check, false, "too few samples to judge: %d, need at least %d", len(samples), minSamples)
+		return false
+	}
+	return true
+}
+
+// addBounded: the last quarter's median is at most factor times the
+// second quarter's (after warm-up) plus slack.
+func (r *results) addBounded(check string, samples []sample, f func(sample) int64, factor float64, slack int64, format func(int64) string) {
+	if !r.enoughSamples(check, samples) {
 		return
 	}
 	q := len(samples) / 4
@@ -572,8 +585,7 @@ func (r *results) addGrowth(check string, samples []sample, f func(sample) int64
 		}
 		return float64(v) / float64(b)
 	}
-	if len(samples) < minSamples {
-		r.add(check, false, "too few samples to judge: %d, at least %d needed", len(samples), minSamples)
+	if !r.enoughSamples(check, samples) {
 		return
 	}
 	q := len(samples) / 4

@@ -1,37 +1,42 @@
 package main
 
 import (
+	"strings"
 	"testing"
-	"time"
 )
 
-// TestGrowthChecksNeedEnoughSamples: a check that judges growth fails when
-// it has too few samples to judge, and judges when it has enough.
-func TestGrowthChecksNeedEnoughSamples(t *testing.T) {
-	rss := func(sm sample) int64 { return sm.RSSBytes }
-	flat := func(n int) []sample {
-		out := make([]sample, n)
-		for i := range out {
-			out[i] = sample{At: time.Unix(int64(i*5), 0), RSSBytes: 100 << 20, Builds: int64(i + 1)}
+// steady is n samples of a server that neither grows nor leaks.
+func steady(n int) []sample {
+	out := make([]sample, n)
+	for i := range out {
+		out[i] = sample{RSSBytes: 100 << 20, Goroutines: 300, Builds: int64(10 * (i + 1)), DBRows: int64(50 * (i + 1))}
+	}
+	return out
+}
+
+// A check over samples fails, saying why, when there are too few samples
+// to judge, and judges once there are enough.
+func TestSampleChecksNeedEnoughSamples(t *testing.T) {
+	checks := map[string]func(*results, []sample){
+		"bounded": func(r *results, s []sample) {
+			r.addBounded("bounded", s, func(sm sample) int64 { return sm.RSSBytes }, 1.5, 0, mib)
+		},
+		"growth": func(r *results, s []sample) {
+			r.addGrowth("growth", s, func(sm sample) int64 { return sm.DBRows })
+		},
+	}
+	for name, check := range checks {
+		for _, n := range []int{0, 1, minSamples - 1} {
+			r := &results{}
+			check(r, steady(n))
+			if len(r.Checks) != 1 || r.Checks[0].OK || !strings.Contains(r.Checks[0].Detail, "too few samples") {
+				t.Errorf("%s over %d samples: %+v, want a failed check saying too few samples", name, n, r.Checks)
+			}
 		}
-		return out
-	}
-	for n, want := range map[int]bool{0: false, 1: false, minSamples - 1: false, minSamples: true, 40: true} {
-		var r results
-		r.addBounded("rss", flat(n), rss, 1.5, 0, mib)
-		r.addGrowth("rows", flat(n), rss)
-		if r.ok() != want {
-			t.Errorf("%d samples: ok %v, want %v: %+v", n, r.ok(), want, r.Checks)
+		r := &results{}
+		check(r, steady(minSamples))
+		if len(r.Checks) != 1 || !r.Checks[0].OK {
+			t.Errorf("%s over %d steady samples: %+v, want it to pass", name, minSamples, r.Checks)
 		}
-	}
-	// Enough samples, and growth: the check fails.
-	grown := flat(minSamples)
-	for i := range grown[minSamples/2:] {
-		grown[minSamples/2+i].RSSBytes = 400 << 20
-	}
-	var r results
-	r.addBounded("rss", grown, rss, 1.5, 0, mib)
-	if r.ok() {
-		t.Errorf("growth from 100 to 400 MiB passed: %+v", r.Checks)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -54,7 +56,17 @@ func AdminConfig(ctx context.Context, path string) (*rest.Config, error) {
 		return nil, fmt.Errorf("load kubeconfig %s: %w", path, err)
 	}
 	config.QPS, config.Burst = 50, 100
-	client, err := kubernetes.NewForConfig(config)
+	// The probe has a transport of its own, closed once it is done:
+	// client-go's shared one would keep a connection (and its goroutines)
+	// open for the rest of the process.
+	probe := rest.CopyConfig(config)
+	probe.Dial = (&net.Dialer{}).DialContext
+	hc, err := rest.HTTPClientFor(probe)
+	if err != nil {
+		return nil, fmt.Errorf("client for %s: %w", path, err)
+	}
+	defer utilnet.CloseIdleConnectionsFor(hc.Transport)
+	client, err := kubernetes.NewForConfigAndClient(probe, hc)
 	if err != nil {
 		return nil, fmt.Errorf("client for %s: %w", path, err)
 	}

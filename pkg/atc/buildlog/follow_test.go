@@ -80,7 +80,8 @@ type fakeBuilds struct {
 	done    chan struct{}
 	status  concourse.BuildStatus
 	started chan struct{}
-	// waits counts the times a follower asked to hear of a start.
+	// waits counts the calls of Started: a follower about to wait for a
+	// build to start.
 	waits int
 }
 
@@ -319,12 +320,11 @@ func TestFollowPendingBuildGoesLiveAtItsStart(t *testing.T) {
 	builds.started = make(chan struct{})
 	waits := builds.waits
 	builds.mu.Unlock()
-	// Not a sleep: the follower has asked again, so it waits on.
 	eventually.Within(t, 5*time.Second, func() error {
 		builds.mu.Lock()
 		defer builds.mu.Unlock()
 		if builds.waits == waits {
-			return errors.New("the follower has not gone back to waiting")
+			return errors.New("the woken follower did not wait again")
 		}
 		return nil
 	})
@@ -403,16 +403,19 @@ func TestFollowFinishedBuildWithoutItsStatusEvent(t *testing.T) {
 			rec := db.Build{ID: 1, Status: concourse.StatusFailed, EndTime: time.Now().Add(-time.Duration(tc.endedMinsAgo) * time.Minute)}
 			start := time.Now()
 			batches := follow(ctx, f, rec, 0)
-			if tc.storedLater {
-				time.Sleep(300 * time.Millisecond)
-				l.Append(events.Status{Status: concourse.StatusFailed})
-				if err := l.Sync(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
 			var all []Record
+			stored := !tc.storedLater
 			for recs := range batches {
 				all = append(all, recs...)
+				// Stored once the follower has delivered what was stored
+				// and is looking for the status.
+				if !stored && len(all) >= 3 {
+					stored = true
+					l.Append(events.Status{Status: concourse.StatusFailed})
+					if err := l.Sync(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			took := time.Since(start)
 			if got := recIDs(all); !slices.Equal(got, tc.wantIDs) {

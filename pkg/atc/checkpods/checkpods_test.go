@@ -12,6 +12,17 @@ import (
 	"github.com/porter-ci/porter/internal/eventually"
 )
 
+// watchedCtx counts the calls of Done: a check about to wait.
+type watchedCtx struct {
+	context.Context
+	asked atomic.Int32
+}
+
+func (c *watchedCtx) Done() <-chan struct{} {
+	c.asked.Add(1)
+	return c.Context.Done()
+}
+
 // A pod runs at most MaxChecks checks at once: the next waits until one
 // ends, or gives up with its context.
 func TestPoolBoundsChecksPerPod(t *testing.T) {
@@ -30,17 +41,26 @@ func TestPoolBoundsChecksPerPod(t *testing.T) {
 		t.Fatalf("a third check while two run: %v, want it to wait until its context ends", err)
 	}
 	got := make(chan Lease)
+	waiting := &watchedCtx{Context: t.Context()}
 	go func() {
-		l, err := p.Acquire(t.Context(), key, newID, create)
+		l, err := p.Acquire(waiting, key, newID, create)
 		if err != nil {
 			t.Error(err)
 		}
 		got <- l
 	}()
+	// Its second look at its context is its wait for a place in the pod
+	// (the first is its wait for the pod).
+	eventually.Within(t, 5*time.Second, func() error {
+		if n := waiting.asked.Load(); n < 2 {
+			return fmt.Errorf("the third check looked at its context %d times, want 2", n)
+		}
+		return nil
+	})
 	select {
 	case <-got:
 		t.Fatal("a third check ran while two did")
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	first.Release()
 	select {
@@ -68,20 +88,20 @@ func TestPoolSharesReplacesAndRetries(t *testing.T) {
 
 	var wg sync.WaitGroup
 	got := make([]string, 5)
+	waiting := &watchedCtx{Context: context.Background()}
 	for i := range got {
 		wg.Go(func() {
-			l, err := p.Acquire(context.Background(), key, newID, create)
+			l, err := p.Acquire(waiting, key, newID, create)
 			if err != nil {
 				t.Error(err)
 			}
 			got[i] = l.StepID
 		})
 	}
-	// The first check is creating the pod; the others share it, whether
-	// they came before or after it was ready.
+	// One check creates the pod; the four others wait for it.
 	eventually.Within(t, 5*time.Second, func() error {
-		if created.Load() != 1 {
-			return errors.New("no check is creating the pod")
+		if c, n := created.Load(), waiting.asked.Load(); c != 1 || n < 4 {
+			return fmt.Errorf("%d pods being created and %d checks waiting, want 1 and 4", c, n)
 		}
 		return nil
 	})

@@ -30,6 +30,7 @@ func (r *Runtime) Start(ctx context.Context) (done <-chan struct{}) {
 		go func() {
 			defer wg.Done()
 			r.keep(ctx, w)
+			w.pods.Wait() // its pod watch ends with ctx too
 		}()
 	}
 	go func() { wg.Wait(); close(finished) }()

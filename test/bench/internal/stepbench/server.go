@@ -419,6 +419,7 @@ func serve(args []string) (err error) {
 				return err
 			}
 		}
+		defer ls.Close()
 		sink = ls
 		finish = func() error {
 			var errs []error

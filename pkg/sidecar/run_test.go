@@ -1,0 +1,94 @@
+package sidecar
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+
+	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
+)
+
+// ackingATC takes a step's stream and acknowledges every event at once.
+type ackingATC struct {
+	eventspb.UnimplementedStepStreamServer
+}
+
+func (ackingATC) Connect(stream grpc.BidiStreamingServer[eventspb.SidecarMessage, eventspb.ATCMessage]) error {
+	if _, err := stream.Recv(); err != nil { // hello
+		return err
+	}
+	if err := stream.Send(ack(0)); err != nil {
+		return err
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		if ev := msg.GetEvent(); ev != nil {
+			if err := stream.Send(ack(ev.GetSeq())); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func ack(seq uint64) *eventspb.ATCMessage {
+	return &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Ack{Ack: &eventspb.Ack{Seq: seq}}}
+}
+
+// noArtifacts stores audit objects nowhere; the step moves no artifacts.
+type noArtifacts struct{ Artifacts }
+
+func (noArtifacts) PutAudit(context.Context, string, []byte, string) error { return nil }
+func (noArtifacts) Exists(context.Context, string) (bool, error)           { return false, nil }
+
+// An idle step's sidecar, released by its entrypoint's exit while its
+// context is still live, has ended every goroutine it started (the session
+// forwarder among them) when Run returns.
+func TestRunReturnsOnlyAfterItsGoroutinesEnded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	eventspb.RegisterStepStreamServer(gs, ackingATC{})
+	served := make(chan struct{})
+	go func() { defer close(served); _ = gs.Serve(ln) }()
+	defer func() { gs.Stop(); <-served }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sock := filepath.Join(t.TempDir(), "control.sock")
+	ep := NewEntrypointer(EntrypointConfig{Argv: []string{"/bin/idle"}}, SocketWaiter(sock),
+		&fakeRunner{started: make(chan *fakeProcess, 1)})
+	exit := make(chan int, 1)
+	go func() { exit <- ep.Run(ctx) }()
+
+	res, err := Run(ctx, Config{Action: &action.Action{StepID: "s", Idle: true, ATCLinkInsecure: true},
+		ATC: ATCConfig{Address: ln.Addr().String(), Token: "t"}, SocketPath: sock, JournalDir: t.TempDir(),
+		Artifacts: noArtifacts{}})
+	if err != nil || res.Result != Succeeded {
+		t.Fatalf("Run = %+v, %v; want succeeded", res, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Run returned only when its context ended: %v", ctx.Err())
+	}
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Errorf("entrypoint exit %d, want 0", code)
+		}
+	case <-ctx.Done():
+		t.Fatal("the entrypoint was not released")
+	}
+	gs.Stop()
+	<-served
+	goleak.VerifyNone(t)
+}
