@@ -111,8 +111,10 @@ func (k *LogSink) StartBuild(ctx context.Context, buildID int64, stepIDs ...stri
 	sb := &sinkBuild{Build: b, stopLog: stop, logDone: make(chan struct{})}
 	go func() { defer close(sb.logDone); b.Log.Run(logCtx) }()
 	k.builds[buildID] = sb
+	delegates := logDelegates{}.BuildDelegate(b)
 	for i, id := range stepIDs {
-		k.steps[id] = exec.NewStepState(b, nil, id, concourse.PlanID(fmt.Sprintf("task-%d", i)), events.TaskConfig{})
+		planID := concourse.PlanID(fmt.Sprintf("task-%d", i))
+		k.steps[id] = exec.NewStepState(b, delegates.StepDelegate(planID), nil, id, planID, events.TaskConfig{})
 	}
 	return nil
 }

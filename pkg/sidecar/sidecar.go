@@ -208,7 +208,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		relCh:         make(chan struct{}),
 		actionWritten: make(chan struct{}),
 	}
-	if script := resource.Script(a.Type); script != "" {
+	if script := a.Type.Script(); script != "" {
 		r.response = resource.NewStdout(script, resource.MaxResponse)
 	}
 	stopControl, err := r.ctl.listen(ctx, cfg.SocketPath)
