@@ -116,26 +116,33 @@ k8s_ldflags() {
   echo "$ld"
 }
 
+# wrapper_module DIR STAMP MODULE VERSION: a module in DIR whose main package
+# (read from stdin) links MODULE@VERSION with only the parts it imports; made
+# again only when STAMP (what it was made for) changes.
+wrapper_module() {
+  local dir=$1 stamp=$2 module=$3 version=$4
+  [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$stamp" ] && [ -f "$dir/go.sum" ] && return 0
+  rm -rf "$dir" && mkdir -p "$dir"
+  cat >"$dir/main.go"
+  gofmt -w "$dir/main.go"
+  printf 'module porter.local/%s\n\ngo 1.25\n\nrequire %s %s\n' "$(basename "$dir")" "$module" "$version" >"$dir/go.mod"
+  (cd "$dir" && go mod tidy)
+  echo "$stamp" >"$dir/.stamp"
+}
+
 # coredns_module: a main package that links CoreDNS with the plugins of
 # deploy/coredns/Corefile only, in CoreDNS's own order (plugin.cfg).
 coredns_src=$PORTER_CACHE/src/coredns-$COREDNS_VERSION
 COREDNS_PLUGINS=(ready health errors loadbalance cache template kubernetes)
 coredns_module() {
-  local want p
-  want="$COREDNS_VERSION ${COREDNS_PLUGINS[*]}"
-  [ "$(cat "$coredns_src/.plugins" 2>/dev/null)" = "$want" ] && [ -f "$coredns_src/go.sum" ] && return 0
-  rm -rf "$coredns_src" && mkdir -p "$coredns_src"
+  local p
   {
     printf 'package main\n\nimport (\n\t"github.com/coredns/coredns/core/dnsserver"\n\t"github.com/coredns/coredns/coremain"\n\n'
     for p in "${COREDNS_PLUGINS[@]}"; do printf '\t_ "github.com/coredns/coredns/plugin/%s"\n' "$p"; done
     printf ')\n\nfunc init() {\n\tdnsserver.Directives = []string{'
     for p in "${COREDNS_PLUGINS[@]}"; do printf '"%s", ' "$p"; done
     printf '}\n}\n\nfunc main() { coremain.Run() }\n'
-  } >"$coredns_src/main.go"
-  gofmt -w "$coredns_src/main.go"
-  printf 'module porter.local/coredns\n\ngo 1.25\n\nrequire github.com/coredns/coredns %s\n' "$COREDNS_VERSION" >"$coredns_src/go.mod"
-  (cd "$coredns_src" && go mod tidy)
-  echo "$want" >"$coredns_src/.plugins"
+  } | wrapper_module "$coredns_src" "$COREDNS_VERSION ${COREDNS_PLUGINS[*]}" github.com/coredns/coredns "$COREDNS_VERSION"
 }
 
 # registry_module: a main package of cmd/registry's with the storage driver
@@ -145,19 +152,12 @@ coredns_module() {
 registry_src=$PORTER_CACHE/src/registry-$DISTRIBUTION_VERSION
 REGISTRY_DRIVERS=(filesystem inmemory)
 registry_module() {
-  local want d
-  want="$DISTRIBUTION_VERSION ${REGISTRY_DRIVERS[*]}"
-  [ "$(cat "$registry_src/.drivers" 2>/dev/null)" = "$want" ] && [ -f "$registry_src/go.sum" ] && return 0
-  rm -rf "$registry_src" && mkdir -p "$registry_src"
+  local d
   {
     printf 'package main\n\nimport (\n\t"os"\n\n\t"github.com/distribution/distribution/v3/registry"\n'
     for d in "${REGISTRY_DRIVERS[@]}"; do printf '\t_ "github.com/distribution/distribution/v3/registry/storage/driver/%s"\n' "$d"; done
     printf ')\n\nfunc main() {\n\tif err := registry.RootCmd.Execute(); err != nil {\n\t\tos.Exit(1)\n\t}\n}\n'
-  } >"$registry_src/main.go"
-  gofmt -w "$registry_src/main.go"
-  printf 'module porter.local/registry\n\ngo 1.25\n\nrequire github.com/distribution/distribution/v3 %s\n' "$DISTRIBUTION_VERSION" >"$registry_src/go.mod"
-  (cd "$registry_src" && go mod tidy)
-  echo "$want" >"$registry_src/.drivers"
+  } | wrapper_module "$registry_src" "$DISTRIBUTION_VERSION ${REGISTRY_DRIVERS[*]}" github.com/distribution/distribution/v3 "$DISTRIBUTION_VERSION"
 }
 
 # Dex's go.mod replaces its api/v2 module with ./api/v2, which the module zip
