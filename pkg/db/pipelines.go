@@ -114,9 +114,6 @@ func (r PipelineRef) String() string {
 	return r.Name + "/" + strings.Join(parts, ",")
 }
 
-// instanceVarsJSON is the stored form of instance vars ('{}' for none).
-func instanceVarsJSON(v map[string]any) (string, error) { return pg.InstanceVarsJSON(v) }
-
 // SavePipelineInstance is SavePipeline for a pipeline named by ref: an
 // instance of an instanced pipeline when ref has instance vars.
 func (d *DB) SavePipelineInstance(ctx context.Context, teamID int, ref PipelineRef, cfg concourse.Config, from int64) (Pipeline, bool, error) {
@@ -163,7 +160,7 @@ func (d *DB) savePipeline(ctx context.Context, teamID int, ref PipelineRef, cfg 
 	if err != nil {
 		return Pipeline{}, false, fmt.Errorf("save pipeline %s: %w", name, err)
 	}
-	iv, err := instanceVarsJSON(ref.InstanceVars)
+	iv, err := pg.InstanceVarsJSON(ref.InstanceVars)
 	if err != nil {
 		return Pipeline{}, false, fmt.Errorf("save pipeline %s: %w", name, err)
 	}
@@ -377,7 +374,7 @@ func (d *DB) Pipeline(ctx context.Context, teamID int, name string) (Pipeline, e
 
 // PipelineInstance looks a team's pipeline up by name and instance vars.
 func (d *DB) PipelineInstance(ctx context.Context, teamID int, ref PipelineRef) (Pipeline, error) {
-	iv, err := instanceVarsJSON(ref.InstanceVars)
+	iv, err := pg.InstanceVarsJSON(ref.InstanceVars)
 	if err != nil {
 		return Pipeline{}, err
 	}
@@ -395,7 +392,7 @@ func (d *DB) OrderPipelineInstances(ctx context.Context, teamID int, name string
 	ivs := make([]string, len(instances))
 	for i, v := range instances {
 		var err error
-		if ivs[i], err = instanceVarsJSON(v); err != nil {
+		if ivs[i], err = pg.InstanceVarsJSON(v); err != nil {
 			return err
 		}
 	}

@@ -9,15 +9,6 @@ import (
 	"github.com/porter-ci/porter/pkg/concourse"
 )
 
-// Worker states, as fly shows them (concourse.WorkerState).
-const (
-	StateRunning  = concourse.WorkerRunning
-	StateStalled  = concourse.WorkerStalled
-	StateLanding  = concourse.WorkerLanding
-	StateLanded   = concourse.WorkerLanded
-	StateRetiring = concourse.WorkerRetiring
-)
-
 // Strategy is how a step's worker is chosen among those that can run it.
 type Strategy string
 
@@ -177,9 +168,9 @@ func (p Placer) Choose(cs []Candidate, req Requirements) (Candidate, error) {
 	var reasons []string
 	for _, c := range compatible {
 		switch {
-		case (c.State == StateLanding || c.State == StateRetiring) && slices.Contains(req.Started, c.Name):
+		case (c.State == concourse.WorkerLanding || c.State == concourse.WorkerRetiring) && slices.Contains(req.Started, c.Name):
 			ready = append(ready, c)
-		case c.State != StateRunning:
+		case c.State != concourse.WorkerRunning:
 			reasons = append(reasons, fmt.Sprintf("worker %s is %s", c.Name, c.State))
 		case p.Strategy == LimitActiveTasks && req.Task && p.MaxActiveTasks > 0 && c.ActiveTasks >= p.MaxActiveTasks:
 			reasons = append(reasons, fmt.Sprintf("worker %s runs %d active tasks, its limit", c.Name, c.ActiveTasks))

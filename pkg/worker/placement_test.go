@@ -10,7 +10,7 @@ import (
 
 func TestChoose(t *testing.T) {
 	linux := func(name string, mod ...func(*Candidate)) Candidate {
-		c := Candidate{Name: name, Platform: PlatformLinux, State: StateRunning}
+		c := Candidate{Name: name, Platform: PlatformLinux, State: concourse.WorkerRunning}
 		for _, m := range mod {
 			m(&c)
 		}
@@ -44,12 +44,12 @@ func TestChoose(t *testing.T) {
 			wantErr: "team blue"},
 		{name: "team prefers its own worker", workers: []Candidate{linux("general"), linux("own", team("blue"), load(9, 9))},
 			req: Requirements{Team: "blue"}, want: "own"},
-		{name: "team falls back to general workers", workers: []Candidate{linux("general"), linux("own", team("blue"), state(StateLanding))},
+		{name: "team falls back to general workers", workers: []Candidate{linux("general"), linux("own", team("blue"), state(concourse.WorkerLanding))},
 			req: Requirements{Team: "blue"}, want: "general"},
 		{name: "platform", workers: []Candidate{linux("l"), linux("w", windows)}, req: Requirements{Platform: PlatformWindows}, want: "w"},
-		{name: "stalled and landing workers take no steps", workers: []Candidate{linux("s", state(StateStalled)), linux("l", state(StateLanding))},
+		{name: "stalled and landing workers take no steps", workers: []Candidate{linux("s", state(concourse.WorkerStalled)), linux("l", state(concourse.WorkerLanding))},
 			wantBusy: true, wantErr: "worker s is stalled; worker l is landing"},
-		{name: "a landing worker still takes steps of builds that run on it", workers: []Candidate{linux("l", state(StateLanding))},
+		{name: "a landing worker still takes steps of builds that run on it", workers: []Candidate{linux("l", state(concourse.WorkerLanding))},
 			req: Requirements{Started: []string{"l"}}, want: "l"},
 		{name: "fewest build containers", workers: []Candidate{linux("busy", load(5, 1)), linux("idle", load(1, 1))}, want: "idle"},
 		{name: "limit active tasks waits at the limit", placer: Placer{Strategy: LimitActiveTasks, MaxActiveTasks: 2},
@@ -175,8 +175,8 @@ workers:
 
 	// A team with a namespace of its own runs only there, even when its
 	// worker is busy; other teams use the shared one.
-	cs := []Candidate{{Name: "local", Platform: PlatformLinux, State: StateRunning},
-		{Name: "local.main", Platform: PlatformLinux, Team: "main", State: StateLanding}}
+	cs := []Candidate{{Name: "local", Platform: PlatformLinux, State: concourse.WorkerRunning},
+		{Name: "local.main", Platform: PlatformLinux, Team: "main", State: concourse.WorkerLanding}}
 	_, err = Placer{}.Choose(cs, Requirements{Team: "main", OwnNamespace: true})
 	var busy *BusyError
 	if !errors.As(err, &busy) {

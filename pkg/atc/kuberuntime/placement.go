@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/worker"
 )
 
@@ -69,7 +70,7 @@ func (r *Runtime) CheckPlacement(req worker.Requirements) error {
 	var cs []worker.Candidate
 	for _, w := range r.workers {
 		cs = append(cs, worker.Candidate{Name: w.cfg.Name, Platform: w.cfg.Platform, Team: w.cfg.Team,
-			Tags: w.cfg.Tags, Privileged: w.cfg.AllowsPrivileged(), State: worker.StateRunning})
+			Tags: w.cfg.Tags, Privileged: w.cfg.AllowsPrivileged(), State: concourse.WorkerRunning})
 	}
 	_, err := worker.Placer{Intn: func(int) int { return 0 }}.Choose(cs, req)
 	return err

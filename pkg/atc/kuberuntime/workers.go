@@ -54,11 +54,11 @@ func (r *Runtime) register(ctx context.Context, w *Worker) bool {
 		err = w.pods.Run(ctx)
 	}
 	if err == nil {
-		_, err = r.store.HeartbeatWorker(ctx, r.record(w, worker.StateRunning))
+		_, err = r.store.HeartbeatWorker(ctx, r.record(w, concourse.WorkerRunning))
 		if err == nil {
 			// A worker that registers anew runs, as a Concourse worker that
 			// restarts does, whatever it was left as.
-			_, err = r.store.SetWorkerState(ctx, w.cfg.Name, worker.StateLanded, worker.StateRunning)
+			_, err = r.store.SetWorkerState(ctx, w.cfg.Name, concourse.WorkerLanded, concourse.WorkerRunning)
 		}
 	}
 	w.mu.Lock()
@@ -71,7 +71,7 @@ func (r *Runtime) register(ctx context.Context, w *Worker) bool {
 		return false
 	}
 	w.registered, w.lastErr = true, ""
-	r.metrics.WorkerState(w.cfg.Name, worker.StateRunning)
+	r.metrics.WorkerState(w.cfg.Name, concourse.WorkerRunning)
 	r.log.Info("worker registered", "worker", w.cfg.Name, "namespace", w.cfg.Namespace,
 		"platform", w.cfg.Platform, "tags", w.cfg.Tags, "team", w.cfg.Team)
 	return true
@@ -116,7 +116,7 @@ func (r *Runtime) heartbeat(ctx context.Context, w *Worker) (gone bool) {
 	probe, cancel := context.WithTimeout(ctx, r.probeTimeout())
 	err := w.kube.Discovery().RESTClient().Get().AbsPath("/version").Do(probe).Error()
 	cancel()
-	state := worker.StateRunning
+	state := concourse.WorkerRunning
 	w.mu.Lock()
 	switch {
 	case err != nil && w.lastErr == "":
@@ -128,7 +128,7 @@ func (r *Runtime) heartbeat(ctx context.Context, w *Worker) (gone bool) {
 	}
 	w.mu.Unlock()
 	if err != nil {
-		state = worker.StateStalled
+		state = concourse.WorkerStalled
 	}
 	recorded, err := r.store.HeartbeatWorker(ctx, r.record(w, state))
 	if err != nil {
@@ -138,7 +138,7 @@ func (r *Runtime) heartbeat(ctx context.Context, w *Worker) (gone bool) {
 		return false
 	}
 	r.metrics.WorkerState(w.cfg.Name, recorded)
-	if recorded != worker.StateLanding && recorded != worker.StateRetiring {
+	if recorded != concourse.WorkerLanding && recorded != concourse.WorkerRetiring {
 		return false
 	}
 	if n, err := r.store.BuildsOnWorker(ctx, w.cfg.Name); err != nil || n > 0 {
@@ -147,12 +147,12 @@ func (r *Runtime) heartbeat(ctx context.Context, w *Worker) (gone bool) {
 		}
 		return false
 	}
-	if recorded == worker.StateLanding {
-		if ok, err := r.store.SetWorkerState(ctx, w.cfg.Name, worker.StateLanding, worker.StateLanded); err != nil {
+	if recorded == concourse.WorkerLanding {
+		if ok, err := r.store.SetWorkerState(ctx, w.cfg.Name, concourse.WorkerLanding, concourse.WorkerLanded); err != nil {
 			r.log.Warn("land worker", "worker", w.cfg.Name, "err", err)
 		} else if ok {
 			r.log.Info("worker landed", "worker", w.cfg.Name)
-			r.metrics.WorkerState(w.cfg.Name, worker.StateLanded)
+			r.metrics.WorkerState(w.cfg.Name, concourse.WorkerLanded)
 		}
 		return false
 	}
