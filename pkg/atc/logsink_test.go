@@ -1,47 +1,16 @@
 package atc
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/test/testenv"
 )
-
-// memStore keeps the sink's chunks in memory.
-type memStore struct {
-	blobstore.Store // the methods a log does not use
-	mu              sync.Mutex
-	objs            map[string][]byte
-}
-
-func (m *memStore) Put(_ context.Context, key string, body io.Reader, _ int64, _ blobstore.PutOptions) (blobstore.ObjectInfo, error) {
-	data, err := io.ReadAll(body)
-	if err != nil {
-		return blobstore.ObjectInfo{}, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.objs[key] = data
-	return blobstore.ObjectInfo{Key: key, Size: int64(len(data))}, nil
-}
-
-func (m *memStore) Get(_ context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	data, ok := m.objs[key]
-	if !ok {
-		return nil, blobstore.ObjectInfo{}, blobstore.ErrNotFound
-	}
-	return io.NopCloser(bytes.NewReader(data)), blobstore.ObjectInfo{Key: key, Size: int64(len(data))}, nil
-}
 
 // logWriters counts the goroutines in a build log's writer, looked at
 // once: an owner that joined its writers leaves none, with no waiting.
@@ -51,10 +20,11 @@ func logWriters() int {
 	return strings.Count(string(buf), "buildlog.(*Log).Run(")
 }
 
-// The sink owns its builds' log writers: FinishBuild and Close return only
+// The sink owns its builds' log writers (its logs in a real MinIO): FinishBuild and Close return only
 // once the writer has ended, though the context they were started with is
 // still live.
 func TestLogSinkJoinsItsLogWriters(t *testing.T) {
+	store := testenv.MinIOStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, tc := range []struct {
@@ -68,7 +38,7 @@ func TestLogSinkJoinsItsLogWriters(t *testing.T) {
 			if n := logWriters(); n != 0 {
 				t.Fatalf("%d log writers before the test", n)
 			}
-			k, err := NewLogSink(&memStore{objs: map[string][]byte{}}, 0, slog.New(slog.DiscardHandler))
+			k, err := NewLogSink(store, 0, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
