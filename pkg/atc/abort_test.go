@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/test/testenv"
 )
@@ -29,7 +30,7 @@ func TestAbortOfARunningBuildIsRecorded(t *testing.T) {
 	}
 	runCtx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
-	s := &Server{db: d, log: log, cfg: Config{ServerID: "s1"}, builds: map[int64]*exec.Build{rec.ID: {Abort: abort}}}
+	s := &Server{db: d, log: log, cfg: Config{ServerID: "s1"}, builds: map[int64]*buildstate.Build{rec.ID: {Abort: abort}}}
 
 	if rec, err = d.Build(ctx, rec.ID); err != nil {
 		t.Fatal(err)
@@ -74,7 +75,7 @@ func TestAbortWithoutTheDatabase(t *testing.T) {
 	down.Close()
 	runCtx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
-	s := &Server{db: down, log: log, cfg: Config{ServerID: "s1"}, builds: map[int64]*exec.Build{rec.ID: {Abort: abort}}}
+	s := &Server{db: down, log: log, cfg: Config{ServerID: "s1"}, builds: map[int64]*buildstate.Build{rec.ID: {Abort: abort}}}
 	if err := (apiEngine{s}).AbortBuild(ctx, rec); err != nil {
 		t.Errorf("abort of a build running here, database down: %v", err)
 	}
@@ -82,7 +83,7 @@ func TestAbortWithoutTheDatabase(t *testing.T) {
 		t.Errorf("the running build was not aborted: cause %v", context.Cause(runCtx))
 	}
 	// Nobody runs it here: the failed record is the answer.
-	if err := (apiEngine{&Server{db: down, log: log, builds: map[int64]*exec.Build{}}}).AbortBuild(ctx, rec); err == nil {
+	if err := (apiEngine{&Server{db: down, log: log, builds: map[int64]*buildstate.Build{}}}).AbortBuild(ctx, rec); err == nil {
 		t.Error("abort of a build running elsewhere, database down: no error")
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/atc/buildlog/buildlogtest"
-	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/test/testenv"
@@ -24,7 +24,7 @@ func TestBuildAuditIsKeyedByID(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := &Server{store: store, log: slog.New(slog.DiscardHandler)}
-	for _, b := range []*exec.Build{
+	for _, b := range []*buildstate.Build{
 		{ID: 41, Name: "1", Team: "main", Pipeline: "a", Job: "j"},
 		{ID: 42, Name: "1", Team: "main", Pipeline: "b", Job: "j"},
 	} {
@@ -51,8 +51,8 @@ func TestBuildAuditRedactsCredentials(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := &Server{store: store, log: slog.New(slog.DiscardHandler)}
-	b := &exec.Build{ID: 43, Name: "1", Team: "main", Log: buildlogtest.Logs(t, nil).Open(43)}
-	b.State.Steps = map[concourse.PlanID]*exec.StepRecord{"p1": {Error: "login as s3cret-user failed"}}
+	b := &buildstate.Build{ID: 43, Name: "1", Team: "main", Log: buildlogtest.Logs(t, nil).Open(43)}
+	b.State.Steps = map[concourse.PlanID]*buildstate.StepRecord{"p1": {Error: "login as s3cret-user failed"}}
 	b.Log.Redact([]string{"s3cret-user"})
 	s.writeBuildAudit(ctx, b, concourse.StatusErrored, time.Now())
 	rc, _, err := store.Get(ctx, blobstore.BuildPrefix("43")+"build.json")
@@ -75,7 +75,7 @@ func TestBuildAuditOfAReusedID(t *testing.T) {
 	defer cancel()
 	s := &Server{store: store, log: slog.New(slog.DiscardHandler)}
 	first := time.Date(2026, 11, 27, 10, 0, 0, 123456000, time.UTC)
-	builds := []*exec.Build{
+	builds := []*buildstate.Build{
 		{ID: 44, Name: "44", Team: "main", Created: first},
 		{ID: 44, Name: "44", Team: "other", Created: first.Add(time.Hour)},
 	}

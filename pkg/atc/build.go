@@ -10,6 +10,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
@@ -37,8 +38,8 @@ func (s *Server) createBuild(ctx context.Context, team db.Team, createdBy string
 	return rec, nil
 }
 
-func (s *Server) newBuild(rec db.Build, team db.Team) *exec.Build {
-	return &exec.Build{ID: rec.ID, Name: rec.Name, Team: team.Name, TeamID: team.ID, Created: rec.CreateTime,
+func (s *Server) newBuild(rec db.Build, team db.Team) *buildstate.Build {
+	return &buildstate.Build{ID: rec.ID, Name: rec.Name, Team: team.Name, TeamID: team.ID, Created: rec.CreateTime,
 		Log: s.logs.Open(rec.ID), Done: make(chan struct{})}
 }
 
@@ -74,7 +75,7 @@ func (f followedBuilds) Build(ctx context.Context, id int64) (db.Build, error) {
 // status event, not the stored one, which gets that event only after the
 // database has the build finished. It wakes followers waiting for a build
 // to start here.
-func (s *Server) register(b *exec.Build) {
+func (s *Server) register(b *buildstate.Build) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.builds[b.ID] = b
@@ -87,7 +88,7 @@ func (s *Server) register(b *exec.Build) {
 // startBuild runs the build in the background. The build outlives the
 // request that created it, but not the server: on shutdown it stops where
 // it is and the next server resumes it.
-func (s *Server) startBuild(ctx context.Context, b *exec.Build, plan concourse.Plan) {
+func (s *Server) startBuild(ctx context.Context, b *buildstate.Build, plan concourse.Plan) {
 	runCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
 	b.Abort = abort
 	runCtx, span := s.observeBuildStart(runCtx, b)
@@ -118,7 +119,7 @@ func (s *Server) startBuild(ctx context.Context, b *exec.Build, plan concourse.P
 // finishBuild records the build's end, durably, and releases it. b must be
 // in the running set (register): the database says the build ended before
 // its status event is stored, so followers must read its live log.
-func (s *Server) finishBuild(ctx context.Context, b *exec.Build, status concourse.BuildStatus) {
+func (s *Server) finishBuild(ctx context.Context, b *buildstate.Build, status concourse.BuildStatus) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	now := time.Now()
@@ -150,16 +151,16 @@ func (s *Server) finishBuild(ctx context.Context, b *exec.Build, status concours
 
 // auditBuild is builds/<id>/build.json.
 type auditBuild struct {
-	ID      int64                                 `json:"id"`
-	Name    string                                `json:"name"`
-	Team    string                                `json:"team_name"`
-	Status  concourse.BuildStatus                 `json:"status"`
-	EndTime int64                                 `json:"end_time"`
-	Steps   map[concourse.PlanID]*exec.StepRecord `json:"steps"`
+	ID      int64                                       `json:"id"`
+	Name    string                                      `json:"name"`
+	Team    string                                      `json:"team_name"`
+	Status  concourse.BuildStatus                       `json:"status"`
+	EndTime int64                                       `json:"end_time"`
+	Steps   map[concourse.PlanID]*buildstate.StepRecord `json:"steps"`
 }
 
 // writeBuildAudit writes builds/<id>/build.json once, when the build ends.
-func (s *Server) writeBuildAudit(ctx context.Context, b *exec.Build, status concourse.BuildStatus, end time.Time) {
+func (s *Server) writeBuildAudit(ctx context.Context, b *buildstate.Build, status concourse.BuildStatus, end time.Time) {
 	var body []byte
 	var err error
 	b.Update(func() {

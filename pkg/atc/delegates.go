@@ -6,6 +6,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/events"
@@ -17,7 +18,9 @@ type logDelegates struct{}
 
 var _ exec.DelegateFactory = logDelegates{}
 
-func (logDelegates) BuildDelegate(b *exec.Build) exec.BuildDelegate { return buildDelegate{log: b.Log} }
+func (logDelegates) BuildDelegate(b *buildstate.Build) exec.BuildDelegate {
+	return buildDelegate{log: b.Log}
+}
 
 // buildDelegate reports for one build into its log.
 type buildDelegate struct{ log *buildlog.Log }

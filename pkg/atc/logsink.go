@@ -9,6 +9,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events"
@@ -34,7 +35,7 @@ type LogSink struct {
 // sinkBuild is a running build and the writer of its log, which the sink
 // owns: FinishBuild and Close return only once it has ended.
 type sinkBuild struct {
-	*exec.Build
+	*buildstate.Build
 	stopLog context.CancelFunc
 	logDone chan struct{}
 }
@@ -104,7 +105,7 @@ func (k *LogSink) StartBuild(ctx context.Context, buildID int64, stepIDs ...stri
 	if _, exists := k.builds[buildID]; exists {
 		return fmt.Errorf("build %d is already running", buildID)
 	}
-	b := &exec.Build{ID: buildID, Name: fmt.Sprint(buildID), Team: "main", TeamID: 1, Log: k.logs.Open(buildID), Done: make(chan struct{})}
+	b := &buildstate.Build{ID: buildID, Name: fmt.Sprint(buildID), Team: "main", TeamID: 1, Log: k.logs.Open(buildID), Done: make(chan struct{})}
 	b.Log.Append(events.Status{Status: concourse.StatusStarted, Time: time.Now().Unix()})
 	// The log ends on its own once the build is finished and durable.
 	logCtx, stop := context.WithCancel(ctx)

@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/metrics"
@@ -132,7 +133,7 @@ func (s *Server) setReady() { s.obs.ready.Store(true) }
 
 // observeBuildStart counts a build that starts running and opens its span
 // (the root of the build's trace); the span ends with the build's run.
-func (s *Server) observeBuildStart(ctx context.Context, b *exec.Build) (context.Context, trace.Span) {
+func (s *Server) observeBuildStart(ctx context.Context, b *buildstate.Build) (context.Context, trace.Span) {
 	s.obs.metrics.BuildStarted()
 	if s.obs.tracer == nil {
 		return ctx, trace.SpanFromContext(ctx)
@@ -257,7 +258,7 @@ func (s *Server) podFailed(ctx context.Context, st *exec.StepState, err error) {
 
 // buildLabel is how people name a build: pipeline/job #name, or #name for a
 // one-off.
-func buildLabel(b *exec.Build) string {
+func buildLabel(b *buildstate.Build) string {
 	if b.Pipeline != "" {
 		return b.Pipeline + "/" + b.Job + " #" + b.Name
 	}

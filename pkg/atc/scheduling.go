@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
@@ -143,7 +144,7 @@ func (st schedStarter) RunCheck(ctx context.Context, rec db.JobBuild, plan conco
 
 // checkError is what a finished check build shows on its resource: empty when
 // it succeeded, else the failing step's error.
-func checkError(ctx context.Context, s *Server, b *exec.Build, timedOut bool, timeout time.Duration) string {
+func checkError(ctx context.Context, s *Server, b *buildstate.Build, timedOut bool, timeout time.Duration) string {
 	if timedOut {
 		return fmt.Sprintf("check timed out after %s", timeout)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/atc/buildlog/buildlogtest"
 	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
@@ -74,7 +75,7 @@ func TestCheckBuildsRecordTheirEndOnTheResource(t *testing.T) {
 		if err := json.Unmarshal([]byte(tc.plan), &plan); err != nil {
 			t.Fatal(err)
 		}
-		s := &Server{db: d, log: log, store: store, logs: buildlogtest.Logs(t, store), cfg: Config{ServerID: "s1"}, builds: map[int64]*exec.Build{}, steps: map[string]*exec.StepState{}}
+		s := &Server{db: d, log: log, store: store, logs: buildlogtest.Logs(t, store), cfg: Config{ServerID: "s1"}, builds: map[int64]*buildstate.Build{}, steps: map[string]*exec.StepState{}}
 		s.exec = s.newExec()
 		s.sch = newScheduling(s, checkPlanner{plan: plan})
 		r, err := d.LookupResource(ctx, team.ID, "p", "repo")

@@ -22,6 +22,7 @@ import (
 	"github.com/porter-ci/porter/pkg/atc/apiserver"
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/atc/exec"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
 	"github.com/porter-ci/porter/pkg/atc/webui"
 	"github.com/porter-ci/porter/pkg/auth"
@@ -206,7 +207,7 @@ type Server struct {
 	listenerDied chan error
 
 	mu     sync.Mutex
-	builds map[int64]*exec.Build // builds this server is running
+	builds map[int64]*buildstate.Build // builds this server is running
 	// buildStarted is closed, and replaced, whenever a build joins builds:
 	// followers waiting for a build to start here look again at once.
 	buildStarted chan struct{}
@@ -257,7 +258,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys, logs: logs,
 		issuer: auth.NewIssuer(deps.SigningKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL),
-		builds: map[int64]*exec.Build{}, buildStarted: make(chan struct{}), steps: map[string]*exec.StepState{}, started: time.Now(),
+		builds: map[int64]*buildstate.Build{}, buildStarted: make(chan struct{}), steps: map[string]*exec.StepState{}, started: time.Now(),
 		audit: deps.Audit}
 	s.events = buildlog.NewFollower(logs, followedBuilds{s})
 	if cfg.Vault != nil {
@@ -521,7 +522,7 @@ func (s *Server) forgetStep(id string) {
 }
 
 // running returns the build if this server runs it.
-func (s *Server) running(id int64) (*exec.Build, bool) {
+func (s *Server) running(id int64) (*buildstate.Build, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.builds[id]

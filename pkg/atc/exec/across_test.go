@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/pipeline"
 )
@@ -21,7 +22,7 @@ func (stateStore) SaveBuildState(context.Context, int64, json.RawMessage) error 
 func acrossExecutor(t *testing.T, f *fakeLeaves) *RunState {
 	t.Helper()
 	r := &Runner{db: stateStore{}, log: slog.New(slog.DiscardHandler), delegates: &reports{}}
-	b := &Build{ID: 1, Name: "1", Team: "main", TeamID: 1}
+	b := &buildstate.Build{ID: 1, Name: "1", Team: "main", TeamID: 1}
 	x := newRunState(r, b)
 	x.leaf = f.run
 	return x

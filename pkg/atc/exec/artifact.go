@@ -43,7 +43,7 @@ func (s ArtifactOutputStep) Run(ctx context.Context, x *RunState) (bool, error) 
 	}
 	if err := x.r.retryDB(ctx, "keep an output", func(ctx context.Context) error {
 		_, err := x.r.db.CreateArtifact(ctx, db.Artifact{TeamID: x.b.TeamID, BuildID: x.b.ID, Name: name,
-			Key: a.Key, Digest: a.Digest, Size: a.Size, WorkerName: x.r.artifactWorker()})
+			Key: a.Key, Digest: a.Digest, Size: a.Size, WorkerName: x.r.cfg.ArtifactWorker})
 		return err
 	}); err != nil {
 		return false, fmt.Errorf("keep output %q: %w", name, err)

@@ -18,7 +18,7 @@ var (
 )
 
 // SaveState writes the build's state to the database.
-func (s *Runner) SaveState(ctx context.Context, b *Build) {
+func (s *Runner) SaveState(ctx context.Context, b *buildstate.Build) {
 	body, err := b.MarshalState()
 	if err == nil {
 		err = s.retryDB(ctx, "save the build's state", func(ctx context.Context) error { return s.db.SaveBuildState(ctx, b.ID, body) })
@@ -27,12 +27,3 @@ func (s *Runner) SaveState(ctx context.Context, b *Build) {
 		s.log.Error("save build state", "build", b.ID, "err", err)
 	}
 }
-
-// The build and its state are buildstate's; the steps and the engine name
-// them here too.
-type (
-	Build           = buildstate.Build
-	BuildState      = buildstate.BuildState
-	StepRecord      = buildstate.StepRecord
-	resourceVersion = buildstate.Version
-)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
@@ -40,9 +41,9 @@ func (s CheckStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	if err := json.Unmarshal(fin.GetResponse(), &printed); err != nil {
 		return x.failResource(ctx, p, r, fmt.Errorf("check printed JSON that is not a list of versions: %w", err))
 	}
-	versions := make([]resourceVersion, 0, len(printed))
+	versions := make([]buildstate.Version, 0, len(printed))
 	for _, v := range printed {
-		versions = append(versions, resourceVersion{Version: v})
+		versions = append(versions, buildstate.Version{Version: v})
 	}
 	x.b.Update(func() {
 		r.Versions = versions

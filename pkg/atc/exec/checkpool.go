@@ -8,6 +8,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/atc/checkpods"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskimage"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -38,7 +39,7 @@ func (r *Runner) RetireCheckPod(stepID string) {
 
 // acquireCheckPod returns the step ID of a ready check pod for a's key,
 // creating it (as the caller's step) when there is none to take checks.
-func (x *RunState) acquireCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w Worker, a *action.Action) (checkpods.Lease, error) {
+func (x *RunState) acquireCheckPod(ctx context.Context, p *concourse.Plan, r *buildstate.StepRecord, w Worker, a *action.Action) (checkpods.Lease, error) {
 	key := checkpods.Key{Team: x.b.Team, Pipeline: x.b.PipelineID, Worker: w.Name(), Image: a.Image, Tags: strings.Join(a.Tags, ","), Platform: a.Platform}
 	return x.r.checkPods.Acquire(ctx, key,
 		func() string { return podspec.CheckPodStepID(x.b.Team, stepplan.RandomSuffix()) },
@@ -48,7 +49,7 @@ func (x *RunState) acquireCheckPod(ctx context.Context, p *concourse.Plan, r *St
 // startCheckPod declares the check pod as the caller's step and waits
 // until its sidecar reports the (idle) step done: from then on it serves
 // sessions.
-func (x *RunState) startCheckPod(ctx context.Context, p *concourse.Plan, r *StepRecord, w Worker, a *action.Action, stepID string) error {
+func (x *RunState) startCheckPod(ctx context.Context, p *concourse.Plan, r *buildstate.StepRecord, w Worker, a *action.Action, stepID string) error {
 	s, b := x.r, x.b
 	act := *a
 	act.StepID, act.StepName, act.Idle = stepID, "checks", true
@@ -91,7 +92,7 @@ func (x *RunState) startCheckPod(ctx context.Context, p *concourse.Plan, r *Step
 // request on stdin, stderr as the check's log, stdout its response. The
 // check has a container record of its own, on the pod, so that `fly
 // intercept --check` reaches the pod while it is the resource's latest.
-func (x *RunState) runPooledCheck(ctx context.Context, p *concourse.Plan, r *StepRecord, w Worker, a *action.Action, stdin []byte, name string) *eventspb.StepFinished {
+func (x *RunState) runPooledCheck(ctx context.Context, p *concourse.Plan, r *buildstate.StepRecord, w Worker, a *action.Action, stdin []byte, name string) *eventspb.StepFinished {
 	s, b := x.r, x.b
 	d := x.delegate(p.ID)
 	lease, err := x.acquireCheckPod(ctx, p, r, w, a)
@@ -164,7 +165,7 @@ func interruptedFinish(cause error) *eventspb.StepFinished {
 
 // pooledCheckEnded shows the end of a pooled check as podEnded does a
 // pod's.
-func (x *RunState) pooledCheckEnded(p *concourse.Plan, r *StepRecord, fin *eventspb.StepFinished) {
+func (x *RunState) pooledCheckEnded(p *concourse.Plan, r *buildstate.StepRecord, fin *eventspb.StepFinished) {
 	if msg := fin.GetError(); msg != "" && fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED && fin.GetResult() != eventspb.Result_RESULT_ABORTED {
 		x.delegate(p.ID).Errored(msg)
 	}

@@ -3,6 +3,7 @@ package exec
 import (
 	"encoding/json"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/events"
@@ -16,7 +17,7 @@ import (
 
 // DelegateFactory gives each build's steps their delegates (the engine).
 type DelegateFactory interface {
-	BuildDelegate(b *Build) BuildDelegate
+	BuildDelegate(b *buildstate.Build) BuildDelegate
 }
 
 // BuildDelegate reports for a whole build.

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/events"
@@ -23,7 +24,7 @@ type reports struct {
 	secrets []string
 }
 
-func (r *reports) BuildDelegate(*Build) BuildDelegate { return r }
+func (r *reports) BuildDelegate(*buildstate.Build) BuildDelegate { return r }
 
 func (r *reports) StepDelegate(id concourse.PlanID) StepDelegate {
 	return reporter{r: r, id: id}

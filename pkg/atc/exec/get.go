@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
@@ -65,7 +66,7 @@ func (s GetStep) Run(ctx context.Context, x *RunState) (bool, error) {
 		return true, nil
 	}))
 	if done {
-		var rec StepRecord
+		var rec buildstate.StepRecord
 		x.b.Update(func() { rec = *r })
 		if rec.Status == concourse.StatusSucceeded {
 			x.noteFetched(gp, rec.Version)
@@ -110,7 +111,7 @@ func (s GetStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	if cached == nil {
 		x.saveResourceCache(ctx, r, gp, art, resp)
 	}
-	if err := x.r.recordBuildVersion(ctx, x.b, gp.Name, gp.Resource, resourceVersion(resp), true); err != nil {
+	if err := x.r.recordBuildVersion(ctx, x.b, gp.Name, gp.Resource, buildstate.Version(resp), true); err != nil {
 		return x.failResource(ctx, p, r, fmt.Errorf("record the version of %s: %w", gp.Name, err))
 	}
 	return x.endResource(ctx, p, r, fin)
@@ -137,7 +138,7 @@ func (x *RunState) getVersion(gp *concourse.GetPlan) (map[string]string, error) 
 	return v, nil
 }
 
-func (x *RunState) saveResourceCache(ctx context.Context, r *StepRecord, gp *concourse.GetPlan, art api.ArtifactRef, resp resourceResponse) {
+func (x *RunState) saveResourceCache(ctx context.Context, r *buildstate.StepRecord, gp *concourse.GetPlan, art api.ArtifactRef, resp resourceResponse) {
 	var key string
 	x.b.Update(func() { key = r.CacheKey })
 	if key == "" {

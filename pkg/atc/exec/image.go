@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskimage"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -133,7 +134,7 @@ func (x *RunState) imageCheck(ctx context.Context, task, p *concourse.Plan) (map
 // removeImageCheck removes an image check's pod and container once it
 // ended: its outcome and log are in the build's events, and the task's
 // container is then the build's one to intercept, as before the check.
-func (x *RunState) removeImageCheck(ctx context.Context, r *StepRecord) {
+func (x *RunState) removeImageCheck(ctx context.Context, r *buildstate.StepRecord) {
 	var stepID, workerName, container string
 	x.b.Update(func() { stepID, workerName, container = r.StepID, r.Worker, r.Container })
 	if stepID == "" {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/imagecache"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskimage"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -58,7 +59,7 @@ func TestArtifactImage(t *testing.T) {
 
 func TestTaskImageBeforeAnyCheck(t *testing.T) {
 	s := &Runner{images: taskimage.Resolver{Cache: imagecache.New(time.Minute, 10)}, log: slog.New(slog.DiscardHandler), delegates: &reports{}}
-	x := newRunState(s, &Build{TeamID: 1})
+	x := newRunState(s, &buildstate.Build{TeamID: 1})
 	taskPlan := func(cfg string, types []concourse.ResourceType) *concourse.Plan {
 		raw, _ := json.Marshal(types)
 		return &concourse.Plan{ID: "7", Task: &concourse.TaskPlan{Name: "unit", Config: json.RawMessage(cfg), ResourceTypes: raw}}
@@ -105,7 +106,7 @@ func TestTaskImageBeforeAnyCheck(t *testing.T) {
 func TestTaskImageFromTheCache(t *testing.T) {
 	s := &Runner{images: taskimage.Resolver{Cache: imagecache.New(time.Minute, 10),
 		Defaults: map[string]map[string]any{"registry-image": {"insecure": true}}}, log: slog.New(slog.DiscardHandler), delegates: &reports{}}
-	x := newRunState(s, &Build{TeamID: 3})
+	x := newRunState(s, &buildstate.Build{TeamID: 3})
 	ir := &taskconfig.ImageResource{Type: "registry-image", Source: map[string]any{"repository": "busybox"}}
 	// The key is of the source with the defaults: what the check would see.
 	key, err := imagecache.Key(3, "registry-image", concourse.TypeImage{BaseType: "registry-image"}, nil, map[string]any{"repository": "busybox", "insecure": true})

@@ -13,7 +13,7 @@ import (
 func (x *RunState) stepVars(static map[string]any) *stepvars.Step {
 	return &stepvars.Step{Static: static, Locals: x.locals, Sources: x.varSources,
 		Credentials: func() vars.Resolver {
-			return creds.Resolver{K: x.r.credentials(), Team: x.b.Team, Pipeline: x.b.Pipeline}
+			return creds.Resolver{K: x.r.creds, Team: x.b.Team, Pipeline: x.b.Pipeline}
 		},
 		Redact: func(secrets []string) { x.d.Redact(secrets) }}
 }

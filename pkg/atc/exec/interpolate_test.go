@@ -20,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskplan"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -45,7 +46,7 @@ func credsExecutor(t *testing.T, store blobstore.Store, objs ...runtime.Object) 
 	s := New(Config{}, Deps{Store: (*db.DB)(nil), Blobs: store, Runtime: fakeRuntime{worker: fakeWorker{name: "w", namespace: "steps"}},
 		Log: slog.New(slog.DiscardHandler), Delegates: &reports{},
 		Credentials: &creds.Kubernetes{Client: kube, NamespacePrefix: creds.DefaultNamespacePrefix}})
-	b := &Build{ID: 7, Name: "7", Team: "main", TeamID: 1, Pipeline: "pipe", Job: "j"}
+	b := &buildstate.Build{ID: 7, Name: "7", Team: "main", TeamID: 1, Pipeline: "pipe", Job: "j"}
 	return newRunState(s, b), kube
 }
 

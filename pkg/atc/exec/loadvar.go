@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/blobstore"
@@ -90,7 +91,7 @@ func (x *RunState) readLoadVar(ctx context.Context, lv *concourse.LoadVarPlan) (
 }
 
 // failStep ends a step that runs no pod as errored, with err in the build.
-func (x *RunState) failStep(ctx context.Context, d StepDelegate, r *StepRecord, err error) (bool, error) {
+func (x *RunState) failStep(ctx context.Context, d StepDelegate, r *buildstate.StepRecord, err error) (bool, error) {
 	if errors.Is(err, ErrAborted) || errors.Is(err, ErrShutdown) || errors.Is(err, ErrTimeout) {
 		return false, err
 	}

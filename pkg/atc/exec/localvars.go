@@ -84,7 +84,7 @@ func (x *RunState) buildPipeline(ctx context.Context) (db.Pipeline, error) {
 // manager, as in Concourse, and are redacted like any credential.
 func (x *RunState) vaultSource(ctx context.Context, config any) (vars.Resolver, error) {
 	if m, ok := config.(map[string]any); ok && stepvars.ContainsVars(m) {
-		filled, used, err := vars.Interpolate(ctx, m, creds.Resolver{K: x.r.credentials(), Team: x.b.Team, Pipeline: x.b.Pipeline})
+		filled, used, err := vars.Interpolate(ctx, m, creds.Resolver{K: x.r.creds, Team: x.b.Team, Pipeline: x.b.Pipeline})
 		if used != nil {
 			x.d.Redact(used.Redactions())
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
@@ -22,7 +23,7 @@ const MaxPodAttempts = 3
 // stepPod is one step's pod as runStepPod creates it, and again when it is
 // lost.
 type stepPod struct {
-	record *StepRecord
+	record *buildstate.StepRecord
 	worker Worker
 	// action is the step's; each attempt gets its own StepID (its pod,
 	// Secret, blob prefix and event sequence are the attempt's own).
@@ -130,7 +131,7 @@ func (s *Runner) recordContainer(ctx context.Context, c db.Container) (db.Contai
 // the step is gone (deleted, or never created, while no server followed it)
 // and the step may start again in a new pod (restartable, attempts left);
 // the build's log then says so.
-func (x *RunState) restartGone(ctx context.Context, p *concourse.Plan, w Worker, rec StepRecord, restartable bool) bool {
+func (x *RunState) restartGone(ctx context.Context, p *concourse.Plan, w Worker, rec buildstate.StepRecord, restartable bool) bool {
 	attempt := max(rec.Attempt, 1)
 	if !restartable || attempt >= MaxPodAttempts {
 		return false

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
@@ -51,7 +52,7 @@ func (s PutStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	}
 	d.FinishPut(0, resp.Version, stepplan.EventMetadata(resp.Metadata))
 	x.b.Update(func() { r.Version, r.Metadata = resp.Version, resp.Metadata })
-	if err := x.r.recordBuildVersion(ctx, x.b, pp.Name, pp.Resource, resourceVersion(resp), false); err != nil {
+	if err := x.r.recordBuildVersion(ctx, x.b, pp.Name, pp.Resource, buildstate.Version(resp), false); err != nil {
 		return x.failResource(ctx, p, r, fmt.Errorf("record the version of %s: %w", pp.Name, err))
 	}
 	return x.endResource(ctx, p, r, fin)

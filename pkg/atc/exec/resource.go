@@ -12,6 +12,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/atc/stepevents"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -68,7 +69,7 @@ func withoutWorkerEvent() resourceOption {
 // restart. done says the step had already finished (err is its outcome);
 // otherwise fin is how the pod ended (nil: the server is stopping, err
 // says why; or a cache hit, left to the caller).
-func (x *RunState) runResource(ctx context.Context, p *concourse.Plan, r *StepRecord, step resourceStep,
+func (x *RunState) runResource(ctx context.Context, p *concourse.Plan, r *buildstate.StepRecord, step resourceStep,
 	initialize func(), request func() (map[string]any, error), opts ...resourceOption,
 ) (fin *eventspb.StepFinished, done bool, err error) {
 	var o resourceRun
@@ -77,7 +78,7 @@ func (x *RunState) runResource(ctx context.Context, p *concourse.Plan, r *StepRe
 	}
 	s, b := x.r, x.b
 	var (
-		rec      StepRecord
+		rec      buildstate.StepRecord
 		finished bool
 	)
 	b.Update(func() { rec, finished = *r, r.Finished() })
@@ -151,7 +152,7 @@ func (x *RunState) runResource(ctx context.Context, p *concourse.Plan, r *StepRe
 
 // podEnded shows a pod's error and lets its pod go; the record is written
 // by endResource once the response is taken in.
-func (x *RunState) podEnded(ctx context.Context, r *StepRecord, st *StepState, fin *eventspb.StepFinished) (*eventspb.StepFinished, bool, error) {
+func (x *RunState) podEnded(ctx context.Context, r *buildstate.StepRecord, st *StepState, fin *eventspb.StepFinished) (*eventspb.StepFinished, bool, error) {
 	if fin == nil {
 		return nil, false, interrupted(ctx)
 	}
@@ -168,17 +169,17 @@ func (x *RunState) podEnded(ctx context.Context, r *StepRecord, st *StepState, f
 }
 
 // replayed is the outcome of a step that ended earlier (or could not start).
-func (x *RunState) replayed(r *StepRecord, err error) (bool, error) {
+func (x *RunState) replayed(r *buildstate.StepRecord, err error) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	var rec StepRecord
+	var rec buildstate.StepRecord
 	x.b.Update(func() { rec = *r })
 	return stepOutcome(rec.Status, rec.Error)
 }
 
 // endResource records how the step ended.
-func (x *RunState) endResource(ctx context.Context, p *concourse.Plan, r *StepRecord, fin *eventspb.StepFinished) (bool, error) {
+func (x *RunState) endResource(ctx context.Context, p *concourse.Plan, r *buildstate.StepRecord, fin *eventspb.StepFinished) (bool, error) {
 	status := buildStatus(fin.GetResult())
 	x.b.Update(func() { r.Status, r.Error, r.EndTime = status, fin.GetError(), time.Now().Unix() })
 	x.r.SaveState(ctx, x.b)
@@ -189,7 +190,7 @@ func (x *RunState) endResource(ctx context.Context, p *concourse.Plan, r *StepRe
 }
 
 // failResource ends the step as errored with err shown in the build.
-func (x *RunState) failResource(ctx context.Context, p *concourse.Plan, r *StepRecord, err error) (bool, error) {
+func (x *RunState) failResource(ctx context.Context, p *concourse.Plan, r *buildstate.StepRecord, err error) (bool, error) {
 	if errors.Is(err, ErrAborted) || errors.Is(err, ErrShutdown) || errors.Is(err, ErrTimeout) {
 		return false, err
 	}

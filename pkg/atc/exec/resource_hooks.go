@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 )
@@ -13,7 +14,7 @@ import (
 // when b is a resource's check build and the step checks that resource,
 // and wakes the scheduler if any is new. Other checks (of a resource
 // type's image, in a job's or a one-off build) save nothing.
-func (s *Runner) recordCheck(ctx context.Context, b *Build, p *concourse.CheckPlan, versions []resourceVersion) error {
+func (s *Runner) recordCheck(ctx context.Context, b *buildstate.Build, p *concourse.CheckPlan, versions []buildstate.Version) error {
 	rec, err := s.db.JobBuildByID(ctx, b.ID)
 	if err != nil {
 		return fmt.Errorf("record the check's versions: %w", err)
@@ -41,7 +42,7 @@ func (s *Runner) recordCheck(ctx context.Context, b *Build, p *concourse.CheckPl
 // recordBuildVersion records the version a job build's get (input) or put
 // (output) step named name used or produced, so that `passed:` sees it.
 // Steps of one-off builds, and gets of images, record nothing.
-func (s *Runner) recordBuildVersion(ctx context.Context, b *Build, name, resource string, v resourceVersion, input bool) error {
+func (s *Runner) recordBuildVersion(ctx context.Context, b *buildstate.Build, name, resource string, v buildstate.Version, input bool) error {
 	rec, err := s.db.JobBuildByID(ctx, b.ID)
 	if err != nil {
 		return fmt.Errorf("record the version of %s: %w", name, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/test/testenv"
@@ -58,11 +59,11 @@ func TestResourceHooksRecordVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The check of a resource type's image in the same build saves nothing.
-	err = s.recordCheck(ctx, &Build{ID: check.ID}, &concourse.CheckPlan{Name: "my-type"}, []resourceVersion{{Version: map[string]string{"digest": "x"}}})
+	err = s.recordCheck(ctx, &buildstate.Build{ID: check.ID}, &concourse.CheckPlan{Name: "my-type"}, []buildstate.Version{{Version: map[string]string{"digest": "x"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.recordCheck(ctx, &Build{ID: check.ID}, &concourse.CheckPlan{Name: "repo", Resource: "repo"}, []resourceVersion{
+	err = s.recordCheck(ctx, &buildstate.Build{ID: check.ID}, &concourse.CheckPlan{Name: "repo", Resource: "repo"}, []buildstate.Version{
 		{Version: map[string]string{"ref": "a"}},
 		{Version: map[string]string{"ref": "b"}, Metadata: []concourse.MetadataField{{Name: "author", Value: "me"}}},
 	})
@@ -78,11 +79,11 @@ func TestResourceHooksRecordVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jb := &Build{ID: job.ID}
-	if err := s.recordBuildVersion(ctx, jb, "src", "repo", resourceVersion{Version: map[string]string{"ref": "a"}}, true); err != nil {
+	jb := &buildstate.Build{ID: job.ID}
+	if err := s.recordBuildVersion(ctx, jb, "src", "repo", buildstate.Version{Version: map[string]string{"ref": "a"}}, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.recordBuildVersion(ctx, jb, "image", "image", resourceVersion{Version: map[string]string{"digest": "sha256:1"}}, false); err != nil {
+	if err := s.recordBuildVersion(ctx, jb, "image", "image", buildstate.Version{Version: map[string]string{"digest": "sha256:1"}}, false); err != nil {
 		t.Fatal(err)
 	}
 	got, err := d.BuildVersions(ctx, job.ID)
@@ -93,10 +94,10 @@ func TestResourceHooksRecordVersions(t *testing.T) {
 		got[1].Input || got[1].ResourceName != "image" || got[1].Version.Version["digest"] != "sha256:1" {
 		t.Fatalf("build versions %+v", got)
 	}
-	if err := s.recordBuildVersion(ctx, jb, "image", "", resourceVersion{Version: map[string]string{"digest": "sha256:2"}}, true); err != nil {
+	if err := s.recordBuildVersion(ctx, jb, "image", "", buildstate.Version{Version: map[string]string{"digest": "sha256:2"}}, true); err != nil {
 		t.Fatalf("an image's get in a job build: %v", err)
 	}
-	if err := s.recordBuildVersion(ctx, jb, "src", "nope", resourceVersion{Version: map[string]string{"ref": "a"}}, true); err == nil {
+	if err := s.recordBuildVersion(ctx, jb, "src", "nope", buildstate.Version{Version: map[string]string{"ref": "a"}}, true); err == nil {
 		t.Fatal("a version of an unknown resource was recorded")
 	}
 
@@ -104,10 +105,10 @@ func TestResourceHooksRecordVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.recordCheck(ctx, &Build{ID: oneOff.ID}, &concourse.CheckPlan{Name: "repo", Resource: "repo"}, []resourceVersion{{Version: map[string]string{"ref": "z"}}}); err != nil {
+	if err := s.recordCheck(ctx, &buildstate.Build{ID: oneOff.ID}, &concourse.CheckPlan{Name: "repo", Resource: "repo"}, []buildstate.Version{{Version: map[string]string{"ref": "z"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.recordBuildVersion(ctx, &Build{ID: oneOff.ID}, "src", "repo", resourceVersion{Version: map[string]string{"ref": "z"}}, true); err != nil {
+	if err := s.recordBuildVersion(ctx, &buildstate.Build{ID: oneOff.ID}, "src", "repo", buildstate.Version{Version: map[string]string{"ref": "z"}}, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.FindVersion(ctx, repo.ID, map[string]string{"ref": "z"}); err == nil {

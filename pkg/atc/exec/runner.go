@@ -14,6 +14,7 @@ import (
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/atc/checkpods"
 	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/imagecache"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskimage"
 	"github.com/porter-ci/porter/pkg/atc/retry"
@@ -165,7 +166,7 @@ func New(cfg Config, deps Deps) *Runner {
 
 // Run runs b's plan: ok says whether it succeeded; an error is the build's
 // error (ErrAborted for an abort, the context's cause when it ended).
-func (s *Runner) Run(ctx context.Context, b *Build, plan *concourse.Plan) (bool, error) {
+func (s *Runner) Run(ctx context.Context, b *buildstate.Build, plan *concourse.Plan) (bool, error) {
 	return newRunState(s, b).Run(ctx, plan)
 }
 
@@ -197,10 +198,6 @@ func (s *Runner) retire(stepID string) { s.engine.Retire(stepID) }
 
 func (s *Runner) wakeScheduler() { s.engine.WakeScheduler() }
 
-func (s *Runner) artifactWorker() string { return s.cfg.ArtifactWorker }
-
-func (s *Runner) credentials() creds.Manager { return s.creds }
-
 // baseTypeNames are the names of the resource types this server's workers
 // provide.
 func (s *Runner) baseTypeNames() []string { return basetypes.Names(s.cfg.BaseResourceTypes) }
@@ -208,7 +205,7 @@ func (s *Runner) baseTypeNames() []string { return basetypes.Names(s.cfg.BaseRes
 // placeStep chooses the worker a step runs on, waiting while the workers
 // that could run it cannot take it now (stalled, landing, at their task
 // limit); the build's log says once what it waits for.
-func (s *Runner) placeStep(ctx context.Context, b *Build, d StepDelegate, req worker.Requirements) (Worker, error) {
+func (s *Runner) placeStep(ctx context.Context, b *buildstate.Build, d StepDelegate, req worker.Requirements) (Worker, error) {
 	b.Update(func() {
 		for _, r := range b.State.Steps {
 			if r.Worker != "" && !slices.Contains(req.Started, r.Worker) {
@@ -222,7 +219,7 @@ func (s *Runner) placeStep(ctx context.Context, b *Build, d StepDelegate, req wo
 // stoppedWaiting ends a step that was waiting for a worker when its build
 // was aborted (or timed out); a server stopping leaves it to the next one,
 // which places it again.
-func (x *RunState) stoppedWaiting(ctx context.Context, r *StepRecord) (bool, error) {
+func (x *RunState) stoppedWaiting(ctx context.Context, r *buildstate.StepRecord) (bool, error) {
 	err := interrupted(ctx)
 	if !errors.Is(err, ErrShutdown) {
 		x.b.Update(func() { r.Status, r.EndTime = concourse.StatusAborted, time.Now().Unix() })

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskimage"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -25,7 +26,7 @@ type Step interface {
 // delegates its steps report through.
 type RunState struct {
 	r *Runner
-	b *Build
+	b *buildstate.Build
 	// d reports for the build (the engine's BuildDelegate).
 	d BuildDelegate
 
@@ -49,7 +50,7 @@ type RunState struct {
 	sourcesErr  error
 }
 
-func newRunState(r *Runner, b *Build) *RunState {
+func newRunState(r *Runner, b *buildstate.Build) *RunState {
 	x := &RunState{r: r, b: b, artifacts: map[string]api.ArtifactRef{}, locals: stepvars.NewScope()}
 	if r != nil && r.delegates != nil {
 		x.d = r.delegates.BuildDelegate(b)

@@ -11,6 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
@@ -155,7 +156,7 @@ func (s SetPipelineStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	return x.endSetPipeline(ctx, d, r)
 }
 
-func (x *RunState) endSetPipeline(ctx context.Context, d StepDelegate, r *StepRecord) (bool, error) {
+func (x *RunState) endSetPipeline(ctx context.Context, d StepDelegate, r *buildstate.StepRecord) (bool, error) {
 	d.Finished(true)
 	x.b.Update(func() { r.Status, r.EndTime = concourse.StatusSucceeded, time.Now().Unix() })
 	x.r.SaveState(ctx, x.b)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskplan"
 	"github.com/porter-ci/porter/pkg/atc/stepevents"
@@ -25,7 +26,7 @@ import (
 type StepState struct {
 	id       string // the pod's step ID
 	worker   Worker
-	b        *Build
+	b        *buildstate.Build
 	d        StepDelegate
 	finished chan *eventspb.StepFinished
 
@@ -62,7 +63,7 @@ func (st *StepState) Worker() Worker { return st.worker }
 func (st *StepState) PlanID() concourse.PlanID { return st.ev.PlanID }
 
 // Build is the step's build.
-func (st *StepState) Build() *Build { return st.b }
+func (st *StepState) Build() *buildstate.Build { return st.b }
 
 // Finished receives the step's end as its sidecar reports it.
 func (st *StepState) Finished() <-chan *eventspb.StepFinished { return st.finished }
@@ -75,14 +76,14 @@ func (x *RunState) registerStep(w Worker, id string, planID concourse.PlanID, cf
 
 // NewStepState is the state of a task step (w nil: its worker is unknown),
 // reporting through d.
-func NewStepState(b *Build, d StepDelegate, w Worker, id string, planID concourse.PlanID, cfg events.TaskConfig) *StepState {
+func NewStepState(b *buildstate.Build, d StepDelegate, w Worker, id string, planID concourse.PlanID, cfg events.TaskConfig) *StepState {
 	return &StepState{id: id, worker: w, b: b, d: d, ev: stepevents.Translator{PlanID: planID, EventConfig: cfg}, finished: make(chan *eventspb.StepFinished, 1)}
 }
 
 // replay gives a step recorded as finished its outcome again, with its
 // outputs. Only a resumed build replays a step, so its pod is retired here:
 // the timer that would have removed it died with the server that ran it.
-func (x *RunState) replay(rec StepRecord) (bool, error) {
+func (x *RunState) replay(rec buildstate.StepRecord) (bool, error) {
 	if rec.StepID != "" {
 		x.r.retire(rec.StepID)
 	}
@@ -102,7 +103,7 @@ func (step TaskStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	d := x.delegate(p.ID)
 	r := x.b.Record(p.ID, tp.Name, concourse.KindTask)
 	var (
-		rec  StepRecord
+		rec  buildstate.StepRecord
 		done bool
 	)
 	b.Update(func() { rec, done = *r, r.Finished() })
@@ -178,7 +179,7 @@ func stepOutcome(status concourse.BuildStatus, msg string) (bool, error) {
 
 // endTask records how a task ended (fin nil: the server is stopping and
 // the step is left to the next one).
-func (x *RunState) endTask(ctx context.Context, p *concourse.Plan, r *StepRecord, st *StepState, fin *eventspb.StepFinished) (bool, error) {
+func (x *RunState) endTask(ctx context.Context, p *concourse.Plan, r *buildstate.StepRecord, st *StepState, fin *eventspb.StepFinished) (bool, error) {
 	s, b := x.r, x.b
 	if fin == nil {
 		return false, interrupted(ctx)
@@ -271,7 +272,7 @@ func buildStatus(r eventspb.Result) concourse.BuildStatus {
 
 // taskCachePipeline is the pipeline segment of b's task cache keys ("" for
 // a one-off build).
-func taskCachePipeline(b *Build) string {
+func taskCachePipeline(b *buildstate.Build) string {
 	if b.Pipeline == "" {
 		return ""
 	}
