@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/hijack"
+	"github.com/porter-ci/porter/pkg/httpreply"
 )
 
 func apiContainer(c db.Container) concourse.Container {
@@ -38,14 +40,14 @@ func (s *Server) handleContainers(w http.ResponseWriter, r *http.Request, _ auth
 		PipelineName: q.Get("pipeline_name"), JobName: q.Get("job_name"), BuildName: q.Get("build_name"), ResourceName: q.Get("resource_name")}
 	iv, err := instanceVarsFromQuery(q)
 	if err != nil {
-		s.fail(w, r, badRequest(err))
+		s.fail(w, r, apierr.BadRequest(err))
 		return
 	}
 	f.InstanceVars = iv
 	if v := q.Get("build_id"); v != "" {
 		id, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			s.fail(w, r, badRequest(fmt.Errorf("build_id=%q: want a number", v)))
+			s.fail(w, r, apierr.BadRequest(fmt.Errorf("build_id=%q: want a number", v)))
 			return
 		}
 		f.BuildID = id
@@ -59,7 +61,7 @@ func (s *Server) handleContainers(w http.ResponseWriter, r *http.Request, _ auth
 	for _, c := range cs {
 		out = append(out, withKept(apiContainer(c), c))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpreply.JSON(w, http.StatusOK, out)
 }
 
 // teamContainer finds a container of the team; another team's is unknown.
@@ -80,7 +82,7 @@ func (s *Server) handleContainer(w http.ResponseWriter, r *http.Request, _ auth.
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, withKept(apiContainer(c), c))
+	httpreply.JSON(w, http.StatusOK, withKept(apiContainer(c), c))
 }
 
 // handleHijack is `fly intercept`: a process in the step's main container,
@@ -95,11 +97,11 @@ func (s *Server) handleHijack(w http.ResponseWriter, r *http.Request, claims aut
 	if !s.engine.StepConnected(c.StepID) {
 		// A step's sidecar dials the server that created its pod.
 		if b, err := s.store.Build(r.Context(), c.BuildID); err == nil && b.Server != s.cfg.ServerID {
-			s.fail(w, r, notFound("Container Not Interceptible", fmt.Sprintf("step %q of build %s runs through server %q, which its sidecar is connected to: intercept it through that server",
+			s.fail(w, r, apierr.NotFound("Container Not Interceptible", fmt.Sprintf("step %q of build %s runs through server %q, which its sidecar is connected to: intercept it through that server",
 				c.StepName, c.BuildName, b.Server)))
 			return
 		}
-		s.fail(w, r, notFound("Container Not Interceptible", fmt.Sprintf("step %q of build %s is no longer interceptible: its pod is not running or not connected "+
+		s.fail(w, r, apierr.NotFound("Container Not Interceptible", fmt.Sprintf("step %q of build %s is no longer interceptible: its pod is not running or not connected "+
 			"(a finished step stays interceptible only for the server's --keep-alive)", c.StepName, c.BuildName)))
 		return
 	}
@@ -140,5 +142,5 @@ func (s *Server) handleVolumes(w http.ResponseWriter, r *http.Request, _ auth.Cl
 	for _, a := range arts {
 		out = append(out, concourse.Volume{ID: strconv.FormatInt(a.ID, 10), WorkerName: a.WorkerName, Type: "artifact", Path: a.Key, StepName: a.Name})
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpreply.JSON(w, http.StatusOK, out)
 }

@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"runtime/debug"
@@ -10,13 +9,6 @@ import (
 	"github.com/porter-ci/porter/pkg/httpreply"
 )
 
-func withStatus(status int, err error) error { return apierr.WithStatus(status, err) }
-func badRequest(err error) error             { return apierr.BadRequest(err) }
-func notFound(title, detail string) error    { return apierr.NotFound(title, detail) }
-func forbidden(msg string) error             { return apierr.Forbidden(msg) }
-func unauthenticated(r *http.Request) error  { return apierr.Unauthenticated(r) }
-func errorStatus(err error) int              { return apierr.Status(err) }
-
 // fail answers an error (apierr.Fail).
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	apierr.Fail(w, r, s.log, err)
@@ -24,31 +16,19 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // unavailable answers a request the user store could not serve (503).
 func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error) {
-	s.fail(w, r, withStatus(http.StatusServiceUnavailable, err))
+	s.fail(w, r, apierr.WithStatus(http.StatusServiceUnavailable, err))
 }
-
-func writeJSON(w http.ResponseWriter, code int, v any) { httpreply.JSON(w, code, v) }
-
-// requestID is the ID the request's log lines and error answers carry.
-func requestID(ctx context.Context) string { return httpreply.RequestID(ctx) }
 
 // decodeBody reads the request's JSON body (at most limit bytes) into v: a
-// body that is not v's JSON is 400 naming what, one over the limit 413.
-func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, what string) error {
-	if err := httpreply.Decode(w, r, limit, v, false); err != nil {
+// body that is not v's JSON is 400 naming what, one over the limit 413; an
+// empty body leaves v as it is when allowEmpty.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, what string, allowEmpty bool) error {
+	if err := httpreply.Decode(w, r, limit, v, allowEmpty); err != nil {
 		return fmt.Errorf("decode %s: %w", what, err)
 	}
 	return nil
 }
 
-// decodeOptionalBody is decodeBody for a body that may be empty (v is left as it
-// is).
-func decodeOptionalBody(w http.ResponseWriter, r *http.Request, limit int64, v any, what string) error {
-	if err := httpreply.Decode(w, r, limit, v, true); err != nil {
-		return fmt.Errorf("decode %s: %w", what, err)
-	}
-	return nil
-}
 
 // recoverPanics is the last line of defence: a handler's panic ends its
 // request with a 500, not the server.
@@ -62,7 +42,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 			if v == http.ErrAbortHandler { //nolint:errorlint // net/http's own sentinel, compared as it does
 				panic(v)
 			}
-			s.log.ErrorContext(r.Context(), "handler panicked", "request_id", requestID(r.Context()),
+			s.log.ErrorContext(r.Context(), "handler panicked", "request_id", httpreply.RequestID(r.Context()),
 				"method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			s.fail(w, r, fmt.Errorf("handler panicked: %v", v))
 		}()

@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/httpreply"
 )
 
 // handleBuildEvents streams a build's events as server-sent events, from
@@ -19,7 +21,7 @@ func (s *Server) handleBuildEvents(w http.ResponseWriter, r *http.Request, rec d
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
 		v, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
-			s.fail(w, r, badRequest(errors.New("Last-Event-ID must be a number")))
+			s.fail(w, r, apierr.BadRequest(errors.New("Last-Event-ID must be a number")))
 			return
 		}
 		from = v
@@ -69,5 +71,5 @@ func (s *Server) handleBuildPlan(w http.ResponseWriter, r *http.Request, b db.Bu
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"schema": "exec.v2", "plan": concourse.PublicPlanTree(plan)})
+	httpreply.JSON(w, http.StatusOK, map[string]any{"schema": "exec.v2", "plan": concourse.PublicPlanTree(plan)})
 }

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/atc/apiserver/adminserver"
+	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/httpreply"
 	"github.com/porter-ci/porter/pkg/names"
 )
 
@@ -66,7 +68,7 @@ func (s *Server) flyRoutes(mux *router) {
 func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 	return s.authed(func(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 		if !claims.IsAdmin {
-			s.fail(w, r, forbidden("only an admin (an owner of team main) may do this"))
+			s.fail(w, r, apierr.Forbidden("only an admin (an owner of team main) may do this"))
 			return
 		}
 		h(w, r)
@@ -102,29 +104,29 @@ func (s *Server) handleDestroyTeam(w http.ResponseWriter, r *http.Request, claim
 func (s *Server) handleRenameTeam(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 	name := r.PathValue("team_name")
 	if !claims.Can(name, auth.ActionSetTeam) {
-		s.fail(w, r, forbidden(fmt.Sprintf("you are not allowed to rename team %q", name)))
+		s.fail(w, r, apierr.Forbidden(fmt.Sprintf("you are not allowed to rename team %q", name)))
 		return
 	}
 	var in struct {
 		Name string `json:"name"`
 	}
-	if err := decodeBody(w, r, maxJSONBody, &in, "the new name"); err != nil {
-		writeJSON(w, errorStatus(err), saveConfigResponse{Errors: []string{err.Error()}})
+	if err := decodeBody(w, r, maxJSONBody, &in, "the new name", false); err != nil {
+		httpreply.JSON(w, apierr.Status(err), saveConfigResponse{Errors: []string{err.Error()}})
 		return
 	}
 	if err := names.CheckTeam(in.Name); err != nil {
-		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{fmt.Sprintf("team name: %v", err)}})
+		httpreply.JSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{fmt.Sprintf("team name: %v", err)}})
 		return
 	}
 	if name == auth.MainTeam {
 		// Who is an admin is decided by the name main.
-		s.fail(w, r, forbidden(fmt.Sprintf("team %q is the admin team: it cannot be renamed", name)))
+		s.fail(w, r, apierr.Forbidden(fmt.Sprintf("team %q is the admin team: it cannot be renamed", name)))
 		return
 	}
 	team, err := s.store.Team(r.Context(), name)
 	if errors.Is(err, db.ErrNotFound) {
 		// fly says "Team 'x' not found" for a 404.
-		s.fail(w, r, notFound("Team Not Found Error", fmt.Sprintf("team '%s' not found", name)))
+		s.fail(w, r, apierr.NotFound("Team Not Found Error", fmt.Sprintf("team '%s' not found", name)))
 		return
 	}
 	if err != nil {
@@ -134,14 +136,14 @@ func (s *Server) handleRenameTeam(w http.ResponseWriter, r *http.Request, claims
 	err = s.engine.RenameTeam(r.Context(), team, in.Name)
 	switch {
 	case errors.Is(err, db.ErrConflict):
-		s.fail(w, r, withStatus(http.StatusConflict, fmt.Errorf("a team %q already exists", in.Name)))
+		s.fail(w, r, apierr.WithStatus(http.StatusConflict, fmt.Errorf("a team %q already exists", in.Name)))
 		return
 	case err != nil:
 		s.fail(w, r, err)
 		return
 	}
 	s.log.InfoContext(r.Context(), "team renamed", "from", name, "to", in.Name, "by", claims.UserID)
-	writeJSON(w, http.StatusOK, saveConfigResponse{})
+	httpreply.JSON(w, http.StatusOK, saveConfigResponse{})
 }
 
 // handleArchivePipeline is `fly archive-pipeline`: paused until set again.
@@ -174,7 +176,7 @@ type resourceIdentifier struct {
 }
 
 func (s *Server) handleSharedResource(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
-	writeJSON(w, http.StatusOK, resourceIdentifiers{
+	httpreply.JSON(w, http.StatusOK, resourceIdentifiers{
 		Resources:     []resourceIdentifier{{Name: rr.resource.Name, PipelineName: rr.pipeline.Name, TeamName: rr.team.Name}},
 		ResourceTypes: []resourceIdentifier{},
 	})
@@ -190,7 +192,7 @@ func (s *Server) handleClearVersions(w http.ResponseWriter, r *http.Request, rr 
 	}
 	s.log.InfoContext(r.Context(), "resource versions cleared", "team", rr.team.Name, "pipeline", rr.pipeline.Name,
 		"resource", rr.resource.Name, "removed", n)
-	writeJSON(w, http.StatusOK, map[string]int64{"versions_removed": n})
+	httpreply.JSON(w, http.StatusOK, map[string]int64{"versions_removed": n})
 }
 
 // resourceTypeRequest is a request about a resource type of a pipeline.
@@ -212,7 +214,7 @@ func (s *Server) pipelineResourceType(h func(http.ResponseWriter, *http.Request,
 		}
 		i := slices.IndexFunc(cfg.ResourceTypes, func(t concourse.ResourceType) bool { return t.Name == name })
 		if i < 0 {
-			s.fail(w, r, notFound("Resource Type Not Found Error", fmt.Sprintf("resource type '%s' not found in pipeline '%s'", name, pr.pipeline.Name)))
+			s.fail(w, r, apierr.NotFound("Resource Type Not Found Error", fmt.Sprintf("resource type '%s' not found in pipeline '%s'", name, pr.pipeline.Name)))
 			return
 		}
 		h(w, r, resourceTypeRequest{pipelineRequest: pr, name: name, typ: cfg.ResourceTypes[i]})
@@ -220,7 +222,7 @@ func (s *Server) pipelineResourceType(h func(http.ResponseWriter, *http.Request,
 }
 
 func (s *Server) handleSharedResourceType(w http.ResponseWriter, r *http.Request, tr resourceTypeRequest) {
-	writeJSON(w, http.StatusOK, resourceIdentifiers{
+	httpreply.JSON(w, http.StatusOK, resourceIdentifiers{
 		Resources:     []resourceIdentifier{},
 		ResourceTypes: []resourceIdentifier{{Name: tr.name, PipelineName: tr.pipeline.Name, TeamName: tr.team.Name}},
 	})
@@ -230,7 +232,7 @@ func (s *Server) handleSharedResourceType(w http.ResponseWriter, r *http.Request
 // custom type's version is resolved by its check where it is used (and
 // cached a minute), never stored: there is nothing to remove.
 func (s *Server) handleClearTypeVersions(w http.ResponseWriter, r *http.Request, _ resourceTypeRequest) {
-	writeJSON(w, http.StatusOK, map[string]int64{"versions_removed": 0})
+	httpreply.JSON(w, http.StatusOK, map[string]int64{"versions_removed": 0})
 }
 
 // handleCheckResourceType is `fly check-resource-type`: a build that runs
@@ -241,12 +243,12 @@ func (s *Server) handleCheckResourceType(w http.ResponseWriter, r *http.Request,
 	var in struct {
 		From map[string]string `json:"from"`
 	}
-	if err := decodeOptionalBody(w, r, maxJSONBody, &in, "the check request"); err != nil {
+	if err := decodeBody(w, r, maxJSONBody, &in, "the check request", true); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	if !slices.Contains(s.cfg.BaseTypes, tr.typ.Type) {
-		s.fail(w, r, badRequest(fmt.Errorf("resource type %q is of type %q, itself a custom type: only a type of a base type (%s) can be checked on its own",
+		s.fail(w, r, apierr.BadRequest(fmt.Errorf("resource type %q is of type %q, itself a custom type: only a type of a base type (%s) can be checked on its own",
 			tr.name, tr.typ.Type, strings.Join(s.cfg.BaseTypes, ", "))))
 		return
 	}
@@ -255,5 +257,5 @@ func (s *Server) handleCheckResourceType(w http.ResponseWriter, r *http.Request,
 		s.fail(w, r, fmt.Errorf("check resource type %s: %w", tr.name, err))
 		return
 	}
-	writeJSON(w, http.StatusCreated, apiBuild(b))
+	httpreply.JSON(w, http.StatusCreated, apiBuild(b))
 }

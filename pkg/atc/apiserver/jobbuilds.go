@@ -9,9 +9,11 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/httpreply"
 )
 
 // jobRoutes are a job's builds: trigger-job, builds -j, watch -j -b,
@@ -47,7 +49,7 @@ func (s *Server) handleTriggerJob(w http.ResponseWriter, r *http.Request, jr job
 		return
 	}
 	if cfg.DisableManualTrigger {
-		s.fail(w, r, withStatus(http.StatusConflict, fmt.Errorf("job %s/%s has manual triggering disabled", jr.job.PipelineName, jr.job.Name)))
+		s.fail(w, r, apierr.WithStatus(http.StatusConflict, fmt.Errorf("job %s/%s has manual triggering disabled", jr.job.PipelineName, jr.job.Name)))
 		return
 	}
 	b, err := s.store.CreateJobBuild(r.Context(), jr.job.ID, jr.claims.UserID, true, nil)
@@ -56,7 +58,7 @@ func (s *Server) handleTriggerJob(w http.ResponseWriter, r *http.Request, jr job
 		return
 	}
 	s.engine.WakeScheduler()
-	writeJSON(w, http.StatusOK, apiJobBuild(b))
+	httpreply.JSON(w, http.StatusOK, apiJobBuild(b))
 }
 
 func (s *Server) handleGetJobBuild(w http.ResponseWriter, r *http.Request, jr jobRequest) {
@@ -65,7 +67,7 @@ func (s *Server) handleGetJobBuild(w http.ResponseWriter, r *http.Request, jr jo
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apiJobBuild(b))
+	httpreply.JSON(w, http.StatusOK, apiJobBuild(b))
 }
 
 // jobBuild is the path's build of the job; its errors name it (fly prints
@@ -91,7 +93,7 @@ func (s *Server) handleRerunJobBuild(w http.ResponseWriter, r *http.Request, jr 
 		return
 	}
 	s.engine.WakeScheduler()
-	writeJSON(w, http.StatusOK, apiJobBuild(rerun))
+	httpreply.JSON(w, http.StatusOK, apiJobBuild(rerun))
 }
 
 // handleJobBuilds pages a job's builds, newest first, with Concourse's
@@ -100,12 +102,12 @@ func (s *Server) handleJobBuilds(w http.ResponseWriter, r *http.Request, jr jobR
 	q := r.URL.Query()
 	f := db.BuildFilter{}
 	if err := parsePage(q, &f); err != nil {
-		s.fail(w, r, badRequest(err))
+		s.fail(w, r, apierr.BadRequest(err))
 		return
 	}
 	limit, err := pageLimit(q, 100)
 	if err != nil {
-		s.fail(w, r, badRequest(err))
+		s.fail(w, r, apierr.BadRequest(err))
 		return
 	}
 	f.Limit = limit + 1 // one more says whether an older page exists
@@ -137,7 +139,7 @@ func (s *Server) handleJobBuilds(w http.ResponseWriter, r *http.Request, jr jobR
 			addLink(w, base, "to", oldest-1, limit, "next")
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpreply.JSON(w, http.StatusOK, out)
 }
 
 func addLink(w http.ResponseWriter, base, param string, id int64, limit int, rel string) {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/httpreply"
 	"github.com/porter-ci/porter/pkg/scheduler"
 )
 
@@ -51,7 +53,7 @@ func (s *Server) handleJobInputs(w http.ResponseWriter, r *http.Request, jr jobR
 		return
 	}
 	if reason != "" {
-		s.fail(w, r, notFound("Inputs Not Found Error", fmt.Sprintf("job %s/%s has no inputs to run with: %s", jr.pipeline.Name, ref.Name, reason)))
+		s.fail(w, r, apierr.NotFound("Inputs Not Found Error", fmt.Sprintf("job %s/%s has no inputs to run with: %s", jr.pipeline.Name, ref.Name, reason)))
 		return
 	}
 	resources := map[string]concourse.ResourceConfig{}
@@ -93,7 +95,7 @@ func (s *Server) handleJobInputs(w http.ResponseWriter, r *http.Request, jr jobR
 		})
 		out = append(out, bi)
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpreply.JSON(w, http.StatusOK, out)
 }
 
 // handleResourceTypes is ListResourceTypes: the pipeline's resource_types,
@@ -108,7 +110,7 @@ func (s *Server) handleResourceTypes(w http.ResponseWriter, r *http.Request, pr 
 	if types == nil {
 		types = []concourse.ResourceType{}
 	}
-	writeJSON(w, http.StatusOK, types)
+	httpreply.JSON(w, http.StatusOK, types)
 }
 
 // handleCreatePipelineBuild is CreatePipelineBuild: a one-off build of

@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"path"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/httpreply"
 )
 
 // jobRequest is a request about one active job of a pipeline.
@@ -26,7 +28,7 @@ func (s *Server) pipelineJob(h func(http.ResponseWriter, *http.Request, jobReque
 		j, err := s.store.Job(r.Context(), pr.pipeline.ID, name)
 		switch {
 		case errors.Is(err, db.ErrNotFound):
-			s.fail(w, r, notFound("Job Not Found Error", fmt.Sprintf("Job with name '%s' not found.", name)))
+			s.fail(w, r, apierr.NotFound("Job Not Found Error", fmt.Sprintf("Job with name '%s' not found.", name)))
 			return
 		case err != nil:
 			s.fail(w, r, err)
@@ -92,7 +94,7 @@ func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request, pr pipel
 	for _, j := range jobs {
 		out = append(out, apiJob(j, pr.pipeline))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpreply.JSON(w, http.StatusOK, out)
 }
 
 // handleListAllJobs is Concourse's GET /api/v1/jobs, what its dashboard
@@ -114,11 +116,11 @@ func (s *Server) handleListAllJobs(w http.ResponseWriter, r *http.Request) {
 			out = append(out, apiJob(j, p))
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpreply.JSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request, jr jobRequest) {
-	writeJSON(w, http.StatusOK, apiJob(jr.job, jr.pipeline))
+	httpreply.JSON(w, http.StatusOK, apiJob(jr.job, jr.pipeline))
 }
 
 // handlePauseJob is `fly pause-job`.
@@ -138,7 +140,7 @@ func (s *Server) handleClearTaskCache(w http.ResponseWriter, r *http.Request, jr
 	step, cachePath := r.PathValue("step_name"), r.URL.Query().Get("cache_path")
 	prefix, err := blobstore.TaskCachePrefix(jr.team.Name, blobstore.TaskCachePipeline(jr.pipeline.Name, jr.pipeline.InstanceVars), jr.job.Name, step)
 	if err != nil {
-		s.fail(w, r, badRequest(err))
+		s.fail(w, r, apierr.BadRequest(err))
 		return
 	}
 	var n int64
@@ -153,14 +155,14 @@ func (s *Server) handleClearTaskCache(w http.ResponseWriter, r *http.Request, jr
 	}
 	s.log.InfoContext(r.Context(), "task caches cleared", "team", jr.team.Name, "pipeline", jr.pipeline.Name,
 		"job", jr.job.Name, "step", step, "cache_path", cachePath, "removed", n)
-	writeJSON(w, http.StatusOK, map[string]int64{"caches_removed": n})
+	httpreply.JSON(w, http.StatusOK, map[string]int64{"caches_removed": n})
 }
 
 // deleteCache deletes one cache of a task step; 0 if there is none.
 func (s *Server) deleteCache(r *http.Request, jr jobRequest, step, cachePath string) (int64, error) {
 	key, err := blobstore.CheckedTaskCacheKey(jr.team.Name, blobstore.TaskCachePipeline(jr.pipeline.Name, jr.pipeline.InstanceVars), jr.job.Name, step, cachePath)
 	if err != nil {
-		return 0, badRequest(err)
+		return 0, apierr.BadRequest(err)
 	}
 	if _, err := s.blobs.Stat(r.Context(), key); errors.Is(err, blobstore.ErrNotFound) {
 		return 0, nil

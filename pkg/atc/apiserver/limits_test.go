@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 )
 
 // TestBodyLimits runs a handler that reads its body, as the API's do,
@@ -15,7 +17,7 @@ func TestBodyLimits(t *testing.T) {
 	s := New(Config{Limits: Limits{MaxArtifactUpload: 1000, MaxRequestBody: 100}}, Deps{})
 	read := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.ReadAll(r.Body); err != nil {
-			s.fail(w, r, badRequest(err))
+			s.fail(w, r, apierr.BadRequest(err))
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -65,7 +67,7 @@ func TestUploadReadTimeoutBoundsStalls(t *testing.T) {
 	s := New(Config{Limits: Limits{UploadStall: timeout}}, Deps{})
 	read := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.Copy(io.Discard, r.Body); err != nil {
-			s.fail(w, r, badRequest(err))
+			s.fail(w, r, apierr.BadRequest(err))
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)

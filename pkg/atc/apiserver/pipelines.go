@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
@@ -43,7 +44,7 @@ func (s *Server) pipeline(action auth.Action, h func(http.ResponseWriter, *http.
 	return s.team(action, func(w http.ResponseWriter, r *http.Request, claims auth.Claims, team db.Team) {
 		ref, err := pipelineRef(r)
 		if err != nil {
-			s.fail(w, r, badRequest(err))
+			s.fail(w, r, apierr.BadRequest(err))
 			return
 		}
 		p, err := s.store.PipelineInstance(r.Context(), team.ID, ref)
@@ -56,7 +57,7 @@ func (s *Server) pipeline(action auth.Action, h func(http.ResponseWriter, *http.
 			return
 		}
 		if p.Archived && rejectedWhenArchived(action) {
-			s.fail(w, r, withStatus(http.StatusConflict, fmt.Errorf("action not allowed for an archived pipeline: set pipeline %q again first", p.Name)))
+			s.fail(w, r, apierr.WithStatus(http.StatusConflict, fmt.Errorf("action not allowed for an archived pipeline: set pipeline %q again first", p.Name)))
 			return
 		}
 		h(w, r, pipelineRequest{claims: claims, team: team, pipeline: p})
@@ -80,7 +81,7 @@ func (s *Server) publicPipeline(h func(http.ResponseWriter, *http.Request, pipel
 	return func(w http.ResponseWriter, r *http.Request) {
 		ref, err := pipelineRef(r)
 		if err != nil {
-			s.fail(w, r, badRequest(err))
+			s.fail(w, r, apierr.BadRequest(err))
 			return
 		}
 		teamName, name := r.PathValue("team_name"), ref.String()
@@ -119,16 +120,16 @@ func (s *Server) publicPipeline(h func(http.ResponseWriter, *http.Request, pipel
 // 403 with one.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, authed bool, team string) {
 	if !authed {
-		s.fail(w, r, unauthenticated(r))
+		s.fail(w, r, apierr.Unauthenticated(r))
 		return
 	}
-	s.fail(w, r, forbidden(fmt.Sprintf("you do not have a role on team %q", team)))
+	s.fail(w, r, apierr.Forbidden(fmt.Sprintf("you do not have a role on team %q", team)))
 }
 
 // pipelineNotFound answers 404 in the JSON-API shape whose detail fly
 // prints (e.g. for `fly jobs -p` of a pipeline that does not exist).
 func pipelineNotFound(team, name string) error {
-	return notFound("Pipeline Not Found Error", fmt.Sprintf("pipeline '%s' not found in team '%s'", name, team))
+	return apierr.NotFound("Pipeline Not Found Error", fmt.Sprintf("pipeline '%s' not found in team '%s'", name, team))
 }
 
 // pipelineRef is the path's pipeline: its name and the instance vars of
@@ -262,7 +263,7 @@ func (s *Server) handleListAllPipelines(w http.ResponseWriter, r *http.Request) 
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apiPipelines(ps))
+	httpreply.JSON(w, http.StatusOK, apiPipelines(ps))
 }
 
 // visiblePipelines are the pipelines of the caller's teams (all for an
@@ -294,7 +295,7 @@ func (s *Server) handleListPipelines(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, db.ErrNotFound) && !claims.CanRead(name):
 		// A missing team answers as a team with nothing exposed, so that
 		// team names cannot be probed.
-		writeJSON(w, http.StatusOK, []concourse.Pipeline{})
+		httpreply.JSON(w, http.StatusOK, []concourse.Pipeline{})
 		return
 	case err != nil:
 		s.fail(w, r, fmt.Errorf("team %q: %w", name, err))
@@ -308,18 +309,18 @@ func (s *Server) handleListPipelines(w http.ResponseWriter, r *http.Request) {
 	if !claims.CanRead(name) {
 		ps = slices.DeleteFunc(ps, func(p db.Pipeline) bool { return !p.Public })
 	}
-	writeJSON(w, http.StatusOK, apiPipelines(ps))
+	httpreply.JSON(w, http.StatusOK, apiPipelines(ps))
 }
 
 func (s *Server) handleGetPipeline(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
-	writeJSON(w, http.StatusOK, apiPipeline(pr.pipeline))
+	httpreply.JSON(w, http.StatusOK, apiPipeline(pr.pipeline))
 }
 
 // handleGetConfig is `fly get-pipeline` and set-pipeline's first look: the
 // config with its version in X-Concourse-Config-Version.
 func (s *Server) handleGetConfig(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
 	w.Header().Set(configVersionHeader, strconv.FormatInt(pr.pipeline.ConfigVersion, 10))
-	writeJSON(w, http.StatusOK, map[string]json.RawMessage{"config": pr.pipeline.Config})
+	httpreply.JSON(w, http.StatusOK, map[string]json.RawMessage{"config": pr.pipeline.Config})
 }
 
 // saveConfigResponse is Concourse's answer to a save: the warnings, or the
@@ -336,58 +337,58 @@ type saveConfigResponse struct {
 func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
 	q := r.URL.Query()
 	if _, ok := q["check_creds"]; ok {
-		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{
+		httpreply.JSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{
 			"--check-creds is not supported by this server: credentials are looked up when a build runs; set the pipeline without it"}})
 		return
 	}
 	ref, err := pipelineRef(r)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
+		httpreply.JSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
 		return
 	}
 	var from int64
 	if v := r.Header.Get(configVersionHeader); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{fmt.Sprintf("config version is malformed: %q", v)}})
+			httpreply.JSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{fmt.Sprintf("config version is malformed: %q", v)}})
 			return
 		}
 		from = n
 	}
 	ct := r.Header.Get("Content-Type")
 	if ct != "application/x-yaml" && ct != "application/json" {
-		s.fail(w, r, withStatus(http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: send application/x-yaml or application/json", ct)))
+		s.fail(w, r, apierr.WithStatus(http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: send application/x-yaml or application/json", ct)))
 		return
 	}
 	body, err := io.ReadAll(boundedBody(w, r, maxConfigSize))
 	if err != nil {
-		writeJSON(w, errorStatus(httpreply.BodyError{Err: err}), saveConfigResponse{Errors: []string{fmt.Sprintf("read the config: %v", err)}})
+		httpreply.JSON(w, apierr.Status(httpreply.BodyError{Err: err}), saveConfigResponse{Errors: []string{fmt.Sprintf("read the config: %v", err)}})
 		return
 	}
 
 	name := r.PathValue("pipeline_name")
 	warning, err := validPipelineName(name)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
+		httpreply.JSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
 		return
 	}
 	cfg, warnings, errs, err := parsePipelineConfig(body, ct, s.cfg.BaseTypes)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{"malformed config: " + err.Error()}})
+		httpreply.JSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{"malformed config: " + err.Error()}})
 		return
 	}
 	if warning != nil {
 		warnings = append(warnings, *warning)
 	}
 	if len(errs) > 0 {
-		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: errs, Warnings: warnings})
+		httpreply.JSON(w, http.StatusBadRequest, saveConfigResponse{Errors: errs, Warnings: warnings})
 		return
 	}
 
 	p, created, err := s.store.SavePipelineInstance(r.Context(), team.ID, ref, *cfg, from)
 	switch {
 	case errors.Is(err, db.ErrConfigVersion), errors.Is(err, db.ErrConflict):
-		s.fail(w, r, withStatus(http.StatusConflict, fmt.Errorf(
+		s.fail(w, r, apierr.WithStatus(http.StatusConflict, fmt.Errorf(
 			"pipeline %q changed since fly read it (%w): run set-pipeline again to see the new differences", name, err)))
 		return
 	case err != nil:
@@ -402,7 +403,7 @@ func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth
 	if created {
 		code = http.StatusCreated
 	}
-	writeJSON(w, code, saveConfigResponse{Warnings: warnings})
+	httpreply.JSON(w, code, saveConfigResponse{Warnings: warnings})
 }
 
 // handleDeletePipeline is `fly destroy-pipeline`: the pipeline with its
@@ -455,19 +456,19 @@ func (s *Server) handleRenamePipeline(w http.ResponseWriter, r *http.Request, pr
 	var in struct {
 		Name string `json:"name"`
 	}
-	if err := decodeBody(w, r, maxJSONBody, &in, "the new name"); err != nil {
-		writeJSON(w, errorStatus(err), saveConfigResponse{Errors: []string{err.Error()}})
+	if err := decodeBody(w, r, maxJSONBody, &in, "the new name", false); err != nil {
+		httpreply.JSON(w, apierr.Status(err), saveConfigResponse{Errors: []string{err.Error()}})
 		return
 	}
 	warning, err := validPipelineName(in.Name)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
+		httpreply.JSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
 		return
 	}
 	err = s.engine.RenamePipeline(r.Context(), pr.team.Name, pr.pipeline, in.Name)
 	switch {
 	case errors.Is(err, db.ErrConflict):
-		s.fail(w, r, withStatus(http.StatusConflict, fmt.Errorf("team %q already has a pipeline %q", pr.team.Name, in.Name)))
+		s.fail(w, r, apierr.WithStatus(http.StatusConflict, fmt.Errorf("team %q already has a pipeline %q", pr.team.Name, in.Name)))
 		return
 	case err != nil:
 		s.fail(w, r, err)
@@ -477,14 +478,14 @@ func (s *Server) handleRenamePipeline(w http.ResponseWriter, r *http.Request, pr
 	if warning != nil {
 		resp.Warnings = []configWarning{*warning}
 	}
-	writeJSON(w, http.StatusOK, resp)
+	httpreply.JSON(w, http.StatusOK, resp)
 }
 
 // handleOrderPipelines is `fly order-pipelines`: the named pipelines first,
 // in that order.
 func (s *Server) handleOrderPipelines(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
 	var names []string
-	if err := decodeBody(w, r, maxJSONBody, &names, "the pipeline names"); err != nil {
+	if err := decodeBody(w, r, maxJSONBody, &names, "the pipeline names", false); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -495,7 +496,7 @@ func (s *Server) handleOrderPipelines(w http.ResponseWriter, r *http.Request, _ 
 // instances of one instanced pipeline in the order of their instance vars.
 func (s *Server) handleOrderPipelineInstances(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
 	var instances []map[string]any
-	if err := decodeBody(w, r, maxJSONBody, &instances, "the instance vars"); err != nil {
+	if err := decodeBody(w, r, maxJSONBody, &instances, "the instance vars", false); err != nil {
 		s.fail(w, r, err)
 		return
 	}

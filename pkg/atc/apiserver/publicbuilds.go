@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
@@ -21,7 +22,7 @@ func (s *Server) publicBuildRead(publicJob bool, h func(http.ResponseWriter, *ht
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(r.PathValue("build_id"), 10, 64)
 		if err != nil || id <= 0 {
-			s.fail(w, r, badRequest(errors.New("build id must be a positive number")))
+			s.fail(w, r, apierr.BadRequest(errors.New("build id must be a positive number")))
 			return
 		}
 		b, err := s.store.Build(r.Context(), id)
@@ -41,9 +42,9 @@ func (s *Server) publicBuildRead(publicJob bool, h func(http.ResponseWriter, *ht
 		case ok:
 			h(w, r, b)
 		case !authed:
-			s.fail(w, r, unauthenticated(r))
+			s.fail(w, r, apierr.Unauthenticated(r))
 		default:
-			s.fail(w, r, forbidden(fmt.Sprintf("build %d belongs to a team you are not allowed to %s in", id, auth.ActionRead)))
+			s.fail(w, r, apierr.Forbidden(fmt.Sprintf("build %d belongs to a team you are not allowed to %s in", id, auth.ActionRead)))
 		}
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/httpreply"
 )
 
 // resourceRequest is a request about one active resource of a pipeline.
@@ -24,7 +26,7 @@ func (s *Server) pipelineResource(h func(http.ResponseWriter, *http.Request, res
 		res, err := s.store.Resource(r.Context(), pr.pipeline.ID, name)
 		switch {
 		case errors.Is(err, db.ErrNotFound):
-			s.fail(w, r, notFound("Resource Not Found Error", fmt.Sprintf("Resource with name '%s' not found.", name)))
+			s.fail(w, r, apierr.NotFound("Resource Not Found Error", fmt.Sprintf("Resource with name '%s' not found.", name)))
 			return
 		case err != nil:
 			s.fail(w, r, err)
@@ -91,7 +93,7 @@ func (s *Server) handleListResources(w http.ResponseWriter, r *http.Request, pr 
 		}
 		out = append(out, a)
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpreply.JSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleGetResource(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
@@ -100,7 +102,7 @@ func (s *Server) handleGetResource(w http.ResponseWriter, r *http.Request, rr re
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, a)
+	httpreply.JSON(w, http.StatusOK, a)
 }
 
 // handleClearResourceCache is `fly clear-resource-cache`: the next get of
@@ -109,7 +111,7 @@ func (s *Server) handleClearResourceCache(w http.ResponseWriter, r *http.Request
 	var in struct {
 		Version map[string]string `json:"version"`
 	}
-	if err := decodeOptionalBody(w, r, maxJSONBody, &in, "the version"); err != nil {
+	if err := decodeBody(w, r, maxJSONBody, &in, "the version", true); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -127,5 +129,5 @@ func (s *Server) handleClearResourceCache(w http.ResponseWriter, r *http.Request
 	}
 	s.log.InfoContext(r.Context(), "resource caches cleared", "team", rr.team.Name, "pipeline", rr.pipeline.Name,
 		"resource", rr.resource.Name, "removed", n)
-	writeJSON(w, http.StatusOK, map[string]int64{"caches_removed": n})
+	httpreply.JSON(w, http.StatusOK, map[string]int64{"caches_removed": n})
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/artifactserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/auditserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/workerserver"
@@ -144,7 +145,7 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, auth.Claims))
 	return func(w http.ResponseWriter, r *http.Request) {
 		claims, ok := auth.FromContext(r.Context())
 		if !ok {
-			s.fail(w, r, unauthenticated(r))
+			s.fail(w, r, apierr.Unauthenticated(r))
 			return
 		}
 		h(w, r, claims)
@@ -156,7 +157,7 @@ func (s *Server) team(action auth.Action, h func(http.ResponseWriter, *http.Requ
 	return s.authed(func(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 		name := r.PathValue("team_name")
 		if !claims.Can(name, action) {
-			s.fail(w, r, forbidden(fmt.Sprintf("you are not allowed to %s in team %q", action, name)))
+			s.fail(w, r, apierr.Forbidden(fmt.Sprintf("you are not allowed to %s in team %q", action, name)))
 			return
 		}
 		team, err := s.store.Team(r.Context(), name)
@@ -179,7 +180,7 @@ func (s *Server) buildAction(action auth.Action, h func(http.ResponseWriter, *ht
 	return s.authed(func(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 		id, err := strconv.ParseInt(r.PathValue("build_id"), 10, 64)
 		if err != nil || id <= 0 {
-			s.fail(w, r, badRequest(errors.New("build id must be a positive number")))
+			s.fail(w, r, apierr.BadRequest(errors.New("build id must be a positive number")))
 			return
 		}
 		b, err := s.store.Build(r.Context(), id)
@@ -189,7 +190,7 @@ func (s *Server) buildAction(action auth.Action, h func(http.ResponseWriter, *ht
 		}
 		if !claims.Can(b.TeamName, action) {
 			// Not its team's name: an id alone must not say whose it is.
-			s.fail(w, r, forbidden(fmt.Sprintf("build %d belongs to a team you are not allowed to %s in", id, action)))
+			s.fail(w, r, apierr.Forbidden(fmt.Sprintf("build %d belongs to a team you are not allowed to %s in", id, action)))
 			return
 		}
 		h(w, r, claims, b)
@@ -197,7 +198,7 @@ func (s *Server) buildAction(action auth.Action, h func(http.ResponseWriter, *ht
 }
 
 func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, concourse.Info{
+	httpreply.JSON(w, http.StatusOK, concourse.Info{
 		Version: concourse.Version, WorkerVersion: concourse.WorkerVersion,
 		FeatureFlags: map[string]bool{"build_rerun": false, "cache_streamed_volumes": false, "global_resources": false, "resource_causality": false},
 		ExternalURL:  s.cfg.ExternalURL, ClusterName: s.cfg.ClusterName,
@@ -208,7 +209,7 @@ func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
 // not fly binaries.
 func (s *Server) handleCLI(w http.ResponseWriter, r *http.Request) {
 	// fly prints a 404's JSON-API error details.
-	s.fail(w, r, notFound("fly is not served here",
+	s.fail(w, r, apierr.NotFound("fly is not served here",
 		fmt.Sprintf("Porter does not distribute fly: use Concourse's fly %s, the version this server speaks", concourse.Version)))
 }
 
@@ -218,7 +219,7 @@ func (s *Server) handleGetTeam(w http.ResponseWriter, r *http.Request, claims au
 	name := r.PathValue("team_name")
 	// Roles first: whether a team exists is only told to who may see it.
 	if !claims.CanRead(name) {
-		s.fail(w, r, forbidden(fmt.Sprintf("you do not have a role on team %q", name)))
+		s.fail(w, r, apierr.Forbidden(fmt.Sprintf("you do not have a role on team %q", name)))
 		return
 	}
 	t, err := s.store.Team(r.Context(), name)
@@ -226,11 +227,11 @@ func (s *Server) handleGetTeam(w http.ResponseWriter, r *http.Request, claims au
 		s.fail(w, r, fmt.Errorf("team %q: %w", name, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, apiTeam(t))
+	httpreply.JSON(w, http.StatusOK, apiTeam(t))
 }
 
 func (s *Server) handleUser(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
-	writeJSON(w, http.StatusOK, claims.UserInfo())
+	httpreply.JSON(w, http.StatusOK, claims.UserInfo())
 }
 
 func apiTeam(t db.Team) concourse.Team {
@@ -255,7 +256,7 @@ func (s *Server) handleTeams(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		// An anonymous caller sees no team: answered without the
 		// database, so a database that is down tells them nothing either.
-		writeJSON(w, http.StatusOK, []concourse.Team{})
+		httpreply.JSON(w, http.StatusOK, []concourse.Team{})
 		return
 	}
 	teams, err := s.store.Teams(r.Context())
@@ -269,23 +270,23 @@ func (s *Server) handleTeams(w http.ResponseWriter, r *http.Request) {
 			out = append(out, apiTeam(t))
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpreply.JSON(w, http.StatusOK, out)
 }
 
 // handleSetTeam is `fly set-team`: admins only.
 func (s *Server) handleSetTeam(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 	if !claims.IsAdmin {
-		s.fail(w, r, forbidden("only an admin (an owner of team main) can set teams"))
+		s.fail(w, r, apierr.Forbidden("only an admin (an owner of team main) can set teams"))
 		return
 	}
 	var in concourse.Team
-	if err := decodeBody(w, r, maxJSONBody, &in, "team"); err != nil {
+	if err := decodeBody(w, r, maxJSONBody, &in, "team", false); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	name := r.PathValue("team_name")
 	if err := names.CheckTeam(name); err != nil {
-		s.fail(w, r, badRequest(fmt.Errorf("team name: %w", err)))
+		s.fail(w, r, apierr.BadRequest(fmt.Errorf("team name: %w", err)))
 		return
 	}
 	teamAuth := db.TeamAuth{}
@@ -293,13 +294,13 @@ func (s *Server) handleSetTeam(w http.ResponseWriter, r *http.Request, claims au
 		switch role {
 		case "owner", "member", "pipeline-operator", "viewer":
 		default:
-			s.fail(w, r, badRequest(fmt.Errorf("unknown role %q: want owner, member, pipeline-operator or viewer", role)))
+			s.fail(w, r, apierr.BadRequest(fmt.Errorf("unknown role %q: want owner, member, pipeline-operator or viewer", role)))
 			return
 		}
 		teamAuth[role] = db.RoleMembers{Users: m["users"], Groups: m["groups"]}
 	}
 	if len(teamAuth) == 0 {
-		s.fail(w, r, badRequest(errors.New("auth config for the team must not be empty")))
+		s.fail(w, r, apierr.BadRequest(errors.New("auth config for the team must not be empty")))
 		return
 	}
 	_, lookupErr := s.store.Team(r.Context(), name)
@@ -313,7 +314,7 @@ func (s *Server) handleSetTeam(w http.ResponseWriter, r *http.Request, claims au
 	if errors.Is(lookupErr, db.ErrNotFound) {
 		code = http.StatusCreated
 	}
-	writeJSON(w, code, map[string]any{"team": apiTeam(t)})
+	httpreply.JSON(w, code, map[string]any{"team": apiTeam(t)})
 }
 
 // apiBuild is a build's API shape.
@@ -343,12 +344,12 @@ func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, teamIDs []in
 func (s *Server) listBuildsOf(w http.ResponseWriter, r *http.Request, f db.BuildFilter) {
 	q := r.URL.Query()
 	if err := parsePage(q, &f); err != nil {
-		s.fail(w, r, badRequest(err))
+		s.fail(w, r, apierr.BadRequest(err))
 		return
 	}
 	limit, err := pageLimit(q, 0) // 0: the store's default
 	if err != nil {
-		s.fail(w, r, badRequest(err))
+		s.fail(w, r, apierr.BadRequest(err))
 		return
 	}
 	f.Limit = limit
@@ -361,7 +362,7 @@ func (s *Server) listBuildsOf(w http.ResponseWriter, r *http.Request, f db.Build
 	for _, b := range builds {
 		out = append(out, apiJobBuild(b))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpreply.JSON(w, http.StatusOK, out)
 }
 
 // handleListBuilds lists the builds of the caller's teams. One-off builds
@@ -369,7 +370,7 @@ func (s *Server) listBuildsOf(w http.ResponseWriter, r *http.Request, f db.Build
 func (s *Server) handleListBuilds(w http.ResponseWriter, r *http.Request) {
 	claims, ok := auth.FromContext(r.Context())
 	if !ok {
-		writeJSON(w, http.StatusOK, []concourse.Build{})
+		httpreply.JSON(w, http.StatusOK, []concourse.Build{})
 		return
 	}
 	var ids []int
@@ -386,7 +387,7 @@ func (s *Server) handleListBuilds(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if len(ids) == 0 {
-			writeJSON(w, http.StatusOK, []concourse.Build{})
+			httpreply.JSON(w, http.StatusOK, []concourse.Build{})
 			return
 		}
 	}
@@ -406,12 +407,12 @@ func (s *Server) handleCreateBuild(w http.ResponseWriter, r *http.Request, claim
 func (s *Server) createBuildFromRequest(w http.ResponseWriter, r *http.Request, team db.Team, userID, what string) {
 	raw, err := io.ReadAll(boundedBody(w, r, 4<<20))
 	if err != nil {
-		s.fail(w, r, badRequest(fmt.Errorf("read the plan: %w", err)))
+		s.fail(w, r, apierr.BadRequest(fmt.Errorf("read the plan: %w", err)))
 		return
 	}
 	var plan concourse.Plan
 	if err := json.Unmarshal(raw, &plan); err != nil {
-		s.fail(w, r, badRequest(fmt.Errorf("decode the plan: %w", err)))
+		s.fail(w, r, apierr.BadRequest(fmt.Errorf("decode the plan: %w", err)))
 		return
 	}
 	b, err := s.engine.CreateBuild(r.Context(), team, userID, plan, raw)
@@ -422,7 +423,7 @@ func (s *Server) createBuildFromRequest(w http.ResponseWriter, r *http.Request, 
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, apiBuild(b))
+	httpreply.JSON(w, http.StatusCreated, apiBuild(b))
 }
 
 func (s *Server) handleGetBuild(w http.ResponseWriter, r *http.Request, b db.Build) {
@@ -432,7 +433,7 @@ func (s *Server) handleGetBuild(w http.ResponseWriter, r *http.Request, b db.Bui
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apiJobBuild(jb))
+	httpreply.JSON(w, http.StatusOK, apiJobBuild(jb))
 }
 
 // handleAbortBuild aborts a running build: here when this server runs it,
@@ -455,7 +456,7 @@ func (s *Server) handleBuildArtifacts(w http.ResponseWriter, r *http.Request, b 
 	for _, a := range arts {
 		out = append(out, concourse.WorkerArtifact{ID: a.ID, Name: a.Name, BuildID: a.BuildID, CreatedAt: a.CreateTime.Unix()})
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpreply.JSON(w, http.StatusOK, out)
 }
 
 // maxUnixTime is the last second of year 9999: later start times bound

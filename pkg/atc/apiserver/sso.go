@@ -3,7 +3,9 @@ package apiserver
 import (
 	"net/http"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/auth"
+	"github.com/porter-ci/porter/pkg/httpreply"
 )
 
 // EnableOIDC turns on the OIDC connector (single sign-on): the login page
@@ -36,7 +38,7 @@ func (s *Server) handleConnectors(w http.ResponseWriter, _ *http.Request) {
 	if s.oidc != nil {
 		out = append(out, connector{ID: auth.OIDCConnector, DisplayName: s.oidc.DisplayName(), LoginURL: auth.OIDCLoginPath})
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpreply.JSON(w, http.StatusOK, out)
 }
 
 const noOIDC = "single sign-on with OIDC is not configured on this server (see --oidc-issuer)"
@@ -45,7 +47,7 @@ const noOIDC = "single sign-on with OIDC is not configured on this server (see -
 // provider.
 func (s *Server) handleOIDCLogin(w http.ResponseWriter, r *http.Request) {
 	if s.oidc == nil {
-		s.fail(w, r, notFound("Connector Not Found Error", noOIDC))
+		s.fail(w, r, apierr.NotFound("Connector Not Found Error", noOIDC))
 		return
 	}
 	s.oidc.Login(w, r)
@@ -55,7 +57,7 @@ func (s *Server) handleOIDCLogin(w http.ResponseWriter, r *http.Request) {
 // identity provider.
 func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) {
 	if s.oidc == nil {
-		s.fail(w, r, notFound("Connector Not Found Error", noOIDC))
+		s.fail(w, r, apierr.NotFound("Connector Not Found Error", noOIDC))
 		return
 	}
 	s.oidc.Callback(w, r)

@@ -12,6 +12,7 @@ import (
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/httpreply"
 )
 
 // Single sign-on (sso.go): on a server without OIDC.
@@ -43,7 +44,7 @@ func fakeDiscovery(t *testing.T) string {
 			http.NotFound(w, r)
 			return
 		}
-		writeJSON(w, 200, map[string]any{"issuer": srv.URL, "authorization_endpoint": srv.URL + "/auth",
+		httpreply.JSON(w, 200, map[string]any{"issuer": srv.URL, "authorization_endpoint": srv.URL + "/auth",
 			"token_endpoint": srv.URL + "/token", "jwks_uri": srv.URL + "/keys"})
 	}))
 	t.Cleanup(srv.Close)

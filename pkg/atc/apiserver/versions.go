@@ -9,9 +9,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
+	"github.com/porter-ci/porter/pkg/httpreply"
 )
 
 // versionRoutes are a resource's versions and checks: resource-versions,
@@ -58,7 +60,7 @@ func (s *Server) handleVersions(w http.ResponseWriter, r *http.Request, rr resou
 		if v := q.Get(b.name); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n <= 0 {
-				s.fail(w, r, badRequest(fmt.Errorf("%s=%q: want a version id", b.name, v)))
+				s.fail(w, r, apierr.BadRequest(fmt.Errorf("%s=%q: want a version id", b.name, v)))
 				return
 			}
 			*b.dst = n
@@ -66,14 +68,14 @@ func (s *Server) handleVersions(w http.ResponseWriter, r *http.Request, rr resou
 	}
 	limit, err := pageLimit(q, 100)
 	if err != nil {
-		s.fail(w, r, badRequest(err))
+		s.fail(w, r, apierr.BadRequest(err))
 		return
 	}
 	p.Limit = limit
 	for _, f := range q["filter"] {
 		k, v, ok := strings.Cut(f, ":")
 		if !ok || k == "" {
-			s.fail(w, r, badRequest(fmt.Errorf("filter=%q: want key:value", f)))
+			s.fail(w, r, apierr.BadRequest(fmt.Errorf("filter=%q: want key:value", f)))
 			return
 		}
 		if p.Filter == nil {
@@ -113,7 +115,7 @@ func (s *Server) handleVersions(w http.ResponseWriter, r *http.Request, rr resou
 			}
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpreply.JSON(w, http.StatusOK, out)
 }
 
 // checkRequest is the body of POST .../check.
@@ -126,7 +128,7 @@ type checkRequest struct {
 // build, which fly then watches.
 func (s *Server) handleCheckResource(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
 	var req checkRequest
-	if err := decodeOptionalBody(w, r, maxJSONBody, &req, "the check request"); err != nil {
+	if err := decodeBody(w, r, maxJSONBody, &req, "the check request", true); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -143,13 +145,13 @@ func (s *Server) handleCheckResource(w http.ResponseWriter, r *http.Request, rr 
 		}
 		s.log.Warn("check-resource", "resource", rr.resource.Name, "err", err)
 	}
-	writeJSON(w, http.StatusCreated, apiJobBuild(b))
+	httpreply.JSON(w, http.StatusCreated, apiJobBuild(b))
 }
 
 func versionID(r *http.Request) (int64, error) {
 	id, err := strconv.ParseInt(r.PathValue("version_id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, badRequest(errors.New("version id must be a positive number"))
+		return 0, apierr.BadRequest(errors.New("version id must be a positive number"))
 	}
 	return id, nil
 }
@@ -189,7 +191,7 @@ func (s *Server) handlePinComment(w http.ResponseWriter, r *http.Request, rr res
 	var req struct {
 		Comment string `json:"pin_comment"`
 	}
-	if err := decodeBody(w, r, maxJSONBody, &req, "the pin comment"); err != nil {
+	if err := decodeBody(w, r, maxJSONBody, &req, "the pin comment", false); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -222,7 +224,7 @@ func (s *Server) handleVersionBuilds(input bool) func(http.ResponseWriter, *http
 		for _, b := range builds {
 			out = append(out, apiJobBuild(b))
 		}
-		writeJSON(w, http.StatusOK, out)
+		httpreply.JSON(w, http.StatusOK, out)
 	}
 }
 
