@@ -29,7 +29,6 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, what
 	return nil
 }
 
-
 // recoverPanics is the last line of defence: a handler's panic ends its
 // request with a 500, not the server.
 func (s *Server) recoverPanics(next http.Handler) http.Handler {
