@@ -56,6 +56,10 @@ type pod struct {
 	created time.Time
 	ready   chan struct{} // closed once it can take sessions, or err says why not
 	err     error
+	// abandoned: its creation stopped because the creating check's own
+	// context ended (its build aborted or timed out); the checks that
+	// waited for it try again instead of taking that build's error.
+	abandoned bool
 	slots   chan struct{} // one per check running (nil: no bound)
 }
 
@@ -107,8 +111,32 @@ func (p *Pool) now() time.Time {
 // than MaxChecks checks. When there is no pod in its first half of life,
 // newID names a new one and create starts it (the caller's step waits for
 // it to be ready); checks that come meanwhile wait for that one. A failed
-// creation is every waiter's error.
+// creation is every waiter's error, unless it failed because its creator's
+// ctx ended: the waiters then try again, one of them creating the pod.
 func (p *Pool) Acquire(ctx context.Context, key Key, newID func() string, create func(stepID string) error) (Lease, error) {
+	for {
+		cur, err := p.readyPod(ctx, key, newID, create)
+		if err != nil {
+			return Lease{}, err
+		}
+		if cur == nil {
+			continue // its creator gave up: try again
+		}
+		if cur.slots != nil {
+			select {
+			case cur.slots <- struct{}{}:
+			case <-ctx.Done():
+				return Lease{}, context.Cause(ctx)
+			}
+		}
+		return Lease{StepID: cur.stepID, slots: cur.slots}, nil
+	}
+}
+
+// readyPod returns key's pod once it is ready, creating it when there is
+// none to take checks; nil when another check's creation of it was
+// abandoned.
+func (p *Pool) readyPod(ctx context.Context, key Key, newID func() string, create func(stepID string) error) (*pod, error) {
 	p.mu.Lock()
 	if p.pods == nil {
 		p.pods = map[Key]*pod{}
@@ -133,6 +161,7 @@ func (p *Pool) Acquire(ctx context.Context, key Key, newID func() string, create
 	if !fresh {
 		cur.err = create(cur.stepID)
 		if cur.err != nil {
+			cur.abandoned = ctx.Err() != nil
 			p.mu.Lock()
 			if p.pods[key] == cur {
 				delete(p.pods, key)
@@ -140,23 +169,17 @@ func (p *Pool) Acquire(ctx context.Context, key Key, newID func() string, create
 			p.mu.Unlock()
 		}
 		close(cur.ready)
+		return cur, cur.err
 	}
 	select {
 	case <-cur.ready:
 	case <-ctx.Done():
-		return Lease{}, context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	}
-	if cur.err != nil {
-		return Lease{}, cur.err
+	if cur.err != nil && cur.abandoned {
+		return nil, nil
 	}
-	if cur.slots != nil {
-		select {
-		case cur.slots <- struct{}{}:
-		case <-ctx.Done():
-			return Lease{}, context.Cause(ctx)
-		}
-	}
-	return Lease{StepID: cur.stepID, slots: cur.slots}, nil
+	return cur, cur.err
 }
 
 // Retire takes the pod of stepID out of the pool: it runs the checks it

@@ -171,3 +171,56 @@ func TestPoolSeparatesPipelinesAndRetires(t *testing.T) {
 		t.Fatalf("retiring pipeline 1's pod moved pipeline 2's checks to %s", other.StepID)
 	}
 }
+
+// A check that waits for a pod another check is creating does not take
+// that check's error when the other check's build ends (aborted, timed
+// out) mid-creation: it creates the pod itself and runs.
+func TestPoolWaiterOutlivesAnAbandonedCreation(t *testing.T) {
+	p := &Pool{Lifetime: time.Hour, Connected: func(string) bool { return true }}
+	key := Key{Team: "main", Image: "mock"}
+	n := 0
+	var mu sync.Mutex
+	newID := func() string { mu.Lock(); defer mu.Unlock(); n++; return fmt.Sprintf("pod-%d", n) }
+	creatorCtx, timeOut := context.WithCancelCause(t.Context())
+	creating := make(chan struct{})
+	creatorErr := make(chan error, 1)
+	go func() {
+		_, err := p.Acquire(creatorCtx, key, newID, func(string) error {
+			close(creating)
+			<-creatorCtx.Done()
+			return fmt.Errorf("check pod: %w", context.Cause(creatorCtx))
+		})
+		creatorErr <- err
+	}()
+	<-creating
+	waiting := &watchedCtx{Context: t.Context()}
+	got := make(chan error, 1)
+	var lease Lease
+	go func() {
+		var err error
+		lease, err = p.Acquire(waiting, key, newID, func(string) error { return nil })
+		got <- err
+	}()
+	eventually.Within(t, 5*time.Second, func() error {
+		if waiting.asked.Load() < 1 {
+			return errors.New("the second check does not wait for the pod yet")
+		}
+		return nil
+	})
+	timedOut := errors.New("check timed out after 3s")
+	timeOut(timedOut)
+	if err := <-creatorErr; !errors.Is(err, timedOut) {
+		t.Fatalf("the creating check: %v, want its own timeout", err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("the waiting check took the other build's error: %v", err)
+		}
+		if lease.StepID != "pod-2" {
+			t.Fatalf("the waiting check got pod %q, want the new pod-2", lease.StepID)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting check still waits after the creation was abandoned")
+	}
+}
