@@ -60,7 +60,7 @@ type pod struct {
 	// context ended (its build aborted or timed out); the checks that
 	// waited for it try again instead of taking that build's error.
 	abandoned bool
-	slots   chan struct{} // one per check running (nil: no bound)
+	slots     chan struct{} // one per check running (nil: no bound)
 }
 
 // Sessions run processes in a connected step's pod, over its sidecar's
