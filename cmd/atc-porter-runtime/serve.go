@@ -13,12 +13,15 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/porter-ci/porter/pkg/atc"
+	"github.com/porter-ci/porter/pkg/atc/apiserver"
+	"github.com/porter-ci/porter/pkg/atc/webui"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/cli"
@@ -421,12 +424,53 @@ func serve(ctx context.Context, cfg atc.Config, o *serveOptions, log *slog.Logge
 	}
 	tracing, flushSpans := atc.StartTracing(ctx, log)
 	defer flushSpans()
-	srv, err := atc.New(ctx, cfg, atc.Deps{Kube: kube, DB: database, Store: store, Audit: audit, SigningKey: key, Log: log,
-		Metrics: metrics.New(), Tracing: tracing})
+	return compose(ctx, cfg.WithDefaults(), parts{kube: kube, db: database, store: store, audit: audit, signingKey: key,
+		log: log, tracing: tracing})
+}
+
+// parts are what serve opened: compose builds the server from them.
+type parts struct {
+	kube         kubernetes.Interface
+	db           *db.DB
+	store, audit blobstore.Store
+	signingKey   crypto.Signer
+	log          *slog.Logger
+	tracing      trace.TracerProvider
+}
+
+// compose is the composition root: it builds the credential manager, the
+// step credentials issuer, the engine, the token issuer, the API (with its
+// single sign-on connector) and the web UI over it, each complete, and
+// runs the server until ctx ends.
+func compose(ctx context.Context, cfg atc.Config, p parts) error {
+	stepCreds, err := cfg.StepCredentials.Issuer(cfg.Blobstore, cfg.AuditBucket)
 	if err != nil {
 		return err
 	}
-	return srv.Run(ctx)
+	var vault *creds.Vault
+	if cfg.Vault != nil {
+		if vault, err = creds.NewVault(*cfg.Vault); err != nil {
+			return err
+		}
+	}
+	engine, err := atc.New(ctx, cfg, atc.Deps{Kube: p.kube, DB: p.db, Store: p.store, Audit: p.audit, Log: p.log,
+		Metrics: metrics.New(), Tracing: p.tracing, StepCredentials: stepCreds, Vault: vault})
+	if err != nil {
+		return err
+	}
+	api, err := apiserver.New(apiserver.Config{
+		ExternalURL: cfg.ExternalURL, ClusterName: cfg.ClusterName, ServerID: cfg.ServerID,
+		BaseTypes: engine.BaseTypes(), ArtifactWorker: engine.ArtifactWorker(), BlobstoreBucket: cfg.Blobstore.Bucket,
+		Limits: apiserver.Limits{MaxArtifactUpload: cfg.Limits.MaxArtifactUpload, MaxRequestBody: cfg.Limits.MaxRequestBody,
+			UploadStall: cfg.Limits.HTTPReadTimeout, Upload: cfg.Limits.Upload},
+		OIDC: cfg.OIDC,
+	}, apiserver.Deps{Store: p.db, Engine: engine.API(), Events: engine.BuildEvents(), Blobs: p.store, Audit: p.audit,
+		Issuer: auth.NewIssuer(p.signingKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL), Log: p.log.With("component", "api")})
+	if err != nil {
+		return err
+	}
+	// The web UI answers its pages and assets; everything else is the API.
+	return engine.Run(ctx, webui.Wrap(api.Handler(), cfg.ExternalURL))
 }
 
 // mainTeamOwners are the --main-team-* flags.

@@ -31,6 +31,8 @@ var rules = []struct {
 		[]string{"pkg/atc/...", "pkg/pipeline", "pkg/concourse", "pkg/db/...", "pkg/scheduler"}},
 	{"pkg/atc/exec/...", "the steps reach the engine, the API and the pods only through interfaces",
 		[]string{"pkg/atc", "pkg/atc/apiserver/...", "pkg/atc/kuberuntime", "pkg/stepserver"}},
+	{"pkg/atc", "the engine knows nothing of the HTTP API or the web UI: the composition root (cmd/atc-porter-runtime) puts them over it",
+		[]string{"pkg/atc/apiserver/...", "pkg/atc/webui"}},
 	{"pkg/atc/apiserver/...", "the API sees the engine and the steps only through its Engine interface",
 		[]string{"pkg/atc", "pkg/atc/exec/...", "pkg/atc/kuberuntime"}},
 	{"pkg/atc/kuberuntime", "the runtime runs pods, not plans",

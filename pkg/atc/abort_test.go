@@ -35,7 +35,7 @@ func TestAbortOfARunningBuildIsRecorded(t *testing.T) {
 	if rec, err = d.Build(ctx, rec.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := (apiEngine{s}).AbortBuild(ctx, rec); err != nil {
+	if err := (APIEngine{s}).AbortBuild(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	if !errors.Is(context.Cause(runCtx), exec.ErrAborted) {
@@ -76,14 +76,14 @@ func TestAbortWithoutTheDatabase(t *testing.T) {
 	runCtx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	s := &Server{db: down, log: log, cfg: Config{ServerID: "s1"}, builds: map[int64]*buildstate.Build{rec.ID: {Abort: abort}}}
-	if err := (apiEngine{s}).AbortBuild(ctx, rec); err != nil {
+	if err := (APIEngine{s}).AbortBuild(ctx, rec); err != nil {
 		t.Errorf("abort of a build running here, database down: %v", err)
 	}
 	if !errors.Is(context.Cause(runCtx), exec.ErrAborted) {
 		t.Errorf("the running build was not aborted: cause %v", context.Cause(runCtx))
 	}
 	// Nobody runs it here: the failed record is the answer.
-	if err := (apiEngine{&Server{db: down, log: log, builds: map[int64]*buildstate.Build{}}}).AbortBuild(ctx, rec); err == nil {
+	if err := (APIEngine{&Server{db: down, log: log, builds: map[int64]*buildstate.Build{}}}).AbortBuild(ctx, rec); err == nil {
 		t.Error("abort of a build running elsewhere, database down: no error")
 	}
 }

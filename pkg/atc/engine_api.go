@@ -6,7 +6,6 @@ import (
 	"maps"
 	"sort"
 
-	"github.com/porter-ci/porter/pkg/atc/apiserver"
 	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -17,13 +16,11 @@ import (
 	"github.com/porter-ci/porter/pkg/scheduler"
 )
 
-// apiEngine is what the API's handlers reach builds, checks and running
+// APIEngine is what the API's handlers reach builds, checks and running
 // steps through (apiserver.Engine).
-type apiEngine struct{ s *Server }
+type APIEngine struct{ s *Server }
 
-var _ apiserver.Engine = apiEngine{}
-
-func (e apiEngine) CreateBuild(ctx context.Context, team db.Team, createdBy string, plan concourse.Plan, raw json.RawMessage) (db.Build, error) {
+func (e APIEngine) CreateBuild(ctx context.Context, team db.Team, createdBy string, plan concourse.Plan, raw json.RawMessage) (db.Build, error) {
 	return e.s.createBuild(ctx, team, createdBy, plan, raw)
 }
 
@@ -31,7 +28,7 @@ func (e apiEngine) CreateBuild(ctx context.Context, team db.Team, createdBy stri
 // when this server runs it; the server that does otherwise acts on the
 // record. Recording first makes an accepted abort outlive this server: one
 // killed before the build ends resumes it aborted, never running on.
-func (e apiEngine) AbortBuild(ctx context.Context, rec db.Build) error {
+func (e APIEngine) AbortBuild(ctx context.Context, rec db.Build) error {
 	if rec.Status.Finished() {
 		return nil
 	}
@@ -51,21 +48,21 @@ func (e apiEngine) AbortBuild(ctx context.Context, rec db.Build) error {
 	return err
 }
 
-func (e apiEngine) WakeScheduler() { e.s.wakeScheduler() }
+func (e APIEngine) WakeScheduler() { e.s.wakeScheduler() }
 
-func (e apiEngine) StartCheck(ctx context.Context, res db.ResourceRef, from map[string]string) (db.JobBuild, error) {
+func (e APIEngine) StartCheck(ctx context.Context, res db.ResourceRef, from map[string]string) (db.JobBuild, error) {
 	return e.s.sch.checker.StartCheck(ctx, res, from)
 }
 
-func (e apiEngine) NextInputs(ctx context.Context, job db.JobRef) (map[string]db.BuildInput, string, error) {
+func (e APIEngine) NextInputs(ctx context.Context, job db.JobRef) (map[string]db.BuildInput, string, error) {
 	// Input selection only reads the database.
 	sched := scheduler.Scheduler{DB: e.s.db, Log: e.s.log}
 	return sched.NextInputs(ctx, job)
 }
 
-func (e apiEngine) StepConnected(stepID string) bool { return e.s.streams.Connected(stepID) }
+func (e APIEngine) StepConnected(stepID string) bool { return e.s.streams.Connected(stepID) }
 
-func (e apiEngine) OpenSession(ctx context.Context, stepID string, open *eventspb.SessionOpen) (hijack.Session, error) {
+func (e APIEngine) OpenSession(ctx context.Context, stepID string, open *eventspb.SessionOpen) (hijack.Session, error) {
 	if podspec.IsCheckPod(stepID) {
 		// Before the session opens: what the person changes in the pod
 		// must not see another check's request.
@@ -80,7 +77,7 @@ func (e apiEngine) OpenSession(ctx context.Context, stepID string, open *eventsp
 }
 
 // WorkerResourceTypes are the base resource types a worker provides.
-func (e apiEngine) WorkerResourceTypes(name string) []concourse.WorkerResourceType {
+func (e APIEngine) WorkerResourceTypes(name string) []concourse.WorkerResourceType {
 	types := maps.Clone(e.s.cfg.BaseResourceTypes)
 	if types == nil {
 		types = basetypes.Images()

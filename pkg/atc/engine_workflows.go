@@ -12,28 +12,28 @@ import (
 
 // lifecycle is what renaming or destroying a team or pipeline does beyond
 // its records (pkg/atc/lifecycle).
-func (e apiEngine) lifecycle() lifecycle.Workflows {
+func (e APIEngine) lifecycle() lifecycle.Workflows {
 	return lifecycle.Workflows{Store: e.s.db, Blobs: e.s.store, Log: e.s.log,
 		Abort: func(ctx context.Context, id int64) error { return e.AbortBuild(ctx, db.Build{ID: id}) }}
 }
 
-func (e apiEngine) DestroyTeam(ctx context.Context, team db.Team) error {
+func (e APIEngine) DestroyTeam(ctx context.Context, team db.Team) error {
 	return e.lifecycle().DestroyTeam(ctx, team)
 }
 
-func (e apiEngine) RenameTeam(ctx context.Context, team db.Team, name string) error {
+func (e APIEngine) RenameTeam(ctx context.Context, team db.Team, name string) error {
 	return e.lifecycle().RenameTeam(ctx, team, name)
 }
 
-func (e apiEngine) DestroyPipeline(ctx context.Context, team string, p db.Pipeline) error {
+func (e APIEngine) DestroyPipeline(ctx context.Context, team string, p db.Pipeline) error {
 	return e.lifecycle().DestroyPipeline(ctx, team, p)
 }
 
-func (e apiEngine) RenamePipeline(ctx context.Context, team string, p db.Pipeline, name string) error {
+func (e APIEngine) RenamePipeline(ctx context.Context, team string, p db.Pipeline, name string) error {
 	return e.lifecycle().RenamePipeline(ctx, team, p, name)
 }
 
-func (e apiEngine) ClearTaskCaches(ctx context.Context, prefix string) (int64, error) {
+func (e APIEngine) ClearTaskCaches(ctx context.Context, prefix string) (int64, error) {
 	return e.lifecycle().ClearTaskCaches(ctx, prefix)
 }
 
@@ -41,7 +41,7 @@ func (e apiEngine) ClearTaskCaches(ctx context.Context, prefix string) (int64, e
 // check (from the version given, if any). Porter keeps no versions of a
 // type: each use resolves the type's image with this same check, so the
 // build shows whether that works now.
-func (e apiEngine) CheckResourceType(ctx context.Context, team db.Team, createdBy, name string, typ concourse.ResourceType, from map[string]string) (db.Build, error) {
+func (e APIEngine) CheckResourceType(ctx context.Context, team db.Team, createdBy, name string, typ concourse.ResourceType, from map[string]string) (db.Build, error) {
 	plan := concourse.Plan{ID: concourse.PlanID("check-type-" + name), Check: &concourse.CheckPlan{
 		Name: name, Type: typ.Type, Source: typ.Source, FromVersion: from, Tags: typ.Tags,
 		TypeImage: concourse.TypeImage{BaseType: typ.Type, Privileged: typ.Privileged}}}

@@ -161,7 +161,7 @@ func TestKeySecretsSharedByReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &Server{log: slog.New(slog.DiscardHandler), kube: kube, cfg: Config{Namespace: ns, InClusterConfig: InClusterConfig{CASecret: "ca"}}}
-	if _, _, err := s.grpcTLS(t.Context(), "10.244.0.9"); err == nil {
+	if _, _, err := s.newGRPCTLS(t.Context(), "10.244.0.9"); err == nil {
 		t.Fatal("a CA Secret without ca.key was accepted")
 	}
 }

@@ -2,7 +2,7 @@ package atc
 
 import (
 	"context"
-	"crypto"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,12 +19,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/porter-ci/porter/pkg/atc/apiserver"
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
-	"github.com/porter-ci/porter/pkg/atc/webui"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/creds"
@@ -44,7 +42,8 @@ import (
 // Config is the server's configuration (see the serve flags).
 type Config struct {
 	// OIDC is the single sign-on connector (nil: none); its ExternalURL
-	// defaults to the server's.
+	// defaults to the server's. The API's, which the composition root
+	// (cmd/atc-porter-runtime) builds.
 	OIDC *auth.OIDCConfig
 	// Namespace is the server's own (its signing key Secret); with no
 	// Workers it is also the one worker's, named Worker and tagged
@@ -139,13 +138,16 @@ type Config struct {
 	Limits LimitsConfig
 }
 
-// Deps are what the server is given rather than opening itself.
+// Deps are what the server is given rather than opening itself (the
+// composition root, cmd/atc-porter-runtime, opens them).
 type Deps struct {
-	Kube       kubernetes.Interface
-	DB         *db.DB
-	Store      blobstore.Store
-	SigningKey crypto.Signer
-	Log        *slog.Logger
+	Kube  kubernetes.Interface
+	DB    *db.DB
+	Store blobstore.Store
+	Log   *slog.Logger
+	// Vault is the credential manager, given when Config.Vault is set
+	// (nil: Kubernetes Secrets).
+	Vault *creds.Vault
 	// WorkerKube is the API client of a worker (nil: from its kubeconfig,
 	// or Kube for a worker that names none).
 	WorkerKube func(worker.Config) (kubernetes.Interface, error)
@@ -154,8 +156,8 @@ type Deps struct {
 	// Metrics and Tracing are the server's (nil: none).
 	Metrics *metrics.Metrics
 	Tracing trace.TracerProvider
-	// StepCredentials mints each step's blobstore credentials (nil: from
-	// Config.StepCredentials).
+	// StepCredentials mints each step's blobstore credentials
+	// (Config.StepCredentials.Issuer).
 	StepCredentials stepcreds.Issuer
 	// Audit is the audit bucket (nil: Store).
 	Audit blobstore.Store
@@ -175,9 +177,6 @@ type Server struct {
 	vault   *creds.Vault
 	streams *stepserver.Server
 	keys    *steptoken.Keyring
-	issuer  *auth.Issuer
-	// api answers the HTTP API.
-	api *apiserver.Server
 	// podWorker is what every worker's pods share (its Name and
 	// Namespace are each worker's).
 	podWorker podspec.Worker
@@ -185,6 +184,9 @@ type Server struct {
 	// pods.
 	runtime *kuberuntime.Runtime
 	pods    stepRuntime
+	// grpcTLS serves the sidecars (nil: Config.Insecure); caPEM is its CA,
+	// which step pods trust.
+	grpcTLS *tls.Config
 	caPEM   []byte
 	sch     *scheduling
 	// logs are the builds' logs; events follows them for the API.
@@ -199,8 +201,10 @@ type Server struct {
 
 	started time.Time
 
-	// base is Run's context: builds stop (to be resumed) when it ends.
-	base context.Context
+	// base ends when Run does (stopBase): builds stop, to be resumed, with
+	// it.
+	base     context.Context
+	stopBase context.CancelCauseFunc
 
 	// listenerDied receives the error of each listener that stops serving
 	// (Run's; buffered for all of them).
@@ -215,12 +219,9 @@ type Server struct {
 	runs         sync.WaitGroup
 }
 
-// New prepares a server from its configuration and dependencies.
-func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
-	log := deps.Log
-	if log == nil {
-		log = slog.Default()
-	}
+// WithDefaults is the configuration with what is unset defaulted, as New
+// uses it (the composition root builds the API from the same).
+func (cfg Config) WithDefaults() Config {
 	if cfg.GRPCAdvertise == "" {
 		cfg.GRPCAdvertise = cfg.GRPCListen
 	}
@@ -241,6 +242,25 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if len(cfg.Workers) == 0 {
 		cfg.Workers = []worker.Config{{Name: cfg.Worker, Namespace: cfg.Namespace, Tags: cfg.WorkerTags}}
 	}
+	return cfg
+}
+
+// New builds the engine complete from its configuration and the
+// subsystems it is given: the runtime, the executor, the scheduler, the
+// stream server and the gRPC TLS are its own, as they call back into it.
+// Nothing talks to a worker until Run.
+func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
+	log := deps.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	if deps.StepCredentials == nil {
+		return nil, errors.New("no step credentials issuer (Config.StepCredentials.Issuer makes one)")
+	}
+	if cfg.Vault != nil && deps.Vault == nil {
+		return nil, errors.New("Vault is configured (--vault-url) but no Vault client was given")
+	}
+	cfg = cfg.WithDefaults()
 	if err := worker.ValidateAll(cfg.Workers); err != nil {
 		return nil, err
 	}
@@ -256,19 +276,18 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys, logs: logs,
-		issuer: auth.NewIssuer(deps.SigningKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL),
+	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys, logs: logs, vault: deps.Vault,
 		builds: map[int64]*buildstate.Build{}, buildStarted: make(chan struct{}), steps: map[string]*exec.StepState{}, started: time.Now(),
-		audit: deps.Audit}
+		audit: deps.Audit, listenerDied: make(chan error, 3)} // gRPC, API, ops
+	// Not ctx's end: builds stop when Run ends, whatever built the server.
+	s.base, s.stopBase = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.events = buildlog.NewFollower(logs, followedBuilds{s})
-	if cfg.Vault != nil {
-		if s.vault, err = creds.NewVault(*cfg.Vault); err != nil {
-			return nil, err
+	if !cfg.Insecure {
+		host, _, err := net.SplitHostPort(cfg.GRPCAdvertise)
+		if err != nil {
+			return nil, fmt.Errorf("grpc advertise address %q: %w", cfg.GRPCAdvertise, err)
 		}
-	}
-	stepCreds := deps.StepCredentials
-	if stepCreds == nil {
-		if stepCreds, err = cfg.StepCredentials.issuer(cfg.Blobstore, cfg.AuditBucket); err != nil {
+		if s.grpcTLS, s.caPEM, err = s.newGRPCTLS(ctx, host); err != nil {
 			return nil, err
 		}
 	}
@@ -303,7 +322,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 			return kubernetes.NewForConfig(rc)
 		}
 	}
-	if s.runtime, err = s.newRuntime(client, stepCreds); err != nil {
+	if s.runtime, err = s.newRuntime(client, deps.StepCredentials); err != nil {
 		return nil, err
 	}
 	s.pods = execRuntime{s.runtime}
@@ -311,53 +330,42 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if cfg.GC.Interval > 0 {
 		s.collector = s.newCollector()
 	}
-	s.api = apiserver.New(apiserver.Config{
-		ExternalURL: cfg.ExternalURL, ClusterName: cfg.ClusterName, ServerID: cfg.ServerID,
-		BaseTypes: s.baseTypeNames(), ArtifactWorker: s.artifactWorker(), BlobstoreBucket: cfg.Blobstore.Bucket,
-		Limits: apiserver.Limits{MaxArtifactUpload: cfg.Limits.MaxArtifactUpload, MaxRequestBody: cfg.Limits.MaxRequestBody,
-			UploadStall: cfg.Limits.HTTPReadTimeout, Upload: cfg.Limits.Upload},
-	}, apiserver.Deps{Store: deps.DB, Engine: apiEngine{s}, Events: s.events, Blobs: deps.Store, Audit: deps.Audit, Issuer: s.issuer,
-		Log: log.With("component", "api")})
-	if cfg.OIDC != nil {
-		oc := *cfg.OIDC
-		if oc.ExternalURL == "" {
-			oc.ExternalURL = cfg.ExternalURL
-		}
-		if err := s.api.EnableOIDC(oc); err != nil {
-			return nil, fmt.Errorf("single sign-on: %w", err)
-		}
-	}
 	return s, nil
 }
 
-// Run serves gRPC and HTTP until ctx ends or a listener dies (an error).
-// Either way it returns within seconds: running builds stop where they are
+// API is the engine as the HTTP API's handlers reach it (apiserver.Engine).
+func (s *Server) API() APIEngine { return APIEngine{s} }
+
+// BuildEvents follows the builds' logs for the API.
+func (s *Server) BuildEvents() *buildlog.Follower { return s.events }
+
+// BaseTypes are the names of the resource types the workers provide.
+func (s *Server) BaseTypes() []string { return s.baseTypeNames() }
+
+// ArtifactWorker is the worker uploaded artifacts are recorded on.
+func (s *Server) ArtifactWorker() string { return s.artifactWorker() }
+
+// Run serves gRPC, and HTTP with api (the API and the web UI, which the
+// composition root builds over API), until ctx ends or a listener dies (an
+// error). Either way it returns within seconds: running builds stop where they are
 // (their pods go on) for the next server to resume, and every goroutine Run
 // started has ended.
-func (s *Server) Run(parent context.Context) error {
+func (s *Server) Run(parent context.Context, api http.Handler) error {
 	// ctx ends with parent or with the first listener to die: builds and
 	// loops stop on it either way.
 	ctx, stop := context.WithCancelCause(parent)
 	defer stop(nil)
-	errc := make(chan error, 3) // gRPC, API, ops
-	s.listenerDied = errc
+	// Builds stop with Run, with its cause.
+	defer func() { s.stopBase(context.Cause(ctx)) }()
+	errc := s.listenerDied
 	stopOps, err := s.startOps(ctx)
 	if err != nil {
 		return err
 	}
 	defer stopOps()
 	opts := s.streams.ServerOptions()
-	if !s.cfg.Insecure {
-		host, _, err := net.SplitHostPort(s.cfg.GRPCAdvertise)
-		if err != nil {
-			return fmt.Errorf("grpc advertise address %q: %w", s.cfg.GRPCAdvertise, err)
-		}
-		tlsCfg, caPEM, err := s.grpcTLS(ctx, host)
-		if err != nil {
-			return err
-		}
-		s.caPEM = caPEM
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	if s.grpcTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.grpcTLS)))
 	}
 	// A resource step's response (up to resource.MaxResponse) arrives in one message.
 	opts = append(opts, grpc.MaxRecvMsgSize(resource.MaxResponse+1<<20))
@@ -376,10 +384,8 @@ func (s *Server) Run(parent context.Context) error {
 	// fly following a build's events must not hold the shutdown.
 	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer endRequests()
-	// The web UI answers its pages and assets; everything else is the API.
-	hs := s.apiServer(reqCtx, webui.Wrap(s.api.Handler(), s.cfg.ExternalURL))
+	hs := s.apiServer(reqCtx, api)
 
-	s.base = ctx
 	workersCtx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
 	workersDone := s.runtime.Start(workersCtx)
@@ -420,7 +426,8 @@ func (s *Server) Run(parent context.Context) error {
 	case runErr = <-errc:
 		s.log.Error("server stopped: a listener died", "err", runErr)
 	}
-	stop(runErr) // builds, loops and workers stop
+	stop(runErr)                   // loops and workers stop
+	s.stopBase(context.Cause(ctx)) // builds stop
 	<-heartbeatDone
 	<-schedDone
 	<-gcDone
@@ -530,7 +537,7 @@ func (s *Server) running(id int64) (*buildstate.Build, bool) {
 }
 
 func (s *Server) shutdownCtx() context.Context {
-	if s.base == nil {
+	if s.base == nil { // a test's Server, not New's
 		return context.Background()
 	}
 	return s.base

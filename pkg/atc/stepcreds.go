@@ -32,7 +32,9 @@ type StepCredentialsConfig struct {
 // DefaultStepCredentialsMaxLifetime is AWS's longest role session.
 const DefaultStepCredentialsMaxLifetime = 12 * time.Hour
 
-func (c StepCredentialsConfig) issuer(store blobstore.Config, auditBucket string) (stepcreds.Issuer, error) {
+// Issuer mints step pods' blobstore credentials as c says: static (the
+// server's key) or STS (each step's own, limited to its keys).
+func (c StepCredentialsConfig) Issuer(store blobstore.Config, auditBucket string) (stepcreds.Issuer, error) {
 	switch c.Mode {
 	case StepCredentialsStatic:
 		return stepcreds.Static{AccessKey: store.AccessKey, SecretKey: store.SecretKey}, nil

@@ -39,12 +39,12 @@ const (
 	secretStepTokenKey = "step-token.key"
 )
 
-// grpcTLS is the gRPC endpoint's TLS configuration: the CA (from the state
+// newGRPCTLS is the gRPC endpoint's TLS configuration: the CA (from the state
 // directory or a Secret, created on first use) and a server certificate
 // issued from it for host and cfg.GRPCCertHosts, renewed before it expires
 // without a restart. Sidecars get the CA through their step's Secret, so no
 // public PKI is needed.
-func (s *Server) grpcTLS(ctx context.Context, host string) (*tls.Config, []byte, error) {
+func (s *Server) newGRPCTLS(ctx context.Context, host string) (*tls.Config, []byte, error) {
 	var caCertPEM, caKeyPEM []byte
 	var err error
 	if s.cfg.CASecret != "" {

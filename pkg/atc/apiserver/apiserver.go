@@ -10,6 +10,7 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"iter"
 	"log/slog"
 
@@ -170,6 +171,9 @@ type Config struct {
 	ArtifactWorker  string
 	BlobstoreBucket string
 	Limits          Limits
+	// OIDC is the single sign-on connector (nil: none); its ExternalURL
+	// defaults to ExternalURL.
+	OIDC *auth.OIDCConfig
 }
 
 // Deps are the handlers' dependencies.
@@ -195,12 +199,13 @@ type Server struct {
 	audit  blobstore.Store
 	issuer *auth.Issuer
 	log    *slog.Logger
-	// oidc is the OIDC connector (nil: none; see EnableOIDC).
+	// oidc is the OIDC connector (nil: none).
 	oidc *auth.OIDC
 }
 
-// New makes the API's server.
-func New(cfg Config, deps Deps) *Server {
+// New makes the API's server, complete: with the single sign-on connector
+// when cfg has one.
+func New(cfg Config, deps Deps) (*Server, error) {
 	s := &Server{cfg: cfg, store: deps.Store, engine: deps.Engine, events: deps.Events, blobs: deps.Blobs, audit: deps.Audit,
 		issuer: deps.Issuer, log: deps.Log}
 	if s.audit == nil {
@@ -210,5 +215,16 @@ func New(cfg Config, deps Deps) *Server {
 		s.log = slog.Default()
 	}
 	s.cfg.Limits = s.cfg.Limits.withDefaults()
-	return s
+	if cfg.OIDC != nil {
+		oc := *cfg.OIDC
+		if oc.ExternalURL == "" {
+			oc.ExternalURL = cfg.ExternalURL
+		}
+		o, err := auth.NewOIDC(oc, s.issuer, loginUsers{s.store}, s.log.With("component", "oidc"))
+		if err != nil {
+			return nil, fmt.Errorf("single sign-on: %w", err)
+		}
+		s.oidc = o
+	}
+	return s, nil
 }

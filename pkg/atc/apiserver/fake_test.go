@@ -599,6 +599,13 @@ type testAPI struct {
 
 func newTestAPI(t testing.TB) *testAPI {
 	t.Helper()
+	return newTestAPIWithOIDC(t, nil)
+}
+
+// newTestAPIWithOIDC is newTestAPI with single sign-on through oidc (nil:
+// none).
+func newTestAPIWithOIDC(t testing.TB, oidc *auth.OIDCConfig) *testAPI {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -612,8 +619,11 @@ func newTestAPI(t testing.TB) *testAPI {
 	blobs.put("builds/1/build.json", []byte(`{"id":1}`))
 	blobs.put("builds/1/steps/s1/result.json", []byte(`{"exit_status":0}`))
 	blobs.put("builds/1/steps/s1/log", []byte(`not JSON, not read`))
-	s := New(Config{ExternalURL: external, ServerID: "atc-0", BaseTypes: []string{"mock", "registry-image"}, ArtifactWorker: "w1",
-		BlobstoreBucket: "porter"}, Deps{Store: store, Engine: engine, Events: engine, Blobs: blobs, Issuer: iss, Log: discardLog()})
+	s, err := New(Config{ExternalURL: external, ServerID: "atc-0", BaseTypes: []string{"mock", "registry-image"}, ArtifactWorker: "w1",
+		BlobstoreBucket: "porter", OIDC: oidc}, Deps{Store: store, Engine: engine, Events: engine, Blobs: blobs, Issuer: iss, Log: discardLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &testAPI{Server: s, store: store, engine: engine, blobs: blobs, issuer: iss}
 }
 

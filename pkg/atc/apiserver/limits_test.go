@@ -14,7 +14,10 @@ import (
 // TestBodyLimits runs a handler that reads its body, as the API's do,
 // behind limitBodies on a real HTTP server.
 func TestBodyLimits(t *testing.T) {
-	s := New(Config{Limits: Limits{MaxArtifactUpload: 1000, MaxRequestBody: 100}}, Deps{})
+	s, err := New(Config{Limits: Limits{MaxArtifactUpload: 1000, MaxRequestBody: 100}}, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	read := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.ReadAll(r.Body); err != nil {
 			s.fail(w, r, apierr.BadRequest(err))
@@ -64,7 +67,10 @@ func TestBodyLimits(t *testing.T) {
 // longer than it is cut off, and so is an ordinary request read too slowly.
 func TestUploadReadTimeoutBoundsStalls(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	s := New(Config{Limits: Limits{UploadStall: timeout}}, Deps{})
+	s, err := New(Config{Limits: Limits{UploadStall: timeout}}, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	read := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.Copy(io.Discard, r.Body); err != nil {
 			s.fail(w, r, apierr.BadRequest(err))

@@ -8,20 +8,6 @@ import (
 	"github.com/porter-ci/porter/pkg/httpreply"
 )
 
-// EnableOIDC turns on the OIDC connector (single sign-on): the login page
-// offers it and its routes answer. Call it before serving.
-func (s *Server) EnableOIDC(cfg auth.OIDCConfig) error {
-	if cfg.ExternalURL == "" {
-		cfg.ExternalURL = s.cfg.ExternalURL
-	}
-	o, err := auth.NewOIDC(cfg, s.issuer, loginUsers{s.store}, s.log.With("component", "oidc"))
-	if err != nil {
-		return err
-	}
-	s.oidc = o
-	return nil
-}
-
 // connector is what the login page lists beside the local user form.
 type connector struct {
 	ID          string `json:"id"`

@@ -52,11 +52,8 @@ func fakeDiscovery(t *testing.T) string {
 }
 
 func TestSSOOn(t *testing.T) {
-	a := newTestAPI(t)
 	idp := fakeDiscovery(t)
-	if err := a.EnableOIDC(auth.OIDCConfig{DisplayName: "Corp SSO", Issuer: idp, ClientID: "porter", ClientSecret: "s"}); err != nil {
-		t.Fatal(err)
-	}
+	a := newTestAPIWithOIDC(t, &auth.OIDCConfig{DisplayName: "Corp SSO", Issuer: idp, ClientID: "porter", ClientSecret: "s"})
 	got := decode[[]connector](t, a.do(t, "GET", "/sky/connectors", "", ""), 200)
 	if len(got) != 1 || got[0] != (connector{ID: "oidc", DisplayName: "Corp SSO", LoginURL: auth.OIDCLoginPath}) {
 		t.Fatalf("connectors: %+v", got)
