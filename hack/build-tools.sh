@@ -45,13 +45,36 @@ k8s_tools_go() {
   printf ')\n'
 }
 
+# The modules Porter's commands compile with client-go (hack/k8s-shared-modules.txt,
+# written by `make generate`, checked by internal/buildshare's test) at Porter's
+# versions: the wrapper module requires them too, so that both builds compile those
+# packages to the same Go build cache entries and Porter's first build does not
+# compile client-go again (about 80 s on 2 cores). A change of them rebuilds Kubernetes.
+K8S_SHARED=$HACK_DIR/k8s-shared-modules.txt
+k8s_stamp() {
+  echo "$K8S_VERSION+$(sha256sum <"$K8S_SHARED" | cut -c1-12)"
+}
+
+k8s_shared_requires() {
+  printf 'require (\n'
+  awk 'NF == 2 {printf "\t%s %s\n", $1, $2}' "$K8S_SHARED"
+  printf ')\n'
+}
+
 k8s_module() {
   # A module made for fewer commands (an older K8S_CMDS) lacks their go.sum
-  # lines: write the imports again and tidy once.
+  # lines, one made for other shared modules their versions: write the imports
+  # or requirements again and tidy once.
   if [ -f "$k8s_src/go.sum" ]; then
-    [ "$(k8s_tools_go)" = "$(cat "$k8s_src/tools.go" 2>/dev/null)" ] && return 0
+    [ "$(k8s_tools_go)" = "$(cat "$k8s_src/tools.go" 2>/dev/null)" ] &&
+      [ "$(k8s_stamp)" = "$(cat "$k8s_src/.shared" 2>/dev/null)" ] && return 0
     k8s_tools_go >"$k8s_src/tools.go"
+    if [ "$(k8s_stamp)" != "$(cat "$k8s_src/.shared" 2>/dev/null)" ]; then
+      (cd "$k8s_src" && awk '/^require \(/ {skip = 1} skip && /^\)/ {skip = 0; next} !skip && !/^require [^(]/' go.mod >go.mod.tmp &&
+        { cat go.mod.tmp; printf 'require k8s.io/kubernetes %s\n\n' "$K8S_VERSION"; k8s_shared_requires; } >go.mod && rm go.mod.tmp)
+    fi
     (cd "$k8s_src" && go mod tidy)
+    k8s_stamp >"$k8s_src/.shared"
     return 0
   fi
   mkdir -p "$k8s_src"
@@ -60,10 +83,12 @@ k8s_module() {
   {
     printf 'module porter.local/k8s\n\ngo 1.25\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$K8S_VERSION"
     grep -E '^\s+k8s\.io/[a-z0-9-]+ => \./staging/' "$gomod" | awk -v v="v0.$minor.$patch" '{printf "\t%s => %s %s\n", $1, $1, v}'
-    printf ')\n'
+    printf ')\n\n'
+    k8s_shared_requires
   } >"$k8s_src/go.mod"
   k8s_tools_go >"$k8s_src/tools.go"
   (cd "$k8s_src" && go mod tidy)
+  k8s_stamp >"$k8s_src/.shared"
 }
 
 # etcd's server module has ../ replaces too: same trick.
@@ -202,7 +227,7 @@ build_one() {
     # built again.
     coredns) version="$COREDNS_VERSION ${COREDNS_PLUGINS[*]}" ;;
     vault) version=$VAULT_VERSION ;;
-    *) version=$K8S_VERSION ;;
+    *) version=$(k8s_stamp) ;;
   esac
   local stamp="$TOOLS_BIN/.$name.version" out=$name
   # Vault's binary carries its version in its name (as kwok's does): the tests look
@@ -259,7 +284,7 @@ build_one() {
 k8s_stale() {
   local c
   for c in "$@"; do
-    [ -x "$TOOLS_BIN/$c" ] && [ "$(cat "$TOOLS_BIN/.$c.version" 2>/dev/null)" = "$K8S_VERSION" ] || echo "$c"
+    [ -x "$TOOLS_BIN/$c" ] && [ "$(cat "$TOOLS_BIN/.$c.version" 2>/dev/null)" = "$(k8s_stamp)" ] || echo "$c"
   done
 }
 
@@ -271,7 +296,7 @@ build_k8s() {
   (cd "$k8s_src" && go build "${GOFLAGS_BUILD[@]}" -ldflags "$(k8s_ldflags)" -o "$out/" "${pkgs[@]}")
   for c in "$@"; do
     mv "$out/$c" "$TOOLS_BIN/$c"
-    echo "$K8S_VERSION" >"$TOOLS_BIN/.$c.version"
+    k8s_stamp >"$TOOLS_BIN/.$c.version"
   done
   rmdir "$out"
 }

@@ -152,10 +152,14 @@ case ${1:-up} in
     # The UI's bundle is committed; with node at hand, build it from web/ afresh
     # when web/ changed since.
     if command -v node >/dev/null && ! web_current; then timed "web UI" "$HACK_DIR/web.sh"; fi
+    wait "$apt_pid" || die "installing the cluster's Debian packages failed"
+    # The cluster starts while Porter's commands compile: it mostly waits on
+    # its components coming up, the build on the CPU.
+    timed "cluster up (in the background)" "$HACK_DIR/cluster-up.sh" &
+    cluster_pid=$!
     wait "$mods_pid" || true
     timed "porter binaries" make -C "$REPO_ROOT" --no-print-directory build
-    wait "$apt_pid" || die "installing the cluster's Debian packages failed"
-    timed "cluster up" "$HACK_DIR/cluster-up.sh"
+    wait "$cluster_pid" || die "the cluster did not come up (logs: $CLUSTER_LOGS)"
     # The step image (porter) and the resource types; the ATC runs on this host,
     # so its image (deploy/atc's) is not built.
     timed "images" "$HACK_DIR/images.sh" porter resources

@@ -23,3 +23,11 @@ PATH=$plugins:$PATH protoc -I . -I /usr/include \
   --go-grpc_out=. --go-grpc_opt=paths=source_relative \
   "${protos[@]}"
 log "generated code for ${protos[*]}"
+
+# The modules Porter's commands compile with client-go, at go.mod's versions:
+# the local cluster's Kubernetes build requires the same (hack/build-tools.sh), so
+# the two share compiled packages. internal/buildshare's test checks the file.
+go list -deps -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}' \
+  $(go list -deps ./cmd/... | grep '^k8s\.io/') |
+  grep -v -E '^k8s\.io/(api|apimachinery|client-go) ' | LC_ALL=C sort -u >hack/k8s-shared-modules.txt
+log "wrote hack/k8s-shared-modules.txt"

@@ -77,16 +77,12 @@ func (x *RunState) startCheckPod(ctx context.Context, p *concourse.Plan, r *buil
 		s.log.Warn("container state", "container", c.Handle, "err", err)
 	}
 	fin := s.superviseTask(ctx, st)
-	if fin == nil || ctx.Err() != nil {
-		// Its build ended while it started (aborted, timed out): the pod
-		// is in no pool, so nothing would ever run in it.
-		if !errors.Is(interrupted(ctx), ErrShutdown) {
-			s.pods.DeletePod(context.WithoutCancel(ctx), w, act.StepID)
-		}
-		return interrupted(ctx)
-	}
-	if fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
+	if fin == nil || ctx.Err() != nil || fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
+		// Failed, or its build ended while it started: no check will run in it.
 		s.pods.DeletePod(context.WithoutCancel(ctx), w, act.StepID)
+		if err := interrupted(ctx); err != nil {
+			return err
+		}
 		return fmt.Errorf("check pod %s: %s", podspec.Name(act.StepID), fin.GetError())
 	}
 	s.log.Info("check pod ready", "worker", w.Name(), "pod", podspec.Name(act.StepID), "image", act.Image, "team", b.Team)
