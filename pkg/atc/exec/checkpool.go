@@ -76,7 +76,7 @@ func (x *RunState) startCheckPod(ctx context.Context, p *concourse.Plan, r *buil
 	}); err != nil {
 		s.log.Warn("container state", "container", c.Handle, "err", err)
 	}
-	fin := s.superviseTask(ctx, st)
+	fin := s.engine.Supervise(ctx, st)
 	if fin == nil || ctx.Err() != nil || fin.GetResult() != eventspb.Result_RESULT_SUCCEEDED {
 		// Failed, or its build ended while it started: no check will run in it.
 		s.pods.DeletePod(context.WithoutCancel(ctx), w, act.StepID)

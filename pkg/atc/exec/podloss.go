@@ -83,7 +83,7 @@ func (x *RunState) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod
 			}); err != nil {
 				s.log.Warn("container state", "container", c.Handle, "err", err)
 			}
-			fin = s.superviseTask(ctx, st)
+			fin = s.engine.Supervise(ctx, st)
 		}
 		lost := st.podLost()
 		if fin == nil || lost == nil || fin.GetResult() != eventspb.Result_RESULT_ERRORED || ctx.Err() != nil {
@@ -104,7 +104,7 @@ func (x *RunState) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod
 		d.Say(fmt.Sprintf(
 			"%s; starting the step again in a new pod (attempt %d of %d)\n", lost.Error(), attempt+1, MaxPodAttempts))
 		s.log.Info("step pod lost: starting the step again", "build", b.ID, "step", a.StepID, "kind", lost.Kind, "attempt", attempt+1)
-		s.retire(st.id)
+		s.engine.Retire(st.id)
 		next := *a
 		next.StepID = nextAttemptID(a.StepID)
 		a = &next

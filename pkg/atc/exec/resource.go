@@ -164,7 +164,7 @@ func (x *RunState) podEnded(ctx context.Context, r *buildstate.StepRecord, st *S
 			r.ExitStatus = &code
 		}
 	})
-	x.r.retire(st.id)
+	x.r.engine.Retire(st.id)
 	return fin, false, nil
 }
 

@@ -34,7 +34,7 @@ func (s *Runner) recordCheck(ctx context.Context, b *buildstate.Build, p *concou
 		return fmt.Errorf("record the versions of %s: %w", rec.ResourceName, err)
 	}
 	if changed > 0 {
-		s.wakeScheduler()
+		s.engine.WakeScheduler()
 	}
 	return nil
 }
@@ -60,7 +60,7 @@ func (s *Runner) recordBuildVersion(ctx context.Context, b *buildstate.Build, na
 	if !input {
 		// A put's version is a new version of the resource: jobs
 		// triggered by it may now run.
-		s.wakeScheduler()
+		s.engine.WakeScheduler()
 	}
 	return nil
 }

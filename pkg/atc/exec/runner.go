@@ -187,16 +187,8 @@ func (s *Runner) resumeStep(ctx context.Context, w Worker, st *StepState, stepID
 	case gone:
 		return Errored(fmt.Sprintf("pod %s is gone: it was deleted, or never created, while the ATC was down", podspec.Name(stepID)))
 	}
-	return s.superviseTask(ctx, st)
-}
-
-func (s *Runner) superviseTask(ctx context.Context, st *StepState) *eventspb.StepFinished {
 	return s.engine.Supervise(ctx, st)
 }
-
-func (s *Runner) retire(stepID string) { s.engine.Retire(stepID) }
-
-func (s *Runner) wakeScheduler() { s.engine.WakeScheduler() }
 
 // baseTypeNames are the names of the resource types this server's workers
 // provide.

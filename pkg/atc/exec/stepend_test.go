@@ -43,7 +43,7 @@ func exited(status int32, oom bool) *eventspb.Event {
 }
 
 // TestTaskEndEvents follows a task's end as the build log shows it: the
-// sidecar's events through Translate, the result superviseTask settles on
+// sidecar's events through Translate, the result Engine.Supervise settles on
 // through End, then anything the sidecar sends late.
 func TestTaskEndEvents(t *testing.T) {
 	oomFailure := podwatch.Classify(oomKilledPod())
@@ -62,7 +62,7 @@ func TestTaskEndEvents(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		sidecar []*eventspb.Event
-		result  *eventspb.StepFinished // what superviseTask returns
+		result  *eventspb.StepFinished // what Engine.Supervise returns
 		late    []*eventspb.Event
 		want    shown
 	}{{

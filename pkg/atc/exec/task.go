@@ -85,7 +85,7 @@ func NewStepState(b *buildstate.Build, d StepDelegate, w Worker, id string, plan
 // the timer that would have removed it died with the server that ran it.
 func (x *RunState) replay(rec buildstate.StepRecord) (bool, error) {
 	if rec.StepID != "" {
-		x.r.retire(rec.StepID)
+		x.r.engine.Retire(rec.StepID)
 	}
 	for name, a := range rec.Outputs {
 		x.setArtifact(name, a)
@@ -204,7 +204,7 @@ func (x *RunState) endTask(ctx context.Context, p *concourse.Plan, r *buildstate
 	for name, a := range outputs {
 		x.setArtifact(name, a)
 	}
-	s.retire(st.id)
+	s.engine.Retire(st.id)
 	if cause := context.Cause(ctx); cause != nil && status == concourse.StatusAborted {
 		// Stopped by a timeout or a failing sibling rather than a person.
 		return false, cause
