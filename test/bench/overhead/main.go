@@ -1,8 +1,10 @@
 // Command overhead measures what Porter adds to a step on the local cluster,
 // as a person sees it: the wall time, median of N runs, of Concourse's own
 // `fly execute` of a `true` task against Porter, next to Porter's own CLI
-// doing the same and a bare busybox pod running `true` (create → Succeeded),
-// with real Concourse 8.2.5's figure on this machine kind for reference.
+// doing the same, a bare busybox pod running `true` (create → Succeeded)
+// and the kubelet's floor for a step (a pod of Porter's shape, create → its
+// step container running; floor.go), with real Concourse 8.2.5's figure on
+// this machine kind for reference.
 // It prints figures and never fails on timing.
 //
 //	go run ./test/bench/overhead [-n 20]
@@ -77,6 +79,7 @@ func run(ctx context.Context, n int) (err error) {
 	// Each fly run also yields its step's milestones, read from the
 	// sidecar's log (kubelet timestamps), relative to fly's start.
 	var breakdowns []map[string]time.Duration
+	var stepImage, porterImage string
 	flyExecute := func(ctx context.Context) error {
 		start := time.Now()
 		res, err := fly.Run(ctx, "execute", "-c", task)
@@ -86,10 +89,11 @@ func run(ctx context.Context, n int) (err error) {
 		if err != nil {
 			return err
 		}
-		steps, err := stepMilestones(ctx, env.Admin, ns.Name, "bench", res.Stdout, start)
+		steps, pod, err := stepMilestones(ctx, env.Admin, ns.Name, "bench", res.Stdout, start)
 		if err != nil {
 			return err
 		}
+		stepImage, porterImage = podImages(pod)
 		steps["fly exited"] = time.Since(start)
 		breakdowns = append(breakdowns, steps)
 		return nil
@@ -101,7 +105,7 @@ func run(ctx context.Context, n int) (err error) {
 	}
 
 	kube := env.Admin
-	var viaFly, viaCLI, bare []time.Duration
+	var viaFly, viaCLI, bare, floor []time.Duration
 	for i := range n {
 		d, err := timed(flyExecute)
 		if err != nil {
@@ -116,6 +120,10 @@ func run(ctx context.Context, n int) (err error) {
 			return fmt.Errorf("bare pod %d: %w", i+1, err)
 		}
 		bare = append(bare, d)
+		if d, err = floorPod(ctx, kube, ns.Name, i, stepImage, porterImage); err != nil {
+			return fmt.Errorf("floor pod %d: %w", i+1, err)
+		}
+		floor = append(floor, d)
 	}
 	line := func(what string, ds []time.Duration) {
 		fmt.Printf("  %-58s median %6s  (min %s, max %s)\n", what, testenv.Median(ds).Round(time.Millisecond),
@@ -131,8 +139,10 @@ func run(ctx context.Context, n int) (err error) {
 	}
 	line("Porter: atc-porter-runtime execute", viaCLI)
 	line("bare pod `true`: create pod → Succeeded", bare)
-	fmt.Printf("  Porter through fly vs Concourse: %.2f×; vs a bare pod: %+s\n",
-		float64(testenv.Median(viaFly))/float64(concourseFlyExecute), (testenv.Median(viaFly) - testenv.Median(bare)).Round(time.Millisecond))
+	line("kubelet's floor: Porter-shaped pod, create → step running", floor)
+	fmt.Printf("  Porter through fly vs Concourse: %.2f×; vs a bare pod: %+s; vs the floor: %+s\n",
+		float64(testenv.Median(viaFly))/float64(concourseFlyExecute), (testenv.Median(viaFly) - testenv.Median(bare)).Round(time.Millisecond),
+		(testenv.Median(viaFly) - testenv.Median(floor)).Round(time.Millisecond))
 	printBreakdown(breakdowns)
 	return nil
 }
@@ -140,10 +150,10 @@ func run(ctx context.Context, n int) (err error) {
 // stepMilestones reads the milestones the sidecar logs (starting, connected,
 // inputs ready, entrypoint attached, process exited, step finished, ATC
 // acknowledged) from the step pod of the build fly printed, relative to start.
-func stepMilestones(ctx context.Context, kube kubernetes.Interface, ns, worker, flyOut string, start time.Time) (map[string]time.Duration, error) {
+func stepMilestones(ctx context.Context, kube kubernetes.Interface, ns, worker, flyOut string, start time.Time) (map[string]time.Duration, *corev1.Pod, error) {
 	var build int
 	if _, err := fmt.Sscanf(flyOut, "executing build %d", &build); err != nil {
-		return nil, fmt.Errorf("no build number in fly's output %q: %w", flyOut, err)
+		return nil, nil, fmt.Errorf("no build number in fly's output %q: %w", flyOut, err)
 	}
 	pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: podspec.BuildSelector(worker, strconv.Itoa(build))})
 	// The first build also has its image's check pod.
@@ -151,12 +161,12 @@ func stepMilestones(ctx context.Context, kube kubernetes.Interface, ns, worker, 
 		pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.Annotations[podspec.AnnotationStepName] != "one-off" })
 	}
 	if err != nil || len(pods.Items) != 1 {
-		return nil, fmt.Errorf("the task pod of build %d: %v (%d pods)", build, err, len(pods.Items))
+		return nil, nil, fmt.Errorf("the task pod of build %d: %v (%d pods)", build, err, len(pods.Items))
 	}
 	body, err := kube.CoreV1().Pods(ns).GetLogs(pods.Items[0].Name,
 		&corev1.PodLogOptions{Container: podspec.SidecarContainerName, Timestamps: true}).Stream(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sidecar log of build %d: %w", build, err)
+		return nil, nil, fmt.Errorf("sidecar log of build %d: %w", build, err)
 	}
 	defer body.Close()
 	out := map[string]time.Duration{}
@@ -173,7 +183,7 @@ func stepMilestones(ctx context.Context, kube kubernetes.Interface, ns, worker, 
 			}
 		}
 	}
-	return out, sc.Err()
+	return out, &pods.Items[0], sc.Err()
 }
 
 // slogMessage is the msg of a slog text line (quoted or not).
