@@ -89,7 +89,7 @@ bench-buildlog: docker-up ## one build printing 10 GiB of output: server peak RS
 	TESTCONTAINERS_RYUK_DISABLED=true $(GO) run ./test/bench/buildlog
 
 .PHONY: bench-overhead
-bench-overhead: cluster-up images ## a `true` task through Porter vs a bare `true` pod, median of 20, on the local cluster
+bench-overhead: cluster-up images ## a `true` task through Porter vs a bare `true` pod and the kubelet's floor (a Porter-shaped pod, no server), median of 20, on the local cluster
 	$(GO) run ./test/bench/overhead -n 20
 
 .PHONY: bench-pipelines
