@@ -19,16 +19,17 @@ type Redactor struct {
 	replacer *strings.Replacer
 }
 
-// New redacts every non-blank value, and each non-blank line of a
-// value that spans lines (a log event carries at most one line of it).
-// Longer values are replaced first, so a value containing another is
-// redacted whole.
+// New redacts every value, and each line of a value that spans lines (a
+// log event carries at most one line of it), trimmed, that is longer than
+// one byte: as in Concourse, a one-character value is no secret, and
+// redacting it would garble every word holding that letter. Longer values
+// are replaced first, so a value containing another is redacted whole.
 func New(values []string) *Redactor {
 	seen := map[string]bool{}
 	var all []string
 	add := func(v string) {
 		v = strings.TrimSpace(v)
-		if v != "" && !seen[v] {
+		if len(v) > 1 && !seen[v] {
 			seen[v] = true
 			all = append(all, v)
 		}

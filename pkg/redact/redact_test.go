@@ -23,3 +23,18 @@ func TestJSONRedactsEscapedValuesInStrings(t *testing.T) {
 		t.Errorf("JSON of a broken document: err %v, want unexpected EOF", err)
 	}
 }
+
+// As in Concourse, a value (or a line of one) of a single character is not
+// redacted: it would garble every word holding that letter. Longer values,
+// and the longer lines of a value, still are.
+func TestSingleCharacterValuesAreNotRedacted(t *testing.T) {
+	r := New([]string{"x", " v \n", "ab\nc\nlong-line"})
+	got := r.Redact("platform linux; var data fetched; ab then long-line; c")
+	want := "platform linux; var data fetched; ((redacted)) then ((redacted)); c"
+	if got != want {
+		t.Errorf("Redact = %q, want %q", got, want)
+	}
+	if got := (New([]string{"x", "y"})).Redact("xyz"); got != "xyz" {
+		t.Errorf("only one-character values: Redact = %q, want it unchanged", got)
+	}
+}
