@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/porter-ci/porter/pkg/concourse"
 )
 
 func TestTeamsAndUsers(t *testing.T) {
@@ -185,5 +187,48 @@ func TestWorkers(t *testing.T) {
 	}
 	if err := d.UpsertWorker(ctx, Worker{Name: "x", State: "bogus"}); err == nil {
 		t.Fatal("a bogus state was accepted")
+	}
+}
+
+// A worker's load: the pods of unfinished builds and how many are tasks
+// (what placement weighs), and every pod it has a record of, kept pods of
+// finished builds and check pods included (what `fly workers` counts, as
+// `fly containers` lists them).
+func TestWorkerLoadsCountRunningAndKeptPods(t *testing.T) {
+	d, _ := openTest(t)
+	ctx := t.Context()
+	team, _ := d.EnsureTeam(ctx, "main", nil)
+	build := func() Build {
+		b, err := d.CreateOneOffBuild(ctx, team.ID, nil, "", "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	running, done := build(), build()
+	if err := d.FinishBuild(ctx, done.ID, concourse.StatusSucceeded, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []Container{
+		{TeamID: team.ID, BuildID: running.ID, Type: "task", WorkerName: "a"},
+		{TeamID: team.ID, BuildID: running.ID, Type: "get", WorkerName: "a"},
+		{TeamID: team.ID, BuildID: done.ID, Type: "task", WorkerName: "a"},
+		{TeamID: team.ID, Type: "check", WorkerName: "a"},
+		{TeamID: team.ID, BuildID: done.ID, Type: "task", WorkerName: "b"},
+	} {
+		c.Handle = fmt.Sprintf("c%d", i)
+		if _, err := d.CreateContainer(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loads, err := d.WorkerLoads(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := loads["a"], (WorkerLoad{Containers: 2, Tasks: 1, Pods: 4}); got != want {
+		t.Errorf("worker a: %+v, want %+v", got, want)
+	}
+	if got, want := loads["b"], (WorkerLoad{Pods: 1}); got != want {
+		t.Errorf("worker b (only a finished build's kept pod): %+v, want %+v", got, want)
 	}
 }

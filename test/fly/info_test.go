@@ -51,6 +51,17 @@ var _ = Describe("fly workers, containers, volumes, curl, sync", func() {
 		n := strconv.Itoa(id)
 		// handle, worker, pipeline, job, build #, build id, type, name, attempt
 		Expect(plain(res.Stdout)).To(MatchRegexp(`(?m)^`+cs[0].ID+`\s+`+sharedWorker+`\s+none\s+none\s+`+n+`\s+`+n+`\s+task\s+one-off\s+n/a\s*$`), res.String())
+
+		// fly workers counts the worker's pods as fly containers lists them:
+		// the finished build's kept pod too, as Concourse counts a kept
+		// container.
+		res = succeed(ctx, s.adminFly, "workers", "--json")
+		var workers []struct {
+			Name       string `json:"name"`
+			Containers int    `json:"active_containers"`
+		}
+		Expect(json.Unmarshal([]byte(res.Stdout), &workers)).To(Succeed(), res.String())
+		Expect(workers).To(ContainElement(And(HaveField("Name", sharedWorker), HaveField("Containers", BeNumerically(">=", 1)))), res.String())
 	})
 
 	It("lists an output as a volume (volumes)", func(ctx SpecContext) {

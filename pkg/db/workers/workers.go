@@ -176,18 +176,24 @@ func (s *Registry) DeleteWorker(ctx context.Context, name string) error {
 }
 
 // WorkerLoad is what runs on a worker: step pods of builds that have not
-// finished, and how many of them are tasks.
+// finished, and how many of them are tasks (what placement weighs); and
+// every step pod it has a record of (Pods), running or kept, as `fly
+// workers` counts its containers and `fly containers` lists them.
 type WorkerLoad struct {
 	Containers int
 	Tasks      int
+	Pods       int
 }
 
-// WorkerLoads returns the load of every worker that has any.
+// WorkerLoads returns the load of every worker that has any pod.
 func (s *Registry) WorkerLoads(ctx context.Context) (map[string]WorkerLoad, error) {
+	// A check pod serves many builds: it has no build of its own.
 	rows, err := s.pool.Query(ctx, `
-		SELECT c.worker_name, count(*), count(*) FILTER (WHERE c.type = 'task')
-		FROM containers c JOIN builds b ON b.id = c.build_id
-		WHERE b.status IN ('pending', 'started')
+		SELECT c.worker_name,
+			count(*) FILTER (WHERE b.status IN ('pending', 'started')),
+			count(*) FILTER (WHERE b.status IN ('pending', 'started') AND c.type = 'task'),
+			count(*)
+		FROM containers c LEFT JOIN builds b ON b.id = c.build_id
 		GROUP BY c.worker_name`)
 	if err != nil {
 		return nil, fmt.Errorf("count workers' active steps: %w", err)
@@ -197,7 +203,7 @@ func (s *Registry) WorkerLoads(ctx context.Context) (map[string]WorkerLoad, erro
 	for rows.Next() {
 		var name string
 		var l WorkerLoad
-		if err := rows.Scan(&name, &l.Containers, &l.Tasks); err != nil {
+		if err := rows.Scan(&name, &l.Containers, &l.Tasks, &l.Pods); err != nil {
 			return nil, fmt.Errorf("count workers' active steps: %w", err)
 		}
 		out[name] = l

@@ -65,7 +65,7 @@ func (s *Server) List(w http.ResponseWriter, r *http.Request, claims auth.Claims
 		out = append(out, concourse.Worker{
 			Name: wk.Name, Platform: wk.Platform, Tags: tags(wk.Tags), Team: wk.Team, State: wk.State,
 			Version: wk.Version, StartTime: wk.StartTime.Unix(),
-			ActiveContainers: loads[wk.Name].Containers, ActiveTasks: loads[wk.Name].Tasks,
+			ActiveContainers: loads[wk.Name].Pods, ActiveTasks: loads[wk.Name].Tasks,
 			// fly -d shows these as where the worker is: Porter's steps run in
 			// a namespace and their volumes are the blobstore's objects.
 			GardenAddr:      "namespace/" + wk.Namespace,
