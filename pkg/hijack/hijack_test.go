@@ -529,3 +529,23 @@ func TestSessionOpen(t *testing.T) {
 
 // The step server's sessions are what Serve relays in production.
 var _ Session = (*stepserver.Session)(nil)
+
+// Only a missing "bash" is flagged as not found (fly's default shell, which
+// it then retries as "sh"). fly takes any error saying "executable file not
+// found" for the flag and exits 0 silently, so another missing command is
+// said in other words, which fly prints before exiting 255.
+func TestOnlyAMissingBashIsFlagged(t *testing.T) {
+	const msg = `start "x": executable file not found in PATH (/usr/bin:/bin)`
+	if got := (&serverConn{path: "bash"}).errorOutputs(msg); len(got) != 2 || !got[0].ExecutableNotFound || got[1].Error != msg {
+		t.Errorf("bash: %+v, want the flag, then the error", got)
+	}
+	for _, path := range []string{"nosuchcmd", "sh", ""} {
+		got := (&serverConn{path: path}).errorOutputs(msg)
+		if len(got) != 1 || got[0].ExecutableNotFound || got[0].Error != `start "x": command not found in PATH (/usr/bin:/bin)` {
+			t.Errorf("%q: %+v, want the error alone, without fly's words for the flag", path, got)
+		}
+	}
+	if got := (&serverConn{path: "bash"}).errorOutputs("the step's sidecar is not connected"); len(got) != 1 || got[0].ExecutableNotFound {
+		t.Errorf("another error: %+v, want it alone", got)
+	}
+}

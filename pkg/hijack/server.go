@@ -139,9 +139,10 @@ func Serve(w http.ResponseWriter, r *http.Request, opts ServeOptions) string {
 		c.drain()
 		return "malformed process spec: " + err.Error()
 	}
+	c.path = spec.Path
 	open, err := SessionOpen(spec)
 	if err != nil {
-		how := c.finish(errorOutputs(err.Error()), "refused: "+err.Error())
+		how := c.finish(c.errorOutputs(err.Error()), "refused: "+err.Error())
 		c.drain()
 		return how
 	}
@@ -153,7 +154,7 @@ func Serve(w http.ResponseWriter, r *http.Request, opts ServeOptions) string {
 	sess, err := opts.Open(ctx, open)
 	if err != nil {
 		msg := fmt.Sprintf("open a session in the step: %v", err)
-		how := c.finish(errorOutputs(msg), msg)
+		how := c.finish(c.errorOutputs(msg), msg)
 		c.drain()
 		return how
 	}
@@ -189,6 +190,8 @@ func Serve(w http.ResponseWriter, r *http.Request, opts ServeOptions) string {
 type serverConn struct {
 	conn *websocket.Conn
 	opts ServeOptions
+	// path is the command the client asked for ("": the image's shell).
+	path string
 }
 
 func (c *serverConn) send(out concourse.HijackOutput) error {
@@ -224,13 +227,19 @@ func (c *serverConn) drain() {
 	}
 }
 
-// errorOutputs is the end of a session that failed. A missing executable is
-// flagged the way Concourse does, so that fly retries "bash" as "sh".
-func errorOutputs(msg string) []concourse.HijackOutput {
-	if strings.Contains(msg, notFoundText) {
+// errorOutputs is the end of a session that failed. A missing "bash" is
+// flagged the way Concourse does, so that fly retries it as "sh" (its
+// default shell's fallback). fly takes any error saying "executable file
+// not found" for that flag and exits 0 silently, so another missing command
+// is said in other words: fly prints them and exits 255.
+func (c *serverConn) errorOutputs(msg string) []concourse.HijackOutput {
+	if !strings.Contains(msg, notFoundText) {
+		return []concourse.HijackOutput{{Error: msg}}
+	}
+	if c.path == "bash" {
 		return []concourse.HijackOutput{{ExecutableNotFound: true}, {Error: msg}}
 	}
-	return []concourse.HijackOutput{{Error: msg}}
+	return []concourse.HijackOutput{{Error: strings.Replace(msg, notFoundText, "command not found", 1)}}
 }
 
 // relayInput passes the client's messages to the session until the client
@@ -340,9 +349,9 @@ func (c *serverConn) relayOutput(ctx context.Context, sess Session) string {
 			if errors.Is(cause, errClientGone) {
 				return "client went away"
 			}
-			return c.finish(errorOutputs(cause.Error()), cause.Error())
+			return c.finish(c.errorOutputs(cause.Error()), cause.Error())
 		case !ok:
-			return c.finish(errorOutputs("the session ended without an exit status"), "no exit status")
+			return c.finish(c.errorOutputs("the session ended without an exit status"), "no exit status")
 		}
 		if data := out.GetData(); len(data) > 0 {
 			msg := concourse.HijackOutput{Stdout: data}
@@ -357,7 +366,7 @@ func (c *serverConn) relayOutput(ctx context.Context, sess Session) string {
 			continue
 		}
 		if msg := out.GetError(); msg != "" {
-			return c.finish(errorOutputs(msg), "error: "+msg)
+			return c.finish(c.errorOutputs(msg), "error: "+msg)
 		}
 		status := int(out.GetExitStatus())
 		return c.finish([]concourse.HijackOutput{{ExitStatus: &status}}, "exit "+strconv.Itoa(status))

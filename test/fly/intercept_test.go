@@ -31,6 +31,13 @@ var _ = Describe("fly intercept", Ordered, ContinueOnFailure, func() {
 		Expect(res.Stderr).To(Equal("to-stderr\n"))
 	})
 
+	It("says a command the step's image lacks is not found, and exits non-zero", func(ctx SpecContext) {
+		res := run(ctx, s.adminFly, "hijack", "-b", id, "-s", "one-off", "--", "nosuchcmd")
+		Expect(res.ExitCode).NotTo(Equal(0), res.String())
+		Expect(res.Output()).To(ContainSubstring("nosuchcmd"), res.String())
+		Expect(res.Output()).To(ContainSubstring("not found"), res.String())
+	})
+
 	It("answers to hijack too, and feeds it stdin", func(ctx SpecContext) {
 		res := runCmd(ctx, s.adminFly, testenv.FlyCmd{
 			Args:  []string{"hijack", "-b", id, "--", "sh"},
