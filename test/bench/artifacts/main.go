@@ -32,6 +32,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/test/bench/internal/benchstat"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -514,10 +515,10 @@ func compareDownloads(ctx context.Context, s *blobstore.MinioStore, tmp, dir str
 		}
 	}
 	fmt.Printf("\n1-file download, %d interleaved rounds (median MB/s; ÷ raw; this process's CPU per download):\n", downloadRounds)
-	rawMBps := float64(size) / 1e6 / testenv.Median(took[0]).Seconds()
+	rawMBps := float64(size) / 1e6 / benchstat.Median(took[0]).Seconds()
 	for i, w := range ways {
-		mbps := float64(size) / 1e6 / testenv.Median(took[i]).Seconds()
-		fmt.Printf("  %-46s %7.1f MB/s  %.2f×  CPU %.2f s\n", w.name, mbps, mbps/rawMBps, testenv.Median(cpu[i]).Seconds())
+		mbps := float64(size) / 1e6 / benchstat.Median(took[i]).Seconds()
+		fmt.Printf("  %-46s %7.1f MB/s  %.2f×  CPU %.2f s\n", w.name, mbps, mbps/rawMBps, benchstat.Median(cpu[i]).Seconds())
 	}
 	return nil
 }

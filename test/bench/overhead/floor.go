@@ -14,15 +14,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/test/bench/internal/benchstat"
 )
 
 // floorPod is the kubelet's floor for a step: the pod podspec.Build makes
@@ -62,24 +58,7 @@ func floorPod(ctx context.Context, kube kubernetes.Interface, ns string, i int, 
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return 0, fmt.Errorf("floor pod: %w", err)
 	}
-	selector := fields.OneTermEqualSelector("metadata.name", pod.Name).String()
-	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = selector
-			return pods.List(ctx, o)
-		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = selector
-			return pods.Watch(ctx, o)
-		},
-	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	_, err = watchtools.UntilWithSync(wctx, lw, &corev1.Pod{}, nil, func(ev watch.Event) (bool, error) {
-		p, ok := ev.Object.(*corev1.Pod)
-		if !ok {
-			return false, nil
-		}
+	err = benchstat.WaitForPod(ctx, kube, ns, pod.Name, 2*time.Minute, func(p *corev1.Pod) (bool, error) {
 		if p.Status.Phase == corev1.PodFailed {
 			return false, fmt.Errorf("floor pod %s failed: %s", p.Name, p.Status.Message)
 		}

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/test/bench/internal/benchstat"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -126,7 +127,7 @@ func run(ctx context.Context, n int) (err error) {
 		floor = append(floor, d)
 	}
 	line := func(what string, ds []time.Duration) {
-		fmt.Printf("  %-58s median %6s  (min %s, max %s)\n", what, testenv.Median(ds).Round(time.Millisecond),
+		fmt.Printf("  %-58s median %6s  (min %s, max %s)\n", what, benchstat.Median(ds).Round(time.Millisecond),
 			slices.Min(ds).Round(time.Millisecond), slices.Max(ds).Round(time.Millisecond))
 	}
 	fmt.Printf("a `true` task, wall time, %d runs each (alternating), local single-node cluster\n", n)
@@ -135,14 +136,14 @@ func run(ctx context.Context, n int) (err error) {
 	// The first run checks the task's image; the others find its digest in
 	// the server's image cache.
 	if len(viaFly) > 1 {
-		fmt.Printf("  %-58s %6s, later runs median %s\n", "  of which the first (image checked)", viaFly[0].Round(time.Millisecond), testenv.Median(viaFly[1:]).Round(time.Millisecond))
+		fmt.Printf("  %-58s %6s, later runs median %s\n", "  of which the first (image checked)", viaFly[0].Round(time.Millisecond), benchstat.Median(viaFly[1:]).Round(time.Millisecond))
 	}
 	line("Porter: atc-porter-runtime execute", viaCLI)
 	line("bare pod `true`: create pod → Succeeded", bare)
 	line("kubelet's floor: Porter-shaped pod, create → step running", floor)
 	fmt.Printf("  Porter through fly vs Concourse: %.2f×; vs a bare pod: %+s; vs the floor: %+s\n",
-		float64(testenv.Median(viaFly))/float64(concourseFlyExecute), (testenv.Median(viaFly) - testenv.Median(bare)).Round(time.Millisecond),
-		(testenv.Median(viaFly) - testenv.Median(floor)).Round(time.Millisecond))
+		float64(benchstat.Median(viaFly))/float64(concourseFlyExecute), (benchstat.Median(viaFly) - benchstat.Median(bare)).Round(time.Millisecond),
+		(benchstat.Median(viaFly) - benchstat.Median(floor)).Round(time.Millisecond))
 	printBreakdown(breakdowns)
 	return nil
 }
@@ -217,21 +218,21 @@ func printBreakdown(runs []map[string]time.Duration) {
 	for k := range all {
 		names = append(names, k)
 	}
-	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(testenv.Median(all[a]), testenv.Median(all[b])) })
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(benchstat.Median(all[a]), benchstat.Median(all[b])) })
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	fmt.Printf("where the time of `fly execute` goes, ms since fly started (median of %d; the pod's own steps are in docs/local-cluster.md)\n", len(runs))
 	fmt.Printf("  %8s %8s  %s\n", "median", "+prev", "milestone")
 	var prev time.Duration
 	for _, k := range names {
-		m := testenv.Median(all[k])
+		m := benchstat.Median(all[k])
 		fmt.Printf("  %8.0f %8.0f  %s\n", ms(m), ms(m-prev), k)
 		prev = m
 	}
 }
 
-// timeBarePod times testenv.RunBarePod.
+// timeBarePod times benchstat.RunBarePod.
 func timeBarePod(ctx context.Context, kube kubernetes.Interface, ns string, i int) (time.Duration, error) {
 	start := time.Now()
-	err := testenv.RunBarePod(ctx, kube, ns, fmt.Sprintf("bare-true-%d", i))
+	err := benchstat.RunBarePod(ctx, kube, ns, fmt.Sprintf("bare-true-%d", i))
 	return time.Since(start), err
 }

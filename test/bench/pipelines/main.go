@@ -35,6 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/porter-ci/porter/test/bench/internal/benchstat"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -159,7 +160,7 @@ jobs:
 	}
 	fmt.Println("1. a commit pushed to the git server → the triggered build started (polled every 20 ms)")
 	line(fmt.Sprintf("Porter, check_every: %s", checkEvery), ds)
-	fmt.Printf("  %-58s %+s against the check interval (goal: ≤ +2s, i.e. ≤ %s)\n", "", (testenv.Median(ds) - checkEvery).Round(time.Millisecond), checkEvery+2*time.Second)
+	fmt.Printf("  %-58s %+s against the check interval (goal: ≤ +2s, i.e. ≤ %s)\n", "", (benchstat.Median(ds) - checkEvery).Round(time.Millisecond), checkEvery+2*time.Second)
 	return nil
 }
 
@@ -182,7 +183,7 @@ jobs:
 	fmt.Println("2. fly trigger-job -w of a one-task job, wall time")
 	fmt.Printf("  %-58s median %6s  (reference, ../shared/reference)\n", "Concourse 8.2.5 (scheduler ticks every 10 s)", concourseTriggerJob)
 	line("Porter", ds)
-	fmt.Printf("  %-58s %.2f× Concourse's (goal ≤ 2s)\n", "", float64(testenv.Median(ds))/float64(concourseTriggerJob))
+	fmt.Printf("  %-58s %.2f× Concourse's (goal ≤ 2s)\n", "", float64(benchstat.Median(ds))/float64(concourseTriggerJob))
 	return nil
 }
 
@@ -206,7 +207,7 @@ func (b *bench) serialJob(ctx context.Context, n int) error {
 		jobs = append(jobs, ds...)
 		start := time.Now()
 		for k := range 10 {
-			if err := testenv.RunBarePod(ctx, b.kube, b.ns.Name, fmt.Sprintf("bare-%d-%d", i, k)); err != nil {
+			if err := benchstat.RunBarePod(ctx, b.kube, b.ns.Name, fmt.Sprintf("bare-%d-%d", i, k)); err != nil {
 				return err
 			}
 		}
@@ -215,7 +216,7 @@ func (b *bench) serialJob(ctx context.Context, n int) error {
 	fmt.Println("3. 10 `true` steps one after another, wall time")
 	line("Porter: fly trigger-job -w of a 10-task job", jobs)
 	line("10 bare busybox pods: create → Succeeded, one by one", bare)
-	fmt.Printf("  %-58s %.2f× (goal ≤ 1.1×)\n", "", float64(testenv.Median(jobs))/float64(testenv.Median(bare)))
+	fmt.Printf("  %-58s %.2f× (goal ≤ 1.1×)\n", "", float64(benchstat.Median(jobs))/float64(benchstat.Median(bare)))
 	return nil
 }
 
@@ -375,6 +376,6 @@ func (b *bench) waitBuild(ctx context.Context, token, pipeline, job, name string
 }
 
 func line(what string, ds []time.Duration) {
-	fmt.Printf("  %-58s median %6s  (min %s, max %s)\n", what, testenv.Median(ds).Round(time.Millisecond),
+	fmt.Printf("  %-58s median %6s  (min %s, max %s)\n", what, benchstat.Median(ds).Round(time.Millisecond),
 		slices.Min(ds).Round(time.Millisecond), slices.Max(ds).Round(time.Millisecond))
 }

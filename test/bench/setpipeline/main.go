@@ -29,6 +29,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/porter-ci/porter/test/bench/internal/benchstat"
 	"github.com/porter-ci/porter/test/bench/internal/stepbench"
 	"github.com/porter-ci/porter/test/testenv"
 )
@@ -117,7 +118,7 @@ func run(ctx context.Context, n int) error {
 				r.answer = strings.Join(strings.Fields(body), " ")
 			}
 		}
-		r.median = testenv.Median(took)
+		r.median = benchstat.Median(took)
 		cpu1, err := stepbench.ProcessCPU(pid)
 		if err != nil {
 			return err

@@ -34,6 +34,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/porter-ci/porter/test/bench/internal/benchstat"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -142,7 +143,7 @@ func run(ctx context.Context, n int) error {
 		if r.heap != nil && r.what != "" && strings.HasPrefix(r.what, "build") {
 			heap = fmt.Sprintf("%.1f MB (goal ≤ 100 MB: %s)", medianF(r.heap), okIf(medianF(r.heap) <= 100))
 		}
-		med := testenv.Median(r.got)
+		med := benchstat.Median(r.got)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", r.what, med.Round(time.Millisecond), maxD(r.got).Round(time.Millisecond), okIf(med <= time.Second), heap)
 	}
 	tw.Flush()
