@@ -86,7 +86,7 @@ func TestRedact(t *testing.T) {
 
 func TestResolverInterpolates(t *testing.T) {
 	client := fake.NewSimpleClientset(
-		secret("concourse-main", "login", map[string]string{"username": "u", "password": "p4ss"}),
+		secret("concourse-main", "login", map[string]string{"username": "ursula", "password": "p4ss"}),
 		secret("concourse-main", "pipe.token", map[string]string{"value": "t0ken"}),
 	)
 	r := Resolver{K: &Kubernetes{Client: client, NamespacePrefix: DefaultNamespacePrefix}, Team: "main", Pipeline: "pipe"}
@@ -101,11 +101,11 @@ func TestResolverInterpolates(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := out.(map[string]any)
-	if m["user"] != "u" || m["auth"] != "Bearer t0ken" {
+	if m["user"] != "ursula" || m["auth"] != "Bearer t0ken" {
 		t.Errorf("interpolated %v", m)
 	}
 	red := NewRedactor(used.Redactions())
-	if got := red.Redact("u said Bearer t0ken"); got != "((redacted)) said Bearer ((redacted))" {
+	if got := red.Redact("ursula said Bearer t0ken"); got != "((redacted)) said Bearer ((redacted))" {
 		t.Errorf("redacted %q", got)
 	}
 	if _, _, err := (Resolver{K: r.K, Team: "main"}).Get(context.Background(), vars.Ref{Source: "vault", Path: "x"}); err == nil {
