@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +46,7 @@ type fakeStore struct {
 	versions  []db.Version
 	builds    []db.JobBuild
 	workers   []db.Worker
+	loads     map[string]db.WorkerLoad
 	conts     []db.Container
 	artifacts []db.Artifact
 	// users are the local users' sessions (token generation and roles).
@@ -482,7 +484,12 @@ func (s *fakeStore) Workers(context.Context) ([]db.Worker, error) {
 	return all(s, s.workers, func(db.Worker) bool { return true })
 }
 func (s *fakeStore) WorkerLoads(context.Context) (map[string]db.WorkerLoad, error) {
-	return map[string]db.WorkerLoad{}, s.change("WorkerLoads")
+	if err := s.change("WorkerLoads"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.loads), nil
 }
 func (s *fakeStore) LandWorker(_ context.Context, name string) error {
 	return s.workerChange("LandWorker", name)

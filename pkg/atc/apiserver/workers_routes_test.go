@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
 )
 
 // Workers (workers.go). w1 is shared, w2 team main's, w3 team other's.
@@ -40,10 +41,16 @@ func TestListWorkers(t *testing.T) {
 			t.Errorf("%s sees workers %v, want %v", c.name, got, c.want)
 		}
 	}
+	// fly's containers column is every pod the worker has a record of; its
+	// tasks are those of unfinished builds.
+	a.store.loads = map[string]db.WorkerLoad{"w2": {Containers: 1, Tasks: 1, Pods: 3}}
 	ws := decode[[]concourse.Worker](t, a.do(t, "GET", "/api/v1/workers", a.roleIn(t, "viewer"), ""), 200)
 	if w := ws[1]; w.Team != "main" || w.GardenAddr != "namespace/porter-main" || w.BaggageclaimURL != "s3://porter" || w.State != "running" ||
-		w.Tags == nil || len(w.ResourceTypes) != 1 || w.StartTime != 1_700_000_000 {
+		w.Tags == nil || len(w.ResourceTypes) != 1 || w.StartTime != 1_700_000_000 || w.ActiveContainers != 3 || w.ActiveTasks != 1 {
 		t.Errorf("worker %+v", w)
+	}
+	if w := ws[0]; w.ActiveContainers != 0 || w.ActiveTasks != 0 {
+		t.Errorf("worker without pods %+v", w)
 	}
 }
 
