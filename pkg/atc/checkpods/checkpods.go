@@ -114,72 +114,75 @@ func (p *Pool) now() time.Time {
 // creation is every waiter's error, unless it failed because its creator's
 // ctx ended: the waiters then try again, one of them creating the pod.
 func (p *Pool) Acquire(ctx context.Context, key Key, newID func() string, create func(stepID string) error) (Lease, error) {
-	for {
-		cur, err := p.readyPod(ctx, key, newID, create)
-		if err != nil {
-			return Lease{}, err
-		}
-		if cur == nil {
-			continue // its creator gave up: try again
-		}
-		if cur.slots != nil {
-			select {
-			case cur.slots <- struct{}{}:
-			case <-ctx.Done():
-				return Lease{}, context.Cause(ctx)
-			}
-		}
-		return Lease{StepID: cur.stepID, slots: cur.slots}, nil
+	cur, err := p.readyPod(ctx, key, newID, create)
+	if err != nil {
+		return Lease{}, err
 	}
+	if cur.slots != nil {
+		select {
+		case cur.slots <- struct{}{}:
+		case <-ctx.Done():
+			return Lease{}, context.Cause(ctx)
+		}
+	}
+	return Lease{StepID: cur.stepID, slots: cur.slots}, nil
 }
 
 // readyPod returns key's pod once it is ready, creating it when there is
-// none to take checks; nil when another check's creation of it was
+// none to take checks, and again when another check's creation of it was
 // abandoned.
 func (p *Pool) readyPod(ctx context.Context, key Key, newID func() string, create func(stepID string) error) (*pod, error) {
+	for {
+		cur, mine := p.podFor(key, newID)
+		if mine {
+			cur.err = create(cur.stepID)
+			if cur.err != nil {
+				cur.abandoned = ctx.Err() != nil
+				p.mu.Lock()
+				if p.pods[key] == cur {
+					delete(p.pods, key)
+				}
+				p.mu.Unlock()
+			}
+			close(cur.ready)
+			return cur, cur.err
+		}
+		select {
+		case <-cur.ready:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		if cur.err == nil || !cur.abandoned {
+			return cur, cur.err
+		}
+	}
+}
+
+// podFor is key's pod if it takes checks (ready or being created), else a
+// new one this caller must create (mine).
+func (p *Pool) podFor(key Key, newID func() string) (cur *pod, mine bool) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.pods == nil {
 		p.pods = map[Key]*pod{}
 	}
 	cur, ok := p.pods[key]
-	fresh := ok && p.now().Sub(cur.created) < p.Lifetime/2
-	if fresh {
+	if ok && p.now().Sub(cur.created) < p.Lifetime/2 {
 		select {
 		case <-cur.ready:
-			fresh = cur.err == nil && p.Connected(cur.stepID)
-		default: // being created: wait for it
-		}
-	}
-	if !fresh {
-		cur = &pod{stepID: newID(), created: p.now(), ready: make(chan struct{})}
-		if p.MaxChecks > 0 {
-			cur.slots = make(chan struct{}, p.MaxChecks)
-		}
-		p.pods[key] = cur
-	}
-	p.mu.Unlock()
-	if !fresh {
-		cur.err = create(cur.stepID)
-		if cur.err != nil {
-			cur.abandoned = ctx.Err() != nil
-			p.mu.Lock()
-			if p.pods[key] == cur {
-				delete(p.pods, key)
+			if cur.err == nil && p.Connected(cur.stepID) {
+				return cur, false
 			}
-			p.mu.Unlock()
+		default: // being created: wait for it
+			return cur, false
 		}
-		close(cur.ready)
-		return cur, cur.err
 	}
-	select {
-	case <-cur.ready:
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
+	cur = &pod{stepID: newID(), created: p.now(), ready: make(chan struct{})}
+	if p.MaxChecks > 0 {
+		cur.slots = make(chan struct{}, p.MaxChecks)
 	}
-	if cur.err != nil && cur.abandoned {
-		return nil, nil
-	}
-	return cur, cur.err
+	p.pods[key] = cur
+	return cur, true
 }
 
 // Retire takes the pod of stepID out of the pool: it runs the checks it
