@@ -46,7 +46,7 @@ k8s_tools_go() {
 }
 
 # The modules Porter's commands compile with client-go (hack/k8s-shared-modules.txt,
-# written by `make generate`, checked by internal/buildshare's test) at Porter's
+# written by `make generate` through internal/buildshare's test, which checks it) at Porter's
 # versions: the wrapper module requires them too, so that both builds compile those
 # packages to the same Go build cache entries and Porter's first build does not
 # compile client-go again (about 80 s on 2 cores). A change of them rebuilds Kubernetes.
@@ -62,19 +62,13 @@ k8s_shared_requires() {
 }
 
 k8s_module() {
-  # A module made for fewer commands (an older K8S_CMDS) lacks their go.sum
-  # lines, one made for other shared modules their versions: write the imports
-  # or requirements again and tidy once.
-  if [ -f "$k8s_src/go.sum" ]; then
-    [ "$(k8s_tools_go)" = "$(cat "$k8s_src/tools.go" 2>/dev/null)" ] &&
-      [ "$(k8s_stamp)" = "$(cat "$k8s_src/.shared" 2>/dev/null)" ] && return 0
+  # A module made for other shared module versions is written afresh (its
+  # download is cached); one made for fewer commands (an older K8S_CMDS) lacks
+  # their go.sum lines: write the imports again and tidy once.
+  if [ -f "$k8s_src/go.sum" ] && [ "$(k8s_stamp)" = "$(cat "$k8s_src/.shared" 2>/dev/null)" ]; then
+    [ "$(k8s_tools_go)" = "$(cat "$k8s_src/tools.go" 2>/dev/null)" ] && return 0
     k8s_tools_go >"$k8s_src/tools.go"
-    if [ "$(k8s_stamp)" != "$(cat "$k8s_src/.shared" 2>/dev/null)" ]; then
-      (cd "$k8s_src" && awk '/^require \(/ {skip = 1} skip && /^\)/ {skip = 0; next} !skip && !/^require [^(]/' go.mod >go.mod.tmp &&
-        { cat go.mod.tmp; printf 'require k8s.io/kubernetes %s\n\n' "$K8S_VERSION"; k8s_shared_requires; } >go.mod && rm go.mod.tmp)
-    fi
     (cd "$k8s_src" && go mod tidy)
-    k8s_stamp >"$k8s_src/.shared"
     return 0
   fi
   mkdir -p "$k8s_src"

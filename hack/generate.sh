@@ -26,8 +26,7 @@ log "generated code for ${protos[*]}"
 
 # The modules Porter's commands compile with client-go, at go.mod's versions:
 # the local cluster's Kubernetes build requires the same (hack/build-tools.sh), so
-# the two share compiled packages. internal/buildshare's test checks the file.
-go list -deps -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}' \
-  $(go list -deps ./cmd/... | grep '^k8s\.io/') |
-  grep -v -E '^k8s\.io/(api|apimachinery|client-go) ' | LC_ALL=C sort -u >hack/k8s-shared-modules.txt
+# the two share compiled packages. internal/buildshare's test computes the list
+# and, without -update, checks it.
+go test -count=1 ./internal/buildshare -run TestSharedModulesListIsCurrent -args -update >/dev/null
 log "wrote hack/k8s-shared-modules.txt"

@@ -6,6 +6,7 @@
 package buildshare
 
 import (
+	"flag"
 	"os"
 	"os/exec"
 	"slices"
@@ -14,6 +15,10 @@ import (
 )
 
 const listFile = "../../hack/k8s-shared-modules.txt"
+
+// update writes the list instead of checking it (`make generate` runs the
+// test so).
+var update = flag.Bool("update", false, "write hack/k8s-shared-modules.txt from go.mod")
 
 func goList(t *testing.T, args ...string) string {
 	t.Helper()
@@ -26,10 +31,10 @@ func goList(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// sharedModules is what `make generate` writes into the list: the modules
-// (not k8s.io/api, apimachinery and client-go, which the Kubernetes build
-// pins to its own release) of every package the k8s.io packages Porter's
-// commands import depend on.
+// sharedModules is the list: the modules of every package the k8s.io
+// packages Porter's commands import depend on, but k8s.io/api,
+// apimachinery and client-go, which the Kubernetes build pins to its own
+// release.
 func sharedModules(t *testing.T) string {
 	var k8s []string
 	for _, pkg := range strings.Fields(goList(t, "-deps", "./cmd/...")) {
@@ -53,6 +58,12 @@ func sharedModules(t *testing.T) string {
 
 func TestSharedModulesListIsCurrent(t *testing.T) {
 	want := sharedModules(t)
+	if *update {
+		if err := os.WriteFile(listFile, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	got, err := os.ReadFile(listFile)
 	if err != nil {
 		t.Fatal(err)
