@@ -77,6 +77,12 @@ type Action struct {
 	// by a server run with --insecure-grpc (tests). Without it a sidecar
 	// given no CA refuses to dial rather than send its token in plain text.
 	ATCLinkInsecure bool `json:"atc_link_insecure,omitempty"`
+	// Gated: the pod was declared ahead of the step's turn, while earlier
+	// steps of its build still ran. The sidecar fetches the inputs whose
+	// keys are here, then waits for the server's go-ahead (Proceed), which
+	// gives the keys of the inputs that name the step they come from
+	// (Input.From); or for an abort, when the step is not to run after all.
+	Gated bool `json:"gated,omitempty"`
 }
 
 // Platforms a step or a worker runs on.
@@ -146,6 +152,9 @@ type Input struct {
 	// "sha256:" for artifacts stored before BLAKE3), checked on download.
 	Digest   string `json:"digest,omitempty"`
 	Optional bool   `json:"optional,omitempty"`
+	// From names the build's artifact an earlier step is still to make
+	// (a gated step's only): its key comes with the go-ahead.
+	From string `json:"from,omitempty"`
 }
 
 // Output is a directory uploaded as an artifact after a successful process.
@@ -240,7 +249,12 @@ func (a *Action) Validate() error {
 	}
 	for _, in := range a.Inputs {
 		claim("input", in.Name, in.Path, inputPaths)
-		if in.Key == "" && !in.Optional {
+		switch {
+		case in.From != "" && !a.Gated:
+			bad("input %q comes from step %q, but the step is not gated: nothing would give its key", in.Name, in.From)
+		case in.From != "" && in.Key != "":
+			bad("input %q has both a key and the step it comes from", in.Name)
+		case in.Key == "" && in.From == "" && !in.Optional:
 			bad("input %q has no artifact", in.Name)
 		}
 	}

@@ -70,6 +70,15 @@ func LoadConfig(ctx context.Context, getenv func(string) string, log *slog.Logge
 		StdinFile:  getenv(action.StdinFileEnvVar),
 		Redact:     redactValues(getenv("PORTER_REDACT"), log),
 		Artifacts:  BlobArtifacts(store, a.Build.Team, a.StepID, extractLimits),
+		Relogin: func(ctx context.Context, c Credentials) (Artifacts, error) {
+			again := bcfg
+			again.AccessKey, again.SecretKey, again.SessionToken = c.AccessKey, c.SecretKey, c.SessionToken
+			store, err := blobstore.Open(ctx, again)
+			if err != nil {
+				return nil, fmt.Errorf("open the blobstore with the go-ahead's credentials: %w", err)
+			}
+			return BlobArtifacts(store, a.Build.Team, a.StepID, extractLimits), nil
+		},
 		// The step container does not mount the journal's directory.
 		JournalDir: or(getenv("PORTER_JOURNAL_DIR"), filepath.Join(os.TempDir(), "porter-journal")),
 		Log:        log,

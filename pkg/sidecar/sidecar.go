@@ -63,6 +63,10 @@ type Config struct {
 	// (action.StdinSecret): a file of the step's Secret.
 	StdinFile string
 	Artifacts Artifacts
+	// Relogin is the blobstore again with other credentials: a gated
+	// step's go-ahead may bring credentials that also read the inputs
+	// earlier steps made (nil: the go-ahead's credentials are refused).
+	Relogin func(ctx context.Context, c Credentials) (Artifacts, error)
 	// Redact are values (the build's credentials) the audit journal shows
 	// as ((redacted)), as the ATC's build events do.
 	Redact []string
@@ -83,6 +87,9 @@ type Config struct {
 	// children of the span in Run's context (nil: none).
 	Tracer trace.Tracer
 }
+
+// Credentials are blobstore credentials (a step's own, scoped).
+type Credentials struct{ AccessKey, SecretKey, SessionToken string }
 
 // Result is how the step ended, as recorded in result.json.
 type Result = api.StepResult
@@ -140,6 +147,9 @@ type run struct {
 	failure *controlpb.Fail
 	abortCh chan struct{}
 	relCh   chan struct{}
+	// proceed is a gated step's go-ahead, once given (proceedCh closed).
+	proceed   *eventspb.Proceed
+	proceedCh chan struct{}
 	// actionWritten is closed once action.json is stored (or failed to be).
 	actionWritten chan struct{}
 	// response collects a resource step's stdout (nil for other steps);
@@ -206,6 +216,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		sessionOutput: make(chan *eventspb.SessionOutput, 64),
 		abortCh:       make(chan struct{}),
 		relCh:         make(chan struct{}),
+		proceedCh:     make(chan struct{}),
 		actionWritten: make(chan struct{}),
 	}
 	if script := a.Type.Script(); script != "" {
@@ -297,6 +308,13 @@ func (r *run) dispatch(ctx context.Context) {
 					close(r.abortCh)
 				}
 				r.mu.Unlock()
+			case *eventspb.ATCMessage_Proceed:
+				r.mu.Lock()
+				if r.proceed == nil {
+					r.proceed = m.Proceed
+					close(r.proceedCh)
+				}
+				r.mu.Unlock()
 			case *eventspb.ATCMessage_Release:
 				r.mu.Lock()
 				if !r.released {
@@ -364,10 +382,18 @@ func (r *run) execute(ctx context.Context) *Result {
 	})
 	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_FETCHING_INPUTS, fmt.Sprintf("%d inputs, %d caches", len(a.Inputs), len(a.Caches)))
 	spanCtx, span := r.cfg.Tracer.Start(fetchCtx, "inputs")
-	inputs, caches, err := r.fetchInputs(spanCtx)
+	inputs, caches, err := r.fetchInputs(spanCtx, r.cfg.Artifacts, a.Inputs, a.Caches)
 	endSpan(span, err)
+	if err == nil && a.Gated {
+		var made []Transfer
+		made, err = r.awaitTurn(ctx, fetchCtx)
+		inputs = append(inputs, made...)
+	}
 	res.Inputs, res.Caches = inputs, caches
 	if reason := r.abortReason(); reason != "" {
+		if a.Gated && !r.proceeded() {
+			return r.notRun(res, reason)
+		}
 		return r.failBeforeStart(ctx, res, Aborted, reason, 130)
 	}
 	if err != nil {
@@ -508,6 +534,91 @@ func errOr(abortReason string, err error) string {
 	return err.Error()
 }
 
+// awaitTurn holds a gated step (declared ahead of its turn) until the
+// server's go-ahead, then fetches the inputs earlier steps made. An abort
+// while it waits returns nothing: the step is not to run.
+func (r *run) awaitTurn(ctx, fetchCtx context.Context) ([]Transfer, error) {
+	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_WAITING, "declared ahead: waiting for its turn")
+	r.log.Info("waiting for the go-ahead")
+	select {
+	case <-r.proceedCh:
+	case <-r.abortCh:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, stepError{fmt.Errorf("waiting for the go-ahead: %w", context.Cause(ctx))}
+	}
+	r.mu.Lock()
+	p := r.proceed
+	r.mu.Unlock()
+	ins, err := turnInputs(r.a.Inputs, p)
+	if err != nil {
+		return nil, stepError{err}
+	}
+	r.log.Info("go-ahead", "inputs", len(ins))
+	if len(ins) == 0 {
+		return nil, nil
+	}
+	store := r.cfg.Artifacts
+	if c := p.GetCredentials(); c != nil {
+		if r.cfg.Relogin == nil {
+			return nil, stepError{errors.New("the go-ahead brings blobstore credentials, but this sidecar cannot use them")}
+		}
+		if store, err = r.cfg.Relogin(ctx, Credentials{AccessKey: c.GetAccessKey(), SecretKey: c.GetSecretKey(), SessionToken: c.GetSessionToken()}); err != nil {
+			return nil, stepError{err}
+		}
+	}
+	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_FETCHING_INPUTS, fmt.Sprintf("%d inputs made by earlier steps", len(ins)))
+	spanCtx, span := r.cfg.Tracer.Start(fetchCtx, "inputs made earlier")
+	made, _, err := r.fetchInputs(spanCtx, store, ins, nil)
+	endSpan(span, err)
+	return made, err
+}
+
+// turnInputs are a gated step's inputs that earlier steps made, with the
+// keys the go-ahead gives them. An optional input the go-ahead does not
+// name was not made: its directory stays empty.
+func turnInputs(inputs []action.Input, p *eventspb.Proceed) ([]action.Input, error) {
+	given := map[string]*eventspb.ResolvedInput{}
+	for _, in := range p.GetInputs() {
+		given[in.GetName()] = in
+	}
+	var out []action.Input
+	for _, in := range inputs {
+		if in.From == "" {
+			continue
+		}
+		g, ok := given[in.Name]
+		if !ok || g.GetKey() == "" {
+			if in.Optional {
+				continue
+			}
+			return nil, fmt.Errorf("the go-ahead gives no artifact for input %q (from %q)", in.Name, in.From)
+		}
+		in.Key, in.Digest = g.GetKey(), g.GetDigest()
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+func (r *run) proceeded() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proceed != nil
+}
+
+// notRun ends a gated step that was withdrawn before its turn (an earlier
+// step failed, the build was aborted): its process never starts, and its
+// audit record says why. It shows no error in the build: the step did not
+// fail, it never began.
+func (r *run) notRun(res *Result, reason string) *Result {
+	res.Result, res.Error, res.ExitStatus = Aborted, "not run: "+reason, -1
+	r.log.Info("withdrawn before its turn", "reason", reason)
+	r.mu.Lock()
+	r.failure = &controlpb.Fail{Message: res.Error, ExitStatus: 130}
+	r.mu.Unlock()
+	return res
+}
+
 // failBeforeStart ends a step whose process never ran; the entrypoint is
 // told (by releaseEntrypoint) so it exits instead of waiting.
 func (r *run) failBeforeStart(ctx context.Context, res *Result, result StepResult, msg string, exit int32) *Result {
@@ -593,12 +704,12 @@ func (r *run) forwardSessions(ctx context.Context) {
 }
 
 // fetchInputs downloads every input and restores every cache, in parallel.
-func (r *run) fetchInputs(ctx context.Context) ([]Transfer, []Transfer, error) {
+func (r *run) fetchInputs(ctx context.Context, store Artifacts, ins []action.Input, cs []action.Cache) ([]Transfer, []Transfer, error) {
 	a := r.a
-	inputs := make([]Transfer, len(a.Inputs))
-	caches := make([]Transfer, len(a.Caches))
+	inputs := make([]Transfer, len(ins))
+	caches := make([]Transfer, len(cs))
 	g, gctx := errgroup.WithContext(ctx)
-	for i, in := range a.Inputs {
+	for i, in := range ins {
 		dir := a.Dir(in.Path)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, nil, stepError{fmt.Errorf("create input directory %q: %w", in.Path, err)}
@@ -608,7 +719,7 @@ func (r *run) fetchInputs(ctx context.Context) ([]Transfer, []Transfer, error) {
 		}
 		g.Go(func() error {
 			t, err := r.transfer(gctx, fmt.Sprintf("input %q", in.Name), in.Name, func(ctx context.Context) (Artifact, error) {
-				return r.cfg.Artifacts.Download(ctx, in.Key, in.Digest, dir)
+				return store.Download(ctx, in.Key, in.Digest, dir)
 			})
 			if err != nil {
 				return err
@@ -619,7 +730,7 @@ func (r *run) fetchInputs(ctx context.Context) ([]Transfer, []Transfer, error) {
 			return nil
 		})
 	}
-	for i, c := range a.Caches {
+	for i, c := range cs {
 		dir := a.Dir(c.Path)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, nil, stepError{fmt.Errorf("create cache directory %q: %w", c.Path, err)}

@@ -142,6 +142,7 @@ type step struct {
 	// pending commands survive a disconnect and are sent on the next connect.
 	aborted  *eventspb.Abort
 	released bool
+	proceed  *eventspb.Proceed
 	sessions map[string]*Session
 }
 
@@ -215,6 +216,17 @@ func (s *Server) Release(stepID string) error {
 	st := s.stepLocked(stepID)
 	st.released = true
 	return s.sendLocked(st, &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Release{Release: &eventspb.Release{}}})
+}
+
+// Proceed gives a step declared ahead of its turn the go-ahead. Like an
+// abort, it is delivered now if the sidecar is connected, otherwise as
+// soon as it connects (ErrNotConnected says which).
+func (s *Server) Proceed(stepID string, p *eventspb.Proceed) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stepLocked(stepID)
+	st.proceed = p
+	return s.sendLocked(st, &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Proceed{Proceed: p}})
 }
 
 // Forget drops what the server remembers of a finished step.
@@ -339,6 +351,9 @@ func (s *Server) takeOver(ctx context.Context, stepID string, hello *eventspb.He
 	st.appended = last
 	// The resume point comes first; commands given while disconnected follow it.
 	out <- ack(last)
+	if st.proceed != nil {
+		out <- &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Proceed{Proceed: st.proceed}}
+	}
 	if st.aborted != nil {
 		out <- &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Abort{Abort: st.aborted}}
 	}

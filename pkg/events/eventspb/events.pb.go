@@ -35,6 +35,8 @@ const (
 	StepStatus_STEP_STATUS_RUNNING           StepStatus = 3
 	StepStatus_STEP_STATUS_UPLOADING_OUTPUTS StepStatus = 4
 	StepStatus_STEP_STATUS_FINISHED          StepStatus = 5
+	// Declared ahead of its turn: the step waits for the ATC's Proceed.
+	StepStatus_STEP_STATUS_WAITING StepStatus = 6
 )
 
 // Enum value maps for StepStatus.
@@ -46,6 +48,7 @@ var (
 		3: "STEP_STATUS_RUNNING",
 		4: "STEP_STATUS_UPLOADING_OUTPUTS",
 		5: "STEP_STATUS_FINISHED",
+		6: "STEP_STATUS_WAITING",
 	}
 	StepStatus_value = map[string]int32{
 		"STEP_STATUS_UNSPECIFIED":       0,
@@ -54,6 +57,7 @@ var (
 		"STEP_STATUS_RUNNING":           3,
 		"STEP_STATUS_UPLOADING_OUTPUTS": 4,
 		"STEP_STATUS_FINISHED":          5,
+		"STEP_STATUS_WAITING":           6,
 	}
 )
 
@@ -1051,6 +1055,7 @@ type ATCMessage struct {
 	//	*ATCMessage_SessionInput
 	//	*ATCMessage_SessionResize
 	//	*ATCMessage_SessionClose
+	//	*ATCMessage_Proceed
 	Msg           isATCMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1156,6 +1161,15 @@ func (x *ATCMessage) GetSessionClose() *SessionClose {
 	return nil
 }
 
+func (x *ATCMessage) GetProceed() *Proceed {
+	if x != nil {
+		if x, ok := x.Msg.(*ATCMessage_Proceed); ok {
+			return x.Proceed
+		}
+	}
+	return nil
+}
+
 type isATCMessage_Msg interface {
 	isATCMessage_Msg()
 }
@@ -1188,6 +1202,10 @@ type ATCMessage_SessionClose struct {
 	SessionClose *SessionClose `protobuf:"bytes,7,opt,name=session_close,json=sessionClose,proto3,oneof"`
 }
 
+type ATCMessage_Proceed struct {
+	Proceed *Proceed `protobuf:"bytes,8,opt,name=proceed,proto3,oneof"`
+}
+
 func (*ATCMessage_Ack) isATCMessage_Msg() {}
 
 func (*ATCMessage_Abort) isATCMessage_Msg() {}
@@ -1201,6 +1219,8 @@ func (*ATCMessage_SessionInput) isATCMessage_Msg() {}
 func (*ATCMessage_SessionResize) isATCMessage_Msg() {}
 
 func (*ATCMessage_SessionClose) isATCMessage_Msg() {}
+
+func (*ATCMessage_Proceed) isATCMessage_Msg() {}
 
 // Ack says every event up to and including seq is stored durably.
 type Ack struct {
@@ -1328,6 +1348,186 @@ func (*Release) Descriptor() ([]byte, []int) {
 	return file_pkg_events_eventspb_events_proto_rawDescGZIP(), []int{13}
 }
 
+// Proceed is the go-ahead of a step whose pod was declared ahead of its
+// turn (action.Action.Gated): it may start now. It names the keys of the
+// inputs that earlier steps of the build made (action.Input.From); every
+// other part of the step's action is in its pod's spec.
+type Proceed struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Inputs []*ResolvedInput       `protobuf:"bytes,1,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	// The step's blobstore credentials again, when its pod's were scoped
+	// before the inputs' keys were known (STS): they may read those too.
+	Credentials   *BlobstoreCredentials `protobuf:"bytes,2,opt,name=credentials,proto3" json:"credentials,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Proceed) Reset() {
+	*x = Proceed{}
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Proceed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Proceed) ProtoMessage() {}
+
+func (x *Proceed) ProtoReflect() protoreflect.Message {
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Proceed.ProtoReflect.Descriptor instead.
+func (*Proceed) Descriptor() ([]byte, []int) {
+	return file_pkg_events_eventspb_events_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Proceed) GetInputs() []*ResolvedInput {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
+}
+
+func (x *Proceed) GetCredentials() *BlobstoreCredentials {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
+type BlobstoreCredentials struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey     string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	SecretKey     string                 `protobuf:"bytes,2,opt,name=secret_key,json=secretKey,proto3" json:"secret_key,omitempty"`
+	SessionToken  string                 `protobuf:"bytes,3,opt,name=session_token,json=sessionToken,proto3" json:"session_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlobstoreCredentials) Reset() {
+	*x = BlobstoreCredentials{}
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlobstoreCredentials) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlobstoreCredentials) ProtoMessage() {}
+
+func (x *BlobstoreCredentials) ProtoReflect() protoreflect.Message {
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlobstoreCredentials.ProtoReflect.Descriptor instead.
+func (*BlobstoreCredentials) Descriptor() ([]byte, []int) {
+	return file_pkg_events_eventspb_events_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *BlobstoreCredentials) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *BlobstoreCredentials) GetSecretKey() string {
+	if x != nil {
+		return x.SecretKey
+	}
+	return ""
+}
+
+func (x *BlobstoreCredentials) GetSessionToken() string {
+	if x != nil {
+		return x.SessionToken
+	}
+	return ""
+}
+
+type ResolvedInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Blobstore key of the artifact.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// "blake3:<hex>" or "sha256:<hex>", checked on download.
+	Digest        string `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolvedInput) Reset() {
+	*x = ResolvedInput{}
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolvedInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolvedInput) ProtoMessage() {}
+
+func (x *ResolvedInput) ProtoReflect() protoreflect.Message {
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolvedInput.ProtoReflect.Descriptor instead.
+func (*ResolvedInput) Descriptor() ([]byte, []int) {
+	return file_pkg_events_eventspb_events_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ResolvedInput) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResolvedInput) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ResolvedInput) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
 // SessionOpen starts an intercept session in the step's main container.
 type SessionOpen struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1344,7 +1544,7 @@ type SessionOpen struct {
 
 func (x *SessionOpen) Reset() {
 	*x = SessionOpen{}
-	mi := &file_pkg_events_eventspb_events_proto_msgTypes[14]
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1356,7 +1556,7 @@ func (x *SessionOpen) String() string {
 func (*SessionOpen) ProtoMessage() {}
 
 func (x *SessionOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_events_eventspb_events_proto_msgTypes[14]
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1369,7 +1569,7 @@ func (x *SessionOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpen.ProtoReflect.Descriptor instead.
 func (*SessionOpen) Descriptor() ([]byte, []int) {
-	return file_pkg_events_eventspb_events_proto_rawDescGZIP(), []int{14}
+	return file_pkg_events_eventspb_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SessionOpen) GetSessionId() string {
@@ -1426,7 +1626,7 @@ type SessionInput struct {
 
 func (x *SessionInput) Reset() {
 	*x = SessionInput{}
-	mi := &file_pkg_events_eventspb_events_proto_msgTypes[15]
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1638,7 @@ func (x *SessionInput) String() string {
 func (*SessionInput) ProtoMessage() {}
 
 func (x *SessionInput) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_events_eventspb_events_proto_msgTypes[15]
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1651,7 @@ func (x *SessionInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInput.ProtoReflect.Descriptor instead.
 func (*SessionInput) Descriptor() ([]byte, []int) {
-	return file_pkg_events_eventspb_events_proto_rawDescGZIP(), []int{15}
+	return file_pkg_events_eventspb_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SessionInput) GetSessionId() string {
@@ -1486,7 +1686,7 @@ type SessionResize struct {
 
 func (x *SessionResize) Reset() {
 	*x = SessionResize{}
-	mi := &file_pkg_events_eventspb_events_proto_msgTypes[16]
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1698,7 @@ func (x *SessionResize) String() string {
 func (*SessionResize) ProtoMessage() {}
 
 func (x *SessionResize) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_events_eventspb_events_proto_msgTypes[16]
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1711,7 @@ func (x *SessionResize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResize.ProtoReflect.Descriptor instead.
 func (*SessionResize) Descriptor() ([]byte, []int) {
-	return file_pkg_events_eventspb_events_proto_rawDescGZIP(), []int{16}
+	return file_pkg_events_eventspb_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SessionResize) GetSessionId() string {
@@ -1544,7 +1744,7 @@ type SessionClose struct {
 
 func (x *SessionClose) Reset() {
 	*x = SessionClose{}
-	mi := &file_pkg_events_eventspb_events_proto_msgTypes[17]
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1756,7 @@ func (x *SessionClose) String() string {
 func (*SessionClose) ProtoMessage() {}
 
 func (x *SessionClose) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_events_eventspb_events_proto_msgTypes[17]
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1769,7 @@ func (x *SessionClose) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionClose.ProtoReflect.Descriptor instead.
 func (*SessionClose) Descriptor() ([]byte, []int) {
-	return file_pkg_events_eventspb_events_proto_rawDescGZIP(), []int{17}
+	return file_pkg_events_eventspb_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SessionClose) GetSessionId() string {
@@ -1596,7 +1796,7 @@ type SessionOutput struct {
 
 func (x *SessionOutput) Reset() {
 	*x = SessionOutput{}
-	mi := &file_pkg_events_eventspb_events_proto_msgTypes[18]
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1808,7 @@ func (x *SessionOutput) String() string {
 func (*SessionOutput) ProtoMessage() {}
 
 func (x *SessionOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_events_eventspb_events_proto_msgTypes[18]
+	mi := &file_pkg_events_eventspb_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1821,7 @@ func (x *SessionOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOutput.ProtoReflect.Descriptor instead.
 func (*SessionOutput) Descriptor() ([]byte, []int) {
-	return file_pkg_events_eventspb_events_proto_rawDescGZIP(), []int{18}
+	return file_pkg_events_eventspb_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SessionOutput) GetSessionId() string {
@@ -1739,7 +1939,7 @@ const file_pkg_events_eventspb_events_proto_rawDesc = "" +
 	"oom_killed\x18\a \x01(\bR\toomKilled\x12'\n" +
 	"\x0fentrypoint_lost\x18\b \x01(\bR\x0eentrypointLost\"!\n" +
 	"\x05Error\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage\"\xc2\x03\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\xf9\x03\n" +
 	"\n" +
 	"ATCMessage\x12)\n" +
 	"\x03ack\x18\x01 \x01(\v2\x15.porter.events.v1.AckH\x00R\x03ack\x12/\n" +
@@ -1748,13 +1948,27 @@ const file_pkg_events_eventspb_events_proto_rawDesc = "" +
 	"\fsession_open\x18\x04 \x01(\v2\x1d.porter.events.v1.SessionOpenH\x00R\vsessionOpen\x12E\n" +
 	"\rsession_input\x18\x05 \x01(\v2\x1e.porter.events.v1.SessionInputH\x00R\fsessionInput\x12H\n" +
 	"\x0esession_resize\x18\x06 \x01(\v2\x1f.porter.events.v1.SessionResizeH\x00R\rsessionResize\x12E\n" +
-	"\rsession_close\x18\a \x01(\v2\x1e.porter.events.v1.SessionCloseH\x00R\fsessionCloseB\x05\n" +
+	"\rsession_close\x18\a \x01(\v2\x1e.porter.events.v1.SessionCloseH\x00R\fsessionClose\x125\n" +
+	"\aproceed\x18\b \x01(\v2\x19.porter.events.v1.ProceedH\x00R\aproceedB\x05\n" +
 	"\x03msg\"\x17\n" +
 	"\x03Ack\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x1f\n" +
 	"\x05Abort\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\t\n" +
-	"\aRelease\"\x92\x01\n" +
+	"\aRelease\"\x8c\x01\n" +
+	"\aProceed\x127\n" +
+	"\x06inputs\x18\x01 \x03(\v2\x1f.porter.events.v1.ResolvedInputR\x06inputs\x12H\n" +
+	"\vcredentials\x18\x02 \x01(\v2&.porter.events.v1.BlobstoreCredentialsR\vcredentials\"y\n" +
+	"\x14BlobstoreCredentials\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x1d\n" +
+	"\n" +
+	"secret_key\x18\x02 \x01(\tR\tsecretKey\x12#\n" +
+	"\rsession_token\x18\x03 \x01(\tR\fsessionToken\"M\n" +
+	"\rResolvedInput\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\"\x92\x01\n" +
 	"\vSessionOpen\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x18\n" +
@@ -1785,7 +1999,7 @@ const file_pkg_events_eventspb_events_proto_rawDesc = "" +
 	"\vexit_status\x18\x05 \x01(\x05R\n" +
 	"exitStatus\x12\x14\n" +
 	"\x05error\x18\x06 \x01(\tR\x05error\x12\x1b\n" +
-	"\tnot_found\x18\a \x01(\bR\bnotFound*\xbe\x01\n" +
+	"\tnot_found\x18\a \x01(\bR\bnotFound*\xd7\x01\n" +
 	"\n" +
 	"StepStatus\x12\x1b\n" +
 	"\x17STEP_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
@@ -1793,7 +2007,8 @@ const file_pkg_events_eventspb_events_proto_rawDesc = "" +
 	"\x1bSTEP_STATUS_FETCHING_INPUTS\x10\x02\x12\x17\n" +
 	"\x13STEP_STATUS_RUNNING\x10\x03\x12!\n" +
 	"\x1dSTEP_STATUS_UPLOADING_OUTPUTS\x10\x04\x12\x18\n" +
-	"\x14STEP_STATUS_FINISHED\x10\x05*F\n" +
+	"\x14STEP_STATUS_FINISHED\x10\x05\x12\x17\n" +
+	"\x13STEP_STATUS_WAITING\x10\x06*F\n" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
@@ -1821,7 +2036,7 @@ func file_pkg_events_eventspb_events_proto_rawDescGZIP() []byte {
 }
 
 var file_pkg_events_eventspb_events_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_pkg_events_eventspb_events_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_pkg_events_eventspb_events_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_pkg_events_eventspb_events_proto_goTypes = []any{
 	(StepStatus)(0),               // 0: porter.events.v1.StepStatus
 	(Stream)(0),                   // 1: porter.events.v1.Stream
@@ -1840,18 +2055,21 @@ var file_pkg_events_eventspb_events_proto_goTypes = []any{
 	(*Ack)(nil),                   // 14: porter.events.v1.Ack
 	(*Abort)(nil),                 // 15: porter.events.v1.Abort
 	(*Release)(nil),               // 16: porter.events.v1.Release
-	(*SessionOpen)(nil),           // 17: porter.events.v1.SessionOpen
-	(*SessionInput)(nil),          // 18: porter.events.v1.SessionInput
-	(*SessionResize)(nil),         // 19: porter.events.v1.SessionResize
-	(*SessionClose)(nil),          // 20: porter.events.v1.SessionClose
-	(*SessionOutput)(nil),         // 21: porter.events.v1.SessionOutput
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*Proceed)(nil),               // 17: porter.events.v1.Proceed
+	(*BlobstoreCredentials)(nil),  // 18: porter.events.v1.BlobstoreCredentials
+	(*ResolvedInput)(nil),         // 19: porter.events.v1.ResolvedInput
+	(*SessionOpen)(nil),           // 20: porter.events.v1.SessionOpen
+	(*SessionInput)(nil),          // 21: porter.events.v1.SessionInput
+	(*SessionResize)(nil),         // 22: porter.events.v1.SessionResize
+	(*SessionClose)(nil),          // 23: porter.events.v1.SessionClose
+	(*SessionOutput)(nil),         // 24: porter.events.v1.SessionOutput
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
 }
 var file_pkg_events_eventspb_events_proto_depIdxs = []int32{
 	4,  // 0: porter.events.v1.SidecarMessage.hello:type_name -> porter.events.v1.Hello
 	5,  // 1: porter.events.v1.SidecarMessage.event:type_name -> porter.events.v1.Event
-	21, // 2: porter.events.v1.SidecarMessage.session_output:type_name -> porter.events.v1.SessionOutput
-	22, // 3: porter.events.v1.Event.time:type_name -> google.protobuf.Timestamp
+	24, // 2: porter.events.v1.SidecarMessage.session_output:type_name -> porter.events.v1.SessionOutput
+	25, // 3: porter.events.v1.Event.time:type_name -> google.protobuf.Timestamp
 	6,  // 4: porter.events.v1.Event.status:type_name -> porter.events.v1.StatusChanged
 	7,  // 5: porter.events.v1.Event.output:type_name -> porter.events.v1.Output
 	8,  // 6: porter.events.v1.Event.process_exited:type_name -> porter.events.v1.ProcessExited
@@ -1866,18 +2084,21 @@ var file_pkg_events_eventspb_events_proto_depIdxs = []int32{
 	14, // 15: porter.events.v1.ATCMessage.ack:type_name -> porter.events.v1.Ack
 	15, // 16: porter.events.v1.ATCMessage.abort:type_name -> porter.events.v1.Abort
 	16, // 17: porter.events.v1.ATCMessage.release:type_name -> porter.events.v1.Release
-	17, // 18: porter.events.v1.ATCMessage.session_open:type_name -> porter.events.v1.SessionOpen
-	18, // 19: porter.events.v1.ATCMessage.session_input:type_name -> porter.events.v1.SessionInput
-	19, // 20: porter.events.v1.ATCMessage.session_resize:type_name -> porter.events.v1.SessionResize
-	20, // 21: porter.events.v1.ATCMessage.session_close:type_name -> porter.events.v1.SessionClose
-	1,  // 22: porter.events.v1.SessionOutput.stream:type_name -> porter.events.v1.Stream
-	3,  // 23: porter.events.v1.StepStream.Connect:input_type -> porter.events.v1.SidecarMessage
-	13, // 24: porter.events.v1.StepStream.Connect:output_type -> porter.events.v1.ATCMessage
-	24, // [24:25] is the sub-list for method output_type
-	23, // [23:24] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	20, // 18: porter.events.v1.ATCMessage.session_open:type_name -> porter.events.v1.SessionOpen
+	21, // 19: porter.events.v1.ATCMessage.session_input:type_name -> porter.events.v1.SessionInput
+	22, // 20: porter.events.v1.ATCMessage.session_resize:type_name -> porter.events.v1.SessionResize
+	23, // 21: porter.events.v1.ATCMessage.session_close:type_name -> porter.events.v1.SessionClose
+	17, // 22: porter.events.v1.ATCMessage.proceed:type_name -> porter.events.v1.Proceed
+	19, // 23: porter.events.v1.Proceed.inputs:type_name -> porter.events.v1.ResolvedInput
+	18, // 24: porter.events.v1.Proceed.credentials:type_name -> porter.events.v1.BlobstoreCredentials
+	1,  // 25: porter.events.v1.SessionOutput.stream:type_name -> porter.events.v1.Stream
+	3,  // 26: porter.events.v1.StepStream.Connect:input_type -> porter.events.v1.SidecarMessage
+	13, // 27: porter.events.v1.StepStream.Connect:output_type -> porter.events.v1.ATCMessage
+	27, // [27:28] is the sub-list for method output_type
+	26, // [26:27] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_pkg_events_eventspb_events_proto_init() }
@@ -1907,6 +2128,7 @@ func file_pkg_events_eventspb_events_proto_init() {
 		(*ATCMessage_SessionInput)(nil),
 		(*ATCMessage_SessionResize)(nil),
 		(*ATCMessage_SessionClose)(nil),
+		(*ATCMessage_Proceed)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1914,7 +2136,7 @@ func file_pkg_events_eventspb_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pkg_events_eventspb_events_proto_rawDesc), len(file_pkg_events_eventspb_events_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
