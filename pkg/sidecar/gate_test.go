@@ -117,21 +117,19 @@ func runGated(t *testing.T, a *action.Action, answer *eventspb.ATCMessage) gateR
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	sock := filepath.Join(t.TempDir(), "control.sock")
+	// The process ends as soon as it starts; started says it did.
+	spy := make(chan *fakeProcess, 1)
 	started := make(chan *fakeProcess, 1)
+	forwarded := make(chan struct{})
 	go func() {
-		// The process ends as soon as it starts.
-		for p := range started {
+		defer close(forwarded)
+		for p := range spy {
+			started <- p
 			p.exit(&controlpb.Exited{ExitStatus: 0})
 		}
 	}()
-	t.Cleanup(func() { close(started) })
-	spy := make(chan *fakeProcess, 1)
+	t.Cleanup(func() { close(spy); <-forwarded })
 	runner := &fakeRunner{started: spy}
-	go func() {
-		if p, ok := <-spy; ok {
-			started <- p
-		}
-	}()
 	ep := NewEntrypointer(EntrypointConfig{Argv: []string{"/bin/true"}}, SocketWaiter(sock), runner)
 	exit := make(chan int, 1)
 	go func() { exit <- ep.Run(ctx) }()
@@ -150,7 +148,7 @@ func runGated(t *testing.T, a *action.Action, answer *eventspb.ATCMessage) gateR
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	return gateRun{res: res, atc: atc, started: spy, exit: exit,
+	return gateRun{res: res, atc: atc, started: started, exit: exit,
 		downloads: func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(downloads) },
 		result: func() map[string]any {
 			mu.Lock()
