@@ -2,6 +2,7 @@ package atc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/hijack"
 	"github.com/porter-ci/porter/pkg/netguard"
+	"github.com/porter-ci/porter/pkg/stepserver"
 )
 
 // newExec prepares the runner of the builds' plans (pkg/atc/exec), the
@@ -23,7 +25,7 @@ import (
 func (s *Server) newExec() *exec.Runner {
 	cfg := exec.Config{KeepAlive: s.cfg.KeepAlive, ExternalURL: s.cfg.ExternalURL, BaseResourceTypes: s.cfg.BaseResourceTypes,
 		BaseResourceTypeDefaults: s.cfg.BaseResourceTypeDefaults, PodOTLPEndpoint: s.cfg.PodOTLPEndpoint,
-		CheckPodLifetime: s.cfg.CheckPodLifetime, CheckPodMaxChecks: s.cfg.CheckPodMaxChecks,
+		CheckPodLifetime: s.cfg.CheckPodLifetime, CheckPodMaxChecks: s.cfg.CheckPodMaxChecks, Lookahead: s.cfg.Lookahead,
 		VarSourceGuard: netguard.Guard{Allowed: s.cfg.VarSourceAllowedNetworks, Flag: "var-source-allowed-networks"}}
 	if s.runtime != nil {
 		cfg.ArtifactWorker = s.artifactWorker()
@@ -62,6 +64,22 @@ func (e execEngine) Supervise(ctx context.Context, st *exec.StepState) *eventspb
 func (e execEngine) Retire(stepID string) { e.s.retire(stepID) }
 
 func (e execEngine) WakeScheduler() { e.s.wakeScheduler() }
+
+// Proceed and Abort are delivered when the sidecar connects, if it has
+// not yet: not being connected is no error here.
+func (e execEngine) Proceed(stepID string, p *eventspb.Proceed) error {
+	if err := e.s.streams.Proceed(stepID, p); err != nil && !errors.Is(err, stepserver.ErrNotConnected) {
+		return err
+	}
+	return nil
+}
+
+func (e execEngine) Abort(stepID, reason string) error {
+	if err := e.s.streams.Abort(stepID, reason); err != nil && !errors.Is(err, stepserver.ErrNotConnected) {
+		return err
+	}
+	return nil
+}
 
 // credentials is the credential manager of a server: Vault when
 // configured, else Kubernetes Secrets in the team's namespace.

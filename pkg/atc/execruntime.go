@@ -6,6 +6,7 @@ import (
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/worker"
 )
@@ -39,6 +40,14 @@ func (r execRuntime) CreatePod(ctx context.Context, w exec.Worker, a *action.Act
 
 func (r execRuntime) PodGone(ctx context.Context, w exec.Worker, stepID string) (bool, error) {
 	return r.Runtime.PodGone(ctx, kubeWorker(w), stepID)
+}
+
+func (r execRuntime) StepCredentials(ctx context.Context, w exec.Worker, a *action.Action) (*eventspb.BlobstoreCredentials, error) {
+	c, err := r.Runtime.StepCredentials(ctx, kubeWorker(w), a)
+	if err != nil {
+		return nil, err
+	}
+	return &eventspb.BlobstoreCredentials{AccessKey: c.AccessKey, SecretKey: c.SecretKey, SessionToken: c.SessionToken}, nil
 }
 
 func (r execRuntime) DeletePod(ctx context.Context, w exec.Worker, stepID string) {

@@ -114,6 +114,9 @@ const (
 	ContainerCreated    ContainerState = "created"
 	ContainerDestroying ContainerState = "destroying"
 	ContainerFailed     ContainerState = "failed"
+	// ContainerWaiting is Porter's: a task's pod declared ahead of its
+	// turn, waiting for the go-ahead.
+	ContainerWaiting ContainerState = "waiting"
 )
 
 // WorkerState is a worker's state, as fly shows it.

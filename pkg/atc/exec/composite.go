@@ -19,12 +19,27 @@ type DoStep struct{ Steps []concourse.Plan }
 
 func (s DoStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	for i := range s.Steps {
+		x.declareAhead(ctx, &s.Steps[i], s.Steps[i+1:])
 		ok, err := x.Run(ctx, &s.Steps[i])
 		if err != nil || !ok {
+			x.withdrawAhead(ctx, s.Steps[i+1:], notRunReason(err))
 			return ok, err
 		}
 	}
 	return true, nil
+}
+
+// notRunReason is why the steps after one that did not succeed do not run.
+func notRunReason(err error) string {
+	switch {
+	case errors.Is(err, ErrAborted):
+		return "the build was aborted"
+	case errors.Is(err, ErrTimeout):
+		return "an earlier step timed out"
+	case err != nil:
+		return "an earlier step errored"
+	}
+	return "an earlier step failed"
 }
 
 // InParallelStep runs steps at once, at most limit at a time; with

@@ -12,6 +12,7 @@ import (
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/worker"
 )
@@ -138,3 +139,6 @@ func (r fakeRuntime) CreatePod(context.Context, Worker, *action.Action, podspec.
 }
 func (r fakeRuntime) PodGone(context.Context, Worker, string) (bool, error) { return true, nil }
 func (r fakeRuntime) DeletePod(context.Context, Worker, string)             {}
+func (r fakeRuntime) StepCredentials(context.Context, Worker, *action.Action) (*eventspb.BlobstoreCredentials, error) {
+	return nil, fmt.Errorf("fakeRuntime mints no credentials")
+}

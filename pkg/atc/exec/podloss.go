@@ -41,6 +41,9 @@ type stepPod struct {
 	// a put only with `restart_on_pod_loss: true` (it may have had an
 	// effect outside before its pod went).
 	restartable bool
+	// declared is the step's first pod when it was declared ahead (nil:
+	// the step declares its pods itself).
+	declared *declaredPod
 }
 
 // runStepPod records the step's container, creates its pod and follows it
@@ -53,37 +56,28 @@ func (x *RunState) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod
 	s, b, r, w, a := x.r, x.b, sp.record, sp.worker, sp.action
 	d := x.delegate(p.ID)
 	for attempt := max(sp.attempt, 1); ; attempt++ {
-		c := sp.container
-		c.PodName, c.StepID, c.State = podspec.Name(a.StepID), a.StepID, concourse.ContainerCreating
-		c, err := s.recordContainer(ctx, c)
-		if err != nil {
-			return nil, nil, err
-		}
-		b.Update(func() {
-			r.StepID, r.Worker, r.Container, r.Status = a.StepID, w.Name(), c.Handle, concourse.StatusStarted
-			if attempt > 1 {
-				r.Attempt = attempt
-			}
-		})
-		s.SaveState(ctx, b)
-		st := sp.register(a.StepID)
-		secrets := sp.secrets
-		secrets.Redact = x.d.SecretValues()
-		var fin *eventspb.StepFinished
-		if err := s.createStepPod(ctx, w, a, secrets); err != nil {
-			fin = Errored(err.Error())
-			// An abort while the pod was being declared cancels the
-			// declaration: the step was aborted, not broken.
-			if cause := context.Cause(ctx); errors.Is(cause, ErrAborted) {
-				fin = &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1, Error: cause.Error()}
+		var (
+			st  *StepState
+			fin *eventspb.StepFinished
+		)
+		if dp := sp.declared; dp != nil {
+			// The pod was declared ahead: the step runs in it now.
+			sp.declared = nil
+			c := dp.container
+			b.Update(func() {
+				r.StepID, r.Worker, r.Container, r.Status = a.StepID, w.Name(), c.Handle, concourse.StatusStarted
+				delete(b.State.Ahead, p.ID)
+			})
+			s.SaveState(ctx, b)
+			st = dp.st
+			if fin = x.startDeclared(ctx, dp); fin == nil {
+				fin = s.engine.Supervise(ctx, st)
 			}
 		} else {
-			if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
-				return s.db.SetContainerState(ctx, c.Handle, concourse.ContainerCreated)
-			}); err != nil {
-				s.log.Warn("container state", "container", c.Handle, "err", err)
+			var err error
+			if st, fin, err = x.createAttempt(ctx, sp, a, attempt); err != nil {
+				return nil, nil, err
 			}
-			fin = s.engine.Supervise(ctx, st)
 		}
 		lost := st.podLost()
 		if fin == nil || lost == nil || fin.GetResult() != eventspb.Result_RESULT_ERRORED || ctx.Err() != nil {
@@ -93,7 +87,7 @@ func (x *RunState) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod
 		var msg string
 		switch {
 		case !sp.restartable:
-			msg = fmt.Sprintf("its pod was lost; a %s is started again in a new pod only with `restart_on_pod_loss: true`", c.Type)
+			msg = fmt.Sprintf("its pod was lost; a %s is started again in a new pod only with `restart_on_pod_loss: true`", sp.container.Type)
 		case attempt >= MaxPodAttempts:
 			msg = fmt.Sprintf("the step lost %d pods: not starting it again", attempt)
 		}
@@ -109,6 +103,43 @@ func (x *RunState) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod
 		next.StepID = nextAttemptID(a.StepID)
 		a = &next
 	}
+}
+
+// createAttempt records the container of one attempt of the step, creates
+// its pod and follows it to its end.
+func (x *RunState) createAttempt(ctx context.Context, sp stepPod, a *action.Action, attempt int) (*StepState, *eventspb.StepFinished, error) {
+	s, b, r, w := x.r, x.b, sp.record, sp.worker
+	c := sp.container
+	c.PodName, c.StepID, c.State = podspec.Name(a.StepID), a.StepID, concourse.ContainerCreating
+	c, err := s.recordContainer(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	b.Update(func() {
+		r.StepID, r.Worker, r.Container, r.Status = a.StepID, w.Name(), c.Handle, concourse.StatusStarted
+		if attempt > 1 {
+			r.Attempt = attempt
+		}
+	})
+	s.SaveState(ctx, b)
+	st := sp.register(a.StepID)
+	secrets := sp.secrets
+	secrets.Redact = x.d.SecretValues()
+	if err := s.createStepPod(ctx, w, a, secrets); err != nil {
+		fin := Errored(err.Error())
+		// An abort while the pod was being declared cancels the
+		// declaration: the step was aborted, not broken.
+		if cause := context.Cause(ctx); errors.Is(cause, ErrAborted) {
+			fin = &eventspb.StepFinished{Result: eventspb.Result_RESULT_ABORTED, ExitStatus: -1, Error: cause.Error()}
+		}
+		return st, fin, nil
+	}
+	if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
+		return s.db.SetContainerState(ctx, c.Handle, concourse.ContainerCreated)
+	}); err != nil {
+		s.log.Warn("container state", "container", c.Handle, "err", err)
+	}
+	return st, s.engine.Supervise(ctx, st), nil
 }
 
 // recordContainer records a step's container (retrying while the database

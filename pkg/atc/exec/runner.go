@@ -47,6 +47,11 @@ type Engine interface {
 	Retire(stepID string)
 	// WakeScheduler says a new version may trigger jobs.
 	WakeScheduler()
+	// Proceed gives a step whose pod was declared ahead its go-ahead, now
+	// or as soon as its sidecar connects.
+	Proceed(stepID string, p *eventspb.Proceed) error
+	// Abort asks a step's sidecar to stop, now or as soon as it connects.
+	Abort(stepID, reason string) error
 }
 
 // Runtime is how the steps place and run their pods: in the server, the
@@ -58,6 +63,9 @@ type Runtime interface {
 	CreatePod(ctx context.Context, w Worker, a *action.Action, given podspec.Secrets) error
 	PodGone(ctx context.Context, w Worker, stepID string) (bool, error)
 	DeletePod(ctx context.Context, w Worker, stepID string)
+	// StepCredentials are the blobstore credentials of the step of a
+	// (its inputs' keys known), given again with a go-ahead.
+	StepCredentials(ctx context.Context, w Worker, a *action.Action) (*eventspb.BlobstoreCredentials, error)
 }
 
 // Worker is a place step pods run: a namespace of a cluster.
@@ -113,6 +121,9 @@ type Config struct {
 	// CheckPodMaxChecks bounds the checks a check pod runs at once (0: no
 	// bound); more wait for one to end.
 	CheckPodMaxChecks int
+	// Lookahead is how many tasks of a serial sequence are declared ahead
+	// of their turn (0: none).
+	Lookahead int
 	// VarSourceGuard checks the connections to pipelines' var_sources:
 	// their URLs are users', the connections the server's.
 	VarSourceGuard netguard.Guard
@@ -167,7 +178,9 @@ func New(cfg Config, deps Deps) *Runner {
 // Run runs b's plan: ok says whether it succeeded; an error is the build's
 // error (ErrAborted for an abort, the context's cause when it ended).
 func (s *Runner) Run(ctx context.Context, b *buildstate.Build, plan *concourse.Plan) (bool, error) {
-	return newRunState(s, b).Run(ctx, plan)
+	x := newRunState(s, b)
+	defer x.endAhead(ctx)
+	return x.Run(ctx, plan)
 }
 
 func (s *Runner) shutdownCtx() context.Context {

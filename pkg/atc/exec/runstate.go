@@ -41,6 +41,11 @@ type RunState struct {
 	// noteFetched), for tasks whose image: names it.
 	fetched map[string]taskimage.Fetched
 
+	// ahead are the pods declared ahead of their tasks' turn, by plan;
+	// aheadWG counts their declarations and withdrawals in flight.
+	ahead   map[concourse.PlanID]*aheadPod
+	aheadWG sync.WaitGroup
+
 	// locals are the build's local vars (load_var's); an across run
 	// carries its own child scope in its context.
 	locals *stepvars.Scope

@@ -128,6 +128,13 @@ func (step TaskStep) Run(ctx context.Context, x *RunState) (bool, error) {
 		attempt = max(rec.Attempt, 1) + 1
 	}
 
+	if ap := x.takeAhead(ctx, p.ID); ap != nil {
+		if ok, err, handled := x.runAhead(ctx, p, r, ap); handled {
+			return ok, err
+		}
+	}
+	x.dropInheritedAhead(ctx, p.ID)
+
 	a, eventConfig, pull, secretParams, err := x.resolvePreparedTask(ctx, p)
 	var w Worker
 	if err == nil {
@@ -216,13 +223,19 @@ func (x *RunState) endTask(ctx context.Context, p *concourse.Plan, r *buildstate
 // that show credentials leave the action for the step's Secret, and the
 // event config shows them redacted.
 func (x *RunState) resolvePreparedTask(ctx context.Context, p *concourse.Plan) (*action.Action, events.TaskConfig, *podspec.RegistryAuth, map[string]string, error) {
+	return x.resolvePreparedTaskWith(ctx, p, x.artifact)
+}
+
+// resolvePreparedTaskWith is resolvePreparedTask, the task's inputs found
+// by artifact.
+func (x *RunState) resolvePreparedTaskWith(ctx context.Context, p *concourse.Plan, artifact func(string) (api.ArtifactRef, bool)) (*action.Action, events.TaskConfig, *podspec.RegistryAuth, map[string]string, error) {
 	tp, err := x.prepareTask(ctx, p.Task)
 	if err != nil {
 		return nil, events.TaskConfig{}, nil, nil, err
 	}
 	prepared := *p
 	prepared.Task = tp
-	a, eventConfig, pull, err := x.resolveTask(ctx, &prepared)
+	a, eventConfig, pull, err := x.resolveTask(ctx, &prepared, artifact)
 	if err != nil {
 		return nil, events.TaskConfig{}, nil, nil, err
 	}
@@ -234,7 +247,7 @@ func (x *RunState) resolvePreparedTask(ctx context.Context, p *concourse.Plan) (
 // task before anything runs: a bad config or a missing input fails here,
 // before any pod exists (but for its image's check). pull is the login the
 // kubelet pulls the task's image with (nil: none).
-func (x *RunState) resolveTask(ctx context.Context, p *concourse.Plan) (*action.Action, events.TaskConfig, *podspec.RegistryAuth, error) {
+func (x *RunState) resolveTask(ctx context.Context, p *concourse.Plan, artifact func(string) (api.ArtifactRef, bool)) (*action.Action, events.TaskConfig, *podspec.RegistryAuth, error) {
 	tp := p.Task
 	cfg, params, err := taskplan.Config(tp)
 	if err != nil {
@@ -244,7 +257,7 @@ func (x *RunState) resolveTask(ctx context.Context, p *concourse.Plan) (*action.
 		return nil, events.TaskConfig{}, nil, err
 	}
 	b := x.b
-	a, err := taskplan.Action(tp, cfg, params, x.artifact, x.identity(), taskplan.CacheScope{Team: b.Team, Pipeline: taskCachePipeline(b), Job: b.Job})
+	a, err := taskplan.Action(tp, cfg, params, artifact, x.identity(), taskplan.CacheScope{Team: b.Team, Pipeline: taskCachePipeline(b), Job: b.Job})
 	if err != nil {
 		return nil, events.TaskConfig{}, nil, err
 	}

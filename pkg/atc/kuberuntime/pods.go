@@ -134,7 +134,9 @@ func (r *Runtime) DeletePod(ctx context.Context, w *Worker, stepID string) {
 func stepScope(a *action.Action, w podspec.Worker) stepcreds.Scope {
 	sc := stepcreds.Scope{Team: a.Build.Team, BuildID: a.Build.AuditDir(), StepID: a.StepID}
 	for _, in := range a.Inputs {
-		sc.Inputs = append(sc.Inputs, in.Key)
+		if in.Key != "" { // optional and not given, or made later (Input.From)
+			sc.Inputs = append(sc.Inputs, in.Key)
+		}
 	}
 	for _, c := range a.Caches {
 		sc.Caches = append(sc.Caches, c.Key)
@@ -149,6 +151,17 @@ func stepScope(a *action.Action, w podspec.Worker) stepcreds.Scope {
 		sc.Lifetime = time.Duration(1<<63 - 1) // no timeout: as long as allowed
 	}
 	return sc
+}
+
+// StepCredentials are the blobstore credentials of the step of a, minted
+// again: a gated step's go-ahead brings them, for the inputs whose keys
+// were not known when its pod was declared.
+func (r *Runtime) StepCredentials(ctx context.Context, w *Worker, a *action.Action) (stepcreds.Credentials, error) {
+	c, err := r.creds.Issue(ctx, stepScope(a, w.spec))
+	if err != nil {
+		return stepcreds.Credentials{}, fmt.Errorf("blobstore credentials for step %s: %w", a.StepID, err)
+	}
+	return c, nil
 }
 
 // mintStepCredentials fills given with the step's own blobstore credentials.

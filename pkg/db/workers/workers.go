@@ -187,11 +187,13 @@ type WorkerLoad struct {
 
 // WorkerLoads returns the load of every worker that has any pod.
 func (s *Registry) WorkerLoads(ctx context.Context) (map[string]WorkerLoad, error) {
-	// A check pod serves many builds: it has no build of its own.
+	// A check pod serves many builds: it has no build of its own. A pod
+	// declared ahead of its turn ('waiting') is no active step: it must
+	// never make a step that is to run now wait for room.
 	rows, err := s.pool.Query(ctx, `
 		SELECT c.worker_name,
-			count(*) FILTER (WHERE b.status IN ('pending', 'started')),
-			count(*) FILTER (WHERE b.status IN ('pending', 'started') AND c.type = 'task'),
+			count(*) FILTER (WHERE b.status IN ('pending', 'started') AND c.state <> 'waiting'),
+			count(*) FILTER (WHERE b.status IN ('pending', 'started') AND c.type = 'task' AND c.state <> 'waiting'),
 			count(*)
 		FROM containers c LEFT JOIN builds b ON b.id = c.build_id
 		GROUP BY c.worker_name`)

@@ -49,6 +49,17 @@ type Build struct {
 // finished steps are not run again and running pods are followed again.
 type BuildState struct {
 	Steps map[concourse.PlanID]*StepRecord `json:"steps"`
+	// Ahead are the pods declared ahead of their tasks' turn (exec's
+	// declareAhead) and not yet given the go-ahead: a server that resumes
+	// the build deletes them, as it did not declare them.
+	Ahead map[concourse.PlanID]AheadPod `json:"ahead,omitempty"`
+}
+
+// AheadPod is a pod declared ahead of its task's turn.
+type AheadPod struct {
+	StepID    string `json:"step_id"`
+	Worker    string `json:"worker"`
+	Container string `json:"container"`
 }
 
 // StepRecord is what is known of one step of a build.
