@@ -65,8 +65,8 @@ func (e execEngine) Retire(stepID string) { e.s.retire(stepID) }
 
 func (e execEngine) WakeScheduler() { e.s.wakeScheduler() }
 
-// Proceed and Abort are delivered when the sidecar connects, if it has
-// not yet: not being connected is no error here.
+// Proceed is delivered when the sidecar connects, if it has not yet: not
+// being connected is no error here.
 func (e execEngine) Proceed(stepID string, p *eventspb.Proceed) error {
 	if err := e.s.streams.Proceed(stepID, p); err != nil && !errors.Is(err, stepserver.ErrNotConnected) {
 		return err
@@ -74,12 +74,6 @@ func (e execEngine) Proceed(stepID string, p *eventspb.Proceed) error {
 	return nil
 }
 
-func (e execEngine) Abort(stepID, reason string) error {
-	if err := e.s.streams.Abort(stepID, reason); err != nil && !errors.Is(err, stepserver.ErrNotConnected) {
-		return err
-	}
-	return nil
-}
 
 // credentials is the credential manager of a server: Vault when
 // configured, else Kubernetes Secrets in the team's namespace.

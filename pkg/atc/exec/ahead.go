@@ -2,8 +2,8 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"time"
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
@@ -26,10 +26,6 @@ import (
 // task's turn the server gives the go-ahead with the keys of the inputs
 // the steps between made; a task that is not to run after all is
 // withdrawn, its process never started.
-
-// withdrawGrace is how long a withdrawn pod's sidecar has to record why it
-// did not run before the pod is deleted.
-const withdrawGrace = 5 * time.Second
 
 // aheadPod is a task's pod declared ahead of its turn.
 type aheadPod struct {
@@ -258,8 +254,10 @@ func (x *RunState) withdrawAhead(ctx context.Context, rest []concourse.Plan, why
 }
 
 // withdraw stops a pod declared ahead whose task is not to run, in the
-// background: its sidecar is told why (its audit record keeps it), then
-// the pod goes. Run waits for it.
+// background: supervised as an aborted step, its sidecar is told why,
+// which its sealed audit record keeps (a pod whose sidecar has not
+// connected yet is deleted at once), then the pod and its records go.
+// Run waits for it.
 func (x *RunState) withdraw(ctx context.Context, id concourse.PlanID, ap *aheadPod, why string) {
 	x.aheadWG.Add(1)
 	go func() {
@@ -268,15 +266,12 @@ func (x *RunState) withdraw(ctx context.Context, id concourse.PlanID, ap *aheadP
 		if ap.err != nil {
 			return
 		}
-		ctx := context.WithoutCancel(ctx)
-		if err := x.r.engine.Abort(ap.st.ID(), why); err == nil {
-			select {
-			case <-ap.st.Finished():
-			case <-time.After(withdrawGrace):
-			}
-		}
-		x.r.log.Info("withdrew a pod declared ahead", "build", x.b.ID, "plan", id, "step", ap.st.ID(), "why", why)
-		x.forgetAhead(ctx, id, ap)
+		wctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+		stop(errors.New(why))
+		fin := x.r.engine.Supervise(wctx, ap.st)
+		x.r.log.Info("withdrew a pod declared ahead", "build", x.b.ID, "plan", id, "step", ap.st.ID(), "why", why,
+			"sidecar_said", fin.GetError())
+		x.forgetAhead(wctx, id, ap)
 	}()
 }
 

@@ -50,8 +50,6 @@ type Engine interface {
 	// Proceed gives a step whose pod was declared ahead its go-ahead, now
 	// or as soon as its sidecar connects.
 	Proceed(stepID string, p *eventspb.Proceed) error
-	// Abort asks a step's sidecar to stop, now or as soon as it connects.
-	Abort(stepID, reason string) error
 }
 
 // Runtime is how the steps place and run their pods: in the server, the

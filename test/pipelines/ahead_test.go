@@ -1,0 +1,132 @@
+package pipelines_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/porter-ci/porter/pkg/action"
+)
+
+// stepPods are the step pods of build id in the suite's namespace, by
+// step name, with the action each declares.
+func stepPods(ctx context.Context, id string) map[string]action.Action {
+	GinkgoHelper()
+	pods, err := s.env.Admin.CoreV1().Pods(s.ns.Name).List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	out := map[string]action.Action{}
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		a, ok := podAction(pod)
+		if ok && a.Build.ID == id {
+			out[a.StepName] = a
+		}
+	}
+	return out
+}
+
+// podAction is the action a step pod's sidecar was given.
+func podAction(pod corev1.Pod) (action.Action, bool) {
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		for _, e := range c.Env {
+			if e.Name == action.EnvVar {
+				var a action.Action
+				if json.Unmarshal([]byte(e.Value), &a) == nil {
+					return a, true
+				}
+			}
+		}
+	}
+	return action.Action{}, false
+}
+
+var _ = Describe("pods declared ahead of their steps", func() {
+	It("declares the next tasks' pods gated, and gives them on the go-ahead the inputs made in between", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("ahead")
+		marker := "made-" + strings.ToLower(p[len(p)-6:])
+		setPipeline(ctx, f, p, fmt.Sprintf(`
+jobs:
+- name: j
+  plan:
+  - task: make
+    config:
+%s  - task: between
+    config:
+%s  - task: use
+    config:
+%s  - task: last
+    config:
+%s`,
+			busyboxTask("      ", fmt.Sprintf(`outputs: [{name: out}]
+run: {path: sh, args: [-c, 'printf %s > out/v']}`, marker)),
+			busyboxTask("      ", `run: {path: "true"}`),
+			busyboxTask("      ", `inputs: [{name: out}]
+run: {path: sh, args: [-c, 'echo "read $(cat out/v)"']}`),
+			busyboxTask("      ", `run: {path: "true"}`)))
+		res := succeed(ctx, f, "trigger-job", "-j", p+"/j", "-w")
+		Expect(res.Stdout).To(ContainSubstring("read " + marker))
+		id := buildID(ctx, f, p, "j")
+
+		// The tasks after the first were declared while it ran: gated,
+		// and the input made by `make` named by its artifact, its key
+		// given at the go-ahead. The pod of the first was not.
+		pods := stepPods(ctx, id)
+		Expect(pods).To(HaveKey("use"))
+		Expect(pods["make"].Gated).To(BeFalse(), "the first task runs at once")
+		Expect(pods["use"].Gated).To(BeTrue(), "use's pod was declared ahead")
+		Expect(pods["use"].Inputs).To(ConsistOf(And(
+			HaveField("Name", "out"), HaveField("From", "out"), HaveField("Key", ""))))
+		Expect(pods["last"].Gated).To(BeTrue())
+
+		// The audit trail has what the go-ahead gave: the input's key,
+		// under the prefix of the step that made it.
+		audit := succeed(ctx, f, "curl", "/api/v1/builds/"+id+"/audit")
+		Expect(audit.Stdout).To(MatchRegexp(`"step_name":"use"[^}]*"inputs":\[\{"name":"out","key":"blobs/main/b`+id+`-make-`))
+	})
+
+	It("withdraws the pods declared ahead when a step fails: their processes never start, and their audit records say why", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("withdraw")
+		setPipeline(ctx, f, p, fmt.Sprintf(`
+jobs:
+- name: j
+  plan:
+  - task: fail
+    config:
+%s  - task: next
+    config:
+%s  - task: after
+    config:
+%s`,
+			// Long enough that the next pods are up and waiting.
+			busyboxTask("      ", `run: {path: sh, args: [-c, 'sleep 4; exit 1']}`),
+			busyboxTask("      ", `run: {path: sh, args: [-c, 'echo SHOULD-NOT-RUN']}`),
+			busyboxTask("      ", `run: {path: sh, args: [-c, 'echo SHOULD-NOT-RUN']}`)))
+		res := run(ctx, f, "trigger-job", "-j", p+"/j", "-w")
+		Expect(res.ExitCode).NotTo(Equal(0), res.String())
+		Expect(res.Stdout).To(ContainSubstring("failed"))
+		Expect(res.Stdout).NotTo(ContainSubstring("SHOULD-NOT-RUN"))
+		id := buildID(ctx, f, p, "j")
+
+		Eventually(func(g Gomega) {
+			pods := stepPods(ctx, id)
+			g.Expect(pods).To(HaveKey("fail"))
+			g.Expect(pods).NotTo(HaveKey("next"), "the withdrawn pods are deleted")
+			g.Expect(pods).NotTo(HaveKey("after"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(run(ctx, f, "containers").Stdout).NotTo(ContainSubstring("next"), "nor do they stay in fly containers")
+
+		audit := succeed(ctx, f, "curl", "/api/v1/builds/"+id+"/audit")
+		Expect(audit.Stdout).To(ContainSubstring("not run: an earlier step failed"))
+	})
+})
