@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/podspec"
 )
@@ -80,8 +81,9 @@ func containerIndex(cs []corev1.Container, name string) int {
 
 // FreeWorker deletes the kept pods of the worker that still hold a pod
 // slot (running out their keep-alive), except those with an intercept
-// session open: a step that finds no room on the worker comes first. It
-// returns how many went.
+// session open, and the pods declared ahead of their steps' turn: a step
+// that finds no room on the worker comes first. A step whose pod declared
+// ahead went declares one again at its turn. It returns how many went.
 func (c *Collector) FreeWorker(ctx context.Context, worker string) (int, error) {
 	var w *Worker
 	for _, cand := range c.workers() {
@@ -125,8 +127,40 @@ func (c *Collector) FreeWorker(ctx context.Context, worker string) (int, error) 
 			n++
 		}
 	}
+	ahead, err := c.freeAhead(ctx, *w, pods)
+	n += ahead
+	errs = append(errs, err)
 	if n > 0 {
-		c.log.Info("freed kept pods for a step that finds no room", "worker", w.Name, "pods", n)
+		c.log.Info("freed kept pods and pods declared ahead for a step that finds no room", "worker", w.Name, "pods", n, "ahead", ahead)
+	}
+	return n, errors.Join(errs...)
+}
+
+// freeAhead deletes the worker's pods declared ahead of their turn: their
+// container records stay, for the builds that declared them to clean.
+func (c *Collector) freeAhead(ctx context.Context, w Worker, pods map[string]*corev1.Pod) (int, error) {
+	containers, err := c.db.Containers(ctx, db.ContainerFilter{Type: string(concourse.KindTask)})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var errs []error
+	for _, ct := range containers {
+		if ct.State != concourse.ContainerWaiting || ct.WorkerName != w.Name {
+			continue
+		}
+		pod := pods[ct.PodName]
+		if pod == nil || pod.DeletionTimestamp != nil {
+			continue
+		}
+		deleted, err := deletePod(ctx, w, ct.PodName, pod)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if deleted {
+			n++
+		}
 	}
 	return n, errors.Join(errs...)
 }

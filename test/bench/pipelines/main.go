@@ -50,10 +50,11 @@ const checkEvery = time.Second
 func main() {
 	n := flag.Int("n", 5, "runs of each")
 	only := flag.String("only", "", "the figures to measure, e.g. 3 or 1,3 (default: all)")
+	lookahead := flag.Int("lookahead", -1, "the server's --lookahead for the serial jobs' figures with pods declared ahead (-1: its default)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, max(*n, 1), *only); err != nil {
+	if err := run(ctx, max(*n, 1), *only, *lookahead); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-pipelines:", err)
 		os.Exit(1)
 	}
@@ -69,9 +70,12 @@ type bench struct {
 	git  *testenv.GitServer
 	dir  string
 	kube kubernetes.Interface
+	// lookahead is the server's --lookahead for the serial jobs (-1: its
+	// default).
+	lookahead int
 }
 
-func run(ctx context.Context, n int, only string) (err error) {
+func run(ctx context.Context, n int, only string, lookahead int) (err error) {
 	dir, err := os.MkdirTemp("", "porter-bench-pipelines-")
 	if err != nil {
 		return err
@@ -91,7 +95,7 @@ func run(ctx context.Context, n int, only string) (err error) {
 		return err
 	}
 	defer cleanup(func(context.Context) error { return git.Close() })
-	b := &bench{env: env, ns: ns, srv: srv, dsn: srv.Config.Database, fly: fly, git: git, dir: dir, kube: env.Admin}
+	b := &bench{env: env, ns: ns, srv: srv, dsn: srv.Config.Database, fly: fly, git: git, dir: dir, kube: env.Admin, lookahead: lookahead}
 
 	fmt.Printf("pipelines on the local single-node cluster, %d runs each\n", n)
 	figures := []struct {
@@ -226,18 +230,28 @@ func (b *bench) serialJob(ctx context.Context, n int) error {
 		}
 		return f, nil
 	}
+	args := b.srv.Config.Args
+	restart := func(lookahead int) error {
+		b.srv.Config.Args = slices.Clone(args)
+		if lookahead >= 0 {
+			b.srv.Config.Args = append(b.srv.Config.Args, "--lookahead", fmt.Sprint(lookahead))
+		}
+		return b.srv.Restart(ctx)
+	}
+	if b.lookahead >= 0 {
+		if err := restart(b.lookahead); err != nil {
+			return err
+		}
+	}
 	ahead, err := measure()
 	if err != nil {
 		return err
 	}
-	args := b.srv.Config.Args
-	b.srv.Config.Args = append(slices.Clone(args), "--lookahead", "0")
-	if err := b.srv.Restart(ctx); err != nil {
+	if err := restart(0); err != nil {
 		return err
 	}
 	none, err := measure()
-	b.srv.Config.Args = args
-	if rerr := b.srv.Restart(ctx); err == nil {
+	if rerr := restart(-1); err == nil {
 		err = rerr
 	}
 	if err != nil {
