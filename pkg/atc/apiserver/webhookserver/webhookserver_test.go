@@ -88,8 +88,10 @@ func (f *fakes) StartCheck(_ context.Context, res db.ResourceRef, _ map[string]s
 	return b, nil
 }
 
-func (f *fakes) InterpolateString(_ context.Context, _ db.Pipeline, s string) (string, error) { return s, nil }
-func (f *fakes) WakeScheduler()                                                              {}
+func (f *fakes) InterpolateString(_ context.Context, _ db.Pipeline, s string) (string, error) {
+	return s, nil
+}
+func (f *fakes) WakeScheduler() {}
 
 // finish ends the running check.
 func (f *fakes) finish() {
@@ -108,8 +110,10 @@ func (f *fakes) counts() (starts, requests int) {
 
 func newServer(f *fakes) http.Handler {
 	s := &Server{Store: f, Engine: f, Log: slog.New(slog.DiscardHandler),
-		PipelineRef: func(r *http.Request) (db.PipelineRef, error) { return db.PipelineRef{Name: r.PathValue("pipeline_name")}, nil },
-		Present:     func(b db.JobBuild) concourse.Build { return concourse.Build{ID: b.ID, Status: b.Status} }}
+		PipelineRef: func(r *http.Request) (db.PipelineRef, error) {
+			return db.PipelineRef{Name: r.PathValue("pipeline_name")}, nil
+		},
+		Present: func(b db.JobBuild) concourse.Build { return concourse.Build{ID: b.ID, Status: b.Status} }}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v1/teams/{team_name}/pipelines/{pipeline_name}/resources/{resource_name}/check/webhook", s.CheckResource)
 	return mux
