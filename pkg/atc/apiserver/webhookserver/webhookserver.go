@@ -13,7 +13,9 @@
 // a check runs, a call queues one more check to run after it (a push that
 // came after the running check started may not be in what it sees) and
 // answers the running build. So a resource has at most one check running
-// and one queued, whatever the number of calls.
+// and one queued, whatever the number of calls. The token's ((vars)) are
+// looked up at most once per resource every tokenTTL, so a flood, of right
+// or wrong tokens, does not become one credential manager request per call.
 package webhookserver
 
 import (
@@ -59,6 +61,10 @@ type Engine interface {
 // not cut it short, as others may be waiting for it.
 const startTimeout = 30 * time.Second
 
+// tokenTTL is how long a filled-in token is used before its ((vars)) are
+// looked up again: a rotated credential takes effect within it.
+const tokenTTL = 5 * time.Second
+
 // Server holds the handler's parts and the checks being started.
 type Server struct {
 	Store  Store
@@ -71,7 +77,17 @@ type Server struct {
 	Log     *slog.Logger
 
 	mu       sync.Mutex
-	starting map[int64]*start // by resource id
+	starting map[int64]*start       // by resource id
+	tokens   map[int64]*cachedToken // by resource id
+}
+
+// cachedToken is a resource's filled-in token; its lock is held during a
+// lookup, so that concurrent calls wait for one lookup.
+type cachedToken struct {
+	mu       sync.Mutex
+	raw      string // the webhook_token as written
+	value    string
+	lookedUp time.Time
 }
 
 // start is one check being started; done closes when build and err are set.
@@ -155,7 +171,7 @@ func (s *Server) checkToken(ctx context.Context, p db.Pipeline, res db.ResourceR
 	if rc.WebhookToken == "" {
 		return refused
 	}
-	want, err := s.Engine.InterpolateString(ctx, p, rc.WebhookToken)
+	want, err := s.token(ctx, p, res.ID, rc.WebhookToken)
 	if err != nil {
 		return fmt.Errorf("resource %s: fill in the ((vars)) of its webhook_token: %w", res.Name, err)
 	}
@@ -218,4 +234,46 @@ func (s *Server) startOrQueue(ctx context.Context, res db.ResourceRef) (db.JobBu
 		}
 	}
 	return s.Engine.StartCheck(ctx, res, nil)
+}
+
+// token is raw with its ((vars)) filled in, looked up again after tokenTTL
+// or when raw changed; failures are not kept.
+func (s *Server) token(ctx context.Context, p db.Pipeline, resourceID int64, raw string) (string, error) {
+	s.mu.Lock()
+	if s.tokens == nil {
+		s.tokens = map[int64]*cachedToken{}
+	}
+	c, ok := s.tokens[resourceID]
+	if !ok {
+		if len(s.tokens) >= 1024 {
+			s.pruneTokens()
+		}
+		c = &cachedToken{}
+		s.tokens[resourceID] = c
+	}
+	s.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.raw == raw && time.Since(c.lookedUp) < tokenTTL {
+		return c.value, nil
+	}
+	v, err := s.Engine.InterpolateString(ctx, p, raw)
+	if err != nil {
+		return "", err
+	}
+	c.raw, c.value, c.lookedUp = raw, v, time.Now()
+	return v, nil
+}
+
+// pruneTokens forgets the tokens of resources not called within tokenTTL
+// (deleted ones among them); s.mu is held.
+func (s *Server) pruneTokens() {
+	for id, c := range s.tokens {
+		if c.mu.TryLock() {
+			if time.Since(c.lookedUp) >= tokenTTL {
+				delete(s.tokens, id)
+			}
+			c.mu.Unlock()
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,10 @@ type fakes struct {
 	// of each StartCheck that reached it.
 	gate    chan struct{}
 	entered chan struct{}
+	// raw is r's webhook_token as written ("": "tok"); lookups counts
+	// the fills of its ((vars)).
+	raw     string
+	lookups int
 }
 
 func (f *fakes) Team(_ context.Context, name string) (db.Team, error) {
@@ -48,8 +53,13 @@ func (f *fakes) LookupPipelineResource(_ context.Context, _ int64, name string) 
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	raw := f.raw
+	if raw == "" {
+		raw = "tok"
+	}
+	cfg, _ := json.Marshal(map[string]string{"name": "r", "type": "mock", "webhook_token": raw})
 	return db.ResourceRef{ID: 200, PipelineID: 10, PipelineName: "p", TeamID: 1, TeamName: "main", Name: "r", Type: "mock",
-		Config: json.RawMessage(`{"name":"r","type":"mock","webhook_token":"tok"}`), Active: true, LastCheckBuild: f.last}, nil
+		Config: cfg, Active: true, LastCheckBuild: f.last}, nil
 }
 
 func (f *fakes) JobBuildByID(_ context.Context, id int64) (db.JobBuild, error) {
@@ -88,8 +98,12 @@ func (f *fakes) StartCheck(_ context.Context, res db.ResourceRef, _ map[string]s
 	return b, nil
 }
 
+// InterpolateString fills in ((t)) as "tok".
 func (f *fakes) InterpolateString(_ context.Context, _ db.Pipeline, s string) (string, error) {
-	return s, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lookups++
+	return strings.ReplaceAll(s, "((t))", "tok"), nil
 }
 func (f *fakes) WakeScheduler() {}
 
@@ -216,5 +230,39 @@ func TestAWaiterThatGoesAwayLeavesTheCheck(t *testing.T) {
 	}
 	if starts, _ := f.counts(); starts != 1 {
 		t.Fatalf("%d checks, want 1", starts)
+	}
+}
+
+// TestAFloodLooksTheTokenUpOnce: concurrent calls, with right and wrong
+// tokens, fill in the token's ((vars)) once; a changed token is looked up
+// again at once.
+func TestAFloodLooksTheTokenUpOnce(t *testing.T) {
+	f := &fakes{raw: "((t))"}
+	h := newServer(f)
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Go(func() {
+			tok, want := "tok", http.StatusCreated
+			if i%2 == 1 {
+				tok, want = "wrong", http.StatusUnauthorized
+			}
+			if code, _ := call(h, tok); code != want {
+				t.Errorf("token %q: %d, want %d", tok, code, want)
+			}
+		})
+	}
+	wg.Wait()
+	f.mu.Lock()
+	lookups := f.lookups
+	f.raw = "new-((t))"
+	f.mu.Unlock()
+	if lookups != 1 {
+		t.Fatalf("100 calls filled in the token %d times, want 1", lookups)
+	}
+	if code, _ := call(h, "tok"); code != http.StatusUnauthorized {
+		t.Fatalf("old token after a change: %d, want 401", code)
+	}
+	if code, _ := call(h, "new-tok"); code != http.StatusCreated {
+		t.Fatalf("new token: %d, want 201", code)
 	}
 }
