@@ -557,3 +557,48 @@ func TestNextInputsChoosesWithoutCreatingBuilds(t *testing.T) {
 	}
 	e.want("deploy", "")
 }
+
+// TestCheckEveryNeverIsCheckedOnlyOnRequest: a check_every: never resource
+// is never checked periodically, even once its record says it is due (a
+// config changed to never), but `fly check-resource` (StartCheck) and a
+// webhook (StartCheck, or RequestCheck behind a running check) check it.
+func TestCheckEveryNeverIsCheckedOnlyOnRequest(t *testing.T) {
+	e := newEnv(t)
+	e.setPipeline(`{"resources": [{"name": "quiet", "type": "mock", "source": {}, "check_every": "never"}]}`)
+	ctx := t.Context()
+	tick := func(want int) {
+		t.Helper()
+		if err := e.checker.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(e.starter.checks) != want {
+			t.Fatalf("%d checks, want %d", len(e.starter.checks), want)
+		}
+	}
+	tick(0)
+	if _, err := e.pool.Exec(ctx, `UPDATE resources SET next_check = now() - interval '1 day' WHERE id = $1`, e.resource("quiet").ID); err != nil {
+		t.Fatal(err)
+	}
+	tick(0)
+
+	ref, err := e.d.LookupPipelineResource(ctx, e.pipeline, "quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.checker.StartCheck(ctx, ref, nil)
+	if err != nil || len(e.starter.checks) != 1 {
+		t.Fatalf("check on request: build %+v, %v; %d checks", b, err, len(e.starter.checks))
+	}
+	if next := e.resource("quiet").NextCheck; time.Until(next) < 50*365*24*time.Hour {
+		t.Fatalf("next periodic check of a never resource at %v", next)
+	}
+	if err := e.d.FinishBuild(ctx, b.ID, concourse.StatusSucceeded, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	tick(1)
+	if err := e.d.RequestCheck(ctx, ref.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	tick(2)
+	tick(2)
+}

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 
 	"github.com/porter-ci/porter/pkg/atc/apiserver/adminserver"
+	"github.com/porter-ci/porter/pkg/atc/apiserver/webhookserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/workerserver"
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
 	"github.com/porter-ci/porter/pkg/auth"
@@ -35,6 +36,7 @@ type Store interface {
 	ContainerStore
 	FlyStore
 	adminserver.Store
+	webhookserver.Store
 }
 
 // TeamStore holds teams and the local users' logins.
@@ -115,6 +117,7 @@ type ContainerStore interface {
 
 // Engine runs builds, checks and steps.
 type Engine interface {
+	webhookserver.Engine
 	// CreateBuild validates a one-off build's plan, records it and starts
 	// it. A plan that cannot run is an error that BadRequest marks.
 	CreateBuild(ctx context.Context, team db.Team, createdBy string, plan concourse.Plan, raw json.RawMessage) (db.Build, error)
@@ -201,6 +204,8 @@ type Server struct {
 	log    *slog.Logger
 	// oidc is the OIDC connector (nil: none).
 	oidc *auth.OIDC
+	// webhooks keeps the checks its calls are starting, across requests.
+	webhooks *webhookserver.Server
 }
 
 // New makes the API's server, complete: with the single sign-on connector
@@ -215,6 +220,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.log = slog.Default()
 	}
 	s.cfg.Limits = s.cfg.Limits.withDefaults()
+	s.webhooks = &webhookserver.Server{Store: s.store, Engine: s.engine, PipelineRef: pipelineRef, Present: apiJobBuild, Log: s.log}
 	if cfg.OIDC != nil {
 		oc := *cfg.OIDC
 		if oc.ExternalURL == "" {

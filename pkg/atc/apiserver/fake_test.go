@@ -82,7 +82,7 @@ func newFakeStore() *fakeStore {
 				Config: json.RawMessage(`{"name":"j","public":true,"plan":[{"get":"r"}]}`)},
 		},
 		resources: []db.Resource{{ID: 200, PipelineID: 10, PipelineName: "p", TeamID: 1, TeamName: "main", Name: "r", Type: "mock",
-			Active: true, Config: json.RawMessage(`{"name":"r","type":"mock"}`), LastCheckBuild: 3}},
+			Active: true, Config: json.RawMessage(`{"name":"r","type":"mock","webhook_token":"((token))"}`), LastCheckBuild: 3}},
 		versions: []db.Version{{ID: 300, ResourceID: 200, Version: map[string]string{"v": "1"}, Enabled: true}},
 		builds: []db.JobBuild{
 			{Build: db.Build{ID: 1, TeamID: 1, TeamName: "main", Name: "1", Status: "succeeded", Server: "atc-0", Plan: json.RawMessage(`{"id":"1","task":{"name":"t","config":{"params":{"SECRET":"x"}}}}`), StartTime: now, EndTime: now}},
@@ -425,7 +425,7 @@ func (s *fakeStore) Resources(_ context.Context, pipeline int64) ([]db.Resource,
 func (s *fakeStore) LookupPipelineResource(_ context.Context, pipeline int64, name string) (db.ResourceRef, error) {
 	r, err := first(s, s.resources, func(r db.Resource) bool { return r.PipelineID == pipeline && r.Name == name })
 	return db.ResourceRef{ID: r.ID, PipelineID: r.PipelineID, PipelineName: r.PipelineName, TeamID: r.TeamID, TeamName: r.TeamName,
-		Name: r.Name, Type: r.Type, Config: r.Config, Active: r.Active}, err
+		Name: r.Name, Type: r.Type, Config: r.Config, Active: r.Active, LastCheckBuild: r.LastCheckBuild}, err
 }
 func (s *fakeStore) DeleteResourceCaches(_ context.Context, id int64) (int64, error) {
 	return 1, s.change(fmtRef("DeleteResourceCaches", id))
@@ -790,4 +790,20 @@ func tgz(t testing.TB, name, content string) string {
 		t.Fatal(err)
 	}
 	return buf.String()
+}
+
+// InterpolateString fills in ((token)) only: "s3cret".
+func (e *fakeEngine) InterpolateString(_ context.Context, _ db.Pipeline, s string) (string, error) {
+	if e.fail != nil {
+		return "", e.fail
+	}
+	return strings.ReplaceAll(s, "((token))", "s3cret"), nil
+}
+
+// RequestCheck queues a check of a resource.
+func (s *fakeStore) RequestCheck(_ context.Context, id int64, _ map[string]string) error {
+	if _, err := first(s, s.resources, func(r db.Resource) bool { return r.ID == id }); err != nil {
+		return err
+	}
+	return s.change(fmtRef("RequestCheck", id))
 }

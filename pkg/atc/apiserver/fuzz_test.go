@@ -49,6 +49,11 @@ func FuzzAPI(f *testing.F) {
 			// The largest numbers a page takes (they once overflowed).
 			f.Add(uint8(i), uint8(1), "", "", "", "limit=9223372036854775807&to=9223372036854775807&from=9223372036854775807", []byte(nil), uint8(2), false)
 		}
+		if strings.HasSuffix(p, "/check/webhook") {
+			// The right token (anyone may send it) and a wrong one.
+			f.Add(uint8(i), uint8(1), "", "", "", "webhook_token=s3cret", []byte(nil), uint8(0), false)
+			f.Add(uint8(i), uint8(1), "", "", "", `webhook_token=x&vars.branch="y"`, []byte(nil), uint8(0), true)
+		}
 		if strings.HasPrefix(p, "POST") || strings.HasPrefix(p, "PUT") {
 			f.Add(uint8(i), uint8(1), "", "", "", "", []byte(`{"name":"x","auth":{"owner":{"users":["local:a"]}}}`), uint8(1), false)
 			f.Add(uint8(i), uint8(1), "", "", "", "", []byte(`[`), uint8(1), false)

@@ -29,6 +29,8 @@ func (s *Server) versionRoutes(mux *router) {
 	mux.handle("GET "+res+"/versions/{version_id}/input_to", s.publicPipeline(s.pipelineResource(s.handleVersionBuilds(true))))
 	mux.handle("GET "+res+"/versions/{version_id}/output_of", s.publicPipeline(s.pipelineResource(s.handleVersionBuilds(false))))
 	mux.handle("POST "+res+"/check", s.resource(auth.ActionCheckResource, s.handleCheckResource))
+	// No login: the resource's webhook_token is the credential.
+	mux.handle("POST "+res+"/check/webhook", s.webhooks.CheckResource)
 	// Pins and version switches change what jobs run with: the check
 	// resource permission (pipeline operators and up) covers them.
 	mux.handle("PUT "+res+"/versions/{version_id}/pin", s.resource(auth.ActionCheckResource, s.handlePinVersion))
