@@ -278,6 +278,9 @@ func (x *RunState) resourceImage(ctx context.Context, step resourceStep) (string
 		}
 		return image, nil
 	}
+	if image, ok := x.mirroredTypeImage(ti); ok {
+		return image, nil
+	}
 	var (
 		source  map[string]any
 		version map[string]string
@@ -322,6 +325,33 @@ func (x *RunState) resourceImage(ctx context.Context, step resourceStep) (string
 		return "", fmt.Errorf("resource type %q: its image comes from a %q resource, but only registry-image-like types (source.repository and a version with a sha256 digest) can give an image", step.typ, typ)
 	}
 	return repo + "@" + digest, nil
+}
+
+// mirroredTypeImage is the image of a resource type that is a base mock
+// mirroring itself (basetypes.MirrorsSelf): the mock type's own image.
+func (x *RunState) mirroredTypeImage(ti concourse.TypeImage) (string, bool) {
+	var typ string
+	var typeImage concourse.TypeImage
+	var source, params map[string]any
+	switch {
+	case ti.GetPlan != nil && ti.GetPlan.Get != nil:
+		g := ti.GetPlan.Get
+		typ, typeImage, source, params = g.Type, g.TypeImage, g.Source, g.Params
+	case ti.CheckPlan != nil && ti.CheckPlan.Check != nil:
+		c := ti.CheckPlan.Check
+		typ, typeImage, source = c.Type, c.TypeImage, c.Source
+	default:
+		return "", false
+	}
+	if !basetypes.MirrorsSelf(typ, typeImage, source, params) {
+		return "", false
+	}
+	types := x.r.cfg.BaseResourceTypes
+	if types == nil {
+		types = basetypes.Images()
+	}
+	image, ok := types[basetypes.Mock]
+	return image, ok
 }
 
 // registerResourceStep is registerStep for a resource step: its events

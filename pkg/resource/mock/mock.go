@@ -1,10 +1,13 @@
 // Package mock is the mock resource type: versions come from its source, so
 // tests can drive pipelines without the outside world. It behaves like
-// Concourse's mock resource, plus knobs to simulate slow and broken checks.
+// Concourse's mock resource (github.com/concourse/mock-resource): check
+// returns the version it is given, so `fly check-resource -f version:v2`
+// makes v2; plus knobs to simulate slow and broken checks and gets.
 package mock
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -31,8 +34,9 @@ type Source struct {
 	Versions []resource.String `json:"versions"`
 	// ForceVersion makes check emit exactly this version, whatever else is set.
 	ForceVersion resource.String `json:"force_version"`
-	// CreateFiles are written by in, path (relative) to content.
-	CreateFiles map[string]string `json:"create_files"`
+	// CreateFiles are written by in, path (relative) to content: a string,
+	// or any other value, written as JSON.
+	CreateFiles map[string]json.RawMessage `json:"create_files"`
 	// CheckFailure makes check fail with this message.
 	CheckFailure string `json:"check_failure"`
 	// CheckDelay and InDelay make check and in wait first (a hanging check).
@@ -51,8 +55,8 @@ type Source struct {
 
 // InParams are the params of a get.
 type InParams struct {
-	CreateFilesViaParams map[string]string `json:"create_files_via_params"`
-	MirrorSelfViaParams  bool              `json:"mirror_self_via_params"`
+	CreateFilesViaParams map[string]json.RawMessage `json:"create_files_via_params"`
+	MirrorSelfViaParams  bool                       `json:"mirror_self_via_params"`
 	// Fail makes in fail after writing its files.
 	Fail bool `json:"fail"`
 }
@@ -132,15 +136,16 @@ func (t *Type) beforeCheck(ctx context.Context, s Source, log io.Writer) error {
 		}
 	}
 	if s.CheckFailure != "" {
-		return fmt.Errorf("%s", s.CheckFailure)
+		return fmt.Errorf("intentionally failing to check: %s", s.CheckFailure)
 	}
 	return nil
 }
 
-// Check emits force_version alone when set; otherwise, of the initial version
-// followed by source.versions, the latest when no version is given, and the
-// given version with every later one when it is in the list (the latest when
-// it is not, as if it had gone).
+// Check emits force_version alone when set. Otherwise, as Concourse's mock,
+// it returns the version it is given (`fly check-resource -f` makes a
+// version so), with every later one when it is in the list of the initial
+// version and source.versions; with no version given, the latest of that
+// list.
 func (t *Type) Check(ctx context.Context, req resource.CheckRequest, log io.Writer) ([]resource.Version, error) {
 	s, err := decodeSource(req.Source)
 	if err != nil {
@@ -153,14 +158,18 @@ func (t *Type) Check(ctx context.Context, req resource.CheckRequest, log io.Writ
 		return []resource.Version{{"version": string(s.ForceVersion)}}, nil
 	}
 	h := s.history()
+	if cur, ok := req.Version["version"]; ok && len(h) == 0 {
+		return []resource.Version{{"version": cur}}, nil
+	}
 	if len(h) == 0 {
 		return []resource.Version{}, nil
 	}
 	from := len(h) - 1
 	if cur, ok := req.Version["version"]; ok {
 		// The last occurrence, so a version listed twice still ends the list.
-		if i := lastIndex(h, cur); i >= 0 {
-			from = i
+		from = lastIndex(h, cur)
+		if from < 0 {
+			return []resource.Version{{"version": cur}}, nil
 		}
 	}
 	var out []resource.Version
@@ -204,11 +213,14 @@ func (t *Type) In(ctx context.Context, dir string, req resource.InRequest, log i
 		return resource.Response{}, fmt.Errorf("request version %v has no \"version\" key", req.Version)
 	}
 	files := map[string]string{"version": version}
-	for k, v := range s.CreateFiles {
-		files[k] = v
-	}
-	for k, v := range p.CreateFilesViaParams {
-		files[k] = v
+	for _, create := range []map[string]json.RawMessage{s.CreateFiles, p.CreateFilesViaParams} {
+		for name, content := range create {
+			text, err := fileContent(content)
+			if err != nil {
+				return resource.Response{}, fmt.Errorf("create file %s: %w", name, err)
+			}
+			files[name] = text
+		}
 	}
 	if s.MirrorSelf || p.MirrorSelfViaParams {
 		repo, tag, err := splitImage(t.Image)
@@ -272,6 +284,20 @@ func (t *Type) Out(ctx context.Context, dir string, req resource.OutRequest, log
 	}
 	resource.Logf(log, "put version %s", version)
 	return resource.Response{Version: resource.Version{"version": version}, Metadata: s.Metadata}, nil
+}
+
+// fileContent is a create_files value as the file holds it: a string as it
+// is, anything else as the JSON it was written as. START_VAR and END_VAR
+// become (( and )), as in Concourse's mock, so a file can hold ((vars))
+// the pipeline would otherwise fill in.
+func fileContent(raw json.RawMessage) (string, error) {
+	text := string(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return "", fmt.Errorf("read its content: %w", err)
+		}
+	}
+	return strings.NewReplacer("START_VAR", "((", "END_VAR", "))").Replace(text), nil
 }
 
 func writeFiles(dir string, files map[string]string) error {

@@ -42,7 +42,12 @@ func TestCheck(t *testing.T) {
 		{"latest of the list", `{"versions":["a","b"]}`, nil, versions("b")},
 		{"from the current version", `{"initial_version":"v0","versions":["a","b","c"]}`, resource.Version{"version": "a"}, versions("a", "b", "c")},
 		{"current is latest", `{"versions":["a","b"]}`, resource.Version{"version": "b"}, versions("b")},
-		{"current is gone", `{"versions":["a","b"]}`, resource.Version{"version": "zzz"}, versions("b")},
+		// As Concourse's mock: the version given is returned, which is how
+		// `fly check-resource -f version:v2` makes v2.
+		{"a version not in the list", `{"versions":["a","b"]}`, resource.Version{"version": "v2"}, versions("v2")},
+		{"a version given, no initial version", `{"no_initial_version":true}`, resource.Version{"version": "v2"}, versions("v2")},
+		{"a version given over the default", `{}`, resource.Version{"version": "v2"}, versions("v2")},
+		{"no version key", `{"initial_version":"v0"}`, resource.Version{"ref": "x"}, versions("v0")},
 		{"numbers from YAML", `{"initial_version":1,"versions":[1.5,2]}`, nil, versions("2")},
 		{"force version", `{"versions":["a"],"force_version":"forced"}`, resource.Version{"version": "a"}, versions("forced")},
 	} {
@@ -59,7 +64,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestCheckFailures(t *testing.T) {
-	if _, err := check(t, `{"check_failure":"im totally failing"}`, nil); err == nil || err.Error() != "im totally failing" {
+	if _, err := check(t, `{"check_failure":"im totally failing"}`, nil); err == nil || err.Error() != "intentionally failing to check: im totally failing" {
 		t.Fatalf("check_failure: err = %v", err)
 	}
 	if _, err := check(t, `{"inital_version":"x"}`, nil); err == nil || !strings.Contains(err.Error(), `unknown field "inital_version"`) {
@@ -94,8 +99,8 @@ func TestIn(t *testing.T) {
 	dir := t.TempDir()
 	var log bytes.Buffer
 	resp, err := mock.New("porter.local/resource-mock:dev").In(context.Background(), dir, resource.InRequest{
-		Source:  json.RawMessage(`{"create_files":{"a.txt":"A","sub/b.txt":"B"},"mirror_self":true,"log":"hello from mock","metadata":[{"name":"k","value":"v"}]}`),
-		Params:  json.RawMessage(`{"create_files_via_params":{"c.txt":"C"}}`),
+		Source:  json.RawMessage(`{"create_files":{"a.txt":"A","sub/b.txt":"B","data.json":{"k":[1,2.50]},"vars.yml":"x: START_VARyEND_VAR"},"mirror_self":true,"log":"hello from mock","metadata":[{"name":"k","value":"v"}]}`),
+		Params:  json.RawMessage(`{"create_files_via_params":{"c.txt":"C","a.txt":"A from params"}}`),
 		Version: resource.Version{"version": "v1"},
 	}, &log)
 	if err != nil {
@@ -105,7 +110,8 @@ func TestIn(t *testing.T) {
 	if !reflect.DeepEqual(resp, want) {
 		t.Fatalf("response = %+v, want %+v", resp, want)
 	}
-	for name, content := range map[string]string{"version": "v1", "a.txt": "A", "sub/b.txt": "B", "c.txt": "C", "repository": "porter.local/resource-mock", "tag": "dev"} {
+	for name, content := range map[string]string{"version": "v1", "a.txt": "A from params", "sub/b.txt": "B", "c.txt": "C",
+		"data.json": `{"k":[1,2.50]}`, "vars.yml": "x: ((y))", "repository": "porter.local/resource-mock", "tag": "dev"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil || string(b) != content {
 			t.Errorf("%s = %q, %v; want %q", name, b, err, content)

@@ -25,6 +25,23 @@ func Images() map[string]string {
 	}
 }
 
+// Mock is the base type whose resource can be its own image.
+const Mock = "mock"
+
+// MirrorsSelf says whether a resource of type typ (ti: its type's image)
+// with source and get params is a mock that gives its own image
+// (source.mirror_self or params.mirror_self_via_params), as Concourse's
+// mock does: the image is then the base mock type's, and no check or get
+// need run for it.
+func MirrorsSelf(typ string, ti concourse.TypeImage, source, params map[string]any) bool {
+	if typ != Mock || cmp.Or(ti.BaseType, typ) != Mock || ti.CheckPlan != nil || ti.GetPlan != nil {
+		return false
+	}
+	self, _ := source["mirror_self"].(bool)
+	viaParams, _ := params["mirror_self_via_params"].(bool)
+	return self || viaParams
+}
+
 // Names are the names of the base resource types (nil: Images).
 func Names(types map[string]string) []string {
 	if types == nil {

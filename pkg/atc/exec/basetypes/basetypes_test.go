@@ -53,3 +53,27 @@ func TestSource(t *testing.T) {
 		t.Errorf("pipeline type: %v", got)
 	}
 }
+
+func TestMirrorsSelf(t *testing.T) {
+	base := concourse.TypeImage{BaseType: "mock"}
+	custom := concourse.TypeImage{BaseType: "mock", CheckPlan: &concourse.Plan{ID: "c"}}
+	self := map[string]any{"mirror_self": true}
+	for _, c := range []struct {
+		name           string
+		typ            string
+		ti             concourse.TypeImage
+		source, params map[string]any
+		want           bool
+	}{
+		{"source", "mock", base, self, nil, true},
+		{"params", "mock", base, nil, map[string]any{"mirror_self_via_params": true}, true},
+		{"no type image", "mock", concourse.TypeImage{}, self, nil, true},
+		{"not asked", "mock", base, map[string]any{"mirror_self": "yes"}, nil, false},
+		{"another base type", "git", concourse.TypeImage{BaseType: "git"}, self, nil, false},
+		{"a pipeline's own type", "mock", custom, self, nil, false},
+	} {
+		if got := MirrorsSelf(c.typ, c.ti, c.source, c.params); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
