@@ -33,7 +33,7 @@ var _ = Describe("the mock resource type, as Concourse's", Ordered, func() {
 		name := pipelineName("mock-from")
 		succeed(ctx, f, "set-pipeline", "-n", "-p", name, "-c", writeFile("p.yml",
 			"resources: [{name: r, type: mock, source: {}}]\njobs: [{name: j, plan: [{get: r}]}]\n"))
-		succeed(ctx, f, "unpause-pipeline", "-p", name)
+		// Left paused: no scheduled check races the ones here.
 		res := succeed(ctx, f, "check-resource", "-r", name+"/r", "-f", "version:v2")
 		Expect(res.Stdout).To(ContainSubstring("succeeded"), res.String())
 		versions := succeed(ctx, f, "resource-versions", "-r", name+"/r", "--json")
@@ -85,5 +85,45 @@ jobs:
 		Expect(res.Stdout).To(ContainSubstring("x1"), res.String())
 		Expect(res.Stdout).To(ContainSubstring("jobs: [{name: ((job))}]"), res.String())
 		Expect(res.Stdout).To(ContainSubstring(`{"k":[1,2]}`), res.String())
+	})
+
+	It("is its own image as Concourse's testflight uses it: a get's artifact as image:, a type mirroring itself by params", func(ctx SpecContext) {
+		name := pipelineName("mock-image")
+		succeed(ctx, f, "set-pipeline", "-n", "-p", name, "-c", writeFile("p.yml", `resource_types:
+- name: mock-via-params
+  type: mock
+  source: {initial_version: t1}
+  params: {mirror_self_via_params: true}
+- name: custom
+  type: mock
+  source: {mirror_self: true}
+resources:
+- name: image
+  type: mock
+  source: {mirror_self: true}
+- name: custom-image
+  type: custom
+  source: {mirror_self: true}
+- name: r
+  type: mock-via-params
+  source: {initial_version: v7}
+jobs:
+- name: j
+  plan:
+  - in_parallel: [get: image, get: custom-image, get: r]
+  - task: from-get
+    image: image
+    config: {platform: linux, run: {path: echo, args: [ran in the fetched image]}}
+  - task: from-custom-get
+    image: custom-image
+    config: {platform: linux, inputs: [{name: r}], run: {path: cat, args: [r/version]}}
+`))
+		succeed(ctx, f, "unpause-pipeline", "-p", name)
+		for _, r := range []string{"image", "custom-image", "r"} {
+			succeed(ctx, f, "check-resource", "-r", name+"/"+r)
+		}
+		res := succeed(ctx, f, "trigger-job", "-j", name+"/j", "-w")
+		Expect(res.Stdout).To(ContainSubstring("ran in the fetched image"), res.String())
+		Expect(res.Stdout).To(ContainSubstring("v7"), res.String())
 	})
 })

@@ -327,25 +327,18 @@ func (x *RunState) resourceImage(ctx context.Context, step resourceStep) (string
 	return repo + "@" + digest, nil
 }
 
-// mirroredTypeImage is the image of a resource type that is a base mock
-// mirroring itself (basetypes.MirrorsSelf): the mock type's own image.
+// mirroredTypeImage is the image of a resource type that is a mock
+// mirroring itself (basetypes.TypeMirrorsSelf): the mock type's own image.
 func (x *RunState) mirroredTypeImage(ti concourse.TypeImage) (string, bool) {
-	var typ string
-	var typeImage concourse.TypeImage
-	var source, params map[string]any
-	switch {
-	case ti.GetPlan != nil && ti.GetPlan.Get != nil:
-		g := ti.GetPlan.Get
-		typ, typeImage, source, params = g.Type, g.TypeImage, g.Source, g.Params
-	case ti.CheckPlan != nil && ti.CheckPlan.Check != nil:
-		c := ti.CheckPlan.Check
-		typ, typeImage, source = c.Type, c.TypeImage, c.Source
-	default:
+	if !basetypes.TypeMirrorsSelf(ti) {
 		return "", false
 	}
-	if !basetypes.MirrorsSelf(typ, typeImage, source, params) {
-		return "", false
-	}
+	return x.mockImage()
+}
+
+// mockImage is the image of the base type mock, which a mock mirroring
+// itself gives.
+func (x *RunState) mockImage() (string, bool) {
 	types := x.r.cfg.BaseResourceTypes
 	if types == nil {
 		types = basetypes.Images()

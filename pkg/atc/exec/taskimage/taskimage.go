@@ -52,6 +52,9 @@ type Fetched struct {
 	Type    string
 	Source  map[string]any
 	Version map[string]string
+	// MirrorSelf: the get was of a mock mirroring itself
+	// (basetypes.MirrorsSelf), whose image is the base mock type's.
+	MirrorSelf bool
 }
 
 // FromGet is the image a registry-image-like get fetched: its source's

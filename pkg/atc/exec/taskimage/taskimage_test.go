@@ -40,6 +40,13 @@ func TestMirrorSelf(t *testing.T) {
 			t.Errorf("%+v: image %+v, checked %v, err %v", ir, img, checked, err)
 		}
 	}
+	// A pipeline's type that is a mock mirroring itself, as in Concourse's
+	// testflight resource-types.yml.
+	custom := `[{"name":"custom","type":"mock","source":{"mirror_self":true}}]`
+	img, checked, err := resolve(t, r, custom, &taskconfig.ImageResource{Type: "custom", Source: map[string]any{"mirror_self": true}})
+	if err != nil || checked || img.Ref != "registry.test/resource-mock@sha256:1234" {
+		t.Errorf("a type mirroring itself: image %+v, checked %v, err %v", img, checked, err)
+	}
 	// Without mirror_self a mock gives no image.
 	if _, _, err := resolve(t, r, "", &taskconfig.ImageResource{Type: "mock", Source: map[string]any{"mirror_self": false}}); err == nil {
 		t.Error("a mock without mirror_self gave an image")
@@ -47,7 +54,7 @@ func TestMirrorSelf(t *testing.T) {
 	// A pipeline's own type named mock is not the base mock: its image is
 	// the one its check finds.
 	own := `[{"name":"mock","type":"registry-image","source":{"repository":"example.com/own-mock"}}]`
-	img, checked, err := resolve(t, r, own, &taskconfig.ImageResource{Type: "mock", Source: map[string]any{"mirror_self": true, "repository": "example.com/img"}})
+	img, checked, err = resolve(t, r, own, &taskconfig.ImageResource{Type: "mock", Source: map[string]any{"mirror_self": true, "repository": "example.com/img"}})
 	if err != nil || !checked || !strings.HasPrefix(img.Ref, "example.com/img@sha256:") {
 		t.Errorf("a pipeline's own type mock: image %+v, checked %v, err %v", img, checked, err)
 	}
