@@ -8,11 +8,14 @@ package mock
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,10 +85,65 @@ const EnvImage = "PORTER_RESOURCE_IMAGE"
 type Type struct {
 	// Image is this resource's own image reference, for mirror_self.
 	Image string
+	// Privileged says whether the resource runs privileged: its versions
+	// then say so, and in writes it in the file "privileged", as
+	// Concourse's mock does.
+	Privileged func() (bool, error)
 }
 
-// New returns the mock type; image is its own image reference (may be empty).
-func New(image string) *Type { return &Type{Image: image} }
+// New returns the mock type; image is its own image reference (may be
+// empty). It runs privileged when it has CAP_SYS_ADMIN, as a privileged
+// container has.
+func New(image string) *Type { return &Type{Image: image, Privileged: hasSysAdmin} }
+
+// capSysAdmin is CAP_SYS_ADMIN's bit in /proc/self/status's CapEff.
+const capSysAdmin = 21
+
+// hasSysAdmin says whether this process has CAP_SYS_ADMIN. Concourse's mock
+// reads the uid map instead, which tells a user-namespaced container from
+// a privileged one; no pod here has a user namespace, so capabilities are
+// what tell a privileged step pod from another.
+func hasSysAdmin() (bool, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false, fmt.Errorf("read the capabilities: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if hex, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			if err != nil {
+				return false, fmt.Errorf("read the capabilities %q: %w", line, err)
+			}
+			return caps&(1<<capSysAdmin) != 0, nil
+		}
+	}
+	return false, errors.New("read the capabilities: /proc/self/status has no CapEff")
+}
+
+// privileged is t.Privileged, false when unset.
+func (t *Type) privileged() (bool, error) {
+	if t.Privileged == nil {
+		return false, nil
+	}
+	priv, err := t.Privileged()
+	if err != nil {
+		return false, fmt.Errorf("could not check privilege: %w", err)
+	}
+	return priv, nil
+}
+
+// markPrivileged adds privileged: "true" to versions made in a privileged
+// container, as Concourse's mock does.
+func (t *Type) markPrivileged(vs []resource.Version) ([]resource.Version, error) {
+	priv, err := t.privileged()
+	if err != nil || !priv {
+		return vs, err
+	}
+	for i := range vs {
+		vs[i]["privileged"] = "true"
+	}
+	return vs, nil
+}
 
 func decodeSource(req []byte) (Source, error) {
 	var s Source
@@ -154,29 +212,31 @@ func (t *Type) Check(ctx context.Context, req resource.CheckRequest, log io.Writ
 	if err := t.beforeCheck(ctx, s, log); err != nil {
 		return nil, err
 	}
+	return t.markPrivileged(versionsFrom(s, req.Version))
+}
+
+func versionsFrom(s Source, given resource.Version) []resource.Version {
 	if s.ForceVersion != "" {
-		return []resource.Version{{"version": string(s.ForceVersion)}}, nil
+		return []resource.Version{{"version": string(s.ForceVersion)}}
 	}
 	h := s.history()
-	if cur, ok := req.Version["version"]; ok && len(h) == 0 {
-		return []resource.Version{{"version": cur}}, nil
-	}
-	if len(h) == 0 {
-		return []resource.Version{}, nil
-	}
+	cur, ok := given["version"]
 	from := len(h) - 1
-	if cur, ok := req.Version["version"]; ok {
+	if ok {
 		// The last occurrence, so a version listed twice still ends the list.
 		from = lastIndex(h, cur)
 		if from < 0 {
-			return []resource.Version{{"version": cur}}, nil
+			return []resource.Version{{"version": cur}}
 		}
 	}
-	var out []resource.Version
+	out := []resource.Version{}
+	if len(h) == 0 {
+		return out
+	}
 	for _, v := range h[from:] {
 		out = append(out, resource.Version{"version": v})
 	}
-	return out, nil
+	return out
 }
 
 func lastIndex(h []string, v string) int {
@@ -212,7 +272,11 @@ func (t *Type) In(ctx context.Context, dir string, req resource.InRequest, log i
 	if !ok {
 		return resource.Response{}, fmt.Errorf("request version %v has no \"version\" key", req.Version)
 	}
-	files := map[string]string{"version": version}
+	priv, err := t.privileged()
+	if err != nil {
+		return resource.Response{}, err
+	}
+	files := map[string]string{"version": version, "privileged": strconv.FormatBool(priv) + "\n"}
 	for _, create := range []map[string]json.RawMessage{s.CreateFiles, p.CreateFilesViaParams} {
 		for name, content := range create {
 			text, err := fileContent(content)
@@ -236,7 +300,8 @@ func (t *Type) In(ctx context.Context, dir string, req resource.InRequest, log i
 	if p.Fail {
 		return resource.Response{}, fmt.Errorf("failing as asked (params.fail) after fetching version %s", version)
 	}
-	return resource.Response{Version: resource.Version{"version": version}, Metadata: s.Metadata}, nil
+	// The version as given, privileged key and all, as Concourse's mock.
+	return resource.Response{Version: maps.Clone(req.Version), Metadata: s.Metadata}, nil
 }
 
 // Out produces params.version, or the trimmed content of params.file.
@@ -283,7 +348,11 @@ func (t *Type) Out(ctx context.Context, dir string, req resource.OutRequest, log
 		return resource.Response{}, fmt.Errorf("put needs params.version or params.file")
 	}
 	resource.Logf(log, "put version %s", version)
-	return resource.Response{Version: resource.Version{"version": version}, Metadata: s.Metadata}, nil
+	vs, err := t.markPrivileged([]resource.Version{{"version": version}})
+	if err != nil {
+		return resource.Response{}, err
+	}
+	return resource.Response{Version: vs[0], Metadata: s.Metadata}, nil
 }
 
 // fileContent is a create_files value as the file holds it: a string as it
