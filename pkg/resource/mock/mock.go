@@ -25,15 +25,16 @@ import (
 // DefaultInitialVersion is the version check emits when the source names none.
 const DefaultInitialVersion = "mock"
 
-// Source is the resource's source.
+// Source is the resource's source: Concourse's mock's keys, and Porter's
+// own (versions, in_delay, check_output, marked so).
 type Source struct {
 	// InitialVersion is the first version check emits (default "mock").
 	InitialVersion resource.String `json:"initial_version"`
 	// NoInitialVersion leaves the initial version out, so the first version
 	// comes from Versions (or none at all).
 	NoInitialVersion bool `json:"no_initial_version"`
-	// Versions follow the initial version, oldest first: a test adds a version
-	// by appending here and re-setting the pipeline.
+	// Versions (Porter's) follow the initial version, oldest first: a test
+	// adds a version by appending here and re-setting the pipeline.
 	Versions []resource.String `json:"versions"`
 	// ForceVersion makes check emit exactly this version, whatever else is set.
 	ForceVersion resource.String `json:"force_version"`
@@ -42,13 +43,17 @@ type Source struct {
 	CreateFiles map[string]json.RawMessage `json:"create_files"`
 	// CheckFailure makes check fail with this message.
 	CheckFailure string `json:"check_failure"`
-	// CheckDelay and InDelay make check and in wait first (a hanging check).
+	// CheckDelay and InDelay (Porter's) make check and in wait first (a
+	// hanging check).
 	CheckDelay resource.Duration `json:"check_delay"`
 	InDelay    resource.Duration `json:"in_delay"`
-	// CheckOutput is printed by check instead of the versions (e.g. invalid JSON).
+	// CheckOutput (Porter's) is printed by check instead of the versions
+	// (e.g. invalid JSON).
 	CheckOutput *string `json:"check_output"`
-	// MirrorSelf makes in describe this resource's own image (repository and
-	// tag files), for use as an image_resource.
+	// MirrorSelf makes the resource its own image: as an image_resource, a
+	// resource type or a get a task's image: names, the server runs the
+	// base mock type's image (pkg/atc/exec/basetypes.MirrorsSelf); in
+	// describes that image in repository and tag files.
 	MirrorSelf bool `json:"mirror_self"`
 	// Log is printed to stderr by check, in and out.
 	Log string `json:"log"`
@@ -60,7 +65,7 @@ type Source struct {
 type InParams struct {
 	CreateFilesViaParams map[string]json.RawMessage `json:"create_files_via_params"`
 	MirrorSelfViaParams  bool                       `json:"mirror_self_via_params"`
-	// Fail makes in fail after writing its files.
+	// Fail (Porter's) makes in fail after writing its files.
 	Fail bool `json:"fail"`
 }
 
@@ -73,7 +78,7 @@ type OutParams struct {
 	File string `json:"file"`
 	// PrintEnv prints the environment to stderr.
 	PrintEnv bool `json:"print_env"`
-	// Fail makes out fail.
+	// Fail (Porter's) makes out fail.
 	Fail bool `json:"fail"`
 }
 
