@@ -8,7 +8,8 @@
 // step's params, vars and embedded config. As in Concourse, a var is looked
 // up by its path alone, whatever source it names: ((vs:x)) (a var_source)
 // and ((.:x)) (a load_var or across var) pass only when the credential
-// manager holds x, since what those give is only known when a build runs.
+// manager holds x, since what those give is only known when a build runs
+// (Concourse's known limitation, concourse/concourse#6636).
 package credcheck
 
 import (
