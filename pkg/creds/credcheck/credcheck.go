@@ -105,7 +105,7 @@ func (c *checker) taskConfig(ctx context.Context, at string, raw json.RawMessage
 		c.problems = append(c.problems, fmt.Errorf("%s: read it: %w", at, err))
 		return
 	}
-	filled, _, err := vars.Interpolate(ctx, tree, c.r)
+	filled, used, err := vars.Interpolate(ctx, tree, c.r)
 	if err != nil {
 		c.problems = append(c.problems, fmt.Errorf("%s: %w", at, err))
 		return
@@ -116,7 +116,9 @@ func (c *checker) taskConfig(ctx context.Context, at string, raw json.RawMessage
 		return
 	}
 	if _, err := taskconfig.Parse(js); err != nil {
-		c.problems = append(c.problems, fmt.Errorf("%s: %w", at, err))
+		// The config's problems may quote the credentials filled in: the
+		// answer shows them no more than a build log does.
+		c.problems = append(c.problems, fmt.Errorf("%s: %s", at, creds.NewRedactor(used.Redactions()).Redact(err.Error())))
 	}
 }
 
