@@ -41,11 +41,15 @@ define_images() {
   image project porter  porter.local/porter:dev            -entrypoint '["/usr/local/bin/porter"]' go:./cmd/porter:/usr/local/bin/porter
   image project atc-porter-runtime porter.local/atc-porter-runtime:dev -entrypoint '["/usr/local/bin/atc-porter-runtime"]' go:./cmd/atc-porter-runtime:/usr/local/bin/atc-porter-runtime
   # Resource types: one static binary (cmd/resource) with /opt/resource/{check,in,out}
-  # linking to it; the image's env names the type. No shell, no git binary.
-  local rt
+  # linking to it; the image's env names the type. No shell, no git binary, but for
+  # mock: as Concourse's, a mock with mirror_self is a task's image, and tasks
+  # run a shell (busybox here).
+  local rt userland
   for rt in mock time git registry-image; do
+    userland=()
+    [ "$rt" != mock ] || userland=(busybox:/)
     image resources "resource-$rt" "porter.local/resource-$rt:dev" -env "PORTER_RESOURCE_TYPE=$rt" -env "PORTER_RESOURCE_IMAGE=porter.local/resource-$rt:dev" \
-      go:./cmd/resource:/opt/resource/resource "$REPO_ROOT/cmd/resource/links:/opt/resource" "$CA_CERTS:/etc/ssl/certs/ca-certificates.crt"
+      "${userland[@]}" go:./cmd/resource:/opt/resource/resource "$REPO_ROOT/cmd/resource/links:/opt/resource" "$CA_CERTS:/etc/ssl/certs/ca-certificates.crt"
   done
   # shellcheck disable=SC2046 # one SRC:/DST word per file
   image extra   postgres porter.local/postgres:dev -entrypoint '["/usr/local/bin/postgres-entrypoint"]' -user 999:999 -env TZ=UTC \

@@ -469,7 +469,8 @@ func compose(ctx context.Context, cfg atc.Config, p parts) error {
 			UploadStall: cfg.Limits.HTTPReadTimeout, Upload: cfg.Limits.Upload},
 		OIDC: cfg.OIDC,
 	}, apiserver.Deps{Store: p.db, Engine: engine.API(), Events: engine.BuildEvents(), Blobs: p.store, Audit: p.audit,
-		Issuer: auth.NewIssuer(p.signingKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL), Log: p.log.With("component", "api")})
+		Issuer: auth.NewIssuer(p.signingKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL), Log: p.log.With("component", "api"),
+		Credentials: engine.Credentials()})
 	if err != nil {
 		return err
 	}

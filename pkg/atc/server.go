@@ -339,6 +339,10 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 // API is the engine as the HTTP API's handlers reach it (apiserver.Engine).
 func (s *Server) API() APIEngine { return APIEngine{s} }
 
+// Credentials is the credential manager the builds look vars up in, for
+// the API's set-pipeline --check-creds.
+func (s *Server) Credentials() creds.Manager { return s.credentials() }
+
 // BuildEvents follows the builds' logs for the API.
 func (s *Server) BuildEvents() *buildlog.Follower { return s.events }
 

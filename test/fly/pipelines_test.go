@@ -234,13 +234,47 @@ var _ = Describe("pipelines", func() {
 		Expect(res.Stderr).To(ContainSubstring(`pipeline: "with space" is not a valid name`), res.String())
 	})
 
-	It("refuses --check-creds clearly", func(ctx SpecContext) {
+	It("checks credentials with --check-creds: a missing var fails the save, present ones let it through", func(ctx SpecContext) {
+		// A server of its own, whose team main reads Secrets in a namespace
+		// of this spec's.
+		prefix, removeCredNS, err := s.env.NewCredentialNamespace(ctx, s.ns, "main")
+		DeferCleanup(removeCredNS)
+		Expect(err).NotTo(HaveOccurred())
+		srv := newServer(ctx, testenv.ATCConfig{CredentialNamespacePrefix: prefix})
+		f := newFly("checkcreds")
+		login(ctx, f, srv, adminUser, s.adminPassword)
+		credNS := prefix + "main"
 		name := pipelineName("creds")
-		res := run(ctx, s.adminFly, "set-pipeline", "-n", "--check-creds", "-p", name,
-			"-c", writeFile("p.yml", "resources: [{name: r, type: mock, source: {password: ((secret))}}]\n"))
+		Expect(testenv.CreateSecret(ctx, s.env.Admin, credNS, "password", map[string]string{"value": "hunter2"})).To(Succeed())
+		Expect(testenv.CreateSecret(ctx, s.env.Admin, credNS, name+".login", map[string]string{"user": "u"})).To(Succeed())
+		config := writeFile("p.yml", `resources:
+- name: r
+  type: mock
+  source: {password: ((password)), user: ((login.user))}
+jobs:
+- name: j
+  plan:
+  - get: r
+  - task: t
+    params: {TOKEN: ((token))}
+    config:
+      platform: linux
+      image_resource: {type: mock, source: {mirror_self: true}}
+      run: {path: "true"}
+`)
+		res := run(ctx, f, "set-pipeline", "-n", "--check-creds", "-p", name, "-c", config)
 		Expect(res.ExitCode).To(Equal(1), res.String())
-		Expect(res.Stderr).To(ContainSubstring("--check-creds is not supported"), res.String())
-		Expect(run(ctx, s.adminFly, "get-pipeline", "-p", name).Stderr).To(ContainSubstring("pipeline not found"))
+		Expect(res.Stderr).To(ContainSubstring("credential validation failed"), res.String())
+		Expect(res.Stderr).To(ContainSubstring(`job "j" task "t" params: undefined vars: token`), res.String())
+		Expect(res.Stderr).NotTo(ContainSubstring("hunter2"), res.String())
+		Expect(run(ctx, f, "get-pipeline", "-p", name).Stderr).To(ContainSubstring("pipeline not found"))
+		// Without the flag the vars are looked up when a build runs.
+		Expect(run(ctx, f, "set-pipeline", "-n", "-p", pipelineName("unchecked"), "-c", config).ExitCode).To(Equal(0))
+
+		Expect(testenv.CreateSecret(ctx, s.env.Admin, credNS, "token", map[string]string{"value": "t0k3n"})).To(Succeed())
+		res = succeed(ctx, f, "set-pipeline", "-n", "--check-creds", "-p", name, "-c", config)
+		Expect(res.Stdout).To(ContainSubstring("pipeline created!"), res.String())
+		Expect(succeed(ctx, f, "get-pipeline", "-p", name).Stdout).To(ContainSubstring("((token))"))
 	})
 
 	It("refuses a save from a stale config version with 409 and keeps the newer config", func(ctx SpecContext) {

@@ -21,6 +21,7 @@ import (
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/hijack"
@@ -190,6 +191,9 @@ type Deps struct {
 	Audit  blobstore.Store
 	Issuer *auth.Issuer
 	Log    *slog.Logger
+	// Credentials is the credential manager set-pipeline --check-creds
+	// looks vars up in (nil: none, every var is missing).
+	Credentials creds.Manager
 }
 
 // Server answers the API.
@@ -202,6 +206,7 @@ type Server struct {
 	audit  blobstore.Store
 	issuer *auth.Issuer
 	log    *slog.Logger
+	creds  creds.Manager
 	// oidc is the OIDC connector (nil: none).
 	oidc *auth.OIDC
 	// webhooks keeps the checks its calls are starting, across requests.
@@ -212,7 +217,7 @@ type Server struct {
 // when cfg has one.
 func New(cfg Config, deps Deps) (*Server, error) {
 	s := &Server{cfg: cfg, store: deps.Store, engine: deps.Engine, events: deps.Events, blobs: deps.Blobs, audit: deps.Audit,
-		issuer: deps.Issuer, log: deps.Log}
+		issuer: deps.Issuer, log: deps.Log, creds: deps.Credentials}
 	if s.audit == nil {
 		s.audit = s.blobs
 	}

@@ -627,11 +627,24 @@ func newTestAPIWithOIDC(t testing.TB, oidc *auth.OIDCConfig) *testAPI {
 	blobs.put("builds/1/steps/s1/result.json", []byte(`{"exit_status":0}`))
 	blobs.put("builds/1/steps/s1/log", []byte(`not JSON, not read`))
 	s, err := New(Config{ExternalURL: external, ServerID: "atc-0", BaseTypes: []string{"mock", "registry-image"}, ArtifactWorker: "w1",
-		BlobstoreBucket: "porter", OIDC: oidc}, Deps{Store: store, Engine: engine, Events: engine, Blobs: blobs, Issuer: iss, Log: discardLog()})
+		BlobstoreBucket: "porter", OIDC: oidc}, Deps{Store: store, Engine: engine, Events: engine, Blobs: blobs, Issuer: iss, Log: discardLog(),
+		Credentials: fakeCreds{"main/p/token": "t0k3n", "main/login": map[string]any{"user": "u"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &testAPI{Server: s, store: store, engine: engine, blobs: blobs, issuer: iss}
+}
+
+// fakeCreds is a credential manager: "team/pipeline/name" or "team/name"
+// to the value.
+type fakeCreds map[string]any
+
+func (f fakeCreds) Lookup(_ context.Context, team, pipeline, name string) (any, bool, error) {
+	if v, ok := f[team+"/"+pipeline+"/"+name]; ok {
+		return v, true, nil
+	}
+	v, ok := f[team+"/"+name]
+	return v, ok, nil
 }
 
 // token is a bearer token of a local user with roles (team -> role).

@@ -17,6 +17,7 @@ import (
 	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/creds/credcheck"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/httpreply"
 	"github.com/porter-ci/porter/pkg/names"
@@ -332,15 +333,11 @@ type saveConfigResponse struct {
 
 // handleSaveConfig is `fly set-pipeline`: 201 for a new pipeline (created
 // paused, as in Concourse), 200 for an update, 400 with the errors for a
-// config that is not valid, 409 when the config changed since fly read it.
+// config that is not valid or (check_creds) names credentials the team's
+// credential manager lacks, 409 when the config changed since fly read it.
 // Nothing is saved unless the whole config is.
 func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
-	q := r.URL.Query()
-	if _, ok := q["check_creds"]; ok {
-		httpreply.JSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{
-			"--check-creds is not supported by this server: credentials are looked up when a build runs; set the pipeline without it"}})
-		return
-	}
+	_, checkCreds := r.URL.Query()["check_creds"]
 	ref, err := pipelineRef(r)
 	if err != nil {
 		httpreply.JSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
@@ -383,6 +380,12 @@ func (s *Server) handleSaveConfig(w http.ResponseWriter, r *http.Request, _ auth
 	if len(errs) > 0 {
 		httpreply.JSON(w, http.StatusBadRequest, saveConfigResponse{Errors: errs, Warnings: warnings})
 		return
+	}
+	if checkCreds {
+		if err := credcheck.Check(r.Context(), s.creds, team.Name, ref.Name, *cfg); err != nil {
+			httpreply.JSON(w, http.StatusBadRequest, saveConfigResponse{Errors: []string{err.Error()}})
+			return
+		}
 	}
 
 	p, created, err := s.store.SavePipelineInstance(r.Context(), team.ID, ref, *cfg, from)

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -210,7 +211,12 @@ func TestSaveConfig(t *testing.T) {
 		{name: "since version", pipeline: "p", body: validYAML, hdr: append(yaml, "X-Concourse-Config-Version", "3"), code: 200},
 		{name: "bad version", pipeline: "p", body: validYAML, hdr: append(yaml, "X-Concourse-Config-Version", "three"), code: 400,
 			says: `config version is malformed: "three"`},
-		{name: "check creds", pipeline: "p", query: "?check_creds", body: validYAML, hdr: yaml, code: 400, says: "--check-creds is not supported"},
+		{name: "check creds", pipeline: "p", query: "?check_creds", body: credsYAML("((token))", "((login.user))"), hdr: yaml, code: 200},
+		{name: "check creds of an instance", pipeline: "p", query: "?check_creds&vars=%7B%22b%22%3A1%7D", body: credsYAML("((token))", "x"), hdr: yaml, code: 201, saved: "p/b:1"},
+		{name: "check creds missing", pipeline: "p", query: "?check_creds", body: credsYAML("((nope))", "((login.name))"), hdr: yaml, code: 400,
+			says: "credential validation failed\n\n2 errors occurred:\n\t* resource \"r\" source: undefined vars: nope\n\t* job \"j\" task \"t\" params: missing field 'name' in var: login.name\n\n"},
+		{name: "check creds of another pipeline", pipeline: "q", query: "?check_creds", body: credsYAML("((token))", "x"), hdr: yaml, code: 400, says: "undefined vars: token"},
+		{name: "unchecked creds", pipeline: "p", body: credsYAML("((nope))", "x"), hdr: yaml, code: 200},
 		{name: "instance vars", pipeline: "p", query: "?vars=%7B%22branch%22%3A%22y%22%7D", body: validYAML, hdr: yaml, code: 201, saved: "p/branch:y"},
 		{name: "bad instance vars", pipeline: "p", query: "?vars=%5B%5D", body: validYAML, hdr: yaml, code: 400, says: "is not a JSON object"},
 		{name: "bad name", pipeline: "a%20b", body: validYAML, hdr: yaml, code: 400, says: `"a b" is not a valid name`},
@@ -245,6 +251,13 @@ func TestSaveConfig(t *testing.T) {
 	wantError(t, ans, http.StatusUnsupportedMediaType, `content type "text/plain": send application/x-yaml or application/json`)
 	want404(t, a.do(t, "PUT", "/api/v1/teams/nope/pipelines/p/config", a.roleIn(t, "admin"), validYAML, yamlHeader, "application/x-yaml"),
 		"Not Found", `team "nope": not found`)
+}
+
+// credsYAML is a pipeline whose resource's source has token and whose task
+// params have param.
+func credsYAML(token, param string) string {
+	return fmt.Sprintf("resources: [{name: r, type: mock, source: {token: %q}}]\n"+
+		"jobs: [{name: j, plan: [{get: r}, {task: t, params: {P: %q}, config: {platform: linux, image_resource: {type: mock, source: {}}, run: {path: \"true\"}}}]}]\n", token, param)
 }
 
 func TestOrderPipelines(t *testing.T) {

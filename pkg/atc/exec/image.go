@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
 	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskimage"
@@ -46,7 +47,8 @@ func (x *RunState) noteFetched(gp *concourse.GetPlan, version map[string]string)
 	if x.fetched == nil {
 		x.fetched = map[string]taskimage.Fetched{}
 	}
-	x.fetched[gp.Name] = taskimage.Fetched{Type: gp.Type, Source: gp.Source, Version: version}
+	x.fetched[gp.Name] = taskimage.Fetched{Type: gp.Type, Source: gp.Source, Version: version,
+		MirrorSelf: basetypes.MirrorsSelf(gp.Type, gp.TypeImage, gp.Source, gp.Params)}
 }
 
 // artifactImage is the image a registry-image-like get of the build
@@ -63,6 +65,13 @@ func (x *RunState) artifactImage(ctx context.Context, tp *concourse.TaskPlan) (t
 		return taskimage.Image{}, fmt.Errorf("task %q: image artifact %q does not exist: no get step of the build fetched it before the task", tp.Name, name)
 	case !fetched:
 		return taskimage.Image{}, fmt.Errorf("task %q: image artifact %q was not fetched by a get step (a task's output or an uploaded input cannot be an image); image: names the artifact of a registry-image get", tp.Name, name)
+	case f.MirrorSelf:
+		// A mock mirroring itself fetched its own image, as in Concourse.
+		ref, ok := x.mockImage()
+		if !ok {
+			return taskimage.Image{}, fmt.Errorf("task %q: image artifact %q is a mock mirroring itself, but this server has no image for base type %q", tp.Name, name, basetypes.Mock)
+		}
+		return taskimage.Image{Ref: ref}, nil
 	}
 	source, err := x.stepVars(nil).InterpolateMap(ctx, f.Source)
 	if err != nil {

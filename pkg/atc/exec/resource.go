@@ -278,6 +278,9 @@ func (x *RunState) resourceImage(ctx context.Context, step resourceStep) (string
 		}
 		return image, nil
 	}
+	if image, ok := x.mirroredTypeImage(ti); ok {
+		return image, nil
+	}
 	var (
 		source  map[string]any
 		version map[string]string
@@ -322,6 +325,26 @@ func (x *RunState) resourceImage(ctx context.Context, step resourceStep) (string
 		return "", fmt.Errorf("resource type %q: its image comes from a %q resource, but only registry-image-like types (source.repository and a version with a sha256 digest) can give an image", step.typ, typ)
 	}
 	return repo + "@" + digest, nil
+}
+
+// mirroredTypeImage is the image of a resource type that is a mock
+// mirroring itself (basetypes.TypeMirrorsSelf): the mock type's own image.
+func (x *RunState) mirroredTypeImage(ti concourse.TypeImage) (string, bool) {
+	if !basetypes.TypeMirrorsSelf(ti) {
+		return "", false
+	}
+	return x.mockImage()
+}
+
+// mockImage is the image of the base type mock, which a mock mirroring
+// itself gives.
+func (x *RunState) mockImage() (string, bool) {
+	types := x.r.cfg.BaseResourceTypes
+	if types == nil {
+		types = basetypes.Images()
+	}
+	image, ok := types[basetypes.Mock]
+	return image, ok
 }
 
 // registerResourceStep is registerStep for a resource step: its events

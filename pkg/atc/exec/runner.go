@@ -169,7 +169,7 @@ func New(cfg Config, deps Deps) *Runner {
 	}
 	return &Runner{cfg: cfg, engine: deps.Engine, db: deps.Store, store: deps.Blobs, pods: deps.Runtime, creds: deps.Credentials,
 		tracer: deps.Tracer, log: log, images: taskimage.Resolver{Cache: imagecache.New(taskimage.CacheTTL, taskimage.CacheSize),
-			BaseTypes: basetypes.Names(cfg.BaseResourceTypes), Defaults: cfg.BaseResourceTypeDefaults},
+			BaseTypes: basetypes.Names(cfg.BaseResourceTypes), Defaults: cfg.BaseResourceTypeDefaults, BaseImages: cfg.BaseResourceTypes},
 		checkPods: checkpods.NewPool(deps.Sessions, cfg.CheckPodLifetime, cfg.CheckPodMaxChecks), delegates: deps.Delegates}
 }
 

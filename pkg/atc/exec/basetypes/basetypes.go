@@ -25,6 +25,42 @@ func Images() map[string]string {
 	}
 }
 
+// Mock is the base type whose resource can be its own image.
+const Mock = "mock"
+
+// MirrorsSelf says whether a resource of type typ (ti: how its type's
+// image is obtained) with source and get params gives its own image, as
+// Concourse's mock does: it asks to (source.mirror_self or
+// params.mirror_self_via_params), and its type is the base mock or a
+// pipeline's type whose image is such a mock (TypeMirrorsSelf). Its image
+// is then the base mock type's, and no check or get need run for it.
+func MirrorsSelf(typ string, ti concourse.TypeImage, source, params map[string]any) bool {
+	self, _ := source["mirror_self"].(bool)
+	viaParams, _ := params["mirror_self_via_params"].(bool)
+	if !self && !viaParams {
+		return false
+	}
+	if ti.CheckPlan == nil && ti.GetPlan == nil {
+		return typ == Mock && cmp.Or(ti.BaseType, typ) == Mock
+	}
+	return TypeMirrorsSelf(ti)
+}
+
+// TypeMirrorsSelf says whether ti, the image of a pipeline's resource type,
+// is a mock mirroring itself: the type is of type mock (or of such a type)
+// with mirror_self in its source or mirror_self_via_params in its params.
+func TypeMirrorsSelf(ti concourse.TypeImage) bool {
+	if ti.CheckPlan == nil || ti.CheckPlan.Check == nil {
+		return false
+	}
+	c := ti.CheckPlan.Check
+	var params map[string]any
+	if ti.GetPlan != nil && ti.GetPlan.Get != nil {
+		params = ti.GetPlan.Get.Params
+	}
+	return MirrorsSelf(c.Type, c.TypeImage, c.Source, params)
+}
+
 // Names are the names of the base resource types (nil: Images).
 func Names(types map[string]string) []string {
 	if types == nil {

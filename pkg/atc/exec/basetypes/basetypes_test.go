@@ -1,6 +1,7 @@
 package basetypes
 
 import (
+	"cmp"
 	"reflect"
 	"testing"
 
@@ -51,5 +52,55 @@ func TestSource(t *testing.T) {
 	types := []concourse.ResourceType{{Name: "my-registry", Type: "registry-image", Defaults: map[string]any{"tag": "stable"}}}
 	if got := s.Source("my-registry", types, map[string]any{"repository": "busybox"}); !reflect.DeepEqual(got, map[string]any{"repository": "busybox", "tag": "stable"}) {
 		t.Errorf("pipeline type: %v", got)
+	}
+}
+
+// typeImage is the image of a pipeline's type of type typ with source and
+// params, as pkg/pipeline plans it.
+func typeImage(typ string, parent concourse.TypeImage, source, params map[string]any) concourse.TypeImage {
+	return concourse.TypeImage{BaseType: cmp.Or(parent.BaseType, typ),
+		CheckPlan: &concourse.Plan{ID: "c", Check: &concourse.CheckPlan{Type: typ, Source: source, TypeImage: parent}},
+		GetPlan:   &concourse.Plan{ID: "g", Get: &concourse.GetPlan{Type: typ, Source: source, Params: params}}}
+}
+
+func TestMirrorsSelf(t *testing.T) {
+	base := concourse.TypeImage{BaseType: "mock"}
+	self := map[string]any{"mirror_self": true}
+	viaParams := map[string]any{"mirror_self_via_params": true}
+	// Concourse's testflight types: a mock mirroring itself by source or
+	// by params, a type of that type mirroring itself again, and types
+	// that do not mirror.
+	mirroring := typeImage("mock", base, self, nil)
+	mirroringByParams := typeImage("mock", base, nil, viaParams)
+	ofMirroring := typeImage("custom", mirroring, self, nil)
+	notAsked := typeImage("mock", base, map[string]any{"check_failure": "x"}, nil)
+	ownMock := typeImage("registry-image", concourse.TypeImage{BaseType: "registry-image"}, map[string]any{"repository": "x"}, nil)
+	for _, c := range []struct {
+		name           string
+		typ            string
+		ti             concourse.TypeImage
+		source, params map[string]any
+		want           bool
+	}{
+		{"source", "mock", base, self, nil, true},
+		{"params", "mock", base, nil, viaParams, true},
+		{"no type image", "mock", concourse.TypeImage{}, self, nil, true},
+		{"not asked", "mock", base, map[string]any{"mirror_self": "yes"}, nil, false},
+		{"another base type", "git", concourse.TypeImage{BaseType: "git"}, self, nil, false},
+		{"a type mirroring itself", "custom", mirroring, self, nil, true},
+		{"a type mirroring itself by params", "custom", mirroringByParams, self, nil, true},
+		{"a type of a type mirroring itself", "custom2", ofMirroring, self, nil, true},
+		{"a type mirroring itself, not asked", "custom", mirroring, nil, nil, false},
+		{"a mock type not mirroring", "custom", notAsked, self, nil, false},
+		{"a pipeline's own type named mock", "mock", ownMock, self, nil, false},
+	} {
+		if got := MirrorsSelf(c.typ, c.ti, c.source, c.params); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	for ti, want := range map[*concourse.TypeImage]bool{&base: false, &mirroring: true, &mirroringByParams: true, &ofMirroring: true, &notAsked: false, &ownMock: false} {
+		if got := TypeMirrorsSelf(*ti); got != want {
+			t.Errorf("TypeMirrorsSelf(%+v) = %v, want %v", ti.CheckPlan, got, want)
+		}
 	}
 }

@@ -52,6 +52,9 @@ type Fetched struct {
 	Type    string
 	Source  map[string]any
 	Version map[string]string
+	// MirrorSelf: the get was of a mock mirroring itself
+	// (basetypes.MirrorsSelf), whose image is the base mock type's.
+	MirrorSelf bool
 }
 
 // FromGet is the image a registry-image-like get fetched: its source's
@@ -74,6 +77,27 @@ type Resolver struct {
 	Cache     *imagecache.Cache
 	BaseTypes []string
 	Defaults  basetypes.Defaults
+	// BaseImages are the base types' images (nil: basetypes.Images), for
+	// a mock image_resource that mirrors itself.
+	BaseImages map[string]string
+}
+
+// mirrorSelf is the image of a base mock image_resource that mirrors
+// itself (basetypes.MirrorsSelf): the image the server runs the mock type
+// in, with no check, as a step pod runs an image and not a fetched rootfs.
+func (r Resolver) mirrorSelf(ti concourse.TypeImage, ir *taskconfig.ImageResource, source map[string]any) (Image, bool, error) {
+	if !basetypes.MirrorsSelf(ir.Type, ti, source, ir.Params) {
+		return Image{}, false, nil
+	}
+	images := r.BaseImages
+	if images == nil {
+		images = basetypes.Images()
+	}
+	ref, ok := images[basetypes.Mock]
+	if !ok {
+		return Image{}, true, fmt.Errorf("mirror_self: this server has no image for base type %q", basetypes.Mock)
+	}
+	return Image{Ref: ref}, true, nil
 }
 
 // Request is one task's image_resource to resolve.
@@ -110,6 +134,9 @@ func (r Resolver) ImageResource(ctx context.Context, req Request) (Image, error)
 		return Image{}, err
 	}
 	source := r.Defaults.Source(ir.Type, types, ir.Source)
+	if img, ok, err := r.mirrorSelf(ti, ir, source); ok {
+		return img, err
+	}
 	// Checked before any pod runs: without a repository no check can give
 	// an image.
 	repository, err := taskconfig.ImageRepository(source)
