@@ -74,7 +74,6 @@ func (e execEngine) Proceed(stepID string, p *eventspb.Proceed) error {
 	return nil
 }
 
-
 // credentials is the credential manager of a server: Vault when
 // configured, else Kubernetes Secrets in the team's namespace.
 func (s *Server) credentials() creds.Manager {

@@ -91,7 +91,7 @@ run: {path: sh, args: [-c, 'echo "read $(cat out/v)"']}`),
 		// The audit trail has what the go-ahead gave: the input's key,
 		// under the prefix of the step that made it.
 		audit := succeed(ctx, f, "curl", "/api/v1/builds/"+id+"/audit")
-		Expect(audit.Stdout).To(MatchRegexp(`"step_name":"use"[^}]*"inputs":\[\{"name":"out","key":"blobs/main/b`+id+`-make-`))
+		Expect(audit.Stdout).To(MatchRegexp(`"step_name":"use"[^}]*"inputs":\[\{"name":"out","key":"blobs/main/b` + id + `-make-`))
 	})
 
 	It("withdraws the pods declared ahead when a step fails: their processes never start, and their audit records say why", func(ctx SpecContext) {

@@ -105,6 +105,29 @@ func (x *RunState) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod
 	}
 }
 
+// declaredPod is the first pod of a step that was declared ahead: the
+// step runs in it once given the go-ahead.
+type declaredPod struct {
+	st        *StepState
+	container db.Container
+	proceed   *eventspb.Proceed
+}
+
+// startDeclared gives the declared pod its go-ahead (nil), or says why the
+// step errored.
+func (x *RunState) startDeclared(ctx context.Context, dp *declaredPod) *eventspb.StepFinished {
+	s := x.r
+	if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
+		return s.db.SetContainerState(ctx, dp.container.Handle, concourse.ContainerCreated)
+	}); err != nil {
+		s.log.Warn("container state", "container", dp.container.Handle, "err", err)
+	}
+	if err := s.engine.Proceed(dp.st.ID(), dp.proceed); err != nil {
+		return Errored(fmt.Sprintf("give the step's pod its go-ahead: %v", err))
+	}
+	return nil
+}
+
 // createAttempt records the container of one attempt of the step, creates
 // its pod and follows it to its end.
 func (x *RunState) createAttempt(ctx context.Context, sp stepPod, a *action.Action, attempt int) (*StepState, *eventspb.StepFinished, error) {

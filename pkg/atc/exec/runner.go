@@ -177,6 +177,7 @@ func New(cfg Config, deps Deps) *Runner {
 // error (ErrAborted for an abort, the context's cause when it ended).
 func (s *Runner) Run(ctx context.Context, b *buildstate.Build, plan *concourse.Plan) (bool, error) {
 	x := newRunState(s, b)
+	x.dropInheritedAhead(ctx)
 	defer x.endAhead(ctx)
 	return x.Run(ctx, plan)
 }

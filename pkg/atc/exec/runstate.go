@@ -8,6 +8,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
+	"github.com/porter-ci/porter/pkg/atc/exec/lookahead"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskimage"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -41,10 +42,8 @@ type RunState struct {
 	// noteFetched), for tasks whose image: names it.
 	fetched map[string]taskimage.Fetched
 
-	// ahead are the pods declared ahead of their tasks' turn, by plan;
-	// aheadWG counts their declarations and withdrawals in flight.
-	ahead   map[concourse.PlanID]*aheadPod
-	aheadWG sync.WaitGroup
+	// ahead are the pods declared ahead of their tasks' turn.
+	ahead lookahead.Pods[*aheadPod]
 
 	// locals are the build's local vars (load_var's); an across run
 	// carries its own child scope in its context.
