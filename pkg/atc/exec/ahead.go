@@ -98,6 +98,11 @@ func (x *RunState) withdrawAhead(ctx context.Context, rest []concourse.Plan, why
 // record keeps (a pod whose sidecar has not connected yet is deleted at
 // once), then the pod and its records go.
 func (x *RunState) withdraw(ctx context.Context, ap *aheadPod, why string) {
+	if errors.Is(context.Cause(ctx), ErrShutdown) {
+		// The tasks still run, in the build the next server resumes: it
+		// drops the pods declared here (State.Ahead) and declares its own.
+		return
+	}
 	wctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
 	stop(errors.New(why))
 	fin := x.r.engine.Supervise(wctx, ap.st)

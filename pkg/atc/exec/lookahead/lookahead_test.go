@@ -1,0 +1,165 @@
+package lookahead
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/concourse"
+)
+
+func task(id, config string) concourse.Plan {
+	return concourse.Plan{ID: concourse.PlanID(id), Task: &concourse.TaskPlan{Name: id, Config: json.RawMessage(config)}}
+}
+
+const (
+	plain   = `{"platform":"linux","image_resource":{"type":"registry-image","source":{"repository":"busybox"}},"run":{"path":"true"}}`
+	makesMe = `{"platform":"linux","image_resource":{"type":"registry-image","source":{"repository":"busybox"}},"outputs":[{"name":"me"}],"run":{"path":"true"}}`
+)
+
+func ids(ds []Decl) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, string(d.Plan.ID))
+	}
+	return out
+}
+
+func TestWindow(t *testing.T) {
+	get := concourse.Plan{ID: "g", Get: &concourse.GetPlan{Name: "repo", Type: "git"}}
+	loadVar := concourse.Plan{ID: "lv", LoadVar: &concourse.LoadVarPlan{Name: "v", File: "me/v"}}
+	fromFile := concourse.Plan{ID: "file", Task: &concourse.TaskPlan{Name: "file", ConfigPath: "repo/task.yml"}}
+	imageArtifact := task("img", plain)
+	imageArtifact.Task.ImageArtifactName = "repo"
+	current := task("t0", makesMe)
+	for _, tc := range []struct {
+		name string
+		rest []concourse.Plan
+		n    int
+		want []string
+		made map[string][]string // a declared task's made names
+	}{
+		{name: "the next tasks, at most n", rest: []concourse.Plan{task("t1", plain), task("t2", plain), task("t3", plain)}, n: 2, want: []string{"t1", "t2"}},
+		{name: "a get between: its artifact is made later", rest: []concourse.Plan{get, task("t1", plain)}, n: 4, want: []string{"t1"},
+			made: map[string][]string{"t1": {"me", "repo"}}},
+		{name: "stops at a load_var (its var may change the next tasks)", rest: []concourse.Plan{task("t1", plain), loadVar, task("t2", plain)}, n: 4, want: []string{"t1"}},
+		{name: "a task whose config is a file is not declared, and its outputs are unknown", rest: []concourse.Plan{fromFile, task("t2", plain)}, n: 4, want: nil},
+		{name: "a task whose image is an artifact is not declared, the next is", rest: []concourse.Plan{imageArtifact, task("t2", plain)}, n: 4, want: []string{"t2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Window(&current, tc.rest, tc.n)
+			if !slices.Equal(ids(got), tc.want) {
+				t.Fatalf("declared %v, want %v", ids(got), tc.want)
+			}
+			for _, d := range got {
+				want, ok := tc.made[string(d.Plan.ID)]
+				if !ok {
+					continue
+				}
+				var made []string
+				for name := range d.Made {
+					made = append(made, name)
+				}
+				slices.Sort(made)
+				if !slices.Equal(made, want) {
+					t.Errorf("%s: made later %v, want %v", d.Plan.ID, made, want)
+				}
+			}
+		})
+	}
+	if got := Window(&loadVar, []concourse.Plan{task("t1", plain)}, 4); got != nil {
+		t.Errorf("after a running load_var: declared %v, want none", ids(got))
+	}
+}
+
+func TestGateAndResolve(t *testing.T) {
+	artifacts := map[string]api.ArtifactRef{"old": {Key: "k-old", Digest: "d-old"}}
+	find := func(name string) (api.ArtifactRef, bool) { r, ok := artifacts[name]; return r, ok }
+	lookup := Lookup(map[string]bool{"made": true, "maybe": true}, find)
+	a := &action.Action{StepID: "s", Build: action.Build{ID: "1", Team: "main"}, StepName: "t", Type: action.KindTask,
+		Run: action.Run{Path: "true"}, WorkDir: "/tmp/build/x"}
+	for _, in := range []struct {
+		name     string
+		optional bool
+	}{{"old", false}, {"made", false}, {"maybe", true}} {
+		ref, _ := lookup(in.name)
+		a.Inputs = append(a.Inputs, action.Input{Name: in.name, Path: in.name, Key: ref.Key, Digest: ref.Digest, Optional: in.optional})
+	}
+	if err := Gate(a); err != nil {
+		t.Fatalf("Gate: %v", err)
+	}
+	if !a.Gated || a.Inputs[0].Key != "k-old" || a.Inputs[1].From != "made" || a.Inputs[1].Key != "" || a.Inputs[2].From != "maybe" {
+		t.Fatalf("gated action's inputs %+v", a.Inputs)
+	}
+
+	// At the turn: "made" was made, optional "maybe" was not.
+	artifacts["made"] = api.ArtifactRef{Key: "k-made", Digest: "d-made"}
+	proceed, resolved, ok := Resolve(a, find)
+	if !ok {
+		t.Fatal("Resolve: not ok, though every needed input was made")
+	}
+	if len(proceed.Inputs) != 1 || proceed.Inputs[0].GetName() != "made" || proceed.Inputs[0].GetKey() != "k-made" {
+		t.Errorf("go-ahead %v, want made's key only", proceed.Inputs)
+	}
+	if resolved.Gated || resolved.Inputs[1].Key != "k-made" || resolved.Inputs[1].From != "" || resolved.Inputs[2].From != "" {
+		t.Errorf("resolved inputs %+v", resolved.Inputs)
+	}
+	if err := resolved.Validate(); err != nil {
+		t.Errorf("the resolved action is invalid: %v", err)
+	}
+	if a.Inputs[1].From != "made" {
+		t.Error("Resolve changed the gated action")
+	}
+
+	delete(artifacts, "made")
+	if _, _, ok := Resolve(a, find); ok {
+		t.Error("Resolve: ok, though a needed input was not made")
+	}
+}
+
+func TestPods(t *testing.T) {
+	var ps Pods[string]
+	var mu sync.Mutex
+	var withdrawn []string
+	withdraw := func(p string) { mu.Lock(); withdrawn = append(withdrawn, p); mu.Unlock() }
+	declared := 0
+	for _, id := range []string{"a", "b", "c", "a"} {
+		ps.Declare(concourse.PlanID(id), func() (string, error) { mu.Lock(); declared++; mu.Unlock(); return "pod-" + id, nil })
+	}
+	ps.Declare("broken", func() (string, error) { return "", errors.New("no worker") })
+
+	if pod, ok, err := ps.Take(context.Background(), "a", withdraw); !ok || err != nil || pod != "pod-a" {
+		t.Fatalf("Take(a) = %q, %v, %v", pod, ok, err)
+	}
+	if _, ok, _ := ps.Take(context.Background(), "a", withdraw); ok {
+		t.Error("a was taken twice")
+	}
+	if _, ok, err := ps.Take(context.Background(), "broken", withdraw); ok || err == nil {
+		t.Errorf("Take(broken) = %v, %v: want not ok and why", ok, err)
+	}
+	ps.Withdraw([]concourse.Plan{{ID: "b"}, {ID: "nothing"}}, withdraw)
+	ps.WithdrawAll(withdraw)
+	slices.Sort(withdrawn)
+	if !slices.Equal(withdrawn, []string{"pod-b", "pod-c"}) || declared != 3 {
+		t.Errorf("withdrawn %v after %d declarations, want pod-b and pod-c after 3", withdrawn, declared)
+	}
+
+	// A take whose step stopped withdraws the pod.
+	ctx, cancel := context.WithCancel(context.Background())
+	release := make(chan struct{})
+	ps.Declare("slow", func() (string, error) { <-release; return "pod-slow", nil })
+	cancel()
+	if _, ok, _ := ps.Take(ctx, "slow", withdraw); ok {
+		t.Error("a take whose context ended got the pod")
+	}
+	close(release)
+	ps.WithdrawAll(withdraw)
+	if !slices.Contains(withdrawn, "pod-slow") {
+		t.Errorf("withdrawn %v: the slow pod was left", withdrawn)
+	}
+}
