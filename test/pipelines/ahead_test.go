@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/podspec"
 )
 
 // stepPods are the step pods of build id in the suite's namespace, by
@@ -128,5 +129,47 @@ jobs:
 
 		audit := succeed(ctx, f, "curl", "/api/v1/builds/"+id+"/audit")
 		Expect(audit.Stdout).To(ContainSubstring("not run: an earlier step failed"))
+	})
+
+	It("withdraws the pods waiting ahead when the build is aborted", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("abort-ahead")
+		setPipeline(ctx, f, p, fmt.Sprintf(`
+jobs:
+- name: j
+  plan:
+  - task: long
+    config:
+%s  - task: next
+    config:
+%s`,
+			busyboxTask("      ", `run: {path: sh, args: [-c, 'echo long-started; sleep 120']}`),
+			busyboxTask("      ", `run: {path: sh, args: [-c, 'echo SHOULD-NOT-RUN']}`)))
+		succeed(ctx, f, "trigger-job", "-j", p+"/j")
+		var id string
+		Eventually(func(g Gomega) {
+			builds := jobBuilds(ctx, f, p, "j")
+			g.Expect(builds).NotTo(BeEmpty())
+			id = fmt.Sprint(int64(builds[0]["id"].(float64)))
+			// next's pod is declared while long runs, and waits.
+			pods := stepPods(ctx, id)
+			g.Expect(pods).To(HaveKey("long"))
+			g.Expect(pods).To(HaveKey("next"))
+			g.Expect(pods["next"].Gated).To(BeTrue())
+			// Its sidecar is up (and connects at once): told why, it records
+			// it. A pod aborted before its sidecar runs is just deleted.
+			pod, err := s.env.Admin.CoreV1().Pods(s.ns.Name).Get(ctx, podspec.Name(pods["next"].StepID), metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+		time.Sleep(time.Second)
+		succeed(ctx, f, "abort-build", "-b", id)
+		watch := run(ctx, f, "watch", "-b", id)
+		Expect(watch.Stdout).To(ContainSubstring("aborted"))
+		Expect(watch.Stdout).NotTo(ContainSubstring("SHOULD-NOT-RUN"))
+		Eventually(func(g Gomega) {
+			g.Expect(stepPods(ctx, id)).NotTo(HaveKey("next"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(succeed(ctx, f, "curl", "/api/v1/builds/"+id+"/audit").Stdout).To(ContainSubstring("not run: the build was aborted"))
 	})
 })
