@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/porter-ci/porter/pkg/sidecar"
+	"github.com/porter-ci/porter/pkg/sidecar/entrypoint"
 	"github.com/porter-ci/porter/pkg/telemetry"
 )
 
@@ -36,7 +37,7 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], commands{
 		install:    install,
 		sidecar:    runSidecar,
-		entrypoint: sidecar.RunEntrypoint,
+		entrypoint: entrypoint.RunEntrypoint,
 		stdout:     os.Stdout,
 		stderr:     os.Stderr,
 	}))
@@ -53,7 +54,7 @@ const usage = `usage:
 type commands struct {
 	install    func(dir string) error
 	sidecar    func(ctx context.Context, log *slog.Logger) error
-	entrypoint func(ctx context.Context, cfg sidecar.EntrypointConfig) int
+	entrypoint func(ctx context.Context, cfg entrypoint.EntrypointConfig) int
 	stdout     io.Writer
 	stderr     io.Writer
 }
@@ -114,19 +115,19 @@ func (c commands) rootCommand() *cobra.Command {
 	}
 
 	var socket string
-	entrypoint := &cobra.Command{
+	entrypointCmd := &cobra.Command{
 		Use:   "entrypoint [--socket PATH] -- CMD [ARGS...]",
 		Short: "Wrap the step's process (main container)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// args: everything after "--" (or from the first non-flag),
 			// untouched.
-			return exitCode(c.entrypoint(cmd.Context(), sidecar.EntrypointConfig{
+			return exitCode(c.entrypoint(cmd.Context(), entrypoint.EntrypointConfig{
 				SocketPath: socket, Argv: args, Stdout: os.Stdout, Stderr: os.Stderr, Log: log(cmd)}))
 		},
 	}
-	entrypoint.Flags().StringVar(&socket, "socket", envOr("PORTER_SOCKET", defaultSocket), "control socket shared with the sidecar")
+	entrypointCmd.Flags().StringVar(&socket, "socket", envOr("PORTER_SOCKET", defaultSocket), "control socket shared with the sidecar")
 	// The step's own flags are its command's, not porter's.
-	entrypoint.Flags().SetInterspersed(false)
+	entrypointCmd.Flags().SetInterspersed(false)
 
 	sidecarCmd := &cobra.Command{
 		Use:   "sidecar",
@@ -151,7 +152,7 @@ func (c commands) rootCommand() *cobra.Command {
 			return nil
 		},
 	}
-	root.AddCommand(install, entrypoint, sidecarCmd, version)
+	root.AddCommand(install, entrypointCmd, sidecarCmd, version)
 	return root
 }
 

@@ -11,13 +11,14 @@ import (
 
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/sidecar"
+	"github.com/porter-ci/porter/pkg/sidecar/entrypoint"
 )
 
 // fakeRun runs porter ARGS... with its work recorded instead of done.
 type fakeRun struct {
 	installed  []string
 	sidecars   int
-	entrypoint *sidecar.EntrypointConfig
+	entrypoint *entrypoint.EntrypointConfig
 	stdout     bytes.Buffer
 	stderr     bytes.Buffer
 }
@@ -32,7 +33,7 @@ func (f *fakeRun) run(args ...string) int {
 			return nil
 		},
 		sidecar: func(context.Context, *slog.Logger) error { f.sidecars++; return nil },
-		entrypoint: func(_ context.Context, cfg sidecar.EntrypointConfig) int {
+		entrypoint: func(_ context.Context, cfg entrypoint.EntrypointConfig) int {
 			f.entrypoint = &cfg
 			return 42
 		},

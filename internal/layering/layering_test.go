@@ -25,6 +25,8 @@ var rules = []struct {
 		[]string{"pkg/atc/...", "pkg/pipeline", "pkg/concourse", "pkg/db/...", "pkg/scheduler"}},
 	{"pkg/sidecar/...", "the step runtime knows nothing of pipelines or the server",
 		[]string{"pkg/atc/...", "pkg/pipeline", "pkg/concourse", "pkg/db/...", "pkg/scheduler"}},
+	{"pkg/sidecar/entrypoint", "the entrypoint (main container) obeys the sidecar only over the control protocol (controlpb), never by importing the coordinator",
+		[]string{"pkg/sidecar"}},
 	{"pkg/stepserver", "the step runtime knows nothing of pipelines or the server",
 		[]string{"pkg/atc/...", "pkg/pipeline", "pkg/concourse", "pkg/db/...", "pkg/scheduler"}},
 	{"pkg/podwatch", "the step runtime knows nothing of pipelines or the server",

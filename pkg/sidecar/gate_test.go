@@ -16,6 +16,7 @@ import (
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/sidecar/controlpb"
+	"github.com/porter-ci/porter/pkg/sidecar/entrypoint"
 )
 
 // gateATC acknowledges every event and, when the step says it waits for
@@ -130,7 +131,7 @@ func runGated(t *testing.T, a *action.Action, answer *eventspb.ATCMessage) gateR
 	}()
 	t.Cleanup(func() { close(spy); <-forwarded })
 	runner := &fakeRunner{started: spy}
-	ep := NewEntrypointer(EntrypointConfig{Argv: []string{"/bin/true"}}, SocketWaiter(sock), runner)
+	ep := entrypoint.NewEntrypointer(entrypoint.EntrypointConfig{Argv: []string{"/bin/true"}}, entrypoint.SocketWaiter(sock), runner)
 	exit := make(chan int, 1)
 	go func() { exit <- ep.Run(ctx) }()
 

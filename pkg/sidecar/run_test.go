@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
+	"github.com/porter-ci/porter/pkg/sidecar/controlpb"
+	"github.com/porter-ci/porter/pkg/sidecar/entrypoint"
 )
 
 // ackingATC takes a step's stream and acknowledges every event at once.
@@ -49,6 +52,37 @@ type noArtifacts struct{ Artifacts }
 func (noArtifacts) PutAudit(context.Context, string, []byte, string) error { return nil }
 func (noArtifacts) Exists(context.Context, string) (bool, error)           { return false, nil }
 
+// fakeRunner is the entrypoint's Runner for the sidecar's tests: it starts
+// no process, but hands the test a fakeProcess to end.
+type fakeRunner struct {
+	started chan *fakeProcess
+}
+
+func (r *fakeRunner) Start([]string, *controlpb.Start, entrypoint.OutputFunc) (entrypoint.Process, error) {
+	p := &fakeProcess{done: make(chan struct{})}
+	r.started <- p
+	return p, nil
+}
+
+// fakeProcess ends when the test says, or on Stop as a process that obeys
+// TERM, marking why it was stopped as the real one does.
+type fakeProcess struct {
+	done   chan struct{}
+	once   sync.Once
+	exited *controlpb.Exited
+}
+
+func (p *fakeProcess) Done() <-chan struct{}     { return p.done }
+func (p *fakeProcess) Exited() *controlpb.Exited { <-p.done; return p.exited }
+func (p *fakeProcess) exit(e *controlpb.Exited) {
+	p.once.Do(func() { p.exited = e; close(p.done) })
+}
+
+func (p *fakeProcess) Stop(_ time.Duration, why entrypoint.StopReason) {
+	p.exit(&controlpb.Exited{ExitStatus: 143, Signal: "terminated",
+		Aborted: why == entrypoint.StopAborted, TimedOut: why == entrypoint.StopTimedOut})
+}
+
 // An idle step's sidecar, released by its entrypoint's exit while its
 // context is still live, has ended every goroutine it started (the session
 // forwarder among them) when Run returns.
@@ -66,7 +100,7 @@ func TestRunReturnsOnlyAfterItsGoroutinesEnded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sock := filepath.Join(t.TempDir(), "control.sock")
-	ep := NewEntrypointer(EntrypointConfig{Argv: []string{"/bin/idle"}}, SocketWaiter(sock),
+	ep := entrypoint.NewEntrypointer(entrypoint.EntrypointConfig{Argv: []string{"/bin/idle"}}, entrypoint.SocketWaiter(sock),
 		&fakeRunner{started: make(chan *fakeProcess, 1)})
 	exit := make(chan int, 1)
 	go func() { exit <- ep.Run(ctx) }()

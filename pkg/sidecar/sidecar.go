@@ -1,6 +1,9 @@
-// Package sidecar is the in-pod coordinator (`porter sidecar`), the entrypoint
-// wrapper around the step's process (`porter entrypoint`), and the local
-// control protocol between them.
+// Package sidecar is the in-pod coordinator (`porter sidecar`): it links
+// the step to the ATC, moves its artifacts, keeps its audit record and
+// serves the control socket that `porter entrypoint` (package
+// sidecar/entrypoint, the wrapper around the step's process in the main
+// container) attaches to, over the local control protocol (package
+// sidecar/controlpb).
 package sidecar
 
 import (
@@ -27,6 +30,7 @@ import (
 	"github.com/porter-ci/porter/pkg/redact"
 	"github.com/porter-ci/porter/pkg/resource"
 	"github.com/porter-ci/porter/pkg/sidecar/controlpb"
+	"github.com/porter-ci/porter/pkg/sidecar/entrypoint"
 )
 
 // Artifact is a stored directory.
@@ -465,7 +469,7 @@ func (r *run) execute(ctx context.Context) *Result {
 		res.Result, res.Error = Failed, fmt.Sprintf("timeout %s exceeded", a.Timeout.Duration)
 		return res
 	case exited.GetOomKilled():
-		res.Result, res.OOMKilled, res.Error = Failed, true, OutOfMemoryMessage(exited.GetMemoryLimit())
+		res.Result, res.OOMKilled, res.Error = Failed, true, entrypoint.OutOfMemoryMessage(exited.GetMemoryLimit())
 		return res
 	case exited.GetExitStatus() != 0:
 		res.Result = Failed

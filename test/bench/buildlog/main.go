@@ -49,7 +49,7 @@ func main() {
 	stepbench.MaybeServe()
 	var c config
 	flag.Int64Var(&c.bytes, "bytes", 10<<30, "bytes of output the build prints")
-	// pkg/sidecar's entrypoint reads a process's output 32 KiB at a time,
+	// pkg/sidecar/entrypoint reads a process's output 32 KiB at a time,
 	// and each read becomes one event.
 	flag.IntVar(&c.chunk, "chunk", 32<<10, "bytes of output per event")
 	// pkg/sidecar's outbox holds up to 32 MiB unacknowledged by default.

@@ -23,6 +23,7 @@ import (
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/sidecar"
 	"github.com/porter-ci/porter/pkg/sidecar/controlpb"
+	"github.com/porter-ci/porter/pkg/sidecar/entrypoint"
 )
 
 // simulator plays the kubelet's part that kwok does not: for every step pod
@@ -197,8 +198,8 @@ func (s *simulator) simulate(ctx context.Context, p *corev1.Pod, seen time.Time)
 	if len(argv) == 0 {
 		return fmt.Errorf("step container declares no command: %v %v", step.Command, step.Args)
 	}
-	ep := sidecar.NewEntrypointer(sidecar.EntrypointConfig{SocketPath: cfg.SocketPath, Argv: argv, Log: s.log},
-		sidecar.SocketWaiter(cfg.SocketPath), runner{s: s, seen: seen})
+	ep := entrypoint.NewEntrypointer(entrypoint.EntrypointConfig{SocketPath: cfg.SocketPath, Argv: argv, Log: s.log},
+		entrypoint.SocketWaiter(cfg.SocketPath), runner{s: s, seen: seen})
 	var wg sync.WaitGroup
 	wg.Go(func() { ep.Run(ctx) })
 	_, err = sidecar.Run(ctx, cfg)
@@ -213,7 +214,7 @@ type runner struct {
 	seen time.Time
 }
 
-func (r runner) Start(_ []string, _ *controlpb.Start, out sidecar.OutputFunc) (sidecar.Process, error) {
+func (r runner) Start(_ []string, _ *controlpb.Start, out entrypoint.OutputFunc) (entrypoint.Process, error) {
 	s := r.s
 	now := time.Now()
 	s.mu.Lock()
@@ -226,7 +227,7 @@ func (r runner) Start(_ []string, _ *controlpb.Start, out sidecar.OutputFunc) (s
 			break
 		}
 	}
-	p := &process{done: make(chan struct{}), stop: make(chan sidecar.StopReason, 1)}
+	p := &process{done: make(chan struct{}), stop: make(chan entrypoint.StopReason, 1)}
 	go func() {
 		defer s.running.Add(-1)
 		for i := range s.lines {
@@ -236,7 +237,7 @@ func (r runner) Start(_ []string, _ *controlpb.Start, out sidecar.OutputFunc) (s
 		case <-time.After(s.hold):
 			p.end(&controlpb.Exited{ExitStatus: 0})
 		case why := <-p.stop:
-			p.end(&controlpb.Exited{ExitStatus: 143, Signal: "terminated", Aborted: why == sidecar.StopAborted, TimedOut: why == sidecar.StopTimedOut})
+			p.end(&controlpb.Exited{ExitStatus: 143, Signal: "terminated", Aborted: why == entrypoint.StopAborted, TimedOut: why == entrypoint.StopTimedOut})
 		}
 	}()
 	return p, nil
@@ -244,7 +245,7 @@ func (r runner) Start(_ []string, _ *controlpb.Start, out sidecar.OutputFunc) (s
 
 type process struct {
 	done   chan struct{}
-	stop   chan sidecar.StopReason
+	stop   chan entrypoint.StopReason
 	exited *controlpb.Exited
 	once   sync.Once
 }
@@ -255,7 +256,7 @@ func (p *process) end(e *controlpb.Exited) {
 	p.once.Do(func() { p.exited = e; close(p.done) })
 }
 
-func (p *process) Stop(_ time.Duration, why sidecar.StopReason) {
+func (p *process) Stop(_ time.Duration, why entrypoint.StopReason) {
 	select {
 	case p.stop <- why:
 	default:

@@ -1,6 +1,6 @@
 //go:build !windows
 
-package sidecar
+package entrypoint
 
 import (
 	"os"

@@ -1,4 +1,12 @@
-package sidecar
+// Package entrypoint is `porter entrypoint -- CMD ARGS...`: the wrapper
+// around the step's process in the main container (a process of its own,
+// apart from the sidecar). The Entrypointer waits for the sidecar's control
+// socket (Waiter), attaches, runs the process when the sidecar says start
+// (Runner), reports its output and exit, stops it on abort or timeout, runs
+// intercept sessions beside it and exits once the sidecar releases it.
+// The coordinator it obeys is package sidecar; the protocol between them
+// is package controlpb. This package does not import the coordinator.
+package entrypoint
 
 import (
 	"context"
