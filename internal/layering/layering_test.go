@@ -5,7 +5,10 @@
 package layering
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -92,6 +95,39 @@ func TestLayering(t *testing.T) {
 					t.Errorf("%s imports %s: %s", d.pkg, f, d.why)
 				}
 			}
+		}
+	}
+}
+
+// maxPackageLines bounds a package's non-test lines: a package past it
+// holds more than one idea (issue "The engine in Concourse's shape").
+const maxPackageLines = 3000
+
+// TestPackagesStaySmall counts each package's non-test lines as the
+// closing notes do (`ls DIR/*.go | grep -v _test.go | xargs cat | wc -l`).
+func TestPackagesStaySmall(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.Dir}}", module+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dir := range strings.Fields(string(out)) {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := 0
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			body, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines += bytes.Count(body, []byte("\n"))
+		}
+		if lines > maxPackageLines {
+			t.Errorf("%s has %d non-test lines, over %d: split it by idea", dir, lines, maxPackageLines)
 		}
 	}
 }
