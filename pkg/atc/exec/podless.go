@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
+	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 )
 
-// podless is what a step that runs no pod (load_var, set_pipeline) needs
-// of its build: its artifacts, its vars, its pipeline, and ending it (its
-// delegate and its record r).
+// podless is what a step that runs no pod of its own (load_var,
+// set_pipeline, across) needs of its build: its artifacts, its vars, its
+// pipeline, and its record r and delegate d.
 type podless struct {
 	x *RunState
 	d StepDelegate
@@ -27,6 +28,12 @@ func (in podless) ReadArtifactFile(ctx context.Context, what, file string) ([]by
 func (in podless) InterpolateJSON(ctx context.Context, doc json.RawMessage) (json.RawMessage, error) {
 	return in.x.stepVars(nil).InterpolateJSON(ctx, doc)
 }
+
+func (in podless) Interpolate(ctx context.Context, v any) (any, error) {
+	return in.x.stepVars(nil).Interpolate(ctx, v)
+}
+
+func (in podless) Scope(ctx context.Context) *stepvars.Scope { return in.x.scope(ctx) }
 
 func (in podless) SetVar(ctx context.Context, name string, value any) {
 	in.x.scope(ctx).Set(name, value)
@@ -52,6 +59,18 @@ func (in podless) Finished(ctx context.Context, succeeded bool) (bool, error) {
 	in.x.b.Update(func() { in.r.Status, in.r.EndTime = status, time.Now().Unix() })
 	in.x.r.SaveState(ctx, in.x.b)
 	return succeeded, nil
+}
+
+// Started: an across step announced its runs.
+func (in podless) Started(ctx context.Context) {
+	in.x.b.Update(func() { in.r.Status = concourse.StatusStarted })
+	in.x.r.SaveState(ctx, in.x.b)
+}
+
+// Ended: an across step's runs ended.
+func (in podless) Ended(ctx context.Context, ok bool, err error) {
+	in.x.b.Update(func() { in.r.Status, in.r.EndTime = BuildResult(ok, err), time.Now().Unix() })
+	in.x.r.SaveState(ctx, in.x.b)
 }
 
 // failStep ends a step that runs no pod as errored, with err in the build.
