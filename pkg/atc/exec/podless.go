@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/artifactfile"
 	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -22,7 +23,7 @@ type podless struct {
 }
 
 func (in podless) ReadArtifactFile(ctx context.Context, what, file string) ([]byte, error) {
-	return in.x.readArtifactFile(ctx, what, file)
+	return artifactfile.Read(ctx, in.x.r.store, in.x.artifact, what, file)
 }
 
 func (in podless) InterpolateJSON(ctx context.Context, doc json.RawMessage) (json.RawMessage, error) {
