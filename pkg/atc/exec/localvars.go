@@ -2,16 +2,11 @@ package exec
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
-	"github.com/porter-ci/porter/pkg/creds"
-	"github.com/porter-ci/porter/pkg/creds/vaultconfig"
+	"github.com/porter-ci/porter/pkg/atc/exec/varsources"
 	"github.com/porter-ci/porter/pkg/db"
-	"github.com/porter-ci/porter/pkg/pipeline"
 	"github.com/porter-ci/porter/pkg/vars"
 )
 
@@ -38,35 +33,8 @@ func (x *RunState) loadVarSources(ctx context.Context) (map[string]vars.Resolver
 	if err != nil {
 		return nil, fmt.Errorf("read the var_sources of pipeline %q: %w", x.b.Pipeline, err)
 	}
-	var cfg struct {
-		VarSources []map[string]any `json:"var_sources"`
-	}
-	if err := json.Unmarshal(p.Config, &cfg); err != nil {
-		return nil, fmt.Errorf("read the var_sources of pipeline %q: %w", x.b.Pipeline, err)
-	}
-	out := map[string]vars.Resolver{}
-	for _, src := range cfg.VarSources {
-		name, _ := src["name"].(string)
-		typ, _ := src["type"].(string)
-		switch typ {
-		case "dummy":
-			values, err := pipeline.DummyVars(src["config"])
-			if err != nil {
-				return nil, fmt.Errorf("var source %q: %w", name, err)
-			}
-			out[name] = vars.Static(values)
-		case "vault":
-			v, err := x.vaultSource(ctx, src["config"])
-			if err != nil {
-				return nil, fmt.Errorf("var source %q: %w", name, err)
-			}
-			out[name] = v
-		default:
-			// Validation refuses these when the pipeline is set.
-			return nil, fmt.Errorf("var source %q: type %q is not supported by this server", name, typ)
-		}
-	}
-	return out, nil
+	return varsources.Sources{Team: x.b.Team, Pipeline: x.b.Pipeline, Credentials: x.r.creds, Redactor: x.d,
+		Guard: x.r.cfg.VarSourceGuard}.Resolvers(ctx, p.Config)
 }
 
 // buildPipeline is the pipeline of the build's job or check (by id: an
@@ -77,29 +45,4 @@ func (x *RunState) buildPipeline(ctx context.Context) (db.Pipeline, error) {
 		return db.Pipeline{}, err
 	}
 	return x.r.db.PipelineByID(ctx, jb.PipelineID)
-}
-
-// vaultSource is a var_source of type vault. Its config may name ((vars))
-// (its client_token above all): they come from the team's credential
-// manager, as in Concourse, and are redacted like any credential.
-func (x *RunState) vaultSource(ctx context.Context, config any) (vars.Resolver, error) {
-	if m, ok := config.(map[string]any); ok && stepvars.ContainsVars(m) {
-		filled, used, err := vars.Interpolate(ctx, m, creds.Resolver{K: x.r.creds, Team: x.b.Team, Pipeline: x.b.Pipeline})
-		if used != nil {
-			x.d.Redact(used.Redactions())
-		}
-		if err != nil {
-			return nil, fmt.Errorf("fill in the ((vars)) of its config: %w", err)
-		}
-		config = filled
-	}
-	cfg, problems := vaultconfig.FromVarSource(config)
-	if len(problems) > 0 {
-		return nil, errors.New(strings.Join(problems, "; "))
-	}
-	v, err := creds.NewVault(cfg, creds.WithDialControl(x.r.cfg.VarSourceGuard.Control))
-	if err != nil {
-		return nil, err
-	}
-	return v.Source(x.b.Team, x.b.Pipeline), nil
 }

@@ -1,4 +1,4 @@
-package exec
+package loadvarstep
 
 import (
 	"encoding/json"
