@@ -19,9 +19,10 @@ import (
 	"github.com/porter-ci/porter/pkg/sidecar/entrypoint"
 )
 
-// gateATC acknowledges every event and, when the step says it waits for
-// its turn, answers with its one command (a go-ahead or an abort). It
-// keeps the events it saw.
+// gateATC takes a step's stream and acknowledges every event at once;
+// when the step says it waits for its turn, it answers with its one
+// command (a go-ahead or an abort), if it has one. It keeps the events it
+// saw.
 type gateATC struct {
 	eventspb.UnimplementedStepStreamServer
 	answer *eventspb.ATCMessage
@@ -52,7 +53,7 @@ func (g *gateATC) Connect(stream grpc.BidiStreamingServer[eventspb.SidecarMessag
 		if err := stream.Send(ack(ev.GetSeq())); err != nil {
 			return err
 		}
-		if ev.GetStatus().GetStatus() == eventspb.StepStatus_STEP_STATUS_WAITING {
+		if ev.GetStatus().GetStatus() == eventspb.StepStatus_STEP_STATUS_WAITING && g.answer != nil {
 			if err := stream.Send(g.answer); err != nil {
 				return err
 			}

@@ -17,31 +17,6 @@ import (
 	"github.com/porter-ci/porter/pkg/sidecar/entrypoint"
 )
 
-// ackingATC takes a step's stream and acknowledges every event at once.
-type ackingATC struct {
-	eventspb.UnimplementedStepStreamServer
-}
-
-func (ackingATC) Connect(stream grpc.BidiStreamingServer[eventspb.SidecarMessage, eventspb.ATCMessage]) error {
-	if _, err := stream.Recv(); err != nil { // hello
-		return err
-	}
-	if err := stream.Send(ack(0)); err != nil {
-		return err
-	}
-	for {
-		msg, err := stream.Recv()
-		if err != nil {
-			return nil
-		}
-		if ev := msg.GetEvent(); ev != nil {
-			if err := stream.Send(ack(ev.GetSeq())); err != nil {
-				return err
-			}
-		}
-	}
-}
-
 func ack(seq uint64) *eventspb.ATCMessage {
 	return &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Ack{Ack: &eventspb.Ack{Seq: seq}}}
 }
@@ -92,7 +67,7 @@ func TestRunReturnsOnlyAfterItsGoroutinesEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer()
-	eventspb.RegisterStepStreamServer(gs, ackingATC{})
+	eventspb.RegisterStepStreamServer(gs, &gateATC{})
 	served := make(chan struct{})
 	go func() { defer close(served); _ = gs.Serve(ln) }()
 	defer func() { gs.Stop(); <-served }()
