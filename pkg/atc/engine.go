@@ -65,6 +65,8 @@ func (e execEngine) Retire(stepID string) { e.s.retire(stepID) }
 
 func (e execEngine) WakeScheduler() { e.s.wakeScheduler() }
 
+func (e execEngine) PodAhead(outcome string) { e.s.obs.metrics.PodAhead(outcome) }
+
 // Proceed is delivered when the sidecar connects, if it has not yet: not
 // being connected is no error here.
 func (e execEngine) Proceed(stepID string, p *eventspb.Proceed) error {

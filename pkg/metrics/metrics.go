@@ -52,6 +52,7 @@ type Metrics struct {
 	keptPods         *prometheus.GaugeVec
 	keptPodsWorker   *prometheus.GaugeVec
 	capacityWaits    prometheus.Counter
+	podsAhead        *prometheus.CounterVec
 
 	mu sync.Mutex
 	// steps are the sidecar phase clocks of steps whose end has not been
@@ -114,9 +115,12 @@ func New() *Metrics {
 	m.capacityWaits = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "porter_step_capacity_waits_total", Help: "Step pods that waited because the cluster could not place them yet (Unschedulable).",
 	})
+	m.podsAhead = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "porter_pods_ahead_total", Help: "Task pods declared ahead of their turn (--lookahead), by what became of them: started (given the go-ahead), withdrawn (the task was not to run, or its inputs changed), failed (the declaration failed; the task declared its pod at its turn).",
+	}, []string{"outcome"})
 	for _, c := range []prometheus.Collector{m.buildsStarted, m.buildsFinished, m.stepPhase, m.podFailures,
 		m.artifactBytes, m.artifactSeconds, m.artifactRate, m.events, m.gcReclaimed, m.gcReclaimedBytes, m.workerState,
-		m.keptPods, m.keptPodsWorker, m.capacityWaits,
+		m.keptPods, m.keptPodsWorker, m.capacityWaits, m.podsAhead,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -224,6 +228,15 @@ func (m *Metrics) KeptPods(byReason, byWorker map[string]int) {
 	for w, n := range byWorker {
 		m.keptPodsWorker.WithLabelValues(w).Set(float64(n))
 	}
+}
+
+// PodAhead counts a task pod declared ahead of its turn by its outcome
+// (started, withdrawn, failed).
+func (m *Metrics) PodAhead(outcome string) {
+	if m == nil {
+		return
+	}
+	m.podsAhead.WithLabelValues(outcome).Inc()
 }
 
 // CapacityWait counts a step pod that waits for room on its worker.

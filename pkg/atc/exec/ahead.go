@@ -40,7 +40,13 @@ func (x *RunState) declareAhead(ctx context.Context, current *concourse.Plan, re
 		return
 	}
 	for _, d := range lookahead.Window(current, rest, x.r.cfg.Lookahead) {
-		x.ahead.Declare(d.Plan.ID, func() (*aheadPod, error) { return x.declare(ctx, d) })
+		x.ahead.Declare(d.Plan.ID, func() (*aheadPod, error) {
+			ap, err := x.declare(ctx, d)
+			if err != nil {
+				x.r.engine.PodAhead("failed")
+			}
+			return ap, err
+		})
 	}
 }
 
@@ -106,6 +112,7 @@ func (x *RunState) withdraw(ctx context.Context, ap *aheadPod, why string) {
 	wctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
 	stop(errors.New(why))
 	fin := x.r.engine.Supervise(wctx, ap.st)
+	x.r.engine.PodAhead("withdrawn")
 	x.r.log.Info("withdrew a pod declared ahead", "build", x.b.ID, "plan", ap.plan, "step", ap.st.ID(), "why", why, "sidecar_said", fin.GetError())
 	x.forgetAhead(wctx, ap)
 }
@@ -162,6 +169,7 @@ func (x *RunState) runAhead(ctx context.Context, p *concourse.Plan, r *buildstat
 		x.withdraw(ctx, ap, "its inputs were not made as declared")
 		return false, nil, false
 	}
+	x.r.engine.PodAhead("started")
 	w, b, tp := ap.worker, x.b, p.Task
 	d := x.delegate(p.ID)
 	d.InitializeTask(ap.eventConfig)

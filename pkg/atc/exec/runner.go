@@ -50,6 +50,9 @@ type Engine interface {
 	// Proceed gives a step whose pod was declared ahead its go-ahead, now
 	// or as soon as its sidecar connects.
 	Proceed(stepID string, p *eventspb.Proceed) error
+	// PodAhead counts what became of a pod declared ahead: started,
+	// withdrawn or failed.
+	PodAhead(outcome string)
 }
 
 // Runtime is how the steps place and run their pods: in the server, the
