@@ -78,6 +78,12 @@ func Makes(p *concourse.Plan) (map[string]bool, bool) {
 		return map[string]bool{p.ArtifactInput.Name: true}, true
 	case concourse.KindArtifactOutput:
 		return map[string]bool{}, true
+	case concourse.KindInParallel:
+		// Fetching several inputs at once (a job's gets, fly execute's
+		// uploads) is how most plans begin.
+		return makesAll(p.InParallel.Steps)
+	case concourse.KindDo:
+		return makesAll(*p.Do)
 	case concourse.KindTask:
 		if p.Task.ConfigPath != "" {
 			return nil, false
@@ -93,6 +99,21 @@ func Makes(p *concourse.Plan) (map[string]bool, bool) {
 		return out, true
 	}
 	return nil, false
+}
+
+// makesAll is what steps make together, known when what each makes is.
+func makesAll(steps []concourse.Plan) (map[string]bool, bool) {
+	out := map[string]bool{}
+	for i := range steps {
+		m, known := Makes(&steps[i])
+		if !known {
+			return nil, false
+		}
+		for name := range m {
+			out[name] = true
+		}
+	}
+	return out, true
 }
 
 func clone(m map[string]bool) map[string]bool {
