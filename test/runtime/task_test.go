@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/atcclient"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events"
@@ -470,6 +471,49 @@ run: {path: ls}
 		Expect(res.Code).To(Equal(0), res.String())
 		Expect(res.Stdout).To(ContainSubstring(gone))
 		Expect(endedStatus(ctx, id)).To(Equal(concourse.StatusSucceeded))
+	})
+
+	It("drops the pods a crashed server declared ahead, declares them again, and runs each step once", func(ctx SpecContext) {
+		var ids planIDs
+		long := concourse.Plan{ID: ids.next(), Task: &concourse.TaskPlan{Name: "long",
+			Config: taskConfigJSON(busyboxTask + "run: {path: sh, args: [-c, 'echo started; sleep 8']}\n")}}
+		next := concourse.Plan{ID: ids.next(), Task: &concourse.TaskPlan{Name: "next",
+			Config: taskConfigJSON(busyboxTask + "run: {path: echo, args: [next-ran]}\n")}}
+		b, err := api().CreateBuild(ctx, "", concourse.Plan{ID: ids.next(), Do: &concourse.DoPlan{long, next}})
+		Expect(err).NotTo(HaveOccurred())
+		// next's pod is declared, gated, while long runs.
+		gated := func() []string {
+			var names []string
+			for _, pod := range buildPods(ctx, b.ID) {
+				for _, e := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+					for _, v := range e.Env {
+						if v.Name == action.EnvVar && strings.Contains(v.Value, `"step_name":"next"`) && strings.Contains(v.Value, `"gated":true`) {
+							names = append(names, pod.Name)
+						}
+					}
+				}
+			}
+			return names
+		}
+		Eventually(gated).WithTimeout(time.Minute).ShouldNot(BeEmpty())
+		inherited := gated()[0]
+		Expect(server.Kill()).To(Succeed()) // a crash: the pod declared ahead is left behind
+		Expect(server.Start(ctx)).To(Succeed())
+		awaitEnded(ctx, b.ID)
+		Expect(endedStatus(ctx, b.ID)).To(Equal(concourse.StatusSucceeded))
+		ran := 0
+		for _, l := range eventsOf[events.Log](buildEvents(ctx, b.ID)) {
+			ran += strings.Count(l.Payload, "next-ran")
+		}
+		Expect(ran).To(Equal(1), "next ran once")
+		// The next server deleted the pod it inherited, and declared its own.
+		Eventually(func() []string {
+			var names []string
+			for _, pod := range buildPods(ctx, b.ID) {
+				names = append(names, pod.Name)
+			}
+			return names
+		}).WithTimeout(30 * time.Second).ShouldNot(ContainElement(inherited))
 	})
 
 	It("finishes a running build across a crash of the server, losing no line", func(ctx SpecContext) {
