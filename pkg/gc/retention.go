@@ -79,6 +79,10 @@ func (r Retention) reason(c db.FinishedContainer, now time.Time) string {
 	}
 	age := now.Sub(c.Ended)
 	switch {
+	case c.State == concourse.ContainerWaiting:
+		// Declared ahead and never given the go-ahead (a server that
+		// crashed before it noted the pod): nothing ran in it.
+		return ""
 	case c.PlanID == podspec.CheckPodPlanID:
 		if now.Sub(c.CreateTime) < r.CheckPodLifetime {
 			return KeptCheckPod

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/podspec"
 )
@@ -41,6 +42,9 @@ func TestRetentionReasons(t *testing.T) {
 		{"a job's build within the minimum", fc(func(c *db.FinishedContainer) { c.JobBuild, c.Ended = true, now.Add(-30*time.Second) }), KeptRetention},
 		{"a one-off within its grace", fc(func(c *db.FinishedContainer) { c.Ended = now.Add(-4 * time.Minute) }), KeptOneOff},
 		{"a one-off past its grace", fc(func(c *db.FinishedContainer) {}), ""},
+		{"a pod declared ahead and never started, in its build's grace", fc(func(c *db.FinishedContainer) {
+			c.State, c.Ended = concourse.ContainerWaiting, now.Add(-time.Second)
+		}), ""},
 		{"intercepted, session open", fc(func(c *db.FinishedContainer) { c.InterceptSessions, c.LastIntercept = 1, now.Add(-time.Hour) }), KeptIntercepted},
 		{"intercepted within the hijack grace", fc(func(c *db.FinishedContainer) { c.LastIntercept = now.Add(-time.Minute) }), KeptIntercepted},
 		{"intercepted long ago", fc(func(c *db.FinishedContainer) { c.LastIntercept = now.Add(-time.Hour) }), ""},
