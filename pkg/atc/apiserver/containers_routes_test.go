@@ -1,9 +1,11 @@
 package apiserver
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/porter-ci/porter/pkg/concourse"
+	"github.com/porter-ci/porter/pkg/db"
 )
 
 // Containers, volumes and intercept (containers.go). Containers c1 and c2
@@ -37,6 +39,23 @@ func TestContainers(t *testing.T) {
 	// Another team's container is not there for this team, even for an admin.
 	want404(t, a.do(t, "GET", "/api/v1/teams/main/containers/c4", a.roleIn(t, "admin"), ""), "Not Found", "container c4: not found")
 	want404(t, a.do(t, "GET", "/api/v1/teams/nope/containers", a.roleIn(t, "admin"), ""), "Not Found", `team "nope": not found`)
+}
+
+// A check's container names its resource once, as step_name: fly prints
+// step_name+resource_name as the name, and Concourse sends no
+// resource_name (a check's name once showed twice, "rr").
+func TestCheckContainerNamesItsResourceOnce(t *testing.T) {
+	a := newTestAPI(t)
+	a.store.conts = append(a.store.conts, db.Container{Handle: "c3", TeamID: 1, BuildID: 3, BuildName: "check", StepName: "r", Type: "check",
+		StepID: "s3", WorkerName: "w1", PipelineID: 10, PipelineName: "p", Resource: "r"})
+	ans := a.do(t, "GET", "/api/v1/teams/main/containers/c3", a.roleIn(t, "viewer"), "")
+	c := decode[concourse.Container](t, ans, 200)
+	if c.StepName != "r" || c.ResourceName != "" || c.Type != "check" || c.PipelineName != "p" || c.BuildName != "check" || c.JobName != "" {
+		t.Errorf("check container %+v", c)
+	}
+	if strings.Contains(ans.body, "resource_name") {
+		t.Errorf("check container %s: has a resource_name, which fly would print after its step name", ans.body)
+	}
 }
 
 func TestHijackNotConnected(t *testing.T) {
