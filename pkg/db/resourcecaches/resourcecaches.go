@@ -1,4 +1,8 @@
-package db
+// Package resourcecaches is the part of Porter's store that keeps fetched
+// resource versions (a get's output, stored as an artifact), so that a get
+// of the same version with the same configuration needs no pod, and lists
+// them as `fly volumes` shows them.
+package resourcecaches
 
 import (
 	"context"
@@ -8,8 +12,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/porter-ci/porter/pkg/db/internal/pg"
 )
+
+// Caches holds the resource caches.
+type Caches struct{ pool *pgxpool.Pool }
+
+// New is the store on pool.
+func New(pool *pgxpool.Pool) *Caches { return &Caches{pool: pool} }
 
 // ResourceCache is a fetched resource version kept as an artifact, so that
 // a get of the same version with the same configuration needs no pod.
@@ -29,10 +40,10 @@ type ResourceCache struct {
 	LastUsed time.Time
 }
 
-// ResourceCacheKey identifies a fetched version: the same team, type,
+// Key identifies a fetched version: the same team, type,
 // image, source, params and version always fetch the same files. Go's JSON
 // writes map keys sorted, so equal values give equal keys.
-func ResourceCacheKey(teamID int, typ, image string, source, params any, version map[string]string) (string, error) {
+func Key(teamID int, typ, image string, source, params any, version map[string]string) (string, error) {
 	body, err := json.Marshal([]any{teamID, typ, image, source, params, version})
 	if err != nil {
 		return "", fmt.Errorf("resource cache key: %w", err)
@@ -42,13 +53,13 @@ func ResourceCacheKey(teamID int, typ, image string, source, params any, version
 }
 
 // ResourceCache returns the cache stored under key and marks it used.
-func (d *DB) ResourceCache(ctx context.Context, key string) (ResourceCache, error) {
+func (s *Caches) ResourceCache(ctx context.Context, key string) (ResourceCache, error) {
 	var (
 		c          ResourceCache
 		resourceID *int64
 		version    []byte
 	)
-	err := d.pool.QueryRow(ctx, `UPDATE resource_caches SET last_used = now() WHERE key = $1
+	err := s.pool.QueryRow(ctx, `UPDATE resource_caches SET last_used = now() WHERE key = $1
 		RETURNING key, team_id, resource_id, artifact, digest, size, version, metadata, last_used`, key).
 		Scan(&c.Key, &c.TeamID, &resourceID, &c.Artifact, &c.Digest, &c.Size, &version, &c.Metadata, &c.LastUsed)
 	if err != nil {
@@ -64,7 +75,7 @@ func (d *DB) ResourceCache(ctx context.Context, key string) (ResourceCache, erro
 }
 
 // SaveResourceCache stores (or replaces) a cache.
-func (d *DB) SaveResourceCache(ctx context.Context, c ResourceCache) error {
+func (s *Caches) SaveResourceCache(ctx context.Context, c ResourceCache) error {
 	version, err := json.Marshal(c.Version)
 	if err != nil {
 		return fmt.Errorf("resource cache %s: version: %w", c.Key, err)
@@ -77,7 +88,7 @@ func (d *DB) SaveResourceCache(ctx context.Context, c ResourceCache) error {
 	if c.ResourceID != 0 {
 		resourceID = &c.ResourceID
 	}
-	_, err = d.pool.Exec(ctx, `INSERT INTO resource_caches (key, team_id, resource_id, artifact, digest, size, version, metadata)
+	_, err = s.pool.Exec(ctx, `INSERT INTO resource_caches (key, team_id, resource_id, artifact, digest, size, version, metadata)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (key) DO UPDATE SET resource_id = COALESCE(EXCLUDED.resource_id, resource_caches.resource_id),
 			artifact = EXCLUDED.artifact, digest = EXCLUDED.digest, size = EXCLUDED.size,
@@ -92,8 +103,8 @@ func (d *DB) SaveResourceCache(ctx context.Context, c ResourceCache) error {
 // DeleteResourceCaches forgets every cache of a resource (`fly
 // clear-resource-cache`) and says how many there were. The artifacts
 // themselves are content-addressed and may be shared; they are not removed.
-func (d *DB) DeleteResourceCaches(ctx context.Context, resourceID int64) (int64, error) {
-	tag, err := d.pool.Exec(ctx, "DELETE FROM resource_caches WHERE resource_id = $1", resourceID)
+func (s *Caches) DeleteResourceCaches(ctx context.Context, resourceID int64) (int64, error) {
+	tag, err := s.pool.Exec(ctx, "DELETE FROM resource_caches WHERE resource_id = $1", resourceID)
 	if err != nil {
 		return 0, fmt.Errorf("delete the caches of resource %d: %w", resourceID, err)
 	}
@@ -103,9 +114,9 @@ func (d *DB) DeleteResourceCaches(ctx context.Context, resourceID int64) (int64,
 // BuildResourceID is the id of the resource named name in the pipeline of
 // build buildID, or 0 when the build has no pipeline or the pipeline no
 // such resource.
-func (d *DB) BuildResourceID(ctx context.Context, buildID int64, name string) (int64, error) {
+func (s *Caches) BuildResourceID(ctx context.Context, buildID int64, name string) (int64, error) {
 	var id int64
-	err := d.pool.QueryRow(ctx, `SELECT COALESCE((SELECT r.id FROM builds b JOIN resources r ON r.pipeline_id = b.pipeline_id
+	err := s.pool.QueryRow(ctx, `SELECT COALESCE((SELECT r.id FROM builds b JOIN resources r ON r.pipeline_id = b.pipeline_id
 		WHERE b.id = $1 AND r.name = $2), 0)`, buildID, name).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("resource %q of build %d: %w", name, buildID, err)
