@@ -21,6 +21,7 @@ type (
 	ContainerFilter   = containers.ContainerFilter
 	FinishedContainer = containers.FinishedContainer
 	ResourceCache     = resourcecaches.ResourceCache
+	TeamResourceCache = resourcecaches.TeamCache
 	Wall              = serverstate.Wall
 	Component         = serverstate.Component
 )

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/porter-ci/porter/pkg/db/internal/pg"
 )
@@ -122,4 +123,55 @@ func (s *Caches) BuildResourceID(ctx context.Context, buildID int64, name string
 		return 0, fmt.Errorf("resource %q of build %d: %w", name, buildID, err)
 	}
 	return id, nil
+}
+
+// TeamCache is a resource cache with the resource it was fetched for
+// (empty for one-off builds' gets and image fetches).
+type TeamCache struct {
+	ResourceCache
+	ResourceName, ResourceType string
+	PipelineID                 int64
+	PipelineName               string
+	// InstanceVars name the pipeline's instance (nil: none).
+	InstanceVars map[string]any
+	CreateTime   time.Time
+}
+
+// TeamResourceCaches lists the caches of a team, oldest first (`fly
+// volumes`).
+func (s *Caches) TeamResourceCaches(ctx context.Context, teamID int) ([]TeamCache, error) {
+	rows, err := s.pool.Query(ctx, `SELECT c.key, c.team_id, coalesce(c.resource_id, 0), c.artifact, c.digest, c.size, c.version,
+			c.metadata, c.last_used, c.create_time, coalesce(r.name, ''), coalesce(r.type, ''), coalesce(p.id, 0), coalesce(p.name, ''),
+			coalesce(p.instance_vars, '{}')
+		FROM resource_caches c LEFT JOIN resources r ON r.id = c.resource_id LEFT JOIN pipelines p ON p.id = r.pipeline_id
+		WHERE c.team_id = $1
+		ORDER BY c.create_time, c.key`, teamID)
+	if err != nil {
+		return nil, fmt.Errorf("list the resource caches of team %d: %w", teamID, err)
+	}
+	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TeamCache, error) {
+		var (
+			c                     TeamCache
+			version, instanceVars []byte
+		)
+		err := r.Scan(&c.Key, &c.TeamID, &c.ResourceID, &c.Artifact, &c.Digest, &c.Size, &version,
+			&c.Metadata, &c.LastUsed, &c.CreateTime, &c.ResourceName, &c.ResourceType, &c.PipelineID, &c.PipelineName, &instanceVars)
+		if err != nil {
+			return c, err
+		}
+		if err := json.Unmarshal(version, &c.Version); err != nil {
+			return c, fmt.Errorf("resource cache %s: version: %w", c.Key, err)
+		}
+		if err := json.Unmarshal(instanceVars, &c.InstanceVars); err != nil {
+			return c, fmt.Errorf("resource cache %s: instance vars: %w", c.Key, err)
+		}
+		if len(c.InstanceVars) == 0 {
+			c.InstanceVars = nil
+		}
+		return c, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the resource caches of team %d: %w", teamID, err)
+	}
+	return cs, nil
 }
