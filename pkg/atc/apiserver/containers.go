@@ -132,18 +132,3 @@ func (s *Server) handleHijack(w http.ResponseWriter, r *http.Request, claims aut
 	})
 	log.Info("intercept session ended", "how", how)
 }
-
-// handleVolumes lists the team's stored artifacts: Porter's volumes live
-// in the blobstore, not on workers.
-func (s *Server) handleVolumes(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
-	arts, err := s.store.Artifacts(r.Context(), team.ID)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	out := []concourse.Volume{}
-	for _, a := range arts {
-		out = append(out, concourse.Volume{ID: strconv.FormatInt(a.ID, 10), WorkerName: a.WorkerName, Type: "artifact", Path: a.Key, StepName: a.Name})
-	}
-	httpreply.JSON(w, http.StatusOK, out)
-}
