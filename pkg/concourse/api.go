@@ -144,7 +144,8 @@ type VolumeResourceType struct {
 	Version          map[string]string       `json:"version"`
 }
 
-// Volume is a stored artifact; in Porter, an object in the blobstore.
+// Volume is a stored artifact, task cache or resource cache; in Porter,
+// an object in the blobstore.
 type Volume struct {
 	ID               string                  `json:"id"`
 	WorkerName       string                  `json:"worker_name"`
@@ -156,8 +157,10 @@ type Volume struct {
 	BaseResourceType *VolumeBaseResourceType `json:"base_resource_type"`
 	PipelineID       int                     `json:"pipeline_id"`
 	PipelineName     string                  `json:"pipeline_name"`
-	JobName          string                  `json:"job_name"`
-	StepName         string                  `json:"step_name"`
+	// PipelineInstanceVars name the pipeline's instance (null: none).
+	PipelineInstanceVars map[string]any `json:"pipeline_instance_vars"`
+	JobName              string         `json:"job_name"`
+	StepName             string         `json:"step_name"`
 }
 
 // WorkerResourceType is a base resource type a worker provides.

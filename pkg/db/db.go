@@ -1,9 +1,10 @@
 // Package db is Porter's store of record in PostgreSQL: pipelines, builds,
 // versions, containers and artifacts, and the advisory locks that let several
-// servers share one database. Four parts live in packages of their own and
+// servers share one database. Five parts live in packages of their own and
 // are embedded in DB: accounts (teams, users, logins, access tokens), workers
-// (the worker registry), containers (the step pods as fly sees them) and
-// serverstate (the wall and the periodic components). The schema is migrated at Open from the SQL files
+// (the worker registry), containers (the step pods as fly sees them),
+// resourcecaches (fetched versions kept for later gets) and serverstate
+// (the wall and the periodic components). The schema is migrated at Open from the SQL files
 // embedded in migrations/. Nothing above this package writes SQL.
 package db
 
@@ -18,6 +19,7 @@ import (
 	"github.com/porter-ci/porter/pkg/db/accounts"
 	"github.com/porter-ci/porter/pkg/db/containers"
 	"github.com/porter-ci/porter/pkg/db/internal/pg"
+	"github.com/porter-ci/porter/pkg/db/resourcecaches"
 	"github.com/porter-ci/porter/pkg/db/serverstate"
 	"github.com/porter-ci/porter/pkg/db/workers"
 )
@@ -41,12 +43,13 @@ const minPoolConns = 10
 type DB struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
-	// Teams, users, logins and access tokens; the worker registry. Their
-	// methods are the DB's.
+	// The store's parts (see the package comment); their methods are the
+	// DB's.
 	*accounts.Store
 	*workers.Registry
 	*containers.Records
 	*serverstate.State
+	*resourcecaches.Caches
 }
 
 // Open connects to dsn, waiting at most connectTimeout, and brings the schema
@@ -98,7 +101,7 @@ func connect(ctx context.Context, dsn string, log *slog.Logger) (*DB, error) {
 	}
 	log.Debug("connected to PostgreSQL", "addr", where, "database", cfg.ConnConfig.Database)
 	return &DB{pool: pool, log: log, Store: accounts.New(pool), Registry: workers.New(pool),
-		Records: containers.New(pool), State: serverstate.New(pool)}, nil
+		Records: containers.New(pool), State: serverstate.New(pool), Caches: resourcecaches.New(pool)}, nil
 }
 
 // Close closes every connection. It waits for held TryLock connections, so

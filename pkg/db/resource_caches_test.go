@@ -63,3 +63,55 @@ func TestResourceCaches(t *testing.T) {
 		t.Fatalf("BuildResourceID of a missing build = %d, %v; want 0", id, err)
 	}
 }
+
+// fly volumes lists a team's caches with the resource each was fetched
+// for; another team's are not among them.
+func TestTeamResourceCaches(t *testing.T) {
+	d, _ := openTest(t)
+	ctx := t.Context()
+	main, err := d.EnsureTeam(ctx, "main", TeamAuth{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := d.EnsureTeam(ctx, "other", TeamAuth{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pipelineID, resourceID int64
+	if err := d.pool.QueryRow(ctx, `INSERT INTO pipelines (team_id, name, config, instance_vars) VALUES ($1, 'p', '{}', '{"branch":"x"}') RETURNING id`,
+		main.ID).Scan(&pipelineID); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.pool.QueryRow(ctx, `INSERT INTO resources (pipeline_id, name, type, config, config_hash) VALUES ($1, 'repo', 'git', '{}', 'h') RETURNING id`,
+		pipelineID).Scan(&resourceID); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []ResourceCache{
+		{Key: "k1", TeamID: main.ID, ResourceID: resourceID, Artifact: "artifacts/main/a.json", Digest: "sha256:aa", Size: 1, Version: map[string]string{"ref": "abc"}},
+		{Key: "k2", TeamID: main.ID, Artifact: "artifacts/main/b.json", Digest: "sha256:bb", Version: map[string]string{"digest": "sha256:cc"}},
+		{Key: "k3", TeamID: other.ID, Artifact: "artifacts/other/c.json", Digest: "sha256:dd", Version: map[string]string{"v": "1"}},
+	} {
+		if err := d.SaveResourceCache(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := d.TeamResourceCaches(ctx, main.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 2 {
+		t.Fatalf("caches of main: %+v, want k1 and k2", cs)
+	}
+	byKey := map[string]TeamResourceCache{cs[0].Key: cs[0], cs[1].Key: cs[1]}
+	k1, k2 := byKey["k1"], byKey["k2"]
+	if k1.ResourceID != resourceID || k1.ResourceName != "repo" || k1.ResourceType != "git" || k1.PipelineID != pipelineID ||
+		k1.PipelineName != "p" || k1.InstanceVars["branch"] != "x" || k1.Version["ref"] != "abc" || k1.Artifact != "artifacts/main/a.json" || k1.CreateTime.IsZero() {
+		t.Errorf("k1 = %+v", k1)
+	}
+	if k2.ResourceID != 0 || k2.ResourceName != "" || k2.PipelineName != "" || k2.InstanceVars != nil || k2.Version["digest"] != "sha256:cc" {
+		t.Errorf("k2 (a one-off get's) = %+v", k2)
+	}
+	if cs, err := d.TeamResourceCaches(ctx, other.ID); err != nil || len(cs) != 1 || cs[0].Key != "k3" {
+		t.Errorf("caches of other: %+v, %v; want k3", cs, err)
+	}
+}

@@ -1,6 +1,7 @@
 package fly_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -93,6 +94,117 @@ run: {path: sh, args: [-c, "echo x > out/x"]}
 		res := succeed(ctx, s.adminFly, "volumes")
 		// handle, worker, type, identifier
 		Expect(plain(res.Stdout)).To(MatchRegexp(`(?m)^`+regexp.QuoteMeta(added.ID)+`\s+`+sharedWorker+`\s+`+added.Type+`\s+\S+\s*$`), res.String())
+	})
+
+	It("lists a team's task caches and resource caches as volumes, and another team none of them (volumes)", func(ctx SpecContext) {
+		name := pipelineName("volumes")
+		succeed(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", writeFile("p.yml", `resources:
+- name: repo
+  type: mock
+  check_every: never
+  source: {}
+jobs:
+- name: j
+  plan:
+  - get: repo
+  - task: t
+    config:
+      platform: linux
+      image_resource: {type: registry-image, source: {repository: busybox}}
+      caches: [{path: cache}]
+      run: {path: sh, args: [-c, "echo x > cache/x"]}
+`))
+		// The version names the pipeline: no other spec's cache has it.
+		addVersion(ctx, name, "repo", map[string]string{"version": name})
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", name)
+		succeed(ctx, s.adminFly, "trigger-job", "-j", name+"/j", "-w")
+
+		type volume struct {
+			ID           string `json:"id"`
+			WorkerName   string `json:"worker_name"`
+			Type         string `json:"type"`
+			PipelineName string `json:"pipeline_name"`
+			JobName      string `json:"job_name"`
+			StepName     string `json:"step_name"`
+			ResourceType *struct {
+				Version map[string]string `json:"version"`
+			} `json:"resource_type"`
+		}
+		volumes := func(f *testenv.Fly) []volume {
+			res := succeed(ctx, f, "volumes", "--json")
+			var vs []volume
+			Expect(json.Unmarshal([]byte(res.Stdout), &vs)).To(Succeed(), res.String())
+			return vs
+		}
+		var cache, fetched volume
+		for _, v := range volumes(s.adminFly) {
+			switch {
+			case v.Type == "task-cache" && v.PipelineName == name:
+				cache = v
+			case v.Type == "resource" && v.ResourceType != nil && v.ResourceType.Version["version"] == name:
+				fetched = v
+			}
+		}
+		Expect(cache.ID).NotTo(BeEmpty(), "no task cache among the volumes")
+		Expect(cache.JobName).To(Equal("j"))
+		Expect(cache.StepName).To(Equal("t"))
+		Expect(cache.WorkerName).To(Equal(sharedWorker))
+		Expect(fetched.ID).NotTo(BeEmpty(), "no resource cache among the volumes")
+		Expect(fetched.PipelineName).To(Equal(name))
+		Expect(fetched.StepName).To(Equal("repo"))
+
+		// handle, worker, type, identifier: a task cache is pipeline/job/step,
+		// a resource cache its version (with -d its type), as Concourse's.
+		out := plain(succeed(ctx, s.adminFly, "volumes").Stdout)
+		Expect(out).To(MatchRegexp(`(?m)^%s\s+%s\s+task-cache\s+%s/j/t\s*$`, cache.ID, sharedWorker, regexp.QuoteMeta(name)), out)
+		Expect(out).To(MatchRegexp(`(?m)^%s\s+%s\s+resource\s+version:%s\s*$`, fetched.ID, sharedWorker, regexp.QuoteMeta(name)), out)
+		out = plain(succeed(ctx, s.adminFly, "volumes", "-d").Stdout)
+		Expect(out).To(MatchRegexp(`(?m)^%s\s+%s\s+resource\s+name:mock\b`, fetched.ID, sharedWorker), out)
+
+		// Another team's member sees that team's volumes only.
+		team := pipelineName("vols")
+		succeed(ctx, s.adminFly, "set-team", "-n", team, "--local-user", aliceUser, "--non-interactive")
+		DeferCleanup(func(ctx context.Context) { _, _ = s.adminFly.Run(ctx, "destroy-team", "-n", team, "--non-interactive") })
+		alice := newFly(team)
+		login(ctx, alice, s.server, aliceUser, s.alicePassword, "-n", team)
+		Expect(volumes(alice)).To(BeEmpty())
+		succeed(ctx, alice, "execute", "-c", taskFile(`caches: [{path: cache}]
+run: {path: sh, args: [-c, "echo x > cache/x"]}
+`))
+		theirs := volumes(alice)
+		Expect(theirs).To(HaveLen(1))
+		Expect(theirs[0].Type).To(Equal("task-cache"))
+		Expect(theirs[0].StepName).To(Equal("one-off"))
+		Expect(volumes(s.adminFly)).NotTo(ContainElement(theirs[0]))
+	})
+
+	It("names a check's container once, by its resource, as Concourse's fly shows it (containers)", func(ctx SpecContext) {
+		name := pipelineName("check-name")
+		// Left paused: the one check is the spec's.
+		succeed(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", writeFile("p.yml",
+			"resources: [{name: r, type: mock, check_every: never, source: {}}]\njobs: [{name: j, plan: [{get: r}]}]\n"))
+		res := run(ctx, s.adminFly, "check-resource", "-r", name+"/r")
+		m := regexp.MustCompile(`in build (\d+)`).FindStringSubmatch(res.Stdout)
+		Expect(m).NotTo(BeNil(), res.String())
+
+		res = succeed(ctx, s.adminFly, "containers", "--json")
+		var cs []map[string]any
+		Expect(json.Unmarshal([]byte(res.Stdout), &cs)).To(Succeed(), res.String())
+		var check map[string]any
+		for _, c := range cs {
+			if c["pipeline_name"] == name && c["type"] == "check" {
+				check = c
+			}
+		}
+		Expect(check).NotTo(BeNil(), "no check container of %s: %s", name, res.Stdout)
+		Expect(check).To(HaveKeyWithValue("step_name", "r"))
+		Expect(check).To(HaveKeyWithValue("build_name", "check"))
+		// fly prints step_name+resource_name: Concourse sends no resource_name.
+		Expect(check).NotTo(HaveKey("resource_name"))
+
+		// handle, worker, pipeline, job, build #, build id, type, name, attempt
+		out := plain(succeed(ctx, s.adminFly, "containers").Stdout)
+		Expect(out).To(MatchRegexp(`(?m)^%s\s+\S+\s+%s\s+none\s+check\s+%s\s+check\s+r\s+n/a\s*$`, check["id"], regexp.QuoteMeta(name), m[1]), out)
 	})
 
 	It("calls the API with the target's token (curl)", func(ctx SpecContext) {

@@ -4,7 +4,8 @@
 // Engine, each holding just the methods the handlers call. It routes,
 // authenticates and authorizes; as Concourse's atc/api/<x>server, route
 // families of their own live in subpackages (adminserver, artifactserver,
-// auditserver, workerserver), and every error is answered by apierr.
+// auditserver, volumeserver, workerserver), and every error is answered by
+// apierr.
 package apiserver
 
 import (
@@ -15,6 +16,7 @@ import (
 	"log/slog"
 
 	"github.com/porter-ci/porter/pkg/atc/apiserver/adminserver"
+	"github.com/porter-ci/porter/pkg/atc/apiserver/volumeserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/webhookserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/workerserver"
 	"github.com/porter-ci/porter/pkg/atc/buildlog"
@@ -35,6 +37,7 @@ type Store interface {
 	ResourceStore
 	workerserver.Store
 	ContainerStore
+	volumeserver.Store
 	FlyStore
 	adminserver.Store
 	webhookserver.Store

@@ -15,10 +15,13 @@ import (
 	"github.com/porter-ci/porter/pkg/httpreply"
 )
 
+// apiContainer is a container as Concourse presents one. A check's
+// resource is its step name, and resource_name stays empty as Concourse
+// leaves it: fly prints step_name+resource_name as the name.
 func apiContainer(c db.Container) concourse.Container {
 	return concourse.Container{ID: c.Handle, WorkerName: c.WorkerName, State: c.State, Type: string(c.Type), StepName: c.StepName,
 		BuildID: c.BuildID, BuildName: c.BuildName, User: c.User, WorkingDirectory: c.WorkingDirectory,
-		PipelineID: int(c.PipelineID), PipelineName: c.PipelineName, JobID: int(c.JobID), JobName: c.JobName, ResourceName: c.Resource}
+		PipelineID: int(c.PipelineID), PipelineName: c.PipelineName, JobID: int(c.JobID), JobName: c.JobName}
 }
 
 // withKept says why GC keeps a finished step's pod: in kept_reason and, for
@@ -128,19 +131,4 @@ func (s *Server) handleHijack(w http.ResponseWriter, r *http.Request, claims aut
 		Log:   log,
 	})
 	log.Info("intercept session ended", "how", how)
-}
-
-// handleVolumes lists the team's stored artifacts: Porter's volumes live
-// in the blobstore, not on workers.
-func (s *Server) handleVolumes(w http.ResponseWriter, r *http.Request, _ auth.Claims, team db.Team) {
-	arts, err := s.store.Artifacts(r.Context(), team.ID)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	out := []concourse.Volume{}
-	for _, a := range arts {
-		out = append(out, concourse.Volume{ID: strconv.FormatInt(a.ID, 10), WorkerName: a.WorkerName, Type: "artifact", Path: a.Key, StepName: a.Name})
-	}
-	httpreply.JSON(w, http.StatusOK, out)
 }

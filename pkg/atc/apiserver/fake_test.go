@@ -49,6 +49,8 @@ type fakeStore struct {
 	loads     map[string]db.WorkerLoad
 	conts     []db.Container
 	artifacts []db.Artifact
+	// caches are the resource caches of every team.
+	caches []db.TeamResourceCache
 	// users are the local users' sessions (token generation and roles).
 	users map[string]db.UserSession
 	// sso are the single sign-on users by connector and ID.
@@ -301,6 +303,9 @@ func (s *fakeStore) Artifact(_ context.Context, id int64) (db.Artifact, error) {
 }
 func (s *fakeStore) Artifacts(_ context.Context, team int) ([]db.Artifact, error) {
 	return all(s, s.artifacts, func(a db.Artifact) bool { return a.TeamID == team })
+}
+func (s *fakeStore) TeamResourceCaches(_ context.Context, team int) ([]db.TeamResourceCache, error) {
+	return all(s, s.caches, func(c db.TeamResourceCache) bool { return c.TeamID == team })
 }
 func (s *fakeStore) CreateArtifact(_ context.Context, a db.Artifact) (db.Artifact, error) {
 	if err := s.change("CreateArtifact " + a.Key); err != nil {

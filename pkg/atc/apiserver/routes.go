@@ -14,6 +14,7 @@ import (
 	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/artifactserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/auditserver"
+	"github.com/porter-ci/porter/pkg/atc/apiserver/volumeserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/workerserver"
 	"github.com/porter-ci/porter/pkg/auth"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -88,7 +89,8 @@ func (s *Server) routes() *router {
 	mux.handle("GET /api/v1/teams/{team_name}/containers", s.team(auth.ActionRead, s.handleContainers))
 	mux.handle("GET /api/v1/teams/{team_name}/containers/{id}", s.team(auth.ActionRead, s.handleContainer))
 	mux.handle("GET /api/v1/teams/{team_name}/containers/{id}/hijack", s.team(auth.ActionHijack, s.handleHijack))
-	mux.handle("GET /api/v1/teams/{team_name}/volumes", s.team(auth.ActionRead, s.handleVolumes))
+	volumes := &volumeserver.Server{Store: s.store, Blobs: s.blobs, Worker: s.cfg.ArtifactWorker, Log: s.log}
+	mux.handle("GET /api/v1/teams/{team_name}/volumes", s.team(auth.ActionRead, teamOnly(volumes.List)))
 
 	// Pipelines, jobs and resources (pipelines.go, jobs.go, resources.go).
 	const pipelinePath = "/api/v1/teams/{team_name}/pipelines/{pipeline_name}"
