@@ -13,6 +13,8 @@ import (
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/worker"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Pods declared ahead (package lookahead): while a step of a serial
@@ -29,6 +31,9 @@ type aheadPod struct {
 	st          *StepState
 	container   db.Container
 	secrets     podspec.Secrets
+	// span is the task's step span, begun when its pod was declared: the
+	// pod's phases and its sidecar's spans are its children.
+	span trace.Span
 }
 
 // declareAhead declares, beside the running step current, the pods of the
@@ -86,10 +91,13 @@ func (x *RunState) declare(ctx context.Context, d lookahead.Decl) (*aheadPod, er
 	ap := &aheadPod{plan: p.ID, action: a, eventConfig: eventConfig, worker: w, container: c,
 		secrets: podspec.Secrets{ImagePull: pull, Params: secretParams, Redact: x.d.SecretValues()}}
 	ap.st = x.registerStep(w, a.StepID, p.ID, eventConfig)
-	if err := s.createStepPod(ctx, w, a, ap.secrets); err != nil {
+	sctx, span := x.stepSpan(ctx, p)
+	if err := s.createStepPod(sctx, w, a, ap.secrets); err != nil {
+		span.End()
 		x.forgetAhead(context.WithoutCancel(ctx), ap)
 		return nil, fmt.Errorf("create the pod: %w", err)
 	}
+	ap.span = span
 	return ap, nil
 }
 
@@ -112,6 +120,8 @@ func (x *RunState) withdraw(ctx context.Context, ap *aheadPod, why string) {
 	wctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
 	stop(errors.New(why))
 	fin := x.r.engine.Supervise(wctx, ap.st)
+	ap.span.SetAttributes(attribute.String("porter.step.not_run", why))
+	ap.span.End()
 	x.r.engine.PodAhead("withdrawn")
 	x.r.log.Info("withdrew a pod declared ahead", "build", x.b.ID, "plan", ap.plan, "step", ap.st.ID(), "why", why, "sidecar_said", fin.GetError())
 	x.forgetAhead(wctx, ap)

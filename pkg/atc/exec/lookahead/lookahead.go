@@ -236,6 +236,23 @@ func (ps *Pods[P]) Take(ctx context.Context, id concourse.PlanID, withdraw func(
 	return e.pod, true, nil
 }
 
+// Peek is id's pod declared ahead once its declaration ended, left
+// declared; ok false: none was, or its declaration failed, or ctx ended.
+func (ps *Pods[P]) Peek(ctx context.Context, id concourse.PlanID) (pod P, ok bool) {
+	ps.mu.Lock()
+	e := ps.entries[id]
+	ps.mu.Unlock()
+	if e == nil {
+		return pod, false
+	}
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return pod, false
+	}
+	return e.pod, e.err == nil
+}
+
 // Withdraw withdraws, in the background, the pods declared for the plans
 // of rest.
 func (ps *Pods[P]) Withdraw(rest []concourse.Plan, withdraw func(P)) {
