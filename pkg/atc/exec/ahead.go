@@ -45,12 +45,27 @@ func (x *RunState) declareAhead(ctx context.Context, current *concourse.Plan, re
 		return
 	}
 	for _, d := range lookahead.Window(current, rest, x.r.cfg.Lookahead) {
+		if x.ahead.Has(d.Plan.ID) {
+			continue
+		}
+		// The task's step span begins now: its image's check, its pod's
+		// phases and its sidecar's spans are its children. The task runs
+		// under it at its turn (observed).
+		sctx, span := x.stepSpan(ctx, d.Plan)
+		x.mu.Lock()
+		if x.aheadSpans == nil {
+			x.aheadSpans = map[concourse.PlanID]trace.Span{}
+		}
+		x.aheadSpans[d.Plan.ID] = span
+		x.mu.Unlock()
 		x.ahead.Declare(d.Plan.ID, func() (*aheadPod, error) {
-			ap, err := x.declare(ctx, d)
+			ap, err := x.declare(sctx, d)
 			if err != nil {
 				x.r.engine.PodAhead("failed")
+				return nil, err
 			}
-			return ap, err
+			ap.span = span
+			return ap, nil
 		})
 	}
 }
@@ -91,13 +106,10 @@ func (x *RunState) declare(ctx context.Context, d lookahead.Decl) (*aheadPod, er
 	ap := &aheadPod{plan: p.ID, action: a, eventConfig: eventConfig, worker: w, container: c,
 		secrets: podspec.Secrets{ImagePull: pull, Params: secretParams, Redact: x.d.SecretValues()}}
 	ap.st = x.registerStep(w, a.StepID, p.ID, eventConfig)
-	sctx, span := x.stepSpan(ctx, p)
-	if err := s.createStepPod(sctx, w, a, ap.secrets); err != nil {
-		span.End()
+	if err := s.createStepPod(ctx, w, a, ap.secrets); err != nil {
 		x.forgetAhead(context.WithoutCancel(ctx), ap)
 		return nil, fmt.Errorf("create the pod: %w", err)
 	}
-	ap.span = span
 	return ap, nil
 }
 
@@ -150,6 +162,22 @@ func (x *RunState) deleteAheadRecords(ctx context.Context, id concourse.PlanID, 
 // has ended, and waits for the withdrawals.
 func (x *RunState) endAhead(ctx context.Context) {
 	x.ahead.WithdrawAll(func(ap *aheadPod) { x.withdraw(ctx, ap, "the build ended before its turn") })
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, span := range x.aheadSpans {
+		span.End() // of tasks that never had their turn
+	}
+	x.aheadSpans = nil
+}
+
+// aheadSpan takes the step span begun for plan id when its pod was
+// declared ahead.
+func (x *RunState) aheadSpan(id concourse.PlanID) (trace.Span, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	span, ok := x.aheadSpans[id]
+	delete(x.aheadSpans, id)
+	return span, ok
 }
 
 // dropInheritedAhead deletes, before a resumed build runs again, the pods

@@ -14,10 +14,10 @@ import (
 // observed wraps the build's leaf steps in a span each.
 func (x *RunState) observed(leaf func(context.Context, *concourse.Plan, Step) (bool, error)) func(context.Context, *concourse.Plan, Step) (bool, error) {
 	return func(ctx context.Context, p *concourse.Plan, step Step) (bool, error) {
-		var span trace.Span
-		if ap, ok := x.ahead.Peek(ctx, p.ID); ok && ap.span != nil {
+		span, ahead := x.aheadSpan(p.ID)
+		if ahead {
 			// The span began when the task's pod was declared ahead.
-			ctx, span = trace.ContextWithSpan(ctx, ap.span), ap.span
+			ctx = trace.ContextWithSpan(ctx, span)
 		} else {
 			ctx, span = x.stepSpan(ctx, p)
 		}

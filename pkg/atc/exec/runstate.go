@@ -13,6 +13,7 @@ import (
 	"github.com/porter-ci/porter/pkg/atc/exec/taskimage"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/vars"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Step is one step of a build's plan, as Concourse's exec.Step: it runs
@@ -42,8 +43,10 @@ type RunState struct {
 	// noteFetched), for tasks whose image: names it.
 	fetched map[string]taskimage.Fetched
 
-	// ahead are the pods declared ahead of their tasks' turn.
-	ahead lookahead.Pods[*aheadPod]
+	// ahead are the pods declared ahead of their tasks' turn, aheadSpans
+	// the step spans begun for them (mu).
+	ahead      lookahead.Pods[*aheadPod]
+	aheadSpans map[concourse.PlanID]trace.Span
 
 	// locals are the build's local vars (load_var's); an across run
 	// carries its own child scope in its context.

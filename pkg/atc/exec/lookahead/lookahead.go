@@ -236,21 +236,12 @@ func (ps *Pods[P]) Take(ctx context.Context, id concourse.PlanID, withdraw func(
 	return e.pod, true, nil
 }
 
-// Peek is id's pod declared ahead once its declaration ended, left
-// declared; ok false: none was, or its declaration failed, or ctx ended.
-func (ps *Pods[P]) Peek(ctx context.Context, id concourse.PlanID) (pod P, ok bool) {
+// Has reports whether id's pod is declared (or being declared).
+func (ps *Pods[P]) Has(id concourse.PlanID) bool {
 	ps.mu.Lock()
-	e := ps.entries[id]
-	ps.mu.Unlock()
-	if e == nil {
-		return pod, false
-	}
-	select {
-	case <-e.ready:
-	case <-ctx.Done():
-		return pod, false
-	}
-	return e.pod, e.err == nil
+	defer ps.mu.Unlock()
+	_, ok := ps.entries[id]
+	return ok
 }
 
 // Withdraw withdraws, in the background, the pods declared for the plans
