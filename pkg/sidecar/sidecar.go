@@ -572,7 +572,7 @@ func (r *run) awaitTurn(ctx, fetchCtx context.Context) ([]Transfer, error) {
 		}
 	}
 	r.emitStatus(ctx, eventspb.StepStatus_STEP_STATUS_FETCHING_INPUTS, fmt.Sprintf("%d inputs made by earlier steps", len(ins)))
-	spanCtx, span := r.cfg.Tracer.Start(fetchCtx, "inputs made earlier")
+	spanCtx, span := r.cfg.Tracer.Start(fetchCtx, "inputs", trace.WithAttributes(attribute.Bool("porter.inputs.made_earlier", true)))
 	made, _, err := r.fetchInputs(spanCtx, store, ins, nil)
 	endSpan(span, err)
 	return made, err
