@@ -51,7 +51,7 @@ const checkEvery = time.Second
 func main() {
 	n := flag.Int("n", 5, "runs of each")
 	only := flag.String("only", "", "the figures to measure, e.g. 3 or 1,3 (default: all)")
-	lookahead := flag.Int("lookahead", -1, "the server's --lookahead for the serial jobs' figures with pods declared ahead (-1: its default)")
+	lookahead := flag.Int("lookahead", 4, "the server's --lookahead for the serial jobs' figures with pods declared ahead (-1: its default)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
