@@ -105,7 +105,9 @@ func (a *app) abortOnInterrupt(ctx context.Context, c *atcclient.Client, id int6
 	fmt.Fprintf(a.stderr, "\naborting...\n")
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := c.AbortBuild(ctx, id); err != nil {
+	// The stream ending (the build's end shown) cancels ctx: an abort cut
+	// short by that is no failure to report.
+	if err := c.AbortBuild(ctx, id); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(a.stderr, "failed to abort:", err)
 	}
 }
