@@ -101,13 +101,13 @@ func (a *app) follow(ctx context.Context, c *atcclient.Client, id int64, abortOn
 
 // abortOnInterrupt asks the server to abort the build; the event stream
 // then shows it stopping.
-func (a *app) abortOnInterrupt(ctx context.Context, c *atcclient.Client, id int64) {
+func (a *app) abortOnInterrupt(stream context.Context, c *atcclient.Client, id int64) {
 	fmt.Fprintf(a.stderr, "\naborting...\n")
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(stream, 30*time.Second)
 	defer cancel()
-	// The stream ending (the build's end shown) cancels ctx: an abort cut
-	// short by that is no failure to report.
-	if err := c.AbortBuild(ctx, id); err != nil && ctx.Err() == nil {
+	// The stream ending (the build's end shown) cancels it: an abort cut
+	// short by that is no failure to report; one that timed out is.
+	if err := c.AbortBuild(ctx, id); err != nil && stream.Err() == nil {
 		fmt.Fprintln(a.stderr, "failed to abort:", err)
 	}
 }
