@@ -90,9 +90,9 @@ func (x *RunState) declare(ctx context.Context, d lookahead.Decl) (*aheadPod, er
 	if err != nil {
 		return nil, fmt.Errorf("place: %w", err)
 	}
-	c, err := s.recordContainer(ctx, db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
-		StepName: tp.Name, Type: concourse.KindTask, WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir,
-		User: a.Run.User, PodName: podspec.Name(a.StepID), StepID: a.StepID, State: concourse.ContainerWaiting})
+	c := x.taskContainer(p, w, a)
+	c.PodName, c.StepID, c.State = podspec.Name(a.StepID), a.StepID, concourse.ContainerWaiting
+	c, err = s.recordContainer(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -208,14 +208,13 @@ func (x *RunState) runAhead(ctx context.Context, p *concourse.Plan, r *buildstat
 		return false, nil, false
 	}
 	x.r.engine.PodAhead("started")
-	w, b, tp := ap.worker, x.b, p.Task
+	w, b := ap.worker, x.b
 	d := x.delegate(p.ID)
 	d.InitializeTask(ap.eventConfig)
 	d.SelectedWorker(w.Name())
 	b.Update(func() { r.EventConfig = ap.eventConfig })
 	st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: w, action: a, restartable: true, attempt: 1,
-		container: db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
-			StepName: tp.Name, Type: concourse.KindTask, WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir, User: a.Run.User},
+		container: x.taskContainer(p, w, a),
 		secrets:  ap.secrets,
 		register: func(id string) *StepState { return x.registerStep(w, id, p.ID, ap.eventConfig) },
 		declared: &declaredPod{st: ap.st, container: ap.container, proceed: proceed}})
