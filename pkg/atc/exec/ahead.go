@@ -125,9 +125,7 @@ func (x *RunState) withdrawAhead(ctx context.Context, rest []concourse.Plan, why
 // once), then the pod and its records go.
 func (x *RunState) withdraw(ctx context.Context, ap *aheadPod, why string) {
 	if errors.Is(context.Cause(ctx), ErrShutdown) {
-		// The tasks still run, in the build the next server resumes: it
-		// drops the pods declared here (State.Ahead) and declares its own.
-		return
+		return // the next server drops them (State.Ahead) and declares its own
 	}
 	wctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
 	stop(errors.New(why))
@@ -215,9 +213,9 @@ func (x *RunState) runAhead(ctx context.Context, p *concourse.Plan, r *buildstat
 	b.Update(func() { r.EventConfig = ap.eventConfig })
 	st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: w, action: a, restartable: true, attempt: 1,
 		container: x.taskContainer(p, w, a),
-		secrets:  ap.secrets,
-		register: func(id string) *StepState { return x.registerStep(w, id, p.ID, ap.eventConfig) },
-		declared: &declaredPod{st: ap.st, container: ap.container, proceed: proceed}})
+		secrets:   ap.secrets,
+		register:  func(id string) *StepState { return x.registerStep(w, id, p.ID, ap.eventConfig) },
+		declared:  &declaredPod{st: ap.st, container: ap.container, proceed: proceed}})
 	if err != nil {
 		return false, err, true
 	}

@@ -157,16 +157,15 @@ func (step TaskStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	b.Update(func() { r.EventConfig = eventConfig })
 	st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: w, action: a, restartable: true, attempt: attempt,
 		container: x.taskContainer(p, w, a),
-		secrets:  podspec.Secrets{ImagePull: pull, Params: secretParams},
-		register: func(id string) *StepState { return x.registerStep(w, id, p.ID, eventConfig) }})
+		secrets:   podspec.Secrets{ImagePull: pull, Params: secretParams},
+		register:  func(id string) *StepState { return x.registerStep(w, id, p.ID, eventConfig) }})
 	if err != nil {
 		return false, err
 	}
 	return x.endTask(ctx, p, r, st, fin)
 }
 
-// taskContainer is the container record of task p's pod on w, but for the
-// pod itself (runStepPod names it for each attempt).
+// taskContainer is the record of task p's container on w, but for its pod.
 func (x *RunState) taskContainer(p *concourse.Plan, w Worker, a *action.Action) db.Container {
 	b := x.b
 	return db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID), StepName: p.Task.Name,
