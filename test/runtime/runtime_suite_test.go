@@ -75,7 +75,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		// A pod per check: these specs follow a check's own pod (its
 		// Secret, its resume after a crash); test/economy, test/fly and
 		// test/pipelines run the checks in check pods, the default.
-		Args: append(resourceTypeArgs(ctx), "--check-pod-lifetime", "0", "--lookahead", "4"),
+		Args: append(resourceTypeArgs(ctx), "--check-pod-lifetime", "0"),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(server.Start(ctx)).To(Succeed())
