@@ -241,6 +241,13 @@ func (x *RunState) proceedAgain(ctx context.Context, w Worker, rec buildstate.St
 // runAhead runs a task whose pod was declared ahead: handled is false when
 // the pod was withdrawn instead and the task runs as any other.
 func (x *RunState) runAhead(ctx context.Context, p *concourse.Plan, r *buildstate.StepRecord, ap *aheadPod) (ok bool, err error, handled bool) {
+	if gone, _ := x.r.pods.PodGone(ctx, ap.worker, ap.st.ID()); gone {
+		// Deleted to make room for a running step (gc's FreeWorker), or
+		// lost: the task declares its pod at its turn, as any other.
+		x.r.engine.PodAhead("freed")
+		x.forgetAhead(ctx, ap)
+		return false, nil, false
+	}
 	proceed, a, made := lookahead.Resolve(ap.action, x.artifact)
 	if made && len(proceed.Inputs) > 0 {
 		// Its pod's credentials read only the keys known when it was declared.
