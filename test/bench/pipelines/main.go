@@ -10,7 +10,9 @@
 //     ahead and without, against 10 bare busybox pods run one after
 //     another;
 //  4. a repeated get of a cached version: the build's ATC time (start to
-//     end, as PostgreSQL records them) and the pods it created.
+//     end, as PostgreSQL records them) and the pods it created;
+//  5. a get → task (its config a file of the get) → put job, with pods
+//     declared ahead and without.
 //
 // It prints figures and never fails on timing.
 //
@@ -107,7 +109,8 @@ func run(ctx context.Context, n int, only string, lookahead int) (err error) {
 			return err
 		}
 		return b.webhookToBuild(ctx, n)
-	}}, {"trigger-job -w", b.triggerJob}, {"serial jobs", b.serialJob}, {"cached get", b.cachedGet}}
+	}}, {"trigger-job -w", b.triggerJob}, {"serial jobs", b.serialJob}, {"cached get", b.cachedGet},
+		{"get → task (file:) → put", b.getTaskPut}}
 	for i, f := range figures {
 		if only != "" && !slices.Contains(strings.Split(only, ","), fmt.Sprint(i+1)) {
 			continue
@@ -292,41 +295,41 @@ func (b *bench) serialJob(ctx context.Context, n int) error {
 					return f, err
 				}
 				f.wall[steps] = append(f.wall[steps], ds...)
-				var start, end time.Time
-				if err := conn.QueryRow(ctx, `SELECT b.start_time, b.end_time FROM builds b JOIN jobs j ON j.id = b.job_id
-					JOIN pipelines p ON p.id = j.pipeline_id WHERE p.name = $1 AND j.name = 'j' ORDER BY b.id DESC LIMIT 1`, p).Scan(&start, &end); err != nil {
-					return f, fmt.Errorf("latest build of %s/j: %w", p, err)
+				d, err := latestBuildDuration(ctx, conn, p, "j")
+				if err != nil {
+					return f, err
 				}
-				f.build[steps] = append(f.build[steps], end.Sub(start))
+				f.build[steps] = append(f.build[steps], d)
 			}
 		}
 		return f, nil
 	}
-	args := b.srv.Config.Args
-	restart := func(lookahead int) error {
-		b.srv.Config.Args = slices.Clone(args)
-		if lookahead >= 0 {
-			b.srv.Config.Args = append(b.srv.Config.Args, "--lookahead", fmt.Sprint(lookahead))
+	var (
+		ahead, none figures
+		peak        waitingPeak
+	)
+	if err := b.aheadAndNot(ctx, func(declaredAhead bool) (err error) {
+		if declaredAhead {
+			// Its own connection: the sampler queries while measure does.
+			sconn, err := pgx.Connect(ctx, b.dsn)
+			if err != nil {
+				return err
+			}
+			defer sconn.Close(context.WithoutCancel(ctx))
+			sctx, stop := context.WithCancel(ctx)
+			sampled := make(chan error, 1)
+			go func() {
+				var err error
+				peak, err = b.sampleWaiting(sctx, sconn)
+				sampled <- err
+			}()
+			ahead, err = measure()
+			stop()
+			return errors.Join(err, <-sampled)
 		}
-		return b.srv.Restart(ctx)
-	}
-	if b.lookahead >= 0 {
-		if err := restart(b.lookahead); err != nil {
-			return err
-		}
-	}
-	ahead, err := measure()
-	if err != nil {
+		none, err = measure()
 		return err
-	}
-	if err := restart(0); err != nil {
-		return err
-	}
-	none, err := measure()
-	if rerr := restart(-1); err == nil {
-		err = rerr
-	}
-	if err != nil {
+	}); err != nil {
 		return err
 	}
 	var bare []time.Duration
@@ -349,7 +352,46 @@ func (b *bench) serialJob(ctx context.Context, n int) error {
 	fmt.Printf("  %-58s %s ahead, %s without (goal ≤ 300ms)\n", "30 steps, per step",
 		(benchstat.Median(ahead.build[30]) / 30).Round(time.Millisecond), (benchstat.Median(none.build[30]) / 30).Round(time.Millisecond))
 	line("10 bare busybox pods: create → Succeeded, one by one", bare)
+	fmt.Printf("  %-58s %d pods requesting %s CPU, %s memory\n", "pods waiting for their turn at peak", peak.pods, peak.cpu.String(), peak.mem.String())
 	return nil
+}
+
+// aheadAndNot calls measure with the server declaring pods ahead
+// (b.lookahead) and then without (--lookahead 0), and restarts it with its
+// default after.
+func (b *bench) aheadAndNot(ctx context.Context, measure func(declaredAhead bool) error) error {
+	args := b.srv.Config.Args
+	restart := func(lookahead int) error {
+		b.srv.Config.Args = slices.Clone(args)
+		if lookahead >= 0 {
+			b.srv.Config.Args = append(b.srv.Config.Args, "--lookahead", fmt.Sprint(lookahead))
+		}
+		return b.srv.Restart(ctx)
+	}
+	if b.lookahead >= 0 {
+		if err := restart(b.lookahead); err != nil {
+			return err
+		}
+	}
+	if err := measure(true); err != nil {
+		return err
+	}
+	if err := restart(0); err != nil {
+		return err
+	}
+	err := measure(false)
+	return errors.Join(err, restart(-1))
+}
+
+// latestBuildDuration is the latest build of pipeline/job from start to
+// end, as PostgreSQL records them.
+func latestBuildDuration(ctx context.Context, conn *pgx.Conn, pipeline, job string) (time.Duration, error) {
+	var start, end time.Time
+	if err := conn.QueryRow(ctx, `SELECT b.start_time, b.end_time FROM builds b JOIN jobs j ON j.id = b.job_id
+		JOIN pipelines p ON p.id = j.pipeline_id WHERE p.name = $1 AND j.name = $2 ORDER BY b.id DESC LIMIT 1`, pipeline, job).Scan(&start, &end); err != nil {
+		return 0, fmt.Errorf("latest build of %s/%s: %w", pipeline, job, err)
+	}
+	return end.Sub(start), nil
 }
 
 // cachedGet: a job whose only step gets a version already fetched; the
