@@ -4,7 +4,8 @@
 // doing the same, a bare busybox pod running `true` (create → Succeeded)
 // and the kubelet's floor for a step (a pod of Porter's shape, create → its
 // step container running; floor.go), with real Concourse 8.2.5's figure on
-// this machine kind for reference.
+// this machine kind for reference; then `fly execute -i` of 100 MiB beside
+// the upload alone and the floor (upload.go).
 // It prints figures and never fails on timing.
 //
 //	go run ./test/bench/overhead [-n 20]
@@ -126,10 +127,7 @@ func run(ctx context.Context, n int) (err error) {
 		}
 		floor = append(floor, d)
 	}
-	line := func(what string, ds []time.Duration) {
-		fmt.Printf("  %-58s median %6s  (min %s, max %s)\n", what, benchstat.Median(ds).Round(time.Millisecond),
-			slices.Min(ds).Round(time.Millisecond), slices.Max(ds).Round(time.Millisecond))
-	}
+	line := printLine
 	fmt.Printf("a `true` task, wall time, %d runs each (alternating), local single-node cluster\n", n)
 	fmt.Printf("  %-58s median %6s  (reference, ../shared/reference)\n", "Concourse 8.2.5 + containerd worker: fly execute", concourseFlyExecute)
 	line("Porter: fly execute (Concourse's own fly)", viaFly)
@@ -145,7 +143,12 @@ func run(ctx context.Context, n int) (err error) {
 		float64(benchstat.Median(viaFly))/float64(concourseFlyExecute), (benchstat.Median(viaFly) - benchstat.Median(bare)).Round(time.Millisecond),
 		(benchstat.Median(viaFly) - benchstat.Median(floor)).Round(time.Millisecond))
 	printBreakdown(breakdowns)
-	return nil
+	return bigInput(ctx, b, dir, min(n, 5), floor)
+}
+
+func printLine(what string, ds []time.Duration) {
+	fmt.Printf("  %-58s median %6s  (min %s, max %s)\n", what, benchstat.Median(ds).Round(time.Millisecond),
+		slices.Min(ds).Round(time.Millisecond), slices.Max(ds).Round(time.Millisecond))
 }
 
 // stepMilestones reads the milestones the sidecar logs (starting, connected,
