@@ -21,7 +21,9 @@ import (
 // GitServer is a real smart-HTTP git server for tests: the host's
 // `git http-backend` behind net/http/cgi, serving bare repositories from a
 // temporary directory. It listens on every interface, so step pods reach it
-// through the host's IP (the cluster's node IP). Pushes are allowed.
+// through the host's IP (the cluster's node IP). Pushes are allowed. The same
+// repositories are also served read-only over git's dumb HTTP protocol
+// (DumbURL).
 //
 //	srv, err := testenv.NewGitServer(env.Cluster["PORTER_CLUSTER_NODE_IP"])
 //	t.Cleanup(func() { srv.Close() })       // or DeferCleanup(srv.Close)
@@ -76,6 +78,8 @@ func NewGitServer(advertiseHost string) (*GitServer, error) {
 		Root: "/",
 		Env:  []string{"GIT_PROJECT_ROOT=" + s.root, "GIT_HTTP_EXPORT_ALL=1"},
 	}
+	// The same repositories as static files, as a dumb HTTP server serves them.
+	dumbHandler := http.StripPrefix(dumbPrefix, http.FileServer(http.Dir(s.root)))
 	s.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if want := s.auth.Load(); want != nil {
@@ -85,6 +89,10 @@ func NewGitServer(advertiseHost string) (*GitServer, error) {
 					http.Error(w, "authentication required", http.StatusUnauthorized)
 					return
 				}
+			}
+			if strings.HasPrefix(r.URL.Path, dumbPrefix+"/") {
+				dumbHandler.ServeHTTP(w, r)
+				return
 			}
 			backendHandler.ServeHTTP(w, r)
 		}),
@@ -107,6 +115,22 @@ func (s *GitServer) RequireBasicAuth(username, password string) {
 // URL is the clone URL of repository name for pods (through the advertised host).
 func (s *GitServer) URL(name string) string {
 	return fmt.Sprintf("http://%s/%s.git", net.JoinHostPort(s.advertise, fmt.Sprint(s.port)), name)
+}
+
+// dumbPrefix is where the server serves its repositories' files as they are:
+// git's dumb HTTP protocol (read-only).
+const dumbPrefix = "/dumb"
+
+// DumbURL is the clone URL of repository name for pods over git's dumb HTTP
+// protocol: the bare repository's files, which every push keeps current for
+// it (receive.updateServerInfo).
+func (s *GitServer) DumbURL(name string) string {
+	return fmt.Sprintf("http://%s%s/%s.git", net.JoinHostPort(s.advertise, fmt.Sprint(s.port)), dumbPrefix, name)
+}
+
+// LocalDumbURL is DumbURL through the loopback address.
+func (s *GitServer) LocalDumbURL(name string) string {
+	return fmt.Sprintf("http://127.0.0.1:%d%s/%s.git", s.port, dumbPrefix, name)
 }
 
 // LocalURL is the clone URL of repository name through the loopback address.
@@ -139,11 +163,16 @@ func (s *GitServer) CreateRepo(ctx context.Context, name, branch string) error {
 	if _, err := s.git(ctx, "", "init", "--quiet", "--bare", "--initial-branch="+branch, dir); err != nil {
 		return err
 	}
-	// Anonymous pushes through http-backend need receive-pack switched on.
-	if _, err := s.git(ctx, dir, "config", "http.receivepack", "true"); err != nil {
-		return err
+	// Anonymous pushes through http-backend need receive-pack switched on;
+	// the dumb protocol's info/refs and objects/info/packs are rewritten on
+	// every push.
+	for _, kv := range [][2]string{{"http.receivepack", "true"}, {"receive.updateServerInfo", "true"}} {
+		if _, err := s.git(ctx, dir, "config", kv[0], kv[1]); err != nil {
+			return err
+		}
 	}
-	return nil
+	_, err := s.git(ctx, dir, "update-server-info")
+	return err
 }
 
 // Commit commits files (path to content; an empty content deletes the file)
