@@ -39,6 +39,7 @@ import (
 
 	"github.com/porter-ci/porter/test/bench/internal/benchstat"
 	"github.com/porter-ci/porter/test/testenv"
+	"github.com/porter-ci/porter/test/testenv/gitserver"
 )
 
 // concourseTriggerJob is `fly trigger-job -w` of a one-task job against a
@@ -68,7 +69,7 @@ type bench struct {
 	srv  *testenv.ATC
 	dsn  string
 	fly  *testenv.Fly
-	git  *testenv.GitServer
+	git  *gitserver.Server
 	dir  string
 	kube kubernetes.Interface
 	// lookahead is the server's --lookahead for the serial jobs (-1: its
@@ -91,7 +92,7 @@ func run(ctx context.Context, n int, only string, lookahead int) (err error) {
 	}
 	defer cleanup(bs.Close)
 	env, ns, srv, fly := bs.Env, bs.NS, bs.Server, bs.Fly
-	git, err := testenv.NewGitServer(env.Cluster["PORTER_CLUSTER_NODE_IP"])
+	git, err := gitserver.New(env.Cluster["PORTER_CLUSTER_NODE_IP"])
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package testenv
+package gitserver
 
 import (
 	"bytes"
@@ -18,19 +18,19 @@ import (
 	"time"
 )
 
-// GitServer is a real smart-HTTP git server for tests: the host's
+// Server is a real smart-HTTP git server for tests: the host's
 // `git http-backend` behind net/http/cgi, serving bare repositories from a
 // temporary directory. It listens on every interface, so step pods reach it
 // through the host's IP (the cluster's node IP). Pushes are allowed. The same
 // repositories are also served read-only over git's dumb HTTP protocol
 // (DumbURL).
 //
-//	srv, err := testenv.NewGitServer(env.Cluster["PORTER_CLUSTER_NODE_IP"])
+//	srv, err := gitserver.New(env.Cluster["PORTER_CLUSTER_NODE_IP"])
 //	t.Cleanup(func() { srv.Close() })       // or DeferCleanup(srv.Close)
 //	srv.CreateRepo(ctx, "app", "main")
 //	sha, err := srv.Commit(ctx, "app", "main", map[string]string{"README": "hi"}, "first")
 //	uri := srv.URL("app")                   // http://NODE_IP:PORT/app.git
-type GitServer struct {
+type Server struct {
 	root      string // bare repositories, NAME.git
 	work      string // scratch clones for Commit
 	advertise string // host in URL
@@ -40,9 +40,9 @@ type GitServer struct {
 	auth      atomic.Pointer[[2]string] // username, password; nil: anonymous
 }
 
-// NewGitServer starts a server; URL names advertiseHost (e.g. the cluster's
+// New starts a server; URL names advertiseHost (e.g. the cluster's
 // node IP; empty means 127.0.0.1). Close stops it and removes its repositories.
-func NewGitServer(advertiseHost string) (*GitServer, error) {
+func New(advertiseHost string) (*Server, error) {
 	gitBin, err := exec.LookPath("git")
 	if err != nil {
 		return nil, fmt.Errorf("git server: the host's git is needed: %w", err)
@@ -62,7 +62,7 @@ func NewGitServer(advertiseHost string) (*GitServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("git server: %w", err)
 	}
-	s := &GitServer{root: filepath.Join(dir, "repos"), work: filepath.Join(dir, "work"), advertise: advertiseHost, done: make(chan error, 1)}
+	s := &Server{root: filepath.Join(dir, "repos"), work: filepath.Join(dir, "work"), advertise: advertiseHost, done: make(chan error, 1)}
 	for _, d := range []string{s.root, s.work} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, errors.Join(fmt.Errorf("git server: %w", err), os.RemoveAll(dir))
@@ -104,7 +104,7 @@ func NewGitServer(advertiseHost string) (*GitServer, error) {
 
 // RequireBasicAuth makes every request need username and password (HTTP basic
 // auth), to test credentials; empty username switches it off again.
-func (s *GitServer) RequireBasicAuth(username, password string) {
+func (s *Server) RequireBasicAuth(username, password string) {
 	if username == "" {
 		s.auth.Store(nil)
 		return
@@ -113,7 +113,7 @@ func (s *GitServer) RequireBasicAuth(username, password string) {
 }
 
 // URL is the clone URL of repository name for pods (through the advertised host).
-func (s *GitServer) URL(name string) string {
+func (s *Server) URL(name string) string {
 	return fmt.Sprintf("http://%s/%s.git", net.JoinHostPort(s.advertise, fmt.Sprint(s.port)), name)
 }
 
@@ -124,25 +124,25 @@ const dumbPrefix = "/dumb"
 // DumbURL is the clone URL of repository name for pods over git's dumb HTTP
 // protocol: the bare repository's files, which every push keeps current for
 // it (receive.updateServerInfo).
-func (s *GitServer) DumbURL(name string) string {
+func (s *Server) DumbURL(name string) string {
 	return fmt.Sprintf("http://%s%s/%s.git", net.JoinHostPort(s.advertise, fmt.Sprint(s.port)), dumbPrefix, name)
 }
 
 // LocalDumbURL is DumbURL through the loopback address.
-func (s *GitServer) LocalDumbURL(name string) string {
+func (s *Server) LocalDumbURL(name string) string {
 	return fmt.Sprintf("http://127.0.0.1:%d%s/%s.git", s.port, dumbPrefix, name)
 }
 
 // LocalURL is the clone URL of repository name through the loopback address.
-func (s *GitServer) LocalURL(name string) string {
+func (s *Server) LocalURL(name string) string {
 	return fmt.Sprintf("http://127.0.0.1:%d/%s.git", s.port, name)
 }
 
 // Dir is the bare repository of name on disk.
-func (s *GitServer) Dir(name string) string { return filepath.Join(s.root, name+".git") }
+func (s *Server) Dir(name string) string { return filepath.Join(s.root, name+".git") }
 
 // Close stops the server and removes its repositories.
-func (s *GitServer) Close() error {
+func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
@@ -155,7 +155,7 @@ func (s *GitServer) Close() error {
 var repoName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]*$`)
 
 // CreateRepo creates an empty bare repository whose HEAD names branch.
-func (s *GitServer) CreateRepo(ctx context.Context, name, branch string) error {
+func (s *Server) CreateRepo(ctx context.Context, name, branch string) error {
 	if !repoName.MatchString(name) || strings.Contains(name, "..") {
 		return fmt.Errorf("git server: bad repository name %q", name)
 	}
@@ -178,7 +178,7 @@ func (s *GitServer) CreateRepo(ctx context.Context, name, branch string) error {
 // Commit commits files (path to content; an empty content deletes the file)
 // on top of branch (created from nothing when it does not exist yet) and
 // returns the new commit's SHA.
-func (s *GitServer) Commit(ctx context.Context, name, branch string, files map[string]string, message string) (string, error) {
+func (s *Server) Commit(ctx context.Context, name, branch string, files map[string]string, message string) (string, error) {
 	work, err := os.MkdirTemp(s.work, "commit-")
 	if err != nil {
 		return "", fmt.Errorf("git server: %w", err)
@@ -228,17 +228,17 @@ func (s *GitServer) Commit(ctx context.Context, name, branch string, files map[s
 }
 
 // Head returns the SHA branch points at.
-func (s *GitServer) Head(ctx context.Context, name, branch string) (string, error) {
+func (s *Server) Head(ctx context.Context, name, branch string) (string, error) {
 	return s.git(ctx, s.Dir(name), "rev-parse", "--verify", "refs/heads/"+branch)
 }
 
 // File returns the content of path at the head of branch.
-func (s *GitServer) File(ctx context.Context, name, branch, path string) (string, error) {
+func (s *Server) File(ctx context.Context, name, branch, path string) (string, error) {
 	return s.git(ctx, s.Dir(name), "show", "refs/heads/"+branch+":"+path)
 }
 
 // Log returns the SHAs of branch's first-parent history, newest first.
-func (s *GitServer) Log(ctx context.Context, name, branch string) ([]string, error) {
+func (s *Server) Log(ctx context.Context, name, branch string) ([]string, error) {
 	out, err := s.git(ctx, s.Dir(name), "rev-list", "--first-parent", "refs/heads/"+branch)
 	if err != nil {
 		return nil, err
@@ -247,7 +247,7 @@ func (s *GitServer) Log(ctx context.Context, name, branch string) ([]string, err
 }
 
 // git runs the host's git in dir with a fixed identity and no user config.
-func (s *GitServer) git(ctx context.Context, dir string, args ...string) (string, error) {
+func (s *Server) git(ctx context.Context, dir string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
