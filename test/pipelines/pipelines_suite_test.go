@@ -79,12 +79,23 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte { return nil }, fun
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(removeImage)
 	s.porterImage = porterImage
+	// This tree's git resource (dumb HTTP), the other base types from the registry.
+	gitImage, removeGitImage, err := testenv.BuildResourceImage(ctx, GinkgoT().TempDir(), "git", "pipelines")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(removeGitImage)
+	baseTypes := []string{"git=" + gitImage}
+	for _, t := range env.LocalBaseResourceTypes(ctx) {
+		if !strings.HasPrefix(t, "git=") {
+			baseTypes = append(baseTypes, t)
+		}
+	}
 	s.server, err = env.NewATC(testenv.ATCConfig{
 		Worker: s.ns, WorkerName: "pipelines", Database: dsn, CredentialNamespacePrefix: credPrefix,
 		LocalUsers: []string{adminUser + ":" + s.password}, MainTeamUsers: []string{adminUser},
 		PodRetention: time.Minute,
 		// This tree's sidecar: it redacts credentials from the audit journal.
-		Args: []string{"--porter-image", porterImage, "--lookahead", "4"},
+		Args:              []string{"--porter-image", porterImage, "--lookahead", "4"},
+		BaseResourceTypes: baseTypes,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(s.server.Start(ctx)).To(Succeed())
