@@ -1,7 +1,6 @@
 package gitserver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -160,105 +158,59 @@ func (s *Server) CreateRepo(ctx context.Context, name, branch string) error {
 		return fmt.Errorf("git server: bad repository name %q", name)
 	}
 	dir := s.Dir(name)
-	if _, err := s.git(ctx, "", "init", "--quiet", "--bare", "--initial-branch="+branch, dir); err != nil {
+	if _, err := runGit(ctx, "", "init", "--quiet", "--bare", "--initial-branch="+branch, dir); err != nil {
 		return err
 	}
 	// Anonymous pushes through http-backend need receive-pack switched on;
 	// the dumb protocol's info/refs and objects/info/packs are rewritten on
 	// every push.
 	for _, kv := range [][2]string{{"http.receivepack", "true"}, {"receive.updateServerInfo", "true"}} {
-		if _, err := s.git(ctx, dir, "config", kv[0], kv[1]); err != nil {
+		if _, err := runGit(ctx, dir, "config", kv[0], kv[1]); err != nil {
 			return err
 		}
 	}
-	_, err := s.git(ctx, dir, "update-server-info")
+	_, err := runGit(ctx, dir, "update-server-info")
 	return err
 }
 
 // Commit commits files (path to content; an empty content deletes the file)
-// on top of branch (created from nothing when it does not exist yet) and
-// returns the new commit's SHA.
+// on top of branch (created from nothing when it does not exist yet), pushes
+// it, and returns the new commit's SHA.
 func (s *Server) Commit(ctx context.Context, name, branch string, files map[string]string, message string) (string, error) {
 	work, err := os.MkdirTemp(s.work, "commit-")
 	if err != nil {
 		return "", fmt.Errorf("git server: %w", err)
 	}
 	defer os.RemoveAll(work)
-	if _, err := s.git(ctx, work, "init", "--quiet", "--initial-branch="+branch); err != nil {
+	w, err := NewWork(ctx, work, s.Dir(name), branch)
+	if err != nil {
 		return "", err
 	}
-	if _, err := s.git(ctx, work, "fetch", "--quiet", s.Dir(name), "refs/heads/"+branch+":refs/remotes/origin/"+branch); err == nil {
-		if _, err := s.git(ctx, work, "reset", "--quiet", "--hard", "refs/remotes/origin/"+branch); err != nil {
-			return "", err
-		}
-	}
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		full := filepath.Join(work, filepath.FromSlash(p))
-		if !strings.HasPrefix(full, work+string(filepath.Separator)) {
-			return "", fmt.Errorf("git server: path %q leaves the repository", p)
-		}
-		if files[p] == "" {
-			if err := os.Remove(full); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return "", fmt.Errorf("git server: %w", err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return "", fmt.Errorf("git server: %w", err)
-		}
-		if err := os.WriteFile(full, []byte(files[p]), 0o644); err != nil {
-			return "", fmt.Errorf("git server: %w", err)
-		}
-	}
-	if _, err := s.git(ctx, work, "add", "--all"); err != nil {
+	sha, err := w.Commit(ctx, files, message)
+	if err != nil {
 		return "", err
 	}
-	if _, err := s.git(ctx, work, "commit", "--quiet", "--allow-empty", "-m", message); err != nil {
+	if _, err := w.Push(ctx); err != nil {
 		return "", err
 	}
-	if _, err := s.git(ctx, work, "push", "--quiet", s.Dir(name), "HEAD:refs/heads/"+branch); err != nil {
-		return "", err
-	}
-	return s.git(ctx, work, "rev-parse", "HEAD")
+	return sha, nil
 }
 
 // Head returns the SHA branch points at.
 func (s *Server) Head(ctx context.Context, name, branch string) (string, error) {
-	return s.git(ctx, s.Dir(name), "rev-parse", "--verify", "refs/heads/"+branch)
+	return runGit(ctx, s.Dir(name), "rev-parse", "--verify", "refs/heads/"+branch)
 }
 
 // File returns the content of path at the head of branch.
 func (s *Server) File(ctx context.Context, name, branch, path string) (string, error) {
-	return s.git(ctx, s.Dir(name), "show", "refs/heads/"+branch+":"+path)
+	return runGit(ctx, s.Dir(name), "show", "refs/heads/"+branch+":"+path)
 }
 
 // Log returns the SHAs of branch's first-parent history, newest first.
 func (s *Server) Log(ctx context.Context, name, branch string) ([]string, error) {
-	out, err := s.git(ctx, s.Dir(name), "rev-list", "--first-parent", "refs/heads/"+branch)
+	out, err := runGit(ctx, s.Dir(name), "rev-list", "--first-parent", "refs/heads/"+branch)
 	if err != nil {
 		return nil, err
 	}
 	return strings.Fields(out), nil
-}
-
-// git runs the host's git in dir with a fixed identity and no user config.
-func (s *Server) git(ctx context.Context, dir string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_AUTHOR_NAME=Porter Test", "GIT_AUTHOR_EMAIL=test@porter.local",
-		"GIT_COMMITTER_NAME=Porter Test", "GIT_COMMITTER_EMAIL=test@porter.local",
-	)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("git server: git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return strings.TrimSpace(stdout.String()), nil
 }
