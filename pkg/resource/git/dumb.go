@@ -193,6 +193,8 @@ func (d *dumbRemote) clone(ctx context.Context, dir string, bare bool, branch st
 	if err != nil {
 		return nil, fmt.Errorf("create a repository in %s: %w", dir, err)
 	}
+	// A new repository has none of the packs an earlier clone fetched.
+	d.fetched = map[string]bool{}
 	remoteRef := plumbing.NewRemoteReferenceName("origin", branch)
 	if _, err := repo.CreateRemote(&config.RemoteConfig{
 		Name:  "origin",

@@ -177,6 +177,35 @@ func TestDumbHTTP(t *testing.T) {
 	}
 }
 
+// A get deeper than its depth clones again in full, fetching again the
+// packs the shallow clone had: one pack a commit here.
+func TestDumbHTTPDeeperThanDepth(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t)
+	if err := srv.CreateRepo(ctx, "app", "main"); err != nil {
+		t.Fatal(err)
+	}
+	bare := srv.Dir("app")
+	var shas []string
+	for _, content := range []string{"one", "two", "three"} {
+		shas = append(shas, commit(t, srv, "app", "main", map[string]string{"file": content}, content))
+		gitIn(t, bare, "repack", "-d", "-q") // the new loose objects into a pack of their own
+	}
+	gitIn(t, bare, "update-server-info")
+	if packs, _ := filepath.Glob(filepath.Join(bare, "objects", "pack", "*.pack")); len(packs) != 3 {
+		t.Fatalf("%d packs, want 3", len(packs))
+	}
+	dumb := newDumbServer(t, filepath.Dir(bare))
+	src := source(t, map[string]any{"uri": dumb.URL + "/app.git", "branch": "main"})
+	dir, _, err := get(t, src, `{"depth":1}`, shas[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "file")); string(b) != "one" {
+		t.Fatalf("file at %s (depth 1) = %q, want one", shas[0], b)
+	}
+}
+
 // An object whose content does not hash to its name is refused.
 func TestDumbHTTPRefusesAnotherObject(t *testing.T) {
 	ctx := context.Background()
