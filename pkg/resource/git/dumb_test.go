@@ -271,3 +271,36 @@ func TestDumbHTTPCredentials(t *testing.T) {
 		t.Fatalf("secret = %q", b)
 	}
 }
+
+// A repository that moved is read where info/refs was redirected to.
+func TestDumbHTTPRedirect(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t)
+	if err := srv.CreateRepo(ctx, "app", "main"); err != nil {
+		t.Fatal(err)
+	}
+	sha := commit(t, srv, "app", "main", map[string]string{"f": "moved"}, "one")
+	files := http.FileServer(http.Dir(filepath.Dir(srv.Dir("app"))))
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/old.git/"); ok {
+			if rest != "info/refs" {
+				t.Errorf("%s asked at the old place: only info/refs should be", r.URL.Path)
+			}
+			http.Redirect(w, r, "/app.git/"+rest+"?"+r.URL.RawQuery, http.StatusMovedPermanently)
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(moved.Close)
+	src := source(t, map[string]any{"uri": moved.URL + "/old.git", "branch": "main"})
+	if got := checkRefs(t, src, nil); !eq(got, []string{sha}) {
+		t.Fatalf("check = %v, want %s", got, sha)
+	}
+	dir, _, err := get(t, src, `{}`, sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != "moved" {
+		t.Fatalf("f = %q", b)
+	}
+}
