@@ -1,3 +1,7 @@
+// Package gitserver is the real git servers the suites and benchmarks push
+// to and step pods fetch from: the host's `git http-backend` (Server, also
+// serving git's dumb HTTP protocol) and git's http-backend in a pod of the
+// local cluster whose post-receive hook calls webhooks (InCluster).
 package gitserver
 
 import (
