@@ -50,6 +50,10 @@ func (r execRuntime) StepCredentials(ctx context.Context, w exec.Worker, a *acti
 	return &eventspb.BlobstoreCredentials{AccessKey: c.AccessKey, SecretKey: c.SecretKey, SessionToken: c.SessionToken}, nil
 }
 
+func (r execRuntime) DeclaredAction(ctx context.Context, w exec.Worker, stepID string) (*action.Action, error) {
+	return r.Runtime.DeclaredAction(ctx, kubeWorker(w), stepID)
+}
+
 func (r execRuntime) DeletePod(ctx context.Context, w exec.Worker, stepID string) {
 	r.Runtime.DeletePod(ctx, kubeWorker(w), stepID)
 }

@@ -53,7 +53,7 @@ func (s *Server) stepWaiting(ctx context.Context, st *exec.StepState, msg string
 	if first {
 		s.obs.metrics.CapacityWait()
 		if n := s.freeKeptPods(ctx, st.Worker().Name()); n > 0 {
-			msg += fmt.Sprintf(" (freed %d kept pods of finished steps)", n)
+			msg += fmt.Sprintf(" (freed %d pods: kept pods of finished steps, pods declared ahead of their turn)", n)
 		}
 	}
 	s.log.Info("step waits for room", "step", st.ID(), "worker", st.Worker().Name(), "msg", msg)

@@ -1029,3 +1029,25 @@ func verbatim(ss []string) []string {
 	}
 	return out
 }
+
+// DeclaredAction is the action a step pod was declared with, read back from
+// its sidecar's environment: a server that resumes a gated step gives it
+// the go-ahead from what its pod says it is.
+func DeclaredAction(pod *corev1.Pod) (*action.Action, error) {
+	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+		if c.Name != SidecarContainerName {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == action.EnvVar {
+				// The kubelet turns "$$" back into "$" (verbatim1).
+				a, err := action.Decode([]byte(strings.ReplaceAll(e.Value, "$$", "$")))
+				if err != nil {
+					return nil, fmt.Errorf("pod %s's action: %w", pod.Name, err)
+				}
+				return a, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("pod %s has no %s in its %s container", pod.Name, action.EnvVar, SidecarContainerName)
+}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -181,13 +182,12 @@ func TestObjectsAreWellFormed(t *testing.T) {
 				}
 			}
 			// The action in the sidecar's environment is the action itself.
-			sidecar := findContainer(t, pod, podspec.SidecarContainerName)
-			decoded, err := action.Decode([]byte(envValue(sidecar, action.EnvVar)))
+			decoded, err := podspec.DeclaredAction(pod)
 			if err != nil {
-				t.Fatalf("decode %s: %v", action.EnvVar, err)
+				t.Fatal(err)
 			}
-			if decoded.StepID != c.Action.StepID || decoded.Image != c.Action.Image {
-				t.Errorf("sidecar's action = %+v, want %+v", decoded, c.Action)
+			if !reflect.DeepEqual(decoded, c.Action) {
+				t.Errorf("declared action = %+v, want %+v", decoded, c.Action)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"path/filepath"
 	"slices"
@@ -21,11 +22,12 @@ import (
 
 // gateATC takes a step's stream and acknowledges every event at once;
 // when the step says it waits for its turn, it answers with its one
-// command (a go-ahead or an abort), if it has one. It keeps the events it
-// saw.
+// command (a go-ahead or an abort), or calls noAnswer. It keeps the
+// events it saw.
 type gateATC struct {
 	eventspb.UnimplementedStepStreamServer
-	answer *eventspb.ATCMessage
+	answer   *eventspb.ATCMessage
+	noAnswer func()
 
 	mu     sync.Mutex
 	events []*eventspb.Event
@@ -53,7 +55,11 @@ func (g *gateATC) Connect(stream grpc.BidiStreamingServer[eventspb.SidecarMessag
 		if err := stream.Send(ack(ev.GetSeq())); err != nil {
 			return err
 		}
-		if ev.GetStatus().GetStatus() == eventspb.StepStatus_STEP_STATUS_WAITING && g.answer != nil {
+		if ev.GetStatus().GetStatus() == eventspb.StepStatus_STEP_STATUS_WAITING {
+			if g.answer == nil {
+				g.noAnswer()
+				continue
+			}
 			if err := stream.Send(g.answer); err != nil {
 				return err
 			}
@@ -101,23 +107,25 @@ type gateRun struct {
 	result    func() map[string]any
 }
 
-// runGated runs a gated step whose ATC answers its waiting with answer;
-// the step's process, if it starts, exits 0 at once.
+// runGated runs a gated step whose ATC answers its waiting with answer
+// (nil: its pod is stopped instead, as the kubelet's SIGTERM would); the
+// step's process, if it starts, exits 0 at once.
 func runGated(t *testing.T, a *action.Action, answer *eventspb.ATCMessage) gateRun {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	atc := &gateATC{answer: answer}
+	tctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	ctx, stop := context.WithCancelCause(tctx)
+	atc := &gateATC{answer: answer, noAnswer: func() { stop(errors.New("terminated signal received")) }}
 	gs := grpc.NewServer()
 	eventspb.RegisterStepStreamServer(gs, atc)
 	served := make(chan struct{})
 	go func() { defer close(served); _ = gs.Serve(ln) }()
 	t.Cleanup(func() { gs.Stop(); <-served })
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
 	sock := filepath.Join(t.TempDir(), "control.sock")
 	// The process ends as soon as it starts; started says it did.
 	spy := make(chan *fakeProcess, 1)
@@ -134,7 +142,11 @@ func runGated(t *testing.T, a *action.Action, answer *eventspb.ATCMessage) gateR
 	runner := &fakeRunner{started: spy}
 	ep := entrypoint.NewEntrypointer(entrypoint.EntrypointConfig{Argv: []string{"/bin/true"}}, entrypoint.SocketWaiter(sock), runner)
 	exit := make(chan int, 1)
-	go func() { exit <- ep.Run(ctx) }()
+	// Without an answer the pod is stopped, its step container with it:
+	// no entrypoint runs.
+	if answer != nil {
+		go func() { exit <- ep.Run(ctx) }()
+	}
 
 	var mu sync.Mutex
 	var downloads []string
@@ -256,6 +268,25 @@ func TestGatedStepAbortedBeforeItsTurnDoesNotRun(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the entrypoint was not released")
+	}
+}
+
+// A gated pod stopped before its turn (deleted to make room for a running
+// step) records that it did not run, and shows no error in the build.
+func TestGatedStepStoppedBeforeItsTurnDoesNotRun(t *testing.T) {
+	run := runGated(t, gatedAction(), nil)
+	if run.res.Result != Aborted || !strings.HasPrefix(run.res.Error, "not run: its pod was stopped before its turn") {
+		t.Fatalf("result %+v, want aborted, not run", run.res)
+	}
+	select {
+	case <-run.started:
+		t.Fatal("the process started")
+	default:
+	}
+	for _, ev := range run.atc.seen() {
+		if e := ev.GetError(); e != nil {
+			t.Errorf("error event %q: a step that never began shows no error", e.GetMessage())
+		}
 	}
 }
 

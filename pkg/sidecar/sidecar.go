@@ -392,6 +392,12 @@ func (r *run) execute(ctx context.Context) *Result {
 		var made []Transfer
 		made, err = r.awaitTurn(ctx, fetchCtx)
 		inputs = append(inputs, made...)
+		if ctx.Err() != nil && !r.proceeded() {
+			// Its pod stopped before its turn (deleted to make room for a
+			// running step): the task declares another at its turn.
+			res.Inputs, res.Caches = inputs, caches
+			return r.notRun(res, fmt.Sprintf("its pod was stopped before its turn (%v)", context.Cause(ctx)))
+		}
 	}
 	res.Inputs, res.Caches = inputs, caches
 	if reason := r.abortReason(); reason != "" {

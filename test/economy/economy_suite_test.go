@@ -136,6 +136,7 @@ type container struct {
 	StepName  string `json:"step_name"`
 	BuildID   int    `json:"build_id"`
 	ExpiresIn string `json:"expires_in"`
+	State     string `json:"state"`
 }
 
 func flyContainers(ctx context.Context) []container {

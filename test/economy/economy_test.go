@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -176,6 +178,68 @@ var _ = Describe("waiting for capacity", func() {
 		for i := 1; i < len(lines); i++ {
 			Expect(lines[i]).NotTo(Equal(lines[i-1]), "a line repeated without a change")
 		}
+	})
+
+	It("deletes a pod declared ahead when a running step finds no room, and its task declares a pod again at its turn", func(ctx SpecContext) {
+		image := "image_resource: {type: registry-image, source: {repository: busybox}}"
+		cfg := filepath.Join(GinkgoT().TempDir(), "pipeline.yml")
+		Expect(os.WriteFile(cfg, []byte(`jobs:
+- name: j
+  plan:
+  - task: first
+    config: {platform: linux, `+image+`, run: {path: sleep, args: ["25"]}}
+  - task: second
+    config: {platform: linux, `+image+`, container_limits: {cpu: 410}, run: {path: echo, args: [second-ran]}}
+`), 0o644)).To(Succeed())
+		pipeline := "squeeze-" + suffix()
+		run(ctx, "set-pipeline", "-n", "-p", pipeline, "-c", cfg)
+		run(ctx, "unpause-pipeline", "-p", pipeline)
+		DeferCleanup(func(ctx context.Context) { run(ctx, "destroy-pipeline", "-n", "-p", pipeline) })
+		job, err := fly.Start(testenv.FlyCmd{Args: []string{"trigger-job", "-j", pipeline + "/j", "-w"}})
+		Expect(err).NotTo(HaveOccurred())
+
+		// second's pod is declared ahead, gated, while first runs.
+		var waiting string
+		Eventually(func() string {
+			for _, c := range flyContainers(ctx) {
+				if c.StepName == "second" && c.State == "waiting" {
+					for _, p := range workerPods(ctx) {
+						if strings.Contains(p.Name, "-second-") && p.Status.Phase == corev1.PodRunning {
+							waiting = p.Name
+						}
+					}
+				}
+			}
+			return waiting
+		}).WithTimeout(time.Minute).ShouldNot(BeEmpty())
+
+		// A filler leaves 100m of the node's CPU; a step asking 400m finds
+		// no room but what the waiting pod holds.
+		free, node := freeCPU(ctx)
+		filler := fillerPod("filler-"+suffix(), max(free-100, 1))
+		filler.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+		_, err = env.Admin.CoreV1().Pods(ns.Name).Create(ctx, filler, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		removeFiller := func(ctx context.Context) {
+			zero := int64(0)
+			_ = env.Admin.CoreV1().Pods(ns.Name).Delete(ctx, filler.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		}
+		DeferCleanup(removeFiller)
+		res, err := fly.Exec(ctx, testenv.FlyCmd{Args: []string{"execute", "-c", taskFile("container_limits: {cpu: 410}\n", "echo squeezed-ran")}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.ExitCode).To(Equal(0), res.String())
+		Expect(res.Output()).To(And(ContainSubstring("squeezed-ran"), MatchRegexp(`freed [1-9]\d* pods`)))
+		Expect(job.Stdout.String()).NotTo(ContainSubstring("second-ran"), "the running step went first; first still runs")
+		_, err = env.Admin.CoreV1().Pods(ns.Name).Get(ctx, waiting, metav1.GetOptions{})
+		Expect(err).To(Satisfy(apierrors.IsNotFound), "the pod declared ahead was deleted")
+
+		removeFiller(ctx)
+		out, err := job.Wait(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out.ExitCode).To(Equal(0), out.String())
+		Expect(regexp.MustCompile(`(?m)^second-ran$`).FindAllString(out.Stdout, -1)).To(HaveLen(1), out.String())
+		Expect(out.Output()).NotTo(ContainSubstring("go-ahead"), "the pod stopped before its turn says nothing in the build")
+		Expect(out.Output()).NotTo(ContainSubstring("lost"), "second declared its pod at its turn, not as a lost pod's replacement")
 	})
 })
 

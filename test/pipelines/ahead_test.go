@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -129,6 +130,85 @@ jobs:
 
 		audit := succeed(ctx, f, "curl", "/api/v1/builds/"+id+"/audit")
 		Expect(audit.Stdout).To(ContainSubstring("not run: an earlier step failed"))
+	})
+
+	It("declares the first tasks of a later in_parallel, try, attempts and hook, and runs each once", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("shapes")
+		echo := func(indent, name, extra string) string {
+			return busyboxTask(indent, fmt.Sprintf(`run: {path: sh, args: [-c, 'echo %s-ran%s']}`, name, extra))
+		}
+		setPipeline(ctx, f, p, fmt.Sprintf(`
+jobs:
+- name: j
+  plan:
+  - task: first
+    config:
+%s  - in_parallel:
+    - task: p1
+      config:
+%s    - task: p2
+      config:
+%s  - try:
+      task: tried
+      config:
+%s  - task: attempt
+    attempts: 2
+    config:
+%s  - task: hooked
+    config:
+%s    ensure:
+      task: ensured
+      config:
+%s`,
+			busyboxTask("      ", `run: {path: sh, args: [-c, 'sleep 4']}`),
+			echo("        ", "p1", ""), echo("        ", "p2", ""), echo("        ", "tried", "; exit 1"),
+			echo("      ", "attempt", ""), echo("      ", "hooked", ""), echo("        ", "ensured", "")))
+		res := succeed(ctx, f, "trigger-job", "-j", p+"/j", "-w")
+		for _, name := range []string{"p1", "p2", "tried", "attempt", "hooked", "ensured"} {
+			Expect(regexp.MustCompile(`(?m)^`+name+`-ran$`).FindAllString(res.Stdout, -1)).To(HaveLen(1), "%s ran once\n%s", name, res.Stdout)
+		}
+		pods := stepPods(ctx, buildID(ctx, f, p, "j"))
+		for _, name := range []string{"p1", "p2", "tried", "attempt", "hooked"} {
+			Expect(pods).To(HaveKey(name))
+			Expect(pods[name].Gated).To(BeTrue(), "%s's pod was declared ahead", name)
+		}
+		Expect(pods["ensured"].Gated).To(BeFalse(), "a hook's own step is not declared ahead: it may not run")
+	})
+
+	It("withdraws the pods declared within a later in_parallel and try when a step fails", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("withdraw-nested")
+		never := busyboxTask("        ", `run: {path: sh, args: [-c, 'echo SHOULD-NOT-RUN']}`)
+		setPipeline(ctx, f, p, fmt.Sprintf(`
+jobs:
+- name: j
+  plan:
+  - task: fail
+    config:
+%s  - in_parallel:
+    - task: p1
+      config:
+%s    - task: p2
+      config:
+%s  - try:
+      task: tried
+      config:
+%s`,
+			busyboxTask("      ", `run: {path: sh, args: [-c, 'sleep 4; exit 1']}`), never, never, never))
+		res := run(ctx, f, "trigger-job", "-j", p+"/j", "-w")
+		Expect(res.ExitCode).NotTo(Equal(0), res.String())
+		Expect(res.Stdout).NotTo(ContainSubstring("SHOULD-NOT-RUN"))
+		id := buildID(ctx, f, p, "j")
+		Eventually(func(g Gomega) {
+			pods := stepPods(ctx, id)
+			g.Expect(pods).To(HaveKey("fail"))
+			for _, name := range []string{"p1", "p2", "tried"} {
+				g.Expect(pods).NotTo(HaveKey(name), "the withdrawn pods are deleted")
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		audit := succeed(ctx, f, "curl", "/api/v1/builds/"+id+"/audit")
+		Expect(strings.Count(audit.Stdout, "not run: an earlier step failed")).To(BeNumerically(">=", 3), audit.Stdout)
 	})
 
 	It("withdraws the pods waiting ahead when the build is aborted", func(ctx SpecContext) {

@@ -94,7 +94,7 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte { return nil }, fun
 		LocalUsers: []string{adminUser + ":" + s.password}, MainTeamUsers: []string{adminUser},
 		PodRetention: time.Minute,
 		// This tree's sidecar: it redacts credentials from the audit journal.
-		Args:              []string{"--porter-image", porterImage, "--lookahead", "4"},
+		Args:              []string{"--porter-image", porterImage},
 		BaseResourceTypes: baseTypes,
 	})
 	Expect(err).NotTo(HaveOccurred())

@@ -19,12 +19,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atcclient"
 	"github.com/porter-ci/porter/pkg/cli"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -208,6 +210,33 @@ func getBuild(ctx context.Context, id int64) concourse.Build {
 func endedStatus(ctx context.Context, id int64) concourse.BuildStatus {
 	GinkgoHelper()
 	return getBuild(ctx, id).Status
+}
+
+// buildState is the build's state as its server saved it.
+func buildState(ctx context.Context, id int64) buildstate.BuildState {
+	GinkgoHelper()
+	conn, err := pgx.Connect(ctx, databaseDSN)
+	Expect(err).NotTo(HaveOccurred())
+	defer conn.Close(context.WithoutCancel(ctx))
+	var (
+		raw []byte
+		st  buildstate.BuildState
+	)
+	Expect(conn.QueryRow(ctx, "SELECT coalesce(state, '{}') FROM builds WHERE id = $1", id).Scan(&raw)).To(Succeed())
+	Expect(json.Unmarshal(raw, &st)).To(Succeed())
+	return st
+}
+
+// saveBuildState writes a build's state as a server would.
+func saveBuildState(ctx context.Context, id int64, st buildstate.BuildState) {
+	GinkgoHelper()
+	raw, err := json.Marshal(st)
+	Expect(err).NotTo(HaveOccurred())
+	conn, err := pgx.Connect(ctx, databaseDSN)
+	Expect(err).NotTo(HaveOccurred())
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, "UPDATE builds SET state = $2::jsonb WHERE id = $1", id, string(raw))
+	Expect(err).NotTo(HaveOccurred())
 }
 
 // awaitEnded waits until the server's database has recorded the end of a

@@ -35,6 +35,9 @@ var (
 	namespace string
 	server    *testenv.ATC // see test/testenv/atc.go for its API
 	password  string
+	// databaseDSN is the server's database: a spec writes the state a
+	// crash leaves at a moment no kill can hit reliably.
+	databaseDSN string
 )
 
 var _ = BeforeSuite(func(ctx SpecContext) {
@@ -60,6 +63,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	dsn, dropDB, err := env.NewDatabase(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(dropDB)
+	databaseDSN = dsn
 
 	password = rand.Text()
 	server, err = env.NewATC(testenv.ATCConfig{
@@ -71,7 +75,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		// A pod per check: these specs follow a check's own pod (its
 		// Secret, its resume after a crash); test/economy, test/fly and
 		// test/pipelines run the checks in check pods, the default.
-		Args: append(resourceTypeArgs(ctx), "--check-pod-lifetime", "0", "--lookahead", "4"),
+		Args: append(resourceTypeArgs(ctx), "--check-pod-lifetime", "0"),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(server.Start(ctx)).To(Succeed())

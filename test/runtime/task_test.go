@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atcclient"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events"
@@ -514,6 +515,52 @@ run: {path: ls}
 			}
 			return names
 		}).WithTimeout(30 * time.Second).ShouldNot(ContainElement(inherited))
+	})
+
+	It("gives a pod declared ahead its go-ahead again when the server stopped after saving its task's start", func(ctx SpecContext) {
+		var ids planIDs
+		long := concourse.Plan{ID: ids.next(), Task: &concourse.TaskPlan{Name: "long",
+			Config: taskConfigJSON(busyboxTask + "run: {path: sh, args: [-c, 'sleep 6']}\n")}}
+		next := concourse.Plan{ID: ids.next(), Task: &concourse.TaskPlan{Name: "next",
+			Config: taskConfigJSON(busyboxTask + "run: {path: echo, args: [next-ran]}\n")}}
+		b, err := api().CreateBuild(ctx, "", concourse.Plan{ID: ids.next(), Do: &concourse.DoPlan{long, next}})
+		Expect(err).NotTo(HaveOccurred())
+		var declared buildstate.AheadPod
+		Eventually(func() bool {
+			st := buildState(ctx, b.ID)
+			var ok bool
+			if declared, ok = st.Ahead[next.ID]; !ok {
+				return false
+			}
+			for _, pod := range buildPods(ctx, b.ID) {
+				if pod.Name == podspec.Name(declared.StepID) && pod.Status.Phase == corev1.PodRunning {
+					return true
+				}
+			}
+			return false
+		}).WithTimeout(time.Minute).Should(BeTrue(), "next's pod is declared ahead and runs, gated")
+		Expect(server.Kill()).To(Succeed())
+		// What a server leaves when it stops between saving that the task
+		// runs in its declared pod and the go-ahead reaching the sidecar.
+		st := buildState(ctx, b.ID)
+		st.Steps[next.ID] = &buildstate.StepRecord{Name: "next", Type: concourse.KindTask, StepID: declared.StepID,
+			Worker: declared.Worker, Container: declared.Container, Status: concourse.StatusStarted, Gated: true}
+		delete(st.Ahead, next.ID)
+		saveBuildState(ctx, b.ID, st)
+		Expect(server.Start(ctx)).To(Succeed())
+
+		awaitEnded(ctx, b.ID)
+		Expect(endedStatus(ctx, b.ID)).To(Equal(concourse.StatusSucceeded))
+		ran := 0
+		for _, l := range eventsOf[events.Log](buildEvents(ctx, b.ID)) {
+			ran += strings.Count(l.Payload, "next-ran")
+		}
+		Expect(ran).To(Equal(1), "next ran once")
+		var names []string
+		for _, pod := range buildPods(ctx, b.ID) {
+			names = append(names, pod.Name)
+		}
+		Expect(names).To(ContainElement(podspec.Name(declared.StepID)), "next ran in the pod declared ahead")
 	})
 
 	It("finishes a running build across a crash of the server, losing no line", func(ctx SpecContext) {

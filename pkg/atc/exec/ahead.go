@@ -11,6 +11,7 @@ import (
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/pkg/worker"
 	"go.opentelemetry.io/otel/attribute"
@@ -45,7 +46,7 @@ func (x *RunState) declareAhead(ctx context.Context, current *concourse.Plan, re
 		return
 	}
 	for _, d := range lookahead.Window(current, rest, x.r.cfg.Lookahead) {
-		if x.ahead.Has(d.Plan.ID) {
+		if x.ahead.Has(d.Plan.ID) || x.begun(d.Plan.ID) {
 			continue
 		}
 		// The task's step span begins now: its image's check, its pod's
@@ -68,6 +69,17 @@ func (x *RunState) declareAhead(ctx context.Context, current *concourse.Plan, re
 			return ap, nil
 		})
 	}
+}
+
+// begun reports whether the step of plan id has begun, in this server or
+// the one whose build it resumes: its pod is its own.
+func (x *RunState) begun(id concourse.PlanID) bool {
+	var begun bool
+	x.b.Update(func() {
+		r, ok := x.b.State.Steps[id]
+		begun = ok && (r.StepID != "" || r.Finished())
+	})
+	return begun
 }
 
 // declare resolves the task of d as it would run, places it on a worker
@@ -192,9 +204,50 @@ func (x *RunState) dropInheritedAhead(ctx context.Context) {
 	}
 }
 
+// proceedAgain gives a resumed task's pod declared ahead its go-ahead
+// again, resolved as before from its own spec (nil), or says why the step
+// errored: the server that gave it may have stopped before the sidecar had
+// it, and a sidecar takes only the first.
+func (x *RunState) proceedAgain(ctx context.Context, w Worker, rec buildstate.StepRecord) *eventspb.StepFinished {
+	if !rec.Gated {
+		return nil
+	}
+	declared, err := x.r.pods.DeclaredAction(ctx, w, rec.StepID)
+	if err == nil && !declared.Gated { // a pod replaced after a loss
+		return nil
+	}
+	var (
+		proceed *eventspb.Proceed
+		a       *action.Action
+		made    bool
+	)
+	if err == nil {
+		if proceed, a, made = lookahead.Resolve(declared, x.artifact); !made {
+			err = errors.New("its inputs were not made as declared")
+		}
+	}
+	if err == nil && len(proceed.Inputs) > 0 {
+		proceed.Credentials, err = x.r.pods.StepCredentials(ctx, w, a)
+	}
+	if err == nil {
+		err = x.r.engine.Proceed(rec.StepID, proceed)
+	}
+	if err != nil {
+		return Errored(fmt.Sprintf("give the step's pod its go-ahead again: %v", err))
+	}
+	return nil
+}
+
 // runAhead runs a task whose pod was declared ahead: handled is false when
 // the pod was withdrawn instead and the task runs as any other.
 func (x *RunState) runAhead(ctx context.Context, p *concourse.Plan, r *buildstate.StepRecord, ap *aheadPod) (ok bool, err error, handled bool) {
+	if gone, _ := x.r.pods.PodGone(ctx, ap.worker, ap.st.ID()); gone {
+		// Deleted to make room for a running step (gc's FreeWorker), or
+		// lost: the task declares its pod at its turn, as any other.
+		x.r.engine.PodAhead("freed")
+		x.forgetAhead(ctx, ap)
+		return false, nil, false
+	}
 	proceed, a, made := lookahead.Resolve(ap.action, x.artifact)
 	if made && len(proceed.Inputs) > 0 {
 		// Its pod's credentials read only the keys known when it was declared.

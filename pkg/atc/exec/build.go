@@ -2,19 +2,15 @@ package exec
 
 import (
 	"context"
-	"errors"
 
 	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 )
 
-// Why a build's context ended: an abort, a step's timeout, or (any other
-// cause) the server shutting down, after which the build is resumed.
+// Why a build's context ended (buildstate.ErrAborted and the others).
 var (
-	ErrAborted = errors.New("aborted")
-	ErrTimeout = errors.New("timeout exceeded")
-	// ErrShutdown is the cause of a build context ended by the server
-	// stopping.
-	ErrShutdown = errors.New("the server is stopping")
+	ErrAborted  = buildstate.ErrAborted
+	ErrTimeout  = buildstate.ErrTimeout
+	ErrShutdown = buildstate.ErrShutdown
 )
 
 // SaveState writes the build's state to the database.

@@ -142,3 +142,7 @@ func (r fakeRuntime) DeletePod(context.Context, Worker, string)             {}
 func (r fakeRuntime) StepCredentials(context.Context, Worker, *action.Action) (*eventspb.BlobstoreCredentials, error) {
 	return nil, fmt.Errorf("fakeRuntime mints no credentials")
 }
+
+func (r fakeRuntime) DeclaredAction(context.Context, Worker, string) (*action.Action, error) {
+	return nil, fmt.Errorf("fakeRuntime declares no pods")
+}

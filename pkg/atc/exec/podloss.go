@@ -65,7 +65,7 @@ func (x *RunState) runStepPod(ctx context.Context, p *concourse.Plan, sp stepPod
 			sp.declared = nil
 			c := dp.container
 			b.Update(func() {
-				r.StepID, r.Worker, r.Container, r.Status = a.StepID, w.Name(), c.Handle, concourse.StatusStarted
+				r.StepID, r.Worker, r.Container, r.Status, r.Gated = a.StepID, w.Name(), c.Handle, concourse.StatusStarted, true
 				delete(b.State.Ahead, p.ID)
 			})
 			s.SaveState(ctx, b)

@@ -67,6 +67,8 @@ type Runtime interface {
 	// StepCredentials are the blobstore credentials of the step of a
 	// (its inputs' keys known), given again with a go-ahead.
 	StepCredentials(ctx context.Context, w Worker, a *action.Action) (*eventspb.BlobstoreCredentials, error)
+	// DeclaredAction is the action of the step's pod, read from its spec.
+	DeclaredAction(ctx context.Context, w Worker, stepID string) (*action.Action, error)
 }
 
 // Worker is a place step pods run: a namespace of a cluster.

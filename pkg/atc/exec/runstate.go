@@ -8,6 +8,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
+	"github.com/porter-ci/porter/pkg/atc/exec/compositestep"
 	"github.com/porter-ci/porter/pkg/atc/exec/lookahead"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepvars"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskimage"
@@ -104,6 +105,9 @@ func (x *RunState) Run(ctx context.Context, p *concourse.Plan) (bool, error) {
 		return false, interrupted(ctx)
 	}
 	kind := p.Kind()
+	if c, ok := compositestep.For(kind, p); ok {
+		return c.Run(ctx, composites{x})
+	}
 	step, err := stepFor(kind, p)
 	if err != nil {
 		return false, fmt.Errorf("plan %s: %w", p.ID, err)
@@ -117,28 +121,8 @@ func (x *RunState) Run(ctx context.Context, p *concourse.Plan) (bool, error) {
 // stepFor is the step that runs plan p of kind k.
 func stepFor(k concourse.StepKind, p *concourse.Plan) (Step, error) {
 	switch k {
-	case concourse.KindDo:
-		return DoStep{Steps: *p.Do}, nil
-	case concourse.KindInParallel:
-		return InParallelStep{Plan: p.InParallel}, nil
-	case concourse.KindRetry:
-		return RetryStep{Attempts: *p.Retry}, nil
-	case concourse.KindEnsure:
-		return EnsureStep{Hook: p.Ensure}, nil
-	case concourse.KindOnSuccess:
-		return OnSuccessStep{Hook: p.OnSuccess}, nil
-	case concourse.KindOnFailure:
-		return OnFailureStep{Hook: p.OnFailure}, nil
-	case concourse.KindOnError:
-		return OnErrorStep{Hook: p.OnError}, nil
-	case concourse.KindOnAbort:
-		return OnAbortStep{Hook: p.OnAbort}, nil
-	case concourse.KindTry:
-		return TryStep{Plan: p.Try}, nil
 	case concourse.KindAcross:
 		return AcrossStep{Plan: p}, nil
-	case concourse.KindTimeout:
-		return TimeoutStep{Plan: p.Timeout}, nil
 	case concourse.KindArtifactInput:
 		return ArtifactInputStep{Plan: p}, nil
 	case concourse.KindArtifactOutput:
@@ -159,6 +143,21 @@ func stepFor(k concourse.StepKind, p *concourse.Plan) (Step, error) {
 		return nil, errors.New("run steps (Concourse's prototypes) are not supported by this server")
 	}
 	return nil, errors.New("the plan has no step")
+}
+
+// composites is the build's run as compositestep.Steps.
+type composites struct{ x *RunState }
+
+func (c composites) Run(ctx context.Context, p *concourse.Plan) (bool, error) { return c.x.Run(ctx, p) }
+
+func (c composites) Detached(ctx context.Context) (context.Context, func()) { return c.x.detached(ctx) }
+
+func (c composites) DeclareAhead(ctx context.Context, current *concourse.Plan, rest []concourse.Plan) {
+	c.x.declareAhead(ctx, current, rest)
+}
+
+func (c composites) WithdrawAhead(ctx context.Context, rest []concourse.Plan, why string) {
+	c.x.withdrawAhead(ctx, rest, why)
 }
 
 // detached is a context for hooks that run after an abort: it no longer

@@ -122,7 +122,9 @@ func (step TaskStep) Run(ctx context.Context, x *RunState) (bool, error) {
 		}
 		if !x.restartGone(ctx, p, w, rec, true) {
 			st := x.registerStep(w, rec.StepID, p.ID, rec.EventConfig)
-			fin = s.resumeStep(ctx, w, st, rec.StepID)
+			if fin = x.proceedAgain(ctx, w, rec); fin == nil {
+				fin = s.resumeStep(ctx, w, st, rec.StepID)
+			}
 			return x.endTask(ctx, p, r, st, fin)
 		}
 		attempt = max(rec.Attempt, 1) + 1

@@ -120,6 +120,15 @@ func (r *Runtime) PodGone(ctx context.Context, w *Worker, stepID string) (bool, 
 	}
 }
 
+// DeclaredAction is the action the step's pod was declared with.
+func (r *Runtime) DeclaredAction(ctx context.Context, w *Worker, stepID string) (*action.Action, error) {
+	pod, err := w.kube.CoreV1().Pods(w.cfg.Namespace).Get(ctx, podspec.Name(stepID), metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("look up the pod of step %s: %w", stepID, err)
+	}
+	return podspec.DeclaredAction(pod)
+}
+
 // DeletePod deletes a step's pod at once (its Secrets go with it); a
 // failure is logged, as the garbage collector deletes it later anyway.
 func (r *Runtime) DeletePod(ctx context.Context, w *Worker, stepID string) {

@@ -7,6 +7,7 @@ package buildstate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -16,6 +17,16 @@ import (
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/creds"
 	"github.com/porter-ci/porter/pkg/events"
+)
+
+// Why a build's context ended: an abort, a step's timeout, or (any other
+// cause) the server shutting down, after which the build is resumed.
+var (
+	ErrAborted = errors.New("aborted")
+	ErrTimeout = errors.New("timeout exceeded")
+	// ErrShutdown is the cause of a build context ended by the server
+	// stopping.
+	ErrShutdown = errors.New("the server is stopping")
 )
 
 // Build is a build being run: who it is, its log and its steps' state.
@@ -35,7 +46,7 @@ type Build struct {
 	// build's audit records (AuditID).
 	Created time.Time
 	Log     *buildlog.Log
-	// Abort cancels the build's run context (with exec.ErrAborted).
+	// Abort cancels the build's run context (with ErrAborted).
 	Abort context.CancelCauseFunc
 	Done  chan struct{}
 
@@ -90,6 +101,9 @@ type StepRecord struct {
 	Attempt int `json:"attempt,omitempty"`
 	// CacheKey is a get's resource cache key.
 	CacheKey string `json:"cache_key,omitempty"`
+	// Gated: the step runs in a pod declared ahead, which a server that
+	// resumes the step gives the go-ahead again (it may have been lost).
+	Gated bool `json:"gated,omitempty"`
 }
 
 // Finished reports whether the step has ended.

@@ -46,8 +46,10 @@ func Window(current *concourse.Plan, rest []concourse.Plan, n int) []Decl {
 			break
 		}
 		p := &rest[i]
-		if p.Kind() == concourse.KindTask && declarable(p.Task) {
-			decls = append(decls, Decl{Plan: p, Made: clone(made)})
+		for _, t := range First(p) {
+			if len(decls) < n && declarable(t.Task) {
+				decls = append(decls, Decl{Plan: t, Made: clone(made)})
+			}
 		}
 		m, known := Makes(p)
 		if !known {
@@ -58,6 +60,43 @@ func Window(current *concourse.Plan, rest []concourse.Plan, n int) []Decl {
 		}
 	}
 	return decls
+}
+
+// First is the tasks that start as soon as step p's turn comes: p itself,
+// the first of a do, every branch's first of an in_parallel, the first
+// attempt, the step a try, a timeout or a hook holds (the hook's own step
+// runs only after it). Nothing within across: its values share the plan's
+// IDs.
+func First(p *concourse.Plan) []*concourse.Plan {
+	switch p.Kind() {
+	case concourse.KindTask:
+		return []*concourse.Plan{p}
+	case concourse.KindDo:
+		if len(*p.Do) > 0 {
+			return First(&(*p.Do)[0])
+		}
+	case concourse.KindInParallel:
+		var out []*concourse.Plan
+		for i := range p.InParallel.Steps {
+			out = append(out, First(&p.InParallel.Steps[i])...)
+		}
+		return out
+	case concourse.KindRetry:
+		if len(*p.Retry) > 0 {
+			return First(&(*p.Retry)[0])
+		}
+	case concourse.KindTry:
+		return First(&p.Try.Step)
+	case concourse.KindTimeout:
+		return First(&p.Timeout.Step)
+	case concourse.KindOnSuccess, concourse.KindOnFailure, concourse.KindOnError, concourse.KindOnAbort, concourse.KindEnsure:
+		for _, h := range []*concourse.HookPlan{p.OnSuccess, p.OnFailure, p.OnError, p.OnAbort, p.Ensure} {
+			if h != nil {
+				return First(&h.Step)
+			}
+		}
+	}
+	return nil
 }
 
 // declarable: a task whose config is in the plan, and whose image is not
@@ -84,6 +123,21 @@ func Makes(p *concourse.Plan) (map[string]bool, bool) {
 		return makesAll(p.InParallel.Steps)
 	case concourse.KindDo:
 		return makesAll(*p.Do)
+	// What a step that may not run (a hook's, a failed attempt's, a try's)
+	// makes may not be made: a later task's input of its name is resolved
+	// at the go-ahead from what the build has then, whoever made it.
+	case concourse.KindRetry:
+		return makesAll(*p.Retry)
+	case concourse.KindTry:
+		return Makes(&p.Try.Step)
+	case concourse.KindTimeout:
+		return Makes(&p.Timeout.Step)
+	case concourse.KindOnSuccess, concourse.KindOnFailure, concourse.KindOnError, concourse.KindOnAbort, concourse.KindEnsure:
+		for _, h := range []*concourse.HookPlan{p.OnSuccess, p.OnFailure, p.OnError, p.OnAbort, p.Ensure} {
+			if h != nil {
+				return makesAll([]concourse.Plan{h.Step, h.Next})
+			}
+		}
 	case concourse.KindTask:
 		if p.Task.ConfigPath != "" {
 			return nil, false
@@ -245,12 +299,14 @@ func (ps *Pods[P]) Has(id concourse.PlanID) bool {
 }
 
 // Withdraw withdraws, in the background, the pods declared for the plans
-// of rest.
+// of rest and the steps they hold.
 func (ps *Pods[P]) Withdraw(rest []concourse.Plan, withdraw func(P)) {
 	for i := range rest {
-		if e := ps.remove(rest[i].ID); e != nil {
-			ps.withdraw(e, withdraw)
-		}
+		rest[i].Each(func(p *concourse.Plan) {
+			if e := ps.remove(p.ID); e != nil {
+				ps.withdraw(e, withdraw)
+			}
+		})
 	}
 }
 

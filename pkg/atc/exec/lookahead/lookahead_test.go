@@ -52,6 +52,20 @@ func TestWindow(t *testing.T) {
 			made: map[string][]string{"t1": {"me", "other", "repo"}}},
 		{name: "stops at a load_var (its var may change the next tasks)", rest: []concourse.Plan{task("t1", plain), loadVar, task("t2", plain)}, n: 4, want: []string{"t1"}},
 		{name: "a task whose config is a file is not declared, and its outputs are unknown", rest: []concourse.Plan{fromFile, task("t2", plain)}, n: 4, want: nil},
+		{name: "tasks in parallel, and the task after them", rest: []concourse.Plan{{ID: "par", InParallel: &concourse.InParallelPlan{Steps: []concourse.Plan{
+			task("t1", makesMe), {ID: "d", Do: &concourse.DoPlan{task("t2", plain), task("t3", plain)}}}}}, task("t4", plain)}, n: 4,
+			want: []string{"t1", "t2", "t4"}, made: map[string][]string{"t1": {"me"}, "t4": {"me"}}},
+		{name: "at most n, within in_parallel too", rest: []concourse.Plan{{ID: "par", InParallel: &concourse.InParallelPlan{Steps: []concourse.Plan{
+			task("t1", plain), task("t2", plain), task("t3", plain)}}}}, n: 2, want: []string{"t1", "t2"}},
+		{name: "the step a try holds, and on (what it makes is resolved at the go-ahead)", rest: []concourse.Plan{{ID: "try", Try: &concourse.TryPlan{Step: task("t1", makesMe)}}, task("t2", plain)}, n: 4,
+			want: []string{"t1", "t2"}, made: map[string][]string{"t2": {"me"}}},
+		{name: "a hook's step, not the hook, and on", rest: []concourse.Plan{{ID: "h", OnSuccess: &concourse.HookPlan{Step: task("t1", plain), Next: task("t2", plain), Hook: "on_success"}}, task("t3", plain)}, n: 4,
+			want: []string{"t1", "t3"}},
+		{name: "stops after a hook that loads a var", rest: []concourse.Plan{{ID: "h", Ensure: &concourse.HookPlan{Step: task("t1", plain), Next: loadVar, Hook: "ensure"}}, task("t3", plain)}, n: 4,
+			want: []string{"t1"}},
+		{name: "the first attempt only, and on", rest: []concourse.Plan{{ID: "r", Retry: &concourse.DoPlan{task("t1", plain), task("t1b", plain)}}, task("t2", plain)}, n: 4,
+			want: []string{"t1", "t2"}},
+		{name: "nothing within across", rest: []concourse.Plan{{ID: "x", Across: &concourse.AcrossPlan{}}, task("t2", plain)}, n: 4, want: nil},
 		{name: "a task whose image is an artifact is not declared, the next is", rest: []concourse.Plan{imageArtifact, task("t2", plain)}, n: 4, want: []string{"t2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,7 +159,11 @@ func TestPods(t *testing.T) {
 	if _, ok, err := ps.Take(context.Background(), "broken", withdraw); ok || err == nil {
 		t.Errorf("Take(broken) = %v, %v: want not ok and why", ok, err)
 	}
-	ps.Withdraw([]concourse.Plan{{ID: "b"}, {ID: "nothing"}}, withdraw)
+	// b is held by a later try: withdrawing the try withdraws it.
+	ps.Withdraw([]concourse.Plan{{ID: "try", Try: &concourse.TryPlan{Step: concourse.Plan{ID: "b"}}}, {ID: "nothing"}}, withdraw)
+	if _, ok, _ := ps.Take(context.Background(), "b", withdraw); ok {
+		t.Error("b was taken after the try holding it was withdrawn")
+	}
 	ps.WithdrawAll(withdraw)
 	slices.Sort(withdrawn)
 	if !slices.Equal(withdrawn, []string{"pod-b", "pod-c"}) || declared != 3 {
