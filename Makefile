@@ -93,8 +93,12 @@ bench-overhead: cluster-up images ## a `true` task through Porter vs a bare `tru
 	$(GO) run ./test/bench/overhead -n 20
 
 .PHONY: bench-pipelines
-bench-pipelines: cluster-up images ## pipelines: commit → triggered build, trigger-job -w, a 10-step job vs 10 bare pods, a cached get (median of 5)
+bench-pipelines: cluster-up images git-server-image ## pipelines: push to git in a pod → triggered build (polling and webhook), trigger-job -w, a 10-step job vs 10 bare pods, a cached get (median of 5)
 	$(GO) run ./test/bench/pipelines -n 5
+
+.PHONY: git-server-image
+git-server-image: ## git's http-backend in a pod (porter.local/git-server:dev), imported into the cluster, for bench-pipelines
+	hack/images.sh --no-push git-server
 
 .PHONY: bench-scale
 bench-scale: cluster-up images ## 100 kwok nodes, 2,000 concurrent steps with simulated sidecars: starts/s, pod → started p50/p99, server RSS, CPU and transactions per step

@@ -20,7 +20,8 @@
 #   --import-cached  build the named images (if any), then import every cached archive (no push)
 #   --push-cached    push every cached archive of PUSH_GROUPS to the registry (no build, no import)
 #   groups: base (pause busybox minio registry coredns), project (porter atc-porter-runtime),
-#           extra (postgres: for deploy/postgres, not needed by cluster-up), all
+#           extra (postgres: for deploy/postgres; git-server: git http-backend in a pod for
+#           bench-pipelines; not needed by cluster-up), all
 #   group resources: resource-mock resource-time resource-git resource-registry-image (the resource types)
 #   PORTER_IMAGES_GO_DIR=dir builds the go: sources from that module instead of the repo.
 set -euo pipefail
@@ -51,6 +52,12 @@ define_images() {
     image resources "resource-$rt" "porter.local/resource-$rt:dev" -env "PORTER_RESOURCE_TYPE=$rt" -env "PORTER_RESOURCE_IMAGE=porter.local/resource-$rt:dev" \
       "${userland[@]}" go:./cmd/resource:/opt/resource/resource "$REPO_ROOT/cmd/resource/links:/opt/resource" "$CA_CERTS:/etc/ssl/certs/ca-certificates.crt"
   done
+  # git's own http-backend in a pod (bench-pipelines' push → build figures):
+  # Debian's git, the commands a push runs, their libraries, and
+  # test/testenv/gitserver/gitserverd serving it and being its post-receive hook.
+  # shellcheck disable=SC2046 # one SRC:/DST word per file
+  image extra   git-server porter.local/git-server:dev -entrypoint '["/usr/local/bin/gitserverd"]' -user 65534:65534 \
+    go:./test/testenv/gitserver/gitserverd:/usr/local/bin/gitserverd $(git_server_image_files)
   # shellcheck disable=SC2046 # one SRC:/DST word per file
   image extra   postgres porter.local/postgres:dev -entrypoint '["/usr/local/bin/postgres-entrypoint"]' -user 999:999 -env TZ=UTC \
     busybox:/ $(postgres_image_files) "$REPO_ROOT/deploy/postgres/image/rootfs:/"
@@ -72,6 +79,17 @@ postgres_image_files() {
   echo "/usr/share/zoneinfo/Etc/UTC:/usr/share/zoneinfo/UTC"
   # Libraries at the path the loader resolved, from the real file behind any link.
   for elf in "${files[@]}"; do ldd "$elf"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\/.*ld-linux/ {print $1}' |
+    sort -u | while read -r f; do echo "$(readlink -f "$f"):$f"; done
+}
+
+# git_server_image_files: SRC:/DST words for Debian's git at its own paths:
+# git (every builtin a push runs: receive-pack, index-pack, unpack-objects)
+# and http-backend, with the libraries they load and the dynamic loader.
+git_server_image_files() {
+  local core=/usr/lib/git-core f
+  for f in "$core/git" "$core/git-http-backend"; do echo "$f:$f"; done
+  for f in "$core/git" "$core/git-http-backend"; do ldd "$f"; done |
+    awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\/.*ld-linux/ {print $1}' |
     sort -u | while read -r f; do echo "$(readlink -f "$f"):$f"; done
 }
 

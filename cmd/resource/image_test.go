@@ -24,6 +24,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/porter-ci/porter/test/testenv"
+	"github.com/porter-ci/porter/test/testenv/gitserver"
 )
 
 // runInCluster runs /opt/resource/<script> of image in a pod of the local
@@ -65,7 +66,7 @@ func TestImagesInCluster(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	srv, err := testenv.NewGitServer(env["PORTER_CLUSTER_NODE_IP"])
+	srv, err := gitserver.New(env["PORTER_CLUSTER_NODE_IP"])
 	if err != nil {
 		t.Fatal(err)
 	}

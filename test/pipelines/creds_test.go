@@ -25,6 +25,7 @@ import (
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/test/testenv"
+	"github.com/porter-ci/porter/test/testenv/gitserver"
 )
 
 // secretValue is a credential no spec shares and no log holds by chance.
@@ -243,7 +244,7 @@ jobs:
 	})
 
 	It("runs a task.file from a git repository fetched with credentials, with vars: and credentials in the file", func(ctx SpecContext) {
-		git, err := testenv.NewGitServer(s.env.Cluster["PORTER_CLUSTER_NODE_IP"])
+		git, err := gitserver.New(s.env.Cluster["PORTER_CLUSTER_NODE_IP"])
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(git.Close)
 		gitUser, gitPassword := secretValue("git"), secretValue("gitpw")

@@ -434,6 +434,58 @@ jobs:
 	})
 })
 
+var _ = Describe("a git resource on a dumb HTTP server", func() {
+	It("checks, gets and triggers from a dumb HTTP server (static files), and a put to it says it cannot push", func(ctx SpecContext) {
+		f := newFly(ctx)
+		repo, first := newRepo(ctx, "dumb", "first")
+		// The bare repository with its history packed, as a served one often
+		// is: the next commit is a loose object beside the pack.
+		out, err := exec.CommandContext(ctx, "git", "--git-dir", s.git.Dir(repo), "repack", "-a", "-d", "-q").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		out, err = exec.CommandContext(ctx, "git", "--git-dir", s.git.Dir(repo), "update-server-info").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		uri := s.git.DumbURL(repo)
+		p := pipelineName("dumb")
+		setPipeline(ctx, f, p, fmt.Sprintf(`
+resources:
+- name: src
+  type: git
+  check_every: 1s
+  source: {uri: %q, branch: main}
+jobs:
+- name: unit
+  plan:
+  - get: src
+    trigger: true
+  - task: test
+    config:
+%s- name: publish
+  plan:
+  - get: src
+    passed: [unit]
+  - put: src
+    params: {repository: src}
+`, uri, busyboxTask("      ", `inputs: [{name: src}]
+run: {path: sh, args: [-c, 'echo "testing $(cat src/README) at $(cat src/.git/short_ref)"']}`)))
+		waitForBuildNamed(ctx, f, p, "unit", "1", "succeeded", 180*time.Second)
+		watch := succeed(ctx, f, "watch", "-j", p+"/unit", "-b", "1")
+		Expect(watch.Stdout).To(ContainSubstring("speaks git's dumb HTTP protocol"))
+		Expect(watch.Stdout).To(ContainSubstring("testing first at " + first[:7]))
+
+		second := commit(ctx, repo, "main", "second")
+		waitForBuildNamed(ctx, f, p, "unit", "2", "succeeded", 180*time.Second)
+		watch = succeed(ctx, f, "watch", "-j", p+"/unit", "-b", "2")
+		Expect(watch.Stdout).To(ContainSubstring("testing second at " + second[:7]))
+
+		res := run(ctx, f, "trigger-job", "-j", p+"/publish", "-w")
+		Expect(res.ExitCode).NotTo(Equal(0), res.String())
+		Expect(res.Stdout).To(ContainSubstring("cannot receive a push"), res.String())
+		head, err := s.git.Head(ctx, repo, "main")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(head).To(Equal(second))
+	})
+})
+
 var ansi = regexp.MustCompile(`\x1b\[[0-9;]*m`)
 
 // plain is fly's output without its colours and bold.

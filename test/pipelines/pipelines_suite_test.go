@@ -23,6 +23,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/porter-ci/porter/test/testenv"
+	"github.com/porter-ci/porter/test/testenv/gitserver"
 )
 
 func TestPipelines(t *testing.T) {
@@ -45,7 +46,7 @@ type suite struct {
 	dsn    string
 	// git is a git server on the host that step pods reach through the
 	// node's IP; specs create repositories of their own names in it.
-	git *testenv.GitServer
+	git *gitserver.Server
 	// porterImage is this tree's porter image (vault_test.go starts a
 	// server of its own with it).
 	porterImage string
@@ -59,7 +60,7 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte { return nil }, fun
 	env, err := testenv.NewATCEnv(ctx, GinkgoT().TempDir())
 	skipIfUnavailable(err)
 	s = suite{env: env, flyBin: flyBin, password: rand.Text()}
-	s.git, err = testenv.NewGitServer(env.Cluster["PORTER_CLUSTER_NODE_IP"])
+	s.git, err = gitserver.New(env.Cluster["PORTER_CLUSTER_NODE_IP"])
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(s.git.Close)
 	var removeNS func(context.Context) error
@@ -78,12 +79,23 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte { return nil }, fun
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(removeImage)
 	s.porterImage = porterImage
+	// This tree's git resource (dumb HTTP), the other base types from the registry.
+	gitImage, removeGitImage, err := testenv.BuildResourceImage(ctx, GinkgoT().TempDir(), "git", "pipelines")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(removeGitImage)
+	baseTypes := []string{"git=" + gitImage}
+	for _, t := range env.LocalBaseResourceTypes(ctx) {
+		if !strings.HasPrefix(t, "git=") {
+			baseTypes = append(baseTypes, t)
+		}
+	}
 	s.server, err = env.NewATC(testenv.ATCConfig{
 		Worker: s.ns, WorkerName: "pipelines", Database: dsn, CredentialNamespacePrefix: credPrefix,
 		LocalUsers: []string{adminUser + ":" + s.password}, MainTeamUsers: []string{adminUser},
 		PodRetention: time.Minute,
 		// This tree's sidecar: it redacts credentials from the audit journal.
-		Args: []string{"--porter-image", porterImage},
+		Args:              []string{"--porter-image", porterImage},
+		BaseResourceTypes: baseTypes,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(s.server.Start(ctx)).To(Succeed())

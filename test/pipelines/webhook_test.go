@@ -2,15 +2,21 @@ package pipelines_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/porter-ci/porter/test/testenv"
+	"github.com/porter-ci/porter/test/testenv/gitserver"
 )
 
 // postWebhook calls a resource's check webhook as a git server's hook
@@ -108,5 +114,58 @@ jobs:
 		Consistently(ctx, func() int {
 			return len(jobBuilds(ctx, f, p, "unit"))
 		}).WithTimeout(5 * time.Second).WithPolling(time.Second).Should(Equal(2))
+	})
+
+	It("triggers the job when a push to git's http-backend in a pod runs the repository's post-receive hook, which calls the webhook", func(ctx SpecContext) {
+		ns, err := testenv.CreateNamespace(ctx, s.env.Admin, "porter-gitserver-")
+		DeferCleanup(func(ctx context.Context) error {
+			if ns == "" {
+				return nil
+			}
+			return s.env.Admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		})
+		Expect(err).NotTo(HaveOccurred())
+		git, err := gitserver.StartInCluster(ctx, s.env.Admin, ns)
+		if git != nil {
+			DeferCleanup(git.Close)
+		}
+		Expect(err).NotTo(HaveOccurred())
+		// The hook runs in the pod; the server's API listens on loopback.
+		api, err := testenv.StartProxyOn(s.env.Cluster["PORTER_CLUSTER_NODE_IP"], strings.TrimPrefix(s.server.URL(), "http://"))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(api.Close)
+
+		f := newFly(ctx)
+		p, repo, token := pipelineName("pushed"), pipelineName("pushed"), strings.ToLower(rand.Text())
+		hook := fmt.Sprintf("http://%s/api/v1/teams/main/pipelines/%s/resources/src/check/webhook?webhook_token=%s", api.Addr, p, token)
+		Expect(git.CreateRepo(ctx, repo, "main", hook)).To(Succeed())
+		setPipeline(ctx, f, p, fmt.Sprintf(`
+resources:
+- name: src
+  type: git
+  check_every: never
+  webhook_token: %s
+  source: {uri: %q, branch: main}
+jobs:
+- name: unit
+  plan:
+  - get: src
+    trigger: true
+`, token, git.URL(repo)))
+		w, err := git.Work(ctx, GinkgoT().TempDir(), repo, "main")
+		Expect(err).NotTo(HaveOccurred())
+		for i, readme := range []string{"first", "second"} {
+			sha, err := w.Commit(ctx, map[string]string{"README": readme}, readme)
+			Expect(err).NotTo(HaveOccurred())
+			start := time.Now()
+			said, err := w.Push(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(said).To(ContainSubstring("webhook answered 201 Created"))
+			name := fmt.Sprint(i + 1)
+			waitForBuildNamed(ctx, f, p, "unit", name, "succeeded", 180*time.Second)
+			GinkgoWriter.Printf("push → build %s succeeded in %s\n", name, time.Since(start))
+			Expect(run(ctx, f, "resource-versions", "-r", p+"/src").Stdout).To(ContainSubstring(sha))
+		}
+		Expect(jobBuilds(ctx, f, p, "unit")).To(HaveLen(2), "one build per push")
 	})
 })

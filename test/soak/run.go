@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/test/testenv"
+	"github.com/porter-ci/porter/test/testenv/gitserver"
 )
 
 // soak is everything the load, the faults and the checks share.
@@ -20,7 +21,7 @@ type soak struct {
 	pg   *testenv.PrivatePostgres
 	srv  *testenv.ATC
 	fly  *testenv.Fly
-	git  *testenv.GitServer
+	git  *gitserver.Server
 	repo string
 	dir  string
 	rec  *recorder
@@ -100,7 +101,7 @@ func run(ctx context.Context, cfg config) (ok bool, err error) {
 	if res, err := s.fly.Login(ctx, s.srv.URL(), "soak", "soak"); err != nil || res.ExitCode != 0 {
 		return false, fmt.Errorf("fly login: %v %s", err, res)
 	}
-	if s.git, err = testenv.NewGitServer(s.env.Cluster["PORTER_CLUSTER_NODE_IP"]); err != nil {
+	if s.git, err = gitserver.New(s.env.Cluster["PORTER_CLUSTER_NODE_IP"]); err != nil {
 		return false, err
 	}
 	cleanups = append(cleanups, func(context.Context) error { return s.git.Close() })

@@ -11,7 +11,7 @@ import (
 // Down closes the listener and every open connection (clients get
 // "connection refused"), Up listens on the same port again.
 type Proxy struct {
-	Addr   string // 127.0.0.1:port clients connect to
+	Addr   string // host:port clients connect to
 	target string
 
 	mu    sync.Mutex
@@ -21,10 +21,15 @@ type Proxy struct {
 }
 
 // StartProxy forwards a new local port to target (host:port).
-func StartProxy(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func StartProxy(target string) (*Proxy, error) { return StartProxyOn("127.0.0.1", target) }
+
+// StartProxyOn forwards a new port of host to target: on the cluster's node
+// IP, pods reach a server of the host that listens on loopback only (e.g.
+// the ATC's HTTP API, for a git server's webhook).
+func StartProxyOn(host, target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
-		return nil, fmt.Errorf("proxy listen: %w", err)
+		return nil, fmt.Errorf("proxy listen on %s: %w", host, err)
 	}
 	p := &Proxy{Addr: ln.Addr().String(), target: target, conns: map[net.Conn]struct{}{}}
 	p.serve(ln)

@@ -1,5 +1,7 @@
 // Package git is the git resource type, in pure Go (go-git): no git binary in
-// the image. Versions are commits of one branch: {"ref": "<sha>"}.
+// the image. Versions are commits of one branch: {"ref": "<sha>"}. Smart
+// HTTP, ssh and file remotes go through go-git; dumb HTTP servers (static
+// files) are read by dumb.go.
 package git
 
 import (
@@ -118,9 +120,12 @@ func (s Source) auth() (transport.AuthMethod, error) {
 }
 
 // branch is source.branch, or the branch the remote's HEAD names.
-func (s Source) branch(ctx context.Context, auth transport.AuthMethod) (string, error) {
+func (s Source) branch(ctx context.Context, auth transport.AuthMethod, dumb *dumbRemote) (string, error) {
 	if s.Branch != "" {
 		return s.Branch, nil
+	}
+	if dumb != nil {
+		return dumb.headBranch(ctx)
 	}
 	remote := gogit.NewRemote(nil, &config.RemoteConfig{Name: "origin", URLs: []string{s.URI}})
 	refs, err := remote.ListContext(ctx, &gogit.ListOptions{Auth: auth, InsecureSkipTLS: s.SkipSSLVerification})
@@ -135,8 +140,13 @@ func (s Source) branch(ctx context.Context, auth transport.AuthMethod) (string, 
 	return "", fmt.Errorf("%s has no HEAD branch: set source.branch", s.URI)
 }
 
-// clone clones branch of the source into dir (bare for check).
-func (s Source) clone(ctx context.Context, dir string, bare bool, branch string, depth int, auth transport.AuthMethod) (*gogit.Repository, error) {
+// clone clones branch of the source into dir (bare for check), from a dumb
+// HTTP server when dumb is set. withTrees false allows a dumb clone to fetch
+// commits only.
+func (s Source) clone(ctx context.Context, dir string, bare bool, branch string, depth int, auth transport.AuthMethod, dumb *dumbRemote, withTrees bool) (*gogit.Repository, error) {
+	if dumb != nil {
+		return dumb.clone(ctx, dir, bare, branch, depth, withTrees)
+	}
 	repo, err := gogit.PlainCloneContext(ctx, dir, bare, &gogit.CloneOptions{
 		URL:             s.URI,
 		Auth:            auth,
@@ -173,7 +183,11 @@ func (t *Type) Check(ctx context.Context, req resource.CheckRequest, log io.Writ
 	if err != nil {
 		return nil, err
 	}
-	branch, err := s.branch(ctx, auth)
+	dumb, err := s.dumbHTTP(ctx)
+	if err != nil {
+		return nil, err
+	}
+	branch, err := s.branch(ctx, auth, dumb)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +205,8 @@ func (t *Type) Check(ctx context.Context, req resource.CheckRequest, log io.Writ
 	if since.IsZero() && len(s.Paths) == 0 && len(s.IgnorePaths) == 0 {
 		depth = 1
 	}
-	repo, err := s.clone(ctx, tmp, true, branch, depth, auth)
+	filtered := len(s.Paths) > 0 || len(s.IgnorePaths) > 0
+	repo, err := s.clone(ctx, tmp, true, branch, depth, auth, dumb, filtered)
 	if err != nil {
 		if missingBranch(err) {
 			resource.Logf(log, "branch %s of %s does not exist (yet): no versions", branch, s.URI)
@@ -327,18 +342,25 @@ func (t *Type) In(ctx context.Context, dir string, req resource.InRequest, log i
 	if err != nil {
 		return resource.Response{}, err
 	}
-	branch, err := s.branch(ctx, auth)
+	dumb, err := s.dumbHTTP(ctx)
 	if err != nil {
 		return resource.Response{}, err
 	}
+	branch, err := s.branch(ctx, auth, dumb)
+	if err != nil {
+		return resource.Response{}, err
+	}
+	if dumb != nil {
+		resource.Logf(log, "%s speaks git's dumb HTTP protocol: fetching its files", s.URI)
+	}
 	resource.Logf(log, "cloning %s (branch %s) at %s", s.URI, branch, ref)
-	repo, commit, err := s.cloneAt(ctx, dir, branch, hash, p.Depth, auth)
+	repo, commit, err := s.cloneAt(ctx, dir, branch, hash, p.Depth, auth, dumb)
 	if err != nil && p.Depth > 0 {
 		resource.Logf(log, "commit %s is not within depth %d: cloning the whole history", ref, p.Depth)
 		if err := emptyDir(dir); err != nil {
 			return resource.Response{}, err
 		}
-		repo, commit, err = s.cloneAt(ctx, dir, branch, hash, 0, auth)
+		repo, commit, err = s.cloneAt(ctx, dir, branch, hash, 0, auth, dumb)
 	}
 	if err != nil {
 		return resource.Response{}, err
@@ -364,8 +386,8 @@ func (t *Type) In(ctx context.Context, dir string, req resource.InRequest, log i
 	return resource.Response{Version: resource.Version{VersionKey: ref}, Metadata: metadata(commit, branch)}, nil
 }
 
-func (s Source) cloneAt(ctx context.Context, dir, branch string, hash plumbing.Hash, depth int, auth transport.AuthMethod) (*gogit.Repository, *object.Commit, error) {
-	repo, err := s.clone(ctx, dir, false, branch, depth, auth)
+func (s Source) cloneAt(ctx context.Context, dir, branch string, hash plumbing.Hash, depth int, auth transport.AuthMethod, dumb *dumbRemote) (*gogit.Repository, *object.Commit, error) {
+	repo, err := s.clone(ctx, dir, false, branch, depth, auth, dumb, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -439,6 +461,12 @@ func (t *Type) Out(ctx context.Context, dir string, req resource.OutRequest, log
 	auth, err := s.auth()
 	if err != nil {
 		return resource.Response{}, err
+	}
+	// go-git would fail on a dumb server with a bare "unexpected EOF".
+	if dumb, err := s.dumbHTTP(ctx); err != nil {
+		return resource.Response{}, err
+	} else if dumb != nil {
+		return resource.Response{}, fmt.Errorf("push to branch %s of %s: %w", branch, s.URI, errDumbPush)
 	}
 	repo, err := gogit.PlainOpen(repoDir)
 	if err != nil {

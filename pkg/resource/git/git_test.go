@@ -15,12 +15,12 @@ import (
 
 	"github.com/porter-ci/porter/pkg/resource"
 	"github.com/porter-ci/porter/pkg/resource/git"
-	"github.com/porter-ci/porter/test/testenv"
+	"github.com/porter-ci/porter/test/testenv/gitserver"
 )
 
-func newServer(t *testing.T) *testenv.GitServer {
+func newServer(t *testing.T) *gitserver.Server {
 	t.Helper()
-	srv, err := testenv.NewGitServer("")
+	srv, err := gitserver.New("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func newServer(t *testing.T) *testenv.GitServer {
 	return srv
 }
 
-func commit(t *testing.T, srv *testenv.GitServer, repo, branch string, files map[string]string, msg string) string {
+func commit(t *testing.T, srv *gitserver.Server, repo, branch string, files map[string]string, msg string) string {
 	t.Helper()
 	sha, err := srv.Commit(context.Background(), repo, branch, files, msg)
 	if err != nil {

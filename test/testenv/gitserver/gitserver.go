@@ -1,7 +1,10 @@
-package testenv
+// Package gitserver is the real git servers the suites and benchmarks push
+// to and step pods fetch from: the host's `git http-backend` (Server, also
+// serving git's dumb HTTP protocol) and git's http-backend in a pod of the
+// local cluster whose post-receive hook calls webhooks (InCluster).
+package gitserver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,23 +15,24 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
 )
 
-// GitServer is a real smart-HTTP git server for tests: the host's
+// Server is a real smart-HTTP git server for tests: the host's
 // `git http-backend` behind net/http/cgi, serving bare repositories from a
 // temporary directory. It listens on every interface, so step pods reach it
-// through the host's IP (the cluster's node IP). Pushes are allowed.
+// through the host's IP (the cluster's node IP). Pushes are allowed. The same
+// repositories are also served read-only over git's dumb HTTP protocol
+// (DumbURL).
 //
-//	srv, err := testenv.NewGitServer(env.Cluster["PORTER_CLUSTER_NODE_IP"])
+//	srv, err := gitserver.New(env.Cluster["PORTER_CLUSTER_NODE_IP"])
 //	t.Cleanup(func() { srv.Close() })       // or DeferCleanup(srv.Close)
 //	srv.CreateRepo(ctx, "app", "main")
 //	sha, err := srv.Commit(ctx, "app", "main", map[string]string{"README": "hi"}, "first")
 //	uri := srv.URL("app")                   // http://NODE_IP:PORT/app.git
-type GitServer struct {
+type Server struct {
 	root      string // bare repositories, NAME.git
 	work      string // scratch clones for Commit
 	advertise string // host in URL
@@ -38,9 +42,9 @@ type GitServer struct {
 	auth      atomic.Pointer[[2]string] // username, password; nil: anonymous
 }
 
-// NewGitServer starts a server; URL names advertiseHost (e.g. the cluster's
+// New starts a server; URL names advertiseHost (e.g. the cluster's
 // node IP; empty means 127.0.0.1). Close stops it and removes its repositories.
-func NewGitServer(advertiseHost string) (*GitServer, error) {
+func New(advertiseHost string) (*Server, error) {
 	gitBin, err := exec.LookPath("git")
 	if err != nil {
 		return nil, fmt.Errorf("git server: the host's git is needed: %w", err)
@@ -60,7 +64,7 @@ func NewGitServer(advertiseHost string) (*GitServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("git server: %w", err)
 	}
-	s := &GitServer{root: filepath.Join(dir, "repos"), work: filepath.Join(dir, "work"), advertise: advertiseHost, done: make(chan error, 1)}
+	s := &Server{root: filepath.Join(dir, "repos"), work: filepath.Join(dir, "work"), advertise: advertiseHost, done: make(chan error, 1)}
 	for _, d := range []string{s.root, s.work} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, errors.Join(fmt.Errorf("git server: %w", err), os.RemoveAll(dir))
@@ -76,6 +80,8 @@ func NewGitServer(advertiseHost string) (*GitServer, error) {
 		Root: "/",
 		Env:  []string{"GIT_PROJECT_ROOT=" + s.root, "GIT_HTTP_EXPORT_ALL=1"},
 	}
+	// The same repositories as static files, as a dumb HTTP server serves them.
+	dumbHandler := http.StripPrefix(dumbPrefix, http.FileServer(http.Dir(s.root)))
 	s.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if want := s.auth.Load(); want != nil {
@@ -85,6 +91,10 @@ func NewGitServer(advertiseHost string) (*GitServer, error) {
 					http.Error(w, "authentication required", http.StatusUnauthorized)
 					return
 				}
+			}
+			if strings.HasPrefix(r.URL.Path, dumbPrefix+"/") {
+				dumbHandler.ServeHTTP(w, r)
+				return
 			}
 			backendHandler.ServeHTTP(w, r)
 		}),
@@ -96,7 +106,7 @@ func NewGitServer(advertiseHost string) (*GitServer, error) {
 
 // RequireBasicAuth makes every request need username and password (HTTP basic
 // auth), to test credentials; empty username switches it off again.
-func (s *GitServer) RequireBasicAuth(username, password string) {
+func (s *Server) RequireBasicAuth(username, password string) {
 	if username == "" {
 		s.auth.Store(nil)
 		return
@@ -105,20 +115,36 @@ func (s *GitServer) RequireBasicAuth(username, password string) {
 }
 
 // URL is the clone URL of repository name for pods (through the advertised host).
-func (s *GitServer) URL(name string) string {
+func (s *Server) URL(name string) string {
 	return fmt.Sprintf("http://%s/%s.git", net.JoinHostPort(s.advertise, fmt.Sprint(s.port)), name)
 }
 
+// dumbPrefix is where the server serves its repositories' files as they are:
+// git's dumb HTTP protocol (read-only).
+const dumbPrefix = "/dumb"
+
+// DumbURL is the clone URL of repository name for pods over git's dumb HTTP
+// protocol: the bare repository's files, which every push keeps current for
+// it (receive.updateServerInfo).
+func (s *Server) DumbURL(name string) string {
+	return fmt.Sprintf("http://%s%s/%s.git", net.JoinHostPort(s.advertise, fmt.Sprint(s.port)), dumbPrefix, name)
+}
+
+// LocalDumbURL is DumbURL through the loopback address.
+func (s *Server) LocalDumbURL(name string) string {
+	return fmt.Sprintf("http://127.0.0.1:%d%s/%s.git", s.port, dumbPrefix, name)
+}
+
 // LocalURL is the clone URL of repository name through the loopback address.
-func (s *GitServer) LocalURL(name string) string {
+func (s *Server) LocalURL(name string) string {
 	return fmt.Sprintf("http://127.0.0.1:%d/%s.git", s.port, name)
 }
 
 // Dir is the bare repository of name on disk.
-func (s *GitServer) Dir(name string) string { return filepath.Join(s.root, name+".git") }
+func (s *Server) Dir(name string) string { return filepath.Join(s.root, name+".git") }
 
 // Close stops the server and removes its repositories.
-func (s *GitServer) Close() error {
+func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
@@ -131,105 +157,64 @@ func (s *GitServer) Close() error {
 var repoName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]*$`)
 
 // CreateRepo creates an empty bare repository whose HEAD names branch.
-func (s *GitServer) CreateRepo(ctx context.Context, name, branch string) error {
+func (s *Server) CreateRepo(ctx context.Context, name, branch string) error {
 	if !repoName.MatchString(name) || strings.Contains(name, "..") {
 		return fmt.Errorf("git server: bad repository name %q", name)
 	}
 	dir := s.Dir(name)
-	if _, err := s.git(ctx, "", "init", "--quiet", "--bare", "--initial-branch="+branch, dir); err != nil {
+	if _, err := runGit(ctx, "", "init", "--quiet", "--bare", "--initial-branch="+branch, dir); err != nil {
 		return err
 	}
-	// Anonymous pushes through http-backend need receive-pack switched on.
-	if _, err := s.git(ctx, dir, "config", "http.receivepack", "true"); err != nil {
-		return err
+	// Anonymous pushes through http-backend need receive-pack switched on;
+	// the dumb protocol's info/refs and objects/info/packs are rewritten on
+	// every push.
+	for _, kv := range [][2]string{{"http.receivepack", "true"}, {"receive.updateServerInfo", "true"}} {
+		if _, err := runGit(ctx, dir, "config", kv[0], kv[1]); err != nil {
+			return err
+		}
 	}
-	return nil
+	_, err := runGit(ctx, dir, "update-server-info")
+	return err
 }
 
 // Commit commits files (path to content; an empty content deletes the file)
-// on top of branch (created from nothing when it does not exist yet) and
-// returns the new commit's SHA.
-func (s *GitServer) Commit(ctx context.Context, name, branch string, files map[string]string, message string) (string, error) {
+// on top of branch (created from nothing when it does not exist yet), pushes
+// it, and returns the new commit's SHA.
+func (s *Server) Commit(ctx context.Context, name, branch string, files map[string]string, message string) (string, error) {
 	work, err := os.MkdirTemp(s.work, "commit-")
 	if err != nil {
 		return "", fmt.Errorf("git server: %w", err)
 	}
 	defer os.RemoveAll(work)
-	if _, err := s.git(ctx, work, "init", "--quiet", "--initial-branch="+branch); err != nil {
+	w, err := NewWork(ctx, work, s.Dir(name), branch)
+	if err != nil {
 		return "", err
 	}
-	if _, err := s.git(ctx, work, "fetch", "--quiet", s.Dir(name), "refs/heads/"+branch+":refs/remotes/origin/"+branch); err == nil {
-		if _, err := s.git(ctx, work, "reset", "--quiet", "--hard", "refs/remotes/origin/"+branch); err != nil {
-			return "", err
-		}
-	}
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		full := filepath.Join(work, filepath.FromSlash(p))
-		if !strings.HasPrefix(full, work+string(filepath.Separator)) {
-			return "", fmt.Errorf("git server: path %q leaves the repository", p)
-		}
-		if files[p] == "" {
-			if err := os.Remove(full); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return "", fmt.Errorf("git server: %w", err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return "", fmt.Errorf("git server: %w", err)
-		}
-		if err := os.WriteFile(full, []byte(files[p]), 0o644); err != nil {
-			return "", fmt.Errorf("git server: %w", err)
-		}
-	}
-	if _, err := s.git(ctx, work, "add", "--all"); err != nil {
+	sha, err := w.Commit(ctx, files, message)
+	if err != nil {
 		return "", err
 	}
-	if _, err := s.git(ctx, work, "commit", "--quiet", "--allow-empty", "-m", message); err != nil {
+	if _, err := w.Push(ctx); err != nil {
 		return "", err
 	}
-	if _, err := s.git(ctx, work, "push", "--quiet", s.Dir(name), "HEAD:refs/heads/"+branch); err != nil {
-		return "", err
-	}
-	return s.git(ctx, work, "rev-parse", "HEAD")
+	return sha, nil
 }
 
 // Head returns the SHA branch points at.
-func (s *GitServer) Head(ctx context.Context, name, branch string) (string, error) {
-	return s.git(ctx, s.Dir(name), "rev-parse", "--verify", "refs/heads/"+branch)
+func (s *Server) Head(ctx context.Context, name, branch string) (string, error) {
+	return runGit(ctx, s.Dir(name), "rev-parse", "--verify", "refs/heads/"+branch)
 }
 
 // File returns the content of path at the head of branch.
-func (s *GitServer) File(ctx context.Context, name, branch, path string) (string, error) {
-	return s.git(ctx, s.Dir(name), "show", "refs/heads/"+branch+":"+path)
+func (s *Server) File(ctx context.Context, name, branch, path string) (string, error) {
+	return runGit(ctx, s.Dir(name), "show", "refs/heads/"+branch+":"+path)
 }
 
 // Log returns the SHAs of branch's first-parent history, newest first.
-func (s *GitServer) Log(ctx context.Context, name, branch string) ([]string, error) {
-	out, err := s.git(ctx, s.Dir(name), "rev-list", "--first-parent", "refs/heads/"+branch)
+func (s *Server) Log(ctx context.Context, name, branch string) ([]string, error) {
+	out, err := runGit(ctx, s.Dir(name), "rev-list", "--first-parent", "refs/heads/"+branch)
 	if err != nil {
 		return nil, err
 	}
 	return strings.Fields(out), nil
-}
-
-// git runs the host's git in dir with a fixed identity and no user config.
-func (s *GitServer) git(ctx context.Context, dir string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_AUTHOR_NAME=Porter Test", "GIT_AUTHOR_EMAIL=test@porter.local",
-		"GIT_COMMITTER_NAME=Porter Test", "GIT_COMMITTER_EMAIL=test@porter.local",
-	)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("git server: git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return strings.TrimSpace(stdout.String()), nil
 }
