@@ -163,6 +163,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.workersConfig, "workers-config", "", "YAML file declaring the workers (name, kubeconfig/context or in_cluster, namespace, platform, tags, team, tag_placement...); replaces --worker, --tag and the worker of --namespace (docs/workers.md)")
 	fs.StringVar(&o.strategy, "container-placement-strategy", string(worker.FewestBuildContainers), "how a step's worker is chosen: fewest-build-containers, random or limit-active-tasks")
 	fs.IntVar(&cfg.Placement.MaxActiveTasks, "max-active-tasks-per-worker", 0, "limit-active-tasks: the most tasks a worker runs at once (0: no limit)")
+	fs.IntVar(&cfg.Placement.MaxWaiting, "lookahead-per-worker", 20, "the most pods declared ahead of their turn (--lookahead) one worker holds at once, of all builds: beyond it, tasks declare their pods at their turn (0: none)")
 	fs.DurationVar(&cfg.WorkerHeartbeat, "worker-heartbeat-interval", atc.DefaultWorkerHeartbeat, "how often each worker's API server is probed (unanswered: the worker is stalled)")
 
 	// Listeners, identity and logins.
@@ -313,6 +314,9 @@ func (o *serveOptions) config() (atc.Config, error) {
 	}
 	if cfg.Lookahead < 0 {
 		return cfg, fmt.Errorf("--lookahead %d: must not be negative (0: no pods declared ahead)", cfg.Lookahead)
+	}
+	if cfg.Placement.MaxWaiting < 0 {
+		return cfg, fmt.Errorf("--lookahead-per-worker %d: must not be negative (0: no pods declared ahead)", cfg.Placement.MaxWaiting)
 	}
 	if cfg.CheckPodMaxChecks < 0 {
 		return cfg, fmt.Errorf("--check-pod-max-checks %d: must not be negative (0: no bound)", cfg.CheckPodMaxChecks)

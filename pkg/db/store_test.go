@@ -193,8 +193,8 @@ func TestWorkers(t *testing.T) {
 // A worker's load: the pods of unfinished builds and how many are tasks
 // (what placement weighs), and every pod it has a record of, kept pods of
 // finished builds and check pods included (what `fly workers` counts, as
-// `fly containers` lists them).
-func TestWorkerLoadsCountRunningAndKeptPods(t *testing.T) {
+// `fly containers` lists them), and apart the pods declared ahead.
+func TestWorkerLoadsCountRunningKeptAndWaitingPods(t *testing.T) {
 	d, _ := openTest(t)
 	ctx := t.Context()
 	team, _ := d.EnsureTeam(ctx, "main", nil)
@@ -215,6 +215,8 @@ func TestWorkerLoadsCountRunningAndKeptPods(t *testing.T) {
 		{TeamID: team.ID, BuildID: done.ID, Type: "task", WorkerName: "a"},
 		{TeamID: team.ID, Type: "check", WorkerName: "a"},
 		{TeamID: team.ID, BuildID: done.ID, Type: "task", WorkerName: "b"},
+		// Declared ahead of its turn: no active step, but waiting.
+		{TeamID: team.ID, BuildID: running.ID, Type: "task", WorkerName: "a", State: concourse.ContainerWaiting},
 	} {
 		c.Handle = fmt.Sprintf("c%d", i)
 		if _, err := d.CreateContainer(ctx, c); err != nil {
@@ -225,7 +227,7 @@ func TestWorkerLoadsCountRunningAndKeptPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := loads["a"], (WorkerLoad{Containers: 2, Tasks: 1, Pods: 4}); got != want {
+	if got, want := loads["a"], (WorkerLoad{Containers: 2, Tasks: 1, Pods: 5, Waiting: 1}); got != want {
 		t.Errorf("worker a: %+v, want %+v", got, want)
 	}
 	if got, want := loads["b"], (WorkerLoad{Pods: 1}); got != want {

@@ -45,6 +45,8 @@ type Candidate struct {
 	// those that are tasks) of builds that have not finished.
 	ActiveContainers int
 	ActiveTasks      int
+	// Waiting counts the worker's pods declared ahead of their turn.
+	Waiting int
 }
 
 // Requirements are what a step asks of its worker.
@@ -59,6 +61,9 @@ type Requirements struct {
 	// OwnNamespace: the team has a namespace of its own on some worker
 	// (team_namespaces), and its steps run only on its own workers.
 	OwnNamespace bool
+	// Ahead: the step's pod is declared ahead of its turn, and goes only
+	// where the worker's share of such pods (Placer.MaxWaiting) has room.
+	Ahead bool
 	// Started are the workers the step's build already ran steps on: a
 	// landing or retiring one still takes the build's steps, so that the
 	// builds running on it finish.
@@ -142,6 +147,9 @@ type Placer struct {
 	Strategy Strategy
 	// MaxActiveTasks is limit-active-tasks' limit per worker (0: none).
 	MaxActiveTasks int
+	// MaxWaiting is the most pods declared ahead of their turn a worker
+	// holds at once (0: none).
+	MaxWaiting int
 	// Intn picks among equals (nil: math/rand/v2).
 	Intn func(n int) int
 }
@@ -174,6 +182,8 @@ func (p Placer) Choose(cs []Candidate, req Requirements) (Candidate, error) {
 			reasons = append(reasons, fmt.Sprintf("worker %s is %s", c.Name, c.State))
 		case p.Strategy == LimitActiveTasks && req.Task && p.MaxActiveTasks > 0 && c.ActiveTasks >= p.MaxActiveTasks:
 			reasons = append(reasons, fmt.Sprintf("worker %s runs %d active tasks, its limit", c.Name, c.ActiveTasks))
+		case req.Ahead && c.Waiting >= p.MaxWaiting:
+			reasons = append(reasons, fmt.Sprintf("worker %s holds %d pods declared ahead, its limit", c.Name, c.Waiting))
 		default:
 			ready = append(ready, c)
 		}

@@ -22,6 +22,7 @@ func TestChoose(t *testing.T) {
 	load := func(containers, tasks int) func(*Candidate) {
 		return func(c *Candidate) { c.ActiveContainers, c.ActiveTasks = containers, tasks }
 	}
+	waiting := func(n int) func(*Candidate) { return func(c *Candidate) { c.Waiting = n } }
 	windows := func(c *Candidate) { c.Platform = PlatformWindows }
 	privileged := func(c *Candidate) { c.Privileged = true }
 
@@ -56,6 +57,14 @@ func TestChoose(t *testing.T) {
 			workers: []Candidate{linux("a", load(3, 2))}, req: Requirements{Task: true}, wantBusy: true, wantErr: "runs 2 active tasks, its limit"},
 		{name: "limit active tasks ignores resource steps", placer: Placer{Strategy: LimitActiveTasks, MaxActiveTasks: 2},
 			workers: []Candidate{linux("a", load(3, 2))}, want: "a"},
+		{name: "a pod declared ahead goes where the share of such pods has room", placer: Placer{MaxWaiting: 2},
+			workers: []Candidate{linux("full", waiting(2)), linux("room", waiting(1))}, req: Requirements{Task: true, Ahead: true}, want: "room"},
+		{name: "no worker with room for a pod declared ahead: busy", placer: Placer{MaxWaiting: 2},
+			workers: []Candidate{linux("full", waiting(2))}, req: Requirements{Task: true, Ahead: true}, wantBusy: true, wantErr: "holds 2 pods declared ahead, its limit"},
+		{name: "pods declared ahead never make a step to run now wait", placer: Placer{MaxWaiting: 2},
+			workers: []Candidate{linux("full", waiting(5))}, req: Requirements{Task: true}, want: "full"},
+		{name: "no pod declared ahead at all with a share of 0",
+			workers: []Candidate{linux("a")}, req: Requirements{Task: true, Ahead: true}, wantBusy: true, wantErr: "holds 0 pods declared ahead, its limit"},
 		{name: "limit active tasks picks the fewest tasks", placer: Placer{Strategy: LimitActiveTasks},
 			workers: []Candidate{linux("a", load(1, 3)), linux("b", load(7, 0))}, req: Requirements{Task: true}, want: "b"},
 		{name: "a privileged step needs a worker that allows it", workers: []Candidate{linux("plain"), linux("priv", privileged, load(9, 9))},

@@ -96,8 +96,9 @@ func (x *RunState) declare(ctx context.Context, d lookahead.Decl) (*aheadPod, er
 	// A worker that cannot take the task now is not waited for: the task
 	// waits at its turn, as any other.
 	pctx, giveUp := context.WithCancel(ctx)
-	w, err := s.pods.Place(pctx, privilegedRequirements(worker.StepRequirements(b.Team, tp.Tags, eventConfig.Platform, true), tp.Privileged),
-		func(string) { giveUp() })
+	req := privilegedRequirements(worker.StepRequirements(b.Team, tp.Tags, eventConfig.Platform, true), tp.Privileged)
+	req.Ahead = true
+	w, err := s.pods.Place(pctx, req, func(string) { giveUp() })
 	giveUp()
 	if err != nil {
 		return nil, fmt.Errorf("place: %w", err)

@@ -54,7 +54,7 @@ func (r *Runtime) choose(ctx context.Context, req worker.Requirements) (*Worker,
 		}
 		l := loads[rec.Name]
 		cs = append(cs, worker.Candidate{Name: rec.Name, Platform: rec.Platform, Team: rec.Team, State: rec.State, Tags: rec.Tags,
-			Privileged: w.cfg.AllowsPrivileged(), ActiveContainers: l.Containers, ActiveTasks: l.Tasks})
+			Privileged: w.cfg.AllowsPrivileged(), ActiveContainers: l.Containers, ActiveTasks: l.Tasks, Waiting: l.Waiting})
 	}
 	c, err := r.cfg.Placement.Choose(cs, req)
 	if err != nil {

@@ -183,6 +183,8 @@ type WorkerLoad struct {
 	Containers int
 	Tasks      int
 	Pods       int
+	// Waiting are its pods declared ahead of their turn.
+	Waiting int
 }
 
 // WorkerLoads returns the load of every worker that has any pod.
@@ -194,7 +196,8 @@ func (s *Registry) WorkerLoads(ctx context.Context) (map[string]WorkerLoad, erro
 		SELECT c.worker_name,
 			count(*) FILTER (WHERE b.status IN ('pending', 'started') AND c.state <> 'waiting'),
 			count(*) FILTER (WHERE b.status IN ('pending', 'started') AND c.type = 'task' AND c.state <> 'waiting'),
-			count(*)
+			count(*),
+			count(*) FILTER (WHERE c.state = 'waiting')
 		FROM containers c LEFT JOIN builds b ON b.id = c.build_id
 		GROUP BY c.worker_name`)
 	if err != nil {
@@ -205,7 +208,7 @@ func (s *Registry) WorkerLoads(ctx context.Context) (map[string]WorkerLoad, erro
 	for rows.Next() {
 		var name string
 		var l WorkerLoad
-		if err := rows.Scan(&name, &l.Containers, &l.Tasks, &l.Pods); err != nil {
+		if err := rows.Scan(&name, &l.Containers, &l.Tasks, &l.Pods, &l.Waiting); err != nil {
 			return nil, fmt.Errorf("count workers' active steps: %w", err)
 		}
 		out[name] = l
