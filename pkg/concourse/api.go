@@ -103,6 +103,9 @@ type Container struct {
 	// step's pod (latest-check, latest-failed-build, one-off, intercepted,
 	// retention).
 	KeptReason string `json:"kept_reason,omitempty"`
+	// PlanID (Porter's) is the step's plan ID in its build: the web UI
+	// marks the steps whose pods wait, declared ahead of their turn.
+	PlanID string `json:"plan_id,omitempty"`
 }
 
 // ContainerState is a container's state, as fly shows it.

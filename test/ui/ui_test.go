@@ -233,6 +233,22 @@ var _ = Describe("the web UI", func() {
 		screenshot(c, "aborted")
 	}, SpecTimeout(specTimeout))
 
+	It("shows a task whose pod was declared ahead of its turn as waiting, until it runs", func(ctx SpecContext) {
+		name := pipelineName("ahead")
+		setPipeline(ctx, name, "jobs:\n- name: j\n  plan:\n"+taskStep("first", "echo first; sleep 15")+taskStep("next", "echo next-ran"))
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", name)
+		succeed(ctx, s.adminFly, "trigger-job", "-j", name+"/j")
+		c := loggedIn()
+		open(c, "/teams/main/pipelines/"+name+"/jobs/j/builds/1", `[data-step="next"]`)
+		Eventually(evalEventually[string](c, `document.querySelector('[data-step="next"]').dataset.status`)).
+			WithTimeout(time.Minute).Should(Equal("waiting"))
+		Expect(eval[string](c, `document.querySelector('[data-step="first"]').dataset.status`)).To(BeElementOf("initializing", "running"))
+		screenshot(c, "declared-ahead")
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=build-head]').dataset.status`)).
+			WithTimeout(2 * time.Minute).Should(Equal("succeeded"))
+		Expect(eval[string](c, `document.querySelector('[data-step="next"]').dataset.status`)).To(Equal("succeeded"))
+	}, SpecTimeout(specTimeout))
+
 	It("streams a running build's lines as they come, in color with timestamps", func(ctx SpecContext) {
 		script := `printf '\033[31mred alert\033[0m\n'; for i in $(seq 1 40); do echo "line $i"; sleep 0.5; done`
 		res := succeed(ctx, s.adminFly, "execute", "--background", "-c", writeFile("task.yml", `platform: linux

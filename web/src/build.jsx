@@ -185,15 +185,17 @@ function Leaf({ step, ctx }) {
   const hasLog = step.lines.length > 0 || step.partial;
   // The target's name is the user's own (fly's ~/.flyrc): TARGET stands for it.
   const cmd = `fly -t ${ctx.target} intercept -b ${ctx.buildID} -s ${step.name}`;
+  const status = step.status === 'pending' && step.waiting ? 'waiting' : step.status;
   return (
-    <div class={'step status-' + step.status} data-step={step.name} data-status={step.status}>
+    <div class={'step status-' + status} data-step={step.name} data-status={status}>
       <div class="step-head" onClick={() => setOpen(!expanded)}>
         <span class="caret">{expanded ? '▾' : '▸'}</span>
         <span class="kind">{step.kind}:</span> <span class="name">{step.name}</span>
         <span class="right">
           {step.worker && <span class="muted">{step.worker} </span>}
           <span class="muted">{duration(step.start, step.end)} </span>
-          <StatusBadge status={step.status} />
+          {status === 'waiting' && <span class="muted" title="its pod is up, declared ahead of its turn, and waits for the go-ahead">pod ready </span>}
+          <StatusBadge status={status} />
         </span>
       </div>
       {expanded && (
@@ -258,6 +260,25 @@ function BuildView({ build: initial, crumbs }) {
       redraw();
     });
     loadPlan();
+    // Pods declared ahead of their turn (Porter's): a pending task whose
+    // pod is up and waits for the go-ahead shows as waiting. Only the
+    // team's members may list its containers; the others see pending.
+    let waitTimer = 0;
+    const pollWaiting = () => {
+      if (!live || s.done || !getToken() || !initial.team_name) return;
+      get(`/api/v1/teams/${enc(initial.team_name)}/containers?build_id=${initial.id}&type=task`).then((cs) => {
+        if (!live) return;
+        const waiting = new Set((cs || []).filter((c) => c.state === 'waiting').map((c) => c.plan_id));
+        let changed = false;
+        for (const step of s.steps.values()) {
+          const w = step.status === 'pending' && waiting.has(step.id);
+          if (!!step.waiting !== w) { step.waiting = w; changed = true; }
+        }
+        if (changed) redraw();
+        waitTimer = setTimeout(pollWaiting, 1500);
+      }, () => {});
+    };
+    if (initial.status === 'pending' || initial.status === 'started') pollWaiting();
     const stop = streamEvents(initial.id, (ev) => { apply(s, ev); redraw(); },
       () => { s.done = true; redraw(); get(`/api/v1/builds/${initial.id}`).then(setBuild).catch(() => {}); },
       (e) => {
@@ -268,7 +289,7 @@ function BuildView({ build: initial, crumbs }) {
         }
         setErr(e);
       });
-    return () => { live = false; stop(); clearTimeout(planTimer); cancelAnimationFrame(frame); };
+    return () => { live = false; stop(); clearTimeout(planTimer); clearTimeout(waitTimer); cancelAnimationFrame(frame); };
   }, [initial.id]);
   const s = st.current;
   const status = s.status || build.status;

@@ -21,7 +21,7 @@ import (
 func apiContainer(c db.Container) concourse.Container {
 	return concourse.Container{ID: c.Handle, WorkerName: c.WorkerName, State: c.State, Type: string(c.Type), StepName: c.StepName,
 		BuildID: c.BuildID, BuildName: c.BuildName, User: c.User, WorkingDirectory: c.WorkingDirectory,
-		PipelineID: int(c.PipelineID), PipelineName: c.PipelineName, JobID: int(c.JobID), JobName: c.JobName}
+		PipelineID: int(c.PipelineID), PipelineName: c.PipelineName, JobID: int(c.JobID), JobName: c.JobName, PlanID: c.PlanID}
 }
 
 // withKept says why GC keeps a finished step's pod: in kept_reason and, for

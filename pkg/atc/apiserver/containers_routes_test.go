@@ -29,7 +29,7 @@ func TestContainers(t *testing.T) {
 	a := newTestAPI(t)
 	viewer := a.roleIn(t, "viewer")
 	cs := decode[[]concourse.Container](t, a.do(t, "GET", "/api/v1/teams/main/containers?build_id=1&type=task", viewer, ""), 200)
-	if len(cs) != 2 || cs[0].ID != "c1" || cs[0].BuildID != 1 || cs[0].StepName != "t" || cs[0].Type != "task" || cs[0].WorkerName != "w1" {
+	if len(cs) != 2 || cs[0].ID != "c1" || cs[0].BuildID != 1 || cs[0].StepName != "t" || cs[0].Type != "task" || cs[0].WorkerName != "w1" || cs[0].PlanID != "p1" || cs[0].State != concourse.ContainerWaiting {
 		t.Errorf("containers %+v", cs)
 	}
 	wantError(t, a.do(t, "GET", "/api/v1/teams/main/containers?build_id=one", viewer, ""), 400, `build_id="one": want a number`)

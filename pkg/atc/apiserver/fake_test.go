@@ -97,7 +97,7 @@ func newFakeStore() *fakeStore {
 		workers: []db.Worker{{Name: "w1", Platform: "linux", State: "running", Namespace: "porter-steps", StartTime: now},
 			{Name: "w2", Platform: "linux", State: "running", Namespace: "porter-main", Team: "main", StartTime: now},
 			{Name: "w3", Platform: "linux", State: "running", Namespace: "porter-other", Team: "other", StartTime: now}},
-		conts: []db.Container{{Handle: "c1", TeamID: 1, BuildID: 1, BuildName: "1", StepName: "t", Type: "task", StepID: "s1", WorkerName: "w1"},
+		conts: []db.Container{{Handle: "c1", TeamID: 1, BuildID: 1, BuildName: "1", StepName: "t", Type: "task", StepID: "s1", WorkerName: "w1", PlanID: "p1", State: concourse.ContainerWaiting},
 			{Handle: "c2", TeamID: 1, BuildID: 2, BuildName: "1", StepName: "t", Type: "task", StepID: "s2", WorkerName: "w1"},
 			{Handle: "c4", TeamID: 2, BuildID: 4, BuildName: "1", StepName: "t", Type: "task", StepID: "s4", WorkerName: "w1"}},
 		artifacts: []db.Artifact{{ID: 1, TeamID: 1, BuildID: 1, Name: "out", Key: "artifacts/main/x.tar.zst", CreateTime: now, WorkerName: "w1"},
