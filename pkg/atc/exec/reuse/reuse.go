@@ -38,7 +38,8 @@ import (
 
 // Seed is the state a build resuming the failed build named from starts
 // with: the records of failed's steps it reuses (see the package's doc),
-// marked ReusedFrom from.
+// marked ReusedFrom from (or the build that ran the step, when failed
+// reused it too).
 func Seed(plan *concourse.Plan, failed buildstate.BuildState, from string) buildstate.BuildState {
 	s := seeder{failed: failed.Steps, out: map[concourse.PlanID]*buildstate.StepRecord{}, from: from}
 	s.walk(plan)
@@ -265,10 +266,15 @@ func (s *seeder) acrossRuns(p *concourse.Plan) []concourse.Plan {
 }
 
 // copy records r as reused: the pod and worker were the failed build's.
+// A step the failed build reused itself keeps the name of the build that
+// ran it.
 func (s *seeder) copy(id concourse.PlanID, r *buildstate.StepRecord) {
 	c := *r
 	c.StepID, c.Worker, c.Container, c.Attempt, c.Gated = "", "", "", 0, false
-	c.ReusedFrom, c.ReuseShown = s.from, false
+	if c.ReusedFrom == "" {
+		c.ReusedFrom = s.from
+	}
+	c.ReuseShown = false
 	s.out[id] = &c
 }
 
