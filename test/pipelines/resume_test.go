@@ -69,6 +69,10 @@ func failedBuild(ctx context.Context, f *testenv.Fly, p, job string) (string, te
 	return buildID(ctx, f, p, job), res
 }
 
+// line matches a whole line of output: what a step printed, not the
+// "running ..." line that shows its command.
+func line(s string) string { return "(?m)^" + regexp.QuoteMeta(s) + "$" }
+
 // reusedLines counts the "reused from build N" lines of an output.
 func reusedLines(out, from string) int {
 	return strings.Count(out, "reused from build "+from+"\n")
@@ -110,9 +114,9 @@ jobs:
 		Expect(res.ExitCode).To(Equal(0), res.String())
 		Expect(res.Stdout).To(ContainSubstring(p + "/j #1.1"))
 		// The output of make, taken from the blobstore: not made again.
-		Expect(res.Stdout).To(ContainSubstring("read v-" + made[1]))
-		Expect(res.Stdout).NotTo(ContainSubstring("made "))
-		Expect(res.Stdout).NotTo(ContainSubstring("copied "))
+		Expect(res.Stdout).To(MatchRegexp(line("read v-" + made[1])))
+		Expect(res.Stdout).NotTo(MatchRegexp(`(?m)^made `))
+		Expect(res.Stdout).NotTo(MatchRegexp(`(?m)^copied `))
 		// make, copy, the put and the get after it
 		Expect(reusedLines(res.Stdout, "1")).To(Equal(4), res.String())
 
@@ -197,14 +201,14 @@ jobs:
 			g.task("        ", g.check()+` && echo ran middle`, ""),
 			g.task("        ", `echo ran right`, "")))
 		id, first := failedBuild(ctx, f, p, "j")
-		Expect(first.Stdout).To(ContainSubstring("ran left"))
-		Expect(first.Stdout).To(ContainSubstring("ran right"))
+		Expect(first.Stdout).To(MatchRegexp(line("ran left")))
+		Expect(first.Stdout).To(MatchRegexp(line("ran right")))
 		g.open(ctx)
 		res := resume(ctx, f, id)
 		Expect(res.ExitCode).To(Equal(0), res.String())
-		Expect(res.Stdout).To(ContainSubstring("ran middle"))
-		Expect(res.Stdout).NotTo(ContainSubstring("ran left"))
-		Expect(res.Stdout).NotTo(ContainSubstring("ran right"))
+		Expect(res.Stdout).To(MatchRegexp(line("ran middle")))
+		Expect(res.Stdout).NotTo(MatchRegexp(line("ran left")))
+		Expect(res.Stdout).NotTo(MatchRegexp(line("ran right")))
 		Expect(reusedLines(res.Stdout, "1")).To(Equal(2), res.String())
 	})
 
@@ -224,15 +228,15 @@ jobs:
 %s`,
 			g.task("      ", `if [ ((.:v)) = b ]; then `+g.check()+`; fi && echo ran-((.:v))`, "")))
 		id, first := failedBuild(ctx, f, p, "j")
-		Expect(first.Stdout).To(ContainSubstring("ran-a"))
-		Expect(first.Stdout).To(ContainSubstring("ran-c"))
-		Expect(first.Stdout).NotTo(ContainSubstring("ran-b"))
+		Expect(first.Stdout).To(MatchRegexp(line("ran-a")))
+		Expect(first.Stdout).To(MatchRegexp(line("ran-c")))
+		Expect(first.Stdout).NotTo(MatchRegexp(line("ran-b")))
 		g.open(ctx)
 		res := resume(ctx, f, id)
 		Expect(res.ExitCode).To(Equal(0), res.String())
-		Expect(res.Stdout).To(ContainSubstring("ran-b"))
-		Expect(res.Stdout).NotTo(ContainSubstring("ran-a"))
-		Expect(res.Stdout).NotTo(ContainSubstring("ran-c"))
+		Expect(res.Stdout).To(MatchRegexp(line("ran-b")))
+		Expect(res.Stdout).NotTo(MatchRegexp(line("ran-a")))
+		Expect(res.Stdout).NotTo(MatchRegexp(line("ran-c")))
 		Expect(reusedLines(res.Stdout, "1")).To(Equal(2), res.String())
 	})
 
@@ -260,12 +264,12 @@ jobs:
 			g.task("      ", g.check(), ""),
 			g.task("        ", `echo ran mourn`, "")))
 		id, first := failedBuild(ctx, f, p, "j")
-		Expect(first.Stdout).To(ContainSubstring("ran mourn"))
+		Expect(first.Stdout).To(MatchRegexp(line("ran mourn")))
 		res := resume(ctx, f, id) // the gate is still closed
 		Expect(res.ExitCode).To(Equal(1), res.String())
-		Expect(res.Stdout).To(ContainSubstring("ran mourn"))
-		Expect(res.Stdout).NotTo(ContainSubstring("ran first"))
-		Expect(res.Stdout).NotTo(ContainSubstring("ran celebrate"))
+		Expect(res.Stdout).To(MatchRegexp(line("ran mourn")))
+		Expect(res.Stdout).NotTo(MatchRegexp(line("ran first")))
+		Expect(res.Stdout).NotTo(MatchRegexp(line("ran celebrate")))
 		Expect(reusedLines(res.Stdout, "1")).To(Equal(2), res.String()) // first, celebrate
 
 		// A resumed build resumes too: 1.2 reuses what 1.1 reused, naming
@@ -275,7 +279,7 @@ jobs:
 		Expect(second.ExitCode).To(Equal(0), second.String())
 		Expect(second.Stdout).To(ContainSubstring(p + "/j #1.2"))
 		Expect(reusedLines(second.Stdout, "1")).To(Equal(2), second.String())
-		Expect(second.Stdout).NotTo(ContainSubstring("ran mourn"))
+		Expect(second.Stdout).NotTo(MatchRegexp(line("ran mourn")))
 	})
 
 	It("attempts: reuses a step that succeeded within its attempts, and runs a step whose attempts all failed from its first attempt", func(ctx SpecContext) {
@@ -300,7 +304,7 @@ jobs:
 		g.open(ctx)
 		res := resume(ctx, f, id)
 		Expect(res.ExitCode).To(Equal(0), res.String())
-		Expect(res.Stdout).NotTo(ContainSubstring("ran steady"))
+		Expect(res.Stdout).NotTo(MatchRegexp(line("ran steady")))
 		Expect(strings.Count(res.Stdout, "attempt\n")).To(Equal(1), res.String())
 		Expect(reusedLines(res.Stdout, "1")).To(Equal(1), res.String())
 	})
