@@ -13,6 +13,14 @@ import (
 	"github.com/porter-ci/porter/pkg/db"
 )
 
+// notResumable says why a build cannot be resumed: a conflict (the API's
+// 409) whose message is the reason alone.
+type notResumable string
+
+func (e notResumable) Error() string { return string(e) }
+
+func (e notResumable) Is(target error) bool { return target == db.ErrConflict }
+
 // ResumeBuild makes a new build of rec's job that resumes rec, a failed or
 // errored build: named as rerun-build names it (N.1), with rec's inputs
 // and rec's own plan (not the job's config as it is now), it reuses the
@@ -24,15 +32,15 @@ func (e APIEngine) ResumeBuild(ctx context.Context, rec db.Build, createdBy stri
 		return db.JobBuild{}, fmt.Errorf("resume build %d: %w", rec.ID, err)
 	}
 	if jb.JobID == 0 {
-		return db.JobBuild{}, fmt.Errorf("resume build %d: only a job's build can be resumed (rerun a one-off build with fly execute): %w", rec.ID, db.ErrConflict)
+		return db.JobBuild{}, notResumable(fmt.Sprintf("resume build %d: only a job's build can be resumed (run a one-off build again with fly execute)", rec.ID))
 	}
 	if jb.Status != concourse.StatusFailed && jb.Status != concourse.StatusErrored {
-		return db.JobBuild{}, fmt.Errorf("resume build %s of %s/%s: it is %s; only a failed or errored build can be resumed: %w",
-			jb.Name, jb.PipelineName, jb.JobName, jb.Status, db.ErrConflict)
+		return db.JobBuild{}, notResumable(fmt.Sprintf("resume build %s of %s/%s: it is %s; only a failed or errored build can be resumed",
+			jb.Name, jb.PipelineName, jb.JobName, jb.Status))
 	}
 	if len(jb.Plan) == 0 {
-		return db.JobBuild{}, fmt.Errorf("resume build %s of %s/%s: it never started, so nothing of it can be reused (rerun it): %w",
-			jb.Name, jb.PipelineName, jb.JobName, db.ErrConflict)
+		return db.JobBuild{}, notResumable(fmt.Sprintf("resume build %s of %s/%s: it never started, so nothing of it can be reused (rerun it)",
+			jb.Name, jb.PipelineName, jb.JobName))
 	}
 	var plan concourse.Plan
 	if err := json.Unmarshal(jb.Plan, &plan); err != nil {
@@ -72,8 +80,8 @@ func (s *Server) reusedOutputsExist(ctx context.Context, st buildstate.BuildStat
 			_, err := s.store.Stat(ctx, a.Key)
 			switch {
 			case errors.Is(err, blobstore.ErrNotFound):
-				return fmt.Errorf("step %q (plan %s): its output %q is no longer stored (the artifact retention is over); rerun the build instead: %w",
-					r.Name, id, name, db.ErrConflict)
+				return notResumable(fmt.Sprintf("step %q (plan %s): its output %q is no longer stored (the artifact retention is over); rerun the build instead",
+					r.Name, id, name))
 			case err != nil:
 				return fmt.Errorf("step %q (plan %s): look up its output %q: %w", r.Name, id, name, err)
 			}
