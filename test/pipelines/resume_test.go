@@ -7,6 +7,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -100,7 +101,12 @@ jobs:
     params: {file: out/version}
   - task: gated
     config:
-%s`,
+%s- name: after
+  plan:
+  - get: target
+    passed: [j]
+    trigger: true
+`,
 			g.task("      ", `t=$(head -c 12 /dev/urandom | od -An -tx1 | tr -dc 0-9a-f); printf v-$t > out/version; echo made $t`, "outputs: [{name: out}]\n"),
 			g.task("      ", `echo copied $(cat out/version)`, "inputs: [{name: out}]\n"),
 			g.task("      ", g.check()+` && echo read $(cat out/version)`, "inputs: [{name: out}]\n")))
@@ -132,6 +138,9 @@ jobs:
 		var vs []map[string]any
 		Expect(json.Unmarshal([]byte(versions.Stdout), &vs)).To(Succeed())
 		Expect(vs).To(HaveLen(1), "the put ran again: %s", versions.Stdout)
+		// The reused put's version is the resumed build's output: a job
+		// that takes it passed: j runs once 1.1 succeeded (1 failed).
+		waitForBuild(ctx, f, p, "after", "succeeded", 2*time.Minute)
 
 		// The audit trail: the new build names the one it resumes, and its
 		// reused steps keep the failed build's audit records.
