@@ -152,6 +152,8 @@ func (s *seeder) walk(p *concourse.Plan) {
 		s.walk(&p.OnSuccess.Step)
 		if s.succeeded(&p.OnSuccess.Step) {
 			s.walk(&p.OnSuccess.Next)
+		} else {
+			s.puts(&p.OnSuccess.Next) // ran after a failed try
 		}
 	default:
 		for _, c := range p.Children() {
