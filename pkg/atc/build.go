@@ -222,7 +222,8 @@ func (s *Server) resume(ctx context.Context) error {
 		}
 		b.Pipeline, b.Job, b.InstanceVars, b.PipelineID = jb.PipelineName, jb.JobName, jb.PipelineInstanceVars, jb.PipelineID
 		if _, b.ResumedFrom, err = s.resumedState(ctx, jb); err != nil {
-			return fmt.Errorf("resume build %d: %w", rec.ID, err)
+			// Only its audit record's link is lost: the build runs on.
+			s.log.Warn("resume build: the build it resumes", "build", rec.ID, "err", err)
 		}
 		if len(rec.State) > 0 {
 			if err := json.Unmarshal(rec.State, &b.State); err != nil {
