@@ -157,6 +157,9 @@ type auditBuild struct {
 	Status  concourse.BuildStatus                       `json:"status"`
 	EndTime int64                                       `json:"end_time"`
 	Steps   map[concourse.PlanID]*buildstate.StepRecord `json:"steps"`
+	// ResumedFrom is the failed build this one resumes: the steps whose
+	// records say reused_from are that build's, their audit_key its records.
+	ResumedFrom *buildstate.BuildRef `json:"resumed_from,omitempty"`
 }
 
 // writeBuildAudit writes builds/<id>/build.json once, when the build ends.
@@ -164,7 +167,7 @@ func (s *Server) writeBuildAudit(ctx context.Context, b *buildstate.Build, statu
 	var body []byte
 	var err error
 	b.Update(func() {
-		body, err = json.MarshalIndent(auditBuild{ID: b.ID, Name: b.Name, Team: b.Team, Status: status, EndTime: end.Unix(), Steps: b.State.Steps}, "", "  ")
+		body, err = json.MarshalIndent(auditBuild{ID: b.ID, Name: b.Name, Team: b.Team, Status: status, EndTime: end.Unix(), Steps: b.State.Steps, ResumedFrom: b.ResumedFrom}, "", "  ")
 	})
 	if err != nil {
 		return
@@ -218,6 +221,10 @@ func (s *Server) resume(ctx context.Context) error {
 			return fmt.Errorf("resume build %d: %w", rec.ID, err)
 		}
 		b.Pipeline, b.Job, b.InstanceVars, b.PipelineID = jb.PipelineName, jb.JobName, jb.PipelineInstanceVars, jb.PipelineID
+		if _, b.ResumedFrom, err = s.resumedState(ctx, jb); err != nil {
+			// Only its audit record's link is lost: the build runs on.
+			s.log.Warn("resume build: the build it resumes", "build", rec.ID, "err", err)
+		}
 		if len(rec.State) > 0 {
 			if err := json.Unmarshal(rec.State, &b.State); err != nil {
 				return fmt.Errorf("resume build %d: decode its state: %w", rec.ID, err)

@@ -49,12 +49,17 @@ func (st schedStarter) StartJobBuild(ctx context.Context, rec db.JobBuild, plan 
 	if err := s.exec.ValidatePlan(ctx, db.Team{ID: rec.TeamID, Name: rec.TeamName}, &plan); err != nil {
 		return errors.Join(fmt.Errorf("build %d: %w", rec.ID, err), st.FailJobBuild(ctx, rec, err))
 	}
+	state, from, err := s.resumedState(ctx, rec)
+	if err != nil {
+		return errors.Join(err, st.FailJobBuild(ctx, rec, err))
+	}
 	now := time.Now()
 	if err := s.db.StartJobBuild(ctx, rec.ID, body, s.cfg.ServerID, now); err != nil {
 		return err
 	}
 	rec.Status, rec.StartTime = concourse.StatusStarted, now
 	b := s.newBuild(rec.Build, db.Team{ID: rec.TeamID, Name: rec.TeamName})
+	b.State, b.ResumedFrom = state, from
 	b.Pipeline, b.Job, b.InstanceVars, b.PipelineID = rec.PipelineName, rec.JobName, rec.PipelineInstanceVars, rec.PipelineID
 	b.Log.Append(events.Status{Status: concourse.StatusStarted, Time: now.Unix()})
 	s.startBuild(s.shutdownCtx(), b, plan)

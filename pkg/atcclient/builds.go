@@ -56,6 +56,14 @@ func (c *Client) AbortBuild(ctx context.Context, id int64) error {
 	return c.do(ctx, request{op: fmt.Sprintf("abort build %d", id), method: http.MethodPut, path: buildPath(id) + "/abort"}, nil)
 }
 
+// ResumeBuild asks for a build that resumes a failed job build from its
+// failed step, Porter's own route: POST /api/v1/builds/{id}/resume.
+func (c *Client) ResumeBuild(ctx context.Context, id int64) (concourse.Build, error) {
+	var b concourse.Build
+	err := c.do(ctx, request{op: fmt.Sprintf("resume build %d", id), method: http.MethodPost, path: buildPath(id) + "/resume"}, &b)
+	return b, err
+}
+
 // BuildArtifacts lists the artifacts a build kept (its artifact_output
 // steps): GET /api/v1/builds/{id}/artifacts.
 func (c *Client) BuildArtifacts(ctx context.Context, id int64) ([]concourse.WorkerArtifact, error) {

@@ -193,6 +193,7 @@ and name the target with -t NAME afterwards. Targets live in fly's own
 		a.executeCommand(),
 		a.watchCommand(),
 		a.abortCommand(),
+		a.resumeCommand(),
 		a.buildsCommand(),
 		a.interceptCommand(),
 		a.auditCommand(),

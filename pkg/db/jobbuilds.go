@@ -114,14 +114,18 @@ func (d *DB) SetWaitingReason(ctx context.Context, jobID int64, reason string, a
 // resource's check build.
 type JobBuild struct {
 	Build
-	PipelineID        int64
-	PipelineName      string
-	JobID             int64 // 0 for a check build
-	JobName           string
-	ResourceID        int64 // 0 for a job build
-	ResourceName      string
-	RerunOf           int64
-	RerunNumber       int
+	PipelineID   int64
+	PipelineName string
+	JobID        int64 // 0 for a check build
+	JobName      string
+	ResourceID   int64 // 0 for a job build
+	ResourceName string
+	RerunOf      int64
+	RerunNumber  int
+	// ResumedFrom is the failed build this one resumes (0: none): its plan
+	// is that build's, its state starts with that build's steps that
+	// succeeded.
+	ResumedFrom       int64
 	ManuallyTriggered bool
 	InputsReady       bool
 	// PipelineInstanceVars are the instance vars of the build's pipeline
@@ -131,7 +135,7 @@ type JobBuild struct {
 
 const jobBuildColumns = buildColumns + `, COALESCE(b.pipeline_id, 0), COALESCE(p.name, ''), COALESCE(b.job_id, 0), COALESCE(j.name, ''),
 	COALESCE(b.resource_id, 0), COALESCE(r.name, ''), COALESCE(b.rerun_of, 0), b.rerun_number, b.manually_triggered, b.inputs_ready,
-	COALESCE(p.instance_vars, '{}')`
+	COALESCE(p.instance_vars, '{}'), COALESCE(b.resumed_from, 0)`
 
 const jobBuildFrom = buildFrom + ` LEFT JOIN pipelines p ON p.id = b.pipeline_id LEFT JOIN jobs j ON j.id = b.job_id
 	LEFT JOIN resources r ON r.id = b.resource_id `
@@ -144,7 +148,7 @@ func scanJobBuild(row pgx.Row) (JobBuild, error) {
 	err := row.Scan(&b.ID, &b.TeamID, &b.TeamName, &b.Name, &b.Status, &plan, &state, &b.CreatedBy,
 		&b.CreateTime, &start, &end, &b.Server, &b.AbortRequested,
 		&b.PipelineID, &b.PipelineName, &b.JobID, &b.JobName, &b.ResourceID, &b.ResourceName, &b.RerunOf, &b.RerunNumber,
-		&b.ManuallyTriggered, &b.InputsReady, &instanceVars)
+		&b.ManuallyTriggered, &b.InputsReady, &instanceVars, &b.ResumedFrom)
 	if err != nil {
 		return JobBuild{}, err
 	}
@@ -218,6 +222,22 @@ func (d *DB) CreateJobBuild(ctx context.Context, jobID int64, createdBy string, 
 // RerunJobBuild records a pending build of the job with the same inputs as
 // b, named "<b>.<n>" (a rerun of a rerun counts under the original).
 func (d *DB) RerunJobBuild(ctx context.Context, b JobBuild, createdBy string) (JobBuild, error) {
+	return d.rerun(ctx, b, createdBy, nil)
+}
+
+// Resume is what a build resuming another starts with: that build's plan
+// and the state its steps start from.
+type Resume struct {
+	Plan, State json.RawMessage
+}
+
+// ResumeJobBuild records a pending rerun of b (named as RerunJobBuild
+// names it) that resumes b: it runs b's plan from state.
+func (d *DB) ResumeJobBuild(ctx context.Context, b JobBuild, createdBy string, r Resume) (JobBuild, error) {
+	return d.rerun(ctx, b, createdBy, &r)
+}
+
+func (d *DB) rerun(ctx context.Context, b JobBuild, createdBy string, resume *Resume) (JobBuild, error) {
 	if b.JobID == 0 {
 		return JobBuild{}, fmt.Errorf("rerun build %d: it is not a job's build", b.ID)
 	}
@@ -251,6 +271,12 @@ func (d *DB) RerunJobBuild(ctx context.Context, b JobBuild, createdBy string) (J
 			SELECT $1, job_id, name, resource_id, version_id, true, false FROM build_resource_versions
 			WHERE build_id = $2 AND is_input`, id, b.ID); err != nil {
 			return fmt.Errorf("copy inputs: %w", err)
+		}
+		if resume != nil {
+			if _, err := tx.Exec(ctx, "UPDATE builds SET resumed_from = $2, plan = $3::jsonb, state = $4::jsonb WHERE id = $1",
+				id, b.ID, pg.JSONArg(resume.Plan), pg.JSONArg(resume.State)); err != nil {
+				return fmt.Errorf("record what it resumes: %w", err)
+			}
 		}
 		_, err = tx.Exec(ctx, "UPDATE jobs SET schedule_requested = now() WHERE id = $1", b.JobID)
 		return err

@@ -3,6 +3,7 @@ package db
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -147,5 +148,22 @@ func TestBuildInputsOutputsPassedAndReruns(t *testing.T) {
 	un, _ := d.UnfinishedJobBuilds(ctx, []int64{unit})
 	if len(un) != 5 || un[0].ID > un[1].ID {
 		t.Fatalf("unfinished %d", len(un))
+	}
+
+	// A resume is a rerun ("1.4") that names the build it resumes and
+	// starts with its plan and the state it was given; a rerun names none.
+	state := `{"steps": {"1": {"name": "make", "status": "succeeded", "reused_from": "1"}}}`
+	res, err := d.ResumeJobBuild(ctx, started, "carol", Resume{Plan: started.Plan, State: []byte(state)})
+	if err != nil || res.Name != "1.4" || res.RerunOf != b1.ID || res.ResumedFrom != b1.ID || res.CreatedBy != "carol" {
+		t.Fatalf("resume %+v, %v", res, err)
+	}
+	if string(res.Plan) != string(started.Plan) || !strings.Contains(string(res.State), `"reused_from": "1"`) {
+		t.Fatalf("resume's plan %s, state %s", res.Plan, res.State)
+	}
+	if rv, _ := d.BuildVersions(ctx, res.ID); len(rv) != 1 || rv[0].Version.ID != a.ID {
+		t.Fatalf("resume inputs %+v", rv)
+	}
+	if r1.ResumedFrom != 0 {
+		t.Fatalf("a rerun resumes build %d", r1.ResumedFrom)
 	}
 }

@@ -433,7 +433,7 @@ func (s *Scheduler) start(ctx context.Context, st *pipelineState, j db.JobRef, c
 			byName[v.Name] = v.Version.Version
 		}
 	}
-	plan, err := s.Planner.JobPlan(&st.cfg, cfg, byName)
+	plan, err := s.plan(&st.cfg, cfg, b, byName)
 	if err != nil {
 		// A plan the planner refuses does not get better by waiting: the
 		// build errors, and the job says why.
@@ -452,6 +452,20 @@ func (s *Scheduler) start(ctx context.Context, st *pipelineState, j db.JobRef, c
 	}
 	s.Log.Info("build started", "pipeline", j.PipelineName, "job", j.Name, "build", b.Name, "id", b.ID)
 	return true, nil
+}
+
+// plan is the pending build's plan: the job's config's, with the build's
+// inputs, or the plan of the build it resumes, which it continues whatever
+// the job's config has become since (a changed job is triggered anew).
+func (s *Scheduler) plan(pipeline *concourse.Config, job *concourse.JobConfig, b db.JobBuild, inputs map[string]map[string]string) (concourse.Plan, error) {
+	if b.ResumedFrom == 0 {
+		return s.Planner.JobPlan(pipeline, job, inputs)
+	}
+	var plan concourse.Plan
+	if err := json.Unmarshal(b.Plan, &plan); err != nil {
+		return concourse.Plan{}, fmt.Errorf("read the plan of build %d, which it resumes: %w", b.ResumedFrom, err)
+	}
+	return plan, nil
 }
 
 // setWaiting records why the job waits (empty: it does not), writing only changes.

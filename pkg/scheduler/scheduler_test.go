@@ -602,3 +602,38 @@ func TestCheckEveryNeverIsCheckedOnlyOnRequest(t *testing.T) {
 	tick(2)
 	tick(2)
 }
+
+func TestAResumedBuildRunsThePlanOfTheBuildItResumes(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	e.setPipeline(`{"jobs": [{"name": "j", "plan": [{"task": "t"}]}]}`)
+	b, err := e.d.CreateJobBuild(ctx, e.job("j").ID, "", true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.tick()
+	if err := e.d.FinishBuild(ctx, b.ID, concourse.StatusFailed, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	failed, err := e.d.JobBuildByID(ctx, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The job's config changed since; the resumed build keeps the failed
+	// build's plan, with which it was recorded.
+	own := json.RawMessage(`{"id":"the-failed-builds-plan"}`)
+	if _, err := e.d.ResumeJobBuild(ctx, failed, "alice", db.Resume{Plan: own, State: json.RawMessage(`{"steps":{}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	e.planner.fail = fmt.Errorf("the job's config no longer plans")
+	e.tick()
+	e.want("j", "1:failed: 1.1:started:")
+	resumed, err := e.d.JobBuildByName(ctx, e.job("j").ID, "1.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan concourse.Plan
+	if err := json.Unmarshal(resumed.Plan, &plan); err != nil || plan.ID != "the-failed-builds-plan" {
+		t.Fatalf("the resumed build started with %s (%v)", resumed.Plan, err)
+	}
+}

@@ -249,6 +249,30 @@ var _ = Describe("the web UI", func() {
 		Expect(eval[string](c, `document.querySelector('[data-step="next"]').dataset.status`)).To(Equal("succeeded"))
 	}, SpecTimeout(specTimeout))
 
+	It("resumes a failed build from its failed step with the resume button, and shows the reused step's log", func(ctx SpecContext) {
+		name := pipelineName("resume")
+		setPipeline(ctx, name, "jobs:\n- name: j\n  plan:\n"+taskStep("ok", "echo made it")+taskStep("broken", "exit 1"))
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", name)
+		res, err := s.adminFly.Run(ctx, "trigger-job", "-j", name+"/j", "-w")
+		Expect(err).NotTo(HaveOccurred(), res.String())
+		Expect(res.ExitCode).To(Equal(1), res.String())
+		c := loggedIn()
+		open(c, "/teams/main/pipelines/"+name+"/jobs/j/builds/1", `[data-testid=resume]`)
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=resume]`)))).To(Succeed())
+		Eventually(evalEventually[string](c, `location.pathname`)).Should(Equal("/teams/main/pipelines/" + name + "/jobs/j/builds/1.1"))
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=build-head]')?.dataset.status`)).
+			WithTimeout(2 * time.Minute).Should(Equal("failed"))
+		Eventually(evalEventually[[]string](c, `[...document.querySelectorAll('[data-step]')].map(e => e.dataset.step + ':' + e.dataset.status)`)).
+			Should(ConsistOf("ok:succeeded", "broken:failed"))
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-step="ok"] .step-head`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-step="ok"] [data-testid=log]`)))).To(Succeed())
+		log := eval[string](c, `document.querySelector('[data-step="ok"] [data-testid=log]').textContent`)
+		Expect(log).To(ContainSubstring("reused from build 1"))
+		Expect(log).NotTo(ContainSubstring("made it"))
+		// Once its events end, the failed 1.1 can be resumed in its turn.
+		Eventually(evalEventually[int](c, `document.querySelectorAll('[data-testid=resume]').length`)).Should(Equal(1))
+	}, SpecTimeout(specTimeout))
+
 	It("streams a running build's lines as they come, in color with timestamps", func(ctx SpecContext) {
 		script := `printf '\033[31mred alert\033[0m\n'; for i in $(seq 1 40); do echo "line $i"; sleep 0.5; done`
 		res := succeed(ctx, s.adminFly, "execute", "--background", "-c", writeFile("task.yml", `platform: linux

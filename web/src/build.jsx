@@ -5,7 +5,7 @@ import {
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { api, get, getToken, streamEvents } from './api.js';
 import { CopyButton, duration, ErrorBox, Layout, LoginForMore, StatusBadge } from './common.jsx';
-import { apiPipeline, enc, pipelinePath } from './router.js';
+import { apiPipeline, enc, navigate, pipelinePath } from './router.js';
 
 const LINE = 18; // px: lines do not wrap, so every line is this tall
 
@@ -297,9 +297,20 @@ function BuildView({ build: initial, crumbs }) {
   const abort = async () => {
     try { await api('PUT', `/api/v1/builds/${build.id}/abort`); } catch (e) { setErr(e); }
   };
+  // Porter's own: a failed job build resumes from its failed step (N.1).
+  const resumable = build.job_name && (status === 'failed' || status === 'errored') && s.done;
+  const resume = async () => {
+    try {
+      const nb = await api('POST', `/api/v1/builds/${build.id}/resume`);
+      navigate(pipelinePath(nb.team_name, nb.pipeline_name) + '/jobs/' + enc(nb.job_name) + '/builds/' + enc(nb.name));
+    } catch (e) { setErr(e); }
+  };
+  const actions = !s.denied && getToken() && (running
+    ? <button class="danger" data-testid="abort" onClick={abort}>abort</button>
+    : resumable && <button data-testid="resume" title="a new build that reuses the steps that succeeded and runs from the failed one" onClick={resume}>resume</button>);
   const ctx = { buildID: build.id, target: 'TARGET', leaves: s.leaves, version };
   return (
-    <Layout crumbs={crumbs} actions={running && !s.denied && getToken() && <button class="danger" data-testid="abort" onClick={abort}>abort</button>}>
+    <Layout crumbs={crumbs} actions={actions}>
       <div class={'build-head status-' + status} data-testid="build-head" data-status={status}>
         <h1>{build.job_name ? `${build.job_name} #${build.name}` : `build #${build.id}`}</h1>
         <StatusBadge status={status} />

@@ -127,6 +127,10 @@ type Engine interface {
 	CreateBuild(ctx context.Context, team db.Team, createdBy string, plan concourse.Plan, raw json.RawMessage) (db.Build, error)
 	// AbortBuild aborts an unfinished build wherever it runs.
 	AbortBuild(ctx context.Context, b db.Build) error
+	// ResumeBuild makes a build of a failed job build's job that reuses
+	// its succeeded steps and runs from the failed one (N.1); a build that
+	// cannot be resumed is db.ErrConflict.
+	ResumeBuild(ctx context.Context, b db.Build, createdBy string) (db.JobBuild, error)
 	// WakeScheduler has the scheduler look at the pipelines now.
 	WakeScheduler()
 	// StartCheck starts a check of a resource; the build is set even when

@@ -33,6 +33,7 @@ func buildRoutes(t testing.TB) []routeCase {
 		{method: "GET", path: "/api/v1/builds/1/artifacts", role: "viewer", ok: 200, anonDown: 500},
 		{method: "GET", path: "/api/v1/builds/1/audit", role: "viewer", ok: 200},
 		{method: "PUT", path: "/api/v1/builds/2/abort", role: "pipeline-operator", ok: 204},
+		{method: "POST", path: "/api/v1/builds/2/resume", role: "pipeline-operator", ok: 200},
 		{method: "POST", path: "/api/v1/teams/main/artifacts", role: "member", ok: 201, body: tgz(t, "a.txt", "a")},
 		{method: "GET", path: "/api/v1/teams/main/artifacts/1", role: "member", ok: 200},
 	}
@@ -266,6 +267,24 @@ func TestAbortBuild(t *testing.T) {
 	if ans := a.do(t, "PUT", "/api/v1/builds/4/abort", a.token(t, "o", map[string]string{"other": "pipeline-operator"}), ""); ans.code != 204 {
 		t.Errorf("abort by an operator of other: %d %s", ans.code, ans)
 	}
+}
+
+func TestResumeBuild(t *testing.T) {
+	a := newTestAPI(t)
+	b := decode[concourse.Build](t, a.do(t, "POST", "/api/v1/builds/2/resume", a.roleIn(t, "pipeline-operator"), ""), 200)
+	if b.ID != 3 || b.Status != "pending" {
+		t.Errorf("resumed as %+v, want the engine's new build", b)
+	}
+	if !a.store.changed("ResumeBuild 2") {
+		t.Errorf("not resumed: %v", a.store.calls)
+	}
+	// Whoever may rerun the build, as rerun-build: not a viewer, not
+	// another team's member.
+	wantText(t, a.do(t, "POST", "/api/v1/builds/2/resume", a.roleIn(t, "viewer"), ""), 403, `build 2 belongs to a team you are not allowed to`)
+	wantText(t, a.do(t, "POST", "/api/v1/builds/4/resume", a.roleIn(t, "member"), ""), 403, `build 4 belongs to a team you are not allowed to`)
+	// What cannot be resumed is a conflict, its reason said.
+	a.engine.fail = fmt.Errorf("resume build 2: it is succeeded; only a failed or errored build can be resumed: %w", db.ErrConflict)
+	wantError(t, a.do(t, "POST", "/api/v1/builds/2/resume", a.roleIn(t, "pipeline-operator"), ""), 409, "only a failed or errored build can be resumed")
 }
 
 func TestUploadArtifact(t *testing.T) {

@@ -546,6 +546,13 @@ func (e *fakeEngine) CreateBuild(_ context.Context, team db.Team, _ string, _ co
 func (e *fakeEngine) AbortBuild(_ context.Context, b db.Build) error {
 	return e.store.change(fmtRef("AbortBuild", b.ID))
 }
+func (e *fakeEngine) ResumeBuild(_ context.Context, b db.Build, _ string) (db.JobBuild, error) {
+	if e.fail != nil {
+		return db.JobBuild{}, e.fail
+	}
+	return db.JobBuild{Build: db.Build{ID: b.ID + 1, TeamID: b.TeamID, TeamName: b.TeamName, Name: b.Name + ".1", Status: "pending"}},
+		e.store.change(fmtRef("ResumeBuild", b.ID))
+}
 func (e *fakeEngine) WakeScheduler() {}
 
 // lifecycle is the engine's own workflows (pkg/atc/lifecycle) over the

@@ -96,6 +96,16 @@ func (s *Server) handleRerunJobBuild(w http.ResponseWriter, r *http.Request, jr 
 	httpreply.JSON(w, http.StatusOK, apiJobBuild(rerun))
 }
 
+// handleResumeBuild answers the build that resumes the path's build.
+func (s *Server) handleResumeBuild(w http.ResponseWriter, r *http.Request, claims auth.Claims, b db.Build) {
+	resumed, err := s.engine.ResumeBuild(r.Context(), b, claims.UserID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	httpreply.JSON(w, http.StatusOK, apiJobBuild(resumed))
+}
+
 // handleJobBuilds pages a job's builds, newest first, with Concourse's
 // Link headers for the next (older) and previous (newer) pages.
 func (s *Server) handleJobBuilds(w http.ResponseWriter, r *http.Request, jr jobRequest) {

@@ -82,6 +82,9 @@ func (s *Server) routes() *router {
 	audits := &auditserver.Server{Bucket: s.audit, Log: s.log}
 	mux.handle("GET /api/v1/builds/{build_id}/audit", s.buildRead(audits.Audit))
 	mux.handle("PUT /api/v1/builds/{build_id}/abort", s.buildAction(auth.ActionAbortBuild, s.handleAbortBuild))
+	// Porter's own (fly knows none): resume a failed job build, allowed to
+	// whoever may rerun it.
+	mux.handle("POST /api/v1/builds/{build_id}/resume", s.buildAction(auth.ActionCreateJobBuild, s.handleResumeBuild))
 
 	artifacts := &artifactserver.Server{Store: s.store, Blobs: s.blobs, Limits: s.cfg.Limits.Upload, Worker: s.cfg.ArtifactWorker, Log: s.log}
 	mux.handle("POST /api/v1/teams/{team_name}/artifacts", s.team(auth.ActionCreateBuild, teamOnly(artifacts.Create)))

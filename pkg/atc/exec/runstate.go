@@ -63,7 +63,10 @@ func newRunState(r *Runner, b *buildstate.Build) *RunState {
 	if r != nil && r.delegates != nil {
 		x.d = r.delegates.BuildDelegate(b)
 	}
-	x.leaf = x.observed(func(ctx context.Context, _ *concourse.Plan, step Step) (bool, error) { return step.Run(ctx, x) })
+	x.leaf = x.observed(func(ctx context.Context, p *concourse.Plan, step Step) (bool, error) {
+		x.showReused(ctx, p)
+		return step.Run(ctx, x)
+	})
 	return x
 }
 

@@ -13,7 +13,10 @@
 //  4. a repeated get of a cached version: the build's ATC time (start to
 //     end, as PostgreSQL records them) and the pods it created;
 //  5. a get → task (its config a file of the get) → put job, with pods
-//     declared ahead and without.
+//     declared ahead and without;
+//  6. a 5-step job failing at step 5: resuming it from the failed step
+//     (`atc-porter-runtime resume -w`) against a full rerun (`fly
+//     rerun-build -w`).
 //
 // It prints figures and never fails on timing.
 //
@@ -107,7 +110,7 @@ func run(ctx context.Context, n int, only string, lookahead int) (err error) {
 		what    string
 		measure func(context.Context, int) error
 	}{{"push → build started", b.pushToBuild}, {"trigger-job -w", b.triggerJob}, {"serial jobs", b.serialJob}, {"cached get", b.cachedGet},
-		{"get → task (file:) → put", b.getTaskPut}}
+		{"get → task (file:) → put", b.getTaskPut}, {"resume", b.resume}}
 	for i, f := range figures {
 		if only != "" && !slices.Contains(strings.Split(only, ","), fmt.Sprint(i+1)) {
 			continue

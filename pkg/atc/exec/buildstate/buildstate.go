@@ -50,6 +50,9 @@ type Build struct {
 	Abort context.CancelCauseFunc
 	Done  chan struct{}
 
+	// ResumedFrom is the failed build this one resumes (nil: none).
+	ResumedFrom *BuildRef
+
 	mu sync.Mutex
 	// State is guarded by Update once the build runs.
 	State BuildState
@@ -104,6 +107,11 @@ type StepRecord struct {
 	// Gated: the step runs in a pod declared ahead, which a server that
 	// resumes the step gives the go-ahead again (it may have been lost).
 	Gated bool `json:"gated,omitempty"`
+	// ReusedFrom names the failed build (its name, "3") whose outcome of
+	// the step this build reuses instead of running it (package reuse);
+	// ReuseShown: the build's log shows it already.
+	ReusedFrom string `json:"reused_from,omitempty"`
+	ReuseShown bool   `json:"reuse_shown,omitempty"`
 }
 
 // Finished reports whether the step has ended.
@@ -162,6 +170,14 @@ func (b *Build) MarshalState() ([]byte, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return json.Marshal(b.State)
+}
+
+// BuildRef names another build: its ID, name and audit records' ID
+// (builds/<AuditID>/).
+type BuildRef struct {
+	ID      int64  `json:"id"`
+	Name    string `json:"name"`
+	AuditID string `json:"audit_id"`
 }
 
 // Version is a version as a check, get or put step reports it.
