@@ -212,6 +212,26 @@ func endedStatus(ctx context.Context, id int64) concourse.BuildStatus {
 	return getBuild(ctx, id).Status
 }
 
+// logCount counts s in build id's log.
+func logCount(ctx context.Context, id int64, s string) int {
+	GinkgoHelper()
+	n := 0
+	for _, l := range eventsOf[events.Log](buildEvents(ctx, id)) {
+		n += strings.Count(l.Payload, s)
+	}
+	return n
+}
+
+// buildPodNames are the names of build id's step pods.
+func buildPodNames(ctx context.Context, id int64) []string {
+	GinkgoHelper()
+	var names []string
+	for _, pod := range buildPods(ctx, id) {
+		names = append(names, pod.Name)
+	}
+	return names
+}
+
 // buildState is the build's state as its server saved it.
 func buildState(ctx context.Context, id int64) buildstate.BuildState {
 	GinkgoHelper()

@@ -502,19 +502,9 @@ run: {path: ls}
 		Expect(server.Start(ctx)).To(Succeed())
 		awaitEnded(ctx, b.ID)
 		Expect(endedStatus(ctx, b.ID)).To(Equal(concourse.StatusSucceeded))
-		ran := 0
-		for _, l := range eventsOf[events.Log](buildEvents(ctx, b.ID)) {
-			ran += strings.Count(l.Payload, "next-ran")
-		}
-		Expect(ran).To(Equal(1), "next ran once")
+		Expect(logCount(ctx, b.ID, "next-ran")).To(Equal(1), "next ran once")
 		// The next server deleted the pod it inherited, and declared its own.
-		Eventually(func() []string {
-			var names []string
-			for _, pod := range buildPods(ctx, b.ID) {
-				names = append(names, pod.Name)
-			}
-			return names
-		}).WithTimeout(30 * time.Second).ShouldNot(ContainElement(inherited))
+		Eventually(func() []string { return buildPodNames(ctx, b.ID) }).WithTimeout(30 * time.Second).ShouldNot(ContainElement(inherited))
 	})
 
 	It("gives a pod declared ahead its go-ahead again when the server stopped after saving its task's start", func(ctx SpecContext) {
@@ -551,16 +541,8 @@ run: {path: ls}
 
 		awaitEnded(ctx, b.ID)
 		Expect(endedStatus(ctx, b.ID)).To(Equal(concourse.StatusSucceeded))
-		ran := 0
-		for _, l := range eventsOf[events.Log](buildEvents(ctx, b.ID)) {
-			ran += strings.Count(l.Payload, "next-ran")
-		}
-		Expect(ran).To(Equal(1), "next ran once")
-		var names []string
-		for _, pod := range buildPods(ctx, b.ID) {
-			names = append(names, pod.Name)
-		}
-		Expect(names).To(ContainElement(podspec.Name(declared.StepID)), "next ran in the pod declared ahead")
+		Expect(logCount(ctx, b.ID, "next-ran")).To(Equal(1), "next ran once")
+		Expect(buildPodNames(ctx, b.ID)).To(ContainElement(podspec.Name(declared.StepID)), "next ran in the pod declared ahead")
 	})
 
 	It("finishes a running build across a crash of the server, losing no line", func(ctx SpecContext) {

@@ -90,13 +90,19 @@ func First(p *concourse.Plan) []*concourse.Plan {
 	case concourse.KindTimeout:
 		return First(&p.Timeout.Step)
 	case concourse.KindOnSuccess, concourse.KindOnFailure, concourse.KindOnError, concourse.KindOnAbort, concourse.KindEnsure:
-		for _, h := range []*concourse.HookPlan{p.OnSuccess, p.OnFailure, p.OnError, p.OnAbort, p.Ensure} {
-			if h != nil {
-				return First(&h.Step)
-			}
-		}
+		return First(&hook(p).Step)
 	}
 	return nil
+}
+
+// hook is the hook plan of p, a hook step.
+func hook(p *concourse.Plan) *concourse.HookPlan {
+	for _, h := range []*concourse.HookPlan{p.OnSuccess, p.OnFailure, p.OnError, p.OnAbort, p.Ensure} {
+		if h != nil {
+			return h
+		}
+	}
+	return &concourse.HookPlan{}
 }
 
 // declarable: a task whose config is in the plan, and whose image is not
@@ -133,11 +139,8 @@ func Makes(p *concourse.Plan) (map[string]bool, bool) {
 	case concourse.KindTimeout:
 		return Makes(&p.Timeout.Step)
 	case concourse.KindOnSuccess, concourse.KindOnFailure, concourse.KindOnError, concourse.KindOnAbort, concourse.KindEnsure:
-		for _, h := range []*concourse.HookPlan{p.OnSuccess, p.OnFailure, p.OnError, p.OnAbort, p.Ensure} {
-			if h != nil {
-				return makesAll([]concourse.Plan{h.Step, h.Next})
-			}
-		}
+		h := hook(p)
+		return makesAll([]concourse.Plan{h.Step, h.Next})
 	case concourse.KindTask:
 		if p.Task.ConfigPath != "" {
 			return nil, false
