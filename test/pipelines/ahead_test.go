@@ -176,6 +176,37 @@ jobs:
 		Expect(pods["ensured"].Gated).To(BeFalse(), "a hook's own step is not declared ahead: it may not run")
 	})
 
+	It("declares a task whose config is a file of an artifact the build already has", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("ahead-file")
+		cfg := func(script string) string {
+			return `"{platform: linux, image_resource: {type: registry-image, source: {repository: busybox}}, run: {path: sh, args: [-c, '` + script + `']}}"`
+		}
+		setPipeline(ctx, f, p, `
+resources:
+- name: r
+  type: mock
+  source:
+    initial_version: v1
+    create_files:
+      a.yml: `+cfg("sleep 4")+`
+      b.yml: `+cfg("echo b-ran")+`
+jobs:
+- name: j
+  plan:
+  - get: r
+  - task: a
+    file: r/a.yml
+  - task: b
+    file: r/b.yml
+`)
+		res := succeed(ctx, f, "trigger-job", "-j", p+"/j", "-w")
+		Expect(regexp.MustCompile(`(?m)^b-ran$`).FindAllString(res.Stdout, -1)).To(HaveLen(1), res.Stdout)
+		pods := stepPods(ctx, buildID(ctx, f, p, "j"))
+		Expect(pods["a"].Gated).To(BeFalse(), "a's file was read at its turn: the get before it had just made r")
+		Expect(pods["b"].Gated).To(BeTrue(), "b's file was read, and its pod declared, while a ran")
+	})
+
 	It("withdraws the pods declared within a later in_parallel and try when a step fails", func(ctx SpecContext) {
 		f := newFly(ctx)
 		p := pipelineName("withdraw-nested")

@@ -45,6 +45,25 @@ func (x *RunState) declareAhead(ctx context.Context, current *concourse.Plan, re
 	if x.r == nil || x.r.cfg.Lookahead <= 0 || x.b == nil || x.scope(ctx) != x.locals {
 		return
 	}
+	if t := current.Task; t != nil && t.ConfigPath != "" && len(rest) > 0 && !x.begun(current.ID) {
+		// What a task from a file makes is known once its file is read;
+		// its turn, which comes next, takes the config read here.
+		tp, err := x.prepareTask(ctx, t)
+		if err != nil {
+			return // its turn says what is wrong
+		}
+		x.mu.Lock()
+		if x.prepared == nil {
+			x.prepared = map[concourse.PlanID]*concourse.TaskPlan{}
+		}
+		if !x.ahead.Has(current.ID) { // else its pod, declared, has it
+			x.prepared[current.ID] = tp
+		}
+		x.mu.Unlock()
+		read := *current
+		read.Task = tp
+		current = &read
+	}
 	for _, d := range lookahead.Window(current, rest, x.r.cfg.Lookahead) {
 		if x.ahead.Has(d.Plan.ID) || x.begun(d.Plan.ID) {
 			continue

@@ -48,6 +48,8 @@ type RunState struct {
 	// the step spans begun for them (mu).
 	ahead      lookahead.Pods[*aheadPod]
 	aheadSpans map[concourse.PlanID]trace.Span
+	// prepared are tasks from a file read before their turn (mu).
+	prepared map[concourse.PlanID]*concourse.TaskPlan
 
 	// locals are the build's local vars (load_var's); an across run
 	// carries its own child scope in its context.

@@ -240,9 +240,15 @@ func (x *RunState) resolvePreparedTask(ctx context.Context, p *concourse.Plan) (
 // resolvePreparedTaskWith is resolvePreparedTask, the task's inputs found
 // by artifact.
 func (x *RunState) resolvePreparedTaskWith(ctx context.Context, p *concourse.Plan, artifact func(string) (api.ArtifactRef, bool)) (*action.Action, events.TaskConfig, *podspec.RegistryAuth, map[string]string, error) {
-	tp, err := x.prepareTask(ctx, p.Task)
-	if err != nil {
-		return nil, events.TaskConfig{}, nil, nil, err
+	x.mu.Lock()
+	tp, read := x.prepared[p.ID]
+	delete(x.prepared, p.ID)
+	x.mu.Unlock()
+	if !read {
+		var err error
+		if tp, err = x.prepareTask(ctx, p.Task); err != nil {
+			return nil, events.TaskConfig{}, nil, nil, err
+		}
 	}
 	prepared := *p
 	prepared.Task = tp

@@ -47,7 +47,7 @@ func Window(current *concourse.Plan, rest []concourse.Plan, n int) []Decl {
 		}
 		p := &rest[i]
 		for _, t := range First(p) {
-			if len(decls) < n && declarable(t.Task) {
+			if len(decls) < n && declarable(t.Task, made) {
 				decls = append(decls, Decl{Plan: t, Made: clone(made)})
 			}
 		}
@@ -105,10 +105,19 @@ func hook(p *concourse.Plan) *concourse.HookPlan {
 	return &concourse.HookPlan{}
 }
 
-// declarable: a task whose config is in the plan, and whose image is not
-// an artifact of the build (one an earlier step may still make).
-func declarable(tp *concourse.TaskPlan) bool {
-	return tp.ConfigPath == "" && len(tp.Config) > 0 && tp.ImageArtifactName == ""
+// declarable: a task whose config is in the plan, or in a file of an
+// artifact the build has now (one no step before the task makes again), and
+// whose image is not an artifact of the build (one an earlier step may
+// still make).
+func declarable(tp *concourse.TaskPlan, made map[string]bool) bool {
+	if tp.ImageArtifactName != "" {
+		return false
+	}
+	if tp.ConfigPath != "" {
+		artifact, _, err := taskplan.SplitConfigPath(tp.ConfigPath)
+		return err == nil && !made[artifact]
+	}
+	return len(tp.Config) > 0
 }
 
 // Makes is the build artifacts step p makes, and whether they are known

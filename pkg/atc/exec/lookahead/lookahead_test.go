@@ -51,7 +51,10 @@ func TestWindow(t *testing.T) {
 			{ID: "g2", Get: &concourse.GetPlan{Name: "other", Type: "git"}}}}}, task("t1", plain)}, n: 4, want: []string{"t1"},
 			made: map[string][]string{"t1": {"me", "other", "repo"}}},
 		{name: "stops at a load_var (its var may change the next tasks)", rest: []concourse.Plan{task("t1", plain), loadVar, task("t2", plain)}, n: 4, want: []string{"t1"}},
-		{name: "a task whose config is a file is not declared, and its outputs are unknown", rest: []concourse.Plan{fromFile, task("t2", plain)}, n: 4, want: nil},
+		{name: "a task whose config is a file of an artifact the build has is declared, and its outputs are unknown",
+			rest: []concourse.Plan{fromFile, task("t2", plain)}, n: 4, want: []string{"file"}},
+		{name: "a task whose config is a file of an artifact a step before it makes is not declared",
+			rest: []concourse.Plan{get, fromFile, task("t2", plain)}, n: 4, want: nil},
 		{name: "tasks in parallel, and the task after them", rest: []concourse.Plan{{ID: "par", InParallel: &concourse.InParallelPlan{Steps: []concourse.Plan{
 			task("t1", makesMe), {ID: "d", Do: &concourse.DoPlan{task("t2", plain), task("t3", plain)}}}}}, task("t4", plain)}, n: 4,
 			want: []string{"t1", "t2", "t4"}, made: map[string][]string{"t1": {"me"}, "t4": {"me"}}},
