@@ -23,6 +23,8 @@ export function interceptLinks() {
     if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
     const a = e.target.closest && e.target.closest('a[href]');
     if (!a || a.target || a.origin !== location.origin || a.hasAttribute('download')) return;
+    // A link printed in a build log is the build's, never the app's.
+    if (a.closest('[data-testid=log]')) return;
     // The server's own routes (single sign-on's redirect, the API) are no pages of the app.
     if (a.pathname.startsWith('/sky/') || a.pathname.startsWith('/api/')) return;
     e.preventDefault();
