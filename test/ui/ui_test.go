@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -227,9 +229,19 @@ var _ = Describe("the web UI", func() {
 		Expect(eval[string](c, `getComputedStyle(document.querySelector('[data-job="slow"]')).animationName`)).To(Equal("pulse"))
 		open(c, "/", fmt.Sprintf(`[data-pipeline="main/%s"] .seg.running`, name))
 		open(c, "/teams/main/pipelines/"+name+"/jobs/slow/builds/1", `[data-testid=abort]`)
+		// The abort button stays where it is when the header's user menu
+		// changes (it shows "login" until the user is read, then the name):
+		// a click aimed before that landed beside the button, and the build
+		// ran on.
+		abortX := `document.querySelector('[data-testid=abort]').getBoundingClientRect().x`
+		x := eval[float64](c, abortX)
+		Expect(eval[bool](c, `(document.querySelector('[data-testid=user-menu]').textContent = 'a much longer user name', true)`)).To(BeTrue())
+		Expect(eval[float64](c, abortX)).To(Equal(x))
 		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=abort]`)))).To(Succeed())
 		Eventually(buildStatus(ctx, b.ID)).WithTimeout(time.Minute).Should(Equal("aborted"))
 		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=build-head]').dataset.status`)).Should(Equal("aborted"))
+		// The task was stopped: it does not stay "running".
+		Eventually(evalEventually[string](c, `document.querySelector('[data-step="sleep"]').dataset.status`)).Should(Equal("aborted"))
 		screenshot(c, "aborted")
 	}, SpecTimeout(specTimeout))
 
@@ -613,3 +625,161 @@ func refused(ctx context.Context, f *testenv.Fly, want string, args ...string) {
 	Expect(res.ExitCode).NotTo(Equal(0), res.String())
 	Expect(res.Stderr).To(ContainSubstring(want), res.String())
 }
+
+// flyListener stands for fly's token listener on 127.0.0.1 (fly's
+// listenForTokenCallback: CORS for the target, Private Network Access's
+// preflight) and counts the requests that reach it.
+type flyListener struct {
+	port string
+	hits chan string
+}
+
+func newFlyListener() *flyListener {
+	GinkgoHelper()
+	l := &flyListener{hits: make(chan string, 16)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", s.server.URL())
+		if r.Header.Get("Access-Control-Request-Private-Network") == "true" {
+			w.Header().Set("Access-Control-Allow-Private-Network", "true")
+		}
+		l.hits <- r.Method + " " + r.URL.String()
+	}))
+	DeferCleanup(srv.Close)
+	u, err := url.Parse(srv.URL)
+	Expect(err).NotTo(HaveOccurred())
+	l.port = u.Port()
+	return l
+}
+
+var _ = Describe("the pages' security", func() {
+	It("sends no token to a fly_port from a page this tab did not reach by its own login, nor from a build log's link", func(ctx SpecContext) {
+		fly := newFly("osc8")
+		// Its own fly target: admin's token is the suite's, and this is admin's too.
+		res, err := fly.Login(ctx, s.server.URL(), adminUser, s.adminPassword)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.ExitCode).To(Equal(0), res.String())
+		l := newFlyListener()
+		c := loggedIn()
+		// Another site links to /fly_success: the logged-in user's token
+		// must not go to whatever listens on that port.
+		open(c, "/fly_success?fly_port="+l.port, `[data-testid=fly-refused]`)
+		Expect(eval[string](c, `document.querySelector('[data-testid=fly-success]').dataset.state`)).To(Equal("refused"))
+		screenshot(c, "fly success from elsewhere")
+
+		// A build prints an OSC-8 link to the same page on this server.
+		link := s.server.URL() + "/fly_success?fly_port=" + l.port
+		script := fmt.Sprintf(`printf '\033]8;;%s\033\\open me\033]8;;\033\\\n'`, link)
+		out := succeed(ctx, fly, "execute", "-c", writeFile("task.yml", `platform: linux
+image_resource: {type: registry-image, source: {repository: busybox}}
+run: {path: sh, args: [-c, `+fmt.Sprintf("%q", script)+`]}
+`))
+		m := regexp.MustCompile(`executing build (\d+)`).FindStringSubmatch(out.Stdout)
+		Expect(m).NotTo(BeNil(), out.Stdout)
+		open(c, "/builds/"+m[1], `[data-testid=log] a[data-log-link]`)
+		Expect(eval[[]string](c, `(() => { const a = document.querySelector('[data-testid=log] a'); return [a.getAttribute('href'), a.target, a.rel] })()`)).
+			To(Equal([]string{link, "_blank", "noopener noreferrer"}))
+		screenshot(c, "log link")
+		before := eval[string](c, `location.href`)
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=log] a`)))).To(Succeed())
+		// The link opened a tab of its own (not routed in this one), whose
+		// page refuses too.
+		var opened target.ID
+		Eventually(func() bool {
+			ts, err := chromedp.Targets(c)
+			Expect(err).NotTo(HaveOccurred())
+			for _, t := range ts {
+				if t.Type == "page" && strings.Contains(t.URL, "/fly_success") {
+					opened = t.TargetID
+					return true
+				}
+			}
+			return false
+		}).Should(BeTrue())
+		Expect(eval[string](c, `location.href`)).To(Equal(before))
+		nc, cancel := chromedp.NewContext(c, chromedp.WithTargetID(opened))
+		DeferCleanup(cancel)
+		Eventually(evalEventually[string](nc, `document.querySelector('[data-testid=fly-success]')?.dataset.state || ''`)).Should(Equal("refused"))
+		// Whatever else ran, nothing reached the listener.
+		Consistently(l.hits).WithTimeout(2 * time.Second).ShouldNot(Receive())
+	}, SpecTimeout(specTimeout))
+
+	It("ignores a /login#token=… this tab began no login for, and keeps the user's token", func(ctx SpecContext) {
+		c := loggedIn()
+		// (From another page: from /login itself it would be no page load.)
+		open(c, "/", `[data-testid=user-menu]`)
+		open(c, "/login#token=someone-elses-token", `[data-testid=fragment-refused]`)
+		Expect(eval[string](c, `localStorage.getItem("porter.token")`)).To(Equal(s.adminToken))
+		Expect(eval[string](c, `location.hash`)).To(BeEmpty())
+		// With a nonce made up by the link's author too.
+		open(c, "/login?redirect=/#token=someone-elses-token&tab_nonce=made-up-nonce-0000", `[data-testid=fragment-refused]`)
+		Expect(eval[string](c, `localStorage.getItem("porter.token")`)).To(Equal(s.adminToken))
+		screenshot(c, "fragment refused")
+	}, SpecTimeout(specTimeout))
+})
+
+var _ = Describe("the build page", func() {
+	It("settles its steps at the end, shows a get's version and metadata, links the job's other builds and has keys", func(ctx SpecContext) {
+		name := pipelineName("shape")
+		setPipeline(ctx, name, `resources:
+- name: src
+  type: mock
+  source:
+    initial_version: v1
+    metadata: [{name: commit, value: abc123}]
+jobs:
+- name: shape
+  plan:
+  - get: src
+  - task: flaky
+    attempts: 3
+    config: &true
+      platform: linux
+      image_resource: {type: registry-image, source: {repository: busybox}}
+      run: {path: "true"}
+  - task: fine
+    config: *true
+    on_failure:
+      task: cleanup
+      config: *true
+`)
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", name)
+		succeed(ctx, s.adminFly, "trigger-job", "-j", name+"/shape", "-w")
+		succeed(ctx, s.adminFly, "trigger-job", "-j", name+"/shape", "-w")
+		c := loggedIn()
+		page := "/teams/main/pipelines/" + name + "/jobs/shape/builds/"
+		open(c, page+"2", `[data-testid=build-end]`)
+		steps := `[...document.querySelectorAll('[data-step]')].map(e => e.dataset.step + ':' + e.dataset.status)`
+		// The retry's first attempt ran; the later ones and the hook did not,
+		// and they are folded, with no intercept command.
+		Eventually(evalEventually[[]string](c, steps)).Should(Equal([]string{"src:succeeded",
+			"flaky:succeeded", "flaky:not run", "flaky:not run", "fine:succeeded", "cleanup:not run"}))
+		Expect(eval[int](c, `document.querySelectorAll('[data-status="not run"] .step-body').length`)).To(Equal(0))
+		// A get shows the version it fetched and its metadata.
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-step="src"] .step-head`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-step="src"] [data-testid=get-version]`)))).To(Succeed())
+		Expect(eval[string](c, `document.querySelector('[data-step="src"] [data-testid=get-version]').innerText`)).
+			To(And(MatchRegexp(`version\s+v1`), MatchRegexp(`commit\s+abc123`)))
+		// The times in full on hover.
+		Expect(eval[string](c, `document.querySelector('[data-testid=build-times]').title`)).To(MatchRegexp(`started .*\d{4}.*\n.*ended`))
+		Expect(eval[string](c, `document.querySelector('[data-step="fine"] [data-testid=step-times]').title`)).To(MatchRegexp(`started .*\d{4}.*, ended`))
+		// Build 1 is the previous one, and there is no next; buttons to
+		// rerun and trigger sit in the header.
+		Expect(eval[string](c, `document.querySelector('[data-testid=prev-build]').getAttribute('href')`)).To(Equal(page + "1"))
+		Expect(eval[bool](c, `!document.querySelector('[data-testid=next-build]') && !!document.querySelector('[data-testid=rerun-build]') && !!document.querySelector('[data-testid=trigger-build]')`)).To(BeTrue())
+		// ? shows the keys; h goes to the previous build, l back.
+		Expect(chromedp.Do(c, chromedp.KeyEvent("?"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=shortcuts]`)))).To(Succeed())
+		Expect(eval[string](c, `document.querySelector('[data-testid=shortcuts]').innerText`)).To(And(ContainSubstring("previous build"), ContainSubstring("abort")))
+		screenshot(c, "build 2 with help")
+		Expect(chromedp.Do(c, chromedp.KeyEvent("h"))).To(Succeed())
+		Eventually(evalEventually[string](c, `location.pathname`)).Should(Equal(page + "1"))
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=next-build]')?.getAttribute('href') || ''`)).Should(Equal(page + "2"))
+		Expect(eval[bool](c, `!document.querySelector('[data-testid=prev-build]')`)).To(BeTrue())
+		Expect(chromedp.Do(c, chromedp.KeyEvent("l"))).To(Succeed())
+		Eventually(evalEventually[string](c, `location.pathname`)).Should(Equal(page + "2"))
+		// The header's trigger starts build 3 and opens it.
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=trigger-build]`)))).To(Succeed())
+		Eventually(evalEventually[string](c, `location.pathname`)).Should(Equal(page + "3"))
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=build-head]')?.dataset.status`)).WithTimeout(2 * time.Minute).Should(Equal("succeeded"))
+		screenshot(c, "build 3")
+	}, SpecTimeout(specTimeout))
+})
