@@ -783,3 +783,49 @@ jobs:
 		screenshot(c, "build 3")
 	}, SpecTimeout(specTimeout))
 })
+
+var _ = Describe("instanced pipelines and the dashboard's address", func() {
+	It("tells instances apart on the dashboard, opens the address fly prints, keeps ?search= and serves /dashboard and /favicon.ico", func(ctx SpecContext) {
+		name := pipelineName("inst")
+		yaml := writeFile("p.yml", chainYAML())
+		out := succeed(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", yaml, "-i", "branch=main").Stdout
+		succeed(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", yaml, "-i", "branch=dev")
+		// fly prints the instance's address with its vars as the query.
+		printed := regexp.MustCompile(`http://\S+/teams/main/pipelines/` + name + `\?\S+`).FindString(out)
+		Expect(printed).To(ContainSubstring("vars.branch="), out)
+		c := loggedIn()
+		u, err := url.Parse(printed)
+		Expect(err).NotTo(HaveOccurred())
+		open(c, u.RequestURI(), `[data-testid=graph] [data-job="unit"]`)
+		Expect(eval[bool](c, `!document.querySelector('[data-error]')`)).To(BeTrue())
+		Expect(eval[string](c, `document.querySelector('.crumbs').textContent`)).To(ContainSubstring("branch:main"))
+		// The graph's links keep the instance: the job's page opens.
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-job="unit"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=job-title]`)))).To(Succeed())
+		Expect(eval[string](c, `location.search`)).To(ContainSubstring("vars.branch="))
+		Expect(eval[bool](c, `!document.querySelector('[data-error]')`)).To(BeTrue())
+
+		// /dashboard is the dashboard; its filter comes from ?search= and
+		// goes back there.
+		open(c, "/dashboard?search="+name, fmt.Sprintf(`[data-pipeline="main/%s"]`, name))
+		Expect(eval[string](c, `document.querySelector('[data-testid=filter]').value`)).To(Equal(name))
+		cards := fmt.Sprintf(`[...document.querySelectorAll('[data-pipeline="main/%s"]')]`, name)
+		Eventually(evalEventually[[]string](c, cards+`.map(e => e.dataset.instanceVars).sort()`)).Should(Equal([]string{"branch:dev", "branch:main"}))
+		Expect(eval[[]string](c, cards+`.map(e => e.querySelector('[data-testid=instance-vars]').textContent).sort()`)).To(Equal([]string{"branch:dev", "branch:main"}))
+		screenshot(c, "dashboard with instances")
+		// Each card opens its own instance.
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(fmt.Sprintf(`[data-pipeline="main/%s"][data-instance-vars="branch:dev"] .card-head a`, name))),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=graph] [data-job="unit"]`)))).To(Succeed())
+		Expect(eval[string](c, `document.querySelector('.crumbs').textContent`)).To(ContainSubstring("branch:dev"))
+		screenshot(c, "dev instance")
+		open(c, "/dashboard", `[data-testid=filter]`)
+		entries := eval[int](c, `history.length`)
+		Expect(chromedp.Do(c, chromedp.SendKeys(chromedp.CSS(`[data-testid=filter]`), "team:main"))).To(Succeed())
+		Eventually(evalEventually[string](c, `new URLSearchParams(location.search).get('search')`)).Should(Equal("team:main"))
+		Expect(eval[int](c, `history.length`)).To(Equal(entries), "no history entry per key")
+		// The icon the browser asks for.
+		icon, err := chromedp.Run(c, chromedp.Evaluate[[]string](`fetch('/favicon.ico').then(r => [String(r.status), r.headers.get('content-type')])`, chromedp.EvalAwaitPromise))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(icon).To(Equal([]string{"200", "image/x-icon"}))
+	}, SpecTimeout(specTimeout))
+})

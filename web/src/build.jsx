@@ -5,7 +5,7 @@ import {
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { api, get, getToken, streamEvents } from './api.js';
 import { CopyButton, duration, ErrorBox, Layout, LoginForMore, StatusBadge } from './common.jsx';
-import { apiPipeline, enc, navigate, pipelinePath } from './router.js';
+import { apiPipeline, enc, instanceVarsQuery, navigate, pipelinePath, varsLabel, withQuery } from './router.js';
 
 const LINE = 18; // px: lines do not wrap, so every line is this tall
 
@@ -249,9 +249,10 @@ function Leaf({ step, ctx }) {
 async function neighbours(b) {
   if (!b.job_name) return {};
   const base = apiPipeline(b.team_name, b.pipeline_name) + '/jobs/' + enc(b.job_name) + '/builds';
+  const vq = instanceVarsQuery(b.pipeline_instance_vars);
   const [older, newer] = await Promise.all([
-    get(`${base}?to=${b.id - 1}&limit=1`).catch(() => []),
-    get(`${base}?from=${b.id + 1}&limit=1`).catch(() => []),
+    get(withQuery(base, vq, `to=${b.id - 1}&limit=1`)).catch(() => []),
+    get(withQuery(base, vq, `from=${b.id + 1}&limit=1`)).catch(() => []),
   ]);
   return { prev: (older || [])[0], next: (newer || [])[0] };
 }
@@ -348,6 +349,7 @@ function BuildView({ build: initial, crumbs }) {
   const status = s.status || build.status;
   const running = status === 'started' || status === 'pending';
   const canAct = !s.denied && !!getToken();
+  const vq = instanceVarsQuery(build.pipeline_instance_vars);
   const jobBase = build.job_name ? apiPipeline(build.team_name, build.pipeline_name) + '/jobs/' + enc(build.job_name) : '';
   const jobPage = build.job_name ? pipelinePath(build.team_name, build.pipeline_name) + '/jobs/' + enc(build.job_name) : '';
   const act = async (fn) => {
@@ -356,14 +358,14 @@ function BuildView({ build: initial, crumbs }) {
   };
   const abort = () => act(() => api('PUT', `/api/v1/builds/${build.id}/abort`));
   const rerun = () => act(async () => {
-    const nb = await api('POST', jobBase + '/builds/' + enc(build.name));
-    navigate(jobPage + '/builds/' + enc(nb.name));
+    const nb = await api('POST', withQuery(jobBase + '/builds/' + enc(build.name), vq));
+    navigate(withQuery(jobPage + '/builds/' + enc(nb.name), vq));
   });
   const trigger = () => act(async () => {
-    const nb = await api('POST', jobBase + '/builds');
-    navigate(jobPage + '/builds/' + enc(nb.name));
+    const nb = await api('POST', withQuery(jobBase + '/builds', vq));
+    navigate(withQuery(jobPage + '/builds/' + enc(nb.name), vq));
   });
-  const buildPage = (b) => jobPage + '/builds/' + enc(b.name);
+  const buildPage = (b) => withQuery(jobPage + '/builds/' + enc(b.name), vq);
   // Concourse's keys on a build page (its help is ?).
   const keys = useRef(null);
   keys.current = (e) => {
@@ -436,9 +438,10 @@ function BuildView({ build: initial, crumbs }) {
 function crumbsFor(b) {
   if (!b.pipeline_name) return [['build ' + b.id]];
   const pp = pipelinePath(b.team_name, b.pipeline_name);
-  const c = [[b.team_name], [b.pipeline_name, pp]];
-  if (b.job_name) c.push([b.job_name, pp + '/jobs/' + enc(b.job_name)]);
-  else if (b.resource_name) c.push([b.resource_name, pp + '/resources/' + enc(b.resource_name)]);
+  const vq = instanceVarsQuery(b.pipeline_instance_vars);
+  const c = [[b.team_name], [b.pipeline_name + (vq ? ` (${varsLabel(b.pipeline_instance_vars)})` : ''), withQuery(pp, vq)]];
+  if (b.job_name) c.push([b.job_name, withQuery(pp + '/jobs/' + enc(b.job_name), vq)]);
+  else if (b.resource_name) c.push([b.resource_name, withQuery(pp + '/resources/' + enc(b.resource_name), vq)]);
   c.push(['#' + b.name]);
   return c;
 }
@@ -460,8 +463,8 @@ export function Build({ id }) {
   return <BuildView key={build.id} build={build} crumbs={crumbsFor(build)} />;
 }
 
-export function JobBuild({ team, pipeline, job, name }) {
-  const path = apiPipeline(team, pipeline) + '/jobs/' + enc(job) + '/builds/' + enc(name);
+export function JobBuild({ team, pipeline, job, name, vq }) {
+  const path = withQuery(apiPipeline(team, pipeline) + '/jobs/' + enc(job) + '/builds/' + enc(name), vq);
   const { build, error } = useBuild(() => get(path), [path]);
   if (!build) return <Layout crumbs={[[team], [pipeline, pipelinePath(team, pipeline)], [job], ['#' + name]]}><ErrorBox error={error} /></Layout>;
   return <BuildView key={build.id} build={build} crumbs={crumbsFor(build)} />;
