@@ -829,3 +829,55 @@ var _ = Describe("instanced pipelines and the dashboard's address", func() {
 		Expect(icon).To(Equal([]string{"200", "image/x-icon"}))
 	}, SpecTimeout(specTimeout))
 })
+
+var _ = Describe("the resource page", func() {
+	It("shows a version's metadata from the get that fetched it, and what a failed check said", func(ctx SpecContext) {
+		name := pipelineName("meta")
+		setPipeline(ctx, name, `resources:
+- name: src
+  type: mock
+  source:
+    initial_version: v1
+    metadata: [{name: commit, value: abc123}]
+- name: broken
+  type: mock
+  source: {check_failure: "the registry said no to us"}
+jobs:
+- name: use
+  plan:
+  - get: src
+- name: never
+  plan:
+  - get: broken
+`)
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", name)
+		succeed(ctx, s.adminFly, "check-resource", "-r", name+"/src")
+		c := loggedIn()
+		page := "/teams/main/pipelines/" + name + "/resources/"
+		open(c, page+"src", `[data-version]`)
+		// A check reports no metadata: the version has none until a get.
+		Expect(eval[string](c, `document.querySelector('[data-version] td:nth-child(2)').textContent`)).To(BeEmpty())
+		succeed(ctx, s.adminFly, "trigger-job", "-j", name+"/use", "-w")
+		var vs []concourse.ResourceVersion
+		apiGet(ctx, "/api/v1/teams/main/pipelines/"+name+"/resources/src/versions", &vs)
+		Expect(vs).To(HaveLen(1))
+		Expect(vs[0].Metadata).To(ConsistOf(concourse.MetadataField{Name: "commit", Value: "abc123"}))
+		Eventually(evalEventually[string](c, `document.querySelector('[data-version] td:nth-child(2)').textContent`)).
+			WithTimeout(10 * time.Second).Should(Equal("commit: abc123"))
+		screenshot(c, "metadata")
+
+		// Paused, the pipeline runs no periodic checks that would replace
+		// the one clicked here while the screenshot is taken.
+		succeed(ctx, s.adminFly, "pause-pipeline", "-p", name)
+		open(c, page+"broken", `[data-testid=check]`)
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=check]`)))).To(Succeed())
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=check-error]')?.textContent || ''`)).
+			WithTimeout(2 * time.Minute).Should(ContainSubstring("the registry said no to us"))
+		screenshot(c, "check error")
+		// The check's build page: its step ended failed, not "initializing".
+		open(c, eval[string](c, `document.querySelector('[data-testid=last-check] a').getAttribute('href')`), `[data-testid=build-end]`)
+		Eventually(evalEventually[[]string](c, `[...document.querySelectorAll('[data-step]')].map(e => e.dataset.status)`)).
+			Should(Equal([]string{"failed"}))
+		screenshot(c, "check build")
+	}, SpecTimeout(specTimeout))
+})

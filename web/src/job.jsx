@@ -1,5 +1,5 @@
-import { useState } from 'preact/hooks';
-import { api, get, getToken } from './api.js';
+import { useEffect, useState } from 'preact/hooks';
+import { api, get, getToken, streamEvents } from './api.js';
 import { ago, duration, ErrorBox, Layout, LoginForMore, StatusBadge, usePoll } from './common.jsx';
 import { jobRunning, jobStatus } from './dashboard.jsx';
 import { apiPipeline, enc, instanceVarsQuery, navigate, pipelinePath, withQuery } from './router.js';
@@ -128,7 +128,7 @@ export function Resource({ team, pipeline, name, vq }) {
           {last && (
             <div class={'check status-' + last.status} data-testid="last-check" data-status={last.status}>
               last check: <StatusBadge status={last.status} /> <a href={'/builds/' + last.id}>build {last.id}</a>{' '}
-              {(last.status === 'errored' || last.status === 'failed') && <span>the check failed: open the build for its error</span>}
+              {(last.status === 'errored' || last.status === 'failed') && <CheckError id={last.id} />}
             </div>
           )}
           {pinned && (
@@ -195,6 +195,29 @@ function VersionBuilds({ path }) {
       <ErrorBox error={res.error} />
       {d && list('input to', 'input-to', d.inputTo)}
       {d && list('output of', 'output-of', d.outputOf)}
+    </div>
+  );
+}
+
+// CheckError shows what a failed check said: its build's output and
+// errors, read from the build's events (a check's are short).
+function CheckError({ id }) {
+  const [text, setText] = useState('');
+  useEffect(() => {
+    let out = '';
+    const stop = streamEvents(id, (ev) => {
+      const d = ev.data || {};
+      if (ev.event === 'log') out += d.payload || '';
+      else if (ev.event === 'error') out += (out && !out.endsWith('\n') ? '\n' : '') + d.message + '\n';
+      else return;
+      setText(out);
+    }, () => {}, () => {});
+    return stop;
+  }, [id]);
+  return (
+    <div class="check-error" data-testid="check-error">
+      <div>the check failed{text ? ':' : ''}</div>
+      {text && <pre>{text.replace(/\x1b\[[0-9;]*m/g, '')}</pre>}
     </div>
   );
 }
