@@ -881,3 +881,45 @@ jobs:
 		screenshot(c, "check build")
 	}, SpecTimeout(specTimeout))
 })
+
+var _ = Describe("lists in pages", func() {
+	It("pages a job's builds and a resource's versions with the API's Link headers", func(ctx SpecContext) {
+		name := pipelineName("pages")
+		setPipeline(ctx, name, `resources:
+- name: r
+  type: mock
+  source: {versions: [a, b, c]}
+jobs:
+- name: j
+  plan:
+  - get: r
+`)
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", name)
+		// From a, the mock's check reports a, b and c.
+		succeed(ctx, s.adminFly, "check-resource", "-r", name+"/r", "--from", "version:a")
+		for range 3 {
+			succeed(ctx, s.adminFly, "trigger-job", "-j", name+"/j", "-w")
+		}
+		c := loggedIn()
+		job := "/teams/main/pipelines/" + name + "/jobs/j"
+		builds := `[...document.querySelectorAll('[data-build]')].map(e => e.dataset.build)`
+		// Two a page (limit= in the address; 100 by default, as Concourse).
+		open(c, job+"?limit=2", `[data-testid=older]`)
+		Eventually(evalEventually[[]string](c, builds)).Should(Equal([]string{"3", "2"}))
+		Expect(eval[bool](c, `!document.querySelector('[data-testid=newer]')`)).To(BeTrue())
+		screenshot(c, "job page 1")
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=older]`)))).To(Succeed())
+		Eventually(evalEventually[[]string](c, builds)).Should(Equal([]string{"1"}))
+		Expect(eval[bool](c, `!document.querySelector('[data-testid=older]')`)).To(BeTrue())
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=newer]`)))).To(Succeed())
+		Eventually(evalEventually[[]string](c, builds)).Should(Equal([]string{"3", "2"}))
+
+		versions := `[...document.querySelectorAll('[data-version] code')].map(e => e.textContent)`
+		open(c, "/teams/main/pipelines/"+name+"/resources/r?limit=2", `[data-testid=older]`)
+		Eventually(evalEventually[[]string](c, versions)).Should(Equal([]string{"version: c", "version: b"}))
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=older]`)))).To(Succeed())
+		Eventually(evalEventually[[]string](c, versions)).Should(Equal([]string{"version: a"}))
+		Expect(eval[bool](c, `!!document.querySelector('[data-testid=newer]')`)).To(BeTrue())
+		screenshot(c, "versions page 2")
+	}, SpecTimeout(specTimeout))
+})

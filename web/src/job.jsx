@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, get, getToken, streamEvents } from './api.js';
+import { api, get, getPage, getToken, streamEvents } from './api.js';
 import { ago, duration, ErrorBox, Layout, LoginForMore, StatusBadge, usePoll } from './common.jsx';
 import { jobRunning, jobStatus } from './dashboard.jsx';
 import { apiPipeline, enc, instanceVarsQuery, navigate, pipelinePath, withQuery } from './router.js';
@@ -10,7 +10,25 @@ function hidden(e) {
   throw e;
 }
 
-export function Job({ team, pipeline, name, vq }) {
+// PAGE is how many builds or versions a page lists, as in Concourse; a
+// limit= in the page's address says otherwise.
+const PAGE = 100;
+
+// Pager links a list's newer and older pages (the API's Link headers).
+function Pager({ page, links }) {
+  if (!links || (!links.previous && !links.next)) return null;
+  return (
+    <div class="pager" data-testid="pager">
+      {links.previous ? <a class="button small" data-testid="newer" href={withQuery(page, links.previous)}>‹ newer</a> : <span />}
+      {links.next && <a class="button small" data-testid="older" href={withQuery(page, links.next)}>older ›</a>}
+    </div>
+  );
+}
+
+// listQuery is the API query of a list page: its place, limit= by default.
+const listQuery = (pq) => (/(^|&)limit=/.test(pq || '') ? pq : withQuery('', pq, 'limit=' + PAGE).slice(1));
+
+export function Job({ team, pipeline, name, vq, pq }) {
   const base = apiPipeline(team, pipeline) + '/jobs/' + enc(name);
   const page = pipelinePath(team, pipeline) + '/jobs/' + enc(name);
   const api_ = (sub, q) => withQuery(base + sub, vq, q);
@@ -19,9 +37,9 @@ export function Job({ team, pipeline, name, vq }) {
     // An exposed pipeline's job builds are listed to anyone (a private
     // job's logs are not, which the build page says); a 401 or 403 here
     // asks to log in for them.
-    const [job, builds] = await Promise.all([get(api_('')), get(api_('/builds', 'limit=100')).catch(hidden)]);
-    return { job, builds };
-  }, 5000, [base, vq]);
+    const [job, builds] = await Promise.all([get(api_('')), getPage(api_('/builds', listQuery(pq))).catch(hidden)]);
+    return { job, builds: builds && builds.items, links: builds && builds.links };
+  }, 5000, [base, vq, pq]);
   const [err, setErr] = useState(null);
   const [, force] = useState(0);
   const d = res.data;
@@ -73,20 +91,21 @@ export function Job({ team, pipeline, name, vq }) {
             </tbody>
           </table>}
           {d.builds && d.builds.length === 0 && <div class="empty">no builds yet</div>}
+          <Pager page={page_('')} links={d.links} />
         </div>
       )}
     </Layout>
   );
 }
 
-export function Resource({ team, pipeline, name, vq }) {
+export function Resource({ team, pipeline, name, vq, pq }) {
   const base = apiPipeline(team, pipeline) + '/resources/' + enc(name);
   const page = pipelinePath(team, pipeline) + '/resources/' + enc(name);
   const api_ = (sub, q) => withQuery(base + sub, vq, q);
   const res = usePoll(async () => {
-    const [resource, versions] = await Promise.all([get(api_('')), get(api_('/versions', 'limit=100')).catch(hidden)]);
-    return { resource, versions };
-  }, 5000, [base, vq]);
+    const [resource, versions] = await Promise.all([get(api_('')), getPage(api_('/versions', listQuery(pq))).catch(hidden)]);
+    return { resource, versions: versions && versions.items, links: versions && versions.links };
+  }, 5000, [base, vq, pq]);
   const [err, setErr] = useState(null);
   const [comment, setComment] = useState('');
   const [tick, setTick] = useState(0);
@@ -165,6 +184,7 @@ export function Resource({ team, pipeline, name, vq }) {
             </tbody>
           </table>}
           {d.versions && d.versions.length === 0 && <div class="empty">no versions yet</div>}
+          <Pager page={withQuery(page, vq)} links={d.links} />
         </div>
       )}
     </Layout>

@@ -74,6 +74,14 @@ export function instanceVarsQuery(iv) {
   return out.toString();
 }
 
+// pageQuery keeps a list page's place: from=, to= and limit= (the API's
+// paging, which its Link headers name).
+export function pageQuery(search) {
+  const out = new URLSearchParams();
+  for (const [k, v] of new URLSearchParams(search)) if (k === 'from' || k === 'to' || k === 'limit') out.append(k, v);
+  return out.toString();
+}
+
 // withQuery appends query strings (empty ones dropped) to path.
 export function withQuery(path, ...qs) {
   const q = qs.filter(Boolean).join('&');
