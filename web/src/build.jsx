@@ -4,6 +4,7 @@ import {
 } from '@tanstack/virtual-core';
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { api, get, getToken, streamEvents } from './api.js';
+import { settle } from './buildstate.js';
 import { CopyButton, duration, ErrorBox, Layout, LoginForMore, StatusBadge } from './common.jsx';
 import { apiPipeline, enc, instanceVarsQuery, navigate, pipelinePath, varsLabel, withQuery } from './router.js';
 
@@ -102,17 +103,6 @@ function apply(st, ev) {
       } else if (ev.event === 'selected-worker') {
         s.worker = d.selected_worker;
       }
-  }
-}
-
-// settle gives the steps still in flight when the build ended the end they
-// had: the build's own (an aborted task was not left running, a failed
-// check not initializing); a step that never began did not run (a retry's
-// later attempts, a hook not taken).
-export function settle(steps, buildStatus) {
-  for (const s of steps.values()) {
-    if (s.status === 'pending') s.status = 'not run';
-    else if (s.status === 'running' || s.status === 'initializing') s.status = buildStatus === 'succeeded' ? 'succeeded' : buildStatus;
   }
 }
 
