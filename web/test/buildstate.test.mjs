@@ -23,3 +23,9 @@ test('steps that ended keep their end', () => {
   settle(m, 'succeeded');
   assert.deepEqual(statuses(m), ['failed', 'errored', 'succeeded']);
 });
+
+test("without the build's status nothing changes", () => {
+  const m = steps('running', 'pending');
+  settle(m, undefined);
+  assert.deepEqual(statuses(m), ['running', 'pending']);
+});
