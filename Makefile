@@ -25,7 +25,7 @@ generate: web ## regenerate the protobuf code from the .proto files and the web 
 	hack/generate.sh
 
 .PHONY: web
-web: ## rebuild the web UI's committed bundle (pkg/atc/webui/dist) from web/ with npm ci + esbuild
+web: ## test the web UI's pure logic (node --test web/test) and rebuild its committed bundle (pkg/atc/webui/dist) from web/ with npm ci + esbuild
 	hack/web.sh
 
 .PHONY: tools

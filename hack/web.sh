@@ -6,4 +6,7 @@ set -euo pipefail
 command -v node >/dev/null && command -v npm >/dev/null || APT_PACKAGES="nodejs npm" ensure_apt
 cd "$REPO_ROOT/web"
 npm ci --no-audit --no-fund --loglevel=error
+# The front end's pure logic (web/test, node's own test runner) first: a
+# bundle is not rebuilt from sources whose tests fail.
+npm test --silent
 node build.mjs

@@ -3,7 +3,7 @@
 // the hash of what the bundle was built from, which a Go test compares.
 import * as esbuild from 'esbuild';
 import { createHash } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -57,6 +57,7 @@ writeFileSync(join(out, 'index.html'), `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Porter</title>
+<link rel="icon" href="/favicon.ico">
 <link rel="stylesheet" href="/${css}">
 <script type="module" src="/${js}"></script>
 </head>
@@ -65,5 +66,7 @@ writeFileSync(join(out, 'index.html'), `<!doctype html>
 </body>
 </html>
 `);
+// Browsers ask for /favicon.ico on their own: it is served at that path.
+copyFileSync(join(web, 'src', 'favicon.ico'), join(out, 'favicon.ico'));
 writeFileSync(join(out, 'sources.sha256'), sourceHash() + '\n');
 console.log(`web: built ${outputs.join(', ')}`);

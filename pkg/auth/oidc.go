@@ -269,9 +269,16 @@ type oidcLogin struct {
 	Nonce    string `json:"n"`
 	FlyPort  string `json:"p,omitempty"`
 	Redirect string `json:"r,omitempty"`
+	// TabNonce is the login page's: the page accepts the token handed back
+	// only with the nonce that its own tab keeps for the login it began, so
+	// a /login#token=… made elsewhere cannot replace the user's token.
+	TabNonce string `json:"t,omitempty"`
 }
 
-var flyPortRE = regexp.MustCompile(`^[0-9]{1,5}$`)
+var (
+	flyPortRE  = regexp.MustCompile(`^[0-9]{1,5}$`)
+	tabNonceRE = regexp.MustCompile(`^[A-Za-z0-9_-]{16,64}$`)
+)
 
 // safeRedirect keeps a redirect on this site, as the login page does.
 func safeRedirect(r string) string {
@@ -281,14 +288,19 @@ func safeRedirect(r string) string {
 	return ""
 }
 
-// Login answers GET OIDCLoginPath?fly_port=N&redirect=/path: it sends the
-// browser to the identity provider.
+// Login answers GET OIDCLoginPath?fly_port=N&redirect=/path&tab_nonce=X:
+// it sends the browser to the identity provider. tab_nonce comes back in
+// the fragment beside the token.
 func (o *OIDC) Login(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
-	l := oidcLogin{FlyPort: q.Get("fly_port"), Redirect: safeRedirect(q.Get("redirect"))}
+	l := oidcLogin{FlyPort: q.Get("fly_port"), Redirect: safeRedirect(q.Get("redirect")), TabNonce: q.Get("tab_nonce")}
 	if l.FlyPort != "" && !flyPortRE.MatchString(l.FlyPort) {
 		httpreply.Text(w, http.StatusBadRequest, fmt.Sprintf("fly_port %q is not a port number", l.FlyPort))
+		return
+	}
+	if l.TabNonce != "" && !tabNonceRE.MatchString(l.TabNonce) {
+		httpreply.Text(w, http.StatusBadRequest, "tab_nonce is not a nonce (16 to 64 of A-Z a-z 0-9 _ -)")
 		return
 	}
 	p, err := o.discover(ctx)
@@ -417,7 +429,11 @@ func (o *OIDC) Callback(w http.ResponseWriter, r *http.Request) {
 	if len(next) > 0 {
 		target += "?" + next.Encode()
 	}
-	http.Redirect(w, r, target+"#"+url.Values{"token": {access}}.Encode(), http.StatusFound)
+	frag := url.Values{"token": {access}}
+	if l.TabNonce != "" {
+		frag.Set("tab_nonce", l.TabNonce)
+	}
+	http.Redirect(w, r, target+"#"+frag.Encode(), http.StatusFound)
 }
 
 // mint issues a token for c with the user's session now (its generation and

@@ -306,7 +306,7 @@ func (rig *oidcRig) start(t *testing.T, query string) (*http.Request, url.Values
 
 func TestOIDCLoginMintsPorterToken(t *testing.T) {
 	rig := newOIDCRig(t)
-	cb, authQuery := rig.start(t, "?fly_port=4321&redirect=/teams/x")
+	cb, authQuery := rig.start(t, "?fly_port=4321&redirect=/teams/x&tab_nonce=nonce-of-the-tab-0123")
 	for k, want := range map[string]string{"client_id": "porter", "response_type": "code", "scope": "openid groups profile",
 		"redirect_uri": "http://porter.test" + OIDCCallbackPath, "code_challenge_method": "S256"} {
 		if got := authQuery.Get(k); got != want {
@@ -329,6 +329,9 @@ func TestOIDCLoginMintsPorterToken(t *testing.T) {
 		t.Fatalf("callback sent the browser to %s", loc)
 	}
 	frag, _ := url.ParseQuery(loc.Fragment)
+	if frag.Get("tab_nonce") != "nonce-of-the-tab-0123" {
+		t.Fatalf("the login page's nonce did not come back in the fragment: %s", loc)
+	}
 	claims, err := rig.iss.Verify(frag.Get("token"))
 	if err != nil {
 		t.Fatalf("the token handed on: %v", err)
@@ -444,6 +447,10 @@ func TestOIDCLoginRefuses(t *testing.T) {
 	w := rig.serve(httptest.NewRequest("GET", OIDCLoginPath+"?fly_port=http://evil", nil))
 	if w.Code != 400 || !strings.Contains(w.Body.String(), "not a port number") {
 		t.Fatalf("bad fly_port: %d %s", w.Code, w.Body)
+	}
+	w = rig.serve(httptest.NewRequest("GET", OIDCLoginPath+"?tab_nonce=%22%3E%3Cscript%3E", nil))
+	if w.Code != 400 || !strings.Contains(w.Body.String(), "not a nonce") {
+		t.Fatalf("bad tab_nonce: %d %s", w.Code, w.Body)
 	}
 	// An off-site redirect is dropped, not followed after the login.
 	cb, _ := rig.start(t, "?redirect=//evil.test/x")

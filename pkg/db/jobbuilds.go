@@ -431,6 +431,17 @@ func (d *DB) SaveBuildInputs(ctx context.Context, buildID, jobID int64, inputs [
 // output usually is).
 func (d *DB) SaveBuildVersion(ctx context.Context, buildID, jobID int64, name string, resourceID int64, v NewVersion, input bool) error {
 	ver, err := d.FindVersion(ctx, resourceID, v.Version)
+	if err == nil && len(v.Metadata) > 0 {
+		// A check reports versions without metadata; a get of one reports
+		// it, and the version keeps it (as Concourse's get does).
+		meta, err := json.Marshal(v.Metadata)
+		if err != nil {
+			return fmt.Errorf("encode the metadata of version %d: %w", ver.ID, err)
+		}
+		if _, err := d.pool.Exec(ctx, "UPDATE resource_versions SET metadata = $2::jsonb WHERE id = $1", ver.ID, string(meta)); err != nil {
+			return fmt.Errorf("save the metadata of version %d: %w", ver.ID, err)
+		}
+	}
 	if err != nil {
 		if _, err := d.SaveVersions(ctx, resourceID, []NewVersion{v}); err != nil {
 			return err

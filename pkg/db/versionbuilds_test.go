@@ -1,8 +1,38 @@
 package db
 
 import (
+	"reflect"
 	"testing"
+
+	"github.com/porter-ci/porter/pkg/concourse"
 )
+
+// A get's metadata becomes the checked version's, which had none.
+func TestGetMetadataIsTheVersions(t *testing.T) {
+	d, _ := openTest(t)
+	ctx := t.Context()
+	f := newPipelineFixture(t, d, []string{"repo"}, []string{"unit"})
+	repo, unit := f.resources["repo"], f.jobs["unit"]
+	if _, err := d.SaveVersions(ctx, repo, vs("a")); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := d.FindVersion(ctx, repo, map[string]string{"ref": "a"})
+	b1, err := d.CreateJobBuild(ctx, unit, "", false, []BuildInput{{Name: "src", ResourceID: repo, VersionID: a.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := []concourse.MetadataField{{Name: "commit", Value: "abc123"}}
+	if err := d.SaveBuildVersion(ctx, b1.ID, unit, "src", repo, NewVersion{Version: map[string]string{"ref": "a"}, Metadata: md}, true); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.FindVersion(ctx, repo, map[string]string{"ref": "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != a.ID || !reflect.DeepEqual(got.Metadata, md) {
+		t.Fatalf("version after the get: %+v, want id %d with %v", got, a.ID, md)
+	}
+}
 
 // TestVersionBuilds: a version's input_to and output_of builds, newest
 // first, and nothing of another version or direction.

@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -227,9 +229,19 @@ var _ = Describe("the web UI", func() {
 		Expect(eval[string](c, `getComputedStyle(document.querySelector('[data-job="slow"]')).animationName`)).To(Equal("pulse"))
 		open(c, "/", fmt.Sprintf(`[data-pipeline="main/%s"] .seg.running`, name))
 		open(c, "/teams/main/pipelines/"+name+"/jobs/slow/builds/1", `[data-testid=abort]`)
+		// The abort button stays where it is when the header's user menu
+		// changes (it shows "login" until the user is read, then the name):
+		// a click aimed before that landed beside the button, and the build
+		// ran on.
+		abortX := `document.querySelector('[data-testid=abort]').getBoundingClientRect().x`
+		x := eval[float64](c, abortX)
+		Expect(eval[bool](c, `(document.querySelector('[data-testid=user-menu]').textContent = 'a much longer user name', true)`)).To(BeTrue())
+		Expect(eval[float64](c, abortX)).To(Equal(x))
 		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=abort]`)))).To(Succeed())
 		Eventually(buildStatus(ctx, b.ID)).WithTimeout(time.Minute).Should(Equal("aborted"))
 		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=build-head]').dataset.status`)).Should(Equal("aborted"))
+		// The task was stopped: it does not stay "running".
+		Eventually(evalEventually[string](c, `document.querySelector('[data-step="sleep"]').dataset.status`)).Should(Equal("aborted"))
 		screenshot(c, "aborted")
 	}, SpecTimeout(specTimeout))
 
@@ -653,3 +665,301 @@ func refused(ctx context.Context, f *testenv.Fly, want string, args ...string) {
 	Expect(res.ExitCode).NotTo(Equal(0), res.String())
 	Expect(res.Stderr).To(ContainSubstring(want), res.String())
 }
+
+// flyListener stands for fly's token listener on 127.0.0.1 (fly's
+// listenForTokenCallback: CORS for the target, Private Network Access's
+// preflight) and counts the requests that reach it.
+type flyListener struct {
+	port string
+	hits chan string
+}
+
+func newFlyListener() *flyListener {
+	GinkgoHelper()
+	l := &flyListener{hits: make(chan string, 16)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", s.server.URL())
+		if r.Header.Get("Access-Control-Request-Private-Network") == "true" {
+			w.Header().Set("Access-Control-Allow-Private-Network", "true")
+		}
+		l.hits <- r.Method + " " + r.URL.String()
+	}))
+	DeferCleanup(srv.Close)
+	u, err := url.Parse(srv.URL)
+	Expect(err).NotTo(HaveOccurred())
+	l.port = u.Port()
+	return l
+}
+
+var _ = Describe("the pages' security", func() {
+	It("sends no token to a fly_port from a page this tab did not reach by its own login, nor from a build log's link", func(ctx SpecContext) {
+		fly := newFly("osc8")
+		// Its own fly target: admin's token is the suite's, and this is admin's too.
+		res, err := fly.Login(ctx, s.server.URL(), adminUser, s.adminPassword)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.ExitCode).To(Equal(0), res.String())
+		l := newFlyListener()
+		c := loggedIn()
+		// Another site links to /fly_success: the logged-in user's token
+		// must not go to whatever listens on that port.
+		open(c, "/fly_success?fly_port="+l.port, `[data-testid=fly-refused]`)
+		Expect(eval[string](c, `document.querySelector('[data-testid=fly-success]').dataset.state`)).To(Equal("refused"))
+		screenshot(c, "fly success from elsewhere")
+
+		// A build prints an OSC-8 link to the same page on this server.
+		link := s.server.URL() + "/fly_success?fly_port=" + l.port
+		script := fmt.Sprintf(`printf '\033]8;;%s\033\\open me\033]8;;\033\\\n'`, link)
+		out := succeed(ctx, fly, "execute", "-c", writeFile("task.yml", `platform: linux
+image_resource: {type: registry-image, source: {repository: busybox}}
+run: {path: sh, args: [-c, `+fmt.Sprintf("%q", script)+`]}
+`))
+		m := regexp.MustCompile(`executing build (\d+)`).FindStringSubmatch(out.Stdout)
+		Expect(m).NotTo(BeNil(), out.Stdout)
+		open(c, "/builds/"+m[1], `[data-testid=log] a[data-log-link]`)
+		Expect(eval[[]string](c, `(() => { const a = document.querySelector('[data-testid=log] a'); return [a.getAttribute('href'), a.target, a.rel] })()`)).
+			To(Equal([]string{link, "_blank", "noopener noreferrer"}))
+		screenshot(c, "log link")
+		before := eval[string](c, `location.href`)
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=log] a`)))).To(Succeed())
+		// The link opened a tab of its own (not routed in this one), whose
+		// page refuses too.
+		var opened target.ID
+		Eventually(func() bool {
+			ts, err := chromedp.Targets(c)
+			Expect(err).NotTo(HaveOccurred())
+			for _, t := range ts {
+				if t.Type == "page" && strings.Contains(t.URL, "/fly_success") {
+					opened = t.TargetID
+					return true
+				}
+			}
+			return false
+		}).Should(BeTrue())
+		Expect(eval[string](c, `location.href`)).To(Equal(before))
+		nc, cancel := chromedp.NewContext(c, chromedp.WithTargetID(opened))
+		DeferCleanup(cancel)
+		Eventually(evalEventually[string](nc, `document.querySelector('[data-testid=fly-success]')?.dataset.state || ''`)).Should(Equal("refused"))
+		// Whatever else ran, nothing reached the listener.
+		Consistently(l.hits).WithTimeout(2 * time.Second).ShouldNot(Receive())
+	}, SpecTimeout(specTimeout))
+
+	It("ignores a /login#token=… this tab began no login for, and keeps the user's token", func(ctx SpecContext) {
+		c := loggedIn()
+		// (From another page: from /login itself it would be no page load.)
+		open(c, "/", `[data-testid=user-menu]`)
+		open(c, "/login#token=someone-elses-token", `[data-testid=fragment-refused]`)
+		Expect(eval[string](c, `localStorage.getItem("porter.token")`)).To(Equal(s.adminToken))
+		Expect(eval[string](c, `location.hash`)).To(BeEmpty())
+		// With a nonce made up by the link's author too.
+		open(c, "/login?redirect=/#token=someone-elses-token&tab_nonce=made-up-nonce-0000", `[data-testid=fragment-refused]`)
+		Expect(eval[string](c, `localStorage.getItem("porter.token")`)).To(Equal(s.adminToken))
+		screenshot(c, "fragment refused")
+	}, SpecTimeout(specTimeout))
+})
+
+var _ = Describe("the build page", func() {
+	It("settles its steps at the end, shows a get's version and metadata, links the job's other builds and has keys", func(ctx SpecContext) {
+		name := pipelineName("shape")
+		setPipeline(ctx, name, `resources:
+- name: src
+  type: mock
+  source:
+    initial_version: v1
+    metadata: [{name: commit, value: abc123}]
+jobs:
+- name: shape
+  plan:
+  - get: src
+  - task: flaky
+    attempts: 3
+    config: &true
+      platform: linux
+      image_resource: {type: registry-image, source: {repository: busybox}}
+      run: {path: "true"}
+  - task: fine
+    config: *true
+    on_failure:
+      task: cleanup
+      config: *true
+`)
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", name)
+		succeed(ctx, s.adminFly, "trigger-job", "-j", name+"/shape", "-w")
+		succeed(ctx, s.adminFly, "trigger-job", "-j", name+"/shape", "-w")
+		c := loggedIn()
+		page := "/teams/main/pipelines/" + name + "/jobs/shape/builds/"
+		open(c, page+"2", `[data-testid=build-end]`)
+		steps := `[...document.querySelectorAll('[data-step]')].map(e => e.dataset.step + ':' + e.dataset.status)`
+		// The retry's first attempt ran; the later ones and the hook did not,
+		// and they are folded, with no intercept command.
+		Eventually(evalEventually[[]string](c, steps)).Should(Equal([]string{"src:succeeded",
+			"flaky:succeeded", "flaky:not run", "flaky:not run", "fine:succeeded", "cleanup:not run"}))
+		Expect(eval[int](c, `document.querySelectorAll('[data-status="not run"] .step-body').length`)).To(Equal(0))
+		// A get shows the version it fetched and its metadata.
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-step="src"] .step-head`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-step="src"] [data-testid=get-version]`)))).To(Succeed())
+		Expect(eval[string](c, `document.querySelector('[data-step="src"] [data-testid=get-version]').innerText`)).
+			To(And(MatchRegexp(`version\s+v1`), MatchRegexp(`commit\s+abc123`)))
+		// The times in full on hover.
+		Expect(eval[string](c, `document.querySelector('[data-testid=build-times]').title`)).To(MatchRegexp(`started .*\d{4}.*\n.*ended`))
+		Expect(eval[string](c, `document.querySelector('[data-step="fine"] [data-testid=step-times]').title`)).To(MatchRegexp(`started .*\d{4}.*, ended`))
+		// Build 1 is the previous one, and there is no next; buttons to
+		// rerun and trigger sit in the header.
+		Expect(eval[string](c, `document.querySelector('[data-testid=prev-build]').getAttribute('href')`)).To(Equal(page + "1"))
+		Expect(eval[bool](c, `!document.querySelector('[data-testid=next-build]') && !!document.querySelector('[data-testid=rerun-build]') && !!document.querySelector('[data-testid=trigger-build]')`)).To(BeTrue())
+		// ? shows the keys; h goes to the previous build, l back.
+		Expect(chromedp.Do(c, chromedp.KeyEvent("?"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=shortcuts]`)))).To(Succeed())
+		Expect(eval[string](c, `document.querySelector('[data-testid=shortcuts]').innerText`)).To(And(ContainSubstring("previous build"), ContainSubstring("abort")))
+		screenshot(c, "build 2 with help")
+		Expect(chromedp.Do(c, chromedp.KeyEvent("h"))).To(Succeed())
+		Eventually(evalEventually[string](c, `location.pathname`)).Should(Equal(page + "1"))
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=next-build]')?.getAttribute('href') || ''`)).Should(Equal(page + "2"))
+		Expect(eval[bool](c, `!document.querySelector('[data-testid=prev-build]')`)).To(BeTrue())
+		Expect(chromedp.Do(c, chromedp.KeyEvent("l"))).To(Succeed())
+		Eventually(evalEventually[string](c, `location.pathname`)).Should(Equal(page + "2"))
+		// The header's trigger starts build 3 and opens it.
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=trigger-build]`)))).To(Succeed())
+		Eventually(evalEventually[string](c, `location.pathname`)).Should(Equal(page + "3"))
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=build-head]')?.dataset.status`)).WithTimeout(2 * time.Minute).Should(Equal("succeeded"))
+		screenshot(c, "build 3")
+	}, SpecTimeout(specTimeout))
+})
+
+var _ = Describe("instanced pipelines and the dashboard's address", func() {
+	It("tells instances apart on the dashboard, opens the address fly prints, keeps ?search= and serves /dashboard and /favicon.ico", func(ctx SpecContext) {
+		name := pipelineName("inst")
+		yaml := writeFile("p.yml", chainYAML())
+		out := succeed(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", yaml, "-i", "branch=main").Stdout
+		succeed(ctx, s.adminFly, "set-pipeline", "-n", "-p", name, "-c", yaml, "-i", "branch=dev")
+		// fly prints the instance's address with its vars as the query.
+		printed := regexp.MustCompile(`http://\S+/teams/main/pipelines/` + name + `\?\S+`).FindString(out)
+		Expect(printed).To(ContainSubstring("vars.branch="), out)
+		c := loggedIn()
+		u, err := url.Parse(printed)
+		Expect(err).NotTo(HaveOccurred())
+		open(c, u.RequestURI(), `[data-testid=graph] [data-job="unit"]`)
+		Expect(eval[bool](c, `!document.querySelector('[data-error]')`)).To(BeTrue())
+		Expect(eval[string](c, `document.querySelector('.crumbs').textContent`)).To(ContainSubstring("branch:main"))
+		// The graph's links keep the instance: the job's page opens.
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-job="unit"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=job-title]`)))).To(Succeed())
+		Expect(eval[string](c, `location.search`)).To(ContainSubstring("vars.branch="))
+		Expect(eval[bool](c, `!document.querySelector('[data-error]')`)).To(BeTrue())
+
+		// /dashboard is the dashboard; its filter comes from ?search= and
+		// goes back there.
+		open(c, "/dashboard?search="+name, fmt.Sprintf(`[data-pipeline="main/%s"]`, name))
+		Expect(eval[string](c, `document.querySelector('[data-testid=filter]').value`)).To(Equal(name))
+		cards := fmt.Sprintf(`[...document.querySelectorAll('[data-pipeline="main/%s"]')]`, name)
+		Eventually(evalEventually[[]string](c, cards+`.map(e => e.dataset.instanceVars).sort()`)).Should(Equal([]string{"branch:dev", "branch:main"}))
+		Expect(eval[[]string](c, cards+`.map(e => e.querySelector('[data-testid=instance-vars]').textContent).sort()`)).To(Equal([]string{"branch:dev", "branch:main"}))
+		screenshot(c, "dashboard with instances")
+		// Each card opens its own instance.
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(fmt.Sprintf(`[data-pipeline="main/%s"][data-instance-vars="branch:dev"] .card-head a`, name))),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=graph] [data-job="unit"]`)))).To(Succeed())
+		Expect(eval[string](c, `document.querySelector('.crumbs').textContent`)).To(ContainSubstring("branch:dev"))
+		screenshot(c, "dev instance")
+		open(c, "/dashboard", `[data-testid=filter]`)
+		entries := eval[int](c, `history.length`)
+		Expect(chromedp.Do(c, chromedp.SendKeys(chromedp.CSS(`[data-testid=filter]`), "team:main"))).To(Succeed())
+		Eventually(evalEventually[string](c, `new URLSearchParams(location.search).get('search')`)).Should(Equal("team:main"))
+		Expect(eval[int](c, `history.length`)).To(Equal(entries), "no history entry per key")
+		// The icon the browser asks for.
+		icon, err := chromedp.Run(c, chromedp.Evaluate[[]string](`fetch('/favicon.ico').then(r => [String(r.status), r.headers.get('content-type')])`, chromedp.EvalAwaitPromise))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(icon).To(Equal([]string{"200", "image/x-icon"}))
+	}, SpecTimeout(specTimeout))
+})
+
+var _ = Describe("the resource page", func() {
+	It("shows a version's metadata from the get that fetched it, and what a failed check said", func(ctx SpecContext) {
+		name := pipelineName("meta")
+		setPipeline(ctx, name, `resources:
+- name: src
+  type: mock
+  source:
+    initial_version: v1
+    metadata: [{name: commit, value: abc123}]
+- name: broken
+  type: mock
+  source: {check_failure: "the registry said no to us"}
+jobs:
+- name: use
+  plan:
+  - get: src
+- name: never
+  plan:
+  - get: broken
+`)
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", name)
+		succeed(ctx, s.adminFly, "check-resource", "-r", name+"/src")
+		c := loggedIn()
+		page := "/teams/main/pipelines/" + name + "/resources/"
+		open(c, page+"src", `[data-version]`)
+		// A check reports no metadata: the version has none until a get.
+		Expect(eval[string](c, `document.querySelector('[data-version] td:nth-child(2)').textContent`)).To(BeEmpty())
+		succeed(ctx, s.adminFly, "trigger-job", "-j", name+"/use", "-w")
+		var vs []concourse.ResourceVersion
+		apiGet(ctx, "/api/v1/teams/main/pipelines/"+name+"/resources/src/versions", &vs)
+		Expect(vs).To(HaveLen(1))
+		Expect(vs[0].Metadata).To(ConsistOf(concourse.MetadataField{Name: "commit", Value: "abc123"}))
+		Eventually(evalEventually[string](c, `document.querySelector('[data-version] td:nth-child(2)').textContent`)).
+			WithTimeout(10 * time.Second).Should(Equal("commit: abc123"))
+		screenshot(c, "metadata")
+
+		// Paused, the pipeline runs no periodic checks that would replace
+		// the one clicked here while the screenshot is taken.
+		succeed(ctx, s.adminFly, "pause-pipeline", "-p", name)
+		open(c, page+"broken", `[data-testid=check]`)
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=check]`)))).To(Succeed())
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=check-error]')?.textContent || ''`)).
+			WithTimeout(2 * time.Minute).Should(ContainSubstring("the registry said no to us"))
+		screenshot(c, "check error")
+		// The check's build page: its step ended failed, not "initializing".
+		open(c, eval[string](c, `document.querySelector('[data-testid=last-check] a').getAttribute('href')`), `[data-testid=build-end]`)
+		Eventually(evalEventually[[]string](c, `[...document.querySelectorAll('[data-step]')].map(e => e.dataset.status)`)).
+			Should(Equal([]string{"failed"}))
+		screenshot(c, "check build")
+	}, SpecTimeout(specTimeout))
+})
+
+var _ = Describe("lists in pages", func() {
+	It("pages a job's builds and a resource's versions with the API's Link headers", func(ctx SpecContext) {
+		name := pipelineName("pages")
+		setPipeline(ctx, name, `resources:
+- name: r
+  type: mock
+  source: {versions: [a, b, c]}
+jobs:
+- name: j
+  plan:
+  - get: r
+`)
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", name)
+		// From a, the mock's check reports a, b and c.
+		succeed(ctx, s.adminFly, "check-resource", "-r", name+"/r", "--from", "version:a")
+		for range 3 {
+			succeed(ctx, s.adminFly, "trigger-job", "-j", name+"/j", "-w")
+		}
+		c := loggedIn()
+		job := "/teams/main/pipelines/" + name + "/jobs/j"
+		builds := `[...document.querySelectorAll('[data-build]')].map(e => e.dataset.build)`
+		// Two a page (limit= in the address; 100 by default, as Concourse).
+		open(c, job+"?limit=2", `[data-testid=older]`)
+		Eventually(evalEventually[[]string](c, builds)).Should(Equal([]string{"3", "2"}))
+		Expect(eval[bool](c, `!document.querySelector('[data-testid=newer]')`)).To(BeTrue())
+		screenshot(c, "job page 1")
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=older]`)))).To(Succeed())
+		Eventually(evalEventually[[]string](c, builds)).Should(Equal([]string{"1"}))
+		Expect(eval[bool](c, `!document.querySelector('[data-testid=older]')`)).To(BeTrue())
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=newer]`)))).To(Succeed())
+		Eventually(evalEventually[[]string](c, builds)).Should(Equal([]string{"3", "2"}))
+
+		versions := `[...document.querySelectorAll('[data-version] code')].map(e => e.textContent)`
+		open(c, "/teams/main/pipelines/"+name+"/resources/r?limit=2", `[data-testid=older]`)
+		Eventually(evalEventually[[]string](c, versions)).Should(Equal([]string{"version: c", "version: b"}))
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=older]`)))).To(Succeed())
+		Eventually(evalEventually[[]string](c, versions)).Should(Equal([]string{"version: a"}))
+		Expect(eval[bool](c, `!!document.querySelector('[data-testid=newer]')`)).To(BeTrue())
+		screenshot(c, "versions page 2")
+	}, SpecTimeout(specTimeout))
+})

@@ -39,8 +39,7 @@ async function errorText(res) {
   return text.trim() || res.statusText;
 }
 
-// api calls the API and returns its JSON (null for an empty answer).
-export async function api(method, path, body) {
+async function call(method, path, body) {
   const opts = { method, headers: headers() };
   if (body !== undefined) {
     opts.headers['Content-Type'] = 'application/json';
@@ -53,10 +52,34 @@ export async function api(method, path, body) {
   }
   if (!res.ok) throw new APIError(res.status, await errorText(res));
   const text = await res.text();
-  return text ? JSON.parse(text) : null;
+  return { data: text ? JSON.parse(text) : null, res };
+}
+
+// api calls the API and returns its JSON (null for an empty answer).
+export async function api(method, path, body) {
+  return (await call(method, path, body)).data;
 }
 
 export const get = (path) => api('GET', path);
+
+// parseLinks reads a Link header (RFC 8288, as the API pages lists) into
+// rel -> the linked page's query (from=, to=, limit=).
+export function parseLinks(header) {
+  const out = {};
+  for (const part of (header || '').split(',')) {
+    const m = /<([^>]*)>\s*;\s*rel="?([^";]+)"?/.exec(part);
+    if (!m) continue;
+    try { out[m[2]] = new URL(m[1], location.origin).search.slice(1); } catch (_) { /* not a URL */ }
+  }
+  return out;
+}
+
+// getPage reads a page of a list: its items and the queries of its
+// previous (newer) and next (older) pages.
+export async function getPage(path) {
+  const { data, res } = await call('GET', path);
+  return { items: data || [], links: parseLinks(res.headers.get('Link')) };
+}
 
 // login runs the password grant fly runs (fly's public client id and secret).
 export async function login(username, password) {

@@ -4,14 +4,20 @@ import {
 } from '@tanstack/virtual-core';
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { api, get, getToken, streamEvents } from './api.js';
+import { settle } from './buildstate.js';
 import { CopyButton, duration, ErrorBox, Layout, LoginForMore, StatusBadge } from './common.jsx';
-import { apiPipeline, enc, navigate, pipelinePath } from './router.js';
+import { apiPipeline, enc, instanceVarsQuery, navigate, pipelinePath, varsLabel, withQuery } from './router.js';
 
 const LINE = 18; // px: lines do not wrap, so every line is this tall
 
 function newAnsi() {
   const a = new AnsiUp();
   a.use_classes = true;
+  // A log's OSC-8 links are the build's words, not the app's: each opens
+  // as a plain page in a new tab, without this tab as its opener and
+  // without a referrer (never routed within the app).
+  const link = a.process_hyperlink.bind(a);
+  a.process_hyperlink = (pkt) => link(pkt).replace(/^<a /, '<a target="_blank" rel="noopener noreferrer" data-log-link ');
   return a;
 }
 
@@ -56,7 +62,8 @@ function apply(st, ev) {
   const id = d.origin && d.origin.id;
   let s = id ? st.steps.get(id) : null;
   if (id && !s) {
-    s = newStep(id, 'step', (d.origin && d.origin.source) || id);
+    // (origin.source is the stream, stdout or stderr: no name.)
+    s = newStep(id, 'step', id);
     st.steps.set(id, s);
     st.orphans.push({ type: 'leaf', step: s });
   }
@@ -92,10 +99,16 @@ function apply(st, ev) {
         s.end = d.time;
         s.status = d.succeeded === false || (d.exit_status !== undefined && d.exit_status !== 0) ? 'failed' : 'succeeded';
         if (d.version) s.version = d.version;
+        if (d.metadata) s.metadata = d.metadata;
       } else if (ev.event === 'selected-worker') {
         s.worker = d.selected_worker;
       }
   }
+}
+
+// when is a time in full, for a title on hover.
+export function when(t) {
+  return t ? new Date(t * 1000).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'long' }) : '';
 }
 
 function clock(t) {
@@ -139,7 +152,7 @@ function LogView({ step, version }) {
           const line = it.index < step.lines.length ? step.lines[it.index] : { t: 0, html: newAnsi().ansi_to_html(step.partial) };
           return (
             <div key={it.key} class="line" data-index={it.index} style={{ transform: `translateY(${it.start}px)` }}>
-              <span class="ts">{clock(line.t)}</span>
+              <span class="ts" title={when(line.t)}>{clock(line.t)}</span>
               {line.html === undefined
                 ? <span class="txt">{line.text}</span>
                 : <span class="txt" dangerouslySetInnerHTML={{ __html: line.html }} />}
@@ -180,7 +193,8 @@ function StepView({ node, ctx }) {
 
 function Leaf({ step, ctx }) {
   const [open, setOpen] = useState(null);
-  const auto = step.status !== 'succeeded' || ctx.leaves <= 1;
+  const ran = step.status !== 'pending' && step.status !== 'not run';
+  const auto = ran && (step.status !== 'succeeded' || ctx.leaves <= 1);
   const expanded = open === null ? auto : open;
   const hasLog = step.lines.length > 0 || step.partial;
   // The target's name is the user's own (fly's ~/.flyrc): TARGET stands for it.
@@ -193,24 +207,60 @@ function Leaf({ step, ctx }) {
         <span class="kind">{step.kind}:</span> <span class="name">{step.name}</span>
         <span class="right">
           {step.worker && <span class="muted">{step.worker} </span>}
-          <span class="muted">{duration(step.start, step.end)} </span>
+          <span class="muted" data-testid="step-times" title={step.start ? `started ${when(step.start)}` + (step.end ? `, ended ${when(step.end)}` : '') : ''}>{duration(step.start, step.end)} </span>
           {status === 'waiting' && <span class="muted" title="its pod is up, declared ahead of its turn, and waits for the go-ahead">pod ready </span>}
           <StatusBadge status={status} />
         </span>
       </div>
       {expanded && (
         <div class="step-body">
-          <div class="intercept muted" data-testid="intercept">
-            intercept: <code>{cmd}</code>{' '}
-            <CopyButton text={cmd} />
-          </div>
+          {ran && (
+            <div class="intercept muted" data-testid="intercept">
+              intercept: <code>{cmd}</code>{' '}
+              <CopyButton text={cmd} />
+            </div>
+          )}
+          {step.version && (
+            <table class="get-version" data-testid="get-version">
+              <tbody>
+                {Object.entries(step.version).map(([k, v]) => <tr key={'v' + k}><td class="muted">{k}</td><td><code>{v}</code></td></tr>)}
+                {(step.metadata || []).map((m, i) => <tr key={'m' + i} data-testid="get-metadata"><td class="muted">{m.name}</td><td>{m.value}</td></tr>)}
+              </tbody>
+            </table>
+          )}
           {step.error && <div class="error step-error">{step.error}</div>}
-          {hasLog ? <LogView step={step} version={ctx.version} /> : <div class="muted no-log">no output</div>}
+          {hasLog ? <LogView step={step} version={ctx.version} /> : <div class="muted no-log">{ran ? 'no output' : 'did not run'}</div>}
         </div>
       )}
     </div>
   );
 }
+
+// neighbours finds the builds of the same job just older and newer than
+// b, with the job builds' paging (to= and from= by build id, as fly's).
+async function neighbours(b) {
+  if (!b.job_name) return {};
+  const base = apiPipeline(b.team_name, b.pipeline_name) + '/jobs/' + enc(b.job_name) + '/builds';
+  const vq = instanceVarsQuery(b.pipeline_instance_vars);
+  const [older, newer] = await Promise.all([
+    get(withQuery(base, vq, `to=${b.id - 1}&limit=1`)).catch(() => []),
+    get(withQuery(base, vq, `from=${b.id + 1}&limit=1`)).catch(() => []),
+  ]);
+  return { prev: (older || [])[0], next: (newer || [])[0] };
+}
+
+export const SHORTCUTS = [
+  ['h', 'the previous build'],
+  ['l', 'the next build'],
+  ['j', 'scroll down'],
+  ['k', 'scroll up'],
+  ['g', 'to the top'],
+  ['G', 'to the bottom'],
+  ['T', 'trigger a new build of the job'],
+  ['R', 'rerun this build'],
+  ['A', 'abort this build'],
+  ['?', 'show or hide this help'],
+];
 
 // BuildView shows a build by id: its plan as a step tree, filled by the
 // build's events as they arrive.
@@ -219,6 +269,8 @@ function BuildView({ build: initial, crumbs }) {
   const st = useRef(null);
   const [version, setVersion] = useState(0);
   const [err, setErr] = useState(null);
+  const [near, setNear] = useState({});
+  const [help, setHelp] = useState(false);
   if (!st.current || st.current.id !== initial.id) {
     st.current = { id: initial.id, steps: new Map(), orphans: [], tree: null, status: initial.status, error: '', end: 0, done: false, leaves: 0 };
   }
@@ -229,9 +281,9 @@ function BuildView({ build: initial, crumbs }) {
       if (!frame) frame = requestAnimationFrame(() => { frame = 0; setVersion((x) => x + 1); });
     };
     let live = true;
-    // A job's build has its plan only once the scheduler starts it: until
-    // then, ask again every second; steps whose events came first keep
-    // their state.
+    // A job's build has its plan only once the scheduler starts it (until
+    // then the API answers 404): ask again every second; steps whose events
+    // came first keep their state.
     let planTimer = 0;
     const loadPlan = () => get(`/api/v1/builds/${initial.id}/plan`).catch((e) => {
       // A private job's build in an exposed pipeline: the build is shown,
@@ -257,6 +309,7 @@ function BuildView({ build: initial, crumbs }) {
       for (const n of s.orphans) steps.set(n.step.id, n.step);
       s.steps = steps;
       s.leaves = steps.size;
+      if (s.done) settle(s.steps, s.status);
       redraw();
     });
     loadPlan();
@@ -280,7 +333,14 @@ function BuildView({ build: initial, crumbs }) {
     };
     if (initial.status === 'pending' || initial.status === 'started') pollWaiting();
     const stop = streamEvents(initial.id, (ev) => { apply(s, ev); redraw(); },
-      () => { s.done = true; redraw(); get(`/api/v1/builds/${initial.id}`).then(setBuild).catch(() => {}); },
+      () => {
+        s.done = true;
+        settle(s.steps, s.status);
+        // A build that ended before its plan was read: read it once more.
+        if (!s.tree && !s.denied) { clearTimeout(planTimer); loadPlan(); }
+        redraw();
+        get(`/api/v1/builds/${initial.id}`).then(setBuild).catch(() => {});
+      },
       (e) => {
         if (e.status === 401 || e.status === 403) {
           s.denied = true;
@@ -291,32 +351,96 @@ function BuildView({ build: initial, crumbs }) {
       });
     return () => { live = false; stop(); clearTimeout(planTimer); clearTimeout(waitTimer); cancelAnimationFrame(frame); };
   }, [initial.id]);
+  useEffect(() => {
+    let live = true;
+    neighbours(initial).then((n) => live && setNear(n), () => {});
+    return () => { live = false; };
+  }, [initial.id]);
   const s = st.current;
   const status = s.status || build.status;
   const running = status === 'started' || status === 'pending';
-  const abort = async () => {
-    try { await api('PUT', `/api/v1/builds/${build.id}/abort`); } catch (e) { setErr(e); }
+  const canAct = !s.denied && !!getToken();
+  const vq = instanceVarsQuery(build.pipeline_instance_vars);
+  const jobBase = build.job_name ? apiPipeline(build.team_name, build.pipeline_name) + '/jobs/' + enc(build.job_name) : '';
+  const jobPage = build.job_name ? pipelinePath(build.team_name, build.pipeline_name) + '/jobs/' + enc(build.job_name) : '';
+  const act = async (fn) => {
+    setErr(null);
+    try { await fn(); } catch (e) { setErr(e); }
   };
+  const abort = () => act(() => api('PUT', `/api/v1/builds/${build.id}/abort`));
+  const rerun = () => act(async () => {
+    const nb = await api('POST', withQuery(jobBase + '/builds/' + enc(build.name), vq));
+    navigate(withQuery(jobPage + '/builds/' + enc(nb.name), vq));
+  });
+  const trigger = () => act(async () => {
+    const nb = await api('POST', withQuery(jobBase + '/builds', vq));
+    navigate(withQuery(jobPage + '/builds/' + enc(nb.name), vq));
+  });
+  const buildPage = (b) => withQuery(jobPage + '/builds/' + enc(b.name), vq);
+  // Concourse's keys on a build page (its help is ?).
+  const keys = useRef(null);
+  keys.current = (e) => {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    const t = e.target;
+    if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.isContentEditable)) return;
+    switch (e.key) {
+      case '?': setHelp((h) => !h); break;
+      case 'Escape': setHelp(false); break;
+      case 'h': if (near.prev) navigate(buildPage(near.prev)); break;
+      case 'l': if (near.next) navigate(buildPage(near.next)); break;
+      case 'j': scrollBy(0, 60); break;
+      case 'k': scrollBy(0, -60); break;
+      case 'g': scrollTo(0, 0); break;
+      case 'G': scrollTo(0, document.body.scrollHeight); break;
+      case 'T': if (canAct && jobBase && !build.disable_manual_trigger) trigger(); break;
+      case 'R': if (canAct && jobBase) rerun(); break;
+      case 'A': if (canAct && running) abort(); break;
+      default: return;
+    }
+    e.preventDefault();
+  };
+  useEffect(() => {
+    const on = (e) => keys.current(e);
+    addEventListener('keydown', on);
+    return () => removeEventListener('keydown', on);
+  }, []);
   // Porter's own: a failed job build resumes from its failed step (N.1).
-  const resumable = build.job_name && (status === 'failed' || status === 'errored') && s.done;
-  const resume = async () => {
-    try {
-      const nb = await api('POST', `/api/v1/builds/${build.id}/resume`);
-      navigate(pipelinePath(nb.team_name, nb.pipeline_name) + '/jobs/' + enc(nb.job_name) + '/builds/' + enc(nb.name));
-    } catch (e) { setErr(e); }
-  };
-  const actions = !s.denied && getToken() && (running
-    ? <button class="danger" data-testid="abort" onClick={abort}>abort</button>
-    : resumable && <button data-testid="resume" title="a new build that reuses the steps that succeeded and runs from the failed one" onClick={resume}>resume</button>);
+  const resumable = jobBase && (status === 'failed' || status === 'errored') && s.done;
+  const resume = () => act(async () => {
+    const nb = await api('POST', `/api/v1/builds/${build.id}/resume`);
+    navigate(withQuery(jobPage + '/builds/' + enc(nb.name), vq));
+  });
   const ctx = { buildID: build.id, target: 'TARGET', leaves: s.leaves, version };
+  const end = s.end || build.end_time;
   return (
-    <Layout crumbs={crumbs} actions={actions}>
+    <Layout crumbs={crumbs}>
       <div class={'build-head status-' + status} data-testid="build-head" data-status={status}>
         <h1>{build.job_name ? `${build.job_name} #${build.name}` : `build #${build.id}`}</h1>
         <StatusBadge status={status} />
-        <span class="muted"> {duration(build.start_time, s.end || build.end_time)}</span>
+        <span class="muted" data-testid="build-times"
+          title={(build.start_time ? `started ${when(build.start_time)}` : 'not started') + (end ? `\nended ${when(end)}` : '')}>
+          {' '}{duration(build.start_time, end)}
+        </span>
         {build.created_by && <span class="muted"> · by {build.created_by}</span>}
+        {/* The build's own actions sit at the head's right end, where the
+            user menu's width (it changes when the user is read) cannot
+            move them under a pointer. */}
+        <span class="build-actions">
+          {near.prev && <a class="button small" data-testid="prev-build" title="previous build (h)" href={buildPage(near.prev)}>‹ #{near.prev.name}</a>}
+          {near.next && <a class="button small" data-testid="next-build" title="next build (l)" href={buildPage(near.next)}>#{near.next.name} ›</a>}
+          {canAct && jobBase && <button class="small" data-testid="rerun-build" title="rerun with the same inputs (R)" onClick={rerun}>rerun</button>}
+          {canAct && jobBase && <button class="small" data-testid="trigger-build" title="trigger a new build (T)" disabled={build.disable_manual_trigger} onClick={trigger}>trigger</button>}
+          {canAct && resumable && <button class="small" data-testid="resume" title="a new build that reuses the steps that succeeded and runs from the failed one" onClick={resume}>resume</button>}
+          {canAct && running && <button class="danger" data-testid="abort" title="abort (A)" onClick={abort}>abort</button>}
+          <button class="small" data-testid="help-toggle" title="keyboard shortcuts (?)" onClick={() => setHelp(!help)}>?</button>
+        </span>
       </div>
+      {help && (
+        <div class="shortcuts" data-testid="shortcuts">
+          <b>keyboard shortcuts</b>
+          <table><tbody>{SHORTCUTS.map(([k, what]) => <tr key={k}><td><kbd>{k}</kbd></td><td>{what}</td></tr>)}</tbody></table>
+        </div>
+      )}
       <ErrorBox error={err} />
       {s.error && <div class="error" data-testid="build-error">{s.error}</div>}
       {s.denied && <LoginForMore />}
@@ -332,9 +456,10 @@ function BuildView({ build: initial, crumbs }) {
 function crumbsFor(b) {
   if (!b.pipeline_name) return [['build ' + b.id]];
   const pp = pipelinePath(b.team_name, b.pipeline_name);
-  const c = [[b.team_name], [b.pipeline_name, pp]];
-  if (b.job_name) c.push([b.job_name, pp + '/jobs/' + enc(b.job_name)]);
-  else if (b.resource_name) c.push([b.resource_name, pp + '/resources/' + enc(b.resource_name)]);
+  const vq = instanceVarsQuery(b.pipeline_instance_vars);
+  const c = [[b.team_name], [b.pipeline_name + (vq ? ` (${varsLabel(b.pipeline_instance_vars)})` : ''), withQuery(pp, vq)]];
+  if (b.job_name) c.push([b.job_name, withQuery(pp + '/jobs/' + enc(b.job_name), vq)]);
+  else if (b.resource_name) c.push([b.resource_name, withQuery(pp + '/resources/' + enc(b.resource_name), vq)]);
   c.push(['#' + b.name]);
   return c;
 }
@@ -356,8 +481,8 @@ export function Build({ id }) {
   return <BuildView key={build.id} build={build} crumbs={crumbsFor(build)} />;
 }
 
-export function JobBuild({ team, pipeline, job, name }) {
-  const path = apiPipeline(team, pipeline) + '/jobs/' + enc(job) + '/builds/' + enc(name);
+export function JobBuild({ team, pipeline, job, name, vq }) {
+  const path = withQuery(apiPipeline(team, pipeline) + '/jobs/' + enc(job) + '/builds/' + enc(name), vq);
   const { build, error } = useBuild(() => get(path), [path]);
   if (!build) return <Layout crumbs={[[team], [pipeline, pipelinePath(team, pipeline)], [job], ['#' + name]]}><ErrorBox error={error} /></Layout>;
   return <BuildView key={build.id} build={build} crumbs={crumbsFor(build)} />;

@@ -59,9 +59,23 @@ export function duration(start, end) {
   return m ? `${m}m ${s % 60}s` : `${s}s`;
 }
 
+// The user behind a token is read once: each page's header would
+// otherwise show "login" until it is read again, and shift as it changes.
+let userOf = { token: '', promise: null };
+function loadUser() {
+  const t = getToken();
+  if (!t) return Promise.resolve(null);
+  if (userOf.token !== t) {
+    const promise = get('/api/v1/user');
+    userOf = { token: t, promise };
+    promise.catch(() => { if (userOf.promise === promise) userOf = { token: '', promise: null }; });
+  }
+  return userOf.promise;
+}
+
 function UserMenu() {
   const [open, setOpen] = useState(false);
-  const user = usePoll(() => (getToken() ? get('/api/v1/user') : Promise.resolve(null)), 0, [getToken()]);
+  const user = usePoll(loadUser, 0, [getToken()]);
   if (!user.data) {
     return <a class="login-link" href={'/login?redirect=' + encodeURIComponent(location.pathname)} data-testid="login-link">login</a>;
   }

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { get } from './api.js';
 import { ErrorBox, Layout, usePoll } from './common.jsx';
-import { pipelinePath } from './router.js';
+import { instanceVarsQuery, pipelinePath, varsLabel, withQuery } from './router.js';
 
 export const jobStatus = (j) => (j.finished_build ? j.finished_build.status : 'pending');
 export const jobRunning = (j) => !!(j.next_build && j.next_build.status === 'started');
@@ -47,20 +47,25 @@ function keep(f, p) {
 }
 
 function Card({ p }) {
+  // An instance of an instanced pipeline is its name and its vars.
+  const vq = instanceVarsQuery(p.instance_vars);
+  const link = (sub) => withQuery(pipelinePath(p.team_name, p.name) + sub, vq);
   return (
-    <div class={'card' + (p.paused ? ' paused' : '') + (p.archived ? ' archived' : '')} data-pipeline={p.team_name + '/' + p.name}>
+    <div class={'card' + (p.paused ? ' paused' : '') + (p.archived ? ' archived' : '')} data-pipeline={p.team_name + '/' + p.name}
+      data-instance-vars={varsLabel(p.instance_vars)}>
       <div class="card-head">
-        <a href={pipelinePath(p.team_name, p.name)}>{p.name}</a>
+        <a href={link('')}>{p.name}</a>
         <span class="markers">
           {p.paused && <span class="marker paused" title="paused">paused</span>}
           {p.archived && <span class="marker archived" title="archived">archived</span>}
           {p.public && <span class="marker exposed" title="exposed: visible to everyone">exposed</span>}
         </span>
       </div>
+      {vq && <div class="instance-vars muted" data-testid="instance-vars">{varsLabel(p.instance_vars)}</div>}
       <div class="strip">
         {p.jobs.length === 0 && <div class="strip-empty">no jobs</div>}
         {p.jobs.map((j) => (
-          <a key={j.name} href={pipelinePath(p.team_name, p.name) + '/jobs/' + encodeURIComponent(j.name)}
+          <a key={j.name} href={link('/jobs/' + encodeURIComponent(j.name))}
             title={`${j.name}: ${jobStatus(j)}`}
             class={'seg status-' + jobStatus(j) + (jobRunning(j) ? ' running' : '') + (j.paused ? ' job-paused' : '')} />
         ))}
@@ -73,6 +78,15 @@ function Card({ p }) {
 export function Dashboard() {
   const [q, setQ] = useState(new URLSearchParams(location.search).get('search') || '');
   const res = usePoll(loadDashboard, 5000, []);
+  // The filter is kept in the address (?search=, as Concourse's), replacing
+  // the entry rather than adding one per key.
+  const search = (v) => {
+    setQ(v);
+    const u = new URL(location.href);
+    if (v) u.searchParams.set('search', v);
+    else u.searchParams.delete('search');
+    history.replaceState(null, '', u.pathname + u.search);
+  };
   const f = parseFilter(q);
   const shown = (res.data || []).filter((p) => keep(f, p));
   const teams = [...new Set(shown.map((p) => p.team_name))];
@@ -80,7 +94,7 @@ export function Dashboard() {
     <Layout crumbs={[['dashboard']]}>
       <div class="filter">
         <input type="search" placeholder="filter: team:main status:failed text" value={q}
-          data-testid="filter" onInput={(e) => setQ(e.target.value)} />
+          data-testid="filter" onInput={(e) => search(e.target.value)} />
       </div>
       <ErrorBox error={res.error} />
       {res.data && res.data.length === 0 && <div class="empty" data-testid="no-pipelines">no pipelines to show{' '}

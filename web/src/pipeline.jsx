@@ -3,11 +3,11 @@ import { useState } from 'preact/hooks';
 import { api, get, getToken } from './api.js';
 import { ErrorBox, Layout, usePoll } from './common.jsx';
 import { jobRunning, jobStatus } from './dashboard.jsx';
-import { apiPipeline, enc, navigate, pipelinePath } from './router.js';
+import { apiPipeline, enc, navigate, pipelinePath, varsLabel, withQuery } from './router.js';
 
-async function loadPipeline(team, name) {
+async function loadPipeline(team, name, vq) {
   const base = apiPipeline(team, name);
-  const [pipeline, jobs, resources] = await Promise.all([get(base), get(base + '/jobs'), get(base + '/resources')]);
+  const [pipeline, jobs, resources] = await Promise.all([get(withQuery(base, vq)), get(withQuery(base + '/jobs', vq)), get(withQuery(base + '/resources', vq))]);
   return { pipeline, jobs, resources };
 }
 
@@ -52,7 +52,7 @@ export function graph(jobs, resources) {
   return g;
 }
 
-function Graph({ team, name, jobs, resources }) {
+function Graph({ team, name, vq, jobs, resources }) {
   const g = graph(jobs, resources);
   const { width, height } = g.graph();
   const path = (pts) => 'M' + pts.map((p) => `${p.x},${p.y}`).join(' L');
@@ -74,7 +74,7 @@ function Graph({ team, name, jobs, resources }) {
         const x = n.x - n.width / 2; const y = n.y - n.height / 2;
         if (n.kind === 'job') {
           const j = n.item;
-          const href = pipelinePath(team, name) + '/jobs/' + enc(j.name);
+          const href = withQuery(pipelinePath(team, name) + '/jobs/' + enc(j.name), vq);
           return (
             <a key={id} href={href} onClick={(e) => { e.preventDefault(); navigate(href); }}>
               <g class={'node job status-' + jobStatus(j) + (jobRunning(j) ? ' running' : '') + (j.paused ? ' job-paused' : '')}
@@ -86,7 +86,7 @@ function Graph({ team, name, jobs, resources }) {
           );
         }
         const r = n.item;
-        const href = pipelinePath(team, name) + '/resources/' + enc(r.name);
+        const href = withQuery(pipelinePath(team, name) + '/resources/' + enc(r.name), vq);
         const failing = r.build && (r.build.status === 'errored' || r.build.status === 'failed');
         return (
           <a key={id} href={href} onClick={(e) => { e.preventDefault(); navigate(href); }}>
@@ -101,8 +101,8 @@ function Graph({ team, name, jobs, resources }) {
   );
 }
 
-export function Pipeline({ team, name }) {
-  const res = usePoll(() => loadPipeline(team, name), 5000, [team, name]);
+export function Pipeline({ team, name, vq }) {
+  const res = usePoll(() => loadPipeline(team, name, vq), 5000, [team, name, vq]);
   const [busy, setBusy] = useState('');
   const group = new URLSearchParams(location.search).get('group');
   const d = res.data;
@@ -116,13 +116,13 @@ export function Pipeline({ team, name }) {
   const toggle = async () => {
     setBusy('working');
     try {
-      await api('PUT', apiPipeline(team, name) + (d.pipeline.paused ? '/unpause' : '/pause'));
+      await api('PUT', withQuery(apiPipeline(team, name) + (d.pipeline.paused ? '/unpause' : '/pause'), vq));
       d.pipeline.paused = !d.pipeline.paused;
       setBusy('');
     } catch (e) { setBusy(e.message); }
   };
   return (
-    <Layout crumbs={[[team], [name, pipelinePath(team, name)]]}
+    <Layout crumbs={[[team], [name + (vq ? ` (${varsLabel(d && d.pipeline.instance_vars)})` : ''), withQuery(pipelinePath(team, name), vq)]]}
       actions={d && getToken() && (
         <button class={'pause-toggle' + (d.pipeline.paused ? ' paused' : '')} data-testid="pause-pipeline" onClick={toggle}>
           {d.pipeline.paused ? 'unpause' : 'pause'}
@@ -134,13 +134,13 @@ export function Pipeline({ team, name }) {
         <nav class="groups">
           {groups.map((g) => (
             <a key={g.name} class={'group' + (current === g ? ' active' : '')} data-group={g.name}
-              href={pipelinePath(team, name) + '?group=' + enc(g.name)}>{g.name}</a>
+              href={withQuery(pipelinePath(team, name), vq, 'group=' + enc(g.name))}>{g.name}</a>
           ))}
         </nav>
       )}
       {d && d.pipeline.paused && <div class="banner paused" data-testid="paused-banner">this pipeline is paused</div>}
       {d && d.pipeline.archived && <div class="banner archived">this pipeline is archived</div>}
-      {d && <div class="graph-wrap"><Graph team={team} name={name} jobs={jobs} resources={resources} /></div>}
+      {d && <div class="graph-wrap"><Graph team={team} name={name} vq={vq} jobs={jobs} resources={resources} /></div>}
     </Layout>
   );
 }

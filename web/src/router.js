@@ -23,6 +23,8 @@ export function interceptLinks() {
     if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
     const a = e.target.closest && e.target.closest('a[href]');
     if (!a || a.target || a.origin !== location.origin || a.hasAttribute('download')) return;
+    // A link printed in a build log is the build's, never the app's.
+    if (a.closest('[data-testid=log]')) return;
     // The server's own routes (single sign-on's redirect, the API) are no pages of the app.
     if (a.pathname.startsWith('/sky/') || a.pathname.startsWith('/api/')) return;
     e.preventDefault();
@@ -31,7 +33,7 @@ export function interceptLinks() {
 }
 
 const routes = [
-  ['dashboard', /^\/$/],
+  ['dashboard', /^\/(?:dashboard)?$/],
   ['login', /^\/login$/],
   ['flySuccess', /^\/fly_success$/],
   ['build', /^\/builds\/(\d+)$/],
@@ -50,5 +52,45 @@ export function match(path) {
 }
 
 export const enc = encodeURIComponent;
+
+// An instanced pipeline is named by its instance vars too: they travel as
+// Concourse's query, vars.KEY=JSON per leaf (the API takes the same), on
+// the pipeline's pages and on every API path under the pipeline.
+export function varsQuery(search) {
+  const out = new URLSearchParams();
+  for (const [k, v] of new URLSearchParams(search)) if (k === 'vars' || k.startsWith('vars.')) out.append(k, v);
+  return out.toString();
+}
+
+// instanceVarsQuery is varsQuery for a pipeline's instance_vars.
+export function instanceVarsQuery(iv) {
+  const out = new URLSearchParams();
+  const walk = (prefix, v) => {
+    if (v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length) {
+      for (const k of Object.keys(v).sort()) walk(prefix + '.' + k, v[k]);
+    } else out.append(prefix, JSON.stringify(v));
+  };
+  if (iv && typeof iv === 'object') for (const k of Object.keys(iv).sort()) walk('vars.' + k, iv[k]);
+  return out.toString();
+}
+
+// pageQuery keeps a list page's place: from=, to= and limit= (the API's
+// paging, which its Link headers name).
+export function pageQuery(search) {
+  const out = new URLSearchParams();
+  for (const [k, v] of new URLSearchParams(search)) if (k === 'from' || k === 'to' || k === 'limit') out.append(k, v);
+  return out.toString();
+}
+
+// withQuery appends query strings (empty ones dropped) to path.
+export function withQuery(path, ...qs) {
+  const q = qs.filter(Boolean).join('&');
+  return q ? path + (path.includes('?') ? '&' : '?') + q : path;
+}
+
+// varsLabel shows instance vars as fly does: k:v, k:v.
+export function varsLabel(iv) {
+  return Object.keys(iv || {}).sort().map((k) => `${k}:${typeof iv[k] === 'string' ? iv[k] : JSON.stringify(iv[k])}`).join(', ');
+}
 export const pipelinePath = (t, p) => `/teams/${enc(t)}/pipelines/${enc(p)}`;
 export const apiPipeline = (t, p) => `/api/v1/teams/${enc(t)}/pipelines/${enc(p)}`;

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"archive/tar"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -198,6 +199,19 @@ func TestBuildPlan(t *testing.T) {
 	got := decode[map[string]any](t, ans, 200)
 	if got["schema"] != "exec.v2" || strings.Contains(ans.body, "SECRET") || !strings.Contains(ans.body, `"name":"t"`) {
 		t.Errorf("plan %s", ans.body)
+	}
+}
+
+// A build not started yet has no plan: 404 as in Concourse, not an error
+// (the UI asks again until it has one).
+func TestBuildPlanNotYet(t *testing.T) {
+	a := newTestAPI(t)
+	for _, plan := range []string{"", "null", "{}"} {
+		a.store.builds[1].Plan = json.RawMessage(plan) // build 2
+		ans := a.do(t, "GET", "/api/v1/builds/2/plan", a.roleIn(t, "viewer"), "")
+		if ans.code != 404 {
+			t.Errorf("plan %q: %d %s", plan, ans.code, ans.body)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -64,8 +65,13 @@ func (s *Server) handleBuildEvents(w http.ResponseWriter, r *http.Request, rec d
 }
 
 // handleBuildPlan answers the build's public plan: its shape and step
-// names, without task configs or params.
+// names, without task configs or params. A job's build has none until the
+// scheduler starts it: 404, as Concourse answers then.
 func (s *Server) handleBuildPlan(w http.ResponseWriter, r *http.Request, b db.Build) {
+	if p := bytes.TrimSpace(b.Plan); len(p) == 0 || bytes.Equal(p, []byte("null")) || bytes.Equal(p, []byte("{}")) {
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
 	var plan any
 	if err := json.Unmarshal(b.Plan, &plan); err != nil {
 		s.fail(w, r, err)

@@ -22,7 +22,7 @@ var dist embed.FS
 // and the app routes within it.
 var pagePrefixes = []string{"/teams/", "/builds/"}
 
-var pages = map[string]bool{"/": true, "/login": true, "/fly_success": true, "/dashboard": true}
+var pages = map[string]bool{"/": true, "/login": true, "/fly_success": true, "/dashboard": true, "/favicon.ico": true}
 
 // Wrap answers the UI's paths and hands every other request, /api/ and
 // /sky/ included, to api. The UI's pages answer only a Host that is
@@ -82,6 +82,18 @@ func (u *ui) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// /fly_success hand the token to fly's listener on 127.0.0.1.
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "+
 		"connect-src 'self' http://127.0.0.1:*; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+	if r.URL.Path == "/favicon.ico" {
+		data, err := fs.ReadFile(u.assets, "favicon.ico")
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		// Its name has no hash: a day, then asked again.
+		h.Set("Cache-Control", "public, max-age=86400")
+		h.Set("Content-Type", "image/x-icon")
+		http.ServeContent(w, r, "favicon.ico", time.Time{}, bytes.NewReader(data))
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, "/assets/") {
 		clean := path.Clean(r.URL.Path)
 		name := strings.TrimPrefix(clean, "/")

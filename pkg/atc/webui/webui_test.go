@@ -29,7 +29,7 @@ func serve(t *testing.T, method, target string) *http.Response {
 }
 
 func TestPagesAnswerTheApp(t *testing.T) {
-	for _, p := range []string{"/", "/login?fly_port=1234", "/fly_success?fly_port=1", "/builds/12",
+	for _, p := range []string{"/", "/dashboard", "/dashboard?search=team:main", "/login?fly_port=1234", "/fly_success?fly_port=1", "/builds/12",
 		"/teams/main/pipelines/hello", "/teams/main/pipelines/hello/jobs/j/builds/3", "/teams/main/pipelines/hello/resources/r"} {
 		res := serve(t, http.MethodGet, p)
 		body, _ := io.ReadAll(res.Body)
@@ -39,6 +39,16 @@ func TestPagesAnswerTheApp(t *testing.T) {
 		if cc := res.Header.Get("Cache-Control"); cc != "no-cache" {
 			t.Errorf("GET %s: Cache-Control %q, want no-cache", p, cc)
 		}
+	}
+}
+
+// Browsers ask for /favicon.ico by themselves: it is an icon, not a 404.
+func TestFavicon(t *testing.T) {
+	res := serve(t, http.MethodGet, "/favicon.ico")
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "image/x-icon" || len(body) < 22 ||
+		string(body[:4]) != "\x00\x00\x01\x00" {
+		t.Fatalf("GET /favicon.ico: %d %s %.8q", res.StatusCode, res.Header.Get("Content-Type"), body)
 	}
 }
 
