@@ -1,10 +1,10 @@
 // Command ui measures Porter's web UI in a real headless Chromium (issue
 // 19, item 5) against a real atc-porter-runtime on the local cluster:
 //
-//   - the dashboard with 100 pipelines (5 jobs each): first contentful
-//     paint, and the time until every pipeline's card and job strip is
-//     drawn (the page is usable: "interactive");
-//   - the pipeline page of a 50-job pipeline (10 passed chains of 5): the
+//   - the dashboard with -pipelines pipelines (1,000; 5 jobs each): first
+//     contentful paint, and the time until every pipeline's card and job
+//     strip is drawn (the page is usable: "interactive");
+//   - the pipeline page of a 200-job pipeline (40 passed chains of 5): the
 //     time until the graph shows every job;
 //   - the build page of a finished 100,000-line build: the time until the
 //     last line is on screen, and the page's JS heap then.
@@ -13,7 +13,7 @@
 // context (no cache, no storage but the token). Goals: each time ≤ 1 s,
 // heap ≤ 100 MB. It prints figures and never fails on timing.
 //
-//	go run ./test/bench/ui [-n 5]
+//	go run ./test/bench/ui [-n 5] [-pipelines 1000]
 package main
 
 import (
@@ -40,10 +40,11 @@ import (
 
 func main() {
 	n := flag.Int("n", 5, "page loads of each case")
+	pipelines := flag.Int("pipelines", 1000, "pipelines on the dashboard")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, max(*n, 1)); err != nil {
+	if err := run(ctx, max(*n, 1), max(*pipelines, 1)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-ui:", err)
 		os.Exit(1)
 	}
@@ -58,7 +59,7 @@ func findChromium() (string, error) {
 	return "", errors.New("no chromium on PATH (apt-get install chromium)")
 }
 
-func run(ctx context.Context, n int) error {
+func run(ctx context.Context, n, pipelines int) error {
 	chromium, err := findChromium()
 	if err != nil {
 		return err
@@ -79,8 +80,8 @@ func run(ctx context.Context, n int) error {
 		return err
 	}
 
-	fmt.Fprintln(os.Stderr, "setting 100 pipelines and a 50-job one...")
-	if err := setPipelines(ctx, b.Fly, dir); err != nil {
+	fmt.Fprintf(os.Stderr, "setting %d pipelines and a 200-job one...\n", pipelines)
+	if err := setPipelines(ctx, b.Fly, dir, pipelines); err != nil {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "running a build that prints 100,000 lines...")
@@ -109,8 +110,8 @@ func run(ctx context.Context, n int) error {
 		what, path, ready string
 		heap              bool
 	}{
-		{"dashboard, 100 pipelines: all cards drawn", "/", `document.querySelectorAll('[data-pipeline] .seg').length >= 500`, false},
-		{"pipeline page, 50 jobs: graph drawn", "/teams/main/pipelines/fifty", `document.querySelectorAll('[data-job]').length >= 50`, false},
+		{fmt.Sprintf("dashboard, %d pipelines: all cards drawn", pipelines), "/", fmt.Sprintf(`document.querySelectorAll('[data-pipeline] .seg').length >= %d`, pipelines*5), false},
+		{"pipeline page, 200 jobs: graph drawn", "/teams/main/pipelines/twohundred", `document.querySelectorAll('[data-job]').length >= 200`, false},
 		{"build page, 100,000 lines: last line shown", fmt.Sprintf("/builds/%d", build),
 			`[...document.querySelectorAll('[data-testid=log] .txt')].some(e => e.textContent === 'line 100000')`, true},
 	}
@@ -131,7 +132,7 @@ func run(ctx context.Context, n int) error {
 		}
 		rows = append(rows, r)
 		if c.path == "/" {
-			rows = append(rows, row{what: "dashboard, 100 pipelines: first contentful paint", got: fcp})
+			rows = append(rows, row{what: fmt.Sprintf("dashboard, %d pipelines: first contentful paint", pipelines), got: fcp})
 		}
 	}
 
@@ -203,15 +204,15 @@ func measure(browser context.Context, base, token, path, ready string) (measurem
 	return m, nil
 }
 
-// setPipelines sets pipelines p000..p099 (5 jobs in a passed chain each)
-// and "fifty" (10 chains of 5 jobs), four fly processes at a time.
-func setPipelines(ctx context.Context, fly *testenv.Fly, dir string) error {
+// setPipelines sets pipelines p0000.. (5 jobs in a passed chain each) and
+// "twohundred" (40 chains of 5 jobs), four fly processes at a time.
+func setPipelines(ctx context.Context, fly *testenv.Fly, dir string, n int) error {
 	small := filepath.Join(dir, "small.yml")
 	if err := os.WriteFile(small, []byte(chains(1, 5)), 0o644); err != nil {
 		return err
 	}
-	fifty := filepath.Join(dir, "fifty.yml")
-	if err := os.WriteFile(fifty, []byte(chains(10, 5)), 0o644); err != nil {
+	big := filepath.Join(dir, "twohundred.yml")
+	if err := os.WriteFile(big, []byte(chains(40, 5)), 0o644); err != nil {
 		return err
 	}
 	names := make(chan [2]string)
@@ -233,10 +234,10 @@ func setPipelines(ctx context.Context, fly *testenv.Fly, dir string) error {
 	}
 	var err error
 feed:
-	for i := range 101 {
-		nc := [2]string{fmt.Sprintf("p%03d", i), small}
-		if i == 100 {
-			nc = [2]string{"fifty", fifty}
+	for i := range n + 1 {
+		nc := [2]string{fmt.Sprintf("p%04d", i), small}
+		if i == n {
+			nc = [2]string{"twohundred", big}
 		}
 		select {
 		case names <- nc:
