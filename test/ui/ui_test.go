@@ -285,6 +285,40 @@ var _ = Describe("the web UI", func() {
 		Eventually(evalEventually[int](c, `document.querySelectorAll('[data-testid=resume]').length`)).Should(Equal(1))
 	}, SpecTimeout(specTimeout))
 
+	It("shows a step's audit record: its pod, image, and the artifacts it took and gave with size and digest", func(ctx SpecContext) {
+		name := pipelineName("audit")
+		setPipeline(ctx, name, `jobs:
+- name: j
+  plan:
+  - task: make
+    config:
+      platform: linux
+      image_resource: {type: registry-image, source: {repository: busybox}}
+      outputs: [{name: out}]
+      run: {path: sh, args: [-c, 'head -c 3000 /dev/zero > out/f']}
+  - task: use
+    config:
+      platform: linux
+      image_resource: {type: registry-image, source: {repository: busybox}}
+      inputs: [{name: out}]
+      run: {path: sh, args: [-c, 'wc -c out/f']}
+`)
+		succeed(ctx, s.adminFly, "unpause-pipeline", "-p", name)
+		succeed(ctx, s.adminFly, "trigger-job", "-j", name+"/j", "-w")
+		c := loggedIn()
+		open(c, "/teams/main/pipelines/"+name+"/jobs/j/builds/1", `[data-testid=build-end]`)
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-step="make"] .step-head`)),
+			chromedp.Click(chromedp.CSS(`[data-step="make"] [data-testid=audit-toggle]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-step="make"] [data-testid=audit] [data-artifact="out"][data-kind="output"]`)))).To(Succeed())
+		row := eval[string](c, `document.querySelector('[data-step="make"] [data-testid=audit] [data-artifact="out"]').textContent`)
+		Expect(row).To(MatchRegexp(`output\s*out\s*\d+(\.\d)? (B|KiB)\s*(sha256|blake3):[0-9a-f]+`))
+		Expect(eval[string](c, `document.querySelector('[data-step="make"] [data-testid=audit]').textContent`)).To(ContainSubstring("SUCCEEDED"))
+		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-step="use"] .step-head`)),
+			chromedp.Click(chromedp.CSS(`[data-step="use"] [data-testid=audit-toggle]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-step="use"] [data-testid=audit] [data-artifact="out"][data-kind="input"]`)))).To(Succeed())
+		screenshot(c, "audit-record")
+	}, SpecTimeout(specTimeout))
+
 	It("streams a running build's lines as they come, in color with timestamps", func(ctx SpecContext) {
 		script := `printf '\033[31mred alert\033[0m\n'; for i in $(seq 1 40); do echo "line $i"; sleep 0.5; done`
 		res := succeed(ctx, s.adminFly, "execute", "--background", "-c", writeFile("task.yml", `platform: linux

@@ -191,8 +191,63 @@ function StepView({ node, ctx }) {
   }
 }
 
+// size is a byte count as people read it.
+function size(n) {
+  if (n < 1024) return n + ' B';
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n / 1024;
+  let i = 0;
+  for (; v >= 1024 && i < units.length - 1; i++) v /= 1024;
+  return v.toFixed(v < 10 ? 1 : 0) + ' ' + units[i];
+}
+
+// AuditRecord is what the step's sidecars wrote to the audit trail (Porter's
+// own): where it ran, its image, how it ended, and each artifact it took in
+// or gave out with its size and digest, as stored in the blobstore. The
+// build's audit is read once, when a step's record is first opened.
+function AuditRecord({ step, ctx }) {
+  const [records, setRecords] = useState(null);
+  const [err, setErr] = useState(null);
+  useEffect(() => {
+    let live = true;
+    ctx.audit().then((a) => {
+      if (!live) return;
+      const mine = Object.values((a && a.steps) || {}).filter((r) => r && r.step_name === step.name);
+      mine.sort((x, y) => (x.started_at || '').localeCompare(y.started_at || ''));
+      setRecords(mine);
+    }, (e) => live && setErr(e));
+    return () => { live = false; };
+  }, [step.name]);
+  if (err) return <ErrorBox error={err} />;
+  if (!records) return <div class="muted">reading the audit trail…</div>;
+  if (!records.length) return <div class="muted" data-testid="audit">no audit record (the step ran no pod)</div>;
+  const rows = (kind, list) => (list || []).map((a) => (
+    <tr key={kind + a.name + a.key} data-artifact={a.name} data-kind={kind}>
+      <td class="muted">{kind}</td><td>{a.name}</td><td title="as stored in the blobstore (compressed)">{size(a.size || 0)}</td>
+      <td><code title={a.key}>{(a.digest || '').slice(0, 23)}</code></td>
+    </tr>
+  ));
+  return (
+    <div class="audit" data-testid="audit">
+      {records.map((r) => (
+        <div key={r.step_id} class="audit-record">
+          <div class="muted">
+            pod <code>{r.pod || r.step_id}</code> · image <code>{r.image}</code> · {r.result}
+            {r.exit_status !== undefined && ` (exit ${r.exit_status})`}
+          </div>
+          <table class="audit-artifacts"><tbody>
+            {rows('input', r.inputs)}{rows('output', r.outputs)}{rows('cache', r.caches)}
+          </tbody></table>
+          <details><summary class="muted">result.json</summary><pre>{JSON.stringify(r, null, 2)}</pre></details>
+        </div>
+      ))}
+    </div>
+  );
+}
+
 function Leaf({ step, ctx }) {
   const [open, setOpen] = useState(null);
+  const [record, setRecord] = useState(false);
   const ran = step.status !== 'pending' && step.status !== 'not run';
   const auto = ran && (step.status !== 'succeeded' || ctx.leaves <= 1);
   const expanded = open === null ? auto : open;
@@ -229,6 +284,10 @@ function Leaf({ step, ctx }) {
             </table>
           )}
           {step.error && <div class="error step-error">{step.error}</div>}
+          {ran && ctx.audit && (
+            <button class="small" data-testid="audit-toggle" onClick={() => setRecord(!record)}>{record ? 'hide' : 'audit record'}</button>
+          )}
+          {record && <AuditRecord step={step} ctx={ctx} />}
           {hasLog ? <LogView step={step} version={ctx.version} /> : <div class="muted no-log">{ran ? 'no output' : 'did not run'}</div>}
         </div>
       )}
@@ -410,7 +469,13 @@ function BuildView({ build: initial, crumbs }) {
     const nb = await api('POST', `/api/v1/builds/${build.id}/resume`);
     navigate(withQuery(jobPage + '/builds/' + enc(nb.name), vq));
   });
-  const ctx = { buildID: build.id, target: 'TARGET', leaves: s.leaves, version };
+  // The audit trail is written as steps end: it is offered once the build
+  // has, to those who may read it, and read once.
+  if (s.done && canAct && !s.auditRead) {
+    let p = null;
+    s.auditRead = () => (p = p || get(`/api/v1/builds/${build.id}/audit`));
+  }
+  const ctx = { buildID: build.id, target: 'TARGET', leaves: s.leaves, version, audit: s.auditRead };
   const end = s.end || build.end_time;
   return (
     <Layout crumbs={crumbs}>
