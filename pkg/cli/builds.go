@@ -63,17 +63,7 @@ Ctrl-C stops watching; the build goes on.`,
 			} else if id, err = latestOneOff(ctx, c); err != nil {
 				return err
 			}
-			res, err := a.follow(ctx, c, id, false)
-			if err != nil {
-				if ctx.Err() != nil {
-					return exitStatus(ExitInterrupted)
-				}
-				return err
-			}
-			if code := res.exitCode(); code != 0 {
-				return exitStatus(code)
-			}
-			return nil
+			return a.watch(ctx, c, id)
 		},
 	}
 	cmd.Flags().StringVarP(&build, "build", "b", "", "the build's ID")

@@ -45,6 +45,23 @@ func nonZeroOr(v, otherwise int) int {
 	return otherwise
 }
 
+// watch follows a build to its end and exits as fly watch does: the
+// build's exit code, or ExitInterrupted when ctx was canceled (the build
+// goes on).
+func (a *app) watch(ctx context.Context, c *atcclient.Client, id int64) error {
+	res, err := a.follow(ctx, c, id, false)
+	if err != nil {
+		if ctx.Err() != nil {
+			return exitStatus(ExitInterrupted)
+		}
+		return err
+	}
+	if code := res.exitCode(); code != 0 {
+		return exitStatus(code)
+	}
+	return nil
+}
+
 // follow renders a build's events on stdout, as fly's eventstream does,
 // until the build ends. With abortOnCancel (execute), canceling ctx aborts
 // the build and the stream goes on until the build has stopped; otherwise

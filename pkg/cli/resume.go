@@ -48,17 +48,7 @@ With -w, its output is streamed and the command exits as watch does.`,
 			if !watch {
 				return nil
 			}
-			res, err := a.follow(ctx, c, int64(b.ID), false)
-			if err != nil {
-				if ctx.Err() != nil {
-					return exitStatus(ExitInterrupted)
-				}
-				return err
-			}
-			if code := res.exitCode(); code != 0 {
-				return exitStatus(code)
-			}
-			return nil
+			return a.watch(ctx, c, int64(b.ID))
 		},
 	}
 	cmd.Flags().StringVarP(&build, "build", "b", "", "the failed build's ID")
