@@ -52,14 +52,14 @@ func (x *RunState) declareAhead(ctx context.Context, current *concourse.Plan, re
 		if err != nil {
 			return // its turn says what is wrong
 		}
-		x.mu.Lock()
-		if x.prepared == nil {
-			x.prepared = map[concourse.PlanID]*concourse.TaskPlan{}
-		}
 		if !x.ahead.Has(current.ID) { // else its pod, declared, has it
+			x.mu.Lock()
+			if x.prepared == nil {
+				x.prepared = map[concourse.PlanID]*concourse.TaskPlan{}
+			}
 			x.prepared[current.ID] = tp
+			x.mu.Unlock()
 		}
-		x.mu.Unlock()
 		read := *current
 		read.Task = tp
 		current = &read
@@ -236,26 +236,35 @@ func (x *RunState) proceedAgain(ctx context.Context, w Worker, rec buildstate.St
 	if err == nil && !declared.Gated { // a pod replaced after a loss
 		return nil
 	}
-	var (
-		proceed *eventspb.Proceed
-		a       *action.Action
-		made    bool
-	)
 	if err == nil {
-		if proceed, a, made = lookahead.Resolve(declared, x.artifact); !made {
-			err = errors.New("its inputs were not made as declared")
+		var proceed *eventspb.Proceed
+		if proceed, _, err = x.goAhead(ctx, w, declared); err == nil {
+			err = x.r.engine.Proceed(rec.StepID, proceed)
 		}
-	}
-	if err == nil && len(proceed.Inputs) > 0 {
-		proceed.Credentials, err = x.r.pods.StepCredentials(ctx, w, a)
-	}
-	if err == nil {
-		err = x.r.engine.Proceed(rec.StepID, proceed)
 	}
 	if err != nil {
 		return Errored(fmt.Sprintf("give the step's pod its go-ahead again: %v", err))
 	}
 	return nil
+}
+
+// goAhead is the go-ahead of gated, a pod declared ahead, now that its
+// turn came: the keys of the inputs the steps before it made and, when
+// there are any, blobstore credentials that may read them (its pod's were
+// scoped when the keys were not known yet); and the action it runs with.
+func (x *RunState) goAhead(ctx context.Context, w Worker, gated *action.Action) (*eventspb.Proceed, *action.Action, error) {
+	proceed, a, made := lookahead.Resolve(gated, x.artifact)
+	if !made {
+		return nil, nil, errors.New("its inputs were not made as declared")
+	}
+	if len(proceed.Inputs) > 0 {
+		creds, err := x.r.pods.StepCredentials(ctx, w, a)
+		if err != nil {
+			return nil, nil, err
+		}
+		proceed.Credentials = creds
+	}
+	return proceed, a, nil
 }
 
 // runAhead runs a task whose pod was declared ahead: handled is false when
@@ -268,12 +277,8 @@ func (x *RunState) runAhead(ctx context.Context, p *concourse.Plan, r *buildstat
 		x.forgetAhead(ctx, ap)
 		return false, nil, false
 	}
-	proceed, a, made := lookahead.Resolve(ap.action, x.artifact)
-	if made && len(proceed.Inputs) > 0 {
-		// Its pod's credentials read only the keys known when it was declared.
-		proceed.Credentials, err = x.r.pods.StepCredentials(ctx, ap.worker, a)
-	}
-	if !made || err != nil {
+	proceed, a, err := x.goAhead(ctx, ap.worker, ap.action)
+	if err != nil {
 		// Declared again at its turn, the task says what went wrong.
 		x.withdraw(ctx, ap, "its inputs were not made as declared")
 		return false, nil, false
