@@ -433,12 +433,13 @@ func (d *DB) SaveBuildVersion(ctx context.Context, buildID, jobID int64, name st
 	ver, err := d.FindVersion(ctx, resourceID, v.Version)
 	if err == nil && len(v.Metadata) > 0 {
 		// A check reports versions without metadata; a get of one reports
-		// it, and the version keeps it (as Concourse's get does).
+		// it, and the version keeps it (as Concourse's get does). Every get
+		// of the version reports it again: only a change is written.
 		meta, err := json.Marshal(v.Metadata)
 		if err != nil {
 			return fmt.Errorf("encode the metadata of version %d: %w", ver.ID, err)
 		}
-		if _, err := d.pool.Exec(ctx, "UPDATE resource_versions SET metadata = $2::jsonb WHERE id = $1", ver.ID, string(meta)); err != nil {
+		if _, err := d.pool.Exec(ctx, "UPDATE resource_versions SET metadata = $2::jsonb WHERE id = $1 AND metadata IS DISTINCT FROM $2::jsonb", ver.ID, string(meta)); err != nil {
 			return fmt.Errorf("save the metadata of version %d: %w", ver.ID, err)
 		}
 	}
