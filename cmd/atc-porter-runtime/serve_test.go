@@ -86,6 +86,8 @@ func TestServeRefusesBadValuesNamingTheFlag(t *testing.T) {
 		{[]string{"--base-resource-type-defaults", "/nonexistent/defaults.yml"}, "--base-resource-type-defaults"},
 		{[]string{"--max-build-logs-to-retain", "-1"}, "--max-build-logs-to-retain -1: must not be negative"},
 		{[]string{"--check-pod-max-checks", "-1"}, "--check-pod-max-checks -1: must not be negative"},
+		{[]string{"--lookahead", "-1"}, "--lookahead -1: must not be negative"},
+		{[]string{"--lookahead-per-worker", "-1"}, "--lookahead-per-worker -1: must not be negative"},
 		{[]string{"--var-source-allowed-networks", "127.0.0.1/32,loopback"}, `--var-source-allowed-networks`},
 		{[]string{"stray"}, `"stray"`},
 		{[]string{"--vault-url", "http://vault:8200"}, "--vault-client-token is required"},
