@@ -529,26 +529,28 @@ function crumbsFor(b) {
   return c;
 }
 
-function useBuild(load, deps) {
-  const [state, setState] = useState({ build: null, error: null });
+// useBuild loads the build named by key. Until that build is loaded it
+// answers none: the page never shows the build it showed before under the
+// new address (it did for a frame after resume or prev/next).
+function useBuild(load, key) {
+  const [state, setState] = useState({ key: null, build: null, error: null });
   useEffect(() => {
     let live = true;
-    setState({ build: null, error: null });
-    load().then((build) => live && setState({ build, error: null }), (error) => live && setState({ build: null, error }));
+    load().then((build) => live && setState({ key, build, error: null }), (error) => live && setState({ key, build: null, error }));
     return () => { live = false; };
-  }, deps);
-  return state;
+  }, [key]);
+  return state.key === key ? state : { build: null, error: null };
 }
 
 export function Build({ id }) {
-  const { build, error } = useBuild(() => get(`/api/v1/builds/${id}`), [id]);
+  const { build, error } = useBuild(() => get(`/api/v1/builds/${id}`), String(id));
   if (!build) return <Layout crumbs={[['build ' + id]]}><ErrorBox error={error} /></Layout>;
   return <BuildView key={build.id} build={build} crumbs={crumbsFor(build)} />;
 }
 
 export function JobBuild({ team, pipeline, job, name, vq }) {
   const path = withQuery(apiPipeline(team, pipeline) + '/jobs/' + enc(job) + '/builds/' + enc(name), vq);
-  const { build, error } = useBuild(() => get(path), [path]);
+  const { build, error } = useBuild(() => get(path), path);
   if (!build) return <Layout crumbs={[[team], [pipeline, pipelinePath(team, pipeline)], [job], ['#' + name]]}><ErrorBox error={error} /></Layout>;
   return <BuildView key={build.id} build={build} crumbs={crumbsFor(build)} />;
 }

@@ -3,9 +3,12 @@ import { get, getToken, logout } from './api.js';
 import { navigate } from './router.js';
 
 // usePoll loads fn() now and every interval ms (0: once) while the page is
-// shown, as Concourse's UI refreshes by polling.
+// shown, as Concourse's UI refreshes by polling. When deps change, what
+// was loaded for the old ones is not answered for the new ones, not even
+// for the one frame before the effect runs.
 export function usePoll(fn, interval, deps) {
-  const [state, setState] = useState({ data: null, error: null, loading: true });
+  const key = JSON.stringify(deps);
+  const [state, setState] = useState({ key, data: null, error: null, loading: true });
   const fnRef = useRef(fn);
   fnRef.current = fn;
   useEffect(() => {
@@ -14,17 +17,16 @@ export function usePoll(fn, interval, deps) {
     const tick = async () => {
       try {
         const data = await fnRef.current();
-        if (live) setState({ data, error: null, loading: false });
+        if (live) setState({ key, data, error: null, loading: false });
       } catch (error) {
-        if (live) setState((s) => ({ data: s.data, error, loading: false }));
+        if (live) setState((s) => ({ key, data: s.key === key ? s.data : null, error, loading: false }));
       }
       if (live && interval) timer = setTimeout(tick, interval);
     };
-    setState({ data: null, error: null, loading: true });
     tick();
     return () => { live = false; clearTimeout(timer); };
   }, deps);
-  return state;
+  return state.key === key ? state : { data: null, error: null, loading: true };
 }
 
 export function ErrorBox({ error }) {
