@@ -89,8 +89,15 @@ func TestContainers(t *testing.T) {
 	if _, err := d.CreateContainer(ctx, Container{Type: "bogus"}); err == nil {
 		t.Fatal("a bogus type was accepted")
 	}
-	if err := d.SetContainerState(ctx, task.Handle, "created"); err != nil {
+	if err := d.SetContainerState(ctx, task.Handle, "waiting"); err != nil {
 		t.Fatal(err)
+	}
+	// Of two racing for a pod declared ahead, one moves it out of waiting.
+	if moved, err := d.MoveContainerState(ctx, task.Handle, "waiting", "created"); err != nil || !moved {
+		t.Fatalf("claim a waiting container: moved %v, %v", moved, err)
+	}
+	if moved, err := d.MoveContainerState(ctx, task.Handle, "waiting", "destroying"); err != nil || moved {
+		t.Fatalf("free a claimed container: moved %v, %v", moved, err)
 	}
 	got, err := d.Container(ctx, task.Handle)
 	if err != nil || got.State != "created" || got.PodName != "pod-1" || got.User != "root" {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/podspec"
 )
@@ -30,6 +31,7 @@ type Store interface {
 	FinishedContainers(ctx context.Context, worker string) ([]db.FinishedContainer, error)
 	SetKeptReason(ctx context.Context, handle, reason string) error
 	DeleteContainer(ctx context.Context, handle string) error
+	MoveContainerState(ctx context.Context, handle string, from, to concourse.ContainerState) (bool, error)
 	DeleteExpiredResourceCaches(ctx context.Context, cutoff time.Time) (int64, error)
 	ExpiredArtifacts(ctx context.Context, cutoff time.Time) ([]db.Artifact, error)
 	DeleteExpiredArtifact(ctx context.Context, id int64, cutoff time.Time) (deleted, keyReferenced bool, err error)

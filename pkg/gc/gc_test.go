@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/porter-ci/porter/pkg/blobstore"
+	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/podspec"
 )
@@ -52,6 +53,15 @@ func (f *fakeStore) DeleteContainer(_ context.Context, h string) error {
 	f.deleted = append(f.deleted, h)
 	f.containers = slices.DeleteFunc(f.containers, func(c db.Container) bool { return c.Handle == h })
 	return nil
+}
+func (f *fakeStore) MoveContainerState(_ context.Context, h string, from, to concourse.ContainerState) (bool, error) {
+	for i, c := range f.containers {
+		if c.Handle == h && c.State == from {
+			f.containers[i].State = to
+			return true, nil
+		}
+	}
+	return false, nil
 }
 func (f *fakeStore) DeleteExpiredResourceCaches(context.Context, time.Time) (int64, error) {
 	return 0, nil

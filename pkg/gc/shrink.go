@@ -153,6 +153,16 @@ func (c *Collector) freeAhead(ctx context.Context, w Worker, pods map[string]*co
 		if pod == nil || pod.DeletionTimestamp != nil {
 			continue
 		}
+		// Its build may be giving it the go-ahead at this moment: the pod
+		// goes only if this pass moves it out of waiting first.
+		freed, err := c.db.MoveContainerState(ctx, ct.Handle, concourse.ContainerWaiting, concourse.ContainerDestroying)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !freed {
+			continue
+		}
 		deleted, err := deletePod(ctx, w, ct.PodName, pod)
 		if err != nil {
 			errs = append(errs, err)

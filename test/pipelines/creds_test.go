@@ -19,7 +19,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"google.golang.org/protobuf/encoding/protojson"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
@@ -82,17 +84,47 @@ func apiGet(ctx context.Context, path string) string {
 	return string(body)
 }
 
+// auditPods are the pods of a build as they were created, from its audit
+// trail (pod.yaml of each step).
+func auditPods(ctx context.Context, buildID int64) []corev1.Pod {
+	GinkgoHelper()
+	store := auditStore(ctx)
+	prefix, err := testenv.AuditPrefix(ctx, store, buildID)
+	Expect(err).NotTo(HaveOccurred())
+	objs, err := store.List(ctx, prefix)
+	Expect(err).NotTo(HaveOccurred())
+	var pods []corev1.Pod
+	for _, o := range objs {
+		if !strings.HasSuffix(o.Key, "/"+blobstore.PodObject) {
+			continue
+		}
+		rc, _, err := store.Get(ctx, o.Key)
+		Expect(err).NotTo(HaveOccurred())
+		body, err := io.ReadAll(rc)
+		rc.Close()
+		Expect(err).NotTo(HaveOccurred())
+		var pod corev1.Pod
+		Expect(yaml.Unmarshal(body, &pod)).To(Succeed(), "read %s", o.Key)
+		pods = append(pods, pod)
+	}
+	return pods
+}
+
 // expectNowhere checks that no trace the build left outside its events
 // holds any of values: its pods' specs (read with the admin's client), its
 // audit trail in the blobstore, its plan in the API and in the database
 // (which keeps the ((vars)) as written).
 func expectNowhere(ctx context.Context, buildID int64, values []string, planVars []string) {
 	GinkgoHelper()
-	pods, err := s.env.Admin.CoreV1().Pods(s.ns.Name).List(ctx, metav1.ListOptions{
+	// The pods as declared, from the audit trail (a kept pod may be gone
+	// already: gc frees kept pods for a step that finds no room), and those
+	// still there.
+	pods := auditPods(ctx, buildID)
+	Expect(pods).NotTo(BeEmpty(), "build %d's audit trail has no pod to look at", buildID)
+	live, err := s.env.Admin.CoreV1().Pods(s.ns.Name).List(ctx, metav1.ListOptions{
 		LabelSelector: fmt.Sprintf("%s=%d", podspec.LabelBuild, buildID)})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(pods.Items).NotTo(BeEmpty(), "build %d left no pod to look at", buildID)
-	for _, pod := range pods.Items {
+	for _, pod := range append(pods, live.Items...) {
 		spec, err := json.Marshal(pod)
 		Expect(err).NotTo(HaveOccurred())
 		for _, v := range values {
@@ -202,11 +234,8 @@ run: {path: sh, args: [-c, 'echo "token=$TOKEN user=$USER file=$(cat src/pw) pla
 
 		id := lastBuildID(ctx, f, p, "show")
 		// The param reaches the process through the step's Secret.
-		pods, err := s.env.Admin.CoreV1().Pods(s.ns.Name).List(ctx, metav1.ListOptions{
-			LabelSelector: fmt.Sprintf("%s=%d", podspec.LabelBuild, id)})
-		Expect(err).NotTo(HaveOccurred())
 		fromSecret := map[string]bool{}
-		for _, pod := range pods.Items {
+		for _, pod := range auditPods(ctx, id) {
 			for _, c := range pod.Spec.Containers {
 				for _, e := range c.Env {
 					if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {

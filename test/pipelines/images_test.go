@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -93,13 +92,12 @@ func pushMarkedImage(ctx context.Context, marker string) (string, string) {
 	return repository, digest.String()
 }
 
-// buildPods are the step pods of a build, by step name.
+// buildPods are the step pods of a build as created (from its audit
+// trail: a kept pod may be freed already), by step name.
 func buildPods(ctx context.Context, buildID int) map[string]corev1.Pod {
 	GinkgoHelper()
-	pods, err := s.env.Admin.CoreV1().Pods(s.ns.Name).List(ctx, metav1.ListOptions{LabelSelector: podspec.BuildSelector("pipelines", strconv.Itoa(buildID))})
-	Expect(err).NotTo(HaveOccurred())
 	byStep := map[string]corev1.Pod{}
-	for _, p := range pods.Items {
+	for _, p := range auditPods(ctx, int64(buildID)) {
 		byStep[p.Annotations[podspec.AnnotationStepName]] = p
 	}
 	return byStep

@@ -224,6 +224,18 @@ func (x *RunState) dropInheritedAhead(ctx context.Context) {
 	}
 }
 
+// claimAhead moves the container of a pod declared ahead from waiting to
+// created, and says whether it was still waiting (not freed by gc).
+func (x *RunState) claimAhead(ctx context.Context, handle string) (bool, error) {
+	var claimed bool
+	err := x.r.retryDB(ctx, "claim a pod declared ahead", func(ctx context.Context) error {
+		var err error
+		claimed, err = x.r.db.MoveContainerState(ctx, handle, concourse.ContainerWaiting, concourse.ContainerCreated)
+		return err
+	})
+	return claimed, err
+}
+
 // proceedAgain gives a resumed task's pod declared ahead its go-ahead
 // again, resolved as before from its own spec (nil), or says why the step
 // errored: the server that gave it may have stopped before the sidecar had
@@ -235,6 +247,12 @@ func (x *RunState) proceedAgain(ctx context.Context, w Worker, rec buildstate.St
 	declared, err := x.r.pods.DeclaredAction(ctx, w, rec.StepID)
 	if err == nil && !declared.Gated { // a pod replaced after a loss
 		return nil
+	}
+	if err == nil {
+		// The server that stopped may not have claimed it yet. A pod gc
+		// freed meanwhile is lost, and the step starts again as after any
+		// pod loss.
+		_, err = x.claimAhead(ctx, rec.Container)
 	}
 	if err == nil {
 		var proceed *eventspb.Proceed
@@ -270,9 +288,17 @@ func (x *RunState) goAhead(ctx context.Context, w Worker, gated *action.Action) 
 // runAhead runs a task whose pod was declared ahead: handled is false when
 // the pod was withdrawn instead and the task runs as any other.
 func (x *RunState) runAhead(ctx context.Context, p *concourse.Plan, r *buildstate.StepRecord, ap *aheadPod) (ok bool, err error, handled bool) {
-	if gone, _ := x.r.pods.PodGone(ctx, ap.worker, ap.st.ID()); gone {
-		// Deleted to make room for a running step (gc's FreeWorker), or
-		// lost: the task declares its pod at its turn, as any other.
+	// gc's FreeWorker may be freeing the pod for a running step at this
+	// moment: whichever of the two moves its container out of waiting
+	// first has it.
+	claimed, err := x.claimAhead(ctx, ap.container.Handle)
+	if err != nil {
+		x.withdraw(ctx, ap, "its pod's record could not be read")
+		return false, nil, false
+	}
+	if gone, _ := x.r.pods.PodGone(ctx, ap.worker, ap.st.ID()); gone || !claimed {
+		// Freed for a running step, or lost: the task declares its pod at
+		// its turn, as any other.
 		x.r.engine.PodAhead("freed")
 		x.forgetAhead(ctx, ap)
 		return false, nil, false

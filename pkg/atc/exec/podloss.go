@@ -115,13 +115,9 @@ type declaredPod struct {
 
 // startDeclared gives the declared pod its go-ahead (nil), or says why the
 // step errored.
+// Its container was claimed (waiting to created) before: runAhead.
 func (x *RunState) startDeclared(ctx context.Context, dp *declaredPod) *eventspb.StepFinished {
 	s := x.r
-	if err := s.retryDB(ctx, "record the container's state", func(ctx context.Context) error {
-		return s.db.SetContainerState(ctx, dp.container.Handle, concourse.ContainerCreated)
-	}); err != nil {
-		s.log.Warn("container state", "container", dp.container.Handle, "err", err)
-	}
 	if err := s.engine.Proceed(dp.st.ID(), dp.proceed); err != nil {
 		return Errored(fmt.Sprintf("give the step's pod its go-ahead: %v", err))
 	}

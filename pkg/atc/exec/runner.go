@@ -87,6 +87,7 @@ type Store interface {
 	CreateArtifact(ctx context.Context, a db.Artifact) (db.Artifact, error)
 	CreateContainer(ctx context.Context, c db.Container) (db.Container, error)
 	SetContainerState(ctx context.Context, handle string, state concourse.ContainerState) error
+	MoveContainerState(ctx context.Context, handle string, from, to concourse.ContainerState) (bool, error)
 	DeleteContainer(ctx context.Context, handle string) error
 	ResourceCache(ctx context.Context, key string) (db.ResourceCache, error)
 	SaveResourceCache(ctx context.Context, c db.ResourceCache) error

@@ -90,6 +90,18 @@ func (s *Records) SetContainerState(ctx context.Context, handle string, state co
 	return nil
 }
 
+// MoveContainerState moves a container from state from to state to, and
+// says whether it was in from: of two parties racing for a pod declared
+// ahead (the build giving it its go-ahead, gc freeing it for a running
+// step), exactly one moves it out of waiting.
+func (s *Records) MoveContainerState(ctx context.Context, handle string, from, to concourse.ContainerState) (bool, error) {
+	tag, err := s.pool.Exec(ctx, "UPDATE containers SET state = $3 WHERE handle = $1 AND state = $2", handle, from, to)
+	if err != nil {
+		return false, fmt.Errorf("move container %s from %s to %s: %w", handle, from, to, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // Container looks a container up by handle.
 func (s *Records) Container(ctx context.Context, handle string) (Container, error) {
 	c, err := scanContainer(s.pool.QueryRow(ctx, "SELECT "+containerColumns+" FROM containers WHERE handle = $1", handle))
