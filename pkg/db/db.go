@@ -32,6 +32,10 @@ var ErrNotFound = pg.ErrNotFound
 // allowed (e.g. finishing a build twice).
 var ErrConflict = pg.ErrConflict
 
+// ErrWaitingLimit: a worker holds its share of pods declared ahead
+// (CreateWaitingContainer).
+var ErrWaitingLimit = containers.ErrWaitingLimit
+
 // connectTimeout bounds Open's wait for the server.
 const connectTimeout = 10 * time.Second
 

@@ -3,6 +3,7 @@ package db
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,6 +128,56 @@ func TestContainers(t *testing.T) {
 	}
 	if _, err := d.Container(ctx, task.Handle); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("container of a deleted build: %v", err)
+	}
+}
+
+// Builds declaring pods ahead at the same moment never pass a worker's
+// share: of 12 at once with room for 3, 3 are recorded.
+func TestCreateWaitingContainerKeepsTheShareExact(t *testing.T) {
+	d, _ := openTest(t)
+	ctx := t.Context()
+	team, _ := d.EnsureTeam(ctx, "main", nil)
+	b, err := d.CreateOneOffBuild(ctx, team.ID, nil, "", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One waiting already on the worker, one on another worker.
+	for _, w := range []string{"w1", "w2"} {
+		if _, err := d.CreateWaitingContainer(ctx, Container{TeamID: team.ID, BuildID: b.ID, Type: "task", WorkerName: w, StepID: "old-" + w}, 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		made    int
+		refused int
+	)
+	for i := range 12 {
+		wg.Go(func() {
+			_, err := d.CreateWaitingContainer(ctx, Container{TeamID: team.ID, BuildID: b.ID, Type: "task", WorkerName: "w1", StepID: fmt.Sprint("s", i)}, 4)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				made++
+			case errors.Is(err, ErrWaitingLimit):
+				refused++
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if made != 3 || refused != 9 {
+		t.Fatalf("made %d, refused %d: want 3 and 9", made, refused)
+	}
+	loads, err := d.WorkerLoads(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loads["w1"].Waiting != 4 || loads["w2"].Waiting != 1 {
+		t.Fatalf("waiting: w1 %d, w2 %d", loads["w1"].Waiting, loads["w2"].Waiting)
 	}
 }
 

@@ -6,6 +6,7 @@ package containers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -61,10 +62,52 @@ func scanContainer(row pgx.Row) (Container, error) {
 // CreateContainer records a container; an empty Handle gets a new UUID, an
 // empty State is "creating". A handle in use is ErrConflict.
 func (s *Records) CreateContainer(ctx context.Context, c Container) (Container, error) {
+	return createContainer(ctx, s.pool, c)
+}
+
+// ErrWaitingLimit is returned by CreateWaitingContainer when the worker
+// already holds its share of pods declared ahead.
+var ErrWaitingLimit = errors.New("the worker holds its share of pods declared ahead")
+
+// waitingLockClass is the first key of the per-worker advisory lock that
+// makes the share of pods declared ahead exact (pg's two-key locks are
+// apart from the one-key locks of db.LockID).
+const waitingLockClass = 7301
+
+// CreateWaitingContainer records the container of a pod declared ahead of
+// its turn (state waiting) only while its worker holds fewer than limit
+// such containers, from every build and server: the count and the insert
+// are one transaction under the worker's lock, so builds declaring at the
+// same moment cannot pass the share. At the limit it returns
+// ErrWaitingLimit.
+func (s *Records) CreateWaitingContainer(ctx context.Context, c Container, limit int) (Container, error) {
+	c.State = concourse.ContainerWaiting
+	var out Container
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", waitingLockClass, c.WorkerName); err != nil {
+			return fmt.Errorf("lock worker %s's pods declared ahead: %w", c.WorkerName, err)
+		}
+		var n int
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM containers WHERE worker_name = $1 AND state = 'waiting'", c.WorkerName).Scan(&n); err != nil {
+			return fmt.Errorf("count worker %s's pods declared ahead: %w", c.WorkerName, err)
+		}
+		if n >= limit {
+			return fmt.Errorf("worker %s holds %d pods declared ahead: %w", c.WorkerName, n, ErrWaitingLimit)
+		}
+		var err error
+		out, err = createContainer(ctx, tx, c)
+		return err
+	})
+	return out, err
+}
+
+func createContainer(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, c Container) (Container, error) {
 	if c.State == "" {
 		c.State = "creating"
 	}
-	out, err := scanContainer(s.pool.QueryRow(ctx, `
+	out, err := scanContainer(q.QueryRow(ctx, `
 		INSERT INTO containers (handle, team_id, build_id, build_name, plan_id, step_name, type,
 			worker_name, namespace, pod_name, step_id, state, working_directory, "user")
 		VALUES (coalesce(nullif($1, ''), gen_random_uuid()::text), $2, $3, $4, $5, $6, $7,
