@@ -131,26 +131,32 @@ var _ = Describe("the database", func() {
 		Expect(g.Wait()).To(Succeed())
 		Expect(ids).To(HaveLen(builds))
 
-		// A build running on a, aborted through b, ends aborted: b asks
-		// through the database, a acts on it.
+		// A build running on a: its step's sidecar talks to a only, and b
+		// says so instead of failing vaguely.
 		id := startBuild(ctx, flies["a"], "echo started; sleep 600")
+		tokenB, err := b.Login(ctx, adminUser, s.adminPassword)
+		Expect(err).NotTo(HaveOccurred())
+		var containers []struct{ ID, State string }
+		// Its task's container is recorded once its pod is declared (ahead
+		// of the image's check, gated, at first: waiting).
+		Eventually(ctx, func(g Gomega) {
+			code, body := call(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/teams/main/containers?build_id=%d&type=task", b.URL(), id), tokenB, nil, nil)
+			g.Expect(code).To(Equal(http.StatusOK), body)
+			g.Expect(json.Unmarshal([]byte(body), &containers)).To(Succeed())
+			g.Expect(containers).To(HaveLen(1), body)
+			g.Expect(containers[0].State).NotTo(Equal("waiting"), body)
+		}).WithTimeout(2 * time.Minute).WithPolling(250 * time.Millisecond).Should(Succeed())
+		code, body := call(ctx, http.MethodGet, b.URL()+"/api/v1/teams/main/containers/"+containers[0].ID+"/hijack", tokenB, nil, nil)
+		Expect(code).To(Equal(http.StatusNotFound), body)
+		Expect(body).To(ContainSubstring(`runs through server \"a\"`))
+
+		// Aborted through b, it ends aborted: b asks through the database,
+		// a acts on it.
 		res := succeed(ctx, flies["b"], "abort-build", "-b", strconv.Itoa(id))
 		Expect(res.Stdout).To(Equal("build successfully aborted\n"))
 		watched := run(ctx, flies["a"], "watch", "-b", strconv.Itoa(id))
 		Expect(watched.ExitCode).To(Equal(3), watched.String())
 		Expect(watched.Stdout).To(MatchRegexp(`(?m)^aborted$`))
-
-		// Its step's sidecar talks to a only: b says so instead of failing vaguely.
-		tokenB, err := b.Login(ctx, adminUser, s.adminPassword)
-		Expect(err).NotTo(HaveOccurred())
-		code, body := call(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/teams/main/containers?build_id=%d", b.URL(), id), tokenB, nil, nil)
-		Expect(code).To(Equal(http.StatusOK), body)
-		var containers []struct{ ID string }
-		Expect(json.Unmarshal([]byte(body), &containers)).To(Succeed())
-		Expect(containers).To(HaveLen(1), body)
-		code, body = call(ctx, http.MethodGet, b.URL()+"/api/v1/teams/main/containers/"+containers[0].ID+"/hijack", tokenB, nil, nil)
-		Expect(code).To(Equal(http.StatusNotFound), body)
-		Expect(body).To(ContainSubstring(`runs through server \"a\"`))
 
 		// Both servers see all ten, finished, each with its own name.
 		for name, srv := range map[string]*testenv.ATC{"a": a, "b": b} {

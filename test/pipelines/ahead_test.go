@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +31,23 @@ func stepPods(ctx context.Context, id string) map[string]action.Action {
 		}
 		a, ok := podAction(pod)
 		if ok && a.Build.ID == id {
+			out[a.StepName] = a
+		}
+	}
+	return out
+}
+
+// declaredSteps are the actions of a build's step pods as they were
+// declared, by step name, from its audit trail: the pods of a finished
+// build may be gone already (gc frees kept pods for a step that finds no
+// room), their records stay.
+func declaredSteps(ctx context.Context, id string) map[string]action.Action {
+	GinkgoHelper()
+	n, err := strconv.ParseInt(id, 10, 64)
+	Expect(err).NotTo(HaveOccurred())
+	out := map[string]action.Action{}
+	for _, pod := range auditPods(ctx, n) {
+		if a, ok := podAction(pod); ok {
 			out[a.StepName] = a
 		}
 	}
@@ -82,7 +100,7 @@ run: {path: sh, args: [-c, 'echo "read $(cat out/v)"']}`),
 		// The tasks after the first were declared while it ran: gated,
 		// and the input made by `make` named by its artifact, its key
 		// given at the go-ahead. The pod of the first was not.
-		pods := stepPods(ctx, id)
+		pods := declaredSteps(ctx, id)
 		Expect(pods).To(HaveKey("use"))
 		Expect(pods["make"].Gated).To(BeFalse(), "the first task runs at once")
 		Expect(pods["use"].Gated).To(BeTrue(), "use's pod was declared ahead")
@@ -168,7 +186,7 @@ jobs:
 		for _, name := range []string{"p1", "p2", "tried", "attempt", "hooked", "ensured"} {
 			Expect(regexp.MustCompile(`(?m)^`+name+`-ran$`).FindAllString(res.Stdout, -1)).To(HaveLen(1), "%s ran once\n%s", name, res.Stdout)
 		}
-		pods := stepPods(ctx, buildID(ctx, f, p, "j"))
+		pods := declaredSteps(ctx, buildID(ctx, f, p, "j"))
 		for _, name := range []string{"p1", "p2", "tried", "attempt", "hooked"} {
 			Expect(pods).To(HaveKey(name))
 			Expect(pods[name].Gated).To(BeTrue(), "%s's pod was declared ahead", name)
@@ -202,7 +220,7 @@ jobs:
 `)
 		res := succeed(ctx, f, "trigger-job", "-j", p+"/j", "-w")
 		Expect(regexp.MustCompile(`(?m)^b-ran$`).FindAllString(res.Stdout, -1)).To(HaveLen(1), res.Stdout)
-		pods := stepPods(ctx, buildID(ctx, f, p, "j"))
+		pods := declaredSteps(ctx, buildID(ctx, f, p, "j"))
 		Expect(pods["a"].Gated).To(BeFalse(), "a's file was read at its turn: the get before it had just made r")
 		Expect(pods["b"].Gated).To(BeTrue(), "b's file was read, and its pod declared, while a ran")
 	})
@@ -231,9 +249,9 @@ jobs:
 		Expect(res.ExitCode).NotTo(Equal(0), res.String())
 		Expect(res.Stdout).NotTo(ContainSubstring("SHOULD-NOT-RUN"))
 		id := buildID(ctx, f, p, "j")
+		Expect(declaredSteps(ctx, id)).To(HaveKey("fail"))
 		Eventually(func(g Gomega) {
 			pods := stepPods(ctx, id)
-			g.Expect(pods).To(HaveKey("fail"))
 			for _, name := range []string{"p1", "p2", "tried"} {
 				g.Expect(pods).NotTo(HaveKey(name), "the withdrawn pods are deleted")
 			}

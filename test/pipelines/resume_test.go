@@ -129,7 +129,7 @@ jobs:
 		builds := jobBuilds(ctx, f, p, "j")
 		Expect(builds[0]["name"]).To(Equal("1.1"))
 		resumedID := buildID(ctx, f, p, "j")
-		pods := stepPods(ctx, resumedID)
+		pods := declaredSteps(ctx, resumedID)
 		Expect(pods).To(HaveKey("gated"))
 		Expect(pods).NotTo(HaveKey("make"))
 		Expect(pods).NotTo(HaveKey("copy"))
