@@ -81,6 +81,9 @@ func FindChromium() (string, error) {
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
+	// A page follows the API within a second on an idle machine; CI's
+	// suites share two cores, where a second is not enough to be sure.
+	SetDefaultEventuallyTimeout(10 * time.Second)
 	chromium, err := FindChromium()
 	skipIfUnavailable(err)
 	flyBin, err := testenv.FindFly()
