@@ -345,7 +345,7 @@ run: {path: cat, args: ["repo/version"]}
 		Expect(getBuild(ctx, b.ID).Status).To(Equal(concourse.StatusSucceeded), mustJSON(evs))
 		Expect(logs(evs, events.OriginSourceStdout)).To(Equal("r1"))
 		Expect(eventsOf[events.InitializeCheck](evs)).To(HaveLen(1))
-		Expect(eventsOf[events.InitializeGet](evs)).To(HaveLen(1))
+		Expect(eventsOf[events.InitializeGet](evs)).To(HaveLen(1), "the get began twice; its log:\n%s\nserver log:\n%s", logs(evs, ""), lastLines(server.Log(), 80))
 		Expect(eventsOf[events.FinishGet](evs)).To(HaveLen(1))
 		// One pod each for the check, the get and the task: none ran twice.
 		// A pod the crashed server declared ahead for the task is dropped
