@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/porter-ci/porter/pkg/action"
-	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
 	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
+	"github.com/porter-ci/porter/pkg/atc/exec/resourceimage"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/atc/stepevents"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -258,37 +256,15 @@ func (x *RunState) identity() stepplan.Identity {
 		BuildID: b.ID, KeepAlive: x.r.cfg.KeepAlive}
 }
 
-// resourceImage is the image a resource step runs: a base type's from the
-// server's configuration, or a custom type's, found by checking its own
-// resource (a registry-image-like type: source.repository at the checked
-// version's digest).
+// resourceImage is the image a resource step runs (resourceimage): a
+// pipeline's own type's is found by checking its own resource, unless its
+// get names its version.
 func (x *RunState) resourceImage(ctx context.Context, step resourceStep) (string, error) {
 	ti := step.image
-	// A pipeline's own type names the base type at the bottom of its chain
-	// too; its image is the one its check finds.
-	if ti.BaseType != "" && ti.CheckPlan == nil && ti.GetPlan == nil {
-		types := x.r.cfg.BaseResourceTypes
-		if types == nil {
-			types = basetypes.Images()
-		}
-		image, ok := types[ti.BaseType]
-		if !ok {
-			return "", fmt.Errorf("resource type %q: this server has no image for it (known base types: %s; add one with --base-resource-type NAME=IMAGE)",
-				ti.BaseType, strings.Join(slices.Sorted(maps.Keys(types)), ", "))
-		}
-		return image, nil
+	if image, known, err := x.baseImages().Known(ti); known || err != nil {
+		return image, err
 	}
-	if image, ok := x.mirroredTypeImage(ti); ok {
-		return image, nil
-	}
-	var (
-		source  map[string]any
-		version map[string]string
-		typ     string
-	)
-	if ti.GetPlan != nil && ti.GetPlan.Get != nil {
-		source, version, typ = ti.GetPlan.Get.Source, ti.GetPlan.Get.Version, ti.GetPlan.Get.Type
-	}
+	source, typ, version := resourceimage.Source(ti)
 	if version == nil && ti.CheckPlan != nil {
 		if ti.CheckPlan.Check == nil {
 			return "", fmt.Errorf("resource type %q: its image's check plan is not a check", step.typ)
@@ -319,32 +295,12 @@ func (x *RunState) resourceImage(ctx context.Context, step resourceStep) (string
 	if err != nil {
 		return "", fmt.Errorf("resource type %q: source: %w", step.typ, err)
 	}
-	repo, _ := source["repository"].(string)
-	digest := version["digest"]
-	if repo == "" || !strings.HasPrefix(digest, "sha256:") {
-		return "", fmt.Errorf("resource type %q: its image comes from a %q resource, but only registry-image-like types (source.repository and a version with a sha256 digest) can give an image", step.typ, typ)
-	}
-	return repo + "@" + digest, nil
+	return resourceimage.Pinned(step.typ, typ, source, version)
 }
 
-// mirroredTypeImage is the image of a resource type that is a mock
-// mirroring itself (basetypes.TypeMirrorsSelf): the mock type's own image.
-func (x *RunState) mirroredTypeImage(ti concourse.TypeImage) (string, bool) {
-	if !basetypes.TypeMirrorsSelf(ti) {
-		return "", false
-	}
-	return x.mockImage()
-}
-
-// mockImage is the image of the base type mock, which a mock mirroring
-// itself gives.
-func (x *RunState) mockImage() (string, bool) {
-	types := x.r.cfg.BaseResourceTypes
-	if types == nil {
-		types = basetypes.Images()
-	}
-	image, ok := types[basetypes.Mock]
-	return image, ok
+// baseImages are the server's images of the base resource types.
+func (x *RunState) baseImages() resourceimage.Images {
+	return resourceimage.Images(x.r.cfg.BaseResourceTypes)
 }
 
 // registerResourceStep is registerStep for a resource step: its events
