@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/exec/resourceimage"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
@@ -95,14 +96,29 @@ func (x *RunState) runResource(ctx context.Context, p *concourse.Plan, r *builds
 		}
 		if !x.restartGone(ctx, p, w, rec, step.restartable) {
 			st := x.registerResourceStep(w, rec.StepID, p.ID, step.kind)
-			fin = s.resumeStep(ctx, w, st, rec.StepID)
+			if fin = x.proceedAgain(ctx, w, rec); fin == nil {
+				fin = s.resumeStep(ctx, w, st, rec.StepID)
+			}
 			return x.podEnded(ctx, r, st, fin)
 		}
 		attempt = max(rec.Attempt, 1) + 1
+	} else if ap, declared, a := x.takeAhead(ctx, p.ID); ap != nil {
+		// A put whose pod was declared ahead (lookahead.Window) runs in it.
+		initialize()
+		if !o.noWorkerEvent {
+			x.delegate(p.ID).SelectedWorker(ap.worker.Name())
+		}
+		st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: ap.worker, action: a, restartable: step.restartable, attempt: 1,
+			container: x.resourceContainer(p, step, ap.worker, a), secrets: ap.secrets, declared: declared,
+			register: func(id string) *StepState { return x.registerResourceStep(ap.worker, id, p.ID, step.kind) }})
+		if err != nil {
+			return nil, true, err
+		}
+		return x.podEnded(ctx, r, st, fin)
 	}
 
 	initialize()
-	a, stdin, err := x.resolveResource(ctx, p, step, request)
+	a, stdin, err := x.resolveResource(ctx, p, step, request, x.allArtifacts())
 	if err == nil && o.cache != nil {
 		var hit bool
 		hit, err = o.cache(a.Image)
@@ -123,9 +139,7 @@ func (x *RunState) runResource(ctx context.Context, p *concourse.Plan, r *builds
 		_, err = x.failResource(ctx, p, r, err)
 		return nil, true, err
 	}
-	if img, ok := w.BaseResourceType(step.image.BaseType); ok && step.image.CheckPlan == nil && step.image.GetPlan == nil {
-		a.Image = img // the worker provides its own image of the base type
-	}
+	x.workerImage(w, step, a)
 	if !o.noWorkerEvent {
 		d.SelectedWorker(w.Name())
 	}
@@ -138,14 +152,29 @@ func (x *RunState) runResource(ctx context.Context, p *concourse.Plan, r *builds
 		return fin, false, nil
 	}
 	st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: w, action: a, restartable: step.restartable, attempt: attempt,
-		container: db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
-			StepName: step.name, Type: step.kind, WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir},
-		secrets:  podspec.Secrets{Stdin: stdin},
-		register: func(id string) *StepState { return x.registerResourceStep(w, id, p.ID, step.kind) }})
+		container: x.resourceContainer(p, step, w, a),
+		secrets:   podspec.Secrets{Stdin: stdin},
+		register:  func(id string) *StepState { return x.registerResourceStep(w, id, p.ID, step.kind) }})
 	if err != nil {
 		return nil, true, err
 	}
 	return x.podEnded(ctx, r, st, fin)
+}
+
+// workerImage gives a step of a base type the worker's own image of it,
+// when the worker has one.
+func (x *RunState) workerImage(w Worker, step resourceStep, a *action.Action) {
+	if img, ok := w.BaseResourceType(step.image.BaseType); ok && step.image.CheckPlan == nil && step.image.GetPlan == nil {
+		a.Image = img
+	}
+}
+
+// resourceContainer is the record of a resource step's container on w,
+// but for its pod.
+func (x *RunState) resourceContainer(p *concourse.Plan, step resourceStep, w Worker, a *action.Action) db.Container {
+	b := x.b
+	return db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
+		StepName: step.name, Type: step.kind, WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir}
 }
 
 // podEnded shows a pod's error and lets its pod go; the record is written
@@ -198,10 +227,10 @@ func (x *RunState) failResource(ctx context.Context, p *concourse.Plan, r *build
 	return false, err
 }
 
-// resolveResource turns a resource step into an action.
-// The request is returned apart: it travels in the step's Secret, as the
-// source may hold credentials.
-func (x *RunState) resolveResource(ctx context.Context, p *concourse.Plan, step resourceStep, request func() (map[string]any, error)) (*action.Action, []byte, error) {
+// resolveResource turns a resource step into an action, a put's inputs
+// found among all. The request is returned apart: it travels in the
+// step's Secret, as the source may hold credentials.
+func (x *RunState) resolveResource(ctx context.Context, p *concourse.Plan, step resourceStep, request func() (map[string]any, error), all map[string]api.ArtifactRef) (*action.Action, []byte, error) {
 	if err := x.r.pods.CheckPlacement(privilegedRequirements(worker.StepRequirements(x.b.Team, step.tags, "", false), step.image.Privileged)); err != nil {
 		return nil, nil, err
 	}
@@ -235,9 +264,6 @@ func (x *RunState) resolveResource(ctx context.Context, p *concourse.Plan, step 
 		r.Env = stepplan.ResourceEnv(id.Build, x.r.cfg.ExternalURL)
 	case concourse.KindPut:
 		r.Env = stepplan.ResourceEnv(id.Build, x.r.cfg.ExternalURL)
-		x.mu.Lock()
-		all := maps.Clone(x.artifacts)
-		x.mu.Unlock()
 		if r.Inputs, err = stepplan.PutInputs(p.Put, all); err != nil {
 			return nil, nil, err
 		}
@@ -247,6 +273,13 @@ func (x *RunState) resolveResource(ctx context.Context, p *concourse.Plan, step 
 		return nil, nil, err
 	}
 	return a, body, nil
+}
+
+// allArtifacts are the build's artifacts now.
+func (x *RunState) allArtifacts() map[string]api.ArtifactRef {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return maps.Clone(x.artifacts)
 }
 
 // identity is what names the actions of the build's steps.
