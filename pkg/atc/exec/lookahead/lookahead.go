@@ -1,5 +1,5 @@
-// Package lookahead decides which steps of a serial sequence (tasks, puts,
-// gets) have their pods declared ahead of their turn, turns such a step's
+// Package lookahead decides which steps of a serial sequence (tasks and
+// puts) have their pods declared ahead of their turn, turns such a step's
 // action into a gated one and back, and keeps the pods so declared until
 // their turn or their withdrawal. Declaring, running and withdrawing a pod
 // are exec's.
@@ -119,12 +119,12 @@ func declarable(p *concourse.Plan, made map[string]bool, images resourceimage.Im
 		// be known without running its type's check, a step of the build
 		// of its own that runs at the put's turn.
 		return !images.NeedsCheck(p.Put.TypeImage)
-	case concourse.KindGet:
-		// Its version was chosen by the scheduler before the build began.
-		// Not a put's implicit get (version_from): its version is the one
-		// the put makes, known only once the put ran.
-		return p.Get.VersionFrom == nil && p.Get.Version != nil && !images.NeedsCheck(p.Get.TypeImage)
 	}
+	// Not a get, yet. A later get's version was chosen by the scheduler
+	// before the build began, so its action is known; but at its turn the
+	// resource cache may hold that version, and exec's get does not take
+	// a declared pod. A put's implicit get (version_from) never can be:
+	// its version is the one the put makes, known only once the put ran.
 	return false
 }
 

@@ -96,7 +96,8 @@ func TestWindow(t *testing.T) {
 		{name: "a put whose type is a mock mirroring itself is declared", rest: []concourse.Plan{mirroredPut}, n: 4, want: []string{"mirrored"}},
 		{name: "a put of an unknown base type is declared (its declaration fails, its turn says why)",
 			rest: []concourse.Plan{{ID: "s3", Put: &concourse.PutPlan{Name: "s3", Type: "s3", TypeImage: concourse.TypeImage{BaseType: "s3"}}}}, n: 4, want: []string{"s3"}},
-		{name: "a later get whose version the scheduler chose", rest: []concourse.Plan{task("t1", plain), versioned}, n: 4, want: []string{"t1", "gv"}},
+		{name: "not a later get, even one whose version the scheduler chose", rest: []concourse.Plan{task("t1", plain), versioned, task("t2", plain)}, n: 4,
+			want: []string{"t1", "t2"}, made: map[string][]string{"t2": {"me", "v"}}},
 		{name: "not a get without a version", rest: []concourse.Plan{get, task("t1", plain)}, n: 4, want: []string{"t1"}},
 		{name: "puts in parallel count towards n", rest: []concourse.Plan{{ID: "par", InParallel: &concourse.InParallelPlan{Steps: []concourse.Plan{
 			put, {ID: "p2", Put: &concourse.PutPlan{Name: "out2", Type: "mock", TypeImage: concourse.TypeImage{BaseType: "mock"}}}}}}, task("t2", plain)}, n: 2,
@@ -216,5 +217,26 @@ func TestPods(t *testing.T) {
 	ps.WithdrawAll(withdraw)
 	if !slices.Contains(withdrawn, "pod-slow") {
 		t.Errorf("withdrawn %v: the slow pod was left", withdrawn)
+	}
+}
+
+func TestAvailableToAPutDeclaredAhead(t *testing.T) {
+	now := map[string]api.ArtifactRef{"repo": {Key: "k-repo", Digest: "d-repo"}, "built": {Key: "k-old"}}
+	all := Available(map[string]bool{"built": true, "notes": true}, now)
+	if len(all) != 3 || all["repo"].Key != "k-repo" || all["built"].Key != pendingKey || all["notes"].Key != pendingKey {
+		t.Fatalf("Available = %v: want repo as it is, built (made again) and notes pending", all)
+	}
+	if now["built"].Key != "k-old" {
+		t.Fatalf("Available changed the build's artifacts: %v", now)
+	}
+	// The put's inputs built from them gate as a task's do.
+	a := &action.Action{StepID: "s", Build: action.Build{ID: "1", Team: "main"}, StepName: "out", Type: action.KindPut,
+		Run: action.Run{Path: "/opt/resource/out"}, WorkDir: "/tmp/build/put", StdinSecret: true,
+		Inputs: []action.Input{{Name: "built", Path: "built", Key: all["built"].Key}, {Name: "repo", Path: "repo", Key: all["repo"].Key}}}
+	if err := Gate(a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Inputs[0].From != "built" || a.Inputs[0].Key != "" || a.Inputs[1].Key != "k-repo" {
+		t.Fatalf("gated inputs %+v", a.Inputs)
 	}
 }
