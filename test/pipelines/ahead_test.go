@@ -389,7 +389,11 @@ run: {path: sh, args: [-c, 'echo "after got $(cat out/version)"']}`)))
 		Expect(pods["get out"][0].Gated).To(BeFalse(), "the put's implicit get fetches the version the put makes: not declared ahead")
 		Expect(pods["task after"]).To(HaveLen(1))
 		Expect(pods["task after"][0].Gated).To(BeTrue(), "the window goes on past the put")
-		Expect(stepResult(ctx, id, put.StepID)).To(MatchRegexp(`"result":\s*"succeeded"`))
+		// Its audit record: it ran in that pod, with the key the go-ahead
+		// gave, of what make stored.
+		result := stepResult(ctx, id, put.StepID)
+		Expect(result).To(MatchRegexp(`"result":\s*"SUCCEEDED"`))
+		Expect(result).To(MatchRegexp(fmt.Sprintf(`"name":\s*"built",\s*"key":\s*"blobs/main/b%d-make-`, id)))
 	})
 
 	It("withdraws a put declared ahead when the task before it fails: out never runs, and its audit record says so", func(ctx SpecContext) {
