@@ -93,7 +93,7 @@ type Config struct {
 	CheckPodLifetime time.Duration
 	// CheckPodMaxChecks bounds the checks one check pod runs at once.
 	CheckPodMaxChecks int
-	// Lookahead is how many tasks of a serial sequence have their pods
+	// Lookahead is how many tasks and puts of a serial sequence have their pods
 	// declared ahead of their turn (0: none).
 	Lookahead int
 	// VarSourceAllowedNetworks may be reached by pipelines' var_sources

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,7 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/podspec"
+	"github.com/porter-ci/porter/test/testenv"
 )
 
 // stepPods are the step pods of build id in the suite's namespace, by
@@ -300,5 +303,146 @@ jobs:
 			g.Expect(stepPods(ctx, id)).NotTo(HaveKey("next"))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		Expect(succeed(ctx, f, "curl", "/api/v1/builds/"+id+"/audit").Stdout).To(ContainSubstring("not run: the build was aborted"))
+	})
+})
+
+// declaredActions are the actions of build id's step pods as they were
+// created, from its audit trail (a kept pod may be freed already), by
+// "<type> <step name>" (a put and its implicit get share the name).
+func declaredActions(ctx context.Context, id int64) map[string][]action.Action {
+	GinkgoHelper()
+	out := map[string][]action.Action{}
+	for _, pod := range auditPods(ctx, id) {
+		if a, ok := podAction(pod); ok {
+			key := string(a.Type) + " " + a.StepName
+			out[key] = append(out[key], a)
+		}
+	}
+	return out
+}
+
+// stepResult is the result.json of a step's audit record: how its sidecar
+// said it ended.
+func stepResult(ctx context.Context, buildID int64, stepID string) string {
+	GinkgoHelper()
+	store := auditStore(ctx)
+	prefix, err := testenv.AuditPrefix(ctx, store, buildID)
+	Expect(err).NotTo(HaveOccurred())
+	rc, _, err := store.Get(ctx, prefix+"steps/"+stepID+"/"+blobstore.ResultObject)
+	Expect(err).NotTo(HaveOccurred(), "step %s has no result.json", stepID)
+	defer rc.Close()
+	body, err := io.ReadAll(rc)
+	Expect(err).NotTo(HaveOccurred())
+	return string(body)
+}
+
+// outputOf is the builds that put version {version: v} of resource r of
+// pipeline p (its output_of).
+func outputOf(ctx context.Context, f *testenv.Fly, p, r, v string) []int64 {
+	GinkgoHelper()
+	var versions []struct {
+		ID      int64             `json:"id"`
+		Version map[string]string `json:"version"`
+	}
+	Expect(json.Unmarshal([]byte(succeed(ctx, f, "resource-versions", "-r", p+"/"+r, "--json").Stdout), &versions)).To(Succeed())
+	for _, rv := range versions {
+		if rv.Version["version"] != v {
+			continue
+		}
+		var builds []struct {
+			ID int64 `json:"id"`
+		}
+		body := apiGet(ctx, fmt.Sprintf("/api/v1/teams/main/pipelines/%s/resources/%s/versions/%d/output_of", p, r, rv.ID))
+		Expect(json.Unmarshal([]byte(body), &builds)).To(Succeed(), body)
+		var ids []int64
+		for _, b := range builds {
+			ids = append(ids, b.ID)
+		}
+		return ids
+	}
+	Fail(fmt.Sprintf("resource %s of %s has no version %s", r, p, v))
+	return nil
+}
+
+var _ = Describe("puts declared ahead of their turn", func() {
+	It("declares a put's pod while the task before it runs, gives it the task's output at the go-ahead, and the put runs once, its version recorded", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("put-ahead")
+		marker := "put-" + strings.ToLower(p[len(p)-6:])
+		setPipeline(ctx, f, p, fmt.Sprintf(`
+resources:
+- name: out
+  type: mock
+jobs:
+- name: j
+  plan:
+  - task: make
+    config:
+%s  - put: out
+    params: {file: built/version}
+  - task: after
+    config:
+%s`,
+			// Long enough that the put's pod is up and waiting.
+			busyboxTask("      ", fmt.Sprintf(`outputs: [{name: built}]
+run: {path: sh, args: [-c, 'sleep 4; printf %s > built/version']}`, marker)),
+			busyboxTask("      ", `inputs: [{name: out}]
+run: {path: sh, args: [-c, 'echo "after got $(cat out/version)"']}`)))
+		res := succeed(ctx, f, "trigger-job", "-j", p+"/j", "-w")
+		Expect(regexp.MustCompile(`put version `+marker).FindAllString(res.Stdout, -1)).To(HaveLen(1), "the put ran once\n%s", res.Stdout)
+		Expect(res.Stdout).To(ContainSubstring("after got " + marker))
+		id := lastBuildID(ctx, f, p, "j")
+		Expect(outputOf(ctx, f, p, "out", marker)).To(ConsistOf(id), "the put's version is recorded as the build's output")
+
+		pods := declaredActions(ctx, id)
+		Expect(pods["task make"]).To(HaveLen(1))
+		Expect(pods["task make"][0].Gated).To(BeFalse(), "the first task runs at once")
+		Expect(pods["put out"]).To(HaveLen(1), "one pod for the put")
+		put := pods["put out"][0]
+		Expect(put.Gated).To(BeTrue(), "the put's pod was declared ahead")
+		Expect(put.StdinSecret).To(BeTrue(), "its request (source, params) is in its Secret")
+		Expect(put.Inputs).To(ConsistOf(And(HaveField("Name", "built"), HaveField("From", "built"), HaveField("Key", ""))),
+			"its input made by the task is named by its artifact, its key given at the go-ahead")
+		Expect(pods["get out"]).To(HaveLen(1))
+		Expect(pods["get out"][0].Gated).To(BeFalse(), "the put's implicit get fetches the version the put makes: not declared ahead")
+		Expect(pods["task after"]).To(HaveLen(1))
+		Expect(pods["task after"][0].Gated).To(BeTrue(), "the window goes on past the put")
+		// Its audit record: it ran in that pod, with the key the go-ahead
+		// gave, of what make stored.
+		result := stepResult(ctx, id, put.StepID)
+		Expect(result).To(MatchRegexp(`"result":\s*"SUCCEEDED"`))
+		Expect(result).To(MatchRegexp(fmt.Sprintf(`"name":\s*"built",\s*"key":\s*"blobs/main/b%d-make-`, id)))
+	})
+
+	It("withdraws a put declared ahead when the task before it fails: out never runs, and its audit record says so", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("put-withdraw")
+		setPipeline(ctx, f, p, fmt.Sprintf(`
+resources:
+- name: out
+  type: mock
+jobs:
+- name: j
+  plan:
+  - task: fail
+    config:
+%s  - put: out
+    params: {version: should-not-put}
+`, busyboxTask("      ", `run: {path: sh, args: [-c, 'sleep 4; exit 1']}`)))
+		res := run(ctx, f, "trigger-job", "-j", p+"/j", "-w")
+		Expect(res.ExitCode).NotTo(Equal(0), res.String())
+		Expect(res.Stdout).To(ContainSubstring("failed"))
+		Expect(res.Stdout).NotTo(ContainSubstring("put version"))
+		id := lastBuildID(ctx, f, p, "j")
+
+		pods := declaredActions(ctx, id)
+		Expect(pods["put out"]).To(HaveLen(1), "the put's pod was declared while the task ran")
+		put := pods["put out"][0]
+		Expect(put.Gated).To(BeTrue())
+		Eventually(func(g Gomega) {
+			g.Expect(stepPods(ctx, fmt.Sprint(id))).NotTo(HaveKey("out"), "the withdrawn pod is deleted")
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(stepResult(ctx, id, put.StepID)).To(ContainSubstring("not run: an earlier step failed"))
+		Expect(succeed(ctx, f, "resource-versions", "-r", p+"/out").Stdout).NotTo(ContainSubstring("should-not-put"), "no version was put")
 	})
 })

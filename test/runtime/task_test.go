@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -507,12 +508,13 @@ run: {path: ls}
 		Eventually(func() []string { return buildPodNames(ctx, b.ID) }).WithTimeout(30 * time.Second).ShouldNot(ContainElement(inherited))
 	})
 
-	It("gives a pod declared ahead its go-ahead again when the server stopped after saving its task's start", func(ctx SpecContext) {
-		var ids planIDs
+	// goAheadAgain: a server stops after saving that step next runs in its
+	// pod declared ahead, before the go-ahead reached the sidecar; the next
+	// server gives it again, and next prints ran once.
+	goAheadAgain := func(ctx context.Context, ids *planIDs, next concourse.Plan, ran string) {
+		GinkgoHelper()
 		long := concourse.Plan{ID: ids.next(), Task: &concourse.TaskPlan{Name: "long",
 			Config: taskConfigJSON(busyboxTask + "run: {path: sh, args: [-c, 'sleep 6']}\n")}}
-		next := concourse.Plan{ID: ids.next(), Task: &concourse.TaskPlan{Name: "next",
-			Config: taskConfigJSON(busyboxTask + "run: {path: echo, args: [next-ran]}\n")}}
 		b, err := api().CreateBuild(ctx, "", concourse.Plan{ID: ids.next(), Do: &concourse.DoPlan{long, next}})
 		Expect(err).NotTo(HaveOccurred())
 		var declared buildstate.AheadPod
@@ -530,10 +532,10 @@ run: {path: ls}
 			return false
 		}).WithTimeout(time.Minute).Should(BeTrue(), "next's pod is declared ahead and runs, gated")
 		Expect(server.Kill()).To(Succeed())
-		// What a server leaves when it stops between saving that the task
+		// What a server leaves when it stops between saving that the step
 		// runs in its declared pod and the go-ahead reaching the sidecar.
 		st := buildState(ctx, b.ID)
-		st.Steps[next.ID] = &buildstate.StepRecord{Name: "next", Type: concourse.KindTask, StepID: declared.StepID,
+		st.Steps[next.ID] = &buildstate.StepRecord{Name: "next", Type: next.Kind(), StepID: declared.StepID,
 			Worker: declared.Worker, Container: declared.Container, Status: concourse.StatusStarted, Gated: true}
 		delete(st.Ahead, next.ID)
 		saveBuildState(ctx, b.ID, st)
@@ -541,8 +543,20 @@ run: {path: ls}
 
 		awaitEnded(ctx, b.ID)
 		Expect(endedStatus(ctx, b.ID)).To(Equal(concourse.StatusSucceeded))
-		Expect(logCount(ctx, b.ID, "next-ran")).To(Equal(1), "next ran once")
+		Expect(logCount(ctx, b.ID, ran)).To(Equal(1), "next ran once")
 		Expect(buildPodNames(ctx, b.ID)).To(ContainElement(podspec.Name(declared.StepID)), "next ran in the pod declared ahead")
+	}
+
+	It("gives a pod declared ahead its go-ahead again when the server stopped after saving its task's start", func(ctx SpecContext) {
+		var ids planIDs
+		goAheadAgain(ctx, &ids, concourse.Plan{ID: ids.next(), Task: &concourse.TaskPlan{Name: "next",
+			Config: taskConfigJSON(busyboxTask + "run: {path: echo, args: [next-ran]}\n")}}, "next-ran")
+	})
+
+	It("gives a put's pod declared ahead its go-ahead again when the server stopped after saving the put's start", func(ctx SpecContext) {
+		var ids planIDs
+		goAheadAgain(ctx, &ids, concourse.Plan{ID: ids.next(), Put: &concourse.PutPlan{Name: "next", Type: "mock",
+			TypeImage: concourse.TypeImage{BaseType: "mock"}, Params: map[string]any{"version": "put-again"}}}, "put version put-again")
 	})
 
 	It("finishes a running build across a crash of the server, losing no line", func(ctx SpecContext) {

@@ -19,26 +19,27 @@ import (
 )
 
 // Pods declared ahead (package lookahead): while a step of a serial
-// sequence runs, the pods of the next tasks whose action is known are
-// declared, gated; at a task's turn its pod gets the go-ahead, and a task
-// that is not to run after all has its pod withdrawn.
+// sequence runs, the pods of the next tasks and puts whose action is known
+// are declared, gated; at a step's turn its pod gets the go-ahead, and a
+// step that is not to run after all has its pod withdrawn.
 
-// aheadPod is a task's pod declared ahead of its turn.
+// aheadPod is a step's pod declared ahead of its turn.
 type aheadPod struct {
-	plan        concourse.PlanID
-	action      *action.Action
+	plan   concourse.PlanID
+	action *action.Action
+	// eventConfig is a task's (none for a put).
 	eventConfig events.TaskConfig
 	worker      Worker
 	st          *StepState
 	container   db.Container
 	secrets     podspec.Secrets
-	// span is the task's step span, begun when its pod was declared: the
+	// span is the step's span, begun when its pod was declared: the
 	// pod's phases and its sidecar's spans are its children.
 	span trace.Span
 }
 
 // declareAhead declares, beside the running step current, the pods of the
-// tasks after it whose action is known (lookahead.Window).
+// steps after it whose action is known (lookahead.Window).
 func (x *RunState) declareAhead(ctx context.Context, current *concourse.Plan, rest []concourse.Plan) {
 	// Not within across: its values share the plan's IDs, and each
 	// value's steps see vars of their own.
@@ -64,12 +65,12 @@ func (x *RunState) declareAhead(ctx context.Context, current *concourse.Plan, re
 		read.Task = tp
 		current = &read
 	}
-	for _, d := range lookahead.Window(current, rest, x.r.cfg.Lookahead) {
+	for _, d := range lookahead.Window(current, rest, x.r.cfg.Lookahead, x.baseImages()) {
 		if x.ahead.Has(d.Plan.ID) || x.begun(d.Plan.ID) {
 			continue
 		}
-		// The task's step span begins now: its image's check, its pod's
-		// phases and its sidecar's spans are its children. The task runs
+		// The step's span begins now: a task's image's check, its pod's
+		// phases and its sidecar's spans are its children. The step runs
 		// under it at its turn (observed).
 		sctx, span := x.stepSpan(ctx, d.Plan)
 		x.mu.Lock()
@@ -101,10 +102,13 @@ func (x *RunState) begun(id concourse.PlanID) bool {
 	return begun
 }
 
-// declare resolves the task of d as it would run, places it on a worker
+// declare resolves the step of d as it would run, places it on a worker
 // that can take it now, and creates its pod, gated.
 func (x *RunState) declare(ctx context.Context, d lookahead.Decl) (*aheadPod, error) {
-	s, b, p, tp := x.r, x.b, d.Plan, d.Plan.Task
+	if d.Plan.Task == nil {
+		return x.declareResource(ctx, d)
+	}
+	b, p, tp := x.b, d.Plan, d.Plan.Task
 	a, eventConfig, pull, secretParams, err := x.resolvePreparedTaskWith(ctx, p, lookahead.Lookup(d.Made, x.artifact))
 	if err == nil {
 		err = lookahead.Gate(a)
@@ -112,37 +116,83 @@ func (x *RunState) declare(ctx context.Context, d lookahead.Decl) (*aheadPod, er
 	if err != nil {
 		return nil, err
 	}
-	// A worker that cannot take the task now is not waited for: the task
-	// waits at its turn, as any other.
-	pctx, giveUp := context.WithCancel(ctx)
-	req := privilegedRequirements(worker.StepRequirements(b.Team, tp.Tags, eventConfig.Platform, true), tp.Privileged)
-	req.Ahead = true
-	w, err := s.pods.Place(pctx, req, func(string) { giveUp() })
-	giveUp()
-	if err != nil {
-		return nil, fmt.Errorf("place: %w", err)
-	}
-	c := x.taskContainer(p, w, a)
-	c.PodName, c.StepID, c.State = podspec.Name(a.StepID), a.StepID, concourse.ContainerWaiting
-	c, err = s.recordContainer(ctx, c)
+	w, err := x.placeAhead(ctx, privilegedRequirements(worker.StepRequirements(b.Team, tp.Tags, eventConfig.Platform, true), tp.Privileged))
 	if err != nil {
 		return nil, err
 	}
+	ap := &aheadPod{plan: p.ID, action: a, eventConfig: eventConfig, worker: w, container: x.taskContainer(p, w, a),
+		secrets: podspec.Secrets{ImagePull: pull, Params: secretParams}}
+	return ap, x.declarePod(ctx, ap, func(id string) *StepState { return x.registerStep(w, id, p.ID, eventConfig) })
+}
+
+// declareResource declares the pod of a put (lookahead.Window) as its
+// turn would: its request (source and params, their ((vars)) filled in
+// now) in its Secret, its inputs named, those the steps before it make
+// by the artifact they come from.
+func (x *RunState) declareResource(ctx context.Context, d lookahead.Decl) (*aheadPod, error) {
+	p := x.r.cfg.BaseResourceTypeDefaults.Apply(d.Plan)
+	if p.Put == nil {
+		return nil, fmt.Errorf("plan %s: only tasks and puts are declared ahead", p.ID)
+	}
+	step, request := x.putStep(ctx, p)
+	if x.baseImages().NeedsCheck(step.image) {
+		// Its type's check is a step of the build, run at the put's turn.
+		return nil, fmt.Errorf("put %q: its type's image is known only once its check ran", step.name)
+	}
+	a, stdin, err := x.resolveResource(ctx, p, step, request, lookahead.Available(d.Made, x.allArtifacts()))
+	if err == nil {
+		err = lookahead.Gate(a)
+	}
+	if err != nil {
+		return nil, err
+	}
+	w, err := x.placeAhead(ctx, privilegedRequirements(worker.StepRequirements(x.b.Team, step.tags, "", false), step.image.Privileged))
+	if err != nil {
+		return nil, err
+	}
+	x.workerImage(w, step, a)
+	ap := &aheadPod{plan: p.ID, action: a, worker: w, container: x.resourceContainer(p, step, w, a), secrets: podspec.Secrets{Stdin: stdin}}
+	return ap, x.declarePod(ctx, ap, func(id string) *StepState { return x.registerResourceStep(w, id, p.ID, step.kind) })
+}
+
+// placeAhead places a step declared ahead: a worker that cannot take it
+// now is not waited for, the step waits at its turn, as any other.
+func (x *RunState) placeAhead(ctx context.Context, req worker.Requirements) (Worker, error) {
+	pctx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	req.Ahead = true
+	w, err := x.r.pods.Place(pctx, req, func(string) { giveUp() })
+	if err != nil {
+		return nil, fmt.Errorf("place: %w", err)
+	}
+	return w, nil
+}
+
+// declarePod records the container of ap (waiting) and the pod in the
+// build's state, registers its step and creates its pod, gated.
+func (x *RunState) declarePod(ctx context.Context, ap *aheadPod, register func(stepID string) *StepState) error {
+	s, b, a, w := x.r, x.b, ap.action, ap.worker
+	c := ap.container
+	c.PodName, c.StepID, c.State = podspec.Name(a.StepID), a.StepID, concourse.ContainerWaiting
+	c, err := s.recordContainer(ctx, c)
+	if err != nil {
+		return err
+	}
+	ap.container = c
 	b.Update(func() {
 		if b.State.Ahead == nil {
 			b.State.Ahead = map[concourse.PlanID]buildstate.AheadPod{}
 		}
-		b.State.Ahead[p.ID] = buildstate.AheadPod{StepID: a.StepID, Worker: w.Name(), Container: c.Handle}
+		b.State.Ahead[ap.plan] = buildstate.AheadPod{StepID: a.StepID, Worker: w.Name(), Container: c.Handle}
 	})
 	s.SaveState(ctx, b)
-	ap := &aheadPod{plan: p.ID, action: a, eventConfig: eventConfig, worker: w, container: c,
-		secrets: podspec.Secrets{ImagePull: pull, Params: secretParams, Redact: x.d.SecretValues()}}
-	ap.st = x.registerStep(w, a.StepID, p.ID, eventConfig)
+	ap.secrets.Redact = x.d.SecretValues()
+	ap.st = register(a.StepID)
 	if err := s.createStepPod(ctx, w, a, ap.secrets); err != nil {
 		x.forgetAhead(context.WithoutCancel(ctx), ap)
-		return nil, fmt.Errorf("create the pod: %w", err)
+		return fmt.Errorf("create the pod: %w", err)
 	}
-	return ap, nil
+	return nil
 }
 
 // withdrawAhead withdraws the pods declared for the steps of rest, which
@@ -151,7 +201,7 @@ func (x *RunState) withdrawAhead(ctx context.Context, rest []concourse.Plan, why
 	x.ahead.Withdraw(rest, func(ap *aheadPod) { x.withdraw(ctx, ap, why) })
 }
 
-// withdraw stops a pod declared ahead whose task is not to run: supervised
+// withdraw stops a pod declared ahead whose step is not to run: supervised
 // as an aborted step, its sidecar is told why, which its sealed audit
 // record keeps (a pod whose sidecar has not connected yet is deleted at
 // once), then the pod and its records go.
@@ -195,7 +245,7 @@ func (x *RunState) endAhead(ctx context.Context) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, span := range x.aheadSpans {
-		span.End() // of tasks that never had their turn
+		span.End() // of steps that never had their turn
 	}
 	x.aheadSpans = nil
 }
@@ -212,7 +262,7 @@ func (x *RunState) aheadSpan(id concourse.PlanID) (trace.Span, bool) {
 
 // dropInheritedAhead deletes, before a resumed build runs again, the pods
 // a previous server declared ahead and did not give the go-ahead: their
-// tasks declare pods again at their turn.
+// steps declare pods again at their turn.
 func (x *RunState) dropInheritedAhead(ctx context.Context) {
 	var left map[concourse.PlanID]buildstate.AheadPod
 	x.b.Update(func() { left = x.b.State.Ahead })
@@ -236,7 +286,7 @@ func (x *RunState) claimAhead(ctx context.Context, handle string) (bool, error) 
 	return claimed, err
 }
 
-// proceedAgain gives a resumed task's pod declared ahead its go-ahead
+// proceedAgain gives a resumed step's pod declared ahead its go-ahead
 // again, resolved as before from its own spec (nil), or says why the step
 // errored: the server that gave it may have stopped before the sidecar had
 // it, and a sidecar takes only the first.
@@ -285,31 +335,48 @@ func (x *RunState) goAhead(ctx context.Context, w Worker, gated *action.Action) 
 	return proceed, a, nil
 }
 
-// runAhead runs a task whose pod was declared ahead: handled is false when
-// the pod was withdrawn instead and the task runs as any other.
-func (x *RunState) runAhead(ctx context.Context, p *concourse.Plan, r *buildstate.StepRecord, ap *aheadPod) (ok bool, err error, handled bool) {
+// takeAhead is the pod declared ahead for the step of plan id, given the
+// go-ahead (declared, with the action it runs): none when it was not
+// declared, or was freed, lost or withdrawn instead, and the step declares
+// its pod at its turn, as any other.
+func (x *RunState) takeAhead(ctx context.Context, id concourse.PlanID) (ap *aheadPod, declared *declaredPod, a *action.Action) {
+	ap, ok, err := x.ahead.Take(ctx, id, func(ap *aheadPod) { x.withdraw(ctx, ap, "the build stopped") })
+	if err != nil {
+		x.r.log.Debug("step's pod not declared ahead", "build", x.b.ID, "plan", id, "err", err)
+	}
+	if !ok {
+		return nil, nil, nil
+	}
 	// gc's FreeWorker may be freeing the pod for a running step at this
 	// moment: whichever of the two moves its container out of waiting
 	// first has it.
 	claimed, err := x.claimAhead(ctx, ap.container.Handle)
 	if err != nil {
 		x.withdraw(ctx, ap, "its pod's record could not be read")
-		return false, nil, false
+		return nil, nil, nil
 	}
 	if gone, _ := x.r.pods.PodGone(ctx, ap.worker, ap.st.ID()); gone || !claimed {
-		// Freed for a running step, or lost: the task declares its pod at
-		// its turn, as any other.
 		x.r.engine.PodAhead("freed")
 		x.forgetAhead(ctx, ap)
-		return false, nil, false
+		return nil, nil, nil
 	}
 	proceed, a, err := x.goAhead(ctx, ap.worker, ap.action)
 	if err != nil {
-		// Declared again at its turn, the task says what went wrong.
+		// Declared again at its turn, the step says what went wrong.
 		x.withdraw(ctx, ap, "its inputs were not made as declared")
-		return false, nil, false
+		return nil, nil, nil
 	}
 	x.r.engine.PodAhead("started")
+	return ap, &declaredPod{st: ap.st, container: ap.container, proceed: proceed}, a
+}
+
+// runAhead runs a task whose pod was declared ahead: handled is false when
+// none was (takeAhead), and the task runs as any other.
+func (x *RunState) runAhead(ctx context.Context, p *concourse.Plan, r *buildstate.StepRecord) (ok bool, err error, handled bool) {
+	ap, declared, a := x.takeAhead(ctx, p.ID)
+	if ap == nil {
+		return false, nil, false
+	}
 	w, b := ap.worker, x.b
 	d := x.delegate(p.ID)
 	d.InitializeTask(ap.eventConfig)
@@ -319,7 +386,7 @@ func (x *RunState) runAhead(ctx context.Context, p *concourse.Plan, r *buildstat
 		container: x.taskContainer(p, w, a),
 		secrets:   ap.secrets,
 		register:  func(id string) *StepState { return x.registerStep(w, id, p.ID, ap.eventConfig) },
-		declared:  &declaredPod{st: ap.st, container: ap.container, proceed: proceed}})
+		declared:  declared})
 	if err != nil {
 		return false, err, true
 	}

@@ -67,7 +67,7 @@ func (x *RunState) artifactImage(ctx context.Context, tp *concourse.TaskPlan) (t
 		return taskimage.Image{}, fmt.Errorf("task %q: image artifact %q was not fetched by a get step (a task's output or an uploaded input cannot be an image); image: names the artifact of a registry-image get", tp.Name, name)
 	case f.MirrorSelf:
 		// A mock mirroring itself fetched its own image, as in Concourse.
-		ref, ok := x.mockImage()
+		ref, ok := x.baseImages().Mock()
 		if !ok {
 			return taskimage.Image{}, fmt.Errorf("task %q: image artifact %q is a mock mirroring itself, but this server has no image for base type %q", tp.Name, name, basetypes.Mock)
 		}

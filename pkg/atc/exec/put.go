@@ -20,20 +20,9 @@ func (s PutStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	p := x.r.cfg.BaseResourceTypeDefaults.Apply(s.Plan)
 	pp := p.Put
 	d := x.delegate(p.ID)
-	step := resourceStep{kind: concourse.KindPut, name: pp.Name, typ: pp.Type, source: pp.Source, params: pp.Params, image: pp.TypeImage, tags: pp.Tags, timeout: pp.Timeout, restartable: pp.RestartOnPodLoss}
+	step, request := x.putStep(ctx, p)
 	r := x.b.Record(p.ID, pp.Name, concourse.KindPut)
-	fin, done, err := x.runResource(ctx, p, r, step, d.InitializePut, func() (map[string]any, error) {
-		sv := x.stepVars(nil)
-		source, err := sv.InterpolateMap(ctx, pp.Source)
-		if err != nil {
-			return nil, err
-		}
-		params, err := sv.InterpolateMap(ctx, pp.Params)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"source": stepplan.NonNilMap(source), "params": stepplan.NonNilMap(params)}, nil
-	})
+	fin, done, err := x.runResource(ctx, p, r, step, d.InitializePut, request)
 	if done || fin == nil {
 		return x.replayed(r, err)
 	}
@@ -56,4 +45,24 @@ func (s PutStep) Run(ctx context.Context, x *RunState) (bool, error) {
 		return x.failResource(ctx, p, r, fmt.Errorf("record the version of %s: %w", pp.Name, err))
 	}
 	return x.endResource(ctx, p, r, fin)
+}
+
+// putStep is put p (its source defaults applied) as a resource step, and
+// its request: its source and params, their ((vars)) filled in. Its pod may
+// be declared ahead (declareResource) with them.
+func (x *RunState) putStep(ctx context.Context, p *concourse.Plan) (resourceStep, func() (map[string]any, error)) {
+	pp := p.Put
+	step := resourceStep{kind: concourse.KindPut, name: pp.Name, typ: pp.Type, source: pp.Source, params: pp.Params, image: pp.TypeImage, tags: pp.Tags, timeout: pp.Timeout, restartable: pp.RestartOnPodLoss}
+	return step, func() (map[string]any, error) {
+		sv := x.stepVars(nil)
+		source, err := sv.InterpolateMap(ctx, pp.Source)
+		if err != nil {
+			return nil, err
+		}
+		params, err := sv.InterpolateMap(ctx, pp.Params)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"source": stepplan.NonNilMap(source), "params": stepplan.NonNilMap(params)}, nil
+	}
 }

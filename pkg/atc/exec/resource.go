@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/porter-ci/porter/pkg/action"
-	"github.com/porter-ci/porter/pkg/atc/exec/basetypes"
+	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
+	"github.com/porter-ci/porter/pkg/atc/exec/resourceimage"
 	"github.com/porter-ci/porter/pkg/atc/exec/stepplan"
 	"github.com/porter-ci/porter/pkg/atc/stepevents"
 	"github.com/porter-ci/porter/pkg/concourse"
@@ -97,14 +96,29 @@ func (x *RunState) runResource(ctx context.Context, p *concourse.Plan, r *builds
 		}
 		if !x.restartGone(ctx, p, w, rec, step.restartable) {
 			st := x.registerResourceStep(w, rec.StepID, p.ID, step.kind)
-			fin = s.resumeStep(ctx, w, st, rec.StepID)
+			if fin = x.proceedAgain(ctx, w, rec); fin == nil {
+				fin = s.resumeStep(ctx, w, st, rec.StepID)
+			}
 			return x.podEnded(ctx, r, st, fin)
 		}
 		attempt = max(rec.Attempt, 1) + 1
+	} else if ap, declared, a := x.takeAhead(ctx, p.ID); ap != nil {
+		// A put whose pod was declared ahead (lookahead.Window) runs in it.
+		initialize()
+		if !o.noWorkerEvent {
+			x.delegate(p.ID).SelectedWorker(ap.worker.Name())
+		}
+		st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: ap.worker, action: a, restartable: step.restartable, attempt: 1,
+			container: x.resourceContainer(p, step, ap.worker, a), secrets: ap.secrets, declared: declared,
+			register: func(id string) *StepState { return x.registerResourceStep(ap.worker, id, p.ID, step.kind) }})
+		if err != nil {
+			return nil, true, err
+		}
+		return x.podEnded(ctx, r, st, fin)
 	}
 
 	initialize()
-	a, stdin, err := x.resolveResource(ctx, p, step, request)
+	a, stdin, err := x.resolveResource(ctx, p, step, request, x.allArtifacts())
 	if err == nil && o.cache != nil {
 		var hit bool
 		hit, err = o.cache(a.Image)
@@ -125,9 +139,7 @@ func (x *RunState) runResource(ctx context.Context, p *concourse.Plan, r *builds
 		_, err = x.failResource(ctx, p, r, err)
 		return nil, true, err
 	}
-	if img, ok := w.BaseResourceType(step.image.BaseType); ok && step.image.CheckPlan == nil && step.image.GetPlan == nil {
-		a.Image = img // the worker provides its own image of the base type
-	}
+	x.workerImage(w, step, a)
 	if !o.noWorkerEvent {
 		d.SelectedWorker(w.Name())
 	}
@@ -140,14 +152,29 @@ func (x *RunState) runResource(ctx context.Context, p *concourse.Plan, r *builds
 		return fin, false, nil
 	}
 	st, fin, err := x.runStepPod(ctx, p, stepPod{record: r, worker: w, action: a, restartable: step.restartable, attempt: attempt,
-		container: db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
-			StepName: step.name, Type: step.kind, WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir},
-		secrets:  podspec.Secrets{Stdin: stdin},
-		register: func(id string) *StepState { return x.registerResourceStep(w, id, p.ID, step.kind) }})
+		container: x.resourceContainer(p, step, w, a),
+		secrets:   podspec.Secrets{Stdin: stdin},
+		register:  func(id string) *StepState { return x.registerResourceStep(w, id, p.ID, step.kind) }})
 	if err != nil {
 		return nil, true, err
 	}
 	return x.podEnded(ctx, r, st, fin)
+}
+
+// workerImage gives a step of a base type the worker's own image of it,
+// when the worker has one.
+func (x *RunState) workerImage(w Worker, step resourceStep, a *action.Action) {
+	if img, ok := w.BaseResourceType(step.image.BaseType); ok && step.image.CheckPlan == nil && step.image.GetPlan == nil {
+		a.Image = img
+	}
+}
+
+// resourceContainer is the record of a resource step's container on w,
+// but for its pod.
+func (x *RunState) resourceContainer(p *concourse.Plan, step resourceStep, w Worker, a *action.Action) db.Container {
+	b := x.b
+	return db.Container{TeamID: b.TeamID, BuildID: b.ID, BuildName: b.Name, PlanID: string(p.ID),
+		StepName: step.name, Type: step.kind, WorkerName: w.Name(), Namespace: w.Namespace(), WorkingDirectory: a.WorkDir}
 }
 
 // podEnded shows a pod's error and lets its pod go; the record is written
@@ -200,10 +227,10 @@ func (x *RunState) failResource(ctx context.Context, p *concourse.Plan, r *build
 	return false, err
 }
 
-// resolveResource turns a resource step into an action.
-// The request is returned apart: it travels in the step's Secret, as the
-// source may hold credentials.
-func (x *RunState) resolveResource(ctx context.Context, p *concourse.Plan, step resourceStep, request func() (map[string]any, error)) (*action.Action, []byte, error) {
+// resolveResource turns a resource step into an action, a put's inputs
+// found among all. The request is returned apart: it travels in the
+// step's Secret, as the source may hold credentials.
+func (x *RunState) resolveResource(ctx context.Context, p *concourse.Plan, step resourceStep, request func() (map[string]any, error), all map[string]api.ArtifactRef) (*action.Action, []byte, error) {
 	if err := x.r.pods.CheckPlacement(privilegedRequirements(worker.StepRequirements(x.b.Team, step.tags, "", false), step.image.Privileged)); err != nil {
 		return nil, nil, err
 	}
@@ -237,9 +264,6 @@ func (x *RunState) resolveResource(ctx context.Context, p *concourse.Plan, step 
 		r.Env = stepplan.ResourceEnv(id.Build, x.r.cfg.ExternalURL)
 	case concourse.KindPut:
 		r.Env = stepplan.ResourceEnv(id.Build, x.r.cfg.ExternalURL)
-		x.mu.Lock()
-		all := maps.Clone(x.artifacts)
-		x.mu.Unlock()
 		if r.Inputs, err = stepplan.PutInputs(p.Put, all); err != nil {
 			return nil, nil, err
 		}
@@ -251,6 +275,13 @@ func (x *RunState) resolveResource(ctx context.Context, p *concourse.Plan, step 
 	return a, body, nil
 }
 
+// allArtifacts are the build's artifacts now.
+func (x *RunState) allArtifacts() map[string]api.ArtifactRef {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return maps.Clone(x.artifacts)
+}
+
 // identity is what names the actions of the build's steps.
 func (x *RunState) identity() stepplan.Identity {
 	b := x.b
@@ -258,37 +289,15 @@ func (x *RunState) identity() stepplan.Identity {
 		BuildID: b.ID, KeepAlive: x.r.cfg.KeepAlive}
 }
 
-// resourceImage is the image a resource step runs: a base type's from the
-// server's configuration, or a custom type's, found by checking its own
-// resource (a registry-image-like type: source.repository at the checked
-// version's digest).
+// resourceImage is the image a resource step runs (resourceimage): a
+// pipeline's own type's is found by checking its own resource, unless its
+// get names its version.
 func (x *RunState) resourceImage(ctx context.Context, step resourceStep) (string, error) {
 	ti := step.image
-	// A pipeline's own type names the base type at the bottom of its chain
-	// too; its image is the one its check finds.
-	if ti.BaseType != "" && ti.CheckPlan == nil && ti.GetPlan == nil {
-		types := x.r.cfg.BaseResourceTypes
-		if types == nil {
-			types = basetypes.Images()
-		}
-		image, ok := types[ti.BaseType]
-		if !ok {
-			return "", fmt.Errorf("resource type %q: this server has no image for it (known base types: %s; add one with --base-resource-type NAME=IMAGE)",
-				ti.BaseType, strings.Join(slices.Sorted(maps.Keys(types)), ", "))
-		}
-		return image, nil
+	if image, known, err := x.baseImages().Known(ti); known || err != nil {
+		return image, err
 	}
-	if image, ok := x.mirroredTypeImage(ti); ok {
-		return image, nil
-	}
-	var (
-		source  map[string]any
-		version map[string]string
-		typ     string
-	)
-	if ti.GetPlan != nil && ti.GetPlan.Get != nil {
-		source, version, typ = ti.GetPlan.Get.Source, ti.GetPlan.Get.Version, ti.GetPlan.Get.Type
-	}
+	source, typ, version := resourceimage.Source(ti)
 	if version == nil && ti.CheckPlan != nil {
 		if ti.CheckPlan.Check == nil {
 			return "", fmt.Errorf("resource type %q: its image's check plan is not a check", step.typ)
@@ -319,32 +328,12 @@ func (x *RunState) resourceImage(ctx context.Context, step resourceStep) (string
 	if err != nil {
 		return "", fmt.Errorf("resource type %q: source: %w", step.typ, err)
 	}
-	repo, _ := source["repository"].(string)
-	digest := version["digest"]
-	if repo == "" || !strings.HasPrefix(digest, "sha256:") {
-		return "", fmt.Errorf("resource type %q: its image comes from a %q resource, but only registry-image-like types (source.repository and a version with a sha256 digest) can give an image", step.typ, typ)
-	}
-	return repo + "@" + digest, nil
+	return resourceimage.Pinned(step.typ, typ, source, version)
 }
 
-// mirroredTypeImage is the image of a resource type that is a mock
-// mirroring itself (basetypes.TypeMirrorsSelf): the mock type's own image.
-func (x *RunState) mirroredTypeImage(ti concourse.TypeImage) (string, bool) {
-	if !basetypes.TypeMirrorsSelf(ti) {
-		return "", false
-	}
-	return x.mockImage()
-}
-
-// mockImage is the image of the base type mock, which a mock mirroring
-// itself gives.
-func (x *RunState) mockImage() (string, bool) {
-	types := x.r.cfg.BaseResourceTypes
-	if types == nil {
-		types = basetypes.Images()
-	}
-	image, ok := types[basetypes.Mock]
-	return image, ok
+// baseImages are the server's images of the base resource types.
+func (x *RunState) baseImages() resourceimage.Images {
+	return resourceimage.Images(x.r.cfg.BaseResourceTypes)
 }
 
 // registerResourceStep is registerStep for a resource step: its events

@@ -125,8 +125,8 @@ type Config struct {
 	// CheckPodMaxChecks bounds the checks a check pod runs at once (0: no
 	// bound); more wait for one to end.
 	CheckPodMaxChecks int
-	// Lookahead is how many tasks of a serial sequence are declared ahead
-	// of their turn (0: none).
+	// Lookahead is how many tasks and puts of a serial sequence are
+	// declared ahead of their turn (0: none).
 	Lookahead int
 	// VarSourceGuard checks the connections to pipelines' var_sources:
 	// their URLs are users', the connections the server's.

@@ -130,14 +130,8 @@ func (step TaskStep) Run(ctx context.Context, x *RunState) (bool, error) {
 		attempt = max(rec.Attempt, 1) + 1
 	}
 
-	ap, declared, err := x.ahead.Take(ctx, p.ID, func(ap *aheadPod) { x.withdraw(ctx, ap, "the build stopped") })
-	if err != nil {
-		s.log.Debug("task's pod not declared ahead", "build", b.ID, "plan", p.ID, "err", err)
-	}
-	if declared {
-		if ok, err, handled := x.runAhead(ctx, p, r, ap); handled {
-			return ok, err
-		}
+	if ok, err, handled := x.runAhead(ctx, p, r); handled {
+		return ok, err
 	}
 
 	a, eventConfig, pull, secretParams, err := x.resolvePreparedTask(ctx, p)

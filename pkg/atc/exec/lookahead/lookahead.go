@@ -1,7 +1,8 @@
-// Package lookahead decides which tasks of a serial sequence have their
-// pods declared ahead of their turn, turns such a task's action into a
-// gated one and back, and keeps the pods so declared until their turn or
-// their withdrawal. Declaring, running and withdrawing a pod are exec's.
+// Package lookahead decides which steps of a serial sequence (tasks and
+// puts) have their pods declared ahead of their turn, turns such a step's
+// action into a gated one and back, and keeps the pods so declared until
+// their turn or their withdrawal. Declaring, running and withdrawing a pod
+// are exec's.
 //
 // A task's pod costs the kubelet's pod start (the sandbox, three
 // containers); on the build's critical path that made each step twice
@@ -18,24 +19,25 @@ import (
 
 	"github.com/porter-ci/porter/pkg/action"
 	"github.com/porter-ci/porter/pkg/api"
+	"github.com/porter-ci/porter/pkg/atc/exec/resourceimage"
 	"github.com/porter-ci/porter/pkg/atc/exec/taskplan"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 )
 
-// Decl is a task whose pod may be declared ahead.
+// Decl is a step whose pod may be declared ahead.
 type Decl struct {
 	Plan *concourse.Plan
 	// Made are the build artifacts the steps before Plan (the running one
-	// included) make: the task's inputs of those names come from them.
+	// included) make: the step's inputs of those names come from them.
 	Made map[string]bool
 }
 
-// Window is the tasks among rest, the steps after current in a serial
+// Window is the steps among rest, the steps after current in a serial
 // sequence, whose pods may be declared before current runs: at most n, up
 // to the first step whose effect on the build's artifacts or vars cannot
-// be known before it runs.
-func Window(current *concourse.Plan, rest []concourse.Plan, n int) []Decl {
+// be known before it runs. images are the server's base types' images.
+func Window(current *concourse.Plan, rest []concourse.Plan, n int, images resourceimage.Images) []Decl {
 	made, known := Makes(current)
 	if !known {
 		return nil
@@ -47,7 +49,7 @@ func Window(current *concourse.Plan, rest []concourse.Plan, n int) []Decl {
 		}
 		p := &rest[i]
 		for _, t := range First(p) {
-			if len(decls) < n && declarable(t.Task, made) {
+			if len(decls) < n && declarable(t, made, images) {
 				decls = append(decls, Decl{Plan: t, Made: clone(made)})
 			}
 		}
@@ -62,14 +64,15 @@ func Window(current *concourse.Plan, rest []concourse.Plan, n int) []Decl {
 	return decls
 }
 
-// First is the tasks that start as soon as step p's turn comes: p itself,
-// the first of a do, every branch's first of an in_parallel, the first
-// attempt, the step a try, a timeout or a hook holds (the hook's own step
-// runs only after it). Nothing within across: its values share the plan's
+// First is the steps with a pod (tasks, puts, gets) that start as soon as
+// step p's turn comes: p itself, the first of a do, every branch's first
+// of an in_parallel, the first attempt, the step a try, a timeout or a
+// hook holds (the hook's own step runs only after it: a put's implicit get
+// is its on_success). Nothing within across: its values share the plan's
 // IDs.
 func First(p *concourse.Plan) []*concourse.Plan {
 	switch p.Kind() {
-	case concourse.KindTask:
+	case concourse.KindTask, concourse.KindPut, concourse.KindGet:
 		return []*concourse.Plan{p}
 	case concourse.KindDo:
 		if len(*p.Do) > 0 {
@@ -105,11 +108,31 @@ func hook(p *concourse.Plan) *concourse.HookPlan {
 	return &concourse.HookPlan{}
 }
 
-// declarable: a task whose config is in the plan, or in a file of an
-// artifact the build has now (one no step before the task makes again), and
-// whose image is not an artifact of the build (one an earlier step may
+// declarable: a step whose action is known before its turn, but for the
+// keys of the inputs the steps before it make.
+func declarable(p *concourse.Plan, made map[string]bool, images resourceimage.Images) bool {
+	switch p.Kind() {
+	case concourse.KindTask:
+		return taskDeclarable(p.Task, made)
+	case concourse.KindPut:
+		// Its params and its inputs' names are in its plan; its image must
+		// be known without running its type's check, a step of the build
+		// of its own that runs at the put's turn.
+		return !images.NeedsCheck(p.Put.TypeImage)
+	}
+	// Not a get, yet. A later get's version was chosen by the scheduler
+	// before the build began, so its action is known; but at its turn the
+	// resource cache may hold that version, and exec's get does not take
+	// a declared pod. A put's implicit get (version_from) never can be:
+	// its version is the one the put makes, known only once the put ran.
+	return false
+}
+
+// taskDeclarable: a task whose config is in the plan, or in a file of an
+// artifact the build has now (one no step before the task makes again),
+// and whose image is not an artifact of the build (one an earlier step may
 // still make).
-func declarable(tp *concourse.TaskPlan, made map[string]bool) bool {
+func taskDeclarable(tp *concourse.TaskPlan, made map[string]bool) bool {
 	if tp.ImageArtifactName != "" {
 		return false
 	}
@@ -131,6 +154,12 @@ func Makes(p *concourse.Plan) (map[string]bool, bool) {
 	case concourse.KindArtifactInput:
 		return map[string]bool{p.ArtifactInput.Name: true}, true
 	case concourse.KindArtifactOutput:
+		return map[string]bool{}, true
+	case concourse.KindPut:
+		// A put makes no artifact of the build (its implicit get does, a
+		// step of its own) and changes nothing a later step's action is
+		// made of: only a get of the version it makes (version_from) is
+		// not known before it ran.
 		return map[string]bool{}, true
 	case concourse.KindInParallel:
 		// Fetching several inputs at once (a job's gets, fly execute's
@@ -190,11 +219,11 @@ func clone(m map[string]bool) map[string]bool {
 	return out
 }
 
-// pendingKey stands for the key of an input a step before the task is
-// still to make, while the task's action is built (Lookup, Gate).
+// pendingKey stands for the key of an input a step before the declared
+// step is still to make, while its action is built (Lookup, Gate).
 const pendingKey = "\x00made-later"
 
-// Lookup finds a declared task's inputs: those the steps before it make
+// Lookup finds a declared step's inputs: those the steps before it make
 // are pending, the others are the build's artifacts now.
 func Lookup(made map[string]bool, artifact func(string) (api.ArtifactRef, bool)) func(string) (api.ArtifactRef, bool) {
 	return func(name string) (api.ArtifactRef, bool) {
@@ -203,6 +232,20 @@ func Lookup(made map[string]bool, artifact func(string) (api.ArtifactRef, bool))
 		}
 		return artifact(name)
 	}
+}
+
+// Available is what a put declared ahead finds among the build's
+// artifacts (inputs: all, or detected from its params): those it has now,
+// and those the steps before the put make, pending as in Lookup.
+func Available(made map[string]bool, now map[string]api.ArtifactRef) map[string]api.ArtifactRef {
+	out := make(map[string]api.ArtifactRef, len(now)+len(made))
+	for name, ref := range now {
+		out[name] = ref
+	}
+	for name := range made {
+		out[name] = api.ArtifactRef{Key: pendingKey}
+	}
+	return out
 }
 
 // Gate makes an action built with Lookup a gated one: its pending inputs
@@ -243,7 +286,7 @@ func Resolve(gated *action.Action, artifact func(string) (api.ArtifactRef, bool)
 	return proceed, &resolved, true
 }
 
-// Pods are the pods a build declared ahead, by their tasks' plans. P is
+// Pods are the pods a build declared ahead, by their steps' plans. P is
 // exec's record of one.
 type Pods[P any] struct {
 	mu      sync.Mutex

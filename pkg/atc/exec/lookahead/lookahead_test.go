@@ -37,6 +37,21 @@ func TestWindow(t *testing.T) {
 	imageArtifact := task("img", plain)
 	imageArtifact.Task.ImageArtifactName = "repo"
 	current := task("t0", makesMe)
+	put := concourse.Plan{ID: "p", Put: &concourse.PutPlan{Name: "out", Type: "mock", TypeImage: concourse.TypeImage{BaseType: "mock"}}}
+	from := put.ID
+	implicitGet := concourse.Plan{ID: "ig", Get: &concourse.GetPlan{Name: "out", Type: "mock", VersionFrom: &from, TypeImage: concourse.TypeImage{BaseType: "mock"}}}
+	typeCheck := &concourse.Plan{ID: "tc", Check: &concourse.CheckPlan{Name: "my-type", Type: "registry-image", Source: map[string]any{"repository": "r"},
+		TypeImage: concourse.TypeImage{BaseType: "registry-image"}}}
+	typeGet := func(version map[string]string) *concourse.Plan {
+		return &concourse.Plan{ID: "tg", Get: &concourse.GetPlan{Name: "my-type", Type: "registry-image", Version: version}}
+	}
+	customPut := concourse.Plan{ID: "custom", Put: &concourse.PutPlan{Name: "c", Type: "my-type",
+		TypeImage: concourse.TypeImage{BaseType: "registry-image", CheckPlan: typeCheck, GetPlan: typeGet(nil)}}}
+	pinnedPut := concourse.Plan{ID: "pinned", Put: &concourse.PutPlan{Name: "c", Type: "my-type",
+		TypeImage: concourse.TypeImage{BaseType: "registry-image", CheckPlan: typeCheck, GetPlan: typeGet(map[string]string{"digest": "sha256:1"})}}}
+	mirroredPut := concourse.Plan{ID: "mirrored", Put: &concourse.PutPlan{Name: "m", Type: "self", TypeImage: concourse.TypeImage{BaseType: "mock",
+		CheckPlan: &concourse.Plan{ID: "mc", Check: &concourse.CheckPlan{Name: "self", Type: "mock", Source: map[string]any{"mirror_self": true}, TypeImage: concourse.TypeImage{BaseType: "mock"}}}}}}
+	versioned := concourse.Plan{ID: "gv", Get: &concourse.GetPlan{Name: "v", Type: "mock", Version: map[string]string{"version": "1"}, TypeImage: concourse.TypeImage{BaseType: "mock"}}}
 	for _, tc := range []struct {
 		name string
 		rest []concourse.Plan
@@ -70,9 +85,26 @@ func TestWindow(t *testing.T) {
 			want: []string{"t1", "t2"}},
 		{name: "nothing within across", rest: []concourse.Plan{{ID: "x", Across: &concourse.AcrossPlan{}}, task("t2", plain)}, n: 4, want: nil},
 		{name: "a task whose image is an artifact is not declared, the next is", rest: []concourse.Plan{imageArtifact, task("t2", plain)}, n: 4, want: []string{"t2"}},
+		{name: "a put of a base type, and the task after it: the put makes nothing", rest: []concourse.Plan{put, task("t2", plain)}, n: 4,
+			want: []string{"p", "t2"}, made: map[string][]string{"p": {"me"}, "t2": {"me"}}},
+		{name: "a put and not its implicit get (the version it fetches is the put's), and on past the get",
+			rest: []concourse.Plan{{ID: "h", OnSuccess: &concourse.HookPlan{Step: put, Next: implicitGet, Hook: "on_success"}}, task("t2", plain)}, n: 4,
+			want: []string{"p", "t2"}, made: map[string][]string{"t2": {"me", "out"}}},
+		{name: "a put whose type's image needs its check is not declared, the next step is", rest: []concourse.Plan{customPut, task("t2", plain)}, n: 4,
+			want: []string{"t2"}},
+		{name: "a put whose type's get names its image's version is declared", rest: []concourse.Plan{pinnedPut}, n: 4, want: []string{"pinned"}},
+		{name: "a put whose type is a mock mirroring itself is declared", rest: []concourse.Plan{mirroredPut}, n: 4, want: []string{"mirrored"}},
+		{name: "a put of an unknown base type is declared (its declaration fails, its turn says why)",
+			rest: []concourse.Plan{{ID: "s3", Put: &concourse.PutPlan{Name: "s3", Type: "s3", TypeImage: concourse.TypeImage{BaseType: "s3"}}}}, n: 4, want: []string{"s3"}},
+		{name: "not a later get, even one whose version the scheduler chose", rest: []concourse.Plan{task("t1", plain), versioned, task("t2", plain)}, n: 4,
+			want: []string{"t1", "t2"}, made: map[string][]string{"t2": {"me", "v"}}},
+		{name: "not a get without a version", rest: []concourse.Plan{get, task("t1", plain)}, n: 4, want: []string{"t1"}},
+		{name: "puts in parallel count towards n", rest: []concourse.Plan{{ID: "par", InParallel: &concourse.InParallelPlan{Steps: []concourse.Plan{
+			put, {ID: "p2", Put: &concourse.PutPlan{Name: "out2", Type: "mock", TypeImage: concourse.TypeImage{BaseType: "mock"}}}}}}, task("t2", plain)}, n: 2,
+			want: []string{"p", "p2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Window(&current, tc.rest, tc.n)
+			got := Window(&current, tc.rest, tc.n, nil)
 			if !slices.Equal(ids(got), tc.want) {
 				t.Fatalf("declared %v, want %v", ids(got), tc.want)
 			}
@@ -92,7 +124,7 @@ func TestWindow(t *testing.T) {
 			}
 		})
 	}
-	if got := Window(&loadVar, []concourse.Plan{task("t1", plain)}, 4); got != nil {
+	if got := Window(&loadVar, []concourse.Plan{task("t1", plain)}, 4, nil); got != nil {
 		t.Errorf("after a running load_var: declared %v, want none", ids(got))
 	}
 }
@@ -185,5 +217,26 @@ func TestPods(t *testing.T) {
 	ps.WithdrawAll(withdraw)
 	if !slices.Contains(withdrawn, "pod-slow") {
 		t.Errorf("withdrawn %v: the slow pod was left", withdrawn)
+	}
+}
+
+func TestAvailableToAPutDeclaredAhead(t *testing.T) {
+	now := map[string]api.ArtifactRef{"repo": {Key: "k-repo", Digest: "d-repo"}, "built": {Key: "k-old"}}
+	all := Available(map[string]bool{"built": true, "notes": true}, now)
+	if len(all) != 3 || all["repo"].Key != "k-repo" || all["built"].Key != pendingKey || all["notes"].Key != pendingKey {
+		t.Fatalf("Available = %v: want repo as it is, built (made again) and notes pending", all)
+	}
+	if now["built"].Key != "k-old" {
+		t.Fatalf("Available changed the build's artifacts: %v", now)
+	}
+	// The put's inputs built from them gate as a task's do.
+	a := &action.Action{StepID: "s", Build: action.Build{ID: "1", Team: "main"}, StepName: "out", Type: action.KindPut,
+		Run: action.Run{Path: "/opt/resource/out"}, WorkDir: "/tmp/build/put", StdinSecret: true,
+		Inputs: []action.Input{{Name: "built", Path: "built", Key: all["built"].Key}, {Name: "repo", Path: "repo", Key: all["repo"].Key}}}
+	if err := Gate(a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Inputs[0].From != "built" || a.Inputs[0].Key != "" || a.Inputs[1].Key != "k-repo" {
+		t.Fatalf("gated inputs %+v", a.Inputs)
 	}
 }
