@@ -26,6 +26,7 @@ func (s *Server) newExec() *exec.Runner {
 	cfg := exec.Config{KeepAlive: s.cfg.KeepAlive, ExternalURL: s.cfg.ExternalURL, BaseResourceTypes: s.cfg.BaseResourceTypes,
 		BaseResourceTypeDefaults: s.cfg.BaseResourceTypeDefaults, PodOTLPEndpoint: s.cfg.PodOTLPEndpoint,
 		CheckPodLifetime: s.cfg.CheckPodLifetime, CheckPodMaxChecks: s.cfg.CheckPodMaxChecks, Lookahead: s.cfg.Lookahead,
+		AheadPerWorker: s.cfg.Placement.MaxWaiting,
 		VarSourceGuard: netguard.Guard{Allowed: s.cfg.VarSourceAllowedNetworks, Flag: "var-source-allowed-networks"}}
 	if s.runtime != nil {
 		cfg.ArtifactWorker = s.artifactWorker()

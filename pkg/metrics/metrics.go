@@ -116,7 +116,7 @@ func New() *Metrics {
 		Name: "porter_step_capacity_waits_total", Help: "Step pods that waited because the cluster could not place them yet (Unschedulable).",
 	})
 	m.podsAhead = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "porter_pods_ahead_total", Help: "Task pods declared ahead of their turn (--lookahead), by what became of them: started (given the go-ahead), withdrawn (the task was not to run, or its inputs changed), failed (the declaration failed; the task declared its pod at its turn), freed (deleted to make room for a running step, or lost, before its turn; the task declared its pod at its turn).",
+		Name: "porter_pods_ahead_total", Help: "Task and put pods declared ahead of their turn (--lookahead), by what became of them: started (given the go-ahead), withdrawn (the task was not to run, or its inputs changed), failed (the declaration failed; the task declared its pod at its turn), over_share (not declared: its worker held --lookahead-per-worker such pods), freed (deleted to make room for a running step, or lost, before its turn; the task declared its pod at its turn).",
 	}, []string{"outcome"})
 	for _, c := range []prometheus.Collector{m.buildsStarted, m.buildsFinished, m.stepPhase, m.podFailures,
 		m.artifactBytes, m.artifactSeconds, m.artifactRate, m.events, m.gcReclaimed, m.gcReclaimedBytes, m.workerState,

@@ -81,8 +81,12 @@ func (x *RunState) declareAhead(ctx context.Context, current *concourse.Plan, re
 		x.mu.Unlock()
 		x.ahead.Declare(d.Plan.ID, func() (*aheadPod, error) {
 			ap, err := x.declare(sctx, d)
-			if err != nil {
+			if errors.Is(err, db.ErrWaitingLimit) {
+				x.r.engine.PodAhead("over_share")
+			} else if err != nil {
 				x.r.engine.PodAhead("failed")
+			}
+			if err != nil {
 				return nil, err
 			}
 			ap.span = span
@@ -173,10 +177,10 @@ func (x *RunState) placeAhead(ctx context.Context, req worker.Requirements) (Wor
 func (x *RunState) declarePod(ctx context.Context, ap *aheadPod, register func(stepID string) *StepState) error {
 	s, b, a, w := x.r, x.b, ap.action, ap.worker
 	c := ap.container
-	c.PodName, c.StepID, c.State = podspec.Name(a.StepID), a.StepID, concourse.ContainerWaiting
-	c, err := s.recordContainer(ctx, c)
+	c.PodName, c.StepID = podspec.Name(a.StepID), a.StepID
+	c, err := s.db.CreateWaitingContainer(ctx, c, s.cfg.AheadPerWorker)
 	if err != nil {
-		return err
+		return fmt.Errorf("record the container of %s %q: %w", c.Type, c.StepName, err)
 	}
 	ap.container = c
 	b.Update(func() {

@@ -88,6 +88,7 @@ type Store interface {
 	CreateContainer(ctx context.Context, c db.Container) (db.Container, error)
 	SetContainerState(ctx context.Context, handle string, state concourse.ContainerState) error
 	MoveContainerState(ctx context.Context, handle string, from, to concourse.ContainerState) (bool, error)
+	CreateWaitingContainer(ctx context.Context, c db.Container, limit int) (db.Container, error)
 	DeleteContainer(ctx context.Context, handle string) error
 	ResourceCache(ctx context.Context, key string) (db.ResourceCache, error)
 	SaveResourceCache(ctx context.Context, c db.ResourceCache) error
@@ -128,6 +129,9 @@ type Config struct {
 	// Lookahead is how many tasks and puts of a serial sequence are
 	// declared ahead of their turn (0: none).
 	Lookahead int
+	// AheadPerWorker is the most pods declared ahead one worker holds,
+	// of all builds and servers (CreateWaitingContainer keeps it exact).
+	AheadPerWorker int
 	// VarSourceGuard checks the connections to pipelines' var_sources:
 	// their URLs are users', the connections the server's.
 	VarSourceGuard netguard.Guard
