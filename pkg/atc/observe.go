@@ -219,8 +219,10 @@ func (s *Server) writeTimeline(ctx context.Context, st *exec.StepState, queued t
 	if pod != nil {
 		tl.Node = pod.Spec.NodeName
 	}
-	if !t.Created.IsZero() && queued.After(t.Created) {
-		tl.Queued = time.Time{} // registered again by a server that resumed the step
+	if !t.Created.IsZero() && queued.After(t.Created.Add(time.Second)) {
+		// Registered again by a server that resumed the step (the pod's
+		// creation time is truncated to the second).
+		tl.Queued = time.Time{}
 	}
 	body, err := json.MarshalIndent(tl, "", "  ")
 	if err == nil {

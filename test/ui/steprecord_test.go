@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -56,16 +57,30 @@ var _ = Describe("a step's record on the build page", func() {
 
 		c := loggedIn()
 		open(c, "/teams/main/pipelines/"+name+"/jobs/j/builds/1", `[data-testid=build-end]`)
-		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-step="alloc"] .step-head`)),
+		// A build's only step is open already.
+		Expect(chromedp.Do(c, chromedp.WaitVisible(chromedp.CSS(`[data-step="alloc"] [data-testid=audit-toggle]`)),
 			chromedp.Click(chromedp.CSS(`[data-step="alloc"] [data-testid=audit-toggle]`)),
 			chromedp.WaitVisible(chromedp.CSS(`[data-step="alloc"] [data-testid=timeline] [data-moment="ended"]`)))).To(Succeed())
 
 		By("the timeline: every moment, in an order that could have happened, at plausible times")
 		at := map[string]time.Time{}
+		var shown []string
 		for _, kv := range eval[[][]string](c, `[...document.querySelectorAll('[data-step="alloc"] [data-testid=timeline] [data-moment]')].map(e => [e.dataset.moment, e.dataset.at])`) {
 			ms, err := strconv.ParseInt(kv[1], 10, 64)
 			Expect(err).NotTo(HaveOccurred(), kv[1])
 			at[kv[0]] = time.UnixMilli(ms)
+			shown = append(shown, kv[0])
+		}
+		// The page lists them in the order they happened, so what must come
+		// first does.
+		Expect(shown).To(HaveLen(len(at)), "a moment shown twice")
+		for _, seq := range [][]string{{"queued", "pod_created", "scheduled", "sidecar_started", "inputs_fetched", "running", "process_exited", "outputs_uploaded", "ended"},
+			{"scheduled", "image_pulled", "running"}} {
+			var idx []int
+			for _, m := range seq {
+				idx = append(idx, slices.Index(shown, m))
+			}
+			Expect(slices.IsSorted(idx)).To(BeTrue(), "the page's order %v, want %v in that order", shown, seq)
 		}
 		Expect(at).To(HaveKey("queued"))
 		for _, m := range []string{"pod_created", "scheduled", "sidecar_started", "image_pulled", "inputs_fetched", "running", "process_exited", "outputs_uploaded", "ended"} {
@@ -103,7 +118,8 @@ var _ = Describe("a step's record on the build page", func() {
 		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-step="alloc"] [data-testid=pod-spec-toggle]`)),
 			chromedp.WaitVisible(chromedp.CSS(`[data-step="alloc"] [data-testid=pod-spec]`)))).To(Succeed())
 		spec := eval[string](c, `document.querySelector('[data-step="alloc"] [data-testid=pod-spec]').textContent`)
-		Expect(spec).To(ContainSubstring("kind: Pod"))
+		Expect(spec).To(ContainSubstring("name: porter-"))
+		Expect(spec).To(ContainSubstring("containers:"))
 		Expect(spec).To(ContainSubstring("image: " + image))
 		screenshot(c, "step record")
 

@@ -5,7 +5,7 @@ import {
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { api, get, getToken, streamEvents } from './api.js';
 import { settle } from './buildstate.js';
-import { bytes, filenameOf, outputURL, podSpecURL, seconds, timeline, usage } from './steprecord.js';
+import { bytes, filenameOf, outputURL, podSpecURL, seconds, timeline, timeOfDay, usage } from './steprecord.js';
 import { CopyButton, duration, ErrorBox, Layout, LoginForMore, StatusBadge } from './common.jsx';
 import { apiPipeline, enc, instanceVarsQuery, navigate, pipelinePath, varsLabel, withQuery } from './router.js';
 
@@ -266,7 +266,7 @@ function Timeline({ moments }) {
       {moments.map((m) => (
         <tr key={m.key} data-moment={m.key} data-at={m.at} title={m.title}>
           <td class="muted">{m.label}</td>
-          <td><code>{new Date(m.at).toISOString().slice(11, 23)}</code></td>
+          <td><code>{timeOfDay(m.at, m.coarse)}</code></td>
           <td class="num">+{seconds(m.offset)}</td>
           <td class="bar-cell"><span class="bar" style={{ width: (100 * m.offset / span).toFixed(1) + '%' }} /></td>
         </tr>

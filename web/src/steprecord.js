@@ -27,10 +27,13 @@ function ms(t) {
 }
 
 // timeline merges a step's record (result.json) and its pod timeline
-// (timeline.json, or nothing) into the moments that happened, earliest
-// first; each has `at` (ms since the epoch) and `offset` (ms since the
-// first). A phase passed twice (a gated step's inputs) counts the last
-// time; the sidecar's end falls back to the record's finished_at.
+// (timeline.json, or nothing) into the moments that happened, in the order
+// they happened; each has `at` (ms since the epoch), `coarse` (known to the
+// second only: the kubelet's) and `offset` (ms since the first, never
+// negative). Moments are in their logical order unless their times say
+// for certain that one came first: a kubelet time T means some moment in
+// [T, T+1 s). A phase passed twice (a gated step's inputs) counts the
+// last time; the sidecar's end falls back to the record's finished_at.
 export function timeline(record, pod) {
   const phases = new Map();
   for (const p of (record && record.phases) || []) {
@@ -39,14 +42,32 @@ export function timeline(record, pod) {
   }
   if (!phases.has('finished') && record && ms(record.finished_at) !== null) phases.set('finished', ms(record.finished_at));
   const out = [];
-  MOMENTS.forEach((m, order) => {
+  for (const m of MOMENTS) {
     const at = m.pod ? ms(pod && pod[m.pod]) : phases.get(m.phase);
-    if (at !== null && at !== undefined) out.push({ ...m, at, order });
-  });
-  // Kubernetes' times are whole seconds: a tie keeps the logical order.
-  out.sort((a, b) => a.at - b.at || a.order - b.order);
-  const first = out.length ? out[0].at : 0;
-  return out.map((m) => ({ ...m, offset: m.at - first }));
+    if (at !== null && at !== undefined) out.push({ ...m, at, coarse: !!m.pod && m.pod !== 'queued' });
+  }
+  const latest = (m) => m.at + (m.coarse ? 999 : 0);
+  // Each swap undoes one certain inversion: this ends.
+  for (let moved = true; moved;) {
+    moved = false;
+    for (let i = 0; i + 1 < out.length; i++) {
+      if (latest(out[i + 1]) < out[i].at) {
+        [out[i], out[i + 1]] = [out[i + 1], out[i]];
+        moved = true;
+      }
+    }
+  }
+  const first = out.length ? Math.min(...out.map((m) => m.at)) : 0;
+  return out.map((m) => ({ ...m, offset: Math.max(0, m.at - first) }));
+}
+
+// timeOfDay is a moment's local time of day, to the millisecond (to the
+// second for what is known only to the second).
+export function timeOfDay(at, coarse) {
+  const d = new Date(at);
+  const two = (n) => String(n).padStart(2, '0');
+  const s = `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+  return coarse ? s : s + '.' + String(d.getMilliseconds()).padStart(3, '0');
 }
 
 // seconds writes a span of milliseconds as people read it.

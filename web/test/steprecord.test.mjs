@@ -1,7 +1,7 @@
 // A step's audit record on the build page (src/steprecord.js).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { bytes, filenameOf, outputURL, podSpecURL, seconds, timeline, usage } from '../src/steprecord.js';
+import { bytes, filenameOf, outputURL, podSpecURL, seconds, timeline, timeOfDay, usage } from '../src/steprecord.js';
 
 const record = {
   started_at: '2026-11-29T10:00:01.100Z',
@@ -25,14 +25,30 @@ const pod = {
   step_container_started: '2026-11-29T10:00:02Z',
 };
 
-test('the moments of the sidecar and of the pod, earliest first, ties in their logical order', () => {
+test('the moments of the sidecar and of the pod, in their logical order unless their times say otherwise', () => {
   const t = timeline(record, pod);
-  assert.deepEqual(t.map((m) => m.key), ['pod_created', 'scheduled', 'queued', 'sidecar_started', 'inputs_fetched',
+  // The image was pulled (kubelet: 10:00:02, some time in that second)
+  // after the inputs were in (10:00:01.500): its place is after them.
+  assert.deepEqual(t.map((m) => m.key), ['queued', 'pod_created', 'scheduled', 'sidecar_started', 'inputs_fetched',
     'image_pulled', 'running', 'process_exited', 'outputs_uploaded', 'ended']);
-  assert.equal(t[0].offset, 0);
+  // Offsets count from the earliest time and are never negative.
+  assert.deepEqual(t.slice(0, 3).map((m) => m.offset), [250, 0, 0]);
   assert.equal(t.find((m) => m.key === 'running').offset, 2300);
+  assert.deepEqual(t.filter((m) => m.coarse).map((m) => m.key), ['pod_created', 'scheduled', 'image_pulled']);
   // The sidecar's own end, not finished_at (written after the audit journal).
   assert.equal(t.at(-1).at, Date.parse('2026-11-29T10:00:04.820Z'));
+});
+
+test('a kubelet time a whole second before a moment comes before it', () => {
+  const t = timeline({ phases: [{ name: 'sidecar_started', at: '2026-11-29T10:00:03.100Z' }] },
+    { queued: '2026-11-29T10:00:03.050Z', pod_created: '2026-11-29T10:00:01Z', step_container_started: '2026-11-29T10:00:02Z' });
+  assert.deepEqual(t.map((m) => m.key), ['pod_created', 'image_pulled', 'queued', 'sidecar_started']);
+});
+
+test('times of day to the millisecond, or to the second', () => {
+  const at = new Date(2026, 10, 29, 9, 5, 7, 42).getTime();
+  assert.equal(timeOfDay(at, false), '09:05:07.042');
+  assert.equal(timeOfDay(at, true), '09:05:07');
 });
 
 test('a gated step counts the last time it fetched inputs and shows its wait', () => {
