@@ -15,9 +15,9 @@ import (
 	"github.com/porter-ci/porter/pkg/names"
 )
 
-// stepObjects are the audit objects of a step that StepObject serves, and
-// their content types. The event journal is left out: the build's events
-// route serves the same events.
+// stepObjectType is the content type of an audit object of a step that
+// StepObject serves; ok is false for others. The event journal is left
+// out: the build's events route serves the same events.
 func stepObjectType(name string) (string, bool) {
 	switch name {
 	case blobstore.PodObject:
