@@ -2,6 +2,8 @@
 // is in pkg/concourse) and the records the runtime shares with the sidecar:
 //
 //	GET /api/v1/builds/{id}/audit    Audit: the build's audit objects in the blobstore
+//	GET /api/v1/builds/{id}/audit/steps/{step}/{object}    one audit object of a step (pod.yaml, action.json, result.json, timeline.json)
+//	GET /api/v1/builds/{id}/outputs/{step}/{output}    a step's output artifact as a tar
 package api
 
 import (
@@ -24,6 +26,8 @@ type Audit struct {
 	Build json.RawMessage `json:"build,omitempty"`
 	// Steps maps step IDs to their result.json.
 	Steps map[string]json.RawMessage `json:"steps,omitempty"`
+	// Timelines maps step IDs to their timeline.json (PodTimeline).
+	Timelines map[string]json.RawMessage `json:"timelines,omitempty"`
 }
 
 // AuditObject is one stored audit object.

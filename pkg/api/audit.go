@@ -43,6 +43,63 @@ type StepResult struct {
 	Inputs         []StepArtifact `json:"inputs,omitempty"`
 	Outputs        []StepArtifact `json:"outputs,omitempty"`
 	Caches         []StepArtifact `json:"caches,omitempty"`
+	// Usage is what the step's container used until its process exited
+	// (nil: the process never ran, or its entrypoint was older).
+	Usage *ResourceUsage `json:"usage,omitempty"`
+	// Phases are the step's moments as its sidecar saw them, in order.
+	Phases []Phase `json:"phases,omitempty"`
+}
+
+// ResourceUsage is what a step's container used, as its cgroup counts it
+// (the step's process tree and the entrypoint). A field the kernel does not
+// offer is left out, never guessed.
+type ResourceUsage struct {
+	// MemoryPeakBytes is the container's memory high-water mark, page
+	// cache included.
+	MemoryPeakBytes int64 `json:"memory_peak_bytes,omitempty"`
+	// CPUSeconds is the CPU time (user and system) it used.
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+}
+
+// Phase names, in the order a step passes them (a step skips those it has
+// no part in: waiting_for_turn is only for a step declared ahead).
+const (
+	PhaseSidecarStarted   = "sidecar_started"
+	PhaseFetchingInputs   = "fetching_inputs"
+	PhaseWaitingForTurn   = "waiting_for_turn"
+	PhaseInputsFetched    = "inputs_fetched"
+	PhaseRunning          = "running"
+	PhaseProcessExited    = "process_exited"
+	PhaseUploadingOutputs = "uploading_outputs"
+	PhaseOutputsUploaded  = "outputs_uploaded"
+	PhaseFinished         = "finished"
+)
+
+// Phase is a moment of a step.
+type Phase struct {
+	Name string    `json:"name"`
+	At   time.Time `json:"at"`
+}
+
+// PodTimeline is a step pod's start as the ATC saw it and as the pod's
+// status recorded it (timeline.json in the step's audit record, written by
+// the ATC once the step has ended). The kubelet's times have second
+// resolution; a zero time is one that did not happen or was not seen.
+type PodTimeline struct {
+	StepID string `json:"step_id"`
+	// Queued is when the server began the step, before it waited for room
+	// and declared the pod.
+	Queued     time.Time `json:"queued,omitzero"`
+	PodCreated time.Time `json:"pod_created,omitzero"`
+	// Scheduled: the pod was bound to a node.
+	Scheduled time.Time `json:"scheduled,omitzero"`
+	// Initialized: the sidecar was running; the kubelet now pulls the
+	// step's image.
+	Initialized time.Time `json:"initialized,omitzero"`
+	// StepContainerStarted: the step's image was pulled and its container
+	// started.
+	StepContainerStarted time.Time `json:"step_container_started,omitzero"`
+	Node                 string    `json:"node,omitempty"`
 }
 
 // StepArtifact is one artifact moved into or out of a step.

@@ -55,6 +55,9 @@ func (e execEngine) ShutdownContext() context.Context { return e.s.shutdownCtx()
 func (e execEngine) RegisterStep(st *exec.StepState) {
 	e.s.mu.Lock()
 	e.s.steps[st.ID()] = st
+	if _, ok := e.s.queued[st.ID()]; !ok {
+		e.s.queued[st.ID()] = time.Now().UTC()
+	}
 	e.s.mu.Unlock()
 }
 

@@ -6,7 +6,10 @@ package atc
 // one-line hooks.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,9 +23,11 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/atc/exec"
 	"github.com/porter-ci/porter/pkg/atc/exec/buildstate"
 	"github.com/porter-ci/porter/pkg/atc/kuberuntime"
+	"github.com/porter-ci/porter/pkg/blobstore"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/metrics"
 	"github.com/porter-ci/porter/pkg/podevents"
@@ -160,11 +165,16 @@ const podTimingsWait = 10 * time.Second
 
 // observePod records, once a step's supervision is over, how long its pod
 // took to be scheduled and to start the step's container (image pull), as
-// metrics and as spans under the step's, as soon as the pod's status shows
-// them (in the background, for at most podTimingsWait); and drops the
-// step's phase clock (a sidecar that never reported its end leaves one).
-func (s *Server) observePod(ctx context.Context, w *kuberuntime.Worker, stepID string) {
+// metrics, as spans under the step's and in the step's audit record
+// (timeline.json), as soon as the pod's status shows them (in the
+// background, for at most podTimingsWait); and drops the step's phase clock
+// (a sidecar that never reported its end leaves one).
+func (s *Server) observePod(ctx context.Context, w *kuberuntime.Worker, st *exec.StepState) {
+	stepID := st.ID()
 	s.obs.metrics.ForgetStep(stepID)
+	s.mu.Lock()
+	queued := s.queued[stepID]
+	s.mu.Unlock()
 	s.runs.Add(1)
 	go func() {
 		defer s.runs.Done()
@@ -174,16 +184,20 @@ func (s *Server) observePod(ctx context.Context, w *kuberuntime.Worker, stepID s
 		for {
 			pod, ok := w.Pod(stepID)
 			if !ok {
-				return // deleted (a failed step's pod): nothing to tell
+				// Deleted (a failed step's pod): only the server's own moment is known.
+				s.writeTimeline(ctx, st, queued, nil, podwatch.Timings{})
+				return
 			}
 			t := podwatch.PodTimings(pod)
 			if !t.StepStarted.IsZero() {
 				s.recordPodTimings(ctx, pod, t)
+				s.writeTimeline(ctx, st, queued, pod, t)
 				return
 			}
 			select {
 			case <-giveUp:
 				s.recordPodTimings(ctx, pod, t)
+				s.writeTimeline(ctx, st, queued, pod, t)
 				return
 			case <-s.shutdownCtx().Done():
 				return
@@ -191,6 +205,36 @@ func (s *Server) observePod(ctx context.Context, w *kuberuntime.Worker, stepID s
 			}
 		}
 	}()
+}
+
+// writeTimeline records the step pod's start in the step's audit record,
+// where the build page reads it after the pod is gone. A check pod's
+// steps belong to no build's audit trail.
+func (s *Server) writeTimeline(ctx context.Context, st *exec.StepState, queued time.Time, pod *corev1.Pod, t podwatch.Timings) {
+	if podspec.IsCheckPod(st.ID()) || st.Build() == nil {
+		return
+	}
+	tl := api.PodTimeline{StepID: st.ID(), Queued: queued, PodCreated: t.Created, Scheduled: t.Scheduled,
+		Initialized: t.Initialized, StepContainerStarted: t.StepStarted}
+	if pod != nil {
+		tl.Node = pod.Spec.NodeName
+	}
+	if !t.Created.IsZero() && queued.After(t.Created.Add(time.Second)) {
+		// Registered again by a server that resumed the step (the pod's
+		// creation time is truncated to the second).
+		tl.Queued = time.Time{}
+	}
+	body, err := json.MarshalIndent(tl, "", "  ")
+	if err == nil {
+		key := blobstore.StepPrefix(st.Build().AuditID(), st.ID()) + blobstore.TimelineObject
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_, err = s.auditStore().Put(ctx, key, bytes.NewReader(body), int64(len(body)),
+			blobstore.PutOptions{ContentType: "application/json", IfAbsent: true})
+	}
+	if err != nil && !errors.Is(err, blobstore.ErrExists) {
+		s.log.Warn("audit the step pod's timeline", "step", st.ID(), "err", err)
+	}
 }
 
 // recordPodTimings records the phases t knows of.

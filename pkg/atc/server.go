@@ -219,7 +219,10 @@ type Server struct {
 	// followers waiting for a build to start here look again at once.
 	buildStarted chan struct{}
 	steps        map[string]*exec.StepState // by step ID (the pod's)
-	runs         sync.WaitGroup
+	// queued is when each step of steps was registered, about to have its
+	// pod declared (the start of its timeline).
+	queued map[string]time.Time
+	runs   sync.WaitGroup
 }
 
 // WithDefaults is the configuration with what is unset defaulted, as New
@@ -280,7 +283,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, db: deps.DB, store: deps.Store, kube: deps.Kube, keys: keys, logs: logs, vault: deps.Vault,
-		builds: map[int64]*buildstate.Build{}, buildStarted: make(chan struct{}), steps: map[string]*exec.StepState{}, started: time.Now(),
+		builds: map[int64]*buildstate.Build{}, buildStarted: make(chan struct{}), steps: map[string]*exec.StepState{}, queued: map[string]time.Time{}, started: time.Now(),
 		audit: deps.Audit, listenerDied: make(chan error, 3)} // gRPC, API, ops
 	// Not ctx's end: builds stop when Run ends, whatever built the server.
 	s.base, s.stopBase = context.WithCancelCause(context.WithoutCancel(ctx))
@@ -532,6 +535,7 @@ func (s *Server) step(id string) (*exec.StepState, error) {
 func (s *Server) forgetStep(id string) {
 	s.mu.Lock()
 	delete(s.steps, id)
+	delete(s.queued, id)
 	s.mu.Unlock()
 }
 

@@ -32,7 +32,7 @@ const DefaultWorkerHeartbeat = kuberuntime.DefaultHeartbeat
 // step.
 func (s *Server) superviseTask(ctx context.Context, st *exec.StepState) *eventspb.StepFinished {
 	w := kubeWorker(st.Worker())
-	defer s.observePod(ctx, w, st.ID())
+	defer s.observePod(ctx, w, st)
 	return s.pods.Supervise(ctx, kuberuntime.Step{ID: st.ID(), Worker: w, Finished: st.Finished(),
 		Abort: func(reason string) error { return s.streams.Abort(st.ID(), reason) },
 		PodFailed: func(ctx context.Context, err error) {

@@ -84,6 +84,9 @@ const (
 	PodObject    = "pod.yaml"
 	EventsObject = "events.jsonl.zst"
 	ResultObject = "result.json"
+	// TimelineObject is the step pod's start as the ATC saw it
+	// (api.PodTimeline), written by the ATC once the step has ended.
+	TimelineObject = "timeline.json"
 )
 
 func orNone(s string) string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -73,6 +74,7 @@ func (a *app) printAudit(id int64, trail api.Audit, asJSON bool) error {
 		fmt.Fprintf(a.stdout, "  image:    %s\n  pod:      %s (porter %s)\n", rec.Image, rec.Pod, rec.PorterVersion)
 		fmt.Fprintf(a.stdout, "  ran:      %s → %s (%s)\n", rec.StartedAt.Format(time.RFC3339), rec.FinishedAt.Format(time.RFC3339),
 			rec.FinishedAt.Sub(rec.StartedAt).Round(time.Millisecond))
+		fmt.Fprintf(a.stdout, "  used:     %s\n", usageLine(rec.Usage))
 		for _, group := range []struct {
 			what string
 			arts []api.StepArtifact
@@ -86,4 +88,17 @@ func (a *app) printAudit(id int64, trail api.Audit, asJSON bool) error {
 		}
 	}
 	return nil
+}
+
+// usageLine says what a step's container used, or that it is not known
+// (the kernel does not offer it, the process never ran, an older sidecar).
+func usageLine(u *api.ResourceUsage) string {
+	mem, cpu := "not available", "not available"
+	if u != nil && u.MemoryPeakBytes > 0 {
+		mem = formatBytes(u.MemoryPeakBytes)
+	}
+	if u != nil && u.CPUSeconds > 0 {
+		cpu = strconv.FormatFloat(u.CPUSeconds, 'f', 2, 64) + " s"
+	}
+	return "peak memory " + mem + ", CPU time " + cpu + " (the step container's cgroup)"
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/spf13/cobra"
 
+	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/events"
 	"github.com/porter-ci/porter/pkg/taskconfig"
@@ -477,5 +478,20 @@ func TestInterruptAbortsTheBuildAndFollowsIt(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("execute did not end after the abort")
+	}
+}
+
+func TestAuditUsageLineSaysWhatIsNotKnown(t *testing.T) {
+	for _, c := range []struct {
+		u    *api.ResourceUsage
+		want string
+	}{
+		{&api.ResourceUsage{MemoryPeakBytes: 68 << 20, CPUSeconds: 0.084}, "peak memory 68.0 MiB, CPU time 0.08 s"},
+		{&api.ResourceUsage{CPUSeconds: 2}, "peak memory not available, CPU time 2.00 s"},
+		{nil, "peak memory not available, CPU time not available"},
+	} {
+		if got := usageLine(c.u); !strings.HasPrefix(got, c.want) {
+			t.Errorf("usageLine(%+v) = %q, want %q…", c.u, got, c.want)
+		}
 	}
 }

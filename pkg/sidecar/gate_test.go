@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/porter-ci/porter/pkg/action"
+	"github.com/porter-ci/porter/pkg/api"
 	"github.com/porter-ci/porter/pkg/events/eventspb"
 	"github.com/porter-ci/porter/pkg/sidecar/controlpb"
 	"github.com/porter-ci/porter/pkg/sidecar/entrypoint"
@@ -127,7 +128,8 @@ func runGated(t *testing.T, a *action.Action, answer *eventspb.ATCMessage) gateR
 	t.Cleanup(func() { gs.Stop(); <-served })
 
 	sock := filepath.Join(t.TempDir(), "control.sock")
-	// The process ends as soon as it starts; started says it did.
+	// The process ends as soon as it starts, having used what the
+	// entrypoint read from its cgroup; started says it did.
 	spy := make(chan *fakeProcess, 1)
 	started := make(chan *fakeProcess, 1)
 	forwarded := make(chan struct{})
@@ -135,7 +137,7 @@ func runGated(t *testing.T, a *action.Action, answer *eventspb.ATCMessage) gateR
 		defer close(forwarded)
 		for p := range spy {
 			started <- p
-			p.exit(&controlpb.Exited{ExitStatus: 0})
+			p.exit(&controlpb.Exited{ExitStatus: 0, MemoryPeak: 5 << 20, CpuUsageUsec: 1500})
 		}
 	}()
 	t.Cleanup(func() { close(spy); <-forwarded })
@@ -234,6 +236,42 @@ func TestGatedStepStartsWithTheGoAhead(t *testing.T) {
 	slices.Sort(keys)
 	if want := []string{"artifacts/made", "artifacts/src"}; !slices.Equal(keys, want) {
 		t.Errorf("result's inputs %v, want %v", keys, want)
+	}
+}
+
+// The audit record of a step that ran holds its moments, in the order it
+// passed them, and what its container used.
+func TestResultRecordsPhasesAndUsage(t *testing.T) {
+	proceed := &eventspb.ATCMessage{Msg: &eventspb.ATCMessage_Proceed{Proceed: &eventspb.Proceed{
+		Inputs:      []*eventspb.ResolvedInput{{Name: "made", Key: "artifacts/made", Digest: "blake3:00"}},
+		Credentials: &eventspb.BlobstoreCredentials{AccessKey: "turn", SecretKey: "s"},
+	}}}
+	run := runGated(t, gatedAction(), proceed)
+	if run.res.Result != Succeeded {
+		t.Fatalf("result %+v, want succeeded", run.res)
+	}
+	body, err := json.Marshal(run.result())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec api.StepRecord
+	if err := json.Unmarshal(body, &rec); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i, p := range rec.Phases {
+		names = append(names, p.Name)
+		if i > 0 && p.At.Before(rec.Phases[i-1].At) {
+			t.Errorf("phase %s at %s is before %s at %s", p.Name, p.At, rec.Phases[i-1].Name, rec.Phases[i-1].At)
+		}
+	}
+	want := []string{api.PhaseSidecarStarted, api.PhaseFetchingInputs, api.PhaseWaitingForTurn, api.PhaseFetchingInputs,
+		api.PhaseInputsFetched, api.PhaseRunning, api.PhaseProcessExited, api.PhaseUploadingOutputs, api.PhaseOutputsUploaded, api.PhaseFinished}
+	if !slices.Equal(names, want) {
+		t.Errorf("phases %v, want %v", names, want)
+	}
+	if u := rec.Usage; u == nil || u.MemoryPeakBytes != 5<<20 || u.CPUSeconds != 0.0015 {
+		t.Errorf("usage %+v, want 5 MiB peak and 0.0015 s of CPU", u)
 	}
 }
 

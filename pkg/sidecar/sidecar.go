@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -160,6 +161,8 @@ type run struct {
 	// responseBody is it once checked.
 	response     *resource.Stdout
 	responseBody []byte
+	// phases are the step's moments so far (under mu), for its audit record.
+	phases []api.Phase
 
 	// bg ends when Run returns; goroutines counts the goroutines Run
 	// waits for before it does.
@@ -291,7 +294,54 @@ func (r *run) emit(ctx context.Context, ev *eventspb.Event) uint64 {
 }
 
 func (r *run) emitStatus(ctx context.Context, s eventspb.StepStatus, msg string) {
+	if name := phaseOf(s); name != "" {
+		r.mark(name)
+	}
 	r.emit(ctx, &eventspb.Event{Payload: &eventspb.Event_Status{Status: &eventspb.StatusChanged{Status: s, Message: msg}}})
+}
+
+// phaseOf names the phase a status starts ("": none).
+func phaseOf(s eventspb.StepStatus) string {
+	switch s {
+	case eventspb.StepStatus_STEP_STATUS_INITIALIZING:
+		return api.PhaseSidecarStarted
+	case eventspb.StepStatus_STEP_STATUS_FETCHING_INPUTS:
+		return api.PhaseFetchingInputs
+	case eventspb.StepStatus_STEP_STATUS_WAITING:
+		return api.PhaseWaitingForTurn
+	case eventspb.StepStatus_STEP_STATUS_RUNNING:
+		return api.PhaseRunning
+	case eventspb.StepStatus_STEP_STATUS_UPLOADING_OUTPUTS:
+		return api.PhaseUploadingOutputs
+	case eventspb.StepStatus_STEP_STATUS_FINISHED:
+		return api.PhaseFinished
+	}
+	return ""
+}
+
+// mark records that the step reached a phase now; a phase reached again
+// (inputs fetched after a gated step's go-ahead) keeps its first moment
+// and adds the later one.
+func (r *run) mark(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.phases = append(r.phases, api.Phase{Name: name, At: time.Now().UTC()})
+}
+
+// phasesSoFar is a copy of the step's phases.
+func (r *run) phasesSoFar() []api.Phase {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.phases)
+}
+
+// usageOf is the container's usage the entrypoint read at the process's
+// exit (nil: none could be read).
+func usageOf(e *controlpb.Exited) *api.ResourceUsage {
+	if e.GetMemoryPeak() <= 0 && e.GetCpuUsageUsec() <= 0 {
+		return nil
+	}
+	return &api.ResourceUsage{MemoryPeakBytes: e.GetMemoryPeak(), CPUSeconds: float64(e.GetCpuUsageUsec()) / 1e6}
 }
 
 // dispatch routes the ATC's commands.
@@ -410,6 +460,7 @@ func (r *run) execute(ctx context.Context) *Result {
 		return r.failBeforeStart(ctx, res, Errored, err.Error(), 1)
 	}
 	r.log.Info("inputs ready", "inputs", len(inputs), "caches", len(caches))
+	r.mark(api.PhaseInputsFetched)
 
 	waiting, err := r.waitForEntrypoint(ctx)
 	if err != nil {
@@ -461,6 +512,7 @@ func (r *run) execute(ctx context.Context) *Result {
 		return res
 	}
 	res.ExitStatus, res.TimedOut, res.Signal = exited.GetExitStatus(), exited.GetTimedOut(), exited.GetSignal()
+	res.Usage = usageOf(exited)
 	switch {
 	case exited.GetStartError() != "":
 		res.Result, res.Error = Errored, exited.GetStartError()
@@ -514,6 +566,7 @@ func (r *run) execute(ctx context.Context) *Result {
 		res.Result, res.Error = Errored, err.Error()
 		return res
 	}
+	r.mark(api.PhaseOutputsUploaded)
 	res.Result = Succeeded
 	return res
 }
@@ -678,10 +731,11 @@ func (r *run) forwardUntilExit(ctx context.Context) (*controlpb.Exited, error) {
 				r.sendSessionOutput(ctx, m.SessionOutput)
 			case *controlpb.EntrypointMessage_Exited:
 				e := m.Exited
-				r.log.Info("process exited", "exit_status", e.GetExitStatus())
+				r.log.Info("process exited", "exit_status", e.GetExitStatus(), "memory_peak", e.GetMemoryPeak(), "cpu_usage_usec", e.GetCpuUsageUsec())
+				r.mark(api.PhaseProcessExited)
 				r.emit(ctx, &eventspb.Event{Time: timestamppb.Now(), Payload: &eventspb.Event_ProcessExited{ProcessExited: &eventspb.ProcessExited{
 					ExitStatus: e.GetExitStatus(), Signal: e.GetSignal(), TimedOut: e.GetTimedOut(), Aborted: e.GetAborted(),
-					OomKilled: e.GetOomKilled(), MemoryLimit: e.GetMemoryLimit()}}})
+					OomKilled: e.GetOomKilled(), MemoryLimit: e.GetMemoryLimit(), MemoryPeak: e.GetMemoryPeak(), CpuUsageUsec: e.GetCpuUsageUsec()}}})
 				r.goroutine(func() { r.forwardSessions(r.bg) })
 				return e, nil
 			}
@@ -868,6 +922,7 @@ func (r *run) finish(ctx context.Context, res *Result) uint64 {
 	case <-r.actionWritten:
 	case <-ctx.Done():
 	}
+	res.Phases = r.phasesSoFar()
 	key, err := r.audit.writeResult(ctx, res)
 	if err != nil {
 		r.log.Error("write audit record", "err", err)

@@ -107,10 +107,16 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	dsn, drop, err := env.NewDatabase(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(drop)
+	// This tree's sidecar and entrypoint: the build page shows what they
+	// record (a step's phases, its container's peak memory and CPU time).
+	porterImage, removeImage, err := testenv.BuildPorterImage(ctx, GinkgoT().TempDir(), "ui")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(removeImage)
 	srv, err := env.NewATC(testenv.ATCConfig{
 		Worker: ns, WorkerName: "ui", Database: dsn,
 		LocalUsers:    []string{adminUser + ":" + s.adminPassword, bobUser + ":" + s.bobPassword},
 		MainTeamUsers: []string{adminUser, bobUser},
+		Args:          []string{"--porter-image", porterImage},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	startDex(ctx, srv)

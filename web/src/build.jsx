@@ -5,6 +5,7 @@ import {
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { api, get, getToken, streamEvents } from './api.js';
 import { settle } from './buildstate.js';
+import { bytes, filenameOf, outputURL, podSpecURL, seconds, timeline, timeOfDay, usage } from './steprecord.js';
 import { CopyButton, duration, ErrorBox, Layout, LoginForMore, StatusBadge } from './common.jsx';
 import { apiPipeline, enc, instanceVarsQuery, navigate, pipelinePath, varsLabel, withQuery } from './router.js';
 
@@ -191,19 +192,10 @@ function StepView({ node, ctx }) {
   }
 }
 
-// size is a byte count as people read it.
-function size(n) {
-  if (n < 1024) return n + ' B';
-  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
-  let v = n / 1024;
-  let i = 0;
-  for (; v >= 1024 && i < units.length - 1; i++) v /= 1024;
-  return v.toFixed(v < 10 ? 1 : 0) + ' ' + units[i];
-}
-
 // AuditRecord is what the step's sidecars wrote to the audit trail (Porter's
-// own): where it ran, its image, how it ended, and each artifact it took in
-// or gave out with its size and digest, as stored in the blobstore. The
+// own): where it ran, its image, how it ended, its timeline, what its
+// container used, and each artifact it took in or gave out with its size
+// and digest, as stored in the blobstore (outputs download as tars). The
 // build's audit is read once, when a step's record is first opened.
 function AuditRecord({ step, ctx }) {
   const [records, setRecords] = useState(null);
@@ -214,34 +206,124 @@ function AuditRecord({ step, ctx }) {
       if (!live) return;
       const mine = Object.values((a && a.steps) || {}).filter((r) => r && r.step_name === step.name);
       mine.sort((x, y) => (x.started_at || '').localeCompare(y.started_at || ''));
-      setRecords(mine);
+      setRecords(mine.map((r) => ({ record: r, pod: ((a && a.timelines) || {})[r.step_id] || null })));
     }, (e) => live && setErr(e));
     return () => { live = false; };
   }, [step.name]);
   if (err) return <ErrorBox error={err} />;
   if (!records) return <div class="muted">reading the audit trail…</div>;
   if (!records.length) return <div class="muted" data-testid="audit">no audit record (the step ran no pod)</div>;
-  const rows = (kind, list) => (list || []).map((a) => (
-    <tr key={kind + a.name + a.key} data-artifact={a.name} data-kind={kind}>
-      <td class="muted">{kind}</td><td>{a.name}</td><td title="as stored in the blobstore (compressed)">{size(a.size || 0)}</td>
-      <td><code title={a.key}>{(a.digest || '').slice(0, 23)}</code></td>
-    </tr>
-  ));
   return (
     <div class="audit" data-testid="audit">
-      {records.map((r) => (
-        <div key={r.step_id} class="audit-record">
-          <div class="muted">
-            pod <code>{r.pod || r.step_id}</code> · image <code>{r.image}</code> · {r.result}
-            {r.exit_status !== undefined && ` (exit ${r.exit_status})`}
-          </div>
-          <table class="audit-artifacts"><tbody>
-            {rows('input', r.inputs)}{rows('output', r.outputs)}{rows('cache', r.caches)}
-          </tbody></table>
-          <details><summary class="muted">result.json</summary><pre>{JSON.stringify(r, null, 2)}</pre></details>
-        </div>
-      ))}
+      {records.map(({ record: r, pod }) => <StepRecord key={r.step_id} r={r} pod={pod} buildID={ctx.buildID} />)}
     </div>
+  );
+}
+
+function StepRecord({ r, pod, buildID }) {
+  const [spec, setSpec] = useState(null);
+  const u = usage(r.usage);
+  const rows = (kind, list) => (list || []).map((a) => (
+    <tr key={kind + a.name + a.key} data-artifact={a.name} data-kind={kind}>
+      <td class="muted">{kind}</td><td>{a.name}</td><td title="as stored in the blobstore (compressed)">{bytes(a.size || 0)}</td>
+      <td><code title={a.key}>{(a.digest || '').slice(0, 23)}</code></td>
+      <td>{kind === 'output' && <Download buildID={buildID} stepID={r.step_id} name={a.name} />}</td>
+    </tr>
+  ));
+  const showSpec = () => {
+    if (spec) return setSpec(null);
+    setSpec({ loading: true });
+    fetchText(podSpecURL(buildID, r.step_id)).then((text) => setSpec({ text }), (error) => setSpec({ error }));
+  };
+  return (
+    <div class="audit-record" data-step-id={r.step_id}>
+      <div class="muted">
+        pod <code>{r.pod || r.step_id}</code>{pod && pod.node && <span> on <code>{pod.node}</code></span>} · image <code>{r.image}</code> · {r.result}
+        {r.exit_status !== undefined && ` (exit ${r.exit_status})`}
+      </div>
+      <div class="usage" data-testid="usage" data-memory-peak={(r.usage && r.usage.memory_peak_bytes) || 0} data-cpu-seconds={(r.usage && r.usage.cpu_seconds) || 0}
+        title="the step container's cgroup (its process tree and porter's entrypoint), read when the process exited; memory includes page cache">
+        peak memory <b>{u.memory}</b> · CPU time <b>{u.cpu}</b>
+      </div>
+      <Timeline moments={timeline(r, pod)} />
+      <table class="audit-artifacts"><tbody>
+        {rows('input', r.inputs)}{rows('output', r.outputs)}{rows('cache', r.caches)}
+      </tbody></table>
+      <button class="small" data-testid="pod-spec-toggle" onClick={showSpec}>{spec ? 'hide pod spec' : 'pod spec'}</button>
+      {spec && (spec.error ? <ErrorBox error={spec.error} /> : spec.loading ? <div class="muted">reading pod.yaml…</div>
+        : <pre class="pod-spec" data-testid="pod-spec">{spec.text}</pre>)}
+      <details><summary class="muted">result.json</summary><pre>{JSON.stringify(r, null, 2)}</pre></details>
+    </div>
+  );
+}
+
+// Timeline shows a step's moments with a bar from the first to each.
+function Timeline({ moments }) {
+  if (!moments.length) return <div class="muted" data-testid="timeline">no timeline recorded</div>;
+  const span = Math.max(1, moments[moments.length - 1].offset);
+  return (
+    <table class="timeline" data-testid="timeline"><tbody>
+      {moments.map((m) => (
+        <tr key={m.key} data-moment={m.key} data-at={m.at} title={m.title}>
+          <td class="muted">{m.label}</td>
+          <td><code>{timeOfDay(m.at, m.coarse)}</code></td>
+          <td class="num">+{seconds(m.offset)}</td>
+          <td class="bar-cell"><span class="bar" style={{ width: (100 * m.offset / span).toFixed(1) + '%' }} /></td>
+        </tr>
+      ))}
+    </tbody></table>
+  );
+}
+
+// fetchText reads a text answer of the API with the user's token.
+async function fetchText(path) {
+  const res = await fetch(path, { headers: authHeaders() });
+  const text = await res.text();
+  if (!res.ok) throw new Error(errorDetail(text) || res.statusText);
+  return text;
+}
+
+function authHeaders() {
+  const t = getToken();
+  return t ? { Authorization: 'Bearer ' + t } : {};
+}
+
+function errorDetail(text) {
+  try {
+    const v = JSON.parse(text);
+    if (v.errors && v.errors[0]) return v.errors[0].detail || v.errors[0].title || v.errors[0];
+  } catch (_) { /* plain text */ }
+  return text.trim();
+}
+
+// Download saves an output as a tar. The token travels only in a header,
+// so the link is followed by fetch and handed to the browser as a file;
+// the address is the link's own, for a public build or a script.
+function Download({ buildID, stepID, name }) {
+  const [state, setState] = useState('');
+  const url = outputURL(buildID, stepID, name);
+  const save = async (e) => {
+    e.preventDefault();
+    setState('downloading…');
+    try {
+      const res = await fetch(url, { headers: authHeaders() });
+      if (!res.ok) throw new Error(errorDetail(await res.text()) || res.statusText);
+      const blob = await res.blob();
+      const a = document.createElement('a');
+      a.href = URL.createObjectURL(blob);
+      a.download = filenameOf(res.headers.get('Content-Disposition'), name + '.tar');
+      a.click();
+      setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+      setState('');
+    } catch (err) {
+      setState(String(err.message || err));
+    }
+  };
+  return (
+    <span>
+      <a href={url} data-testid="output-download" data-output={name} onClick={save}>download .tar</a>
+      {state && <span class="muted"> {state}</span>}
+    </span>
   );
 }
 

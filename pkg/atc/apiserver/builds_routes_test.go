@@ -33,6 +33,8 @@ func buildRoutes(t testing.TB) []routeCase {
 		{method: "GET", path: "/api/v1/builds/1/events", role: "viewer", ok: 200, anonDown: 500},
 		{method: "GET", path: "/api/v1/builds/1/artifacts", role: "viewer", ok: 200, anonDown: 500},
 		{method: "GET", path: "/api/v1/builds/1/audit", role: "viewer", ok: 200},
+		{method: "GET", path: "/api/v1/builds/1/audit/steps/s1/pod.yaml", role: "viewer", ok: 200},
+		{method: "GET", path: "/api/v1/builds/1/outputs/s2/out", role: "viewer", ok: 200, anonDown: 500},
 		{method: "PUT", path: "/api/v1/builds/2/abort", role: "pipeline-operator", ok: 204},
 		{method: "POST", path: "/api/v1/builds/2/resume", role: "pipeline-operator", ok: 200},
 		{method: "POST", path: "/api/v1/teams/main/artifacts", role: "member", ok: 201, body: tgz(t, "a.txt", "a")},
@@ -252,7 +254,7 @@ func TestBuildAudit(t *testing.T) {
 	a := newTestAPI(t)
 	viewer := a.roleIn(t, "viewer")
 	au := decode[api.Audit](t, a.do(t, "GET", "/api/v1/builds/1/audit", viewer, ""), 200)
-	if len(au.Objects) != 3 || string(au.Build) != `{"id":1}` || string(au.Steps["s1"]) != `{"exit_status":0}` {
+	if len(au.Objects) != 5 || string(au.Build) != `{"id":1}` || string(au.Steps["s1"]) != `{"exit_status":0}` {
 		t.Errorf("audit %+v", au)
 	}
 	a.blobs.put("builds/2/build.json", []byte("not JSON"))
@@ -384,7 +386,7 @@ func TestBuildAuditKeyedByCreation(t *testing.T) {
 	// This build's own, from before the key had its creation time.
 	legacy := fmt.Sprintf(`{"id":1,"end_time":%d}`, b.EndTime.Unix())
 	a.blobs.put("builds/1/build.json", []byte(legacy))
-	if au := decode[api.Audit](t, a.do(t, "GET", "/api/v1/builds/1/audit", viewer, ""), 200); len(au.Objects) != 3 || string(au.Build) != legacy {
+	if au := decode[api.Audit](t, a.do(t, "GET", "/api/v1/builds/1/audit", viewer, ""), 200); len(au.Objects) != 5 || string(au.Build) != legacy {
 		t.Errorf("the build's legacy records: %+v", au)
 	}
 	// Its records under its own key win.

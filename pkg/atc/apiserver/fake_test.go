@@ -638,6 +638,9 @@ func newTestAPIWithOIDC(t testing.TB, oidc *auth.OIDCConfig) *testAPI {
 	blobs.put("builds/1/build.json", []byte(`{"id":1}`))
 	blobs.put("builds/1/steps/s1/result.json", []byte(`{"exit_status":0}`))
 	blobs.put("builds/1/steps/s1/log", []byte(`not JSON, not read`))
+	blobs.put("builds/1/steps/s1/pod.yaml", []byte("kind: Pod\nspec:\n  containers:\n  - image: busybox@sha256:00\n"))
+	blobs.put("builds/1/steps/s2/result.json", []byte(`{"step_id":"s2","outputs":[{"name":"out","key":"blobs/main/s2/u.tar.zst","digest":"blake3:aa","size":5}]}`))
+	blobs.put("blobs/main/s2/u.tar.zst", zstdTar(t, "made.txt", "made by s2"))
 	s, err := New(Config{ExternalURL: external, ServerID: "atc-0", BaseTypes: []string{"mock", "registry-image"}, ArtifactWorker: "w1",
 		BlobstoreBucket: "porter", OIDC: oidc}, Deps{Store: store, Engine: engine, Events: engine, Blobs: blobs, Issuer: iss, Log: discardLog(),
 		Credentials: fakeCreds{"main/p/token": "t0k3n", "main/login": map[string]any{"user": "u"}}})

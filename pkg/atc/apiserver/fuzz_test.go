@@ -28,7 +28,7 @@ var placeholder = regexp.MustCompile(`\{[a-z_]+\}`)
 var seedValues = map[string]string{
 	"{team_name}": "main", "{pipeline_name}": "p", "{job_name}": "j", "{resource_name}": "r", "{build_id}": "2",
 	"{build_name}": "1", "{version_id}": "300", "{id}": "c1", "{worker_name}": "w1", "{artifact_id}": "1", "{step_name}": "t",
-	"{component_name}": "scheduler", "{resource_type_name}": "rt",
+	"{component_name}": "scheduler", "{resource_type_name}": "rt", "{step_id}": "s1", "{object}": "pod.yaml", "{output}": "out",
 }
 
 var fuzzMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodHead, "PROPFIND"}

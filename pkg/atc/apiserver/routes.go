@@ -79,8 +79,10 @@ func (s *Server) routes() *router {
 	mux.handle("GET /api/v1/builds/{build_id}/plan", s.publicBuildRead(true, s.handleBuildPlan))
 	mux.handle("GET /api/v1/builds/{build_id}/events", s.publicBuildRead(true, s.handleBuildEvents))
 	mux.handle("GET /api/v1/builds/{build_id}/artifacts", s.publicBuildRead(true, s.handleBuildArtifacts))
-	audits := &auditserver.Server{Bucket: s.audit, Log: s.log}
+	audits := &auditserver.Server{Bucket: s.audit, Blobs: s.blobs, Log: s.log}
 	mux.handle("GET /api/v1/builds/{build_id}/audit", s.buildRead(audits.Audit))
+	mux.handle("GET /api/v1/builds/{build_id}/audit/steps/{step_id}/{object}", s.buildRead(audits.StepObject))
+	mux.handle("GET /api/v1/builds/{build_id}/outputs/{step_id}/{output}", s.publicBuildRead(true, audits.Output))
 	mux.handle("PUT /api/v1/builds/{build_id}/abort", s.buildAction(auth.ActionAbortBuild, s.handleAbortBuild))
 	// Porter's own (fly knows none): resume a failed job build, allowed to
 	// whoever may rerun it.

@@ -666,7 +666,11 @@ type ProcessExited struct {
 	// its children) for exceeding the container's memory limit.
 	OomKilled bool `protobuf:"varint,5,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
 	// The container's memory limit in bytes, when it has one (0: unknown or none).
-	MemoryLimit   int64 `protobuf:"varint,6,opt,name=memory_limit,json=memoryLimit,proto3" json:"memory_limit,omitempty"`
+	MemoryLimit int64 `protobuf:"varint,6,opt,name=memory_limit,json=memoryLimit,proto3" json:"memory_limit,omitempty"`
+	// The step container's peak memory use in bytes and its CPU time in
+	// microseconds when the process exited (its cgroup's); 0: not available.
+	MemoryPeak    int64 `protobuf:"varint,7,opt,name=memory_peak,json=memoryPeak,proto3" json:"memory_peak,omitempty"`
+	CpuUsageUsec  int64 `protobuf:"varint,8,opt,name=cpu_usage_usec,json=cpuUsageUsec,proto3" json:"cpu_usage_usec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -739,6 +743,20 @@ func (x *ProcessExited) GetOomKilled() bool {
 func (x *ProcessExited) GetMemoryLimit() int64 {
 	if x != nil {
 		return x.MemoryLimit
+	}
+	return 0
+}
+
+func (x *ProcessExited) GetMemoryPeak() int64 {
+	if x != nil {
+		return x.MemoryPeak
+	}
+	return 0
+}
+
+func (x *ProcessExited) GetCpuUsageUsec() int64 {
+	if x != nil {
+		return x.CpuUsageUsec
 	}
 	return 0
 }
@@ -1906,7 +1924,7 @@ const file_pkg_events_eventspb_events_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"N\n" +
 	"\x06Output\x120\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x18.porter.events.v1.StreamR\x06stream\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\xc1\x01\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x88\x02\n" +
 	"\rProcessExited\x12\x1f\n" +
 	"\vexit_status\x18\x01 \x01(\x05R\n" +
 	"exitStatus\x12\x16\n" +
@@ -1915,7 +1933,10 @@ const file_pkg_events_eventspb_events_proto_rawDesc = "" +
 	"\aaborted\x18\x04 \x01(\bR\aaborted\x12\x1d\n" +
 	"\n" +
 	"oom_killed\x18\x05 \x01(\bR\toomKilled\x12!\n" +
-	"\fmemory_limit\x18\x06 \x01(\x03R\vmemoryLimit\"`\n" +
+	"\fmemory_limit\x18\x06 \x01(\x03R\vmemoryLimit\x12\x1f\n" +
+	"\vmemory_peak\x18\a \x01(\x03R\n" +
+	"memoryPeak\x12$\n" +
+	"\x0ecpu_usage_usec\x18\b \x01(\x03R\fcpuUsageUsec\"`\n" +
 	"\fInputFetched\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +

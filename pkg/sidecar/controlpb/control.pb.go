@@ -269,7 +269,14 @@ type Exited struct {
 	// container's memory cgroup counted a kill) and the process failed.
 	OomKilled bool `protobuf:"varint,7,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
 	// The container's memory limit in bytes, when it has one (0: unknown or none).
-	MemoryLimit   int64 `protobuf:"varint,8,opt,name=memory_limit,json=memoryLimit,proto3" json:"memory_limit,omitempty"`
+	MemoryLimit int64 `protobuf:"varint,8,opt,name=memory_limit,json=memoryLimit,proto3" json:"memory_limit,omitempty"`
+	// The container's peak memory use in bytes (its memory cgroup's
+	// high-water mark, page cache included), read when the process exited;
+	// 0: not available.
+	MemoryPeak int64 `protobuf:"varint,9,opt,name=memory_peak,json=memoryPeak,proto3" json:"memory_peak,omitempty"`
+	// The CPU time the container used until the process exited, in
+	// microseconds (its cgroup's usage); 0: not available.
+	CpuUsageUsec  int64 `protobuf:"varint,10,opt,name=cpu_usage_usec,json=cpuUsageUsec,proto3" json:"cpu_usage_usec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -356,6 +363,20 @@ func (x *Exited) GetOomKilled() bool {
 func (x *Exited) GetMemoryLimit() int64 {
 	if x != nil {
 		return x.MemoryLimit
+	}
+	return 0
+}
+
+func (x *Exited) GetMemoryPeak() int64 {
+	if x != nil {
+		return x.MemoryPeak
+	}
+	return 0
+}
+
+func (x *Exited) GetCpuUsageUsec() int64 {
+	if x != nil {
+		return x.CpuUsageUsec
 	}
 	return 0
 }
@@ -787,7 +808,7 @@ const file_pkg_sidecar_controlpb_control_proto_rawDesc = "" +
 	"\x06Output\x120\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x18.porter.events.v1.StreamR\x06stream\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12.\n" +
-	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xf8\x01\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xbf\x02\n" +
 	"\x06Exited\x12\x1f\n" +
 	"\vexit_status\x18\x01 \x01(\x05R\n" +
 	"exitStatus\x12\x16\n" +
@@ -799,7 +820,11 @@ const file_pkg_sidecar_controlpb_control_proto_rawDesc = "" +
 	"\tnot_found\x18\x06 \x01(\bR\bnotFound\x12\x1d\n" +
 	"\n" +
 	"oom_killed\x18\a \x01(\bR\toomKilled\x12!\n" +
-	"\fmemory_limit\x18\b \x01(\x03R\vmemoryLimit\"\xfe\x03\n" +
+	"\fmemory_limit\x18\b \x01(\x03R\vmemoryLimit\x12\x1f\n" +
+	"\vmemory_peak\x18\t \x01(\x03R\n" +
+	"memoryPeak\x12$\n" +
+	"\x0ecpu_usage_usec\x18\n" +
+	" \x01(\x03R\fcpuUsageUsec\"\xfe\x03\n" +
 	"\x0eSidecarCommand\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x18.porter.control.v1.StartH\x00R\x05start\x12-\n" +
 	"\x04fail\x18\x02 \x01(\v2\x17.porter.control.v1.FailH\x00R\x04fail\x120\n" +

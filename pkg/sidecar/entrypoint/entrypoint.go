@@ -99,7 +99,7 @@ func (r StopReason) String() string {
 // returns the exit code the container should exit with.
 func RunEntrypoint(ctx context.Context, cfg EntrypointConfig) int {
 	e := NewEntrypointer(cfg, socketWaiter{path: cfg.SocketPath},
-		execRunner{stderr: cfg.Stderr, memory: cgroupFS{root: cgroupRoot}})
+		execRunner{stderr: cfg.Stderr, memory: cgroupFS{root: cgroupRoot}, log: cfg.Log})
 	return e.Run(ctx)
 }
 

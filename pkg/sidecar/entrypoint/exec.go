@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -99,6 +100,7 @@ type execRunner struct {
 	stderr io.Writer // the container's stderr, for porter's own notes
 	// memory is the container's memory cgroup, read to tell an OOM kill.
 	memory memoryCgroup
+	log    *slog.Logger
 }
 
 // execProcess is a started step process.
@@ -183,6 +185,9 @@ func (r execRunner) Start(argv []string, st *controlpb.Start, out OutputFunc) (P
 		p.mu.Lock()
 		exited.Aborted, exited.TimedOut = p.aborted, p.timedOut
 		oom.mark(exited)
+		if err := markUsage(r.memory, exited); err != nil && r.log != nil {
+			r.log.Info("the container's resource usage is not (all) available", "err", err)
+		}
 		p.exited = exited
 		p.mu.Unlock()
 		if exited.GetOomKilled() {

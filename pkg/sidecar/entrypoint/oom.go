@@ -23,6 +23,8 @@ type memoryCgroup interface {
 	OOMKills() (uint64, error)
 	// Limit is the cgroup's memory limit in bytes; ok is false when it has none.
 	Limit() (limit int64, ok bool, err error)
+	// Usage is the container's peak memory and CPU time so far.
+	Usage() (Usage, error)
 }
 
 // cgroupFS is the container's own memory cgroup under root (the container

@@ -23,7 +23,9 @@ import (
 type Server struct {
 	// Bucket is the audit bucket.
 	Bucket blobstore.Store
-	Log    *slog.Logger
+	// Blobs is the artifacts' store (Output).
+	Blobs blobstore.Store
+	Log   *slog.Logger
 }
 
 // Audit reads a build's audit trail back from the blobstore: what the
@@ -36,7 +38,7 @@ func (s *Server) Audit(w http.ResponseWriter, r *http.Request, b db.Build) {
 		apierr.Fail(w, r, s.Log, apierr.WithStatus(http.StatusBadGateway, err))
 		return
 	}
-	audit := api.Audit{Objects: []api.AuditObject{}, Steps: map[string]json.RawMessage{}}
+	audit := api.Audit{Objects: []api.AuditObject{}, Steps: map[string]json.RawMessage{}, Timelines: map[string]json.RawMessage{}}
 	read := func(key string) (json.RawMessage, error) {
 		// A version written after the first one is not the record.
 		rc, _, err := blobstore.GetOriginal(ctx, s.Bucket, key)
@@ -64,6 +66,9 @@ func (s *Server) Audit(w http.ResponseWriter, r *http.Request, b db.Build) {
 		case strings.HasPrefix(rest, "steps/") && strings.HasSuffix(rest, "/"+blobstore.ResultObject):
 			body, err = read(o.Key)
 			audit.Steps[strings.TrimSuffix(strings.TrimPrefix(rest, "steps/"), "/"+blobstore.ResultObject)] = body
+		case strings.HasPrefix(rest, "steps/") && strings.HasSuffix(rest, "/"+blobstore.TimelineObject):
+			body, err = read(o.Key)
+			audit.Timelines[strings.TrimSuffix(strings.TrimPrefix(rest, "steps/"), "/"+blobstore.TimelineObject)] = body
 		}
 		if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 			apierr.Fail(w, r, s.Log, apierr.WithStatus(http.StatusBadGateway, err))
