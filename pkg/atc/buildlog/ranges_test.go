@@ -51,7 +51,9 @@ func rangeLog(t *testing.T, n int) (*Logs, *countingStore, int64, string) {
 			t.Fatal(err)
 		}
 	}
-	out := func(step, s string) { l.Append(events.Log{Time: 1700000000, Origin: events.Origin{ID: step}, Payload: s}) }
+	out := func(step, s string) {
+		l.Append(events.Log{Time: 1700000000, Origin: events.Origin{ID: step}, Payload: s})
+	}
 	l.Redact([]string{"s3cret"})
 	l.Append(events.InitializeTask{Time: 1, Origin: events.Origin{ID: "small"}})
 	out("small", "small one\nsmall \x1b[1mtwo\x1b[0m\nsmall three, s3cret\n")
