@@ -12,7 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/porter-ci/porter/test/testenv"
+	"github.com/porter-ci/porter/test/testenv/seedlog"
 )
 
 // bigLines is the seeded build's output: far more than the page holds.
@@ -64,7 +64,7 @@ run: {path: echo, args: [before the seeded lines]}
 		id, err := strconv.ParseInt(m[1], 10, 64)
 		Expect(err).NotTo(HaveOccurred())
 		start := time.Now()
-		n, err := testenv.SeedBuildLog(ctx, s.env, s.server, id, bigLines, bigLine)
+		n, err := seedlog.Append(ctx, s.env, s.server, id, bigLines, bigLine)
 		Expect(err).NotTo(HaveOccurred())
 		GinkgoWriter.Printf("seeded build %d with %d lines (%d bytes) in %s\n", id, bigLines, n, time.Since(start))
 		page = fmt.Sprintf("/builds/%d", id)

@@ -1,4 +1,7 @@
-package testenv
+// Package seedlog writes build logs of any size straight into a test
+// server's storage, through the code the server writes with (a package of
+// its own: buildlog's tests use testenv).
+package seedlog
 
 import (
 	"context"
@@ -12,6 +15,7 @@ import (
 	"github.com/porter-ci/porter/pkg/concourse"
 	"github.com/porter-ci/porter/pkg/db"
 	"github.com/porter-ci/porter/pkg/events"
+	"github.com/porter-ci/porter/test/testenv"
 )
 
 // seedPieceBytes is about the size of a seeded log event; seedSyncBytes
@@ -22,13 +26,13 @@ const (
 	seedSyncBytes  = 8 << 20
 )
 
-// SeedBuildLog appends n lines, line(1)..line(n), to the stored log of
+// Append appends n lines, line(1)..line(n), to the stored log of
 // srv's finished build buildID, as output of its first task step, then a
 // status event saying it succeeded. It writes through the storage code the
 // server writes with (buildlog's segments in srv's bucket, indexed in its
 // database), so a log of any size is made without a pod printing it. It
 // returns the output's size in bytes.
-func SeedBuildLog(ctx context.Context, env *ATCEnv, srv *ATC, buildID int64, n int64, line func(i int64) string) (int64, error) {
+func Append(ctx context.Context, env *testenv.ATCEnv, srv *testenv.ATC, buildID int64, n int64, line func(i int64) string) (int64, error) {
 	d, err := db.Open(ctx, srv.Config.Database, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return 0, fmt.Errorf("seed build %d's log: %w", buildID, err)
