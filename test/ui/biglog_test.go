@@ -114,6 +114,7 @@ run: {path: echo, args: [before the seeded lines]}
 		c := loggedIn()
 		open(c, page, `[data-testid=log]`)
 		Eventually(evalEventually[string](c, lastShown)).Should(HavePrefix(fmt.Sprintf("seed line %07d", bigLines)))
+		endFrom := eval[int](c, logFrom)
 		Expect(chromedp.Do(c, chromedp.SendKeys(chromedp.CSS(`[data-testid=log-search-input]`), "the needle"+kb.Enter),
 			chromedp.WaitVisible(chromedp.CSS(`[data-testid=search-hit]`)))).To(Succeed())
 		Expect(eval[int](c, `document.querySelectorAll('[data-testid=search-hit]').length`)).To(Equal(1))
@@ -123,7 +124,8 @@ run: {path: echo, args: [before the seeded lines]}
 			const r = document.querySelector('[data-testid=log]').getBoundingClientRect(), b = e.getBoundingClientRect();
 			return b.top >= r.top && b.bottom <= r.bottom ? e.querySelector('.txt').textContent : 'not in view'; })()`
 		Eventually(evalEventually[string](c, hit)).Should(Equal("seed line 0001234 holds The Needle far from the end"))
-		Expect(eval[int](c, logFrom)).To(BeNumerically("<", 2000), "the page of the hit, not the end, is held")
+		Expect(eval[int](c, logFrom)).To(BeNumerically("<", endFrom), "the page of the hit, not the end's, is held")
+		Expect(eval[string](c, `document.querySelector('[data-testid=log]').dataset.end`)).To(Equal("false"))
 		screenshot(c, "at the hit")
 	}, SpecTimeout(specTimeout))
 

@@ -440,7 +440,7 @@ function Leaf({ step, ctx }) {
             <button class="small" data-testid="audit-toggle" onClick={() => setRecord(!record)}>{record ? 'hide' : 'audit record'}</button>
           )}
           {record && <AuditRecord step={step} ctx={ctx} />}
-          {ctx.ranged && ran && <RangedLog step={step} ctx={ctx} />}
+          {ctx.ranged && (ran ? <RangedLog step={step} ctx={ctx} /> : <div class="muted no-log">did not run</div>)}
           {!ctx.ranged && (hasLog ? <StreamedLog step={step} ctx={ctx} /> : <div class="muted no-log">{ran ? 'no output' : 'did not run'}</div>)}
         </div>
       )}
