@@ -214,8 +214,13 @@ function StreamedLog({ step, ctx }) {
 
 // RangedLog is a step's log read by range (GET /api/v1/builds/N/log): a
 // window of pages, its end first, earlier or later pages loaded as the
-// reader scrolls near an end; a search's hit loads the page it is in.
+// reader scrolls near an end; a search's hit loads the page it is in. The
+// windows are the build's, by step id: a plan read again makes new step
+// objects under the same components.
 function RangedLog({ step, ctx }) {
+  const id = step.id;
+  const win = () => ctx.windows.get(id);
+  const setWin = (w) => ctx.windows.set(id, w);
   const [, force] = useState(0);
   const [shift, setShift] = useState(null);
   const [target, setTarget] = useState(null);
@@ -226,35 +231,35 @@ function RangedLog({ step, ctx }) {
   const load = (query, fn, force_) => {
     if (busy.current && !force_) return;
     busy.current = true;
-    get(`/api/v1/builds/${ctx.buildID}/log?step=${enc(step.id)}&limit=${PAGE}&${query}`)
+    get(`/api/v1/builds/${ctx.buildID}/log?step=${enc(id)}&limit=${PAGE}&${query}`)
       .then((pg) => { if (alive.current) { fn(pg); force((x) => x + 1); } }, (e) => alive.current && setErr(e))
       .finally(() => { busy.current = false; });
   };
-  const jump = ctx.jump && ctx.jump.step === step.id ? ctx.jump : null;
+  const jump = ctx.jump && ctx.jump.step === id ? ctx.jump : null;
   useEffect(() => {
-    if (!step.win && !jump) load('', (pg) => { step.win = newWindow(pg); });
-  }, []);
+    if (!win() && !jump) load('', (pg) => { setWin(newWindow(pg)); });
+  }, [id]);
   useEffect(() => {
     if (!jump) return;
-    const have = step.win ? findLine(step.win.lines, jump.id, jump.k) : -1;
+    const have = win() ? findLine(win().lines, jump.id, jump.k) : -1;
     if (have >= 0) { setTarget({ index: have, seq: jump.seq }); return; }
     load(`before=${jump.id + 1}`, (pg) => {
-      step.win = newWindow(pg);
-      setTarget({ index: findLine(step.win.lines, jump.id, jump.k), seq: jump.seq });
+      setWin(newWindow(pg));
+      setTarget({ index: findLine(win().lines, jump.id, jump.k), seq: jump.seq });
     }, true);
   }, [jump && jump.seq]);
-  const w = step.win;
+  const w = win();
   if (err) return <ErrorBox error={err} />;
   if (!w) return <div class="muted">reading the log…</div>;
   if (!w.lines.length && w.start && w.end) return <div class="muted no-log">no output</div>;
   const onTop = w.start ? null : () => load(`before=${w.from}`, (pg) => {
-    step.win = addBefore(step.win, pg);
-    setShift({ n: step.win.added, seq: (shift ? shift.seq : 0) + 1 });
-    if (target) setTarget({ index: target.index + step.win.added, seq: target.seq });
+    setWin(addBefore(win(), pg));
+    setShift({ n: win().added, seq: (shift ? shift.seq : 0) + 1 });
+    if (target) setTarget({ index: target.index + win().added, seq: target.seq });
   });
   const onBottom = w.end ? null : () => load(`after=${w.to}`, (pg) => {
-    step.win = addAfter(step.win, pg);
-    if (step.win.dropped) setShift({ n: -step.win.dropped, seq: (shift ? shift.seq : 0) + 1 });
+    setWin(addAfter(win(), pg));
+    if (win().dropped) setShift({ n: -win().dropped, seq: (shift ? shift.seq : 0) + 1 });
   });
   return <LogView lines={w.lines} wrap={ctx.wrap} version={ctx.version} onTop={onTop} onBottom={onBottom} shift={shift} target={target}
     info={{ from: w.from, start: w.start, end: w.end }} />;
@@ -490,7 +495,7 @@ function BuildView({ build: initial, crumbs }) {
   const setWrap = (on) => { localStorage.setItem(WRAP_KEY, on ? '1' : '0'); setWrapState(on); };
   const searchBox = useRef(null);
   if (!st.current || st.current.id !== initial.id) {
-    st.current = { id: initial.id, steps: new Map(), orphans: [], tree: null, status: initial.status, error: '', end: 0, done: false, leaves: 0 };
+    st.current = { id: initial.id, steps: new Map(), orphans: [], tree: null, status: initial.status, error: '', end: 0, done: false, leaves: 0, windows: new Map() };
   }
   useEffect(() => {
     const s = st.current;
@@ -662,7 +667,7 @@ function BuildView({ build: initial, crumbs }) {
     let p = null;
     s.auditRead = () => (p = p || get(`/api/v1/builds/${build.id}/audit`));
   }
-  const ctx = { buildID: build.id, target: 'TARGET', leaves: s.leaves, version, audit: s.auditRead, ranged: !!s.ranged, wrap, jump };
+  const ctx = { buildID: build.id, target: 'TARGET', leaves: s.leaves, version, audit: s.auditRead, ranged: !!s.ranged, windows: s.windows, wrap, jump };
   const onJump = (h) => setJump({ step: h.step, id: h.id, k: h.k, seq: (jump ? jump.seq : 0) + 1 });
   const end = s.end || build.end_time;
   return (
