@@ -207,7 +207,10 @@ function StreamedLog({ step, ctx }) {
   const [target, setTarget] = useState(null);
   const jump = ctx.jump && ctx.jump.step === step.id ? ctx.jump : null;
   useEffect(() => {
-    if (jump) setTarget({ index: findLine(step.lines, jump.id, jump.k), seq: jump.seq });
+    if (!jump) return;
+    // A hit in the line the log stops in is the partial one, last.
+    const i = findLine(step.lines, jump.id, jump.k);
+    setTarget({ index: i < 0 && step.partial ? step.lines.length : i, seq: jump.seq });
   }, [jump && jump.seq]);
   return <LogView lines={step.lines} partial={step.partial} wrap={ctx.wrap} version={ctx.version} target={target} />;
 }
