@@ -109,7 +109,7 @@ soak: cluster-up images ## a soak under faults on the local cluster (SOAK_DURATI
 	$(GO) run ./test/soak -faults $(or $(SOAK_FAULTS),all) -json $(or $(SOAK_JSON),soak.json)
 
 .PHONY: bench-ui
-bench-ui: cluster-up images ## the web UI in headless chromium: dashboard of 1,000 pipelines, a 200-job pipeline, a 100,000-line build (median of 5)
+bench-ui: cluster-up images ## the web UI in headless chromium: dashboard of 1,000 pipelines, a 200-job pipeline, a 100,000-line build, a 10 GiB build log (seeded) (median of 5)
 	$(GO) run ./test/bench/ui
 
 .PHONY: bench-set-pipeline

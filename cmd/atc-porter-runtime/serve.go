@@ -472,7 +472,7 @@ func compose(ctx context.Context, cfg atc.Config, p parts) error {
 		Limits: apiserver.Limits{MaxArtifactUpload: cfg.Limits.MaxArtifactUpload, MaxRequestBody: cfg.Limits.MaxRequestBody,
 			UploadStall: cfg.Limits.HTTPReadTimeout, Upload: cfg.Limits.Upload},
 		OIDC: cfg.OIDC,
-	}, apiserver.Deps{Store: p.db, Engine: engine.API(), Events: engine.BuildEvents(), Blobs: p.store, Audit: p.audit,
+	}, apiserver.Deps{Store: p.db, Engine: engine.API(), Events: engine.BuildEvents(), Logs: engine.Logs(), Blobs: p.store, Audit: p.audit,
 		Issuer: auth.NewIssuer(p.signingKey, cfg.ExternalURL+"/sky/issuer", cfg.TokenTTL), Log: p.log.With("component", "api"),
 		Credentials: engine.Credentials()})
 	if err != nil {

@@ -346,6 +346,9 @@ func (s *Server) API() APIEngine { return APIEngine{s} }
 // the API's set-pipeline --check-creds.
 func (s *Server) Credentials() creds.Manager { return s.credentials() }
 
+// Logs are the builds' logs, read by range for the API.
+func (s *Server) Logs() *buildlog.Logs { return s.logs }
+
 // BuildEvents follows the builds' logs for the API.
 func (s *Server) BuildEvents() *buildlog.Follower { return s.events }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -249,6 +250,19 @@ type EventChunk struct {
 	FirstID, LastID uint64
 	Key             string
 	Offset, Length  int64
+	// Contents says what the chunk holds (Known false: not recorded, as
+	// for chunks written before it was).
+	Contents ChunkContents
+}
+
+// ChunkContents is what a log chunk holds, so that a reader of a part of a
+// huge log skips the chunks it does not need.
+type ChunkContents struct {
+	Known bool
+	// Origins are the plan ids of the steps whose output (log events) the
+	// chunk holds; Other says it holds some other event.
+	Origins []string
+	Other   bool
 }
 
 // AddEventChunk records a chunk of the build's events stored at key. A second
@@ -283,21 +297,30 @@ func (d *DB) AddEventSegment(ctx context.Context, chunks []BuildEventChunk) erro
 	n := len(chunks)
 	builds, firsts, lasts := make([]int64, n), make([]int64, n), make([]int64, n)
 	keys, offsets, lengths := make([]string, n), make([]int64, n), make([]int64, n)
+	// A chunk's origins travel as one string each (plan ids hold no
+	// newline): unnest flattens an array of arrays. NULL: not known.
+	origins, others := make([]*string, n), make([]*bool, n)
 	for i, c := range chunks {
 		builds[i], firsts[i], lasts[i] = c.BuildID, int64(c.FirstID), int64(c.LastID)
 		keys[i], offsets[i], lengths[i] = c.Key, c.Offset, c.Length
+		if c.Contents.Known {
+			o, other := strings.Join(c.Contents.Origins, "\n"), c.Contents.Other
+			origins[i], others[i] = &o, &other
+		}
 	}
 	_, err := d.pool.Exec(ctx, `
-		INSERT INTO build_event_chunks (build_id, first_id, last_id, key, segment_offset, segment_length)
-		SELECT c.build_id, c.first_id, c.last_id, c.key, c.segment_offset, c.segment_length
-		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::bigint[])
-			AS c (build_id, first_id, last_id, key, segment_offset, segment_length)
+		INSERT INTO build_event_chunks (build_id, first_id, last_id, key, segment_offset, segment_length, log_origins, other_events)
+		SELECT c.build_id, c.first_id, c.last_id, c.key, c.segment_offset, c.segment_length,
+			CASE WHEN c.origins = '' THEN '{}'::text[] ELSE string_to_array(c.origins, E'\n') END, c.other
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::boolean[])
+			AS c (build_id, first_id, last_id, key, segment_offset, segment_length, origins, other)
 		JOIN builds b ON b.id = c.build_id
 		ON CONFLICT (build_id, first_id) DO UPDATE SET
 			last_id = EXCLUDED.last_id, key = EXCLUDED.key,
-			segment_offset = EXCLUDED.segment_offset, segment_length = EXCLUDED.segment_length
+			segment_offset = EXCLUDED.segment_offset, segment_length = EXCLUDED.segment_length,
+			log_origins = EXCLUDED.log_origins, other_events = EXCLUDED.other_events
 		WHERE build_event_chunks.last_id <= EXCLUDED.last_id`,
-		builds, firsts, lasts, keys, offsets, lengths)
+		builds, firsts, lasts, keys, offsets, lengths, origins, others)
 	if err != nil {
 		return fmt.Errorf("add %d event chunks of segment %s: %w", n, chunks[0].Key, err)
 	}
@@ -307,7 +330,7 @@ func (d *DB) AddEventSegment(ctx context.Context, chunks []BuildEventChunk) erro
 // EventChunks lists the chunks of a build's log in event order.
 func (d *DB) EventChunks(ctx context.Context, buildID int64) ([]EventChunk, error) {
 	rows, err := d.pool.Query(ctx, `
-		SELECT first_id, last_id, key, segment_offset, segment_length
+		SELECT first_id, last_id, key, segment_offset, segment_length, log_origins, other_events
 		FROM build_event_chunks WHERE build_id = $1 ORDER BY first_id`, buildID)
 	if err != nil {
 		return nil, fmt.Errorf("event chunks of build %d: %w", buildID, err)
@@ -315,8 +338,12 @@ func (d *DB) EventChunks(ctx context.Context, buildID int64) ([]EventChunk, erro
 	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EventChunk, error) {
 		var first, last int64
 		var c EventChunk
-		err := r.Scan(&first, &last, &c.Key, &c.Offset, &c.Length)
+		var other *bool
+		err := r.Scan(&first, &last, &c.Key, &c.Offset, &c.Length, &c.Contents.Origins, &other)
 		c.FirstID, c.LastID = uint64(first), uint64(last)
+		if other != nil {
+			c.Contents.Known, c.Contents.Other = true, *other
+		}
 		return c, err
 	})
 	if err != nil {

@@ -203,7 +203,7 @@ func TestEventChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cs) != 3 || cs[0].Key != "c1" || cs[1].Key != "c2" || cs[2] != (EventChunk{FirstID: 150, LastID: 150, Key: "c3"}) {
+	if len(cs) != 3 || cs[0].Key != "c1" || cs[1].Key != "c2" || !sameChunks(cs[2:], []EventChunk{{FirstID: 150, LastID: 150, Key: "c3"}}) {
 		t.Fatalf("chunks %+v", cs)
 	}
 }
@@ -249,7 +249,10 @@ func TestEventSegment(t *testing.T) {
 	if err := d.AddEventSegment(ctx, seg("s3", chunk(b, 4, 5, 7, 8))); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.AddEventSegment(ctx, seg("s4", chunk(b, 4, 9, 100, 20))); err != nil {
+	// What a chunk holds is recorded with it (and replaced with it).
+	s4 := chunk(b, 4, 9, 100, 20)
+	s4.Contents = ChunkContents{Known: true, Origins: []string{"plan-1", "plan-2"}, Other: true}
+	if err := d.AddEventSegment(ctx, seg("s4", s4)); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.AddEventSegment(ctx, seg("s5", chunk(b, 4, 6, 1, 1))); err != nil {
@@ -257,16 +260,50 @@ func TestEventSegment(t *testing.T) {
 	}
 	want := map[int64][]EventChunk{
 		a: {{FirstID: 1, LastID: 10, Key: "atc/events/a/1"}, {FirstID: 11, LastID: 12, Key: "s1", Offset: 0, Length: 40}},
-		b: {{FirstID: 1, LastID: 3, Key: "s1", Offset: 40, Length: 55}, {FirstID: 4, LastID: 9, Key: "s4", Offset: 100, Length: 20}},
+		b: {{FirstID: 1, LastID: 3, Key: "s1", Offset: 40, Length: 55}, {FirstID: 4, LastID: 9, Key: "s4", Offset: 100, Length: 20,
+			Contents: ChunkContents{Known: true, Origins: []string{"plan-1", "plan-2"}, Other: true}}},
 	}
 	for id, w := range want {
 		cs, err := d.EventChunks(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(cs, w) {
+		if !sameChunks(cs, w) {
 			t.Errorf("build %d: chunks %+v, want %+v", id, cs, w)
 		}
+	}
+}
+
+func sameChunks(a, b []EventChunk) bool {
+	return slices.EqualFunc(a, b, func(x, y EventChunk) bool {
+		return x.FirstID == y.FirstID && x.LastID == y.LastID && x.Key == y.Key && x.Offset == y.Offset && x.Length == y.Length &&
+			x.Contents.Known == y.Contents.Known && x.Contents.Other == y.Contents.Other && slices.Equal(x.Contents.Origins, y.Contents.Origins)
+	})
+}
+
+// TestEventChunkContents: a chunk that holds no output records an empty
+// list of origins, told apart from one written before contents were known.
+func TestEventChunkContents(t *testing.T) {
+	d, _ := openTest(t)
+	ctx := t.Context()
+	team, _ := d.EnsureTeam(ctx, "main", nil)
+	b, err := d.CreateOneOffBuild(ctx, team.ID, nil, "", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := []BuildEventChunk{
+		{BuildID: b.ID, EventChunk: EventChunk{FirstID: 1, LastID: 2, Key: "s", Length: 5, Contents: ChunkContents{Known: true, Other: true}}},
+		{BuildID: b.ID, EventChunk: EventChunk{FirstID: 3, LastID: 4, Key: "s", Offset: 5, Length: 5}},
+	}
+	if err := d.AddEventSegment(ctx, chunks); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := d.EventChunks(ctx, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 2 || !cs[0].Contents.Known || !cs[0].Contents.Other || len(cs[0].Contents.Origins) != 0 || cs[1].Contents.Known {
+		t.Fatalf("chunks %+v", cs)
 	}
 }
 

@@ -39,8 +39,8 @@ async function errorText(res) {
   return text.trim() || res.statusText;
 }
 
-async function call(method, path, body) {
-  const opts = { method, headers: headers() };
+async function call(method, path, body, signal) {
+  const opts = { method, headers: headers(), signal };
   if (body !== undefined) {
     opts.headers['Content-Type'] = 'application/json';
     opts.body = JSON.stringify(body);
@@ -61,6 +61,9 @@ export async function api(method, path, body) {
 }
 
 export const get = (path) => api('GET', path);
+
+// getCancellable is get that signal (an AbortController's) cancels.
+export const getCancellable = async (path, signal) => (await call('GET', path, undefined, signal)).data;
 
 // parseLinks reads a Link header (RFC 8288, as the API pages lists) into
 // rel -> the linked page's query (from=, to=, limit=).
@@ -119,7 +122,9 @@ export function streamEvents(buildID, onEvent, onEnd, onError) {
         ctrl.abort();
         return;
       }
-      if (msg.event === 'event' && msg.data) onEvent(JSON.parse(msg.data));
+      // The event's id is its record's: a line is named by where it ends
+      // (as the log's search names hits).
+      if (msg.event === 'event' && msg.data) onEvent({ ...JSON.parse(msg.data), id: Number(msg.id) });
     },
     onclose() {
       // The server closed without "end": reconnect from the last id.

@@ -1,15 +1,26 @@
 import { AnsiUp } from 'ansi_up';
 import {
-  elementScroll, observeElementOffset, observeElementRect, Virtualizer,
+  elementScroll, measureElement, observeElementOffset, observeElementRect, Virtualizer,
 } from '@tanstack/virtual-core';
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
-import { api, get, getToken, streamEvents } from './api.js';
+import { api, get, getCancellable, getToken, streamEvents } from './api.js';
+import { addAfter, addBefore, findLine, newWindow } from './logpages.js';
 import { settle } from './buildstate.js';
 import { bytes, filenameOf, outputURL, podSpecURL, seconds, timeline, timeOfDay, usage } from './steprecord.js';
 import { CopyButton, duration, ErrorBox, Layout, LoginForMore, StatusBadge } from './common.jsx';
 import { apiPipeline, enc, instanceVarsQuery, navigate, pipelinePath, varsLabel, withQuery } from './router.js';
 
-const LINE = 18; // px: lines do not wrap, so every line is this tall
+const LINE = 18; // px: a line's height unless lines wrap
+
+// BIG is the stored size (compressed) from which a finished build's log is
+// read by range (the step's end first, earlier pages as they are scrolled
+// to) rather than streamed whole: a 10 GiB log never enters the page.
+const BIG = 1 << 20;
+
+// PAGE is how many lines a page of a log read by range holds at least.
+const PAGE = 500;
+
+const WRAP_KEY = 'porter.wrap';
 
 function newAnsi() {
   const a = new AnsiUp();
@@ -73,14 +84,16 @@ function apply(st, ev) {
       const text = s.partial + (d.payload || '');
       const parts = text.split('\n');
       s.partial = parts.pop();
-      for (const p of parts) {
+      // A line is named by where it ends: the k-th newline of record id's
+      // piece (the partial before holds none).
+      parts.forEach((p, k) => {
         const line = p.replace(/\r$/, '');
         // Most lines have no escape codes: they are kept as text (Preact
         // escapes them when shown); only the others go through ansi_up,
         // in order, so colors carry across lines.
-        if (line.indexOf('\x1b') < 0 && plain(s.ansi)) s.lines.push({ t: d.time, text: line });
-        else s.lines.push({ t: d.time, html: s.ansi.ansi_to_html(line) });
-      }
+        if (line.indexOf('\x1b') < 0 && plain(s.ansi)) s.lines.push({ t: d.time, text: line, id: ev.id, k });
+        else s.lines.push({ t: d.time, html: s.ansi.ansi_to_html(line), id: ev.id, k });
+      });
       break;
     }
     case 'status':
@@ -120,23 +133,40 @@ function clock(t) {
 
 // LogView renders only the lines on screen (TanStack Virtual), so a
 // 100,000-line log costs what 40 lines do; it follows the end while the
-// reader is at the bottom.
-function LogView({ step, version }) {
+// reader is at the bottom. Lines wrap if wrap says so: they are measured
+// then, else all LINE tall. onTop and onBottom are called when the reader
+// nears an end (a log read by range loads the page there); shift moves
+// the view by lines that came (or went) in front; target is a line to
+// show and mark (a search's hit).
+function LogView({ lines, partial, wrap, version, onTop, onBottom, shift, target, info }) {
   const el = useRef(null);
   const [, force] = useState(0);
-  const follow = useRef(true);
-  const count = step.lines.length + (step.partial ? 1 : 0);
+  const follow = useRef(!target);
+  const count = lines.length + (partial ? 1 : 0);
   const vref = useRef(null);
   if (!vref.current) {
     vref.current = new Virtualizer({
       count, getScrollElement: () => el.current, estimateSize: () => LINE, overscan: 30,
-      scrollToFn: elementScroll, observeElementRect, observeElementOffset,
+      scrollToFn: elementScroll, observeElementRect, observeElementOffset, measureElement,
       onChange: () => force((x) => x + 1),
     });
   }
   const v = vref.current;
   v.setOptions({ ...v.options, count });
   useLayoutEffect(() => v._didMount(), []);
+  // Sizes measured for wrapped lines do not hold for the other mode, nor
+  // for lines that moved (a page came in front).
+  useLayoutEffect(() => { v.measure(); }, [wrap]);
+  useLayoutEffect(() => {
+    if (!shift || !el.current) return;
+    if (wrap) v.measure();
+    el.current.scrollTop += shift.n * LINE;
+  }, [shift && shift.seq]);
+  useLayoutEffect(() => {
+    if (!target || target.index < 0) return;
+    follow.current = false;
+    v.scrollToIndex(target.index, { align: 'center' });
+  }, [target && target.seq]);
   useLayoutEffect(() => {
     v._willUpdate();
     if (follow.current && el.current && count) el.current.scrollTop = el.current.scrollHeight;
@@ -144,23 +174,150 @@ function LogView({ step, version }) {
   const onScroll = () => {
     const e = el.current;
     follow.current = e.scrollTop + e.clientHeight >= e.scrollHeight - LINE * 2;
+    if (onTop && e.scrollTop < LINE * 20) onTop();
+    if (onBottom && e.scrollTop + e.clientHeight > e.scrollHeight - LINE * 20) onBottom();
   };
   const items = v.getVirtualItems();
+  const hit = target && target.index;
   return (
-    <div class="log" ref={el} onScroll={onScroll} data-testid="log" data-lines={count} data-version={version}>
+    <div class={'log' + (wrap ? ' wrap' : '')} ref={el} onScroll={onScroll} data-testid="log" data-lines={count} data-version={version}
+      data-from={info && info.from} data-start={info && String(info.start)} data-end={info && String(info.end)}>
       <div style={{ height: v.getTotalSize() + 'px', position: 'relative' }}>
         {items.map((it) => {
-          const line = it.index < step.lines.length ? step.lines[it.index] : { t: 0, html: newAnsi().ansi_to_html(step.partial) };
+          const line = it.index < lines.length ? lines[it.index] : { t: 0, html: newAnsi().ansi_to_html(partial) };
+          // A line read by range is colored on its own (colors do not carry
+          // across pages).
+          const html = line.html !== undefined ? line.html : (line.text.indexOf('\x1b') >= 0 ? newAnsi().ansi_to_html(line.text) : undefined);
           return (
-            <div key={it.key} class="line" data-index={it.index} style={{ transform: `translateY(${it.start}px)` }}>
+            <div key={it.key} class={'line' + (it.index === hit ? ' hit' : '')} data-index={it.index} ref={wrap ? v.measureElement : undefined}
+              style={{ transform: `translateY(${it.start}px)` }}>
               <span class="ts" title={when(line.t)}>{clock(line.t)}</span>
-              {line.html === undefined
+              {html === undefined
                 ? <span class="txt">{line.text}</span>
-                : <span class="txt" dangerouslySetInnerHTML={{ __html: line.html }} />}
+                : <span class="txt" dangerouslySetInnerHTML={{ __html: html }} />}
             </div>
           );
         })}
       </div>
+    </div>
+  );
+}
+
+// StreamedLog is a step's log as the events stream brought it (all of it).
+function StreamedLog({ step, ctx }) {
+  const [target, setTarget] = useState(null);
+  const jump = ctx.jump && ctx.jump.step === step.id ? ctx.jump : null;
+  useEffect(() => {
+    if (!jump) return;
+    // A hit in the line the log stops in is the partial one, last.
+    const i = findLine(step.lines, jump.id, jump.k);
+    setTarget({ index: i < 0 && step.partial ? step.lines.length : i, seq: jump.seq });
+  }, [jump && jump.seq]);
+  return <LogView lines={step.lines} partial={step.partial} wrap={ctx.wrap} version={ctx.version} target={target} />;
+}
+
+// RangedLog is a step's log read by range (GET /api/v1/builds/N/log): a
+// window of pages, its end first, earlier or later pages loaded as the
+// reader scrolls near an end; a search's hit loads the page it is in. The
+// windows are the build's, by step id: a plan read again makes new step
+// objects under the same components.
+function RangedLog({ step, ctx }) {
+  const id = step.id;
+  const win = () => ctx.windows.get(id);
+  const setWin = (w) => ctx.windows.set(id, w);
+  const [, force] = useState(0);
+  const [shift, setShift] = useState(null);
+  const [target, setTarget] = useState(null);
+  const [err, setErr] = useState(null);
+  const busy = useRef(false);
+  const alive = useRef(true);
+  useEffect(() => () => { alive.current = false; }, []);
+  const load = (query, fn, force_) => {
+    if (busy.current && !force_) return;
+    busy.current = true;
+    get(`/api/v1/builds/${ctx.buildID}/log?step=${enc(id)}&limit=${PAGE}&${query}`)
+      .then((pg) => { if (alive.current) { fn(pg); force((x) => x + 1); } }, (e) => alive.current && setErr(e))
+      .finally(() => { busy.current = false; });
+  };
+  const jump = ctx.jump && ctx.jump.step === id ? ctx.jump : null;
+  useEffect(() => {
+    if (!win() && !jump) load('', (pg) => { setWin(newWindow(pg)); });
+  }, [id]);
+  useEffect(() => {
+    if (!jump) return;
+    const have = win() ? findLine(win().lines, jump.id, jump.k) : -1;
+    if (have >= 0) { setTarget({ index: have, seq: jump.seq }); return; }
+    load(`before=${jump.id + 1}`, (pg) => {
+      setWin(newWindow(pg));
+      setTarget({ index: findLine(win().lines, jump.id, jump.k), seq: jump.seq });
+    }, true);
+  }, [jump && jump.seq]);
+  const w = win();
+  if (err) return <ErrorBox error={err} />;
+  if (!w) return <div class="muted">reading the log…</div>;
+  if (!w.lines.length && w.start && w.end) return <div class="muted no-log">no output</div>;
+  const onTop = w.start ? null : () => load(`before=${w.from}`, (pg) => {
+    setWin(addBefore(win(), pg));
+    setShift({ n: win().added, seq: (shift ? shift.seq : 0) + 1 });
+    if (target) setTarget({ index: target.index + win().added, seq: target.seq });
+  });
+  const onBottom = w.end ? null : () => load(`after=${w.to}`, (pg) => {
+    setWin(addAfter(win(), pg));
+    if (win().dropped) setShift({ n: -win().dropped, seq: (shift ? shift.seq : 0) + 1 });
+  });
+  return <LogView lines={w.lines} wrap={ctx.wrap} version={ctx.version} onTop={onTop} onBottom={onBottom} shift={shift} target={target}
+    info={{ from: w.from, start: w.start, end: w.end }} />;
+}
+
+// LogSearch searches the build's whole log on the server (the page holds
+// only a part of a huge log, so the browser's find cannot); a hit opens its
+// step and shows its line.
+function LogSearch({ buildID, steps, onJump, inputRef }) {
+  const [q, setQ] = useState('');
+  const [res, setRes] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const [err, setErr] = useState(null);
+  const ctrl = useRef(null);
+  useEffect(() => () => ctrl.current && ctrl.current.abort(), []);
+  const search = (cursor) => {
+    if (ctrl.current) ctrl.current.abort();
+    if (!q) { setRes(null); return; }
+    const c = new AbortController();
+    ctrl.current = c;
+    setBusy(true);
+    setErr(null);
+    const path = `/api/v1/builds/${buildID}/log/search?q=${encodeURIComponent(q)}&limit=100` + (cursor ? '&cursor=' + encodeURIComponent(cursor) : '');
+    getCancellable(path, c.signal).then((r) => {
+      if (ctrl.current !== c) return;
+      setRes((old) => (cursor && old ? { ...r, hits: [...old.hits, ...r.hits] } : r));
+    }, (e) => { if (ctrl.current === c && e.name !== 'AbortError') setErr(e); })
+      .finally(() => { if (ctrl.current === c) setBusy(false); });
+  };
+  const cancel = () => { if (ctrl.current) ctrl.current.abort(); ctrl.current = null; setBusy(false); };
+  return (
+    <div class="log-search" data-testid="log-search">
+      <form onSubmit={(e) => { e.preventDefault(); search(''); }}>
+        <input ref={inputRef} type="search" data-testid="log-search-input" placeholder="search the whole log (Ctrl-F)" value={q}
+          onInput={(e) => setQ(e.currentTarget.value)}
+          onKeyDown={(e) => { if (e.key === 'Escape') { cancel(); e.currentTarget.blur(); } }} />
+        <button type="submit" class="small">search</button>
+        {busy && <span class="muted"> searching… <button type="button" class="small" onClick={cancel}>stop</button></span>}
+      </form>
+      <ErrorBox error={err} />
+      {res && (
+        <div class="hits" data-testid="search-hits" data-count={res.hits.length}>
+          {res.hits.length === 0 && !res.more && <div class="muted">no line holds “{q}”</div>}
+          {res.hits.map((h, i) => {
+            const st = steps.get(h.step);
+            return (
+              <div key={i} class="hit-row" data-testid="search-hit" data-id={h.id} data-k={h.k} onClick={() => onJump(h)}>
+                <span class="muted">{st ? st.name : h.step}:</span> <span class="txt">{h.text}</span>
+              </div>
+            );
+          })}
+          {res.more && <button class="small" data-testid="search-more" disabled={busy} onClick={() => search(res.next)}>search further</button>}
+        </div>
+      )}
     </div>
   );
 }
@@ -330,6 +487,9 @@ function Download({ buildID, stepID, name }) {
 function Leaf({ step, ctx }) {
   const [open, setOpen] = useState(null);
   const [record, setRecord] = useState(false);
+  // A search's hit in this step opens it.
+  const jumped = ctx.jump && ctx.jump.step === step.id ? ctx.jump.seq : 0;
+  useEffect(() => { if (jumped) setOpen(true); }, [jumped]);
   const ran = step.status !== 'pending' && step.status !== 'not run';
   const auto = ran && (step.status !== 'succeeded' || ctx.leaves <= 1);
   const expanded = open === null ? auto : open;
@@ -370,7 +530,8 @@ function Leaf({ step, ctx }) {
             <button class="small" data-testid="audit-toggle" onClick={() => setRecord(!record)}>{record ? 'hide' : 'audit record'}</button>
           )}
           {record && <AuditRecord step={step} ctx={ctx} />}
-          {hasLog ? <LogView step={step} version={ctx.version} /> : <div class="muted no-log">{ran ? 'no output' : 'did not run'}</div>}
+          {ctx.ranged && (ran ? <RangedLog step={step} ctx={ctx} /> : <div class="muted no-log">did not run</div>)}
+          {!ctx.ranged && (hasLog ? <StreamedLog step={step} ctx={ctx} /> : <div class="muted no-log">{ran ? 'no output' : 'did not run'}</div>)}
         </div>
       )}
     </div>
@@ -400,6 +561,8 @@ export const SHORTCUTS = [
   ['T', 'trigger a new build of the job'],
   ['R', 'rerun this build'],
   ['A', 'abort this build'],
+  ['/', 'search the whole log'],
+  ['Ctrl-F', 'search the whole log (on the server: the page holds only a part of a long log, so the browser\'s find cannot)'],
   ['?', 'show or hide this help'],
 ];
 
@@ -412,8 +575,12 @@ function BuildView({ build: initial, crumbs }) {
   const [err, setErr] = useState(null);
   const [near, setNear] = useState({});
   const [help, setHelp] = useState(false);
+  const [jump, setJump] = useState(null);
+  const [wrap, setWrapState] = useState(() => localStorage.getItem(WRAP_KEY) === '1');
+  const setWrap = (on) => { localStorage.setItem(WRAP_KEY, on ? '1' : '0'); setWrapState(on); };
+  const searchBox = useRef(null);
   if (!st.current || st.current.id !== initial.id) {
-    st.current = { id: initial.id, steps: new Map(), orphans: [], tree: null, status: initial.status, error: '', end: 0, done: false, leaves: 0 };
+    st.current = { id: initial.id, steps: new Map(), orphans: [], tree: null, status: initial.status, error: '', end: 0, done: false, leaves: 0, windows: new Map() };
   }
   useEffect(() => {
     const s = st.current;
@@ -473,13 +640,31 @@ function BuildView({ build: initial, crumbs }) {
       }, () => {});
     };
     if (initial.status === 'pending' || initial.status === 'started') pollWaiting();
-    const stop = streamEvents(initial.id, (ev) => { apply(s, ev); redraw(); },
+    const finish = () => {
+      s.done = true;
+      settle(s.steps, s.status);
+      // A build that ended before its plan was read: read it once more.
+      if (!s.tree && !s.denied) { clearTimeout(planTimer); loadPlan(); }
+      redraw();
+    };
+    // A finished build with a big log: its events but output (the outline),
+    // and each step's output by range, never the whole log. Any other build
+    // streams its events, live while it runs.
+    let stop = () => {};
+    const finished = initial.status !== 'pending' && initial.status !== 'started';
+    (finished ? get(`/api/v1/builds/${initial.id}/log/outline`).catch(() => null) : Promise.resolve(null)).then((o) => {
+      if (!live) return;
+      if (o && o.stored_bytes > BIG) {
+        s.ranged = true;
+        for (const ev of o.events) apply(s, ev);
+        finish();
+        return;
+      }
+      stop = stream();
+    });
+    const stream = () => streamEvents(initial.id, (ev) => { apply(s, ev); redraw(); },
       () => {
-        s.done = true;
-        settle(s.steps, s.status);
-        // A build that ended before its plan was read: read it once more.
-        if (!s.tree && !s.denied) { clearTimeout(planTimer); loadPlan(); }
-        redraw();
+        finish();
         get(`/api/v1/builds/${initial.id}`).then(setBuild).catch(() => {});
       },
       (e) => {
@@ -521,10 +706,20 @@ function BuildView({ build: initial, crumbs }) {
   // Concourse's keys on a build page (its help is ?).
   const keys = useRef(null);
   keys.current = (e) => {
+    const find = () => {
+      if (!searchBox.current) return;
+      searchBox.current.focus();
+      searchBox.current.select();
+      e.preventDefault();
+    };
+    // The browser's find sees only the lines on screen: Ctrl-F (⌘-F)
+    // searches the whole log on the server instead.
+    if ((e.ctrlKey || e.metaKey) && !e.altKey && !e.shiftKey && (e.key === 'f' || e.key === 'F')) { find(); return; }
     if (e.ctrlKey || e.metaKey || e.altKey) return;
     const t = e.target;
     if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.isContentEditable)) return;
     switch (e.key) {
+      case '/': find(); return;
       case '?': setHelp((h) => !h); break;
       case 'Escape': setHelp(false); break;
       case 'h': if (near.prev) navigate(buildPage(near.prev)); break;
@@ -557,7 +752,8 @@ function BuildView({ build: initial, crumbs }) {
     let p = null;
     s.auditRead = () => (p = p || get(`/api/v1/builds/${build.id}/audit`));
   }
-  const ctx = { buildID: build.id, target: 'TARGET', leaves: s.leaves, version, audit: s.auditRead };
+  const ctx = { buildID: build.id, target: 'TARGET', leaves: s.leaves, version, audit: s.auditRead, ranged: !!s.ranged, windows: s.windows, wrap, jump };
+  const onJump = (h) => setJump({ step: h.step, id: h.id, k: h.k, seq: (jump ? jump.seq : 0) + 1 });
   const end = s.end || build.end_time;
   return (
     <Layout crumbs={crumbs}>
@@ -579,6 +775,8 @@ function BuildView({ build: initial, crumbs }) {
           {canAct && jobBase && <button class="small" data-testid="trigger-build" title="trigger a new build (T)" disabled={build.disable_manual_trigger} onClick={trigger}>trigger</button>}
           {canAct && resumable && <button class="small" data-testid="resume" title="a new build that reuses the steps that succeeded and runs from the failed one" onClick={resume}>resume</button>}
           {canAct && running && <button class="danger" data-testid="abort" title="abort (A)" onClick={abort}>abort</button>}
+          <button class={'small' + (wrap ? ' on' : '')} data-testid="wrap-toggle" aria-pressed={String(wrap)} title="wrap long lines"
+            onClick={() => setWrap(!wrap)}>wrap</button>
           <button class="small" data-testid="help-toggle" title="keyboard shortcuts (?)" onClick={() => setHelp(!help)}>?</button>
         </span>
       </div>
@@ -591,7 +789,8 @@ function BuildView({ build: initial, crumbs }) {
       <ErrorBox error={err} />
       {s.error && <div class="error" data-testid="build-error">{s.error}</div>}
       {s.denied && <LoginForMore />}
-      <div class="steps" data-testid="steps">
+      {!s.denied && <LogSearch buildID={build.id} steps={s.steps} onJump={onJump} inputRef={searchBox} />}
+      <div class="steps" data-testid="steps" data-ranged={String(!!s.ranged)}>
         <StepView node={s.tree} ctx={ctx} />
         {s.orphans.map((n, i) => <StepView key={'o' + i} node={n} ctx={ctx} />)}
       </div>

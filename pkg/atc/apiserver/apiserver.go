@@ -16,6 +16,7 @@ import (
 	"log/slog"
 
 	"github.com/porter-ci/porter/pkg/atc/apiserver/adminserver"
+	"github.com/porter-ci/porter/pkg/atc/apiserver/logserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/volumeserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/webhookserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/workerserver"
@@ -192,6 +193,8 @@ type Deps struct {
 	Store  Store
 	Engine Engine
 	Events BuildEvents
+	// Logs reads builds' stored logs by range (nil: those routes answer 503).
+	Logs logserver.Logs
 	// Blobs holds artifacts and task caches; Audit the audit trail (nil:
 	// Blobs).
 	Blobs  blobstore.Store
@@ -209,6 +212,7 @@ type Server struct {
 	store  Store
 	engine Engine
 	events BuildEvents
+	logs   logserver.Logs
 	blobs  blobstore.Store
 	audit  blobstore.Store
 	issuer *auth.Issuer
@@ -223,7 +227,7 @@ type Server struct {
 // New makes the API's server, complete: with the single sign-on connector
 // when cfg has one.
 func New(cfg Config, deps Deps) (*Server, error) {
-	s := &Server{cfg: cfg, store: deps.Store, engine: deps.Engine, events: deps.Events, blobs: deps.Blobs, audit: deps.Audit,
+	s := &Server{cfg: cfg, store: deps.Store, engine: deps.Engine, events: deps.Events, logs: deps.Logs, blobs: deps.Blobs, audit: deps.Audit,
 		issuer: deps.Issuer, log: deps.Log, creds: deps.Credentials}
 	if s.audit == nil {
 		s.audit = s.blobs

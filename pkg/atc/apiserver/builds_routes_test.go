@@ -32,6 +32,9 @@ func buildRoutes(t testing.TB) []routeCase {
 		{method: "GET", path: "/api/v1/builds/1/plan", role: "viewer", ok: 200, anonDown: 500},
 		{method: "GET", path: "/api/v1/builds/1/events", role: "viewer", ok: 200, anonDown: 500},
 		{method: "GET", path: "/api/v1/builds/1/artifacts", role: "viewer", ok: 200, anonDown: 500},
+		{method: "GET", path: "/api/v1/builds/1/log?step=1", role: "viewer", ok: 200, anonDown: 500},
+		{method: "GET", path: "/api/v1/builds/1/log/outline", role: "viewer", ok: 200, anonDown: 500},
+		{method: "GET", path: "/api/v1/builds/1/log/search?q=x", role: "viewer", ok: 200, anonDown: 500},
 		{method: "GET", path: "/api/v1/builds/1/audit", role: "viewer", ok: 200},
 		{method: "GET", path: "/api/v1/builds/1/audit/steps/s1/pod.yaml", role: "viewer", ok: 200},
 		{method: "GET", path: "/api/v1/builds/1/outputs/s2/out", role: "viewer", ok: 200, anonDown: 500},
@@ -165,7 +168,7 @@ func TestCreateBuild(t *testing.T) {
 func TestBuildLookups(t *testing.T) {
 	a := newTestAPI(t)
 	viewer := a.roleIn(t, "viewer")
-	for _, sub := range []string{"", "/plan", "/events", "/artifacts", "/audit"} {
+	for _, sub := range []string{"", "/plan", "/events", "/artifacts", "/audit", "/log/outline"} {
 		want404(t, a.do(t, "GET", "/api/v1/builds/99"+sub, viewer, ""), "Not Found", "build 99: not found")
 		for _, bad := range []string{"abc", "0", "-1", "1.5", "99999999999999999999"} {
 			wantError(t, a.do(t, "GET", "/api/v1/builds/"+bad+sub, viewer, ""), 400, "build id must be a positive number")

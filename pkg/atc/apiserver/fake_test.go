@@ -614,6 +614,7 @@ type testAPI struct {
 	engine *fakeEngine
 	blobs  *fakeBlobs
 	issuer *auth.Issuer
+	logs   *buildlog.Logs
 }
 
 func newTestAPI(t testing.TB) *testAPI {
@@ -641,13 +642,18 @@ func newTestAPIWithOIDC(t testing.TB, oidc *auth.OIDCConfig) *testAPI {
 	blobs.put("builds/1/steps/s1/pod.yaml", []byte("kind: Pod\nspec:\n  containers:\n  - image: busybox@sha256:00\n"))
 	blobs.put("builds/1/steps/s2/result.json", []byte(`{"step_id":"s2","outputs":[{"name":"out","key":"blobs/main/s2/u.tar.zst","digest":"blake3:aa","size":5}]}`))
 	blobs.put("blobs/main/s2/u.tar.zst", zstdTar(t, "made.txt", "made by s2"))
+	// The builds' logs are the real ones, over the in-memory bucket.
+	logs, err := buildlog.New(buildlog.Config{Store: blobs, Index: buildlog.NewMemIndex(), Log: discardLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, err := New(Config{ExternalURL: external, ServerID: "atc-0", BaseTypes: []string{"mock", "registry-image"}, ArtifactWorker: "w1",
-		BlobstoreBucket: "porter", OIDC: oidc}, Deps{Store: store, Engine: engine, Events: engine, Blobs: blobs, Issuer: iss, Log: discardLog(),
+		BlobstoreBucket: "porter", OIDC: oidc}, Deps{Store: store, Engine: engine, Events: engine, Logs: logs, Blobs: blobs, Issuer: iss, Log: discardLog(),
 		Credentials: fakeCreds{"main/p/token": "t0k3n", "main/login": map[string]any{"user": "u"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testAPI{Server: s, store: store, engine: engine, blobs: blobs, issuer: iss}
+	return &testAPI{Server: s, store: store, engine: engine, blobs: blobs, issuer: iss, logs: logs}
 }
 
 // fakeCreds is a credential manager: "team/pipeline/name" or "team/name"

@@ -49,6 +49,12 @@ func FuzzAPI(f *testing.F) {
 			// The largest numbers a page takes (they once overflowed).
 			f.Add(uint8(i), uint8(1), "", "", "", "limit=9223372036854775807&to=9223372036854775807&from=9223372036854775807", []byte(nil), uint8(2), false)
 		}
+		if strings.Contains(p, "/log") {
+			// A build log by range (logserver): good and bad ranges, cursors.
+			f.Add(uint8(i), uint8(1), "1", "", "", "step=1&before=3&limit=2", []byte(nil), uint8(1), false)
+			f.Add(uint8(i), uint8(1), "1", "", "", "step=1&after=18446744073709551615&limit=-1", []byte(nil), uint8(2), false)
+			f.Add(uint8(i), uint8(1), "1", "", "", "q=%1b[&step=1&cursor=9223372036854775807.1.2147483648", []byte(nil), uint8(1), false)
+		}
 		if strings.HasSuffix(p, "/check/webhook") {
 			// The right token (anyone may send it) and a wrong one.
 			f.Add(uint8(i), uint8(1), "", "", "", "webhook_token=s3cret", []byte(nil), uint8(0), false)

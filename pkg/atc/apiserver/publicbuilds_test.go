@@ -51,12 +51,19 @@ func TestAnonymousReadsPublicBuilds(t *testing.T) {
 		{"/api/v1/builds/20/plan", http.StatusOK},
 		{"/api/v1/builds/20/events", http.StatusOK},
 		{"/api/v1/builds/20/artifacts", http.StatusOK},
+		{"/api/v1/builds/20/log?step=1", http.StatusOK},
+		{"/api/v1/builds/20/log/outline", http.StatusOK},
+		{"/api/v1/builds/20/log/search?q=x", http.StatusOK},
 		{"/api/v1/builds/21", http.StatusOK},
 		{"/api/v1/builds/21/plan", http.StatusUnauthorized},
 		{"/api/v1/builds/21/events", http.StatusUnauthorized},
 		{"/api/v1/builds/21/artifacts", http.StatusUnauthorized},
+		{"/api/v1/builds/21/log?step=1", http.StatusUnauthorized},
+		{"/api/v1/builds/21/log/outline", http.StatusUnauthorized},
+		{"/api/v1/builds/21/log/search?q=x", http.StatusUnauthorized},
 		{"/api/v1/builds/22", http.StatusUnauthorized},
 		{"/api/v1/builds/22/events", http.StatusUnauthorized},
+		{"/api/v1/builds/22/log?step=1", http.StatusUnauthorized},
 		{"/api/v1/builds/1", http.StatusUnauthorized},        // one-off
 		{"/api/v1/builds/1/events", http.StatusUnauthorized}, // one-off
 		{"/api/v1/builds/3/events", http.StatusUnauthorized}, // a check's

@@ -14,6 +14,7 @@ import (
 	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/artifactserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/auditserver"
+	"github.com/porter-ci/porter/pkg/atc/apiserver/logserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/volumeserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/workerserver"
 	"github.com/porter-ci/porter/pkg/auth"
@@ -78,6 +79,12 @@ func (s *Server) routes() *router {
 	mux.handle("GET /api/v1/builds/{build_id}", s.publicBuildRead(false, s.handleGetBuild))
 	mux.handle("GET /api/v1/builds/{build_id}/plan", s.publicBuildRead(true, s.handleBuildPlan))
 	mux.handle("GET /api/v1/builds/{build_id}/events", s.publicBuildRead(true, s.handleBuildEvents))
+	// Porter's own (fly knows none): a build's stored log by range, read
+	// as its events are (logserver: the build page of a huge log).
+	logs := &logserver.Server{Logs: s.logs, Log: s.log}
+	mux.handle("GET /api/v1/builds/{build_id}/log", s.publicBuildRead(true, s.withLogs(logs.Page)))
+	mux.handle("GET /api/v1/builds/{build_id}/log/outline", s.publicBuildRead(true, s.withLogs(logs.Outline)))
+	mux.handle("GET /api/v1/builds/{build_id}/log/search", s.publicBuildRead(true, s.withLogs(logs.Search)))
 	mux.handle("GET /api/v1/builds/{build_id}/artifacts", s.publicBuildRead(true, s.handleBuildArtifacts))
 	audits := &auditserver.Server{Bucket: s.audit, Blobs: s.blobs, Log: s.log}
 	mux.handle("GET /api/v1/builds/{build_id}/audit", s.buildRead(audits.Audit))
@@ -132,6 +139,16 @@ func (s *Server) routes() *router {
 
 	mux.handle("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	return mux
+}
+
+// withLogs answers 503 where the server reads no stored logs by range.
+func (s *Server) withLogs(h func(http.ResponseWriter, *http.Request, db.Build)) func(http.ResponseWriter, *http.Request, db.Build) {
+	if s.logs != nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request, _ db.Build) {
+		s.fail(w, r, apierr.WithStatus(http.StatusServiceUnavailable, errors.New("this server reads no build logs by range")))
+	}
 }
 
 // concourseHeaders sets what Concourse's API sets on every answer.

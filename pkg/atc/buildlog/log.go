@@ -33,6 +33,12 @@ type Record struct {
 	Step  string           `json:"step,omitempty"`
 	Seq   uint64           `json:"seq,omitempty"`
 	Event *events.Envelope `json:"event,omitempty"`
+
+	// origin is the plan id of the step whose output (a log event) the
+	// record holds; other says it holds another event. They are known for
+	// the records appended here, and say what a chunk holds (db.ChunkContents).
+	origin string
+	other  bool
 }
 
 // Log is a build's event log. Appends are cheap and in memory; a
@@ -300,12 +306,14 @@ func (l *Log) AppendStep(step string, seq uint64, e events.Event) uint64 {
 
 // appendEvent adds one build event, with the build's credentials redacted.
 func (l *Log) appendEvent(e events.Event, step string, seq uint64) uint64 {
+	origin, other := "", true
 	if lg, ok := e.(events.Log); ok {
 		shown, kept := l.capOutput(lg)
 		if !kept {
 			return l.append(Record{Step: step, Seq: seq})
 		}
-		e = shown
+		// Output of no step is shown with the build's other events.
+		e, origin, other = shown, lg.Origin.ID, lg.Origin.ID == ""
 	}
 	env, err := events.NewEnvelope(e)
 	if err != nil {
@@ -321,7 +329,7 @@ func (l *Log) appendEvent(e events.Event, step string, seq uint64) uint64 {
 		}
 		env.Data = data
 	}
-	return l.append(Record{Step: step, Seq: seq, Event: &env})
+	return l.append(Record{Step: step, Seq: seq, Event: &env, origin: origin, other: other})
 }
 
 // capOutput counts a step's output against the build's cap. Past the cap
@@ -497,7 +505,7 @@ func (l *Log) flush(ctx context.Context) {
 		// A retry after a failed commit goes into another segment with more
 		// records; its index row replaces the failed one's, if that one was
 		// indexed after all.
-		part := &segmentPart{buildID: l.src.buildID, first: first, last: last, data: data, done: make(chan struct{})}
+		part := &segmentPart{buildID: l.src.buildID, first: first, last: last, data: data, contents: contentsOf(pending), done: make(chan struct{})}
 		if err := l.src.segments.commit(ctx, part); err != nil {
 			l.setFlushErr(fmt.Errorf("commit build log chunk %d-%d: %w", first, last, err))
 			return
@@ -513,6 +521,20 @@ func (l *Log) flush(ctx context.Context) {
 	l.flushErr = nil
 	l.evictLocked()
 	l.notifyLocked()
+}
+
+// contentsOf says what a chunk of recs holds.
+func contentsOf(recs []Record) db.ChunkContents {
+	c := db.ChunkContents{Known: true, Origins: []string{}}
+	for i := range recs {
+		r := &recs[i]
+		c.Other = c.Other || r.other
+		if r.origin != "" && !slices.Contains(c.Origins, r.origin) {
+			c.Origins = append(c.Origins, r.origin)
+		}
+	}
+	slices.Sort(c.Origins)
+	return c
 }
 
 // putChunk writes a chunk as an object of its own, named by its first record.

@@ -61,6 +61,7 @@ type segmentPart struct {
 	buildID     int64
 	first, last uint64
 	data        []byte // a complete zstd frame
+	contents    db.ChunkContents
 	// taken is set (under segmentWriter.mu) once a write holds the part.
 	taken bool
 	// done is closed once err says how the part's write ended.
@@ -163,7 +164,7 @@ func (w *segmentWriter) writeSegment(ctx context.Context, parts []*segmentPart) 
 	offset := 0
 	for i, p := range parts {
 		chunks[i] = db.BuildEventChunk{BuildID: p.buildID, EventChunk: db.EventChunk{
-			FirstID: p.first, LastID: p.last, Key: key, Offset: int64(offset), Length: int64(len(p.data))}}
+			FirstID: p.first, LastID: p.last, Key: key, Offset: int64(offset), Length: int64(len(p.data)), Contents: p.contents}}
 		offset += len(p.data)
 		if len(parts) > 1 {
 			body = append(body, p.data...)

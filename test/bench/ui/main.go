@@ -7,13 +7,18 @@
 //   - the pipeline page of a 200-job pipeline (40 passed chains of 5): the
 //     time until the graph shows every job;
 //   - the build page of a finished 100,000-line build: the time until the
-//     last line is on screen, and the page's JS heap then.
+//     last line is on screen, and the page's JS heap then;
+//   - the build page of a finished build whose log is -huge-log bytes (10
+//     GiB): the same figures. Printing that through a pod takes too long
+//     here: the log is seeded through the storage code the server writes
+//     with (seedlog.Append: buildlog's segments in the server's
+//     bucket, indexed in its database), after a real build's own events.
 //
 // Each figure is the median of -n page loads, each in a fresh browser
 // context (no cache, no storage but the token). Goals: each time ≤ 1 s,
 // heap ≤ 100 MB. It prints figures and never fails on timing.
 //
-//	go run ./test/bench/ui [-n 5] [-pipelines 1000]
+//	go run ./test/bench/ui [-n 5] [-pipelines 1000] [-huge-log 10737418240]
 package main
 
 import (
@@ -26,6 +31,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,15 +42,17 @@ import (
 
 	"github.com/porter-ci/porter/test/bench/internal/benchstat"
 	"github.com/porter-ci/porter/test/testenv"
+	"github.com/porter-ci/porter/test/testenv/seedlog"
 )
 
 func main() {
 	n := flag.Int("n", 5, "page loads of each case")
 	pipelines := flag.Int("pipelines", 1000, "pipelines on the dashboard")
+	huge := flag.Int64("huge-log", 10<<30, "bytes of the seeded huge build log (0: no such case)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, max(*n, 1), max(*pipelines, 1)); err != nil {
+	if err := run(ctx, max(*n, 1), max(*pipelines, 1), max(*huge, 0)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-ui:", err)
 		os.Exit(1)
 	}
@@ -59,7 +67,7 @@ func findChromium() (string, error) {
 	return "", errors.New("no chromium on PATH (apt-get install chromium)")
 }
 
-func run(ctx context.Context, n, pipelines int) error {
+func run(ctx context.Context, n, pipelines int, huge int64) error {
 	chromium, err := findChromium()
 	if err != nil {
 		return err
@@ -90,6 +98,19 @@ func run(ctx context.Context, n, pipelines int) error {
 		return err
 	}
 
+	var hugeBuild int
+	var hugeLast string
+	var hugeSeed time.Duration
+	var hugeBytes int64
+	if huge > 0 {
+		fmt.Fprintf(os.Stderr, "seeding a build log of %s through the server's storage code...\n", gib(huge))
+		start := time.Now()
+		if hugeBuild, hugeLast, hugeBytes, err = hugeLog(ctx, b, dir, huge); err != nil {
+			return err
+		}
+		hugeSeed = time.Since(start)
+	}
+
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
 		chromedp.WindowSize(1400, 900), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("enable-precise-memory-info", true))
@@ -114,6 +135,13 @@ func run(ctx context.Context, n, pipelines int) error {
 		{"pipeline page, 200 jobs: graph drawn", "/teams/main/pipelines/twohundred", `document.querySelectorAll('[data-job]').length >= 200`, false},
 		{"build page, 100,000 lines: last line shown", fmt.Sprintf("/builds/%d", build),
 			`[...document.querySelectorAll('[data-testid=log] .txt')].some(e => e.textContent === 'line 100000')`, true},
+	}
+	if hugeBuild > 0 {
+		cases = append(cases, struct {
+			what, path, ready string
+			heap              bool
+		}{fmt.Sprintf("build page, %s log (seeded): last line shown", gib(hugeBytes)), fmt.Sprintf("/builds/%d", hugeBuild),
+			fmt.Sprintf(`[...document.querySelectorAll('[data-testid=log] .txt')].some(e => e.textContent === %q)`, hugeLast), true})
 	}
 	var rows []row
 	var fcp []time.Duration
@@ -148,6 +176,11 @@ func run(ctx context.Context, n, pipelines int) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", r.what, med.Round(time.Millisecond), maxD(r.got).Round(time.Millisecond), okIf(med <= time.Second), heap)
 	}
 	tw.Flush()
+	if hugeBuild > 0 {
+		fmt.Printf("\nThe %s build log (%d bytes of output) was not printed by a pod: it was seeded in %s through the storage code the server\n"+
+			"writes with (seedlog.Append: buildlog's segments in the server's bucket, indexed in its database), after a real build's events.\n",
+			gib(hugeBytes), hugeBytes, hugeSeed.Round(time.Second))
+	}
 	fmt.Println("\nConcourse's own UI was not measured: no Concourse server runs here to serve it.")
 	return nil
 }
@@ -303,6 +336,50 @@ run: {path: sh, args: [-c, "seq 1 100000 | sed 's/^/line /'"]}
 		}
 	}
 	return 0, fmt.Errorf("no build id in fly's output")
+}
+
+// hugeLog runs a one-off build and seeds its stored log with about size
+// bytes of output lines after its own; it returns the build, its last line
+// and the bytes seeded.
+func hugeLog(ctx context.Context, b *testenv.BenchServer, dir string, size int64) (int, string, int64, error) {
+	task := filepath.Join(dir, "huge.yml")
+	if err := os.WriteFile(task, []byte(`platform: linux
+image_resource: {type: registry-image, source: {repository: busybox}}
+run: {path: echo, args: [a huge log follows]}
+`), 0o644); err != nil {
+		return 0, "", 0, err
+	}
+	res, err := b.Fly.Run(ctx, "execute", "-c", task)
+	if err != nil {
+		return 0, "", 0, err
+	}
+	if res.ExitCode != 0 {
+		return 0, "", 0, fmt.Errorf("fly execute: %s", res)
+	}
+	var id int
+	for _, line := range strings.Split(res.Stdout, "\n") {
+		if _, err := fmt.Sscanf(line, "executing build %d", &id); err == nil {
+			break
+		}
+	}
+	if id == 0 {
+		return 0, "", 0, fmt.Errorf("no build id in fly's output")
+	}
+	// Lines as a long build prints them: alike but for their numbers.
+	line := func(i int64) string {
+		return "compiling unit " + strconv.FormatInt(i, 10) + " of the huge build: ok (" + strconv.FormatInt(i%977, 10) + " ms)"
+	}
+	n := size / int64(len(line(size/60))+1)
+	seeded, err := seedlog.Append(ctx, b.Env, b.Server, int64(id), n, line)
+	return id, line(n), seeded, err
+}
+
+// gib is a byte count in GiB (MiB under one GiB).
+func gib(n int64) string {
+	if n < 1<<30 {
+		return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 }
 
 func okIf(ok bool) string {
