@@ -96,6 +96,34 @@ func (s *Server) handleListResources(w http.ResponseWriter, r *http.Request, pr 
 	httpreply.JSON(w, http.StatusOK, out)
 }
 
+// handleListAllResources is Concourse's GET /api/v1/resources: the
+// resources of every pipeline the caller may see, each with its last check,
+// which the dashboard reads to mark the pipelines whose checks fail.
+func (s *Server) handleListAllResources(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.visiblePipelines(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := []concourse.Resource{}
+	for _, p := range ps {
+		rs, err := s.store.Resources(r.Context(), p.ID)
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("resources of pipeline %s/%s: %w", p.TeamName, p.Name, err))
+			return
+		}
+		for _, res := range rs {
+			a, err := s.resourceWithCheck(r, res)
+			if err != nil {
+				s.fail(w, r, fmt.Errorf("resource %s of pipeline %s/%s: %w", res.Name, p.TeamName, p.Name, err))
+				return
+			}
+			out = append(out, a)
+		}
+	}
+	httpreply.JSON(w, http.StatusOK, out)
+}
+
 func (s *Server) handleGetResource(w http.ResponseWriter, r *http.Request, rr resourceRequest) {
 	a, err := s.resourceWithCheck(r, rr.resource)
 	if err != nil {

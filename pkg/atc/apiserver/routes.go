@@ -99,6 +99,7 @@ func (s *Server) routes() *router {
 	const pipelinePath = "/api/v1/teams/{team_name}/pipelines/{pipeline_name}"
 	mux.handle("GET /api/v1/pipelines", s.handleListAllPipelines)
 	mux.handle("GET /api/v1/jobs", s.handleListAllJobs)
+	mux.handle("GET /api/v1/resources", s.handleListAllResources)
 	mux.handle("GET /api/v1/teams/{team_name}/pipelines", s.handleListPipelines)
 	mux.handle("PUT /api/v1/teams/{team_name}/pipelines/ordering", s.team(auth.ActionOrderPipelines, s.handleOrderPipelines))
 	mux.handle("PUT /api/v1/teams/{team_name}/pipelines/{pipeline_name}/ordering", s.team(auth.ActionOrderPipelines, s.handleOrderPipelineInstances))
