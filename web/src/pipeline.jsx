@@ -115,7 +115,11 @@ function Graph({ team, name, vq, jobs, resources, shown }) {
                   <rect x={x} y={y} width={n.width} height={n.height} rx="2" />
                   {d && <path class="icon" d={d} data-icon={r.icon} transform={`translate(${x + 5},${y + 4}) scale(0.75)`} />}
                   <text x={n.x + 8} y={n.y + 4} text-anchor="middle">{n.name}</text>
-                  {pinned && <text class="pin-mark" x={x + n.width - 8} y={y + 10} text-anchor="middle">📌</text>}
+                  {pinned && (
+                    <g class="pin-mark" data-testid="pin-mark" transform={`translate(${x + n.width - 9},${y + 5})`}>
+                      <circle cx="0" cy="3" r="3" /><line x1="0" y1="6" x2="0" y2="14" />
+                    </g>
+                  )}
                   {failing && (
                     <g class="check-mark" data-testid="check-error-mark">
                       <circle cx={x + n.width} cy={y} r="8" />
