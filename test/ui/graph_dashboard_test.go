@@ -123,12 +123,15 @@ var _ = Describe("the pipeline graph", func() {
 		screenshot(c, "all")
 
 		// Zoom with the wheel around the pointer, pan by dragging, reset.
+		viewport := `document.querySelector('[data-testid=viewport]').getAttribute('transform')`
+		// This graph fits the window: it starts at its own size.
+		home := eval[string](c, viewport)
+		Expect(home).To(Equal("translate(0,0) scale(1)"))
 		box := eval[[]float64](c, `(() => { const r = document.querySelector('[data-testid=graph]').getBoundingClientRect(); return [r.x, r.y, r.width, r.height] })()`)
 		px, py := box[0]+box[2]/2, box[1]+box[3]/2
 		Expect(chromedp.Do(c, chromedp.MouseEvent(chromedp.MouseWheel, px, py, func(p *input.DispatchMouseEventParams) { p.DeltaY = -400 }))).To(Succeed())
 		Eventually(evalEventually[float64](c, `+document.querySelector('[data-testid=viewport]').dataset.zoom`)).Should(BeNumerically(">", 1.2))
 		screenshot(c, "zoomed")
-		viewport := `document.querySelector('[data-testid=viewport]').getAttribute('transform')`
 		before := eval[string](c, viewport)
 		// From the drawing's bottom left corner, inside its margin: no node there.
 		bx, by := box[0]+6, box[1]+box[3]-6
@@ -146,7 +149,7 @@ var _ = Describe("the pipeline graph", func() {
 		Eventually(evalEventually[string](c, viewport)).ShouldNot(Equal(before))
 		Expect(eval[string](c, `location.pathname`)).To(Equal(page), "a drag is no click on a link")
 		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=zoom-reset]`)))).To(Succeed())
-		Eventually(evalEventually[string](c, viewport)).Should(Equal("translate(0,0) scale(1)"))
+		Eventually(evalEventually[string](c, viewport)).Should(Equal(home))
 
 		// "ship": deploy's inputs come from unit, outside the group: they
 		// are drawn, marked so, with no edge from the hidden job.

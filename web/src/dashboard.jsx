@@ -55,17 +55,18 @@ function Preview({ p, link }) {
   );
 }
 
-function Card({ p, hd, user, fav, onFav, failing, onChanged }) {
+function Card({ p, hd, user, fav, onFav, failing }) {
   const [busy, setBusy] = useState('');
   // An instance of an instanced pipeline is its name and its vars.
   const vq = instanceVarsQuery(p.instance_vars);
   const link = (sub) => withQuery(pipelinePath(p.team_name, p.name) + sub, vq);
-  const act = (what) => async () => {
+  // A pause or expose shows at once; the next poll reads it back.
+  const act = (what, change) => async () => {
     setBusy('working');
     try {
       await api('PUT', withQuery(apiPipeline(p.team_name, p.name) + '/' + what, vq));
+      change();
       setBusy('');
-      onChanged();
     } catch (e) { setBusy(e.message); }
   };
   const status = pipelineStatus(p);
@@ -91,11 +92,11 @@ function Card({ p, hd, user, fav, onFav, failing, onChanged }) {
             <button class={'icon-button star' + (fav ? ' on' : '')} data-testid="favorite" aria-pressed={fav ? 'true' : 'false'}
               title={fav ? 'remove from favourites' : 'add to favourites'} onClick={() => onFav(p.id)}>{fav ? '★' : '☆'}</button>
             {can(user, p.team_name, 'expose') && (
-              <button class="icon-button" data-testid="card-expose" disabled={busy === 'working'} onClick={act(p.public ? 'hide' : 'expose')}
+              <button class="icon-button" data-testid="card-expose" disabled={busy === 'working'} onClick={act(p.public ? 'hide' : 'expose', () => { p.public = !p.public; })}
                 title={p.public ? 'hide: only the team sees it' : 'expose: everyone sees it'}>{p.public ? 'hide' : 'expose'}</button>
             )}
             {can(user, p.team_name, 'pause') && (
-              <button class="icon-button" data-testid="card-pause" disabled={busy === 'working'} onClick={act(p.paused ? 'unpause' : 'pause')}
+              <button class="icon-button" data-testid="card-pause" disabled={busy === 'working'} onClick={act(p.paused ? 'unpause' : 'pause', () => { p.paused = !p.paused; })}
                 title={p.paused ? 'unpause the pipeline' : 'pause the pipeline'}>{p.paused ? '▶' : '❚❚'}</button>
             )}
           </span>
@@ -129,9 +130,8 @@ export function Dashboard({ hd }) {
   const [q, setQ] = useState(new URLSearchParams(location.search).get('search') || '');
   const [sidebar, setSidebar] = useState(false);
   const [favs, toggleFav] = useFavorites();
-  const [tick, setTick] = useState(0);
-  const res = usePoll(loadDashboard, 5000, [tick]);
-  const checks = usePoll(loadChecks, 10000, [tick]);
+  const res = usePoll(loadDashboard, 5000, []);
+  const checks = usePoll(loadChecks, 10000, []);
   const user = usePoll(loadUser, 0, [getToken()]).data;
   // The filter is kept in the address (?search=, as Concourse's), replacing
   // the entry rather than adding one per key.
@@ -150,7 +150,7 @@ export function Dashboard({ hd }) {
   const failing = checks.data || new Map();
   const card = (p) => (
     <Card key={p.id} p={p} hd={hd} user={user} fav={favs.includes(p.id)} onFav={toggleFav}
-      failing={failing.get(p.id)} onChanged={() => setTick((t) => t + 1)} />
+      failing={failing.get(p.id)} />
   );
   const other = withQuery(hd ? '/' : '/hd', q ? 'search=' + enc(q) : '');
   return (

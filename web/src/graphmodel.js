@@ -87,3 +87,11 @@ export function zoomAt(t, factor, px, py, min = 0.1, max = 4) {
   const f = k / t.k;
   return { k, x: px - (px - t.x) * f, y: py - (py - t.y) * f };
 }
+
+// fit is the view that shows a drawing of width x height whole in a
+// view of w x h, never larger than its own size: where the graph starts,
+// and where reset goes back to.
+export function fit(width, height, w, h) {
+  const k = Math.max(0.1, Math.min(1, w / width, h / height));
+  return { k, x: 0, y: 0 };
+}

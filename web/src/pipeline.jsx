@@ -2,7 +2,7 @@ import { useMemo, useRef, useState } from 'preact/hooks';
 import { api, get, getToken } from './api.js';
 import { ErrorBox, Layout, usePoll } from './common.jsx';
 import { jobRunning, jobStatus } from './dashmodel.js';
-import { graphModel, layout, zoomAt } from './graphmodel.js';
+import { fit, graphModel, layout, zoomAt } from './graphmodel.js';
 import { useIcons } from './icons.js';
 import { apiPipeline, enc, navigate, pipelinePath, varsLabel, withQuery } from './router.js';
 
@@ -19,10 +19,12 @@ const statusWords = { 'check-failed': 'its last check failed: open it to see the
 function Graph({ team, name, vq, jobs, resources, shown }) {
   const lay = useMemo(() => layout(graphModel(jobs, resources, shown)), [jobs, resources, shown]);
   const icon = useIcons(resources.some((r) => r.icon));
-  const [view, setView] = useState({ k: 1, x: 0, y: 0 });
+  const height = Math.max(360, Math.min(lay.height + 40, window.innerHeight - 150));
+  // Where the graph starts: whole if it fits at a readable scale or smaller.
+  const home = () => fit(lay.width, lay.height, Math.max(300, window.innerWidth - 32), height);
+  const [view, setView] = useState(home);
   const drag = useRef(null);
   const svg = useRef(null);
-  const height = Math.max(360, Math.min(lay.height + 40, window.innerHeight - 150));
   const onWheel = (e) => {
     e.preventDefault();
     const box = svg.current.getBoundingClientRect();
@@ -63,7 +65,7 @@ function Graph({ team, name, vq, jobs, resources, shown }) {
       <div class="graph-tools">
         <button class="small" data-testid="zoom-in" title="zoom in" onClick={() => setView((v) => zoomAt(v, 1.25, 0, 0))}>+</button>
         <button class="small" data-testid="zoom-out" title="zoom out" onClick={() => setView((v) => zoomAt(v, 0.8, 0, 0))}>−</button>
-        <button class="small" data-testid="zoom-reset" title="back to where the graph started" onClick={() => setView({ k: 1, x: 0, y: 0 })}>reset</button>
+        <button class="small" data-testid="zoom-reset" title="back to the whole graph" onClick={() => setView(home())}>reset</button>
         <span class="muted legend">wheel: zoom · drag: pan · solid: trigger or put · dashed: no trigger</span>
       </div>
       <svg ref={svg} class="graph" width="100%" height={height} data-testid="graph" onWheel={onWheel} onPointerDown={onPointerDown}>

@@ -1,7 +1,7 @@
 // The pipeline graph's model (src/graphmodel.js).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { graphModel, layout, zoomAt } from '../src/graphmodel.js';
+import { fit, graphModel, layout, zoomAt } from '../src/graphmodel.js';
 
 const job = (name, inputs = [], outputs = []) => ({ name, inputs, outputs });
 const edges = (m) => m.edges.map((e) => `${e.from} ${e.to} ${e.kind}${e.trigger ? ' trigger' : ''}`).sort();
@@ -82,4 +82,11 @@ test('zooming keeps the point under the pointer in place and stays within bounds
   assert.equal(100 * t.k + t.y, 120);
   assert.equal(zoomAt({ k: 3, x: 0, y: 0 }, 10, 0, 0).k, 4);
   assert.equal(zoomAt({ k: 0.2, x: 0, y: 0 }, 0.01, 0, 0).k, 0.1);
+});
+
+test('a graph starts whole when it is larger than the view, at its own size when smaller', () => {
+  assert.deepEqual(fit(400, 300, 1000, 800), { k: 1, x: 0, y: 0 });
+  assert.deepEqual(fit(2000, 400, 1000, 800), { k: 0.5, x: 0, y: 0 });
+  assert.deepEqual(fit(1000, 3200, 1000, 800), { k: 0.25, x: 0, y: 0 });
+  assert.equal(fit(100000, 100, 1000, 800).k, 0.1);
 });
