@@ -90,11 +90,13 @@ var _ = Describe("the pipeline graph", func() {
 		Expect(xs[0]).To(BeNumerically("<", xs[1]))
 		Expect(xs[1]).To(BeNumerically("<", xs[2]))
 		Expect(xs[2]).To(BeNumerically("<", xs[3]))
-		// A put is drawn solid, an input without trigger dashed.
+		// A put and what a job passes on are drawn solid, an input without
+		// trigger dashed (Concourse's).
 		dash := func(edge string) string {
 			return eval[string](c, fmt.Sprintf(`getComputedStyle(document.querySelector('[data-edge=%q]')).strokeDasharray`, edge))
 		}
 		Expect(dash("unit->image")).To(Equal("none"))
+		Expect(dash("unit->source")).To(Equal("none"))
 		Expect(dash("source->unit")).To(Equal("none"))
 		Expect(dash("broken->never")).NotTo(Equal("none"))
 		Expect(dash("source->deploy")).NotTo(Equal("none"))
@@ -129,7 +131,9 @@ var _ = Describe("the pipeline graph", func() {
 		Expect(home).To(Equal("translate(0,0) scale(1)"))
 		box := eval[[]float64](c, `(() => { const r = document.querySelector('[data-testid=graph]').getBoundingClientRect(); return [r.x, r.y, r.width, r.height] })()`)
 		px, py := box[0]+box[2]/2, box[1]+box[3]/2
-		Expect(chromedp.Do(c, chromedp.MouseEvent(chromedp.MouseWheel, px, py, func(p *input.DispatchMouseEventParams) { p.DeltaY = -400 }))).To(Succeed())
+		// The protocol wants both deltas, and leaves a zero one out of its JSON.
+		wheel := func(p *input.DispatchMouseEventParams) { p.DeltaX, p.DeltaY = 1e-6, -400 }
+		Expect(chromedp.Do(c, chromedp.MouseEvent(chromedp.MouseWheel, px, py, wheel))).To(Succeed())
 		Eventually(evalEventually[float64](c, `+document.querySelector('[data-testid=viewport]').dataset.zoom`)).Should(BeNumerically(">", 1.2))
 		screenshot(c, "zoomed")
 		before := eval[string](c, viewport)

@@ -66,7 +66,7 @@ function Graph({ team, name, vq, jobs, resources, shown }) {
         <button class="small" data-testid="zoom-in" title="zoom in" onClick={() => setView((v) => zoomAt(v, 1.25, 0, 0))}>+</button>
         <button class="small" data-testid="zoom-out" title="zoom out" onClick={() => setView((v) => zoomAt(v, 0.8, 0, 0))}>−</button>
         <button class="small" data-testid="zoom-reset" title="back to the whole graph" onClick={() => setView(home())}>reset</button>
-        <span class="muted legend">wheel: zoom · drag: pan · solid: trigger or put · dashed: no trigger</span>
+        <span class="muted legend">wheel: zoom · drag: pan · dashed: an input that does not trigger its job</span>
       </div>
       <svg ref={svg} class="graph" width="100%" height={height} data-testid="graph" onWheel={onWheel} onPointerDown={onPointerDown}>
         <defs>
@@ -76,7 +76,7 @@ function Graph({ team, name, vq, jobs, resources, shown }) {
         </defs>
         <g class="viewport" transform={`translate(${view.x},${view.y}) scale(${view.k})`} data-testid="viewport" data-zoom={view.k}>
           {lay.edges.map((e) => (
-            <path key={e.key} class={'edge ' + e.kind + (e.kind === 'output' || e.trigger ? ' solid' : ' dashed')} d={path(e.points)}
+            <path key={e.key} class={'edge ' + e.kind + (e.to.startsWith('job:') && !e.trigger ? ' dashed' : ' solid')} d={path(e.points)}
               marker-end="url(#arrow)" data-edge={`${named(e.from)}->${named(e.to)}`} data-kind={e.kind}
               data-trigger={e.trigger ? 'true' : 'false'} />
           ))}
