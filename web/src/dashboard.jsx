@@ -131,7 +131,10 @@ export function Dashboard({ hd }) {
   const [sidebar, setSidebar] = useState(false);
   const [favs, toggleFav] = useFavorites();
   const res = usePoll(loadDashboard, 5000, []);
-  const checks = usePoll(loadChecks, 10000, []);
+  // The checks are read once the cards are drawn, not alongside: the server
+  // answers both from the same database.
+  const ready = !!res.data;
+  const checks = usePoll(() => (ready ? loadChecks() : null), ready ? 10000 : 0, [ready]);
   const user = usePoll(loadUser, 0, [getToken()]).data;
   // The filter is kept in the address (?search=, as Concourse's), replacing
   // the entry rather than adding one per key.

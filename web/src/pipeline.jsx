@@ -12,8 +12,6 @@ async function loadPipeline(team, name, vq) {
   return { pipeline, jobs, resources };
 }
 
-const statusWords = { 'check-failed': 'its last check failed: open it to see the error' };
-
 // Graph draws the layout in a view that zooms with the mouse wheel (around
 // the pointer) and pans by dragging, as Concourse's; reset goes back.
 function Graph({ team, name, vq, jobs, resources, shown }) {
@@ -107,7 +105,7 @@ function Graph({ team, name, vq, jobs, resources, shown }) {
             if (n.role === 'constrained') tip.push(`passed: ${n.upstream}` + (n.outside ? ' (a job outside this group)' : ''));
             if (n.role === 'output') tip.push('put by the job on its left');
             if (pinned) tip.push('pinned: ' + Object.entries(r.pinned_version).map(([k, v]) => `${k}: ${v}`).join(', '));
-            if (failing) tip.push(statusWords['check-failed']);
+            if (failing) tip.push('its last check failed: open it to see the error');
             return (
               <a key={n.id} href={href} onClick={go(href)}>
                 <g class={'node resource ' + n.role + (failing ? ' check-failed' : '') + (pinned ? ' pinned' : '') + (n.outside ? ' outside' : '')}
