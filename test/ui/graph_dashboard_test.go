@@ -253,7 +253,8 @@ var _ = Describe("the dashboard", func() {
 		open(c, "/hd", fmt.Sprintf(`[data-team="main"] .card.hd[data-pipeline="main/%s"]`, name))
 		Expect(eval[int](c, `document.querySelectorAll('[data-testid=preview]').length`)).To(Equal(0))
 		Expect(eval[string](c, card+`.dataset.status`)).To(Equal("paused"))
-		Expect(eval[bool](c, card+`.querySelector('[data-testid=check-error-marker]') !== null`)).To(BeTrue())
+		// The checks are read once the cards are drawn.
+		Eventually(evalEventually[bool](c, card+`.querySelector('[data-testid=check-error-marker]') !== null`)).Should(BeTrue())
 		screenshot(c, "hd")
 		Expect(chromedp.Do(c, chromedp.Click(chromedp.CSS(`[data-testid=hd-toggle]`)),
 			chromedp.WaitVisible(chromedp.CSS(`[data-testid=preview]`)))).To(Succeed())
