@@ -38,6 +38,10 @@ const result = await esbuild.build({
   bundle: true,
   minify: true,
   format: 'esm',
+  // Resource icons (the whole Material Design set) are a chunk of their
+  // own, loaded by the pages that show one (src/icons.js).
+  splitting: true,
+  chunkNames: '[name]-[hash]',
   target: ['es2020'],
   jsx: 'automatic',
   jsxImportSource: 'preact',
@@ -49,7 +53,9 @@ const result = await esbuild.build({
   logLevel: 'warning',
 });
 const outputs = Object.keys(result.metafile.outputs).map((f) => relative(out, join(web, f)).split('\\').join('/'));
-const js = outputs.find((f) => f.endsWith('.js'));
+// The entry's bundle (the icons' chunk is another .js).
+const entry = Object.keys(result.metafile.outputs).find((f) => result.metafile.outputs[f].entryPoint);
+const js = relative(out, join(web, entry)).split('\\').join('/');
 const css = outputs.find((f) => f.endsWith('.css'));
 writeFileSync(join(out, 'index.html'), `<!doctype html>
 <html lang="en">

@@ -113,8 +113,9 @@ var _ = Describe("the web UI", func() {
 		setPipeline(ctx, name, chainYAML())
 		c := loggedIn()
 		open(c, "/teams/main/pipelines/"+name, `[data-testid=graph] [data-job="deploy"]`)
-		edges := eval[[]string](c, `[...document.querySelectorAll('[data-edge]')].map(e => e.dataset.edge + ':' + e.dataset.trigger).sort()`)
-		Expect(edges).To(Equal([]string{"integration->deploy:false", "source->unit:true", "unit->integration:true"}))
+		// Each passed: goes through the resource (Concourse's graph).
+		Expect(eval[[]string](c, edgesShown)).To(Equal([]string{"integration->source:passed:false", "source->deploy:passed:false",
+			"source->integration:passed:true", "source->unit:input:true", "unit->source:passed:false"}))
 		jobs := eval[[]string](c, `[...document.querySelectorAll('[data-job]')].map(e => e.dataset.job).sort()`)
 		Expect(jobs).To(Equal([]string{"deploy", "integration", "unit"}))
 		// dagre puts each job of the chain right of the one before.

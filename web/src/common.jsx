@@ -64,7 +64,7 @@ export function duration(start, end) {
 // The user behind a token is read once: each page's header would
 // otherwise show "login" until it is read again, and shift as it changes.
 let userOf = { token: '', promise: null };
-function loadUser() {
+export function loadUser() {
   const t = getToken();
   if (!t) return Promise.resolve(null);
   if (userOf.token !== t) {

@@ -15,6 +15,7 @@ function App() {
   const pq = pageQuery(loc.split('?')[1] || '');
   switch (name) {
     case 'dashboard': return <Dashboard />;
+    case 'hd': return <Dashboard hd />;
     case 'login': return <Login />;
     case 'flySuccess': return <FlySuccess />;
     case 'build': return <Build id={p[0]} />;

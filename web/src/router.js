@@ -34,6 +34,7 @@ export function interceptLinks() {
 
 const routes = [
   ['dashboard', /^\/(?:dashboard)?$/],
+  ['hd', /^\/hd$/],
   ['login', /^\/login$/],
   ['flySuccess', /^\/fly_success$/],
   ['build', /^\/builds\/(\d+)$/],

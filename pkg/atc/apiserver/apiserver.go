@@ -16,6 +16,7 @@ import (
 	"log/slog"
 
 	"github.com/porter-ci/porter/pkg/atc/apiserver/adminserver"
+	"github.com/porter-ci/porter/pkg/atc/apiserver/buildaccess"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/logserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/volumeserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/webhookserver"
@@ -222,6 +223,8 @@ type Server struct {
 	oidc *auth.OIDC
 	// webhooks keeps the checks its calls are starting, across requests.
 	webhooks *webhookserver.Server
+	// builds admits the reads of a build (team role, or exposed and public).
+	builds buildaccess.Guard
 }
 
 // New makes the API's server, complete: with the single sign-on connector
@@ -236,6 +239,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.log = slog.Default()
 	}
 	s.cfg.Limits = s.cfg.Limits.withDefaults()
+	s.builds = buildaccess.Guard{Store: s.store, Fail: s.fail}
 	s.webhooks = &webhookserver.Server{Store: s.store, Engine: s.engine, PipelineRef: pipelineRef, Present: apiJobBuild, Log: s.log}
 	if cfg.OIDC != nil {
 		oc := *cfg.OIDC

@@ -79,19 +79,37 @@ func (s *Server) resourceWithCheck(r *http.Request, res db.Resource) (concourse.
 
 // handleListResources is `fly resources`.
 func (s *Server) handleListResources(w http.ResponseWriter, r *http.Request, pr pipelineRequest) {
-	rs, err := s.store.Resources(r.Context(), pr.pipeline.ID)
+	s.replyResources(w, r, []db.Pipeline{pr.pipeline})
+}
+
+// handleListAllResources is Concourse's GET /api/v1/resources: the visible
+// pipelines' resources (the dashboard marks those whose checks fail).
+func (s *Server) handleListAllResources(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.visiblePipelines(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	s.replyResources(w, r, ps)
+}
+
+// replyResources answers the pipelines' resources with their last checks.
+func (s *Server) replyResources(w http.ResponseWriter, r *http.Request, ps []db.Pipeline) {
 	out := []concourse.Resource{}
-	for _, res := range rs {
-		a, err := s.resourceWithCheck(r, res)
+	for _, p := range ps {
+		rs, err := s.store.Resources(r.Context(), p.ID)
 		if err != nil {
-			s.fail(w, r, err)
+			s.fail(w, r, fmt.Errorf("resources of pipeline %s/%s: %w", p.TeamName, p.Name, err))
 			return
 		}
-		out = append(out, a)
+		for _, res := range rs {
+			a, err := s.resourceWithCheck(r, res)
+			if err != nil {
+				s.fail(w, r, fmt.Errorf("resource %s of pipeline %s/%s: %w", res.Name, p.TeamName, p.Name, err))
+				return
+			}
+			out = append(out, a)
+		}
 	}
 	httpreply.JSON(w, http.StatusOK, out)
 }

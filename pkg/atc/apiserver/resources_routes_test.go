@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 const rPath = pPath + "/resources/r"
 
 var resourceRoutes = []routeCase{
+	{method: "GET", path: "/api/v1/resources", public: true, ok: 200, anonDown: 500},
 	{method: "GET", path: pPath + "/resources", role: "viewer", ok: 200, anonDown: 500},
 	{method: "GET", path: rPath, role: "viewer", ok: 200, anonDown: 500},
 	{method: "DELETE", path: rPath + "/cache", role: "pipeline-operator", ok: 200},
@@ -201,4 +203,30 @@ func TestVersionInputToOutputOf(t *testing.T) {
 	}
 	// A hidden pipeline's are not.
 	wantText(t, a.do(t, "GET", rPath+"/versions", "", ""), 401, "not authorized")
+}
+
+// GET /api/v1/resources: the resources of the pipelines the caller may
+// see, as GET /api/v1/pipelines lists them, each with its last check.
+func TestListAllResources(t *testing.T) {
+	a := newTestAPI(t)
+	for _, c := range []struct {
+		token string
+		want  []int64
+	}{
+		{"", nil},
+		{a.roleIn(t, "viewer"), []int64{200}},
+		{a.token(t, "o", map[string]string{"other": "owner"}), nil},
+		{a.roleIn(t, "admin"), []int64{200}},
+	} {
+		var got []int64
+		for _, r := range decode[[]concourse.Resource](t, a.do(t, "GET", "/api/v1/resources", c.token, ""), 200) {
+			got = append(got, r.ID)
+			if r.ID == 200 && (r.Build == nil || r.Build.Status != "succeeded" || r.PipelineName != "p") {
+				t.Errorf("GET /api/v1/resources as %q: resource %+v, want its last check and pipeline", c.token, r)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("GET /api/v1/resources as %q: resource ids %v, want %v", c.token, got, c.want)
+		}
+	}
 }

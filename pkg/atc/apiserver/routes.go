@@ -76,20 +76,20 @@ func (s *Server) routes() *router {
 	mux.handle("GET /api/v1/builds", s.handleListBuilds)
 	mux.handle("GET /api/v1/teams/{team_name}/builds", s.team(auth.ActionRead, s.handleTeamBuilds))
 	mux.handle("POST /api/v1/teams/{team_name}/builds", s.team(auth.ActionCreateBuild, s.handleCreateBuild))
-	mux.handle("GET /api/v1/builds/{build_id}", s.publicBuildRead(false, s.handleGetBuild))
-	mux.handle("GET /api/v1/builds/{build_id}/plan", s.publicBuildRead(true, s.handleBuildPlan))
-	mux.handle("GET /api/v1/builds/{build_id}/events", s.publicBuildRead(true, s.handleBuildEvents))
+	mux.handle("GET /api/v1/builds/{build_id}", s.builds.Read(false, s.handleGetBuild))
+	mux.handle("GET /api/v1/builds/{build_id}/plan", s.builds.Read(true, s.handleBuildPlan))
+	mux.handle("GET /api/v1/builds/{build_id}/events", s.builds.Read(true, s.handleBuildEvents))
 	// Porter's own (fly knows none): a build's stored log by range, read
 	// as its events are (logserver: the build page of a huge log).
 	logs := &logserver.Server{Logs: s.logs, Log: s.log}
-	mux.handle("GET /api/v1/builds/{build_id}/log", s.publicBuildRead(true, s.withLogs(logs.Page)))
-	mux.handle("GET /api/v1/builds/{build_id}/log/outline", s.publicBuildRead(true, s.withLogs(logs.Outline)))
-	mux.handle("GET /api/v1/builds/{build_id}/log/search", s.publicBuildRead(true, s.withLogs(logs.Search)))
-	mux.handle("GET /api/v1/builds/{build_id}/artifacts", s.publicBuildRead(true, s.handleBuildArtifacts))
+	mux.handle("GET /api/v1/builds/{build_id}/log", s.builds.Read(true, s.withLogs(logs.Page)))
+	mux.handle("GET /api/v1/builds/{build_id}/log/outline", s.builds.Read(true, s.withLogs(logs.Outline)))
+	mux.handle("GET /api/v1/builds/{build_id}/log/search", s.builds.Read(true, s.withLogs(logs.Search)))
+	mux.handle("GET /api/v1/builds/{build_id}/artifacts", s.builds.Read(true, s.handleBuildArtifacts))
 	audits := &auditserver.Server{Bucket: s.audit, Blobs: s.blobs, Log: s.log}
 	mux.handle("GET /api/v1/builds/{build_id}/audit", s.buildRead(audits.Audit))
 	mux.handle("GET /api/v1/builds/{build_id}/audit/steps/{step_id}/{object}", s.buildRead(audits.StepObject))
-	mux.handle("GET /api/v1/builds/{build_id}/outputs/{step_id}/{output}", s.publicBuildRead(true, audits.Output))
+	mux.handle("GET /api/v1/builds/{build_id}/outputs/{step_id}/{output}", s.builds.Read(true, audits.Output))
 	mux.handle("PUT /api/v1/builds/{build_id}/abort", s.buildAction(auth.ActionAbortBuild, s.handleAbortBuild))
 	// Porter's own (fly knows none): resume a failed job build, allowed to
 	// whoever may rerun it.
@@ -108,6 +108,7 @@ func (s *Server) routes() *router {
 	const pipelinePath = "/api/v1/teams/{team_name}/pipelines/{pipeline_name}"
 	mux.handle("GET /api/v1/pipelines", s.handleListAllPipelines)
 	mux.handle("GET /api/v1/jobs", s.handleListAllJobs)
+	mux.handle("GET /api/v1/resources", s.handleListAllResources)
 	mux.handle("GET /api/v1/teams/{team_name}/pipelines", s.handleListPipelines)
 	mux.handle("PUT /api/v1/teams/{team_name}/pipelines/ordering", s.team(auth.ActionOrderPipelines, s.handleOrderPipelines))
 	mux.handle("PUT /api/v1/teams/{team_name}/pipelines/{pipeline_name}/ordering", s.team(auth.ActionOrderPipelines, s.handleOrderPipelineInstances))

@@ -22,7 +22,7 @@ var dist embed.FS
 // and the app routes within it.
 var pagePrefixes = []string{"/teams/", "/builds/"}
 
-var pages = map[string]bool{"/": true, "/login": true, "/fly_success": true, "/dashboard": true, "/favicon.ico": true}
+var pages = map[string]bool{"/": true, "/login": true, "/fly_success": true, "/dashboard": true, "/hd": true, "/favicon.ico": true}
 
 // Wrap answers the UI's paths and hands every other request, /api/ and
 // /sky/ included, to api. The UI's pages answer only a Host that is

@@ -29,7 +29,7 @@ func serve(t *testing.T, method, target string) *http.Response {
 }
 
 func TestPagesAnswerTheApp(t *testing.T) {
-	for _, p := range []string{"/", "/dashboard", "/dashboard?search=team:main", "/login?fly_port=1234", "/fly_success?fly_port=1", "/builds/12",
+	for _, p := range []string{"/", "/dashboard", "/dashboard?search=team:main", "/hd", "/login?fly_port=1234", "/fly_success?fly_port=1", "/builds/12",
 		"/teams/main/pipelines/hello", "/teams/main/pipelines/hello/jobs/j/builds/3", "/teams/main/pipelines/hello/resources/r"} {
 		res := serve(t, http.MethodGet, p)
 		body, _ := io.ReadAll(res.Body)
