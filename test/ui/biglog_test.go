@@ -85,8 +85,9 @@ run: {path: echo, args: [before the seeded lines]}
 		eval[string](c, `(() => { document.querySelector('[data-testid=log]').scrollTop = 0; return '' })()`)
 		Eventually(evalEventually[int](c, logFrom)).Should(BeNumerically("<", from))
 		Eventually(evalEventually[int](c, logLines)).Should(BeNumerically(">", held))
-		shown := eval[string](c, firstShown)
-		Expect(shown).To(MatchRegexp(`^seed line \d{7} `))
+		// The list draws the lines it now holds a frame later.
+		var shown string
+		Eventually(func() string { shown = eval[string](c, firstShown); return shown }).Should(MatchRegexp(`^seed line \d{7} `))
 		// Earlier lines than the first page held are on screen.
 		firstHeld, err := strconv.Atoi(regexp.MustCompile(`\d{7}`).FindString(shown))
 		Expect(err).NotTo(HaveOccurred())
