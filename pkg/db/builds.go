@@ -31,10 +31,11 @@ type Build struct {
 	CreateTime, StartTime, EndTime time.Time // zero when unset
 	Server                         string    // the id of the server that runs it
 	AbortRequested                 bool
+	Comment                        string // a person's note on the build, '' when none
 }
 
 const buildColumns = `b.id, b.team_id, t.name, b.name, b.status, b.plan, b.state, b.created_by,
-	b.create_time, b.start_time, b.end_time, b.server, b.abort_requested`
+	b.create_time, b.start_time, b.end_time, b.server, b.abort_requested, b.comment`
 
 const buildFrom = " FROM builds b JOIN teams t ON t.id = b.team_id "
 
@@ -43,7 +44,7 @@ func scanBuild(row pgx.Row) (Build, error) {
 	var plan, state []byte
 	var start, end *time.Time
 	err := row.Scan(&b.ID, &b.TeamID, &b.TeamName, &b.Name, &b.Status, &plan, &state, &b.CreatedBy,
-		&b.CreateTime, &start, &end, &b.Server, &b.AbortRequested)
+		&b.CreateTime, &start, &end, &b.Server, &b.AbortRequested, &b.Comment)
 	if err != nil {
 		return Build{}, err
 	}
@@ -207,6 +208,18 @@ func (d *DB) RequestAbort(ctx context.Context, id int64) error {
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("request abort of build %d: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// SetBuildComment replaces the build's comment (an empty one removes it).
+func (d *DB) SetBuildComment(ctx context.Context, id int64, comment string) error {
+	tag, err := d.pool.Exec(ctx, "UPDATE builds SET comment = $2 WHERE id = $1", id, comment)
+	if err != nil {
+		return fmt.Errorf("set comment of build %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("set comment of build %d: %w", id, ErrNotFound)
 	}
 	return nil
 }

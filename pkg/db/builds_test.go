@@ -95,6 +95,19 @@ func TestBuildLifecycle(t *testing.T) {
 	if err := d.RequestAbort(ctx, b.ID); err != nil {
 		t.Fatal(err)
 	}
+	if got, _ := d.Build(ctx, b.ID); got.Comment != "" {
+		t.Fatalf("a new build's comment is %q", got.Comment)
+	}
+	const comment = "flaky: <b>not bold</b>\nsecond line ✓"
+	if err := d.SetBuildComment(ctx, b.ID, comment); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.Build(ctx, b.ID); err != nil || got.Comment != comment {
+		t.Fatalf("Build's comment %q %v, want %q", got.Comment, err, comment)
+	}
+	if got, err := d.JobBuildByID(ctx, b.ID); err != nil || got.Comment != comment {
+		t.Fatalf("JobBuildByID's comment %q %v, want %q", got.Comment, err, comment)
+	}
 	if ids, err := d.AbortsRequested(ctx, "server-a"); err != nil || len(ids) != 1 || ids[0] != b.ID {
 		t.Fatalf("aborts requested of server-a: %v %v", ids, err)
 	}

@@ -295,6 +295,7 @@ func TestNotFoundIsWrapped(t *testing.T) {
 	checks["FinishBuild"] = d.FinishBuild(ctx, 4242, concourse.StatusFailed, time.Now())
 	checks["SaveBuildState"] = d.SaveBuildState(ctx, 4242, []byte(`{}`))
 	checks["RequestAbort"] = d.RequestAbort(ctx, 4242)
+	checks["SetBuildComment"] = d.SetBuildComment(ctx, 4242, "hi")
 	checks["AddEventChunk"] = d.AddEventChunk(ctx, 4242, 0, 1, "k")
 	_, checks["Container"] = d.Container(ctx, "nope")
 	checks["SetContainerState"] = d.SetContainerState(ctx, "nope", "created")

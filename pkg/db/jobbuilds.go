@@ -146,7 +146,7 @@ func scanJobBuild(row pgx.Row) (JobBuild, error) {
 	var start, end *time.Time
 	var instanceVars []byte
 	err := row.Scan(&b.ID, &b.TeamID, &b.TeamName, &b.Name, &b.Status, &plan, &state, &b.CreatedBy,
-		&b.CreateTime, &start, &end, &b.Server, &b.AbortRequested,
+		&b.CreateTime, &start, &end, &b.Server, &b.AbortRequested, &b.Comment,
 		&b.PipelineID, &b.PipelineName, &b.JobID, &b.JobName, &b.ResourceID, &b.ResourceName, &b.RerunOf, &b.RerunNumber,
 		&b.ManuallyTriggered, &b.InputsReady, &instanceVars, &b.ResumedFrom)
 	if err != nil {
