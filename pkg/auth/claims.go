@@ -132,6 +132,7 @@ const (
 	ActionRead            Action = "Read" // any GET of the team's things
 	ActionCreateBuild     Action = "CreateBuild"
 	ActionAbortBuild      Action = "AbortBuild"
+	ActionSetBuildComment Action = "SetBuildComment"
 	ActionHijack          Action = "HijackContainer"
 	ActionCreateArtifact  Action = "CreateArtifact"
 	ActionGetArtifact     Action = "GetArtifact"
@@ -169,7 +170,7 @@ func RequiredRole(action Action) (role string, ok bool) {
 	switch action {
 	case ActionRead:
 		return RoleViewer, true
-	case ActionAbortBuild, ActionPausePipeline, ActionUnpausePipeline,
+	case ActionAbortBuild, ActionSetBuildComment, ActionPausePipeline, ActionUnpausePipeline,
 		ActionCreateJobBuild, ActionPauseJob, ActionUnpauseJob, ActionCheckResource:
 		return RoleOperator, true
 	case ActionCreateBuild, ActionHijack, ActionCreateArtifact, ActionGetArtifact,

@@ -68,6 +68,7 @@ type BuildStore interface {
 	Artifact(ctx context.Context, id int64) (db.Artifact, error)
 	Artifacts(ctx context.Context, teamID int) ([]db.Artifact, error)
 	CreateArtifact(ctx context.Context, a db.Artifact) (db.Artifact, error)
+	SetBuildComment(ctx context.Context, id int64, comment string) error
 }
 
 // PipelineStore holds pipelines and their jobs.

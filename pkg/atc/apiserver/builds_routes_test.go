@@ -39,6 +39,7 @@ func buildRoutes(t testing.TB) []routeCase {
 		{method: "GET", path: "/api/v1/builds/1/audit/steps/s1/pod.yaml", role: "viewer", ok: 200},
 		{method: "GET", path: "/api/v1/builds/1/outputs/s2/out", role: "viewer", ok: 200, anonDown: 500},
 		{method: "PUT", path: "/api/v1/builds/2/abort", role: "pipeline-operator", ok: 204},
+		{method: "PUT", path: "/api/v1/builds/2/comment", role: "pipeline-operator", ok: 200, body: `{"comment":"flaky"}`},
 		{method: "POST", path: "/api/v1/builds/2/resume", role: "pipeline-operator", ok: 200},
 		{method: "POST", path: "/api/v1/teams/main/artifacts", role: "member", ok: 201, body: tgz(t, "a.txt", "a")},
 		{method: "GET", path: "/api/v1/teams/main/artifacts/1", role: "member", ok: 200},

@@ -472,6 +472,20 @@ func (s *fakeStore) PinVersion(_ context.Context, res, id int64) error {
 func (s *fakeStore) UnpinResource(_ context.Context, id int64) error {
 	return s.change(fmtRef("UnpinResource", id))
 }
+func (s *fakeStore) SetBuildComment(_ context.Context, id int64, comment string) error {
+	if err := s.change(fmtRef("SetBuildComment", id)); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.builds {
+		if s.builds[i].ID == id {
+			s.builds[i].Comment = comment
+			return nil
+		}
+	}
+	return fmt.Errorf("set comment of build %d: %w", id, db.ErrNotFound)
+}
 func (s *fakeStore) SetPinComment(_ context.Context, id int64, _ string) error {
 	return s.change(fmtRef("SetPinComment", id))
 }

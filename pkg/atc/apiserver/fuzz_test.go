@@ -60,6 +60,12 @@ func FuzzAPI(f *testing.F) {
 			f.Add(uint8(i), uint8(1), "", "", "", "webhook_token=s3cret", []byte(nil), uint8(0), false)
 			f.Add(uint8(i), uint8(1), "", "", "", `webhook_token=x&vars.branch="y"`, []byte(nil), uint8(0), true)
 		}
+		if strings.HasSuffix(p, "/comment") {
+			// A build's comment: one, a NUL, and one over its cap.
+			f.Add(uint8(i), uint8(2), "", "", "", "", []byte(`{"comment":"<b>x</b>"}`), uint8(1), false)
+			f.Add(uint8(i), uint8(2), "", "", "", "", []byte(`{"comment":"\u0000"}`), uint8(1), false)
+			f.Add(uint8(i), uint8(2), "", "", "", "", []byte(`{"comment":"`+strings.Repeat("é", 6<<10)+`"}`), uint8(1), false)
+		}
 		if strings.HasPrefix(p, "POST") || strings.HasPrefix(p, "PUT") {
 			f.Add(uint8(i), uint8(1), "", "", "", "", []byte(`{"name":"x","auth":{"owner":{"users":["local:a"]}}}`), uint8(1), false)
 			f.Add(uint8(i), uint8(1), "", "", "", "", []byte(`[`), uint8(1), false)

@@ -42,6 +42,22 @@ func apiJobBuild(b db.JobBuild) concourse.Build {
 	return out
 }
 
+// commented is b's API shape with its comment when show: Concourse shows it
+// to the build's team and, for a job with `public: true`, to anyone.
+func commented(b db.JobBuild, show bool) concourse.Build {
+	out := apiJobBuild(b)
+	if show {
+		out.Comment = b.Comment
+	}
+	return out
+}
+
+// showsComments tells whether the reader of jr sees its builds' comments.
+func showsComments(jr jobRequest) bool {
+	var cfg concourse.JobConfig
+	return jr.claims.CanRead(jr.job.TeamName) || json.Unmarshal(jr.job.Config, &cfg) == nil && cfg.Public
+}
+
 func (s *Server) handleTriggerJob(w http.ResponseWriter, r *http.Request, jr jobRequest) {
 	var cfg concourse.JobConfig
 	if err := json.Unmarshal(jr.job.Config, &cfg); err != nil {
@@ -67,7 +83,7 @@ func (s *Server) handleGetJobBuild(w http.ResponseWriter, r *http.Request, jr jo
 		s.fail(w, r, err)
 		return
 	}
-	httpreply.JSON(w, http.StatusOK, apiJobBuild(b))
+	httpreply.JSON(w, http.StatusOK, commented(b, showsComments(jr)))
 }
 
 // jobBuild is the path's build of the job; its errors name it (fly prints
@@ -135,8 +151,9 @@ func (s *Server) handleJobBuilds(w http.ResponseWriter, r *http.Request, jr jobR
 		}
 	}
 	out := []concourse.Build{}
+	show := showsComments(jr)
 	for _, b := range bs {
-		out = append(out, apiJobBuild(b))
+		out = append(out, commented(b, show))
 	}
 	if len(bs) > 0 {
 		base := fmt.Sprintf("%s/api/v1/teams/%s/pipelines/%s/jobs/%s/builds", s.cfg.ExternalURL,

@@ -14,6 +14,7 @@ import (
 	"github.com/porter-ci/porter/pkg/atc/apiserver/apierr"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/artifactserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/auditserver"
+	"github.com/porter-ci/porter/pkg/atc/apiserver/commentserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/logserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/volumeserver"
 	"github.com/porter-ci/porter/pkg/atc/apiserver/workerserver"
@@ -91,6 +92,8 @@ func (s *Server) routes() *router {
 	mux.handle("GET /api/v1/builds/{build_id}/audit/steps/{step_id}/{object}", s.buildRead(audits.StepObject))
 	mux.handle("GET /api/v1/builds/{build_id}/outputs/{step_id}/{output}", s.builds.Read(true, audits.Output))
 	mux.handle("PUT /api/v1/builds/{build_id}/abort", s.buildAction(auth.ActionAbortBuild, s.handleAbortBuild))
+	comments := &commentserver.Server{Store: s.store, Log: s.log}
+	mux.handle("PUT /api/v1/builds/{build_id}/comment", s.buildAction(auth.ActionSetBuildComment, comments.Set))
 	// Porter's own (fly knows none): resume a failed job build, allowed to
 	// whoever may rerun it.
 	mux.handle("POST /api/v1/builds/{build_id}/resume", s.buildAction(auth.ActionCreateJobBuild, s.handleResumeBuild))
@@ -458,7 +461,12 @@ func (s *Server) handleGetBuild(w http.ResponseWriter, r *http.Request, b db.Bui
 		s.fail(w, r, err)
 		return
 	}
-	httpreply.JSON(w, http.StatusOK, apiJobBuild(jb))
+	show, err := s.builds.ShowsComment(r, b)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	httpreply.JSON(w, http.StatusOK, commented(jb, show))
 }
 
 // handleAbortBuild aborts a running build: here when this server runs it,

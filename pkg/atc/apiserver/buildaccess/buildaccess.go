@@ -69,6 +69,20 @@ func (g Guard) Read(publicJob bool, h func(http.ResponseWriter, *http.Request, d
 	}
 }
 
+// ShowsComment tells whether the reader of b (admitted by Read) sees its
+// comment, as Concourse decides: a role in its team, or b is a build of a
+// job with `public: true` in an exposed pipeline.
+func (g Guard) ShowsComment(r *http.Request, b db.Build) (bool, error) {
+	if claims, ok := auth.FromContext(r.Context()); ok && claims.CanRead(b.TeamName) {
+		return true, nil
+	}
+	ok, err := g.public(r.Context(), b, true)
+	if err != nil {
+		return false, fmt.Errorf("build %d: %w", b.ID, err)
+	}
+	return ok, nil
+}
+
 // public tells whether b is a job's build in an exposed pipeline (and,
 // with publicJob, of a job with `public: true`). One-off builds and
 // checks' builds never are.
