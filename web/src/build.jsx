@@ -7,7 +7,9 @@ import { api, get, getCancellable, getToken, streamEvents } from './api.js';
 import { addAfter, addBefore, findLine, newWindow } from './logpages.js';
 import { settle } from './buildstate.js';
 import { bytes, filenameOf, outputURL, podSpecURL, seconds, timeline, timeOfDay, usage } from './steprecord.js';
-import { CopyButton, duration, ErrorBox, Layout, LoginForMore, StatusBadge } from './common.jsx';
+import { CopyButton, duration, ErrorBox, Layout, loadUser, LoginForMore, StatusBadge, usePoll } from './common.jsx';
+import { commentProblem } from './comment.js';
+import { can } from './dashmodel.js';
 import { apiPipeline, enc, instanceVarsQuery, navigate, pipelinePath, varsLabel, withQuery } from './router.js';
 
 const LINE = 18; // px: a line's height unless lines wrap
@@ -686,6 +688,7 @@ function BuildView({ build: initial, crumbs }) {
   const status = s.status || build.status;
   const running = status === 'started' || status === 'pending';
   const canAct = !s.denied && !!getToken();
+  const user = usePoll(loadUser, 0, [getToken()]).data;
   const vq = instanceVarsQuery(build.pipeline_instance_vars);
   const jobBase = build.job_name ? apiPipeline(build.team_name, build.pipeline_name) + '/jobs/' + enc(build.job_name) : '';
   const jobPage = build.job_name ? pipelinePath(build.team_name, build.pipeline_name) + '/jobs/' + enc(build.job_name) : '';
@@ -780,6 +783,7 @@ function BuildView({ build: initial, crumbs }) {
           <button class="small" data-testid="help-toggle" title="keyboard shortcuts (?)" onClick={() => setHelp(!help)}>?</button>
         </span>
       </div>
+      <BuildComment build={build} mayEdit={canAct && can(user, build.team_name, 'comment')} />
       {help && (
         <div class="shortcuts" data-testid="shortcuts">
           <b>keyboard shortcuts</b>
@@ -796,6 +800,59 @@ function BuildView({ build: initial, crumbs }) {
       </div>
       {s.done && !s.denied && <div class="muted end" data-testid="build-end">end of build</div>}
     </Layout>
+  );
+}
+
+// BuildComment is the build's comment under its head, as text (never
+// markup), with an editor for those who may write it (Concourse's
+// SetBuildComment: pipeline-operator or above in the build's team).
+function BuildComment({ build, mayEdit }) {
+  const [saved, setSaved] = useState(build.comment || '');
+  const [draft, setDraft] = useState(null); // null: not editing
+  const [busy, setBusy] = useState(false);
+  const [err, setErr] = useState(null);
+  // The build is read again as it ends: a comment written elsewhere shows.
+  useEffect(() => { if (draft === null) setSaved(build.comment || ''); }, [build.comment]);
+  if (draft !== null) {
+    const problem = commentProblem(draft);
+    const save = async () => {
+      setBusy(true);
+      setErr(null);
+      try {
+        await api('PUT', `/api/v1/builds/${build.id}/comment`, { comment: draft });
+        setSaved(draft);
+        setDraft(null);
+      } catch (e) {
+        setErr(e);
+      }
+      setBusy(false);
+    };
+    const cancel = () => { setDraft(null); setErr(null); };
+    return (
+      <div class="build-comment editing" data-testid="build-comment-editor">
+        <textarea data-testid="comment-input" rows={4} value={draft} placeholder="a comment on this build (plain text)"
+          onInput={(e) => setDraft(e.currentTarget.value)}
+          onKeyDown={(e) => {
+            if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && !problem && !busy) { e.preventDefault(); save(); }
+            if (e.key === 'Escape') { e.preventDefault(); cancel(); }
+          }} />
+        <div class="comment-bar">
+          <button class="primary small" data-testid="save-comment" title="save (Ctrl-Enter)" disabled={busy || !!problem} onClick={save}>save</button>
+          <button class="small" data-testid="cancel-comment" title="cancel (Esc)" onClick={cancel}>cancel</button>
+          {problem && <span class="comment-problem" data-testid="comment-problem">{problem}</span>}
+        </div>
+        <ErrorBox error={err} />
+      </div>
+    );
+  }
+  if (!saved && !mayEdit) return null;
+  return (
+    <div class="build-comment" data-testid="build-comment-box">
+      {saved && <div class="comment-text" data-testid="build-comment">{saved}</div>}
+      {mayEdit && (
+        <button class="small" data-testid="edit-comment" onClick={() => setDraft(saved)}>{saved ? 'edit comment' : 'add comment'}</button>
+      )}
+    </div>
   );
 }
 

@@ -78,10 +78,10 @@ export function stages(jobs) {
 
 // Roles in order of what they may do (Concourse's).
 const roleRank = { viewer: 1, 'pipeline-operator': 2, member: 3, owner: 4 };
-const actionRank = { pause: 2, expose: 3 };
+const actionRank = { pause: 2, comment: 2, expose: 3 };
 
-// can says whether user (GET /api/v1/user) may pause (and unpause) or
-// expose (and hide) a pipeline of team.
+// can says whether user (GET /api/v1/user) may pause (and unpause) a
+// pipeline of team, expose (and hide) it, or comment on its builds.
 export function can(user, team, action) {
   if (!user) return false;
   if (user.is_admin) return true;

@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, get, getPage, getToken, streamEvents } from './api.js';
+import { commentSummary } from './comment.js';
 import { ago, duration, ErrorBox, Layout, LoginForMore, StatusBadge, usePoll } from './common.jsx';
 import { jobRunning, jobStatus } from './dashboard.jsx';
 import { apiPipeline, enc, instanceVarsQuery, navigate, pipelinePath, withQuery } from './router.js';
@@ -27,6 +28,17 @@ function Pager({ page, links }) {
 
 // listQuery is the API query of a list page: its place, limit= by default.
 const listQuery = (pq) => (/(^|&)limit=/.test(pq || '') ? pq : withQuery('', pq, 'limit=' + PAGE).slice(1));
+
+// BuildCommentCell shows a build's comment in a list: its first line as
+// text, the whole in the cell's title.
+function BuildCommentCell({ comment }) {
+  const sum = commentSummary(comment);
+  return (
+    <td class="comment-cell" data-testid="build-comment-cell" title={sum.more ? comment : undefined}>
+      {sum.text}{sum.more && !sum.text.endsWith('…') && <span class="muted"> …</span>}
+    </td>
+  );
+}
 
 export function Job({ team, pipeline, name, vq, pq }) {
   const base = apiPipeline(team, pipeline) + '/jobs/' + enc(name);
@@ -77,7 +89,7 @@ export function Job({ team, pipeline, name, vq, pq }) {
           </h1>
           {!d.builds && <LoginForMore />}
           {d.builds && <table class="builds" data-testid="builds">
-            <thead><tr><th>build</th><th>status</th><th>started</th><th>duration</th><th /></tr></thead>
+            <thead><tr><th>build</th><th>status</th><th>started</th><th>duration</th><th>comment</th><th /></tr></thead>
             <tbody>
               {d.builds.map((b) => (
                 <tr key={b.id} data-build={b.name}>
@@ -85,6 +97,7 @@ export function Job({ team, pipeline, name, vq, pq }) {
                   <td><StatusBadge status={b.status} /></td>
                   <td class="muted">{ago(b.start_time)}</td>
                   <td class="muted">{duration(b.start_time, b.end_time)}</td>
+                  <BuildCommentCell comment={b.comment} />
                   <td>{getToken() && <button class="small" onClick={() => rerun(b)}>rerun</button>}</td>
                 </tr>
               ))}
