@@ -1,0 +1,118 @@
+package ui_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// tabAs is a tab holding token, as the login page leaves it.
+func tabAs(token string) context.Context {
+	GinkgoHelper()
+	ctx := tab()
+	Expect(chromedp.Do(ctx,
+		chromedp.Navigate(s.server.URL()+"/login"),
+		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := chromedp.Evaluate[bool](fmt.Sprintf(`localStorage.setItem("porter.token", %q), true`, token))(ctx, t)
+			return err
+		}),
+	)).To(Succeed())
+	return ctx
+}
+
+// putComment is PUT /api/v1/builds/id/comment with token; it answers the
+// status.
+func putComment(ctx context.Context, token string, id int, body string) int {
+	GinkgoHelper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, fmt.Sprintf("%s/api/v1/builds/%d/comment", s.server.URL(), id), strings.NewReader(body))
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	res.Body.Close()
+	return res.StatusCode
+}
+
+var _ = Describe("build comments", func() {
+	// Concourse's SetBuildComment: a member of the build's team writes it,
+	// the page shows it as text (never as markup) in the build's header
+	// and in the job's build list, and a viewer reads it with no editor.
+	It("lets a member comment on a build, shown as text in the header and the job's list, and a viewer only read it", func(ctx SpecContext) {
+		team, name := pipelineName("comments"), pipelineName("commented")
+		roles := writeFile("roles.yml", fmt.Sprintf("roles:\n- name: owner\n  local:\n    users: [%s]\n- name: member\n  oidc:\n    groups: [%s]\n- name: viewer\n  oidc:\n    users: [%s]\n",
+			adminUser, ssoGroup, s.alice.UserName))
+		succeed(ctx, s.adminFly, "set-team", "-n", team, "-c", roles, "--non-interactive")
+		succeed(ctx, s.adminFly, "set-pipeline", "-n", "--team", team, "-p", name, "-c", writeFile("p.yml", "jobs:\n- name: hello\n  plan:\n"+taskStep("t", "echo hello")))
+		succeed(ctx, s.adminFly, "unpause-pipeline", "--team", team, "-p", name)
+		succeed(ctx, s.adminFly, "trigger-job", "--team", team, "-j", name+"/hello")
+		var builds []struct {
+			ID int `json:"id"`
+		}
+		Eventually(func() int {
+			apiGet(ctx, "/api/v1/teams/"+team+"/pipelines/"+name+"/jobs/hello/builds", &builds)
+			return len(builds)
+		}).Should(Equal(1))
+		id := builds[0].ID
+
+		member, refusedLogin := ssoLogin(ctx, s.ssoUser)
+		Expect(refusedLogin).To(BeEmpty())
+		Expect(userInfo(ctx, member).Teams).To(HaveKeyWithValue(team, []string{"member"}))
+		viewer, refusedLogin := ssoLogin(ctx, s.alice)
+		Expect(refusedLogin).To(BeEmpty())
+		Expect(userInfo(ctx, viewer).Teams).To(HaveKeyWithValue(team, []string{"viewer"}))
+
+		buildPage := "/teams/" + team + "/pipelines/" + name + "/jobs/hello/builds/1"
+		c := tabAs(member)
+		open(c, buildPage, `[data-testid=edit-comment]`)
+		// Written once the build has ended: the page reads the build again
+		// then, and the comment must outlive that too.
+		Eventually(evalEventually[string](c, `document.querySelector('[data-testid=build-head]')?.dataset.status`)).
+			WithTimeout(2 * time.Minute).Should(Equal("succeeded"))
+		const comment = "flaky: <b>not bold</b> & <img src=x onerror=alert(1)>"
+		Expect(chromedp.Do(c,
+			chromedp.Click(chromedp.CSS(`[data-testid=edit-comment]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=comment-input]`)),
+			chromedp.SendKeys(chromedp.CSS(`[data-testid=comment-input]`), comment),
+			chromedp.Click(chromedp.CSS(`[data-testid=save-comment]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=build-comment]`)),
+		)).To(Succeed())
+		var got struct {
+			Comment string `json:"comment"`
+		}
+		apiGet(ctx, fmt.Sprintf("/api/v1/builds/%d", id), &got)
+		Expect(got.Comment).To(Equal(comment))
+
+		// After a reload, from the server: text, no element made of it.
+		open(c, buildPage, `[data-testid=build-comment]`)
+		Expect(eval[string](c, `document.querySelector('[data-testid=build-comment]').textContent`)).To(Equal(comment))
+		Expect(eval[int](c, `document.querySelectorAll('[data-testid=build-comment] *').length`)).To(Equal(0))
+		Expect(eval[bool](c, `!!document.querySelector('[data-testid=edit-comment]')`)).To(BeTrue())
+		screenshot(c, "member's build header")
+
+		open(c, "/teams/"+team+"/pipelines/"+name+"/jobs/hello", `[data-build="1"] [data-testid=build-comment-cell]`)
+		Expect(eval[string](c, `document.querySelector('[data-build="1"] [data-testid=build-comment-cell]').textContent`)).To(Equal(comment))
+		Expect(eval[int](c, `document.querySelectorAll('[data-build="1"] [data-testid=build-comment-cell] *').length`)).To(Equal(0))
+		screenshot(c, "job's build list")
+
+		// The viewer reads it; the page offers no editor (once it knows
+		// who the user is), and the server refuses one anyway.
+		v := tabAs(viewer)
+		open(v, buildPage, `[data-testid=build-comment]`)
+		Expect(eval[string](v, `document.querySelector('[data-testid=build-comment]').textContent`)).To(Equal(comment))
+		Expect(chromedp.Do(v, chromedp.WaitVisible(chromedp.CSS(`[data-testid=user-menu]`)))).To(Succeed())
+		Expect(eval[string](v, `document.querySelector('[data-testid=user-menu]').textContent`)).To(Equal(s.alice.UserName))
+		Consistently(evalEventually[bool](v, `!!document.querySelector('[data-testid=edit-comment]')`)).
+			WithTimeout(time.Second).Should(BeFalse())
+		Expect(putComment(ctx, viewer, id, `{"comment":"mine"}`)).To(Equal(http.StatusForbidden))
+		screenshot(v, "viewer's build header")
+		apiGet(ctx, fmt.Sprintf("/api/v1/builds/%d", id), &got)
+		Expect(got.Comment).To(Equal(comment))
+	}, SpecTimeout(specTimeout))
+})
