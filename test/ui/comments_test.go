@@ -93,7 +93,9 @@ var _ = Describe("build comments", func() {
 		open(c, buildPage, `[data-testid=build-comment]`)
 		Expect(eval[string](c, `document.querySelector('[data-testid=build-comment]').textContent`)).To(Equal(comment))
 		Expect(eval[int](c, `document.querySelectorAll('[data-testid=build-comment] *').length`)).To(Equal(0))
-		Expect(eval[bool](c, `!!document.querySelector('[data-testid=edit-comment]')`)).To(BeTrue())
+		// The editor's button comes once the page knows who the user is.
+		Expect(chromedp.Do(c, chromedp.WaitVisible(chromedp.CSS(`[data-testid=edit-comment]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=build-end]`)))).To(Succeed())
 		screenshot(c, "member's build header")
 
 		open(c, "/teams/"+team+"/pipelines/"+name+"/jobs/hello", `[data-build="1"] [data-testid=build-comment-cell]`)
