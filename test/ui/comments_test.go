@@ -49,6 +49,7 @@ var _ = Describe("build comments", func() {
 		roles := writeFile("roles.yml", fmt.Sprintf("roles:\n- name: owner\n  local:\n    users: [%s]\n- name: member\n  oidc:\n    groups: [%s]\n- name: viewer\n  oidc:\n    users: [%s]\n",
 			adminUser, ssoGroup, s.alice.UserName))
 		succeed(ctx, s.adminFly, "set-team", "-n", team, "-c", roles, "--non-interactive")
+		DeferCleanup(func(ctx SpecContext) { succeed(ctx, s.adminFly, "destroy-team", "-n", team, "--non-interactive") })
 		succeed(ctx, s.adminFly, "set-pipeline", "-n", "--team", team, "-p", name, "-c", writeFile("p.yml", "jobs:\n- name: hello\n  plan:\n"+taskStep("t", "echo hello")))
 		succeed(ctx, s.adminFly, "unpause-pipeline", "--team", team, "-p", name)
 		succeed(ctx, s.adminFly, "trigger-job", "--team", team, "-j", name+"/hello")
