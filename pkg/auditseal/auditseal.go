@@ -11,6 +11,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/porter-ci/porter/pkg/blobstore"
 )
@@ -52,11 +55,11 @@ type Sealed struct {
 }
 
 // Seal moves step stepID's staged audit objects into the audit trail
-// under their final keys: action.json, events.jsonl.zst, then result.json,
-// whose presence marks a record complete. Each is written only where the
-// audit trail has no object yet (If-None-Match), and its staged copy is
-// deleted once it is sealed, so Seal may run again, concurrently too, and
-// after an interrupted run it finishes the job. It stops at the first
+// under their final keys: action.json and events.jsonl.zst, then
+// result.json, whose presence marks a record complete. Each is written
+// only where the audit trail has no object yet (If-None-Match), and its
+// staged copy is deleted once it is sealed, so Seal may run again,
+// concurrently too, and after an interrupted run it finishes the job. It stops at the first
 // failed write and returns the error: a later Seal takes it up.
 func (s Sealer) Seal(ctx context.Context, stepID string) (Sealed, error) {
 	var res Sealed
@@ -81,23 +84,45 @@ func (s Sealer) Seal(ctx context.Context, stepID string) (Sealed, error) {
 		}
 		objs = append(objs, object{staged: o.Key, final: final, rank: rank})
 	}
-	slices.SortFunc(objs, func(a, b object) int { return a.rank - b.rank })
-	for _, o := range objs {
-		written, err := s.sealOne(ctx, o.staged, o.final)
-		if err != nil {
-			return res, err
+	// result.json marks a record complete, so it is sealed after the
+	// others, which are sealed at once: a step's end waits on this.
+	last := func(o object) bool { return o.rank == rankResult }
+	var mu sync.Mutex
+	sealAll := func(objs []object) error {
+		g, gctx := errgroup.WithContext(ctx)
+		for _, o := range objs {
+			g.Go(func() error {
+				written, err := s.sealOne(gctx, o.staged, o.final)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if written {
+					res.Keys = append(res.Keys, o.final)
+				}
+				done = append(done, o.staged)
+				return nil
+			})
 		}
-		if written {
-			res.Keys = append(res.Keys, o.final)
-		}
-		done = append(done, o.staged)
+		return g.Wait()
 	}
-	var errs []error
-	for _, key := range done {
-		if err := s.Staging.Delete(ctx, key); err != nil {
-			errs = append(errs, fmt.Errorf("delete staged audit object %s: %w", key, err))
-		}
+	if err := sealAll(slices.DeleteFunc(slices.Clone(objs), last)); err != nil {
+		return res, err
 	}
+	if err := sealAll(slices.DeleteFunc(objs, func(o object) bool { return !last(o) })); err != nil {
+		return res, err
+	}
+	errs := make([]error, len(done))
+	var wg sync.WaitGroup
+	for i, key := range done {
+		wg.Go(func() {
+			if err := s.Staging.Delete(ctx, key); err != nil {
+				errs[i] = fmt.Errorf("delete staged audit object %s: %w", key, err)
+			}
+		})
+	}
+	wg.Wait()
 	return res, errors.Join(errs...)
 }
 
@@ -141,12 +166,14 @@ func stagedRank(final, stepID string) int {
 		return -1
 	}
 	switch name {
-	case blobstore.ActionObject:
+	case blobstore.ActionObject, blobstore.EventsObject:
 		return 0
-	case blobstore.EventsObject:
-		return 1
 	case blobstore.ResultObject:
-		return 2
+		return rankResult
 	}
 	return -1
 }
+
+// rankResult is result.json's rank: sealed last, as it marks the record
+// complete.
+const rankResult = 1

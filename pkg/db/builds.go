@@ -84,6 +84,24 @@ func (d *DB) Build(ctx context.Context, id int64) (Build, error) {
 	return b, nil
 }
 
+// BuildsByID looks builds up by id in one query; an id with no build is
+// not in the map.
+func (d *DB) BuildsByID(ctx context.Context, ids []int64) (map[int64]Build, error) {
+	rows, err := d.pool.Query(ctx, "SELECT "+buildColumns+buildFrom+"WHERE b.id = ANY($1)", ids)
+	if err != nil {
+		return nil, fmt.Errorf("look up %d builds: %w", len(ids), err)
+	}
+	bs, err := collectBuilds(rows)
+	if err != nil {
+		return nil, fmt.Errorf("look up %d builds: %w", len(ids), err)
+	}
+	out := make(map[int64]Build, len(bs))
+	for _, b := range bs {
+		out[b.ID] = b
+	}
+	return out, nil
+}
+
 // BuildFilter selects builds. Before and After are exclusive id bounds, as
 // Concourse's page "until" and "since".
 type BuildFilter struct {

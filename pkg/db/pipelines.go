@@ -722,16 +722,28 @@ func scanResource(row pgx.Row) (Resource, error) {
 
 // Resources lists a pipeline's active resources in the order of its config.
 func (d *DB) Resources(ctx context.Context, pipelineID int64) ([]Resource, error) {
-	rows, err := d.pool.Query(ctx, "SELECT "+resourceColumns+resourceFrom+`
-		WHERE r.pipeline_id = $1 AND r.active
-		ORDER BY (SELECT e.i FROM jsonb_array_elements(p.config->'resources') WITH ORDINALITY e(v, i)
-			WHERE e.v->>'name' = r.name), r.id`, pipelineID)
+	rs, err := d.ResourcesOfPipelines(ctx, []int64{pipelineID})
 	if err != nil {
 		return nil, fmt.Errorf("resources of pipeline %d: %w", pipelineID, err)
 	}
+	return rs, nil
+}
+
+// ResourcesOfPipelines lists the active resources of the pipelines in one
+// query: the pipelines in the order given, each one's in the order of its
+// config.
+func (d *DB) ResourcesOfPipelines(ctx context.Context, pipelineIDs []int64) ([]Resource, error) {
+	rows, err := d.pool.Query(ctx, "SELECT "+resourceColumns+resourceFrom+`
+		WHERE r.pipeline_id = ANY($1) AND r.active
+		ORDER BY array_position($1::bigint[], r.pipeline_id),
+			(SELECT e.i FROM jsonb_array_elements(p.config->'resources') WITH ORDINALITY e(v, i)
+			WHERE e.v->>'name' = r.name), r.id`, pipelineIDs)
+	if err != nil {
+		return nil, fmt.Errorf("resources of %d pipelines: %w", len(pipelineIDs), err)
+	}
 	rs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Resource, error) { return scanResource(r) })
 	if err != nil {
-		return nil, fmt.Errorf("resources of pipeline %d: %w", pipelineID, err)
+		return nil, fmt.Errorf("resources of %d pipelines: %w", len(pipelineIDs), err)
 	}
 	return rs, nil
 }

@@ -498,3 +498,53 @@ func TestPipelineInstances(t *testing.T) {
 		t.Errorf("job of an instance: %+v, %v", j, err)
 	}
 }
+
+// The dashboard's GET /api/v1/resources reads every visible pipeline's
+// resources in one query and their last checks in another.
+func TestResourcesOfPipelinesAndBuildsByID(t *testing.T) {
+	d, _ := openTest(t)
+	ctx := t.Context()
+	team, err := d.EnsureTeam(ctx, "main", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, _, err := d.SavePipeline(ctx, team.ID, "p1", testConfig(nil, map[string]map[string]any{"b": {}, "a": {}}), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, _, err := d.SavePipeline(ctx, team.ID, "p2", testConfig(nil, map[string]map[string]any{"z": {}}), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := d.ResourcesOfPipelines(ctx, []int64{p2.ID, p1.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.PipelineName+"/"+r.Name)
+	}
+	// The pipelines in the order asked, each one's resources in its config's.
+	if want := []string{"p2/z", "p1/a", "p1/b"}; !slices.Equal(got, want) {
+		t.Fatalf("resources %v, want %v", got, want)
+	}
+	if rs, err := d.ResourcesOfPipelines(ctx, nil); err != nil || len(rs) != 0 {
+		t.Fatalf("resources of no pipeline: %v, %v", rs, err)
+	}
+
+	b1, err := d.CreateOneOffBuild(ctx, team.ID, json.RawMessage(`{}`), "admin", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := d.CreateOneOffBuild(ctx, team.ID, json.RawMessage(`{}`), "admin", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := d.BuildsByID(ctx, []int64{b2.ID, b1.ID, b2.ID + 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bs) != 2 || bs[b1.ID].Name != b1.Name || bs[b2.ID].TeamName != "main" {
+		t.Fatalf("builds %+v, want %d and %d only", bs, b1.ID, b2.ID)
+	}
+}

@@ -85,19 +85,12 @@ func (t *auditTrail) close() {
 }
 
 // putOnce stages an audit object unless it is already there (a restarted
-// sidecar). It returns the object's key in the audit trail, where the ATC
-// seals it.
+// sidecar), in one request: the store refuses a second write. It returns
+// the object's key in the audit trail, where the ATC seals it.
 func (t *auditTrail) putOnce(ctx context.Context, name string, body []byte, contentType string) (string, error) {
 	auditID := t.a.Build.AuditDir()
 	final, staged := blobstore.StepPrefix(auditID, t.a.StepID)+name, auditseal.StagedKey(auditID, t.a.StepID, name)
-	ok, err := t.store.Exists(ctx, staged)
-	if err != nil {
-		return final, fmt.Errorf("look up %s: %w", staged, err)
-	}
-	if ok {
-		return final, nil
-	}
-	if err := t.store.PutAudit(ctx, staged, body, contentType); err != nil {
+	if err := t.store.PutAudit(ctx, staged, body, contentType); err != nil && !errors.Is(err, blobstore.ErrExists) {
 		return final, fmt.Errorf("write %s: %w", staged, err)
 	}
 	return final, nil

@@ -77,6 +77,6 @@ func exists(ctx context.Context, store blobstore.Store, key string) (bool, error
 }
 
 func (b blobArtifacts) PutAudit(ctx context.Context, key string, body []byte, contentType string) error {
-	_, err := b.store.Put(ctx, key, bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{ContentType: contentType})
+	_, err := b.store.Put(ctx, key, bytes.NewReader(body), int64(len(body)), blobstore.PutOptions{ContentType: contentType, IfAbsent: true})
 	return err
 }

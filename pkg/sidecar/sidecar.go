@@ -52,7 +52,8 @@ type Artifacts interface {
 	// Exists reports whether key is stored.
 	Exists(ctx context.Context, key string) (bool, error)
 	// PutAudit stores a small audit object, staged for the ATC to seal
-	// (auditseal.StagedKey).
+	// (auditseal.StagedKey), unless key is taken: then it stores nothing
+	// and says so with blobstore.ErrExists.
 	PutAudit(ctx context.Context, key string, body []byte, contentType string) error
 }
 

@@ -43,14 +43,17 @@ func putComment(ctx context.Context, token string, id int, body string) int {
 var _ = Describe("build comments", func() {
 	// Concourse's SetBuildComment: a member of the build's team writes it,
 	// the page shows it as text (never as markup) in the build's header
-	// and in the job's build list, and a viewer reads it with no editor.
-	It("lets a member comment on a build, shown as text in the header and the job's list, and a viewer only read it", func(ctx SpecContext) {
+	// and in the job's build list, and a viewer reads it with no editor
+	// (and no trigger, rerun, abort, pause, check or pin: those are a
+	// pipeline-operator's).
+	It("lets a member comment on a build, shown as text in the header and the job's list, and a viewer only read it, offered no operator's action on any page", func(ctx SpecContext) {
 		team, name := pipelineName("comments"), pipelineName("commented")
+		const resourceName = "src"
 		roles := writeFile("roles.yml", fmt.Sprintf("roles:\n- name: owner\n  local:\n    users: [%s]\n- name: member\n  oidc:\n    groups: [%s]\n- name: viewer\n  oidc:\n    users: [%s]\n",
 			adminUser, ssoGroup, s.alice.UserName))
 		succeed(ctx, s.adminFly, "set-team", "-n", team, "-c", roles, "--non-interactive")
 		DeferCleanup(func(ctx SpecContext) { succeed(ctx, s.adminFly, "destroy-team", "-n", team, "--non-interactive") })
-		succeed(ctx, s.adminFly, "set-pipeline", "-n", "--team", team, "-p", name, "-c", writeFile("p.yml", "jobs:\n- name: hello\n  plan:\n"+taskStep("t", "echo hello")))
+		succeed(ctx, s.adminFly, "set-pipeline", "-n", "--team", team, "-p", name, "-c", writeFile("p.yml", "resources:\n- name: "+resourceName+"\n  type: mock\n  source: {initial_version: v1}\njobs:\n- name: hello\n  plan:\n"+taskStep("t", "echo hello")))
 		succeed(ctx, s.adminFly, "unpause-pipeline", "--team", team, "-p", name)
 		succeed(ctx, s.adminFly, "trigger-job", "--team", team, "-j", name+"/hello")
 		var builds []struct {
@@ -98,6 +101,8 @@ var _ = Describe("build comments", func() {
 		Expect(chromedp.Do(c, chromedp.WaitVisible(chromedp.CSS(`[data-testid=edit-comment]`)),
 			chromedp.WaitVisible(chromedp.CSS(`[data-testid=build-end]`)))).To(Succeed())
 		screenshot(c, "member's build header")
+		// A member operates the job: rerun and trigger are offered.
+		Eventually(evalEventually[bool](c, `!!document.querySelector('[data-testid=rerun-build]') && !!document.querySelector('[data-testid=trigger-build]')`)).Should(BeTrue())
 
 		open(c, "/teams/"+team+"/pipelines/"+name+"/jobs/hello", `[data-build="1"] [data-testid=build-comment-cell]`)
 		Expect(eval[string](c, `document.querySelector('[data-build="1"] [data-testid=build-comment-cell]').textContent`)).To(Equal(comment))
@@ -111,8 +116,17 @@ var _ = Describe("build comments", func() {
 		Expect(eval[string](v, `document.querySelector('[data-testid=build-comment]').textContent`)).To(Equal(comment))
 		Expect(chromedp.Do(v, chromedp.WaitVisible(chromedp.CSS(`[data-testid=user-menu]`)))).To(Succeed())
 		Expect(eval[string](v, `document.querySelector('[data-testid=user-menu]').textContent`)).To(Equal(s.alice.UserName))
-		Consistently(evalEventually[bool](v, `!!document.querySelector('[data-testid=edit-comment]')`)).
+		// Nor, as Concourse's roles say, anything a pipeline-operator does:
+		// not on the build, the job, the resource or the pipeline page.
+		Consistently(evalEventually[bool](v, `!!document.querySelector('[data-testid=edit-comment], [data-testid=rerun-build], [data-testid=trigger-build], [data-testid=resume], [data-testid=abort]')`)).
 			WithTimeout(time.Second).Should(BeFalse())
+		operatorOnly := `!!document.querySelector('[data-testid=trigger], [data-testid=pause-job], [data-testid=check], [data-testid=pin], [data-testid=toggle-version], [data-testid=pin-comment], [data-testid=pause-pipeline]')`
+		for _, page := range []string{"/jobs/hello", "/resources/" + resourceName, ""} {
+			open(v, "/teams/"+team+"/pipelines/"+name+page, `[data-testid=user-menu]`)
+			Consistently(evalEventually[bool](v, operatorOnly)).WithTimeout(time.Second).Should(BeFalse(), page)
+		}
+		// The member is offered them (the same page, once it knows who).
+		open(c, "/teams/"+team+"/pipelines/"+name+"/jobs/hello", `[data-testid=trigger]`)
 		Expect(putComment(ctx, viewer, id, `{"comment":"mine"}`)).To(Equal(http.StatusForbidden))
 		screenshot(v, "viewer's build header")
 		apiGet(ctx, fmt.Sprintf("/api/v1/builds/%d", id), &got)

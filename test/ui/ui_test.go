@@ -841,7 +841,8 @@ jobs:
 		// Build 1 is the previous one, and there is no next; buttons to
 		// rerun and trigger sit in the header.
 		Expect(eval[string](c, `document.querySelector('[data-testid=prev-build]').getAttribute('href')`)).To(Equal(page + "1"))
-		Expect(eval[bool](c, `!document.querySelector('[data-testid=next-build]') && !!document.querySelector('[data-testid=rerun-build]') && !!document.querySelector('[data-testid=trigger-build]')`)).To(BeTrue())
+		// (Those come once the page knows the user may operate the job.)
+		Eventually(evalEventually[bool](c, `!document.querySelector('[data-testid=next-build]') && !!document.querySelector('[data-testid=rerun-build]') && !!document.querySelector('[data-testid=trigger-build]')`)).Should(BeTrue())
 		// ? shows the keys; h goes to the previous build, l back.
 		Expect(chromedp.Do(c, chromedp.KeyEvent("?"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=shortcuts]`)))).To(Succeed())
 		Expect(eval[string](c, `document.querySelector('[data-testid=shortcuts]').innerText`)).To(And(ContainSubstring("previous build"), ContainSubstring("abort")))

@@ -689,6 +689,9 @@ function BuildView({ build: initial, crumbs }) {
   const running = status === 'started' || status === 'pending';
   const canAct = !s.denied && !!getToken();
   const user = usePoll(loadUser, 0, [getToken()]).data;
+  // Trigger, rerun, resume and abort are a pipeline-operator's: shown once
+  // the page knows the user may (the server refuses others anyway).
+  const canOperate = canAct && can(user, build.team_name, 'operate');
   const vq = instanceVarsQuery(build.pipeline_instance_vars);
   const jobBase = build.job_name ? apiPipeline(build.team_name, build.pipeline_name) + '/jobs/' + enc(build.job_name) : '';
   const jobPage = build.job_name ? pipelinePath(build.team_name, build.pipeline_name) + '/jobs/' + enc(build.job_name) : '';
@@ -731,9 +734,9 @@ function BuildView({ build: initial, crumbs }) {
       case 'k': scrollBy(0, -60); break;
       case 'g': scrollTo(0, 0); break;
       case 'G': scrollTo(0, document.body.scrollHeight); break;
-      case 'T': if (canAct && jobBase && !build.disable_manual_trigger) trigger(); break;
-      case 'R': if (canAct && jobBase) rerun(); break;
-      case 'A': if (canAct && running) abort(); break;
+      case 'T': if (canOperate && jobBase && !build.disable_manual_trigger) trigger(); break;
+      case 'R': if (canOperate && jobBase) rerun(); break;
+      case 'A': if (canOperate && running) abort(); break;
       default: return;
     }
     e.preventDefault();
@@ -774,10 +777,10 @@ function BuildView({ build: initial, crumbs }) {
         <span class="build-actions">
           {near.prev && <a class="button small" data-testid="prev-build" title="previous build (h)" href={buildPage(near.prev)}>‹ #{near.prev.name}</a>}
           {near.next && <a class="button small" data-testid="next-build" title="next build (l)" href={buildPage(near.next)}>#{near.next.name} ›</a>}
-          {canAct && jobBase && <button class="small" data-testid="rerun-build" title="rerun with the same inputs (R)" onClick={rerun}>rerun</button>}
-          {canAct && jobBase && <button class="small" data-testid="trigger-build" title="trigger a new build (T)" disabled={build.disable_manual_trigger} onClick={trigger}>trigger</button>}
-          {canAct && resumable && <button class="small" data-testid="resume" title="a new build that reuses the steps that succeeded and runs from the failed one" onClick={resume}>resume</button>}
-          {canAct && running && <button class="danger" data-testid="abort" title="abort (A)" onClick={abort}>abort</button>}
+          {canOperate && jobBase && <button class="small" data-testid="rerun-build" title="rerun with the same inputs (R)" onClick={rerun}>rerun</button>}
+          {canOperate && jobBase && <button class="small" data-testid="trigger-build" title="trigger a new build (T)" disabled={build.disable_manual_trigger} onClick={trigger}>trigger</button>}
+          {canOperate && resumable && <button class="small" data-testid="resume" title="a new build that reuses the steps that succeeded and runs from the failed one" onClick={resume}>resume</button>}
+          {canOperate && running && <button class="danger" data-testid="abort" title="abort (A)" onClick={abort}>abort</button>}
           <button class={'small' + (wrap ? ' on' : '')} data-testid="wrap-toggle" aria-pressed={String(wrap)} title="wrap long lines"
             onClick={() => setWrap(!wrap)}>wrap</button>
           <button class="small" data-testid="help-toggle" title="keyboard shortcuts (?)" onClick={() => setHelp(!help)}>?</button>

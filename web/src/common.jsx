@@ -75,6 +75,11 @@ export function loadUser() {
   return userOf.promise;
 }
 
+// useUser is the logged-in user (null until read, or when nobody is).
+export function useUser() {
+  return usePoll(loadUser, 0, [getToken()]).data;
+}
+
 function UserMenu() {
   const [open, setOpen] = useState(false);
   const user = usePoll(loadUser, 0, [getToken()]);

@@ -78,10 +78,11 @@ export function stages(jobs) {
 
 // Roles in order of what they may do (Concourse's).
 const roleRank = { viewer: 1, 'pipeline-operator': 2, member: 3, owner: 4 };
-const actionRank = { pause: 2, comment: 2, expose: 3 };
+const actionRank = { pause: 2, comment: 2, operate: 2, expose: 3 };
 
 // can says whether user (GET /api/v1/user) may pause (and unpause) a
-// pipeline of team, expose (and hide) it, or comment on its builds.
+// pipeline of team, expose (and hide) it, comment on its builds, or
+// operate them (trigger, rerun, resume, abort: a pipeline-operator's).
 export function can(user, team, action) {
   if (!user) return false;
   if (user.is_admin) return true;

@@ -1,8 +1,9 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, get, getPage, getToken, streamEvents } from './api.js';
+import { api, get, getPage, streamEvents } from './api.js';
 import { commentSummary } from './comment.js';
-import { ago, duration, ErrorBox, Layout, LoginForMore, StatusBadge, usePoll } from './common.jsx';
+import { ago, duration, ErrorBox, Layout, LoginForMore, StatusBadge, usePoll, useUser } from './common.jsx';
 import { jobRunning, jobStatus } from './dashboard.jsx';
+import { can } from './dashmodel.js';
 import { apiPipeline, enc, instanceVarsQuery, navigate, pipelinePath, withQuery } from './router.js';
 
 // hidden turns a 401 or 403 into null (the part is not for this visitor).
@@ -52,6 +53,8 @@ export function Job({ team, pipeline, name, vq, pq }) {
     const [job, builds] = await Promise.all([get(api_('')), getPage(api_('/builds', listQuery(pq))).catch(hidden)]);
     return { job, builds: builds && builds.items, links: builds && builds.links };
   }, 5000, [base, vq, pq]);
+  // A pipeline-operator's (the server refuses others anyway).
+  const mayOperate = can(useUser(), team, 'operate');
   const [err, setErr] = useState(null);
   const [, force] = useState(0);
   const d = res.data;
@@ -75,7 +78,7 @@ export function Job({ team, pipeline, name, vq, pq }) {
   });
   return (
     <Layout crumbs={[[team], [pipeline, withQuery(pipelinePath(team, pipeline), vq)], [name, page_('')]]}
-      actions={d && d.builds && getToken() && (
+      actions={d && d.builds && mayOperate && (
         <span>
           <button data-testid="pause-job" onClick={pause}>{d.job.paused ? 'unpause job' : 'pause job'}</button>
           <button class="primary" data-testid="trigger" disabled={d.job.disable_manual_trigger} onClick={trigger}>trigger build</button>
@@ -98,7 +101,7 @@ export function Job({ team, pipeline, name, vq, pq }) {
                   <td class="muted">{ago(b.start_time)}</td>
                   <td class="muted">{duration(b.start_time, b.end_time)}</td>
                   <BuildCommentCell comment={b.comment} />
-                  <td>{getToken() && <button class="small" onClick={() => rerun(b)}>rerun</button>}</td>
+                  <td>{mayOperate && <button class="small" onClick={() => rerun(b)}>rerun</button>}</td>
                 </tr>
               ))}
             </tbody>
@@ -119,6 +122,7 @@ export function Resource({ team, pipeline, name, vq, pq }) {
     const [resource, versions] = await Promise.all([get(api_('')), getPage(api_('/versions', listQuery(pq))).catch(hidden)]);
     return { resource, versions: versions && versions.items, links: versions && versions.links };
   }, 5000, [base, vq, pq]);
+  const mayOperate = can(useUser(), team, 'operate');
   const [err, setErr] = useState(null);
   const [comment, setComment] = useState('');
   const [tick, setTick] = useState(0);
@@ -152,7 +156,7 @@ export function Resource({ team, pipeline, name, vq, pq }) {
   const last = d && d.resource.build;
   return (
     <Layout crumbs={[[team], [pipeline, withQuery(pipelinePath(team, pipeline), vq)], [name, withQuery(page, vq)]]}
-      actions={d && d.versions && getToken() && <button class="primary" data-testid="check" onClick={check}>check now</button>}>
+      actions={d && d.versions && mayOperate && <button class="primary" data-testid="check" onClick={check}>check now</button>}>
       <ErrorBox error={res.error || err} />
       {d && (
         <div>
@@ -166,10 +170,10 @@ export function Resource({ team, pipeline, name, vq, pq }) {
           {pinned && (
             <div class="banner pinned" data-testid="pinned">
               pinned to <code>{JSON.stringify(pinned)}</code>{d.resource.pin_comment && <span> — {d.resource.pin_comment}</span>}
-              {!d.resource.pinned_in_config && <button data-testid="unpin" onClick={unpin}>unpin</button>}
+              {mayOperate && !d.resource.pinned_in_config && <button data-testid="unpin" onClick={unpin}>unpin</button>}
             </div>
           )}
-          {!pinned && (
+          {!pinned && mayOperate && (
             <div class="pin-comment">
               <input placeholder="comment for the next pin" value={comment} data-testid="pin-comment" onInput={(e) => setComment(e.target.value)} />
             </div>
@@ -185,8 +189,8 @@ export function Resource({ team, pipeline, name, vq, pq }) {
                     <code>{Object.entries(v.version).map(([k, x]) => `${k}: ${x}`).join(', ')}</code>
                   </td>
                   <td class="muted">{(v.metadata || []).map((m) => `${m.name}: ${m.value}`).join(', ')}</td>
-                  <td>{getToken() && <button class="small" data-testid="toggle-version" onClick={() => toggle(v)}>{v.enabled ? 'disable' : 'enable'}</button>}</td>
-                  <td>{!pinned && getToken() && <button class="small" data-testid="pin" onClick={() => pin(v)}>pin</button>}</td>
+                  <td>{mayOperate && <button class="small" data-testid="toggle-version" onClick={() => toggle(v)}>{v.enabled ? 'disable' : 'enable'}</button>}</td>
+                  <td>{!pinned && mayOperate && <button class="small" data-testid="pin" onClick={() => pin(v)}>pin</button>}</td>
                 </tr>,
                 open[v.id] && (
                   <tr key={v.id + '-builds'} class="version-builds-row">

@@ -1,7 +1,7 @@
 import { useMemo, useRef, useState } from 'preact/hooks';
-import { api, get, getToken } from './api.js';
-import { ErrorBox, Layout, usePoll } from './common.jsx';
-import { jobRunning, jobStatus } from './dashmodel.js';
+import { api, get } from './api.js';
+import { ErrorBox, Layout, usePoll, useUser } from './common.jsx';
+import { can, jobRunning, jobStatus } from './dashmodel.js';
 import { fit, graphModel, layout, zoomAt } from './graphmodel.js';
 import { useIcons } from './icons.js';
 import { apiPipeline, enc, navigate, pipelinePath, varsLabel, withQuery } from './router.js';
@@ -138,6 +138,7 @@ function Graph({ team, name, vq, jobs, resources, shown }) {
 
 export function Pipeline({ team, name, vq }) {
   const res = usePoll(() => loadPipeline(team, name, vq), 5000, [team, name, vq]);
+  const user = useUser();
   const [busy, setBusy] = useState('');
   const group = new URLSearchParams(location.search).get('group');
   const d = res.data;
@@ -158,7 +159,7 @@ export function Pipeline({ team, name, vq }) {
   };
   return (
     <Layout crumbs={[[team], [name + (vq ? ` (${varsLabel(d && d.pipeline.instance_vars)})` : ''), withQuery(pipelinePath(team, name), vq)]]}
-      actions={d && getToken() && (
+      actions={d && can(user, team, 'operate') && (
         <button class={'pause-toggle' + (d.pipeline.paused ? ' paused' : '')} data-testid="pause-pipeline" onClick={toggle}>
           {d.pipeline.paused ? 'unpause' : 'pause'}
         </button>

@@ -30,6 +30,14 @@ test('pause needs pipeline-operator, expose needs member; an admin may do both; 
   assert.equal(can(null, 'main', 'pause'), false);
 });
 
+test('operating builds (trigger, rerun, resume, abort) needs pipeline-operator of the build\'s team; a viewer may not', () => {
+  assert.equal(can({ teams: { main: ['pipeline-operator'] } }, 'main', 'operate'), true);
+  assert.equal(can({ teams: { main: ['viewer', 'member'] } }, 'main', 'operate'), true);
+  assert.equal(can({ teams: { main: ['viewer'] } }, 'main', 'operate'), false);
+  assert.equal(can({ teams: { other: ['owner'] } }, 'main', 'operate'), false);
+  assert.equal(can(null, 'main', 'operate'), false);
+});
+
 test('favourites toggle by pipeline id and survive what localStorage may hold', () => {
   assert.deepEqual(toggleFavorite([1, 2], 3), [1, 2, 3]);
   assert.deepEqual(toggleFavorite([1, 2, 3], 2), [1, 3]);

@@ -62,6 +62,7 @@ type TeamStore interface {
 // BuildStore holds builds and their artifacts.
 type BuildStore interface {
 	Build(ctx context.Context, id int64) (db.Build, error)
+	BuildsByID(ctx context.Context, ids []int64) (map[int64]db.Build, error)
 	Builds(ctx context.Context, f db.BuildFilter) ([]db.JobBuild, error)
 	JobBuildByID(ctx context.Context, id int64) (db.JobBuild, error)
 	BuildArtifacts(ctx context.Context, buildID int64) ([]db.Artifact, error)
@@ -101,6 +102,7 @@ type PipelineStore interface {
 type ResourceStore interface {
 	Resource(ctx context.Context, pipelineID int64, name string) (db.Resource, error)
 	Resources(ctx context.Context, pipelineID int64) ([]db.Resource, error)
+	ResourcesOfPipelines(ctx context.Context, pipelineIDs []int64) ([]db.Resource, error)
 	LookupPipelineResource(ctx context.Context, pipelineID int64, resource string) (db.ResourceRef, error)
 	DeleteResourceCaches(ctx context.Context, resourceID int64) (int64, error)
 	Versions(ctx context.Context, resourceID int64, p db.VersionPage) (vs []db.Version, hasOlder, hasNewer bool, err error)

@@ -279,6 +279,14 @@ func (s *fakeStore) Build(_ context.Context, id int64) (db.Build, error) {
 	b, err := first(s, s.builds, func(b db.JobBuild) bool { return b.ID == id })
 	return b.Build, err
 }
+func (s *fakeStore) BuildsByID(_ context.Context, ids []int64) (map[int64]db.Build, error) {
+	bs, err := all(s, s.builds, func(b db.JobBuild) bool { return slices.Contains(ids, b.ID) })
+	out := map[int64]db.Build{}
+	for _, b := range bs {
+		out[b.ID] = b.Build
+	}
+	return out, err
+}
 func (s *fakeStore) Builds(_ context.Context, f db.BuildFilter) ([]db.JobBuild, error) {
 	s.filtered(f)
 	return all(s, s.builds, func(b db.JobBuild) bool {
@@ -426,6 +434,13 @@ func (s *fakeStore) Resource(_ context.Context, pipeline int64, name string) (db
 }
 func (s *fakeStore) Resources(_ context.Context, pipeline int64) ([]db.Resource, error) {
 	return all(s, s.resources, func(r db.Resource) bool { return r.PipelineID == pipeline })
+}
+func (s *fakeStore) ResourcesOfPipelines(_ context.Context, pipelines []int64) ([]db.Resource, error) {
+	rs, err := all(s, s.resources, func(r db.Resource) bool { return slices.Contains(pipelines, r.PipelineID) })
+	slices.SortStableFunc(rs, func(a, b db.Resource) int {
+		return slices.Index(pipelines, a.PipelineID) - slices.Index(pipelines, b.PipelineID)
+	})
+	return rs, err
 }
 func (s *fakeStore) LookupPipelineResource(_ context.Context, pipeline int64, name string) (db.ResourceRef, error) {
 	r, err := first(s, s.resources, func(r db.Resource) bool { return r.PipelineID == pipeline && r.Name == name })

@@ -93,23 +93,38 @@ func (s *Server) handleListAllResources(w http.ResponseWriter, r *http.Request) 
 	s.replyResources(w, r, ps)
 }
 
-// replyResources answers the pipelines' resources with their last checks.
+// replyResources answers the pipelines' resources with their last checks,
+// in two queries whatever their number (the dashboard asks for all).
 func (s *Server) replyResources(w http.ResponseWriter, r *http.Request, ps []db.Pipeline) {
-	out := []concourse.Resource{}
-	for _, p := range ps {
-		rs, err := s.store.Resources(r.Context(), p.ID)
-		if err != nil {
-			s.fail(w, r, fmt.Errorf("resources of pipeline %s/%s: %w", p.TeamName, p.Name, err))
+	ids := make([]int64, len(ps))
+	for i, p := range ps {
+		ids[i] = p.ID
+	}
+	rs, err := s.store.ResourcesOfPipelines(r.Context(), ids)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var checks []int64
+	for _, res := range rs {
+		if res.LastCheckBuild != 0 {
+			checks = append(checks, res.LastCheckBuild)
+		}
+	}
+	builds := map[int64]db.Build{}
+	if len(checks) > 0 {
+		if builds, err = s.store.BuildsByID(r.Context(), checks); err != nil {
+			s.fail(w, r, fmt.Errorf("the resources' last checks: %w", err))
 			return
 		}
-		for _, res := range rs {
-			a, err := s.resourceWithCheck(r, res)
-			if err != nil {
-				s.fail(w, r, fmt.Errorf("resource %s of pipeline %s/%s: %w", res.Name, p.TeamName, p.Name, err))
-				return
-			}
-			out = append(out, a)
+	}
+	out := make([]concourse.Resource, 0, len(rs))
+	for _, res := range rs {
+		var check *db.Build
+		if b, ok := builds[res.LastCheckBuild]; ok {
+			check = &b
 		}
+		out = append(out, apiResource(res, check))
 	}
 	httpreply.JSON(w, http.StatusOK, out)
 }

@@ -102,6 +102,12 @@ func (r *Runtime) writePodAudit(ctx context.Context, a *action.Action, pod *core
 // left behind, is removed with it, and what it staged for its audit
 // record is sealed: the step has ended).
 func (r *Runtime) PodGone(ctx context.Context, w *Worker, stepID string) (bool, error) {
+	if pod, ok := w.Pod(stepID); ok && pod.DeletionTimestamp == nil {
+		// The watch's copy answers without a request (a step given its
+		// go-ahead asks this on the build's path): a pod deleted since is
+		// lost like any pod lost while it runs.
+		return false, nil
+	}
 	name := podspec.Name(stepID)
 	_, err := w.kube.CoreV1().Pods(w.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {

@@ -64,7 +64,7 @@ jobs:
 			if _, err := b.timeTrigger(ctx, p, "j", 1); err != nil {
 				return err
 			}
-			d, err := latestBuildDuration(ctx, conn, p, "j")
+			_, d, err := latestBuildDuration(ctx, conn, p, "j")
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,8 @@
 //  2. `fly trigger-job -w` of a one-task job, wall time;
 //  3. 10- and 30-step serial jobs of `true` tasks, with pods declared
 //     ahead and without, against 10 bare busybox pods run one after
-//     another;
+//     another; and where the 30-step jobs' time goes between one step's
+//     process and the next's (the steps' audit records);
 //  4. a repeated get of a cached version: the build's ATC time (start to
 //     end, as PostgreSQL records them) and the pods it created;
 //  5. a get → task (its config a file of the get) → put job, with pods
@@ -259,7 +260,14 @@ func (b *bench) serialJob(ctx context.Context, n int) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	type figures struct{ wall, build map[int][]time.Duration }
+	token, err := b.srv.Login(ctx, "bench", "bench")
+	if err != nil {
+		return err
+	}
+	type figures struct {
+		wall, build map[int][]time.Duration
+		gaps        stepGaps // of the 30-step builds
+	}
 	measure := func() (figures, error) {
 		f := figures{wall: map[int][]time.Duration{}, build: map[int][]time.Duration{}}
 		for _, steps := range []int{10, 30} {
@@ -277,11 +285,16 @@ func (b *bench) serialJob(ctx context.Context, n int) error {
 					return f, err
 				}
 				f.wall[steps] = append(f.wall[steps], ds...)
-				d, err := latestBuildDuration(ctx, conn, p, "j")
+				id, d, err := latestBuildDuration(ctx, conn, p, "j")
 				if err != nil {
 					return f, err
 				}
 				f.build[steps] = append(f.build[steps], d)
+				if steps == 30 {
+					if err := f.gaps.add(ctx, b.srv.URL(), token, id); err != nil {
+						return f, err
+					}
+				}
 			}
 		}
 		return f, nil
@@ -333,6 +346,8 @@ func (b *bench) serialJob(ctx context.Context, n int) error {
 	line("30 steps, no pod declared ahead: build", none.build[30])
 	fmt.Printf("  %-58s %s ahead, %s without (goal ≤ 300ms)\n", "30 steps, per step",
 		(benchstat.Median(ahead.build[30]) / 30).Round(time.Millisecond), (benchstat.Median(none.build[30]) / 30).Round(time.Millisecond))
+	ahead.gaps.print("30 steps, pods declared ahead, between steps")
+	none.gaps.print("30 steps, no pod declared ahead, between steps")
 	line("10 bare busybox pods: create → Succeeded, one by one", bare)
 	fmt.Printf("  %-58s %d pods requesting %s CPU, %s memory\n", "pods waiting for their turn at peak", peak.pods, peak.cpu.String(), peak.mem.String())
 	return nil
@@ -365,15 +380,16 @@ func (b *bench) aheadAndNot(ctx context.Context, measure func(declaredAhead bool
 	return errors.Join(err, restart(-1))
 }
 
-// latestBuildDuration is the latest build of pipeline/job from start to
-// end, as PostgreSQL records them.
-func latestBuildDuration(ctx context.Context, conn *pgx.Conn, pipeline, job string) (time.Duration, error) {
+// latestBuildDuration is the latest build of pipeline/job: its id, and
+// its time from start to end as PostgreSQL records them.
+func latestBuildDuration(ctx context.Context, conn *pgx.Conn, pipeline, job string) (int64, time.Duration, error) {
+	var id int64
 	var start, end time.Time
-	if err := conn.QueryRow(ctx, `SELECT b.start_time, b.end_time FROM builds b JOIN jobs j ON j.id = b.job_id
-		JOIN pipelines p ON p.id = j.pipeline_id WHERE p.name = $1 AND j.name = $2 ORDER BY b.id DESC LIMIT 1`, pipeline, job).Scan(&start, &end); err != nil {
-		return 0, fmt.Errorf("latest build of %s/%s: %w", pipeline, job, err)
+	if err := conn.QueryRow(ctx, `SELECT b.id, b.start_time, b.end_time FROM builds b JOIN jobs j ON j.id = b.job_id
+		JOIN pipelines p ON p.id = j.pipeline_id WHERE p.name = $1 AND j.name = $2 ORDER BY b.id DESC LIMIT 1`, pipeline, job).Scan(&id, &start, &end); err != nil {
+		return 0, 0, fmt.Errorf("latest build of %s/%s: %w", pipeline, job, err)
 	}
-	return end.Sub(start), nil
+	return id, end.Sub(start), nil
 }
 
 // cachedGet: a job whose only step gets a version already fetched; the
