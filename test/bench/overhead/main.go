@@ -2,9 +2,9 @@
 // as a person sees it: the wall time, median of N runs, of Concourse's own
 // `fly execute` of a `true` task against Porter, next to Porter's own CLI
 // doing the same, a bare busybox pod running `true` (create → Succeeded)
-// and the kubelet's floor for a step (a pod of Porter's shape, create → its
-// step container running; floor.go), with real Concourse 8.2.5's figure on
-// this machine kind for reference; then `fly execute -i` of 100 MiB beside
+// and the kubelet's floor for a step (a pod of Porter's shape, create →
+// its step container running; test/bench/internal/floorpod), with real
+// Concourse 8.2.5's figure on this machine kind for reference; then `fly execute -i` of 100 MiB beside
 // the upload alone and the floor (upload.go).
 // It prints figures and never fails on timing.
 //
@@ -34,6 +34,7 @@ import (
 
 	"github.com/porter-ci/porter/pkg/podspec"
 	"github.com/porter-ci/porter/test/bench/internal/benchstat"
+	"github.com/porter-ci/porter/test/bench/internal/floorpod"
 	"github.com/porter-ci/porter/test/testenv"
 )
 
@@ -95,7 +96,7 @@ func run(ctx context.Context, n int) (err error) {
 		if err != nil {
 			return err
 		}
-		stepImage, porterImage = podImages(pod)
+		stepImage, porterImage = floorpod.Images(pod)
 		steps["fly exited"] = time.Since(start)
 		breakdowns = append(breakdowns, steps)
 		return nil
@@ -122,7 +123,7 @@ func run(ctx context.Context, n int) (err error) {
 			return fmt.Errorf("bare pod %d: %w", i+1, err)
 		}
 		bare = append(bare, d)
-		if d, err = floorPod(ctx, kube, ns.Name, i, stepImage, porterImage); err != nil {
+		if d, err = floorpod.Run(ctx, kube, ns.Name, i, stepImage, porterImage); err != nil {
 			return fmt.Errorf("floor pod %d: %w", i+1, err)
 		}
 		floor = append(floor, d)

@@ -9,7 +9,8 @@
 //  2. `fly trigger-job -w` of a one-task job, wall time;
 //  3. 10- and 30-step serial jobs of `true` tasks, with pods declared
 //     ahead and without, against 10 bare busybox pods run one after
-//     another; and where the 30-step jobs' time goes between one step's
+//     another and the kubelet's floor (30 pods of a step's shape, as many
+//     at once as the lookahead declares, no Porter); and where the 30-step jobs' time goes between one step's
 //     process and the next's (the steps' audit records);
 //  4. a repeated get of a cached version: the build's ATC time (start to
 //     end, as PostgreSQL records them) and the pods it created;
@@ -45,6 +46,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/porter-ci/porter/test/bench/internal/benchstat"
+	"github.com/porter-ci/porter/test/bench/internal/floorpod"
 	"github.com/porter-ci/porter/test/testenv"
 	"github.com/porter-ci/porter/test/testenv/gitserver"
 )
@@ -327,6 +329,21 @@ func (b *bench) serialJob(ctx context.Context, n int) error {
 	}); err != nil {
 		return err
 	}
+	// The kubelet's floor for the serial job declared ahead: pods of a
+	// step's shape, as many at once as the lookahead declares, no Porter
+	// server involved (a step ran just now, so both images are pulled).
+	stepImage, porterImage, err := b.stepPodImages(ctx)
+	if err != nil {
+		return err
+	}
+	inFlight := max(b.lookahead, 1)
+	if b.lookahead < 0 {
+		inFlight = 4 // the server's default
+	}
+	floor, err := floorpod.Throughput(ctx, b.kube, b.ns.Name, 30, inFlight, stepImage, porterImage)
+	if err != nil {
+		return fmt.Errorf("the kubelet's floor: %w", err)
+	}
 	var bare []time.Duration
 	for i := range n {
 		start := time.Now()
@@ -346,11 +363,28 @@ func (b *bench) serialJob(ctx context.Context, n int) error {
 	line("30 steps, no pod declared ahead: build", none.build[30])
 	fmt.Printf("  %-58s %s ahead, %s without (goal ≤ 300ms)\n", "30 steps, per step",
 		(benchstat.Median(ahead.build[30]) / 30).Round(time.Millisecond), (benchstat.Median(none.build[30]) / 30).Round(time.Millisecond))
+	fmt.Printf("  %-58s %s per pod (30 pods, %d at a time; create → step container running)\n",
+		"the kubelet's floor: pods of a step's shape, no Porter", floor.Round(time.Millisecond), inFlight)
 	ahead.gaps.print("30 steps, pods declared ahead, between steps")
 	none.gaps.print("30 steps, no pod declared ahead, between steps")
 	line("10 bare busybox pods: create → Succeeded, one by one", bare)
 	fmt.Printf("  %-58s %d pods requesting %s CPU, %s memory\n", "pods waiting for their turn at peak", peak.pods, peak.cpu.String(), peak.mem.String())
 	return nil
+}
+
+// stepPodImages are the step's and the sidecar's images of a step pod
+// the server ran in the bench's namespace (one that is kept).
+func (b *bench) stepPodImages(ctx context.Context) (step, porter string, err error) {
+	pods, err := b.kube.CoreV1().Pods(b.ns.Name).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", "", fmt.Errorf("step pods: %w", err)
+	}
+	for i := range pods.Items {
+		if step, porter = floorpod.Images(&pods.Items[i]); step != "" && porter != "" {
+			return step, porter, nil
+		}
+	}
+	return "", "", errors.New("no step pod left in the bench's namespace to take the images from")
 }
 
 // aheadAndNot calls measure with the server declaring pods ahead

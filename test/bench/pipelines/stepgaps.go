@@ -22,6 +22,10 @@ type stepGaps struct {
 	finishedToTurn  []time.Duration // sidecar finished → next step's go-ahead arrived
 	turnToRunning   []time.Duration // go-ahead arrived → process started
 	runningToExited []time.Duration // process started → exited (`true`)
+	// ready counts the steps after the first whose pods were waiting for
+	// their turn when it came (declared ahead and started in time), of
+	// turns.
+	ready, turns int
 }
 
 // add reads build id's audit record and adds its steps' gaps, in the
@@ -46,12 +50,14 @@ func (g *stepGaps) add(ctx context.Context, url, token string, id int64) error {
 	if err := json.NewDecoder(resp.Body).Decode(&audit); err != nil {
 		return fmt.Errorf("audit of build %d: %w", id, err)
 	}
-	type step struct{ turn, running, exited, finished time.Time }
+	type step struct{ waiting, turn, running, exited, finished time.Time }
 	var steps []step
 	for sid, rec := range audit.Steps {
 		var s step
 		for _, p := range rec.Phases {
 			switch p.Name {
+			case api.PhaseWaitingForTurn:
+				s.waiting = p.At
 			case api.PhaseInputsFetched:
 				s.turn = p.At // the last: a gated step's inputs are ready at its go-ahead
 			case api.PhaseRunning:
@@ -74,6 +80,10 @@ func (g *stepGaps) add(ctx context.Context, url, token string, id int64) error {
 		g.exitToFinished = append(g.exitToFinished, s.finished.Sub(s.exited))
 		if i > 0 {
 			g.finishedToTurn = append(g.finishedToTurn, s.turn.Sub(steps[i-1].finished))
+			g.turns++
+			if !s.waiting.IsZero() && s.waiting.Before(steps[i-1].finished) {
+				g.ready++
+			}
 		}
 	}
 	return nil
@@ -84,6 +94,11 @@ func (g *stepGaps) print(what string) {
 		return
 	}
 	med := func(ds []time.Duration) string { return benchstat.Median(ds).Round(time.Millisecond).String() }
-	fmt.Printf("  %-58s process exit → sidecar done %s; → next go-ahead %s; → next process %s; `true` %s (medians)\n", what,
-		med(g.exitToFinished), med(g.finishedToTurn), med(g.turnToRunning), med(g.runningToExited))
+	var sum time.Duration
+	for _, d := range g.finishedToTurn {
+		sum += d
+	}
+	fmt.Printf("  %-58s process exit → sidecar done %s; → next go-ahead %s (mean %s); → next process %s; `true` %s (medians); %d of %d pods waited ready for their turn\n", what,
+		med(g.exitToFinished), med(g.finishedToTurn), (sum / time.Duration(len(g.finishedToTurn))).Round(time.Millisecond),
+		med(g.turnToRunning), med(g.runningToExited), g.ready, g.turns)
 }

@@ -1,4 +1,7 @@
-package main
+// Package floorpod is the kubelet's floor for a Porter step: pods of the
+// shape podspec.Build makes, created with client-go, no Porter server
+// involved.
+package floorpod
 
 import (
 	"context"
@@ -12,6 +15,7 @@ import (
 	"math/big"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -21,7 +25,7 @@ import (
 	"github.com/porter-ci/porter/test/bench/internal/benchstat"
 )
 
-// floorPod is the kubelet's floor for a step: the pod podspec.Build makes
+// Run is the kubelet's floor for one step: the pod podspec.Build makes
 // for a `true` task, with the images of a pod Porter just ran (so both are
 // pulled) and the settings the bench server gives its worker: the same
 // volumes, native sidecar and postStart hook as Porter's. It is created
@@ -29,7 +33,7 @@ import (
 // container runs. No Porter server is involved: the sidecar dials an
 // address nobody answers, so the step's process never starts, and the pod
 // is deleted at once.
-func floorPod(ctx context.Context, kube kubernetes.Interface, ns string, i int, stepImage, porterImage string) (time.Duration, error) {
+func Run(ctx context.Context, kube kubernetes.Interface, ns string, i int, stepImage, porterImage string) (time.Duration, error) {
 	id := fmt.Sprintf("floor-%d-%d", i, time.Now().UnixNano()%1e6)
 	a := &action.Action{StepID: id, Build: action.Build{ID: "floor", Name: "1", Team: "main"}, StepName: "one-off",
 		Type: action.KindTask, Image: stepImage, Run: action.Run{Path: "true"}, WorkDir: "/tmp/build/" + id}
@@ -91,21 +95,6 @@ func throwawayCA() ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
 }
 
-// podImages are the step's and the sidecar's images of a pod Porter ran.
-func podImages(pod *corev1.Pod) (step, porter string) {
-	for _, c := range pod.Spec.Containers {
-		if c.Name == podspec.StepContainerName {
-			step = c.Image
-		}
-	}
-	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
-		if c.Name == podspec.SidecarContainerName {
-			porter = c.Image
-		}
-	}
-	return step, porter
-}
-
 // podState says where a pod got to: its phase and each container's state.
 func podState(ctx context.Context, pods interface {
 	Get(context.Context, string, metav1.GetOptions) (*corev1.Pod, error)
@@ -126,4 +115,38 @@ func podState(ctx context.Context, pods interface {
 		}
 	}
 	return out
+}
+
+// Throughput is the kubelet's floor for a serial job whose pods are
+// declared ahead: n floor pods (Run), at most inFlight at once, as a
+// lookahead keeps them; it returns the wall time per pod.
+func Throughput(ctx context.Context, kube kubernetes.Interface, ns string, n, inFlight int, stepImage, porterImage string) (time.Duration, error) {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(inFlight)
+	start := time.Now()
+	for i := range n {
+		g.Go(func() error {
+			_, err := Run(gctx, kube, ns, i, stepImage, porterImage)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	return time.Since(start) / time.Duration(n), nil
+}
+
+// Images are the step's and the sidecar's images of a pod Porter ran.
+func Images(pod *corev1.Pod) (step, porter string) {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == podspec.StepContainerName {
+			step = c.Image
+		}
+	}
+	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+		if c.Name == podspec.SidecarContainerName {
+			porter = c.Image
+		}
+	}
+	return step, porter
 }
