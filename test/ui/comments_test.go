@@ -53,7 +53,7 @@ var _ = Describe("build comments", func() {
 			adminUser, ssoGroup, s.alice.UserName))
 		succeed(ctx, s.adminFly, "set-team", "-n", team, "-c", roles, "--non-interactive")
 		DeferCleanup(func(ctx SpecContext) { succeed(ctx, s.adminFly, "destroy-team", "-n", team, "--non-interactive") })
-		succeed(ctx, s.adminFly, "set-pipeline", "-n", "--team", team, "-p", name, "-c", writeFile("p.yml", "resources:\n- name: "+resourceName+"\n  type: mock\n  source: {initial_version: v1}\njobs:\n- name: hello\n  plan:\n"+taskStep("t", "echo hello")))
+		succeed(ctx, s.adminFly, "set-pipeline", "-n", "--team", team, "-p", name, "-c", writeFile("p.yml", "resources:\n- name: "+resourceName+"\n  type: mock\n  source: {initial_version: v1}\njobs:\n- name: hello\n  plan:\n  - get: "+resourceName+"\n"+taskStep("t", "echo hello")))
 		succeed(ctx, s.adminFly, "unpause-pipeline", "--team", team, "-p", name)
 		succeed(ctx, s.adminFly, "trigger-job", "--team", team, "-j", name+"/hello")
 		var builds []struct {
