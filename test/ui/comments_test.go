@@ -120,6 +120,7 @@ var _ = Describe("build comments", func() {
 		// not on the build, the job, the resource or the pipeline page.
 		Consistently(evalEventually[bool](v, `!!document.querySelector('[data-testid=edit-comment], [data-testid=rerun-build], [data-testid=trigger-build], [data-testid=resume], [data-testid=abort]')`)).
 			WithTimeout(time.Second).Should(BeFalse())
+		screenshot(v, "viewer's build header")
 		operatorOnly := `!!document.querySelector('[data-testid=trigger], [data-testid=pause-job], [data-testid=check], [data-testid=pin], [data-testid=toggle-version], [data-testid=pin-comment], [data-testid=pause-pipeline]')`
 		for _, page := range []string{"/jobs/hello", "/resources/" + resourceName, ""} {
 			open(v, "/teams/"+team+"/pipelines/"+name+page, `[data-testid=user-menu]`)
@@ -128,7 +129,6 @@ var _ = Describe("build comments", func() {
 		// The member is offered them (the same page, once it knows who).
 		open(c, "/teams/"+team+"/pipelines/"+name+"/jobs/hello", `[data-testid=trigger]`)
 		Expect(putComment(ctx, viewer, id, `{"comment":"mine"}`)).To(Equal(http.StatusForbidden))
-		screenshot(v, "viewer's build header")
 		apiGet(ctx, fmt.Sprintf("/api/v1/builds/%d", id), &got)
 		Expect(got.Comment).To(Equal(comment))
 	}, SpecTimeout(specTimeout))
