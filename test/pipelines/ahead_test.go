@@ -446,3 +446,92 @@ jobs:
 		Expect(succeed(ctx, f, "resource-versions", "-r", p+"/out").Stdout).NotTo(ContainSubstring("should-not-put"), "no version was put")
 	})
 })
+
+var _ = Describe("gets declared ahead of their turn", func() {
+	It("declares a later get's pod while the task before it runs, and the get runs once in it; the next build's get of that version takes the resource cache and declares no pod", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("get-ahead")
+		version := "g-" + strings.ToLower(p[len(p)-6:])
+		setPipeline(ctx, f, p, fmt.Sprintf(`
+resources:
+- name: src
+  type: mock
+  source: {initial_version: %s}
+jobs:
+- name: j
+  plan:
+  - task: first
+    config:
+%s  - get: src
+  - task: after
+    config:
+%s`, version,
+			// Long enough that the get's pod is up and waiting.
+			busyboxTask("      ", `run: {path: sh, args: [-c, 'sleep 4']}`),
+			busyboxTask("      ", `inputs: [{name: src}]
+run: {path: sh, args: [-c, 'echo "after got $(cat src/version)"']}`)))
+		succeed(ctx, f, "check-resource", "-r", p+"/src")
+		res := succeed(ctx, f, "trigger-job", "-j", p+"/j", "-w")
+		Expect(res.Stdout).To(ContainSubstring("after got " + version))
+		id := lastBuildID(ctx, f, p, "j")
+		pods := declaredActions(ctx, id)
+		Expect(pods["get src"]).To(HaveLen(1), "one pod for the get")
+		get := pods["get src"][0]
+		Expect(get.Gated).To(BeTrue(), "the get's pod was declared ahead")
+		Expect(get.StdinSecret).To(BeTrue(), "its request (source, version, params) is in its Secret")
+		Expect(stepResult(ctx, id, get.StepID)).To(MatchRegexp(`"result":\s*"SUCCEEDED"`))
+
+		// The version is in the resource cache now: the next build's get
+		// takes it from there, and no pod is declared for it.
+		res = succeed(ctx, f, "trigger-job", "-j", p+"/j", "-w")
+		Expect(res.Stdout).To(ContainSubstring("after got " + version))
+		next := lastBuildID(ctx, f, p, "j")
+		Expect(next).NotTo(Equal(id))
+		Expect(declaredActions(ctx, next)).NotTo(HaveKey("get src"), "a cached version needs no pod")
+	})
+
+	It("withdraws a get's pod declared ahead when its version reached the resource cache before its turn, and the get takes the cache", func(ctx SpecContext) {
+		f := newFly(ctx)
+		p := pipelineName("get-cached")
+		version := "c-" + strings.ToLower(p[len(p)-6:])
+		// Two branches get the same version of src, each after a task:
+		// the quick one's get fills the resource cache while the slow
+		// one's waits for its turn in a pod declared ahead.
+		setPipeline(ctx, f, p, fmt.Sprintf(`
+resources:
+- name: src
+  type: mock
+  source: {initial_version: %s}
+jobs:
+- name: j
+  plan:
+  - in_parallel:
+    - do:
+      - task: quick
+        config:
+%s      - get: a
+        resource: src
+    - do:
+      - task: slow
+        config:
+%s      - get: b
+        resource: src
+      - task: after
+        config:
+%s`, version,
+			busyboxTask("          ", `run: {path: sh, args: [-c, 'sleep 3']}`),
+			busyboxTask("          ", `run: {path: sh, args: [-c, 'sleep 12']}`),
+			busyboxTask("          ", `inputs: [{name: b}]
+run: {path: sh, args: [-c, 'echo "after got $(cat b/version)"']}`)))
+		succeed(ctx, f, "check-resource", "-r", p+"/src")
+		res := succeed(ctx, f, "trigger-job", "-j", p+"/j", "-w")
+		Expect(res.Stdout).To(ContainSubstring("after got " + version))
+		id := lastBuildID(ctx, f, p, "j")
+		pods := declaredActions(ctx, id)
+		Expect(pods["get a"]).To(HaveLen(1))
+		Expect(pods["get b"]).To(HaveLen(1), "b's pod was declared while slow ran, before a filled the cache")
+		b := pods["get b"][0]
+		Expect(b.Gated).To(BeTrue())
+		Expect(stepResult(ctx, id, b.StepID)).To(ContainSubstring("not run: its version was in the resource cache at its turn"))
+	})
+})

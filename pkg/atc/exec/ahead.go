@@ -135,15 +135,26 @@ func (x *RunState) declare(ctx context.Context, d lookahead.Decl) (*aheadPod, er
 // by the artifact they come from.
 func (x *RunState) declareResource(ctx context.Context, d lookahead.Decl) (*aheadPod, error) {
 	p := x.r.cfg.BaseResourceTypeDefaults.Apply(d.Plan)
-	if p.Put == nil {
-		return nil, fmt.Errorf("plan %s: only tasks and puts are declared ahead", p.ID)
+	var g *getRequest
+	step, request := resourceStep{}, func() (map[string]any, error) { return nil, nil }
+	switch {
+	case p.Put != nil:
+		step, request = x.putStep(ctx, p)
+	case p.Get != nil:
+		g = &getRequest{x: x, gp: p.Get}
+		step, request = getStep(p.Get), func() (map[string]any, error) { return g.request(ctx) }
 	}
-	step, request := x.putStep(ctx, p)
 	if x.baseImages().NeedsCheck(step.image) {
-		// Its type's check is a step of the build, run at the put's turn.
-		return nil, fmt.Errorf("put %q: its type's image is known only once its check ran", step.name)
+		// Its type's check is a step of the build, run at the step's turn.
+		return nil, fmt.Errorf("%s %q: its type's image is known only once its check ran", step.kind, step.name)
 	}
 	a, stdin, err := x.resolveResource(ctx, p, step, request, lookahead.Available(d.Made, x.allArtifacts()))
+	if err == nil && g != nil {
+		// A version the resource cache holds needs no pod.
+		if hit, cerr := g.cached(ctx, a.Image); cerr != nil || hit {
+			err = errors.Join(cerr, fmt.Errorf("get %q: its version is in the resource cache", step.name))
+		}
+	}
 	if err == nil {
 		err = lookahead.Gate(a)
 	}
@@ -343,12 +354,16 @@ func (x *RunState) goAhead(ctx context.Context, w Worker, gated *action.Action) 
 // go-ahead (declared, with the action it runs): none when it was not
 // declared, or was freed, lost or withdrawn instead, and the step declares
 // its pod at its turn, as any other.
-func (x *RunState) takeAhead(ctx context.Context, id concourse.PlanID) (ap *aheadPod, declared *declaredPod, a *action.Action) {
+func (x *RunState) takeAhead(ctx context.Context, id concourse.PlanID, unwanted func(*action.Action) string) (ap *aheadPod, declared *declaredPod, a *action.Action) {
 	ap, ok, err := x.ahead.Take(ctx, id, func(ap *aheadPod) { x.withdraw(ctx, ap, "the build stopped") })
 	if err != nil {
 		x.r.log.Debug("step's pod not declared ahead", "build", x.b.ID, "plan", id, "err", err)
 	}
 	if !ok {
+		return nil, nil, nil
+	}
+	if why := unwanted(ap.action); why != "" { // a get whose version was cached since
+		x.withdraw(ctx, ap, why)
 		return nil, nil, nil
 	}
 	// gc's FreeWorker may be freeing the pod for a running step at this
@@ -377,7 +392,7 @@ func (x *RunState) takeAhead(ctx context.Context, id concourse.PlanID) (ap *ahea
 // runAhead runs a task whose pod was declared ahead: handled is false when
 // none was (takeAhead), and the task runs as any other.
 func (x *RunState) runAhead(ctx context.Context, p *concourse.Plan, r *buildstate.StepRecord) (ok bool, err error, handled bool) {
-	ap, declared, a := x.takeAhead(ctx, p.ID)
+	ap, declared, a := x.takeAhead(ctx, p.ID, func(*action.Action) string { return "" })
 	if ap == nil {
 		return false, nil, false
 	}

@@ -22,49 +22,11 @@ func (s GetStep) Run(ctx context.Context, x *RunState) (bool, error) {
 	p := x.r.cfg.BaseResourceTypeDefaults.Apply(s.Plan)
 	gp := p.Get
 	d := x.delegate(p.ID)
-	step := resourceStep{kind: concourse.KindGet, name: gp.Name, typ: gp.Type, source: gp.Source, params: gp.Params, image: gp.TypeImage, tags: gp.Tags, timeout: gp.Timeout, restartable: true}
 	r := x.b.Record(p.ID, gp.Name, concourse.KindGet)
-	var (
-		version        map[string]string
-		cached         *db.ResourceCache
-		source, params map[string]any // with their ((vars)) filled in
-	)
-	fin, done, err := x.runResource(ctx, p, r, step, d.InitializeGet, func() (map[string]any, error) {
-		v, err := x.getVersion(gp)
-		if err != nil {
-			return nil, err
-		}
-		version = v
-		sv := x.stepVars(nil)
-		if source, err = sv.InterpolateMap(ctx, gp.Source); err != nil {
-			return nil, err
-		}
-		if params, err = sv.InterpolateMap(ctx, gp.Params); err != nil {
-			return nil, err
-		}
-		return map[string]any{"source": stepplan.NonNilMap(source), "version": v, "params": stepplan.NonNilMap(params)}, nil
-	}, withCache(func(image string) (bool, error) {
-		key, err := db.ResourceCacheKey(x.b.TeamID, gp.Type, image, stepplan.NonNilMap(source), stepplan.NonNilMap(params), version)
-		if err != nil {
-			return false, err
-		}
-		x.b.Update(func() { r.CacheKey = key })
-		c, err := x.r.db.ResourceCache(ctx, key)
-		switch {
-		case errors.Is(err, db.ErrNotFound):
-			return false, nil
-		case err != nil:
-			return false, fmt.Errorf("look up the resource cache: %w", err)
-		}
-		// The artifacts' lifecycle is the store's: a cache whose artifact
-		// is gone is fetched again (and stored anew).
-		if _, err := x.r.store.Stat(ctx, c.Artifact); err != nil {
-			x.r.log.Info("resource cache without its artifact; fetching again", "key", key, "artifact", c.Artifact, "err", err)
-			return false, nil
-		}
-		cached = &c
-		return true, nil
-	}))
+	g := &getRequest{x: x, gp: gp, r: r}
+	fin, done, err := x.runResource(ctx, p, r, getStep(gp), d.InitializeGet, func() (map[string]any, error) { return g.request(ctx) },
+		withCache(func(image string) (bool, error) { return g.cached(ctx, image) }))
+	version, cached := g.version, g.hit
 	if done {
 		var rec buildstate.StepRecord
 		x.b.Update(func() { rec = *r })
@@ -115,6 +77,65 @@ func (s GetStep) Run(ctx context.Context, x *RunState) (bool, error) {
 		return x.failResource(ctx, p, r, fmt.Errorf("record the version of %s: %w", gp.Name, err))
 	}
 	return x.endResource(ctx, p, r, fin)
+}
+
+func getStep(gp *concourse.GetPlan) resourceStep {
+	return resourceStep{kind: concourse.KindGet, name: gp.Name, typ: gp.Type, source: gp.Source, params: gp.Params, image: gp.TypeImage, tags: gp.Tags, timeout: gp.Timeout, restartable: true}
+}
+
+// getRequest is what a get asks its resource for: the version, and the
+// source and params with their ((vars)) filled in (request); and whether
+// the resource cache holds it (cached, which notes the cache key in r, if
+// any, for the fetch to fill it).
+type getRequest struct {
+	x              *RunState
+	gp             *concourse.GetPlan
+	r              *buildstate.StepRecord
+	version        map[string]string
+	source, params map[string]any
+	hit            *db.ResourceCache
+}
+
+func (g *getRequest) request(ctx context.Context) (map[string]any, error) {
+	v, err := g.x.getVersion(g.gp)
+	if err != nil {
+		return nil, err
+	}
+	g.version = v
+	sv := g.x.stepVars(nil)
+	if g.source, err = sv.InterpolateMap(ctx, g.gp.Source); err != nil {
+		return nil, err
+	}
+	if g.params, err = sv.InterpolateMap(ctx, g.gp.Params); err != nil {
+		return nil, err
+	}
+	return map[string]any{"source": stepplan.NonNilMap(g.source), "version": v, "params": stepplan.NonNilMap(g.params)}, nil
+}
+
+func (g *getRequest) cached(ctx context.Context, image string) (bool, error) {
+	x := g.x
+	key, err := db.ResourceCacheKey(x.b.TeamID, g.gp.Type, image, stepplan.NonNilMap(g.source), stepplan.NonNilMap(g.params), g.version)
+	if err != nil {
+		return false, err
+	}
+	if g.r != nil {
+		x.b.Update(func() { g.r.CacheKey = key })
+	}
+	c, err := x.r.db.ResourceCache(ctx, key)
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("look up the resource cache: %w", err)
+	}
+	// The artifacts' lifecycle is the store's: a cache whose artifact
+	// is gone is fetched again (and stored anew).
+	if _, err := x.r.store.Stat(ctx, c.Artifact); err != nil {
+		x.r.log.Info("resource cache without its artifact; fetching again", "key", key, "artifact", c.Artifact, "err", err)
+		return false, nil
+	}
+	g.hit = &c
+	return true, nil
 }
 
 // getVersion is the version a get fetches: its own, or the one an earlier

@@ -56,6 +56,23 @@ type resourceRun struct {
 	noWorkerEvent bool
 }
 
+// stillWanted is why a pod declared ahead is not to run after all: a
+// get's version the resource cache holds now (filled by another build).
+func (o resourceRun) stillWanted(request func() (map[string]any, error)) func(*action.Action) string {
+	return func(a *action.Action) string {
+		if o.cache == nil {
+			return ""
+		}
+		if _, err := request(); err != nil {
+			return "" // its pod holds the request it was declared with
+		}
+		if hit, _ := o.cache(a.Image); hit {
+			return "its version was in the resource cache at its turn"
+		}
+		return ""
+	}
+}
+
 func withCache(f func(image string) (bool, error)) resourceOption {
 	return func(r *resourceRun) { r.cache = f }
 }
@@ -102,8 +119,8 @@ func (x *RunState) runResource(ctx context.Context, p *concourse.Plan, r *builds
 			return x.podEnded(ctx, r, st, fin)
 		}
 		attempt = max(rec.Attempt, 1) + 1
-	} else if ap, declared, a := x.takeAhead(ctx, p.ID); ap != nil {
-		// A put whose pod was declared ahead (lookahead.Window) runs in it.
+	} else if ap, declared, a := x.takeAhead(ctx, p.ID, o.stillWanted(request)); ap != nil {
+		// A put or get whose pod was declared ahead (lookahead.Window) runs in it.
 		initialize()
 		if !o.noWorkerEvent {
 			x.delegate(p.ID).SelectedWorker(ap.worker.Name())

@@ -119,12 +119,15 @@ func declarable(p *concourse.Plan, made map[string]bool, images resourceimage.Im
 		// be known without running its type's check, a step of the build
 		// of its own that runs at the put's turn.
 		return !images.NeedsCheck(p.Put.TypeImage)
+	case concourse.KindGet:
+		// A get's version was chosen before the build began (by the
+		// scheduler, or its plan); at its turn it takes the resource
+		// cache instead if that holds the version by then, and its pod
+		// is withdrawn. A put's implicit get (version_from) never can be
+		// declared: its version is the one the put makes, known only once
+		// the put ran.
+		return p.Get.VersionFrom == nil && p.Get.Version != nil && !images.NeedsCheck(p.Get.TypeImage)
 	}
-	// Not a get, yet. A later get's version was chosen by the scheduler
-	// before the build began, so its action is known; but at its turn the
-	// resource cache may hold that version, and exec's get does not take
-	// a declared pod. A put's implicit get (version_from) never can be:
-	// its version is the one the put makes, known only once the put ran.
 	return false
 }
 
