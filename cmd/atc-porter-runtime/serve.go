@@ -192,7 +192,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.dnsPolicy, "dns-policy", string(corev1.DNSClusterFirst), "step pods' dnsPolicy")
 	fs.StringVar(&o.pullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent), "step images' pull policy: Always, IfNotPresent or Never")
 	fs.DurationVar(&cfg.KeepAlive, "keep-alive", 0, "how long a finished step stays interceptible")
-	fs.IntVar(&cfg.Lookahead, "lookahead", 4, "how many tasks and puts of a serial sequence have their pods declared ahead of their turn, gated, so that the kubelet's pod start is off the build's critical path (0: none; more than 4 start so many pods at once on a small node that they slow each other)")
+	fs.IntVar(&cfg.Lookahead, "lookahead", 4, "how many tasks, puts and gets of a serial sequence have their pods declared ahead of their turn, gated, so that the kubelet's pod start is off the build's critical path (0: none; more than 4 start so many pods at once on a small node that they slow each other)")
 	fs.IntVar(&cfg.CheckPodMaxChecks, "check-pod-max-checks", 16, "how many checks one check pod runs at once (they share its memory and CPU); more wait for one to end (0: no bound)")
 	fs.DurationVar(&cfg.CheckPodLifetime, "check-pod-lifetime", 10*time.Minute, "how long a check pod lives: it runs the checks of one pipeline, worker and resource type image, each as a session, taking new ones for the first half of its life (0: a pod per check)")
 	fs.DurationVar(&cfg.PodRetention, "pod-retention", 2*time.Minute, "how long every finished build's step pod is kept at least (not a check's: only the latest check of each resource is kept)")
