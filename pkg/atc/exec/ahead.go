@@ -33,6 +33,9 @@ type aheadPod struct {
 	st          *StepState
 	container   db.Container
 	secrets     podspec.Secrets
+	// image is a resource step's image but for its worker's own: a get's
+	// resource cache key is made of it.
+	image string
 	// span is the step's span, begun when its pod was declared: the
 	// pod's phases and its sidecar's spans are its children.
 	span trace.Span
@@ -165,8 +168,9 @@ func (x *RunState) declareResource(ctx context.Context, d lookahead.Decl) (*ahea
 	if err != nil {
 		return nil, err
 	}
+	image := a.Image
 	x.workerImage(w, step, a)
-	ap := &aheadPod{plan: p.ID, action: a, worker: w, container: x.resourceContainer(p, step, w, a), secrets: podspec.Secrets{Stdin: stdin}}
+	ap := &aheadPod{plan: p.ID, action: a, image: image, worker: w, container: x.resourceContainer(p, step, w, a), secrets: podspec.Secrets{Stdin: stdin}}
 	return ap, x.declarePod(ctx, ap, func(id string) *StepState { return x.registerResourceStep(w, id, p.ID, step.kind) })
 }
 
@@ -354,7 +358,7 @@ func (x *RunState) goAhead(ctx context.Context, w Worker, gated *action.Action) 
 // go-ahead (declared, with the action it runs): none when it was not
 // declared, or was freed, lost or withdrawn instead, and the step declares
 // its pod at its turn, as any other.
-func (x *RunState) takeAhead(ctx context.Context, id concourse.PlanID, unwanted func(*action.Action) string) (ap *aheadPod, declared *declaredPod, a *action.Action) {
+func (x *RunState) takeAhead(ctx context.Context, id concourse.PlanID, unwanted func(image string) string) (ap *aheadPod, declared *declaredPod, a *action.Action) {
 	ap, ok, err := x.ahead.Take(ctx, id, func(ap *aheadPod) { x.withdraw(ctx, ap, "the build stopped") })
 	if err != nil {
 		x.r.log.Debug("step's pod not declared ahead", "build", x.b.ID, "plan", id, "err", err)
@@ -362,7 +366,7 @@ func (x *RunState) takeAhead(ctx context.Context, id concourse.PlanID, unwanted 
 	if !ok {
 		return nil, nil, nil
 	}
-	if why := unwanted(ap.action); why != "" { // a get whose version was cached since
+	if why := unwanted(ap.image); why != "" { // a get whose version was cached since
 		x.withdraw(ctx, ap, why)
 		return nil, nil, nil
 	}
@@ -392,7 +396,7 @@ func (x *RunState) takeAhead(ctx context.Context, id concourse.PlanID, unwanted 
 // runAhead runs a task whose pod was declared ahead: handled is false when
 // none was (takeAhead), and the task runs as any other.
 func (x *RunState) runAhead(ctx context.Context, p *concourse.Plan, r *buildstate.StepRecord) (ok bool, err error, handled bool) {
-	ap, declared, a := x.takeAhead(ctx, p.ID, func(*action.Action) string { return "" })
+	ap, declared, a := x.takeAhead(ctx, p.ID, func(string) string { return "" })
 	if ap == nil {
 		return false, nil, false
 	}

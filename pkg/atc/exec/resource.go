@@ -58,15 +58,15 @@ type resourceRun struct {
 
 // stillWanted is why a pod declared ahead is not to run after all: a
 // get's version the resource cache holds now (filled by another build).
-func (o resourceRun) stillWanted(request func() (map[string]any, error)) func(*action.Action) string {
-	return func(a *action.Action) string {
+func (o resourceRun) stillWanted(request func() (map[string]any, error)) func(image string) string {
+	return func(image string) string {
 		if o.cache == nil {
 			return ""
 		}
 		if _, err := request(); err != nil {
 			return "" // its pod holds the request it was declared with
 		}
-		if hit, _ := o.cache(a.Image); hit {
+		if hit, _ := o.cache(image); hit {
 			return "its version was in the resource cache at its turn"
 		}
 		return ""
