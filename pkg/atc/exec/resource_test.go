@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -79,5 +80,34 @@ func TestResourceImage(t *testing.T) {
 				t.Fatalf("resourceImage = %q, %v; want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// A pod declared ahead for a get is withdrawn at its turn only when the
+// resource cache holds its version by then, looked up by the image given.
+func TestStillWantedWithdrawsOnlyACachedGet(t *testing.T) {
+	ok := func() (map[string]any, error) { return map[string]any{}, nil }
+	var looked []string
+	cache := func(hit bool) resourceRun {
+		return resourceRun{cache: func(image string) (bool, error) { looked = append(looked, image); return hit, nil }}
+	}
+	for _, tc := range []struct {
+		name    string
+		run     resourceRun
+		request func() (map[string]any, error)
+		want    string
+	}{
+		{"a put (no cache)", resourceRun{}, ok, ""},
+		{"a get whose version is not cached", cache(false), ok, ""},
+		{"a get whose version was cached since", cache(true), ok, "its version was in the resource cache at its turn"},
+		{"a get whose request fails now keeps the pod it was declared with", cache(true),
+			func() (map[string]any, error) { return nil, errors.New("var gone") }, ""},
+	} {
+		if got := tc.run.stillWanted(tc.request)("own-image"); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if len(looked) != 2 || looked[0] != "own-image" {
+		t.Errorf("cache looked up with %v, want twice with the image given", looked)
 	}
 }
