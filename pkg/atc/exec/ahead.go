@@ -138,14 +138,19 @@ func (x *RunState) declare(ctx context.Context, d lookahead.Decl) (*aheadPod, er
 // by the artifact they come from.
 func (x *RunState) declareResource(ctx context.Context, d lookahead.Decl) (*aheadPod, error) {
 	p := x.r.cfg.BaseResourceTypeDefaults.Apply(d.Plan)
-	var g *getRequest
-	step, request := resourceStep{}, func() (map[string]any, error) { return nil, nil }
+	var (
+		step    resourceStep
+		request func() (map[string]any, error)
+		g       *getRequest
+	)
 	switch {
 	case p.Put != nil:
 		step, request = x.putStep(ctx, p)
 	case p.Get != nil:
 		g = &getRequest{x: x, gp: p.Get}
 		step, request = getStep(p.Get), func() (map[string]any, error) { return g.request(ctx) }
+	default:
+		return nil, fmt.Errorf("plan %s: only tasks, puts and gets are declared ahead", p.ID)
 	}
 	if x.baseImages().NeedsCheck(step.image) {
 		// Its type's check is a step of the build, run at the step's turn.
@@ -154,8 +159,9 @@ func (x *RunState) declareResource(ctx context.Context, d lookahead.Decl) (*ahea
 	a, stdin, err := x.resolveResource(ctx, p, step, request, lookahead.Available(d.Made, x.allArtifacts()))
 	if err == nil && g != nil {
 		// A version the resource cache holds needs no pod.
-		if hit, cerr := g.cached(ctx, a.Image); cerr != nil || hit {
-			err = errors.Join(cerr, fmt.Errorf("get %q: its version is in the resource cache", step.name))
+		var hit bool
+		if hit, err = g.cached(ctx, a.Image); hit {
+			err = fmt.Errorf("get %q: its version is in the resource cache", step.name)
 		}
 	}
 	if err == nil {
