@@ -7,7 +7,7 @@ import { api, get, getCancellable, getToken, streamEvents } from './api.js';
 import { addAfter, addBefore, findLine, newWindow } from './logpages.js';
 import { settle } from './buildstate.js';
 import { bytes, filenameOf, outputURL, podSpecURL, seconds, timeline, timeOfDay, usage } from './steprecord.js';
-import { CopyButton, duration, ErrorBox, Layout, loadUser, LoginForMore, StatusBadge, usePoll } from './common.jsx';
+import { CopyButton, duration, ErrorBox, Layout, LoginForMore, StatusBadge, useUser } from './common.jsx';
 import { commentProblem } from './comment.js';
 import { can } from './dashmodel.js';
 import { apiPipeline, enc, instanceVarsQuery, navigate, pipelinePath, varsLabel, withQuery } from './router.js';
@@ -688,7 +688,7 @@ function BuildView({ build: initial, crumbs }) {
   const status = s.status || build.status;
   const running = status === 'started' || status === 'pending';
   const canAct = !s.denied && !!getToken();
-  const user = usePoll(loadUser, 0, [getToken()]).data;
+  const user = useUser();
   // Trigger, rerun, resume and abort are a pipeline-operator's: shown once
   // the page knows the user may (the server refuses others anyway).
   const canOperate = canAct && can(user, build.team_name, 'operate');

@@ -82,11 +82,10 @@ export function useUser() {
 
 function UserMenu() {
   const [open, setOpen] = useState(false);
-  const user = usePoll(loadUser, 0, [getToken()]);
-  if (!user.data) {
+  const u = useUser();
+  if (!u) {
     return <a class="login-link" href={'/login?redirect=' + encodeURIComponent(location.pathname)} data-testid="login-link">login</a>;
   }
-  const u = user.data;
   return (
     <div class="user-menu">
       <button class="user-name" data-testid="user-menu" onClick={() => setOpen(!open)}>{u.user_name || u.name}</button>

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
-import { api, get, getToken } from './api.js';
-import { ErrorBox, Layout, loadUser, usePoll } from './common.jsx';
+import { api, get } from './api.js';
+import { ErrorBox, Layout, usePoll, useUser } from './common.jsx';
 import {
   can, checkFailing, jobRunning, jobStatus, keep, parseFavorites, parseFilter, pipelineStatus, stages, teamsShown, toggleFavorite,
 } from './dashmodel.js';
@@ -135,7 +135,7 @@ export function Dashboard({ hd }) {
   // answers both from the same database.
   const ready = !!res.data;
   const checks = usePoll(() => (ready ? loadChecks() : null), ready ? 10000 : 0, [ready]);
-  const user = usePoll(loadUser, 0, [getToken()]).data;
+  const user = useUser();
   // The filter is kept in the address (?search=, as Concourse's), replacing
   // the entry rather than adding one per key.
   const search = (v) => {
