@@ -387,11 +387,18 @@ func TestBuildAuditKeyedByCreation(t *testing.T) {
 	if au := decode[api.Audit](t, a.do(t, "GET", "/api/v1/builds/1/audit", viewer, ""), 200); len(au.Objects) != 0 || au.Build != nil {
 		t.Errorf("an earlier build's records shown: %+v", au)
 	}
+	stepObject := func() int { return a.do(t, "GET", "/api/v1/builds/1/audit/steps/s1/pod.yaml", viewer, "").code }
+	if code := stepObject(); code != 404 {
+		t.Errorf("an earlier build's step record: %d, want 404", code)
+	}
 	// This build's own, from before the key had its creation time.
 	legacy := fmt.Sprintf(`{"id":1,"end_time":%d}`, b.EndTime.Unix())
 	a.blobs.put("builds/1/build.json", []byte(legacy))
 	if au := decode[api.Audit](t, a.do(t, "GET", "/api/v1/builds/1/audit", viewer, ""), 200); len(au.Objects) != 5 || string(au.Build) != legacy {
 		t.Errorf("the build's legacy records: %+v", au)
+	}
+	if code := stepObject(); code != 200 {
+		t.Errorf("the build's legacy step record: %d, want 200", code)
 	}
 	// Its records under its own key win.
 	own := "builds/" + blobstore.AuditID(1, b.CreateTime) + "/"
@@ -399,5 +406,8 @@ func TestBuildAuditKeyedByCreation(t *testing.T) {
 	au := decode[api.Audit](t, a.do(t, "GET", "/api/v1/builds/1/audit", viewer, ""), 200)
 	if len(au.Objects) != 1 || au.Objects[0].Key != own+"build.json" || string(au.Build) != `{"id":1,"own":true}` {
 		t.Errorf("the build's records: %+v", au)
+	}
+	if code := stepObject(); code != 404 {
+		t.Errorf("a step record under the legacy key when the build has its own: %d, want 404", code)
 	}
 }

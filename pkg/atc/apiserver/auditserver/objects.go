@@ -1,6 +1,7 @@
 package auditserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,19 +48,13 @@ func (s *Server) StepObject(w http.ResponseWriter, r *http.Request, b db.Build) 
 			object, blobstore.PodObject, blobstore.ActionObject, blobstore.ResultObject, blobstore.TimelineObject)))
 		return
 	}
-	prefix, _, err := s.auditObjects(r.Context(), b)
-	if err != nil {
-		apierr.Fail(w, r, s.Log, apierr.WithStatus(http.StatusBadGateway, err))
-		return
-	}
-	key := prefix + "steps/" + stepID + "/" + object
-	rc, info, err := blobstore.GetOriginal(r.Context(), s.Bucket, key)
+	rc, info, key, err := s.openStepObject(r.Context(), b, stepID, object)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		apierr.Fail(w, r, s.Log, apierr.NotFound("Audit Object Not Found", fmt.Sprintf("build %d has no %s for step %s", b.ID, object, stepID)))
 		return
 	}
 	if err != nil {
-		apierr.Fail(w, r, s.Log, apierr.WithStatus(http.StatusBadGateway, fmt.Errorf("read %s: %w", key, err)))
+		apierr.Fail(w, r, s.Log, apierr.WithStatus(http.StatusBadGateway, err))
 		return
 	}
 	defer rc.Close()
@@ -90,19 +85,13 @@ func (s *Server) Output(w http.ResponseWriter, r *http.Request, b db.Build) {
 		}
 	}
 	ctx := r.Context()
-	prefix, _, err := s.auditObjects(ctx, b)
-	if err != nil {
-		apierr.Fail(w, r, s.Log, apierr.WithStatus(http.StatusBadGateway, err))
-		return
-	}
-	key := prefix + "steps/" + stepID + "/" + blobstore.ResultObject
-	rc, _, err := blobstore.GetOriginal(ctx, s.Bucket, key)
+	rc, _, key, err := s.openStepObject(ctx, b, stepID, blobstore.ResultObject)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		apierr.Fail(w, r, s.Log, apierr.NotFound("Output Not Found", fmt.Sprintf("build %d has no audit record of step %s (it has not ended, or ran no pod)", b.ID, stepID)))
 		return
 	}
 	if err != nil {
-		apierr.Fail(w, r, s.Log, apierr.WithStatus(http.StatusBadGateway, fmt.Errorf("read %s: %w", key, err)))
+		apierr.Fail(w, r, s.Log, apierr.WithStatus(http.StatusBadGateway, err))
 		return
 	}
 	var rec api.StepRecord
@@ -156,6 +145,35 @@ func (s *Server) Output(w http.ResponseWriter, r *http.Request, b db.Build) {
 	if _, err := io.Copy(w, tarStream); err != nil {
 		s.Log.Warn("send an output", "build", b.ID, "step", stepID, "output", name, "err", err)
 	}
+}
+
+// openStepObject opens the audit object name of build b's step as it was
+// first written, and says its key. It is read at the build's audit prefix
+// directly; the build's objects are listed (auditObjects) only when it is
+// not there, for a record under the prefix of an older layout.
+func (s *Server) openStepObject(ctx context.Context, b db.Build, stepID, name string) (io.ReadCloser, blobstore.ObjectInfo, string, error) {
+	rest := "steps/" + stepID + "/" + name
+	key := blobstore.BuildPrefix(blobstore.AuditID(b.ID, b.CreateTime)) + rest
+	rc, info, err := blobstore.GetOriginal(ctx, s.Bucket, key)
+	if !errors.Is(err, blobstore.ErrNotFound) {
+		if err != nil {
+			err = fmt.Errorf("read %s: %w", key, err)
+		}
+		return rc, info, key, err
+	}
+	prefix, _, err := s.auditObjects(ctx, b)
+	if err != nil {
+		return nil, info, key, err
+	}
+	if prefix+rest == key {
+		return nil, info, key, fmt.Errorf("read %s: %w", key, blobstore.ErrNotFound)
+	}
+	key = prefix + rest
+	rc, info, err = blobstore.GetOriginal(ctx, s.Bucket, key)
+	if err != nil {
+		err = fmt.Errorf("read %s: %w", key, err)
+	}
+	return rc, info, key, err
 }
 
 // byDigest opens the team's blob of the artifact's content address: one
